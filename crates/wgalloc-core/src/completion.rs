@@ -1,0 +1,228 @@
+//! Completion tracking for submitted GPU work, and the poller thread that drives it.
+//!
+//! wgpu's `SubmissionIndex` is opaque, so each submit gets a sequence number under
+//! the submit lock and registers `Queue::on_submitted_work_done` right after it:
+//! the callback for sequence `n` fires once submission `n` finished, and callbacks
+//! fire in submission order. The poller thread calls `Device::poll` only while
+//! something is outstanding, so an idle device costs nothing.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::signal::{lock, Slot};
+
+/// What a waiter receives: `Ok` once its submission completed, or why it never will.
+pub type Completion = Result<()>;
+
+#[derive(Default)]
+struct State {
+    submitted: u64,
+    completed: u64,
+    lost: Option<String>,
+    waiters: BTreeMap<u64, Vec<Arc<Slot<Completion>>>>,
+    /// Map requests in flight; failed with the device if it is lost.
+    maps: Vec<Weak<Slot<Completion>>>,
+}
+
+#[derive(Default)]
+pub struct Tracker {
+    state: Mutex<State>,
+    /// Wakes the poller when work appears, and blocking waiters on progress.
+    cv: Condvar,
+}
+
+impl Tracker {
+    /// Reserves the next sequence number. Call under the submit lock.
+    pub(crate) fn next_seq(&self) -> u64 {
+        let mut s = lock(&self.state);
+        s.submitted += 1;
+        s.submitted
+    }
+
+    pub(crate) fn complete(&self, seq: u64) {
+        let ready = {
+            let mut s = lock(&self.state);
+            s.completed = s.completed.max(seq);
+            let first_pending = s.completed + 1;
+            let rest = s.waiters.split_off(&first_pending);
+            std::mem::replace(&mut s.waiters, rest)
+        };
+        self.cv.notify_all();
+        for slot in ready.into_values().flatten() {
+            slot.complete(Ok(()));
+        }
+    }
+
+    pub fn completed(&self) -> u64 {
+        lock(&self.state).completed
+    }
+
+    pub fn submitted(&self) -> u64 {
+        lock(&self.state).submitted
+    }
+
+    pub fn lost_reason(&self) -> Option<String> {
+        lock(&self.state).lost.clone()
+    }
+
+    pub fn check_alive(&self) -> Result<()> {
+        match self.lost_reason() {
+            Some(reason) => Err(Error::DeviceLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// True once `seq` completed; an error if the device is lost first.
+    pub fn is_complete(&self, seq: u64) -> Result<bool> {
+        let s = lock(&self.state);
+        if s.completed >= seq {
+            return Ok(true);
+        }
+        match &s.lost {
+            Some(reason) => Err(Error::DeviceLost(reason.clone())),
+            None => Ok(false),
+        }
+    }
+
+    /// A slot completed when `seq` completes (at once if it already has).
+    pub fn waiter(&self, seq: u64) -> Arc<Slot<Completion>> {
+        let slot = Slot::new();
+        let mut s = lock(&self.state);
+        if s.completed >= seq {
+            slot.complete(Ok(()));
+        } else if let Some(reason) = &s.lost {
+            slot.complete(Err(Error::DeviceLost(reason.clone())));
+        } else {
+            s.waiters.entry(seq).or_default().push(slot.clone());
+            drop(s);
+            self.cv.notify_all();
+        }
+        slot
+    }
+
+    /// Registers a map request so the poller keeps polling and a lost device fails it.
+    pub(crate) fn track_map(&self, slot: &Arc<Slot<Completion>>) {
+        let mut s = lock(&self.state);
+        if let Some(reason) = &s.lost {
+            slot.complete(Err(Error::DeviceLost(reason.clone())));
+            return;
+        }
+        s.maps.retain(|w| w.upgrade().is_some_and(|m| !m.is_done()));
+        s.maps.push(Arc::downgrade(slot));
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    /// Fails every waiter; later calls see `DEVICE_LOST`.
+    pub(crate) fn mark_lost(&self, reason: String) {
+        let (waiters, maps) = {
+            let mut s = lock(&self.state);
+            if s.lost.is_none() {
+                s.lost = Some(reason.clone());
+            }
+            (std::mem::take(&mut s.waiters), std::mem::take(&mut s.maps))
+        };
+        self.cv.notify_all();
+        let err = Error::DeviceLost(reason);
+        for slot in waiters.into_values().flatten() {
+            slot.complete(Err(err.clone()));
+        }
+        for slot in maps.iter().filter_map(Weak::upgrade) {
+            slot.complete(Err(err.clone()));
+        }
+    }
+
+    fn has_outstanding(s: &State) -> bool {
+        s.lost.is_none()
+            && (s.submitted > s.completed || s.maps.iter().any(|w| w.upgrade().is_some_and(|m| !m.is_done())))
+    }
+
+    /// Parks the poller until something is outstanding or `timeout` passes.
+    fn park_until_outstanding(&self, timeout: Duration) -> bool {
+        let s = lock(&self.state);
+        let (s, _) = self
+            .cv
+            .wait_timeout_while(s, timeout, |s| !Self::has_outstanding(s))
+            .unwrap_or_else(|p| p.into_inner());
+        Self::has_outstanding(&s)
+    }
+
+    pub(crate) fn notify(&self) {
+        self.cv.notify_all();
+    }
+}
+
+/// The background thread that polls the device while work is outstanding.
+/// It holds no reference that keeps the `Gpu` alive and stops when the `Gpu` drops.
+pub(crate) struct Poller {
+    stop: Arc<AtomicBool>,
+    tracker: Arc<Tracker>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// How long one blocking poll may wait before re-checking the stop flag.
+const POLL_SLICE: Duration = Duration::from_millis(20);
+
+impl Poller {
+    pub(crate) fn spawn(device: wgpu::Device, tracker: Arc<Tracker>) -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop2, tracker2) = (stop.clone(), tracker.clone());
+        let handle = std::thread::Builder::new()
+            .name("wgalloc-poller".into())
+            .spawn(move || poll_loop(device, tracker2, stop2))
+            .map_err(|e| Error::Internal(format!("cannot start the poller thread: {e}")))?;
+        Ok(Poller { stop, tracker, handle: Some(handle) })
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.tracker.notify();
+        if let Some(h) = self.handle.take() {
+            // Never join from the poller itself (a callback may drop the last Gpu).
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Acquire) {
+        if !tracker.park_until_outstanding(Duration::from_millis(100)) {
+            continue;
+        }
+        let wait = wgpu::PollType::Wait { submission_index: None, timeout: Some(POLL_SLICE) };
+        match device.poll(wait) {
+            Ok(_) | Err(wgpu::PollError::Timeout) => {}
+            Err(e) => tracker.mark_lost(format!("device poll failed: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiters_complete_in_order_and_fail_on_loss() {
+        let t = Tracker::default();
+        let (a, b) = (t.next_seq(), t.next_seq());
+        let wa = t.waiter(a);
+        let wb = t.waiter(b);
+        t.complete(a);
+        assert!(wa.is_done() && !wb.is_done());
+        assert_eq!(t.is_complete(a), Ok(true));
+        assert_eq!(t.is_complete(b), Ok(false));
+        t.mark_lost("test".into());
+        assert_eq!(wb.wait_timeout(Duration::ZERO).unwrap().unwrap_err().code(), "DEVICE_LOST");
+        assert_eq!(t.is_complete(b).unwrap_err().code(), "DEVICE_LOST");
+        // Already-completed work stays complete after loss.
+        assert_eq!(t.is_complete(a), Ok(true));
+    }
+}

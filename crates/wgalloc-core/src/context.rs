@@ -1,0 +1,397 @@
+//! The device context: instance, adapter, device and queue, the limits and features
+//! wgalloc depends on, the memory budget, and the handlers that keep wgpu from
+//! panicking (a panic would take the whole Node process down).
+
+use std::sync::{Arc, Mutex};
+
+use crate::completion::{Poller, Tracker};
+use crate::error::{Error, Result};
+use crate::signal::lock;
+
+/// Features wgalloc asks for whenever the adapter offers them.
+const WANTED_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    .union(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
+
+/// Largest integer a JS `number` holds exactly; budgets and sizes above it are rejected.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// How to pick and open a device. Every field is optional.
+#[derive(Debug, Clone, Default)]
+pub struct GpuOptions {
+    /// Backend names: `vulkan`, `metal`, `dx12`, `primary`, `all`. `WGPU_BACKEND` overrides.
+    pub backends: Option<Vec<String>>,
+    /// `low-power`, `high-performance` or `none`.
+    pub power_preference: Option<String>,
+    /// Case-insensitive substring of the adapter name. `WGPU_ADAPTER_NAME` overrides.
+    pub adapter_name: Option<String>,
+    /// Only accept a software (CPU) adapter.
+    pub force_fallback_adapter: bool,
+    /// Features the device must have (wgpu names, e.g. `TIMESTAMP_QUERY`).
+    pub required_features: Vec<String>,
+    /// Features to enable if the adapter has them.
+    pub optional_features: Vec<String>,
+    /// Memory budget in bytes; derived from the backend when absent.
+    pub memory_budget: Option<u64>,
+}
+
+/// Where the memory budget came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetSource {
+    /// Set by the caller.
+    User,
+    /// The largest device-local Vulkan memory heap.
+    VulkanDeviceLocalHeap,
+    /// The backend exposes no heap size; a conservative default is used.
+    Default,
+}
+
+impl BudgetSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetSource::User => "user",
+            BudgetSource::VulkanDeviceLocalHeap => "vulkan-device-local-heap",
+            BudgetSource::Default => "default",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudget {
+    pub bytes: u64,
+    pub source: BudgetSource,
+}
+
+/// Budget used when the backend does not say: 4 GiB, a size most discrete and
+/// integrated GPUs of the last decade can serve.
+const DEFAULT_BUDGET: u64 = 4 << 30;
+
+/// What the opened device is and the limits wgalloc plans with.
+#[derive(Debug, Clone)]
+pub struct GpuInfo {
+    pub adapter_name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub features: Vec<String>,
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_uniform_buffer_binding_size: u64,
+    pub min_storage_buffer_offset_alignment: u32,
+    pub min_uniform_buffer_offset_alignment: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub timestamp_period_ns: f32,
+}
+
+/// Driver errors that reached no error scope; kept so they can be reported, never panicked on.
+#[derive(Debug, Default)]
+pub struct UncapturedErrors {
+    pub count: u64,
+    pub last: Option<String>,
+}
+
+/// Everything that lives as long as the device. Shared by streams, buffers and the poller.
+pub(crate) struct Shared {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub tracker: Arc<Tracker>,
+    /// Serialises submit + completion-callback registration so sequence numbers match.
+    pub submit_lock: Mutex<()>,
+    pub uncaptured: Arc<Mutex<UncapturedErrors>>,
+    pub features: wgpu::Features,
+    pub limits: wgpu::Limits,
+}
+
+/// An open GPU device. Cheap to clone; the device closes when the last clone drops.
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) shared: Arc<Shared>,
+    info: Arc<GpuInfo>,
+    budget: MemoryBudget,
+    _poller: Arc<Poller>,
+}
+
+impl Gpu {
+    /// Opens an adapter and device as `options` ask.
+    pub async fn request(options: GpuOptions) -> Result<Gpu> {
+        if let Some(b) = options.memory_budget {
+            if b == 0 || b > MAX_SAFE_INTEGER {
+                return Err(Error::invalid(format!(
+                    "memoryBudget must be a positive integer of at most 2^53-1 bytes, got {b}"
+                )));
+            }
+        }
+        let backends = parse_backends(options.backends.as_deref())?.with_env();
+        let power_preference = parse_power_preference(options.power_preference.as_deref())?;
+        let required = parse_features(&options.required_features)?;
+        let optional = parse_features(&options.optional_features)?;
+        let name_filter = std::env::var("WGPU_ADAPTER_NAME")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .or(options.adapter_name.clone());
+
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = backends;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = pick_adapter(&instance, backends, power_preference, options.force_fallback_adapter, name_filter.as_deref()).await?;
+
+        let available = adapter.features();
+        let missing = required - available;
+        if !missing.is_empty() {
+            return Err(Error::DeviceRequestFailed(format!(
+                "the adapter '{}' lacks required features: {}; drop them from requiredFeatures or pick another adapter",
+                adapter.get_info().name,
+                feature_names(missing).join(", ")
+            )));
+        }
+        let features = required | ((optional | WANTED_FEATURES) & available);
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgalloc"),
+                required_features: features,
+                // Ask for everything the adapter offers: wgalloc sizes heaps from these.
+                required_limits: adapter.limits(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::DeviceRequestFailed(format!("request_device failed: {e}")))?;
+
+        let tracker = Arc::new(Tracker::default());
+        let uncaptured = Arc::new(Mutex::new(UncapturedErrors::default()));
+        install_handlers(&device, &tracker, &uncaptured);
+
+        let budget = match options.memory_budget {
+            Some(bytes) => MemoryBudget { bytes, source: BudgetSource::User },
+            None => backend_budget(&adapter),
+        };
+        let info = Arc::new(gpu_info(&adapter, &device, &queue));
+        let poller = Arc::new(Poller::spawn(device.clone(), tracker.clone())?);
+        let shared = Arc::new(Shared {
+            features: device.features(),
+            limits: device.limits(),
+            device,
+            queue,
+            tracker,
+            submit_lock: Mutex::new(()),
+            uncaptured,
+        });
+        Ok(Gpu { shared, info, budget, _poller: poller })
+    }
+
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    pub fn memory_budget(&self) -> MemoryBudget {
+        self.budget
+    }
+
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.shared.limits
+    }
+
+    pub fn has_feature(&self, feature: wgpu::Features) -> bool {
+        self.shared.features.contains(feature)
+    }
+
+    /// Fails with `DEVICE_LOST` once the device is gone.
+    pub fn check_alive(&self) -> Result<()> {
+        self.shared.tracker.check_alive()
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.shared.tracker.lost_reason().is_some()
+    }
+
+    /// Number of driver errors no error scope caught, and the last message.
+    pub fn uncaptured_errors(&self) -> (u64, Option<String>) {
+        let u = lock(&self.shared.uncaptured);
+        (u.count, u.last.clone())
+    }
+
+    /// Destroys the device. Every later call fails with `DEVICE_LOST`.
+    pub fn destroy(&self) {
+        self.shared.device.destroy();
+        // The lost callback runs on a later poll; make the state visible at once.
+        self.shared.tracker.mark_lost("destroyed by the caller".into());
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        &self.shared.device
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.shared.queue
+    }
+}
+
+fn install_handlers(device: &wgpu::Device, tracker: &Arc<Tracker>, uncaptured: &Arc<Mutex<UncapturedErrors>>) {
+    let sink = uncaptured.clone();
+    let t = tracker.clone();
+    device.on_uncaptured_error(Arc::new(move |err: wgpu::Error| {
+        let msg = err.to_string();
+        if matches!(err, wgpu::Error::Internal { .. }) && msg.contains("lost") {
+            t.mark_lost(msg.clone());
+        }
+        let mut u = lock(&sink);
+        u.count += 1;
+        u.last = Some(msg);
+    }));
+    let t = tracker.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        let why = match reason {
+            wgpu::DeviceLostReason::Destroyed => "destroyed".to_string(),
+            _ => format!("lost: {message}"),
+        };
+        t.mark_lost(why);
+    });
+}
+
+async fn pick_adapter(
+    instance: &wgpu::Instance,
+    backends: wgpu::Backends,
+    power_preference: wgpu::PowerPreference,
+    force_fallback: bool,
+    name_filter: Option<&str>,
+) -> Result<wgpu::Adapter> {
+    let Some(filter) = name_filter else {
+        return instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference,
+                force_fallback_adapter: force_fallback,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::AdapterNotFound(format!(
+                "no GPU adapter found for backends {backends:?} ({e}); install a Vulkan, Metal or DX12 driver \
+                 (on Linux without a GPU: the mesa-vulkan-drivers package provides lavapipe)"
+            )));
+    };
+    let needle = filter.to_lowercase();
+    let adapters = instance.enumerate_adapters(backends).await;
+    let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+    adapters
+        .into_iter()
+        .find(|a| {
+            let info = a.get_info();
+            info.name.to_lowercase().contains(&needle) && (!force_fallback || info.device_type == wgpu::DeviceType::Cpu)
+        })
+        .ok_or_else(|| Error::AdapterNotFound(format!(
+            "no adapter name contains '{filter}'; available: [{}]",
+            names.join(", ")
+        )))
+}
+
+fn parse_backends(names: Option<&[String]>) -> Result<wgpu::Backends> {
+    let Some(names) = names else { return Ok(wgpu::Backends::PRIMARY) };
+    if names.is_empty() {
+        return Err(Error::invalid("backends must name at least one backend"));
+    }
+    let mut set = wgpu::Backends::empty();
+    for name in names {
+        set |= match name.trim().to_lowercase().as_str() {
+            "vulkan" | "vk" => wgpu::Backends::VULKAN,
+            "metal" | "mtl" => wgpu::Backends::METAL,
+            "dx12" | "d3d12" => wgpu::Backends::DX12,
+            "primary" | "all" => wgpu::Backends::PRIMARY,
+            other => {
+                return Err(Error::invalid(format!(
+                    "unknown backend '{other}'; use one of vulkan, metal, dx12, primary"
+                )))
+            }
+        };
+    }
+    Ok(set)
+}
+
+fn parse_power_preference(name: Option<&str>) -> Result<wgpu::PowerPreference> {
+    Ok(match name {
+        None | Some("none") => wgpu::PowerPreference::None,
+        Some("low-power") => wgpu::PowerPreference::LowPower,
+        Some("high-performance") => wgpu::PowerPreference::HighPerformance,
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "unknown powerPreference '{other}'; use low-power, high-performance or none"
+            )))
+        }
+    })
+}
+
+fn parse_features(names: &[String]) -> Result<wgpu::Features> {
+    names.iter().try_fold(wgpu::Features::empty(), |acc, name| {
+        let upper = name.trim().to_uppercase().replace('-', "_");
+        wgpu::Features::from_name(&upper)
+            .map(|f| acc | f)
+            .ok_or_else(|| Error::invalid(format!("unknown feature '{name}' (use wgpu names such as TIMESTAMP_QUERY)")))
+    })
+}
+
+pub fn feature_names(features: wgpu::Features) -> Vec<String> {
+    features.iter_names().map(|(name, _)| name.to_string()).collect()
+}
+
+fn gpu_info(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue) -> GpuInfo {
+    let a = adapter.get_info();
+    let l = device.limits();
+    GpuInfo {
+        adapter_name: a.name,
+        backend: a.backend.to_str().to_string(),
+        device_type: format!("{:?}", a.device_type),
+        driver: a.driver,
+        driver_info: a.driver_info,
+        vendor_id: a.vendor,
+        device_id: a.device,
+        features: feature_names(device.features()),
+        max_buffer_size: l.max_buffer_size,
+        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+        max_uniform_buffer_binding_size: l.max_uniform_buffer_binding_size as u64,
+        min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
+        min_uniform_buffer_offset_alignment: l.min_uniform_buffer_offset_alignment,
+        max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+        timestamp_period_ns: queue.get_timestamp_period(),
+    }
+}
+
+/// Reads the budget from the driver where the backend exposes it.
+fn backend_budget(adapter: &wgpu::Adapter) -> MemoryBudget {
+    #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+    if let Some(bytes) = vulkan_device_local_heap(adapter) {
+        return MemoryBudget { bytes: bytes.min(MAX_SAFE_INTEGER), source: BudgetSource::VulkanDeviceLocalHeap };
+    }
+    let _ = adapter;
+    MemoryBudget { bytes: DEFAULT_BUDGET, source: BudgetSource::Default }
+}
+
+#[cfg(not(any(target_os = "macos", target_os = "ios")))]
+fn vulkan_device_local_heap(adapter: &wgpu::Adapter) -> Option<u64> {
+    // SAFETY: we only read physical-device properties through the raw handles,
+    // and the hal adapter guard is dropped before this function returns.
+    unsafe {
+        let hal = adapter.as_hal::<wgpu::hal::api::Vulkan>()?;
+        let instance = hal.shared_instance().raw_instance();
+        let props = instance.get_physical_device_memory_properties(hal.raw_physical_device());
+        props.memory_heaps[..props.memory_heap_count as usize]
+            .iter()
+            .filter(|h| h.flags.contains(ash::vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_parsers_reject_unknown_names() {
+        assert!(parse_backends(Some(&["vulkan".into(), "Metal".into()])).is_ok());
+        assert_eq!(parse_backends(Some(&["quantum".into()])).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(parse_backends(Some(&[])).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(parse_power_preference(Some("fast")).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert!(parse_features(&["timestamp-query".into()]).unwrap().contains(wgpu::Features::TIMESTAMP_QUERY));
+        assert!(parse_features(&["NOPE".into()]).is_err());
+    }
+}

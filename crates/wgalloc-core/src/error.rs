@@ -1,0 +1,89 @@
+//! One error type for the whole runtime. Every variant maps to a stable string
+//! `code` that the JS layer exposes unchanged, so callers can branch on it.
+
+use std::fmt;
+
+/// A runtime failure. `code()` is stable API; the message tells the user what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// An argument was out of range, of the wrong shape, or inconsistent.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// No adapter matched the request (backend, name filter, fallback).
+    #[error("{0}")]
+    AdapterNotFound(String),
+    /// The adapter refused the device request (features or limits).
+    #[error("{0}")]
+    DeviceRequestFailed(String),
+    /// The device was lost or destroyed; every later call fails with this.
+    #[error("the GPU device was lost ({0}); open a new one with Gpu.request()")]
+    DeviceLost(String),
+    /// An allocation did not fit the budget or the driver ran out of memory.
+    #[error("{0}")]
+    OutOfMemory(String),
+    /// wgpu rejected a command (validation error caught by an error scope).
+    #[error("GPU validation error: {0}")]
+    Validation(String),
+    /// A handle was used after it was freed or destroyed.
+    #[error("{0}")]
+    UseAfterFree(String),
+    /// The operation was aborted by the caller (AbortSignal).
+    #[error("the operation was aborted")]
+    Aborted,
+    /// A map or wait failed for a reason other than device loss.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The stable code exposed to JS as `error.code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidArgument(_) => "INVALID_ARGUMENT",
+            Error::AdapterNotFound(_) => "ADAPTER_NOT_FOUND",
+            Error::DeviceRequestFailed(_) => "DEVICE_REQUEST_FAILED",
+            Error::DeviceLost(_) => "DEVICE_LOST",
+            Error::OutOfMemory(_) => "OUT_OF_MEMORY",
+            Error::Validation(_) => "GPU_VALIDATION",
+            Error::UseAfterFree(_) => "USE_AFTER_FREE",
+            Error::Aborted => "ABORTED",
+            Error::Internal(_) => "INTERNAL",
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl fmt::Display) -> Self {
+        Error::InvalidArgument(msg.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Overflow-checked `a + b` for sizes and offsets.
+pub fn checked_add(a: u64, b: u64, what: &str) -> Result<u64> {
+    a.checked_add(b)
+        .ok_or_else(|| Error::invalid(format!("{what}: {a} + {b} overflows u64")))
+}
+
+/// Round `value` up to a multiple of `align` (a power of two), overflow-checked.
+pub fn align_up(value: u64, align: u64) -> Result<u64> {
+    debug_assert!(align.is_power_of_two());
+    let mask = align - 1;
+    value
+        .checked_add(mask)
+        .map(|v| v & !mask)
+        .ok_or_else(|| Error::invalid(format!("size {value} overflows when aligned to {align}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn align_up_rounds_and_checks_overflow() {
+        assert_eq!(align_up(0, 4).unwrap(), 0);
+        assert_eq!(align_up(5, 4).unwrap(), 8);
+        assert_eq!(align_up(256, 256).unwrap(), 256);
+        assert_eq!(align_up(u64::MAX, 4).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert!(checked_add(u64::MAX, 1, "offset").is_err());
+    }
+}

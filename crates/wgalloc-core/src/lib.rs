@@ -1,0 +1,29 @@
+//! wgalloc-core: the wgpu-bound runtime of wgalloc.
+//!
+//! - [`context`]: open a device ([`Gpu::request`]), its info, limits and memory budget.
+//! - [`stream`]: [`Stream`]s of encoded work and the [`Event`]s their submissions complete.
+//! - [`transfer`]: minimal buffer create / write / copy / read-back.
+//!
+//! ```no_run
+//! # pollster::block_on(async {
+//! use wgalloc_core::{Gpu, GpuOptions};
+//! let gpu = Gpu::request(GpuOptions::default()).await?;
+//! let buf = gpu.create_buffer(16)?;
+//! gpu.write_buffer(&buf, 0, &[1u8; 16])?;
+//! assert_eq!(gpu.read_buffer(&buf, 0, 16).await?, vec![1u8; 16]);
+//! # Ok::<(), wgalloc_core::Error>(()) });
+//! ```
+
+pub mod completion;
+pub mod context;
+pub mod error;
+mod scope;
+mod signal;
+pub mod stream;
+pub mod transfer;
+
+pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
+pub use error::{Error, Result};
+pub use stream::{Event, Stream};
+pub use transfer::GpuBuffer;
+pub use wgpu;

@@ -1,0 +1,110 @@
+//! A one-shot completion slot that can be awaited (async) or waited on (blocking),
+//! completed from any thread. Whoever completes first wins; later completions are
+//! ignored, which lets a map callback and a device-lost sweep race safely.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+struct State<T> {
+    value: Option<T>,
+    done: bool,
+    wakers: Vec<Waker>,
+}
+
+pub struct Slot<T> {
+    state: Mutex<State<T>>,
+    cv: Condvar,
+}
+
+impl<T> Slot<T> {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Slot {
+            state: Mutex::new(State { value: None, done: false, wakers: Vec::new() }),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// Stores `value` if the slot is still open. Returns whether it was stored.
+    pub fn complete(&self, value: T) -> bool {
+        let wakers = {
+            let mut s = lock(&self.state);
+            if s.done {
+                return false;
+            }
+            s.done = true;
+            s.value = Some(value);
+            std::mem::take(&mut s.wakers)
+        };
+        self.cv.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    pub fn is_done(&self) -> bool {
+        lock(&self.state).done
+    }
+
+    /// Blocks until completed or `timeout` passes; takes the value if completed.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<T> {
+        let guard = lock(&self.state);
+        let (mut guard, _) = self
+            .cv
+            .wait_timeout_while(guard, timeout, |s| !s.done)
+            .unwrap_or_else(|p| p.into_inner());
+        guard.value.take()
+    }
+
+    /// A future that resolves with the value once completed.
+    pub fn wait(self: &Arc<Self>) -> SlotFuture<T> {
+        SlotFuture(self.clone())
+    }
+}
+
+pub struct SlotFuture<T>(Arc<Slot<T>>);
+
+impl<T> Future for SlotFuture<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = lock(&self.0.state);
+        if s.done {
+            // A slot has one consumer; a second poll after Ready is a caller bug.
+            return match s.value.take() {
+                Some(v) => Poll::Ready(v),
+                None => Poll::Pending,
+            };
+        }
+        s.wakers.push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Poisoning only happens if a holder panicked; the state stays consistent, so keep going.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_completion_wins_and_wakes_blocking_waiter() {
+        let slot = Slot::new();
+        let s2 = slot.clone();
+        let t = std::thread::spawn(move || s2.wait_timeout(Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(slot.complete(1));
+        assert!(!slot.complete(2));
+        assert_eq!(t.join().unwrap(), Some(1));
+    }
+
+    #[test]
+    fn future_resolves() {
+        let slot = Slot::new();
+        slot.complete("x");
+        assert_eq!(pollster::block_on(slot.wait()), "x");
+    }
+}

@@ -1,0 +1,221 @@
+//! Minimal data movement on plain device buffers: create, write, copy, read back.
+//! The heap and host-cache allocators build the real paths on top of these rules.
+//!
+//! Alignment rule (wgpu copies move whole 4-byte words): offsets must be multiples
+//! of 4, and a length that is not a multiple of 4 is only accepted where the range
+//! ends at the end of the destination buffer, whose padding bytes are private.
+//! Reads accept any range. Nothing outside the requested range is ever modified.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::context::Gpu;
+use crate::error::{align_up, checked_add, Error, Result};
+use crate::scope::guarded;
+use crate::signal::Slot;
+use crate::stream::Stream;
+
+const WORD: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
+
+/// A device-local buffer (storage, copy source and destination) of a fixed size.
+pub struct GpuBuffer {
+    gpu: Gpu,
+    buffer: wgpu::Buffer,
+    size: u64,
+    destroyed: AtomicBool,
+}
+
+impl GpuBuffer {
+    /// Bytes requested; the allocation is padded up to a multiple of 4.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn padded_size(&self) -> u64 {
+        self.buffer.size()
+    }
+
+    pub fn raw(&self) -> Result<&wgpu::Buffer> {
+        if self.destroyed.load(Ordering::Acquire) {
+            return Err(Error::UseAfterFree("this buffer was destroyed; create a new one".into()));
+        }
+        Ok(&self.buffer)
+    }
+
+    /// Releases the GPU memory now. Work already submitted still completes.
+    /// Returns false if it was already destroyed.
+    pub fn destroy(&self) -> bool {
+        let first = !self.destroyed.swap(true, Ordering::AcqRel);
+        if first {
+            self.buffer.destroy();
+        }
+        first
+    }
+
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
+    fn check_same_device(&self, gpu: &Gpu) -> Result<()> {
+        if std::sync::Arc::ptr_eq(&self.gpu.shared, &gpu.shared) {
+            Ok(())
+        } else {
+            Err(Error::invalid("the buffer belongs to another Gpu"))
+        }
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        self.destroy();
+    }
+}
+
+/// Validates `[offset, offset+len)` inside a buffer of `size` bytes under the
+/// alignment rule above; returns the padded length to encode.
+fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Result<u64> {
+    if len == 0 {
+        return Err(Error::invalid(format!("{what}: length must be at least 1 byte")));
+    }
+    if offset % WORD != 0 {
+        return Err(Error::invalid(format!("{what}: offset {offset} must be a multiple of 4")));
+    }
+    let end = checked_add(offset, len, what)?;
+    if end > size {
+        return Err(Error::invalid(format!("{what}: range {offset}..{end} is outside the buffer of {size} bytes")));
+    }
+    if len % WORD != 0 && end != size {
+        return Err(Error::invalid(format!(
+            "{what}: length {len} must be a multiple of 4 unless the range ends at the end of the buffer ({size})"
+        )));
+    }
+    align_up(len, WORD)
+}
+
+impl Gpu {
+    /// Creates a zero-initialised device-local buffer of `size` bytes.
+    pub fn create_buffer(&self, size: u64) -> Result<GpuBuffer> {
+        self.check_alive()?;
+        let max = self.limits().max_buffer_size;
+        if size == 0 || size > max {
+            return Err(Error::invalid(format!(
+                "buffer size must be between 1 and the device's maxBufferSize ({max}), got {size}"
+            )));
+        }
+        let padded = align_up(size, WORD)?;
+        let buffer = guarded(self.device(), "creating a buffer", || {
+            self.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc buffer"),
+                size: padded,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        Ok(GpuBuffer { gpu: self.clone(), buffer, size, destroyed: AtomicBool::new(false) })
+    }
+
+    /// Writes `data` at `offset`; visible to all work submitted after this call.
+    pub fn write_buffer(&self, buffer: &GpuBuffer, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        buffer.check_same_device(self)?;
+        let raw = buffer.raw()?;
+        let padded = aligned_range(offset, data.len() as u64, buffer.size, "writeBuffer")?;
+        guarded(self.device(), "writeBuffer", || {
+            if padded == data.len() as u64 {
+                self.queue().write_buffer(raw, offset, data);
+            } else {
+                let mut tail = data.to_vec();
+                tail.resize(padded as usize, 0);
+                self.queue().write_buffer(raw, offset, &tail);
+            }
+        })
+    }
+
+    /// Reads `len` bytes at `offset` (any alignment) once all prior work completed.
+    pub async fn read_buffer(&self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.check_alive()?;
+        buffer.check_same_device(self)?;
+        let raw = buffer.raw()?;
+        let end = checked_add(offset, len, "readBuffer")?;
+        if len == 0 || end > buffer.size {
+            return Err(Error::invalid(format!(
+                "readBuffer: range {offset}..{end} must be non-empty and inside the buffer of {} bytes",
+                buffer.size
+            )));
+        }
+        let start = offset - offset % WORD;
+        let span = align_up(end, WORD)? - start;
+        let staging = guarded(self.device(), "creating a read-back buffer", || {
+            self.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc readback"),
+                size: span,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        let mut stream = self.create_stream()?;
+        stream.encoder()?.copy_buffer_to_buffer(raw, start, &staging, 0, span);
+        stream.submit()?;
+        self.map_read(&staging).await?;
+        let skip = (offset - start) as usize;
+        let bytes = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::Internal(format!("read-back mapping failed: {e}")))?;
+            view[skip..skip + len as usize].to_vec()
+        };
+        staging.unmap();
+        staging.destroy();
+        Ok(bytes)
+    }
+
+    /// Maps a MAP_READ buffer; resolves once the map completed or the device is lost.
+    pub async fn map_read(&self, buffer: &wgpu::Buffer) -> Result<()> {
+        let slot = Slot::new();
+        let done = slot.clone();
+        self.shared.tracker.track_map(&slot);
+        buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+            done.complete(r.map_err(|e| Error::Internal(format!("buffer mapping failed: {e}"))));
+        });
+        self.shared.tracker.notify();
+        slot.wait().await
+    }
+}
+
+impl Stream {
+    /// Records a copy of `len` bytes; runs when the stream is submitted.
+    pub fn copy_buffer(&mut self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, len: u64) -> Result<()> {
+        src.check_same_device(self.gpu())?;
+        dst.check_same_device(self.gpu())?;
+        let padded = aligned_range(dst_offset, len, dst.size, "copy (destination)")?;
+        // The source may be read into its own padding, never past its allocation.
+        let src_end = checked_add(src_offset, len, "copy (source)")?;
+        if src_offset % WORD != 0 || src_end > src.size || src_offset + padded > src.padded_size() {
+            return Err(Error::invalid(format!(
+                "copy: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source buffer of {} bytes",
+                src.size
+            )));
+        }
+        if std::ptr::eq(src, dst) && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
+            return Err(Error::invalid("copy: source and destination ranges overlap in the same buffer"));
+        }
+        let (s, d) = (src.raw()?, dst.raw()?);
+        self.encoder()?.copy_buffer_to_buffer(s, src_offset, d, dst_offset, padded);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alignment_rule() {
+        assert_eq!(aligned_range(0, 8, 8, "t").unwrap(), 8);
+        assert_eq!(aligned_range(4, 5, 9, "t").unwrap(), 8, "unaligned tail at the end is padded");
+        assert!(aligned_range(4, 5, 12, "t").is_err(), "unaligned tail inside the buffer is refused");
+        assert!(aligned_range(2, 4, 12, "t").is_err());
+        assert!(aligned_range(0, 0, 12, "t").is_err());
+        assert!(aligned_range(8, 8, 12, "t").is_err());
+        assert!(aligned_range(u64::MAX - 3, 8, u64::MAX, "t").is_err());
+    }
+}
