@@ -184,6 +184,7 @@ impl Gpu {
 impl Stream {
     /// Records a copy of `len` bytes; runs when the stream is submitted.
     pub fn copy_buffer(&mut self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, len: u64) -> Result<()> {
+        self.gpu().check_alive()?;
         src.check_same_device(self.gpu())?;
         dst.check_same_device(self.gpu())?;
         let padded = aligned_range(dst_offset, len, dst.size, "copy (destination)")?;

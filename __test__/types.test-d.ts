@@ -1,0 +1,20 @@
+// Compile-only check of the public types (`npm run typecheck`).
+import { Gpu, WgallocError, type GpuInfo } from '../js/index.js'
+
+async function main(): Promise<void> {
+  const gpu: Gpu = await Gpu.request({ backends: ['vulkan'], signal: AbortSignal.timeout(5000) })
+  const info: GpuInfo = gpu.info
+  const buf = gpu.createBuffer(16)
+  gpu.writeBuffer(buf, 0, new Uint8Array(16))
+  const stream = gpu.createStream()
+  stream.copy(buf, gpu.createBuffer(16), { size: 16 })
+  await stream.submit().wait({ signal: AbortSignal.timeout(1000) })
+  const bytes: Buffer = await gpu.readBuffer(buf, 0, 16)
+  buf[Symbol.dispose]()
+  try {
+    gpu.createBuffer(-1)
+  } catch (e) {
+    if (e instanceof WgallocError && e.code === 'INVALID_ARGUMENT') console.log(info.adapterName, bytes.length)
+  }
+}
+void main

@@ -1,0 +1,35 @@
+#!/usr/bin/env node
+'use strict'
+// wgalloc command line: `wgalloc <command> [options]`. Run `wgalloc help`.
+const { parseArgs } = require('node:util')
+
+const COMMANDS = {
+  info: { run: require('./cli/info.cjs'), summary: 'adapter, backend, features, limits and memory budget' },
+}
+
+function usage() {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`)
+  return `usage: wgalloc <command> [options]\n\ncommands:\n${lines.join('\n')}\n\nRun 'wgalloc <command> --help' for a command's options.`
+}
+
+async function main(argv) {
+  const [name, ...rest] = argv
+  if (!name || name === 'help' || name === '--help' || name === '-h') {
+    console.log(usage())
+    return 0
+  }
+  const command = COMMANDS[name]
+  if (!command) {
+    console.error(`wgalloc: unknown command '${name}'\n\n${usage()}`)
+    return 2
+  }
+  return command.run(rest, { parseArgs })
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code ?? 0 },
+  (err) => {
+    console.error(`wgalloc: ${err.code ? `[${err.code}] ` : ''}${err.message}`)
+    process.exitCode = 1
+  },
+)

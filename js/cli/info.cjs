@@ -1,0 +1,49 @@
+'use strict'
+// `wgalloc info [--json] [--backend b] [--adapter name]`: what device wgalloc opens.
+const { Gpu } = require('../index.cjs')
+const { table, bytes } = require('./table.cjs')
+
+module.exports = async function info(argv, { parseArgs }) {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      json: { type: 'boolean', default: false },
+      backend: { type: 'string', multiple: true },
+      adapter: { type: 'string' },
+      fallback: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  })
+  if (values.help) {
+    console.log('usage: wgalloc info [--json] [--backend vulkan|metal|dx12] [--adapter NAME] [--fallback]')
+    return 0
+  }
+  const gpu = await Gpu.request({
+    backends: values.backend,
+    adapterName: values.adapter,
+    forceFallbackAdapter: values.fallback,
+  })
+  const info = gpu.info
+  const budget = gpu.memoryBudget
+  if (values.json) {
+    console.log(JSON.stringify({ ...info, memoryBudget: budget }, null, 2))
+    return 0
+  }
+  const rows = [
+    ['adapter', info.adapterName],
+    ['backend', info.backend],
+    ['device type', info.deviceType],
+    ['driver', `${info.driver} ${info.driverInfo}`.trim()],
+    ['features', info.features.join(', ') || '(none)'],
+    ['max buffer size', bytes(info.maxBufferSize)],
+    ['max storage binding', bytes(info.maxStorageBufferBindingSize)],
+    ['max uniform binding', bytes(info.maxUniformBufferBindingSize)],
+    ['storage offset alignment', `${info.minStorageBufferOffsetAlignment} B`],
+    ['uniform offset alignment', `${info.minUniformBufferOffsetAlignment} B`],
+    ['timestamp period', info.timestampPeriodNs ? `${info.timestampPeriodNs} ns/tick` : 'n/a'],
+    ['memory budget', `${bytes(budget.bytes)} (${budget.source})`],
+  ]
+  console.log(table(['property', 'value'], rows))
+  gpu.destroy()
+  return 0
+}

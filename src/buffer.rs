@@ -1,0 +1,30 @@
+//! `GpuBuffer`: a plain device-local buffer, for data movement without the heap.
+
+use std::sync::Arc;
+
+use napi_derive::napi;
+
+#[napi]
+pub struct GpuBuffer {
+    pub(crate) inner: Arc<wgalloc_core::GpuBuffer>,
+}
+
+#[napi]
+impl GpuBuffer {
+    /// Bytes requested at creation.
+    #[napi(getter)]
+    pub fn size(&self) -> f64 {
+        self.inner.size() as f64
+    }
+
+    #[napi(getter)]
+    pub fn destroyed(&self) -> bool {
+        self.inner.is_destroyed()
+    }
+
+    /// Releases the GPU memory (work already submitted still completes). Idempotent.
+    #[napi]
+    pub fn destroy(&self) {
+        self.inner.destroy();
+    }
+}

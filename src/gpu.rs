@@ -1,0 +1,164 @@
+//! `Gpu`: the JS view of an open device.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::buffer::GpuBuffer;
+use crate::error::{to_u64, IntoNapi};
+use crate::stream::Stream;
+
+/// Options for `Gpu.request()`. Every field is optional.
+#[napi(object)]
+#[derive(Default)]
+pub struct GpuRequestOptions {
+    /// Backends to consider: `vulkan`, `metal`, `dx12`, `primary`. `WGPU_BACKEND` overrides.
+    pub backends: Option<Vec<String>>,
+    /// `low-power`, `high-performance` or `none`.
+    pub power_preference: Option<String>,
+    /// Case-insensitive substring of the adapter name. `WGPU_ADAPTER_NAME` overrides.
+    pub adapter_name: Option<String>,
+    /// Accept only a software adapter (e.g. lavapipe).
+    pub force_fallback_adapter: Option<bool>,
+    /// Features the device must have, by wgpu name (e.g. `TIMESTAMP_QUERY`).
+    pub required_features: Option<Vec<String>>,
+    /// Features enabled when the adapter has them.
+    pub optional_features: Option<Vec<String>>,
+    /// Memory budget in bytes (integer, at most 2^53-1). Derived from the driver when absent.
+    pub memory_budget: Option<f64>,
+}
+
+/// The adapter and the limits wgalloc depends on.
+#[napi(object)]
+pub struct GpuInfo {
+    pub adapter_name: String,
+    /// `vulkan`, `metal`, `dx12`, ...
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    /// Enabled device features, by wgpu name.
+    pub features: Vec<String>,
+    pub max_buffer_size: f64,
+    pub max_storage_buffer_binding_size: f64,
+    pub max_uniform_buffer_binding_size: f64,
+    pub min_storage_buffer_offset_alignment: u32,
+    pub min_uniform_buffer_offset_alignment: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    /// Nanoseconds per timestamp tick (0 without timestamp queries).
+    pub timestamp_period_ns: f64,
+}
+
+/// The memory budget and where it came from.
+#[napi(object)]
+pub struct MemoryBudget {
+    pub bytes: f64,
+    /// `user`, `vulkan-device-local-heap` or `default`.
+    pub source: String,
+}
+
+/// An open GPU device (adapter, device, queue, poller thread).
+#[napi]
+pub struct Gpu {
+    pub(crate) inner: Arc<wgalloc_core::Gpu>,
+}
+
+#[napi]
+impl Gpu {
+    /// Opens an adapter and a device. (Configurable so the JS facade can add `{ signal }`.)
+    #[napi(writable = true, configurable = true)]
+    pub async fn request(options: Option<GpuRequestOptions>) -> Result<Gpu> {
+        let o = options.unwrap_or_default();
+        let memory_budget = o.memory_budget.map(|b| to_u64(b, "memoryBudget")).transpose()?;
+        let options = wgalloc_core::GpuOptions {
+            backends: o.backends,
+            power_preference: o.power_preference,
+            adapter_name: o.adapter_name,
+            force_fallback_adapter: o.force_fallback_adapter.unwrap_or(false),
+            required_features: o.required_features.unwrap_or_default(),
+            optional_features: o.optional_features.unwrap_or_default(),
+            memory_budget,
+        };
+        let gpu = wgalloc_core::Gpu::request(options).await.napi()?;
+        Ok(Gpu { inner: Arc::new(gpu) })
+    }
+
+    #[napi(getter)]
+    pub fn info(&self) -> GpuInfo {
+        let i = self.inner.info();
+        GpuInfo {
+            adapter_name: i.adapter_name.clone(),
+            backend: i.backend.clone(),
+            device_type: i.device_type.clone(),
+            driver: i.driver.clone(),
+            driver_info: i.driver_info.clone(),
+            vendor_id: i.vendor_id,
+            device_id: i.device_id,
+            features: i.features.clone(),
+            max_buffer_size: i.max_buffer_size as f64,
+            max_storage_buffer_binding_size: i.max_storage_buffer_binding_size as f64,
+            max_uniform_buffer_binding_size: i.max_uniform_buffer_binding_size as f64,
+            min_storage_buffer_offset_alignment: i.min_storage_buffer_offset_alignment,
+            min_uniform_buffer_offset_alignment: i.min_uniform_buffer_offset_alignment,
+            max_compute_workgroups_per_dimension: i.max_compute_workgroups_per_dimension,
+            timestamp_period_ns: i.timestamp_period_ns as f64,
+        }
+    }
+
+    #[napi(getter)]
+    pub fn memory_budget(&self) -> MemoryBudget {
+        let b = self.inner.memory_budget();
+        MemoryBudget { bytes: b.bytes as f64, source: b.source.as_str().to_string() }
+    }
+
+    /// True once the device was lost or destroyed.
+    #[napi(getter)]
+    pub fn lost(&self) -> bool {
+        self.inner.is_lost()
+    }
+
+    /// Driver errors that no error scope caught (they are counted, never thrown).
+    #[napi(getter)]
+    pub fn uncaptured_error_count(&self) -> f64 {
+        self.inner.uncaptured_errors().0 as f64
+    }
+
+    /// A new ordered lane of GPU work.
+    #[napi]
+    pub fn create_stream(&self) -> Result<Stream> {
+        Ok(Stream::new(self.inner.create_stream().napi()?))
+    }
+
+    /// A zero-filled device-local buffer of `size` bytes (padded to a multiple of 4).
+    #[napi]
+    pub fn create_buffer(&self, size: f64) -> Result<GpuBuffer> {
+        let buf = self.inner.create_buffer(to_u64(size, "size")?).napi()?;
+        Ok(GpuBuffer { inner: Arc::new(buf) })
+    }
+
+    /// Writes `data` at `offset` (a multiple of 4); ordered before all later submissions.
+    /// A length that is not a multiple of 4 is accepted only where the write ends at the buffer's end.
+    #[napi]
+    pub fn write_buffer(&self, buffer: &GpuBuffer, offset: f64, data: Uint8Array) -> Result<()> {
+        self.inner.write_buffer(&buffer.inner, to_u64(offset, "offset")?, &data).napi()
+    }
+
+    /// Reads `size` bytes at `offset` (any alignment) once all earlier work completed.
+    #[napi]
+    pub async fn read_buffer(&self, buffer: &GpuBuffer, offset: f64, size: f64) -> Result<Buffer> {
+        let (gpu, buf) = (self.inner.clone(), buffer.inner.clone());
+        let (offset, size) = (to_u64(offset, "offset")?, to_u64(size, "size")?);
+        let bytes = gpu.read_buffer(&buf, offset, size).await.napi()?;
+        Ok(bytes.into())
+    }
+
+    /// Destroys the device: every later call fails with `DEVICE_LOST`.
+    #[napi]
+    pub fn destroy(&self) {
+        self.inner.destroy();
+    }
+}

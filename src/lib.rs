@@ -1,0 +1,11 @@
+//! Node bindings for wgalloc: thin `#[napi]` wrappers over `wgalloc-core` and
+//! `wgalloc-plan`. No logic lives here beyond argument conversion and error mapping.
+
+mod buffer;
+mod error;
+mod gpu;
+mod stream;
+
+pub use buffer::GpuBuffer;
+pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
+pub use stream::{CopyOptions, GpuEvent, Stream};

@@ -1,0 +1,104 @@
+//! `Stream` and `GpuEvent`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::buffer::GpuBuffer;
+use crate::error::{coded, to_u64, IntoNapi};
+
+/// The completion of one submission.
+#[napi]
+pub struct GpuEvent {
+    inner: wgalloc_core::Event,
+}
+
+#[napi]
+impl GpuEvent {
+    /// Submission sequence number; events of one device are ordered by it.
+    #[napi(getter)]
+    pub fn seq(&self) -> f64 {
+        self.inner.seq() as f64
+    }
+
+    /// Non-blocking: true once the GPU finished this submission.
+    #[napi]
+    pub fn query(&self) -> Result<bool> {
+        self.inner.query().napi()
+    }
+
+    /// Resolves once the GPU finished this submission (the facade adds `{ signal }`).
+    #[napi]
+    pub async fn wait(&self) -> Result<()> {
+        let event = self.inner.clone();
+        event.wait().await.napi()
+    }
+
+    /// Blocks the JS thread up to `timeoutMs`; returns whether the work completed.
+    #[napi]
+    pub fn wait_sync(&self, timeout_ms: f64) -> Result<bool> {
+        let ms = to_u64(timeout_ms, "timeoutMs")?;
+        self.inner.wait_blocking(Duration::from_millis(ms)).napi()
+    }
+}
+
+/// Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source.
+#[napi(object)]
+pub struct CopyOptions {
+    pub src_offset: Option<f64>,
+    pub dst_offset: Option<f64>,
+    pub size: Option<f64>,
+}
+
+/// An ordered lane of GPU work: commands are recorded, then `submit()`ted together.
+#[napi]
+pub struct Stream {
+    inner: Arc<Mutex<wgalloc_core::Stream>>,
+}
+
+impl Stream {
+    pub(crate) fn new(stream: wgalloc_core::Stream) -> Self {
+        Stream { inner: Arc::new(Mutex::new(stream)) }
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, wgalloc_core::Stream>> {
+        self.inner.lock().map_err(|_| coded("INTERNAL", "stream lock poisoned"))
+    }
+}
+
+#[napi]
+impl Stream {
+    /// Records a buffer-to-buffer copy; it runs when the stream is submitted.
+    #[napi]
+    pub fn copy(&self, src: &GpuBuffer, dst: &GpuBuffer, options: Option<CopyOptions>) -> Result<()> {
+        let o = options.unwrap_or(CopyOptions { src_offset: None, dst_offset: None, size: None });
+        let src_offset = to_u64(o.src_offset.unwrap_or(0.0), "srcOffset")?;
+        let dst_offset = to_u64(o.dst_offset.unwrap_or(0.0), "dstOffset")?;
+        let size = match o.size {
+            Some(s) => to_u64(s, "size")?,
+            None => src.inner.size().saturating_sub(src_offset),
+        };
+        self.lock()?.copy_buffer(&src.inner, src_offset, &dst.inner, dst_offset, size).napi()
+    }
+
+    /// Commands recorded since the last submit.
+    #[napi(getter)]
+    pub fn pending_commands(&self) -> Result<u32> {
+        Ok(self.lock()?.pending_commands())
+    }
+
+    /// Submits recorded work; the event completes when the GPU finished it.
+    #[napi]
+    pub fn submit(&self) -> Result<GpuEvent> {
+        Ok(GpuEvent { inner: self.lock()?.submit().napi()? })
+    }
+
+    /// Submits pending work and resolves once all of this stream's work completed.
+    #[napi]
+    pub async fn synchronize(&self) -> Result<()> {
+        let event = self.lock()?.submit().napi()?;
+        event.wait().await.napi()
+    }
+}
