@@ -103,6 +103,8 @@ pub(crate) struct Shared {
     pub uncaptured: Arc<Mutex<UncapturedErrors>>,
     pub features: wgpu::Features,
     pub limits: wgpu::Limits,
+    /// The device's heap allocator, created on first use.
+    pub heap: std::sync::OnceLock<Arc<crate::heap::HeapCore>>,
 }
 
 /// An open GPU device. Cheap to clone; the device closes when the last clone drops.
@@ -177,6 +179,7 @@ impl Gpu {
             tracker,
             submit_lock: Mutex::new(()),
             uncaptured,
+            heap: std::sync::OnceLock::new(),
         });
         Ok(Gpu { shared, info, budget, _poller: poller })
     }

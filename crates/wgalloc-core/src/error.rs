@@ -27,6 +27,9 @@ pub enum Error {
     /// A handle was used after it was freed or destroyed.
     #[error("{0}")]
     UseAfterFree(String),
+    /// A block was freed twice.
+    #[error("{0}")]
+    DoubleFree(String),
     /// The operation was aborted by the caller (AbortSignal).
     #[error("the operation was aborted")]
     Aborted,
@@ -46,6 +49,7 @@ impl Error {
             Error::OutOfMemory(_) => "OUT_OF_MEMORY",
             Error::Validation(_) => "GPU_VALIDATION",
             Error::UseAfterFree(_) => "USE_AFTER_FREE",
+            Error::DoubleFree(_) => "DOUBLE_FREE",
             Error::Aborted => "ABORTED",
             Error::Internal(_) => "INTERNAL",
         }

@@ -3,6 +3,7 @@
 //! - [`context`]: open a device ([`Gpu::request`]), its info, limits and memory budget.
 //! - [`stream`]: [`Stream`]s of encoded work and the [`Event`]s their submissions complete.
 //! - [`transfer`]: minimal buffer create / write / copy / read-back.
+//! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
 //!
 //! ```no_run
 //! # pollster::block_on(async {
@@ -17,6 +18,7 @@
 pub mod completion;
 pub mod context;
 pub mod error;
+pub mod heap;
 mod scope;
 mod signal;
 pub mod stream;
@@ -24,6 +26,7 @@ pub mod transfer;
 
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, Result};
+pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
 pub use stream::{Event, Stream};
 pub use transfer::GpuBuffer;
 pub use wgpu;

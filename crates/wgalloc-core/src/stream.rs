@@ -3,6 +3,7 @@
 //! `Event` for that submission. wgpu has one queue per device, so streams order
 //! their own work and the queue orders submissions across streams.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,7 +72,55 @@ impl Gpu {
 
     pub fn create_stream(&self) -> Result<Stream> {
         self.check_alive()?;
-        Ok(Stream { gpu: self.clone(), encoder: None, pending_commands: 0, last: None })
+        Ok(Stream { gpu: self.clone(), encoder: None, pending_commands: 0, last: None, marks: Arc::default() })
+    }
+}
+
+/// What allocators need to know about a stream to defer a free correctly:
+/// work recorded but not yet submitted may still touch a freed block.
+#[derive(Debug, Default)]
+pub struct StreamMarks {
+    submits: AtomicU64,
+    last_seq: AtomicU64,
+    has_pending: AtomicBool,
+    dropped: AtomicBool,
+}
+
+/// A stream's position when a block it used was freed.
+#[derive(Debug, Clone)]
+pub struct StreamUse {
+    marks: Arc<StreamMarks>,
+    /// Submission that covers the block's use, if already known.
+    seq: u64,
+    /// `submits` at free time, when the use was still unsubmitted.
+    waiting_for_submit: Option<u64>,
+}
+
+impl StreamUse {
+    pub(crate) fn capture(marks: &Arc<StreamMarks>) -> Self {
+        // Read in the reverse of the order `submit` writes them, so a concurrent
+        // submit is either seen whole or waited for, never missed.
+        let submits = marks.submits.load(Ordering::Acquire);
+        let pending = marks.has_pending.load(Ordering::Acquire);
+        StreamUse {
+            marks: marks.clone(),
+            seq: marks.last_seq.load(Ordering::Acquire),
+            waiting_for_submit: pending.then_some(submits),
+        }
+    }
+
+    /// The submission sequence this use resolves to, once it is known: `None`
+    /// while the stream has not yet submitted the work recorded before the free.
+    /// Work of a stream dropped unsubmitted never runs, so it resolves to 0.
+    pub(crate) fn resolved_seq(&self) -> Option<u64> {
+        match self.waiting_for_submit {
+            None => Some(self.seq),
+            Some(_) if self.marks.dropped.load(Ordering::Acquire) => Some(0),
+            Some(at) if self.marks.submits.load(Ordering::Acquire) > at => {
+                Some(self.marks.last_seq.load(Ordering::Acquire))
+            }
+            Some(_) => None,
+        }
     }
 }
 
@@ -81,6 +130,13 @@ pub struct Stream {
     encoder: Option<wgpu::CommandEncoder>,
     pending_commands: u32,
     last: Option<Event>,
+    marks: Arc<StreamMarks>,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.marks.dropped.store(true, Ordering::Release);
+    }
 }
 
 impl Stream {
@@ -98,6 +154,7 @@ impl Stream {
             }));
         }
         self.pending_commands += 1;
+        self.marks.has_pending.store(true, Ordering::Release);
         Ok(self.encoder.as_mut().expect("encoder was just created"))
     }
 
@@ -113,10 +170,21 @@ impl Stream {
             return Ok(self.last.clone().unwrap_or_else(|| self.gpu.current_event()));
         };
         self.pending_commands = 0;
-        let commands = guarded(&self.gpu.shared.device, "finishing the stream's commands", || encoder.finish())?;
-        let event = self.gpu.submit(vec![commands])?;
+        let commands = guarded(&self.gpu.shared.device, "finishing the stream's commands", || encoder.finish());
+        // Whatever happens, the recorded work is gone from this stream now.
+        let event = commands.and_then(|c| self.gpu.submit(vec![c]));
+        let seq = event.as_ref().map_or_else(|_| self.gpu.shared.tracker.submitted(), |e| e.seq());
+        self.marks.last_seq.store(seq, Ordering::Release);
+        self.marks.has_pending.store(false, Ordering::Release);
+        self.marks.submits.fetch_add(1, Ordering::AcqRel);
+        let event = event?;
         self.last = Some(event.clone());
         Ok(event)
+    }
+
+    /// Shared marks the allocators read to defer frees of blocks this stream used.
+    pub fn marks(&self) -> &Arc<StreamMarks> {
+        &self.marks
     }
 
     /// The event of the last submit, if any.

@@ -14,7 +14,7 @@ use crate::scope::guarded;
 use crate::signal::Slot;
 use crate::stream::Stream;
 
-const WORD: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
+pub(crate) const WORD: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 
 /// A device-local buffer (storage, copy source and destination) of a fixed size.
 pub struct GpuBuffer {
@@ -72,7 +72,7 @@ impl Drop for GpuBuffer {
 
 /// Validates `[offset, offset+len)` inside a buffer of `size` bytes under the
 /// alignment rule above; returns the padded length to encode.
-fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Result<u64> {
+pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Result<u64> {
     if len == 0 {
         return Err(Error::invalid(format!("{what}: length must be at least 1 byte")));
     }
@@ -134,7 +134,6 @@ impl Gpu {
     pub async fn read_buffer(&self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
         self.check_alive()?;
         buffer.check_same_device(self)?;
-        let raw = buffer.raw()?;
         let end = checked_add(offset, len, "readBuffer")?;
         if len == 0 || end > buffer.size {
             return Err(Error::invalid(format!(
@@ -142,8 +141,15 @@ impl Gpu {
                 buffer.size
             )));
         }
+        self.submit_readback(buffer.raw()?, offset, len)?.finish().await
+    }
+
+    /// Encodes and submits a copy of `[offset, offset+len)` of `raw` (which must
+    /// stay inside its allocation once widened to whole words) into a fresh
+    /// staging buffer. The caller may record the returned event, then `finish()`.
+    pub(crate) fn submit_readback(&self, raw: &wgpu::Buffer, offset: u64, len: u64) -> Result<Readback> {
         let start = offset - offset % WORD;
-        let span = align_up(end, WORD)? - start;
+        let span = align_up(checked_add(offset, len, "read")?, WORD)? - start;
         let staging = guarded(self.device(), "creating a read-back buffer", || {
             self.device().create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgalloc readback"),
@@ -154,18 +160,8 @@ impl Gpu {
         })?;
         let mut stream = self.create_stream()?;
         stream.encoder()?.copy_buffer_to_buffer(raw, start, &staging, 0, span);
-        stream.submit()?;
-        self.map_read(&staging).await?;
-        let skip = (offset - start) as usize;
-        let bytes = {
-            let view = staging
-                .get_mapped_range(..)
-                .map_err(|e| Error::Internal(format!("read-back mapping failed: {e}")))?;
-            view[skip..skip + len as usize].to_vec()
-        };
-        staging.unmap();
-        staging.destroy();
-        Ok(bytes)
+        let event = stream.submit()?;
+        Ok(Readback { gpu: self.clone(), staging, event, skip: (offset - start) as usize, len: len as usize })
     }
 
     /// Maps a MAP_READ buffer; resolves once the map completed or the device is lost.
@@ -178,6 +174,31 @@ impl Gpu {
         });
         self.shared.tracker.notify();
         slot.wait().await
+    }
+}
+
+/// A submitted copy into a staging buffer, waiting to be mapped and read.
+pub(crate) struct Readback {
+    gpu: Gpu,
+    staging: wgpu::Buffer,
+    pub event: crate::stream::Event,
+    skip: usize,
+    len: usize,
+}
+
+impl Readback {
+    pub async fn finish(self) -> Result<Vec<u8>> {
+        self.gpu.map_read(&self.staging).await?;
+        let bytes = {
+            let view = self
+                .staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::Internal(format!("read-back mapping failed: {e}")))?;
+            view[self.skip..self.skip + self.len].to_vec()
+        };
+        self.staging.unmap();
+        self.staging.destroy();
+        Ok(bytes)
     }
 }
 

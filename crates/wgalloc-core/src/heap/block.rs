@@ -1,0 +1,193 @@
+//! `DeviceBlock`: the handle to one heap block. Dropping it without `free()`
+//! returns the block to its pool (the GC safety net for JS handles).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{BlockInfo, Heap, PoolKind};
+use crate::error::{checked_add, Error, Result};
+use crate::scope::guarded;
+use crate::stream::Stream;
+use crate::transfer::aligned_range;
+
+pub struct DeviceBlock {
+    heap: Heap,
+    id: u64,
+    buffer: wgpu::Buffer,
+    offset: u64,
+    size: u64,
+    requested: u64,
+    pool: PoolKind,
+    dedicated: bool,
+    exceeds_binding_limit: bool,
+    freed: AtomicBool,
+}
+
+impl DeviceBlock {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        heap: Heap,
+        id: u64,
+        buffer: wgpu::Buffer,
+        offset: u64,
+        size: u64,
+        requested: u64,
+        pool: PoolKind,
+        dedicated: bool,
+        exceeds_binding_limit: bool,
+    ) -> Self {
+        DeviceBlock { heap, id, buffer, offset, size, requested, pool, dedicated, exceeds_binding_limit, freed: AtomicBool::new(false) }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Allocated bytes (the request rounded up to the storage offset alignment).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn requested_size(&self) -> u64 {
+        self.requested
+    }
+
+    /// Offset of the block inside its segment buffer.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    pub fn pool(&self) -> PoolKind {
+        self.pool
+    }
+
+    pub fn is_dedicated(&self) -> bool {
+        self.dedicated
+    }
+
+    pub fn exceeds_binding_limit(&self) -> bool {
+        self.exceeds_binding_limit
+    }
+
+    pub fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+
+    pub fn heap(&self) -> &Heap {
+        &self.heap
+    }
+
+    fn live(&self) -> Result<()> {
+        if self.is_freed() {
+            return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
+        }
+        Ok(())
+    }
+
+    /// The segment buffer and the block's offset in it, for binding (`offset..offset+size`).
+    pub fn binding(&self) -> Result<(&wgpu::Buffer, u64, u64)> {
+        self.live()?;
+        Ok((&self.buffer, self.offset, self.size))
+    }
+
+    pub fn info(&self) -> Result<BlockInfo> {
+        self.live()?;
+        self.heap.block_info(self.id).ok_or_else(|| Error::UseAfterFree(format!("block {} was freed", self.id)))
+    }
+
+    pub fn set_shape(&self, shape: Option<Vec<u64>>) -> Result<()> {
+        self.live()?;
+        self.heap.set_shape(self.id, shape)
+    }
+
+    /// Writes `data` at `offset` within the block, ordered before all later submissions.
+    /// Same alignment rule as plain buffers, with the block's requested size as its end.
+    pub fn write(&self, data: &[u8], offset: u64) -> Result<()> {
+        self.live()?;
+        self.heap.gpu.check_alive()?;
+        let padded = aligned_range(offset, data.len() as u64, self.requested, "block write")?;
+        let at = self.offset + offset;
+        let queue = self.heap.gpu.queue();
+        guarded(self.heap.gpu.device(), "block write", || {
+            if padded == data.len() as u64 {
+                queue.write_buffer(&self.buffer, at, data);
+            } else {
+                let mut tail = data.to_vec();
+                tail.resize(padded as usize, 0);
+                queue.write_buffer(&self.buffer, at, &tail);
+            }
+        })
+    }
+
+    /// Reads `len` bytes at `offset` (any alignment) once all earlier work completed.
+    pub async fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.live()?;
+        self.heap.gpu.check_alive()?;
+        let end = checked_add(offset, len, "block read")?;
+        if len == 0 || end > self.requested {
+            return Err(Error::invalid(format!(
+                "block read: range {offset}..{end} must be non-empty and inside the block's {} bytes",
+                self.requested
+            )));
+        }
+        let readback = self.heap.gpu.submit_readback(&self.buffer, self.offset + offset, len)?;
+        self.heap.record_use(self.id, readback.event.seq());
+        readback.finish().await
+    }
+
+    /// Records a copy of `len` bytes from `src` into this block on `stream`; both blocks
+    /// are recorded as used by the stream, so freeing either defers until it ran.
+    pub fn copy_from_on(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+        self.live()?;
+        src.live()?;
+        if !std::sync::Arc::ptr_eq(&self.heap.core, &src.heap.core) {
+            return Err(Error::invalid("copyFrom: the source block belongs to another device"));
+        }
+        let padded = aligned_range(dst_offset, len, self.requested, "copyFrom (destination)")?;
+        let src_end = checked_add(src_offset, len, "copyFrom (source)")?;
+        if src_offset % 4 != 0 || src_end > src.requested || src_offset + padded > src.size {
+            return Err(Error::invalid(format!(
+                "copyFrom: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source block's {} bytes",
+                src.requested
+            )));
+        }
+        if self.id == src.id && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
+            return Err(Error::invalid("copyFrom: source and destination ranges overlap"));
+        }
+        stream.encoder()?.copy_buffer_to_buffer(&src.buffer, src.offset + src_offset, &self.buffer, self.offset + dst_offset, padded);
+        self.record_stream(stream)?;
+        src.record_stream(stream)
+    }
+
+    /// Copies all of `src` (up to this block's size) and submits; returns the submission event.
+    pub fn copy_from(&self, src: &DeviceBlock) -> Result<crate::stream::Event> {
+        let len = src.requested.min(self.requested);
+        let mut stream = self.heap.gpu.create_stream()?;
+        self.copy_from_on(&mut stream, src, 0, 0, len)?;
+        let event = stream.submit()?;
+        self.heap.record_use(self.id, event.seq());
+        self.heap.record_use(src.id, event.seq());
+        Ok(event)
+    }
+
+    /// Marks the block as used by `stream`: a later free waits for that stream's work.
+    pub fn record_stream(&self, stream: &Stream) -> Result<()> {
+        self.live()?;
+        self.heap.record_stream(self.id, stream.marks())
+    }
+
+    /// Returns the block to the heap. A second call fails with `DOUBLE_FREE`.
+    pub fn free(&self) -> Result<()> {
+        if self.freed.swap(true, Ordering::AcqRel) {
+            return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
+        }
+        self.heap.free_id(self.id)
+    }
+}
+
+impl Drop for DeviceBlock {
+    fn drop(&mut self) {
+        if !self.freed.swap(true, Ordering::AcqRel) {
+            let _ = self.heap.free_id(self.id);
+        }
+    }
+}

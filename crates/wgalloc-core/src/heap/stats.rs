@@ -1,0 +1,111 @@
+//! Allocator statistics, after PyTorch's `Stat`: current, peak, and cumulative
+//! amounts allocated and freed, for bytes, blocks and segments, overall and per pool.
+
+use super::pool::PoolKind;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stat {
+    pub current: u64,
+    pub peak: u64,
+    pub allocated: u64,
+    pub freed: u64,
+}
+
+impl Stat {
+    pub fn add(&mut self, n: u64) {
+        self.current += n;
+        self.allocated += n;
+        self.peak = self.peak.max(self.current);
+    }
+
+    pub fn sub(&mut self, n: u64) {
+        debug_assert!(self.current >= n, "stat underflow");
+        self.current -= n;
+        self.freed += n;
+    }
+
+    fn reset_peak(&mut self) {
+        self.peak = self.current;
+    }
+
+    fn reset_accumulated(&mut self) {
+        self.allocated = 0;
+        self.freed = 0;
+    }
+}
+
+/// Figures of one pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes of active blocks (allocated sizes).
+    pub allocated_bytes: Stat,
+    /// Bytes of segments (driver buffers) held by the pool.
+    pub reserved_bytes: Stat,
+    pub active_blocks: Stat,
+    pub segments: Stat,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    pub allocated_bytes: Stat,
+    pub reserved_bytes: Stat,
+    pub active_blocks: Stat,
+    pub segments: Stat,
+    /// Bytes the callers asked for, of active blocks (allocated minus this = padding).
+    pub requested_bytes: Stat,
+    /// Bytes of freed blocks whose GPU work has not completed yet.
+    pub pending_free_bytes: u64,
+    pub pending_free_blocks: u64,
+    /// Blocks served from the cache without a driver call.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub driver_allocations: u64,
+    pub driver_frees: u64,
+    /// Allocation retries after garbage collection or waiting for pending frees.
+    pub retries: u64,
+    pub ooms: u64,
+    /// Garbage collections triggered by the low watermark.
+    pub gc_runs: u64,
+    pub pools: [PoolStats; 5],
+}
+
+impl HeapStats {
+    pub fn pool(&self, kind: PoolKind) -> &PoolStats {
+        &self.pools[kind.index()]
+    }
+
+    pub(crate) fn pool_mut(&mut self, kind: PoolKind) -> &mut PoolStats {
+        &mut self.pools[kind.index()]
+    }
+
+    /// Bytes held in segments but not allocated (free ranges and pending frees).
+    pub fn cached_bytes(&self) -> u64 {
+        self.reserved_bytes.current - self.allocated_bytes.current
+    }
+
+    pub fn reset_peak(&mut self) {
+        for s in self.stats_mut() {
+            s.reset_peak();
+        }
+    }
+
+    pub fn reset_accumulated(&mut self) {
+        for s in self.stats_mut() {
+            s.reset_accumulated();
+        }
+        self.cache_hits = 0;
+        self.cache_misses = 0;
+        self.driver_allocations = 0;
+        self.driver_frees = 0;
+        self.retries = 0;
+        self.ooms = 0;
+        self.gc_runs = 0;
+    }
+
+    fn stats_mut(&mut self) -> impl Iterator<Item = &mut Stat> {
+        let top = [&mut self.allocated_bytes, &mut self.reserved_bytes, &mut self.active_blocks, &mut self.segments, &mut self.requested_bytes];
+        top.into_iter().chain(self.pools.iter_mut().flat_map(|p| {
+            [&mut p.allocated_bytes, &mut p.reserved_bytes, &mut p.active_blocks, &mut p.segments]
+        }))
+    }
+}

@@ -1,0 +1,169 @@
+//! The heap allocator on a real device (lavapipe without a GPU).
+
+use std::time::Duration;
+
+use wgalloc_core::heap::{HeapEventKind, PoolKind, Usage};
+use wgalloc_core::{Gpu, GpuOptions};
+
+fn gpu_with_budget(budget: Option<u64>) -> Gpu {
+    pollster::block_on(Gpu::request(GpuOptions { memory_budget: budget, ..Default::default() })).expect("a Vulkan adapter")
+}
+
+fn fill(size: usize, seed: u64) -> Vec<u8> {
+    (0..size).map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed * 97) >> 7) as u8).collect()
+}
+
+#[test]
+fn live_blocks_never_overlap_data_proves_it() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let sizes = [4u64, 100, 256, 1000, 4096, 70_000, 1 << 20, (1 << 20) + 4, 3 << 20];
+    let mut blocks = Vec::new();
+    for (i, &s) in sizes.iter().cycle().take(40).enumerate() {
+        let b = heap.malloc(s, if i % 3 == 0 { Usage::Shared } else { Usage::Device }).unwrap();
+        assert_eq!(b.offset() % heap.alignment(), 0);
+        b.write(&fill(s as usize, i as u64), 0).unwrap();
+        blocks.push((b, s, i as u64));
+    }
+    // Free every other block, allocate more into the holes, then check every live block's data.
+    let mut kept = Vec::new();
+    for (j, entry) in blocks.into_iter().enumerate() {
+        if j % 2 == 0 {
+            entry.0.free().unwrap();
+        } else {
+            kept.push(entry);
+        }
+    }
+    for (i, &s) in sizes.iter().enumerate() {
+        let b = heap.malloc(s, Usage::Device).unwrap();
+        b.write(&fill(s as usize, 1000 + i as u64), 0).unwrap();
+        kept.push((b, s, 1000 + i as u64));
+    }
+    for (b, s, seed) in &kept {
+        let back = pollster::block_on(b.read(0, *s)).unwrap();
+        assert!(back == fill(*s as usize, *seed), "block {} (size {s}) was overwritten by a neighbour", b.id());
+    }
+    let stats = heap.stats();
+    assert_eq!(stats.active_blocks.current, kept.len() as u64);
+    drop(kept);
+    let stats = heap.stats();
+    assert_eq!(stats.active_blocks.current, 0, "dropped handles return their blocks");
+    assert_eq!(stats.allocated_bytes.current, 0);
+    heap.empty_cache();
+    assert_eq!(heap.stats().reserved_bytes.current, 0);
+}
+
+#[test]
+fn cached_blocks_are_reused_without_driver_calls() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let b = heap.malloc(1000, Usage::Device).unwrap();
+    b.free().unwrap();
+    let before = heap.stats().driver_allocations;
+    for _ in 0..100 {
+        heap.malloc(1000, Usage::Device).unwrap().free().unwrap();
+    }
+    let s = heap.stats();
+    assert_eq!(s.driver_allocations, before);
+    assert!(s.cache_hits >= 100);
+    assert_eq!(s.requested_bytes.current, 0);
+    assert_eq!(s.pool(PoolKind::DeviceSmall).segments.current, 1);
+}
+
+#[test]
+fn freed_block_waits_for_recorded_stream_work() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let src = heap.malloc(64 << 20, Usage::Device).unwrap();
+    let dst = heap.malloc(64 << 20, Usage::Device).unwrap();
+    let mut stream = gpu.create_stream().unwrap();
+    for _ in 0..4 {
+        dst.copy_from_on(&mut stream, &src, 0, 0, 64 << 20).unwrap();
+    }
+    // Freed while the copies are recorded but not yet submitted: must stay pending.
+    src.free().unwrap();
+    assert_eq!(heap.stats().pending_free_blocks, 1);
+    let event = stream.submit().unwrap();
+    assert!(event.wait_blocking(Duration::from_secs(30)).unwrap());
+    heap.free_inactive_buffers();
+    let s = heap.stats();
+    assert_eq!(s.pending_free_blocks, 0);
+    assert_eq!(s.pending_free_bytes, 0);
+}
+
+#[test]
+fn double_free_and_use_after_free_are_typed_and_stats_stay_exact() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let b = heap.malloc(512, Usage::Device).unwrap();
+    b.free().unwrap();
+    assert_eq!(b.free().unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(b.write(&[0; 4], 0).unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(pollster::block_on(b.read(0, 4)).unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(heap.malloc(0, Usage::Device).err().unwrap().code(), "INVALID_ARGUMENT");
+    let s = heap.stats();
+    assert_eq!(s.active_blocks.current, 0);
+    assert_eq!(s.allocated_bytes.current, 0);
+}
+
+#[test]
+fn high_watermark_is_a_hard_limit_with_a_useful_message() {
+    let gpu = gpu_with_budget(Some(64 << 20));
+    let heap = gpu.heap().unwrap();
+    heap.set_high_watermark_ratio(1.0).unwrap();
+    heap.set_event_recording(true, false);
+    let a = heap.malloc(40 << 20, Usage::Device).unwrap();
+    let err = heap.malloc(40 << 20, Usage::Device).err().unwrap();
+    assert_eq!(err.code(), "OUT_OF_MEMORY");
+    let msg = err.to_string();
+    for needle in ["41943040", "allocated", "cached", "pending free", "budget 67108864", "largest free block"] {
+        assert!(msg.contains(needle), "message lacks {needle}: {msg}");
+    }
+    let (events, _) = heap.take_events();
+    assert!(events.iter().any(|e| e.kind == HeapEventKind::AllocationFailed));
+    // Still usable, and freeing makes room.
+    a.free().unwrap();
+    let b = heap.malloc(40 << 20, Usage::Device).unwrap();
+    assert_eq!(heap.stats().ooms, 1);
+    drop(b);
+}
+
+#[test]
+fn low_watermark_collects_idle_segments() {
+    let gpu = gpu_with_budget(Some(64 << 20));
+    let heap = gpu.heap().unwrap();
+    heap.set_high_watermark_ratio(2.0).unwrap();
+    heap.set_low_watermark_ratio(0.5).unwrap(); // 32 MiB
+    // Each request gets a dedicated segment too small for the next one; freed ones stay cached.
+    for mib in [11u64, 13, 15, 17, 19] {
+        heap.malloc(mib << 20, Usage::Device).unwrap().free().unwrap();
+    }
+    let s = heap.stats();
+    assert!(s.gc_runs > 0, "gc ran above the low watermark");
+    assert!(s.reserved_bytes.current <= 32 << 20, "reserved {}", s.reserved_bytes.current);
+    assert!(s.driver_frees >= 2, "idle segments were released");
+}
+
+#[test]
+fn scalar_blocks_hold_their_value() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let v = 3.5f32.to_le_bytes();
+    let b = heap.alloc_scalar(&v).unwrap();
+    assert_eq!(b.pool(), PoolKind::Scalar);
+    assert_eq!(pollster::block_on(b.read(0, 4)).unwrap(), v.to_vec());
+    assert_eq!(heap.alloc_scalar(&[]).err().unwrap().code(), "INVALID_ARGUMENT");
+}
+
+#[test]
+fn requests_above_the_binding_limit_get_a_dedicated_segment() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let max_binding = gpu.info().max_storage_buffer_binding_size;
+    if max_binding >= gpu.info().max_buffer_size {
+        return; // nothing to test on this device
+    }
+    let b = heap.malloc(max_binding + 1024, Usage::Device).unwrap();
+    let info = b.info().unwrap();
+    assert!(info.dedicated && info.exceeds_binding_limit);
+}
