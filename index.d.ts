@@ -9,6 +9,34 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** One block of the device heap: `size` bytes at `offset` in a segment buffer. */
+export declare class DeviceBlock {
+  get id(): number
+  /** Allocated bytes (the request rounded up to the storage offset alignment). */
+  get size(): number
+  /** Bytes asked for. */
+  get requestedSize(): number
+  /** Offset inside the segment buffer (a multiple of the storage offset alignment). */
+  get offset(): number
+  get pool(): string
+  get isShared(): boolean
+  get freed(): boolean
+  info(): BlockInfo
+  get shape(): Array<number> | null
+  /** Sets (or clears, with null) the shape metadata. */
+  setShape(shape?: Array<number> | undefined | null): void
+  /** Writes `data` at `offset` (default 0, a multiple of 4); ordered before later submissions. */
+  write(data: Uint8Array, offset?: number | undefined | null): void
+  /** Reads `length` bytes (default: to the end) at `offset` (default 0) once earlier work completed. */
+  read(offset?: number | undefined | null, length?: number | undefined | null): Promise<Buffer>
+  /** Copies `src` into this block (up to the smaller size) and submits; returns the event. */
+  copyFrom(src: DeviceBlock): GpuEvent
+  /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
+  recordStream(stream: Stream): void
+  /** Returns the block to the heap; a second call fails with `DOUBLE_FREE`. */
+  free(): void
+}
+
 /** An open GPU device (adapter, device, queue, poller thread). */
 export declare class Gpu {
   /** Opens an adapter and a device. (Configurable so the JS facade can add `{ signal }`.) */
@@ -30,6 +58,15 @@ export declare class Gpu {
   writeBuffer(buffer: GpuBuffer, offset: number, data: Uint8Array): void
   /** Reads `size` bytes at `offset` (any alignment) once all earlier work completed. */
   readBuffer(buffer: GpuBuffer, offset: number, size: number): Promise<Buffer>
+  /** The device's caching allocator. */
+  get heap(): Heap
+  /**
+   * A process-wide handle: pass it to a worker thread and call `Gpu.attach(handle)` there
+   * to share this device and its heap. The handle does not keep the device open.
+   */
+  shareHandle(): number
+  /** The device behind a handle from `shareHandle()` (for worker threads). */
+  static attach(handle: number): Gpu
   /** Destroys the device: every later call fails with `DEVICE_LOST`. */
   destroy(): void
 }
@@ -54,16 +91,75 @@ export declare class GpuEvent {
   waitSync(timeoutMs: number): boolean
 }
 
+/** The device's caching allocator (`gpu.heap`). */
+export declare class Heap {
+  /** Allocates a block of at least `size` bytes. */
+  malloc(size: number, options?: MallocOptions | undefined | null): DeviceBlock
+  /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
+  allocScalar(value: Uint8Array): DeviceBlock
+  /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
+  free(block: DeviceBlock): void
+  /** Releases idle cached segments to the driver; returns the bytes released. */
+  emptyCache(): number
+  /** Returns freed blocks whose GPU work completed to their pools. */
+  freeInactiveBuffers(): void
+  stats(): HeapStats
+  resetPeakStats(): void
+  resetAccumulatedStats(): void
+  /** Every segment with its blocks and free ranges. */
+  snapshot(): Array<SnapshotSegment>
+  /** Information on a live block by id, or null. */
+  getBlockInfo(id: number): BlockInfo | null
+  /** Hard limit as a fraction of the memory budget (0 disables; at most 2). */
+  get highWatermarkRatio(): number
+  /** Soft limit (garbage collection of idle segments) as a fraction of the budget; 0 disables. */
+  get lowWatermarkRatio(): number
+  setHighWatermarkRatio(ratio: number): void
+  setLowWatermarkRatio(ratio: number): void
+  /** Bytes the heap may still reserve before garbage collection starts. */
+  get lowWatermarkHeadroom(): number
+  /** Storage offset alignment of every block offset. */
+  get alignment(): number
+  /** The `WGALLOC_DEBUG_ALLOCATOR` mask in force. */
+  get debugMask(): number
+  /** Keep events (and debug log lines) for `takeEvents()`; used by the facade's `on()`/`setLogger()`. */
+  setEventRecording(events: boolean, logs: boolean): void
+  takeEvents(): HeapEventBatch
+}
+
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */
 export declare class Stream {
   /** Records a buffer-to-buffer copy; it runs when the stream is submitted. */
   copy(src: GpuBuffer, dst: GpuBuffer, options?: CopyOptions | undefined | null): void
+  /**
+   * Records a copy between heap blocks (offsets within the blocks); both blocks are
+   * recorded as used by this stream, so freeing either waits until the copy ran.
+   */
+  copyBlocks(src: DeviceBlock, dst: DeviceBlock, options?: CopyOptions | undefined | null): void
   /** Commands recorded since the last submit. */
   get pendingCommands(): number
   /** Submits recorded work; the event completes when the GPU finished it. */
   submit(): GpuEvent
   /** Submits pending work and resolves once all of this stream's work completed. */
   synchronize(): Promise<void>
+}
+
+/** What the heap knows about a live block. */
+export interface BlockInfo {
+  id: number
+  requestedSize: number
+  size: number
+  segmentId: number
+  offset: number
+  pool: string
+  isShared: boolean
+  /** Alone in its segment (large request, or above the binding limit). */
+  dedicated: boolean
+  /** Larger than the device's max storage binding size: cannot be bound whole. */
+  exceedsBindingLimit: boolean
+  shape?: Array<number>
+  /** `active` or `pending-free`. */
+  state: string
 }
 
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */
@@ -114,9 +210,90 @@ export interface GpuRequestOptions {
   memoryBudget?: number
 }
 
+/** An allocator event (see `heap.on()`). */
+export interface HeapEvent {
+  /** `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED` or `ALLOCATION_FAILED`. */
+  kind: string
+  blockId?: number
+  segmentId?: number
+  size: number
+  pool: string
+}
+
+/** Events and debug log lines recorded since the last `takeEvents()`. */
+export interface HeapEventBatch {
+  events: Array<HeapEvent>
+  logs: Array<string>
+}
+
+/** Allocator statistics; all numbers. */
+export interface HeapStats {
+  /** Bytes of active blocks (allocated sizes). */
+  allocatedBytes: Stat
+  /** Bytes of segments held from the driver. */
+  reservedBytes: Stat
+  activeBlocks: Stat
+  segments: Stat
+  /** Bytes callers asked for; `allocatedBytes - requestedBytes` is alignment padding. */
+  requestedBytes: Stat
+  /** Reserved but not allocated (free ranges plus pending frees). */
+  cachedBytes: number
+  pendingFreeBytes: number
+  pendingFreeBlocks: number
+  cacheHits: number
+  cacheMisses: number
+  driverAllocations: number
+  driverFrees: number
+  retries: number
+  ooms: number
+  gcRuns: number
+  pools: Array<PoolStats>
+}
+
+/** Options of `heap.malloc()`. */
+export interface MallocOptions {
+  /** `'device'` (default) or `'shared'` (mappable and bindable where the adapter allows). */
+  usage?: string
+  /** Optional shape metadata kept with the block. */
+  shape?: Array<number>
+}
+
 /** The memory budget and where it came from. */
 export interface MemoryBudget {
   bytes: number
   /** `user`, `vulkan-device-local-heap` or `default`. */
   source: string
+}
+
+export interface PoolStats {
+  pool: string
+  allocatedBytes: Stat
+  reservedBytes: Stat
+  activeBlocks: Stat
+  segments: Stat
+}
+
+/** One range of a segment in a snapshot (`blockId` 0 for free ranges). */
+export interface SnapshotBlock {
+  blockId: number
+  offset: number
+  size: number
+  /** `active`, `pending-free` or `free`. */
+  state: string
+}
+
+export interface SnapshotSegment {
+  id: number
+  pool: string
+  size: number
+  dedicated: boolean
+  blocks: Array<SnapshotBlock>
+}
+
+/** Current, peak and cumulative figures of one quantity. */
+export interface Stat {
+  current: number
+  peak: number
+  allocated: number
+  freed: number
 }

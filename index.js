@@ -835,7 +835,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.DeviceBlock = nativeBinding.DeviceBlock
 module.exports.Gpu = nativeBinding.Gpu
 module.exports.GpuBuffer = nativeBinding.GpuBuffer
 module.exports.GpuEvent = nativeBinding.GpuEvent
+module.exports.Heap = nativeBinding.Heap
 module.exports.Stream = nativeBinding.Stream

@@ -7,6 +7,7 @@ use napi_derive::napi;
 
 use crate::buffer::GpuBuffer;
 use crate::error::{to_u64, IntoNapi};
+use crate::heap::Heap;
 use crate::stream::Stream;
 
 /// Options for `Gpu.request()`. Every field is optional.
@@ -154,6 +155,26 @@ impl Gpu {
         let (offset, size) = (to_u64(offset, "offset")?, to_u64(size, "size")?);
         let bytes = gpu.read_buffer(&buf, offset, size).await.napi()?;
         Ok(bytes.into())
+    }
+
+    /// The device's caching allocator.
+    #[napi(getter)]
+    pub fn heap(&self) -> Result<Heap> {
+        Ok(Heap { inner: self.inner.heap().napi()? })
+    }
+
+    /// A process-wide handle: pass it to a worker thread and call `Gpu.attach(handle)` there
+    /// to share this device and its heap. The handle does not keep the device open.
+    #[napi]
+    pub fn share_handle(&self) -> f64 {
+        self.inner.share_handle() as f64
+    }
+
+    /// The device behind a handle from `shareHandle()` (for worker threads).
+    #[napi]
+    pub fn attach(handle: f64) -> Result<Gpu> {
+        let gpu = wgalloc_core::Gpu::attach(to_u64(handle, "handle")?).napi()?;
+        Ok(Gpu { inner: Arc::new(gpu) })
     }
 
     /// Destroys the device: every later call fails with `DEVICE_LOST`.

@@ -4,8 +4,10 @@
 mod buffer;
 mod error;
 mod gpu;
+mod heap;
 mod stream;
 
 pub use buffer::GpuBuffer;
 pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
+pub use heap::{DeviceBlock, Heap};
 pub use stream::{CopyOptions, GpuEvent, Stream};

@@ -7,12 +7,19 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::buffer::GpuBuffer;
+use crate::heap::DeviceBlock;
 use crate::error::{coded, to_u64, IntoNapi};
 
 /// The completion of one submission.
 #[napi]
 pub struct GpuEvent {
     inner: wgalloc_core::Event,
+}
+
+impl From<wgalloc_core::Event> for GpuEvent {
+    fn from(inner: wgalloc_core::Event) -> Self {
+        GpuEvent { inner }
+    }
 }
 
 #[napi]
@@ -66,6 +73,12 @@ impl Stream {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, wgalloc_core::Stream>> {
         self.inner.lock().map_err(|_| coded("INTERNAL", "stream lock poisoned"))
     }
+
+    /// Runs `f` on the core stream, mapping its error.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut wgalloc_core::Stream) -> wgalloc_core::Result<T>) -> Result<T> {
+        let mut guard = self.lock()?;
+        f(&mut guard).napi()
+    }
 }
 
 #[napi]
@@ -81,6 +94,20 @@ impl Stream {
             None => src.inner.size().saturating_sub(src_offset),
         };
         self.lock()?.copy_buffer(&src.inner, src_offset, &dst.inner, dst_offset, size).napi()
+    }
+
+    /// Records a copy between heap blocks (offsets within the blocks); both blocks are
+    /// recorded as used by this stream, so freeing either waits until the copy ran.
+    #[napi]
+    pub fn copy_blocks(&self, src: &DeviceBlock, dst: &DeviceBlock, options: Option<CopyOptions>) -> Result<()> {
+        let o = options.unwrap_or(CopyOptions { src_offset: None, dst_offset: None, size: None });
+        let src_offset = to_u64(o.src_offset.unwrap_or(0.0), "srcOffset")?;
+        let dst_offset = to_u64(o.dst_offset.unwrap_or(0.0), "dstOffset")?;
+        let size = match o.size {
+            Some(s) => to_u64(s, "size")?,
+            None => src.inner.requested_size().saturating_sub(src_offset).min(dst.inner.requested_size().saturating_sub(dst_offset)),
+        };
+        self.with(|s| dst.inner.copy_from_on(s, &src.inner, src_offset, dst_offset, size))
     }
 
     /// Commands recorded since the last submit.

@@ -105,16 +105,20 @@ pub(crate) struct Shared {
     pub limits: wgpu::Limits,
     /// The device's heap allocator, created on first use.
     pub heap: std::sync::OnceLock<Arc<crate::heap::HeapCore>>,
+    info: GpuInfo,
+    budget: MemoryBudget,
+    _poller: Poller,
 }
 
 /// An open GPU device. Cheap to clone; the device closes when the last clone drops.
 #[derive(Clone)]
 pub struct Gpu {
     pub(crate) shared: Arc<Shared>,
-    info: Arc<GpuInfo>,
-    budget: MemoryBudget,
-    _poller: Arc<Poller>,
 }
+
+/// Process-wide table of open devices, so worker threads can attach to one.
+static REGISTRY: Mutex<Vec<(u64, std::sync::Weak<Shared>)>> = Mutex::new(Vec::new());
+static NEXT_HANDLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Gpu {
     /// Opens an adapter and device as `options` ask.
@@ -169,8 +173,8 @@ impl Gpu {
             Some(bytes) => MemoryBudget { bytes, source: BudgetSource::User },
             None => backend_budget(&adapter),
         };
-        let info = Arc::new(gpu_info(&adapter, &device, &queue));
-        let poller = Arc::new(Poller::spawn(device.clone(), tracker.clone())?);
+        let info = gpu_info(&adapter, &device, &queue);
+        let poller = Poller::spawn(device.clone(), tracker.clone())?;
         let shared = Arc::new(Shared {
             features: device.features(),
             limits: device.limits(),
@@ -180,16 +184,42 @@ impl Gpu {
             submit_lock: Mutex::new(()),
             uncaptured,
             heap: std::sync::OnceLock::new(),
+            info,
+            budget,
+            _poller: poller,
         });
-        Ok(Gpu { shared, info, budget, _poller: poller })
+        Ok(Gpu { shared })
     }
 
     pub fn info(&self) -> &GpuInfo {
-        &self.info
+        &self.shared.info
     }
 
     pub fn memory_budget(&self) -> MemoryBudget {
-        self.budget
+        self.shared.budget
+    }
+
+    /// A process-wide handle other threads (e.g. Node worker_threads) can `attach` to.
+    /// The handle does not keep the device alive.
+    pub fn share_handle(&self) -> u64 {
+        let mut reg = lock(&REGISTRY);
+        reg.retain(|(_, w)| w.strong_count() > 0);
+        if let Some((h, _)) = reg.iter().find(|(_, w)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.shared))) {
+            return *h;
+        }
+        let h = NEXT_HANDLE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        reg.push((h, Arc::downgrade(&self.shared)));
+        h
+    }
+
+    /// The device behind a handle from [`Gpu::share_handle`], if it is still open.
+    pub fn attach(handle: u64) -> Result<Gpu> {
+        let reg = lock(&REGISTRY);
+        reg.iter()
+            .find(|(h, _)| *h == handle)
+            .and_then(|(_, w)| w.upgrade())
+            .map(|shared| Gpu { shared })
+            .ok_or_else(|| Error::invalid(format!("no open device has handle {handle}; share it with gpu.shareHandle() while it is open")))
     }
 
     pub fn limits(&self) -> &wgpu::Limits {

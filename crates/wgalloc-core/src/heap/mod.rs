@@ -243,6 +243,11 @@ impl Heap {
         &self.gpu
     }
 
+    /// True if both handles reach the same device heap.
+    pub fn same_heap(&self, other: &Heap) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
+    }
+
     /// Allocates a block of at least `size` bytes.
     pub fn malloc(&self, size: u64, usage: Usage) -> Result<DeviceBlock> {
         let pool_alignment = self.core.alignment;

@@ -1,0 +1,93 @@
+//! MiniMalloc CSV: header `id,lower,upper,size` (optional `alignment`), half-open
+//! lifetimes `[lower, upper)`, so `first = lower` and `last = upper - 1`.
+//! The legacy `start,end` header (inclusive `end`) is read too.
+
+use crate::error::PlanError;
+use crate::record::UsageRecord;
+use std::fmt::Write;
+
+/// Parses MiniMalloc CSV. Errors name the 1-based line and the column.
+pub fn parse(text: &str) -> Result<Vec<UsageRecord>, PlanError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, header)) = lines.next() else {
+        return Ok(Vec::new());
+    };
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let col = |name: &str| cols.iter().position(|c| *c == name);
+    let need = |name: &str| col(name).ok_or_else(|| PlanError::parse(1, name, "missing column"));
+    let id_c = need("id")?;
+    let size_c = need("size")?;
+    // Half-open lower/upper, or legacy inclusive start/end.
+    let (lo_c, hi_c, inclusive) = match (col("lower"), col("upper")) {
+        (Some(l), Some(u)) => (l, u, false),
+        _ => (need("start")?, need("end")?, true),
+    };
+    let align_c = col("alignment");
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        let ln = i + 1;
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if fields.len() != cols.len() {
+            return Err(PlanError::parse(ln, "", format!("expected {} fields, found {}", cols.len(), fields.len())));
+        }
+        let num = |c: usize| -> Result<u64, PlanError> {
+            fields[c].parse::<u64>().map_err(|_| {
+                PlanError::parse(ln, cols[c], format!("{:?} is not a non-negative integer", fields[c]))
+            })
+        };
+        let (lo, hi) = (num(lo_c)?, num(hi_c)?);
+        let last = if inclusive {
+            hi
+        } else if hi > lo {
+            hi - 1
+        } else {
+            return Err(PlanError::parse(ln, cols[hi_c], format!("empty lifetime [{lo}, {hi})")));
+        };
+        if lo > last {
+            return Err(PlanError::parse(ln, cols[hi_c], format!("end {hi} before start {lo}")));
+        }
+        let alignment = match align_c {
+            Some(c) if !fields[c].is_empty() => Some(num(c)?),
+            _ => None,
+        };
+        if fields[id_c].is_empty() {
+            return Err(PlanError::parse(ln, "id", "empty id"));
+        }
+        out.push(UsageRecord { id: fields[id_c].to_string(), size: num(size_c)?, first: lo, last, alignment });
+    }
+    Ok(out)
+}
+
+/// Writes MiniMalloc CSV (`alignment` column only if some record has one).
+/// With `offsets`, an `offset` column is added (MiniMalloc's solution format).
+pub fn write(records: &[UsageRecord], offsets: Option<&[u64]>) -> Result<String, PlanError> {
+    if let Some(o) = offsets {
+        if o.len() != records.len() {
+            return Err(PlanError::InvalidArgument(format!("{} records but {} offsets", records.len(), o.len())));
+        }
+    }
+    let with_align = records.iter().any(|r| r.alignment.is_some());
+    let mut s = String::from("id,lower,upper,size");
+    if with_align {
+        s.push_str(",alignment");
+    }
+    if offsets.is_some() {
+        s.push_str(",offset");
+    }
+    s.push('\n');
+    for (i, r) in records.iter().enumerate() {
+        if r.id.contains([',', '\n', '\r']) {
+            return Err(PlanError::InvalidArgument(format!("id {:?} cannot be written to CSV", r.id)));
+        }
+        let upper = r.last.checked_add(1).ok_or_else(|| PlanError::SizeOverflow(format!("record {:?}: last + 1", r.id)))?;
+        let _ = write!(s, "{},{},{},{}", r.id, r.first, upper, r.size);
+        if with_align {
+            let _ = write!(s, ",{}", r.alignment.map(|a| a.to_string()).unwrap_or_default());
+        }
+        if let Some(o) = offsets {
+            let _ = write!(s, ",{}", o[i]);
+        }
+        s.push('\n');
+    }
+    Ok(s)
+}

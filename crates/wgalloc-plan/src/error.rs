@@ -1,0 +1,70 @@
+//! Typed errors. Every failure on user input maps to one variant; `code()` gives the
+//! stable string the JS binding exposes.
+
+use thiserror::Error;
+
+/// Everything that can go wrong while parsing, building or planning.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// `first > last` for a record.
+    #[error("record {id:?}: first op {first} is after last op {last}")]
+    InvalidLifetime { id: String, first: u64, last: u64 },
+    /// Two records (or tensors) share an id.
+    #[error("duplicate id {id:?}")]
+    DuplicateId { id: String },
+    /// Alignment is zero or not a power of two.
+    #[error("{what}: alignment {alignment} is not a power of two")]
+    BadAlignment { what: String, alignment: u64 },
+    /// A view names a tensor that does not exist.
+    #[error("tensor {id:?} is a view of unknown tensor {view_of:?}")]
+    UnknownView { id: String, view_of: String },
+    /// A chain of views loops back on itself.
+    #[error("tensor {id:?} is part of a view cycle")]
+    ViewCycle { id: String },
+    /// Any other argument the caller got wrong.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Malformed CSV/JSON. `line` is 1-based (0 when unknown).
+    #[error("parse error at line {line}, field {field:?}: {message}")]
+    Parse { line: usize, field: String, message: String },
+    /// A size, offset or sum of sizes does not fit in u64.
+    #[error("size overflow: {0}")]
+    SizeOverflow(String),
+    /// A plan failed the independent checker.
+    #[error("plan invalid: {0}")]
+    PlanInvalid(String),
+}
+
+impl PlanError {
+    /// Stable machine-readable code (part of the JS API; never rename).
+    pub fn code(&self) -> &'static str {
+        match self {
+            PlanError::InvalidLifetime { .. }
+            | PlanError::DuplicateId { .. }
+            | PlanError::BadAlignment { .. }
+            | PlanError::UnknownView { .. }
+            | PlanError::ViewCycle { .. }
+            | PlanError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            PlanError::Parse { .. } => "PARSE_ERROR",
+            PlanError::SizeOverflow(_) => "SIZE_OVERFLOW",
+            PlanError::PlanInvalid(_) => "PLAN_INVALID",
+        }
+    }
+
+    pub(crate) fn parse(line: usize, field: impl Into<String>, message: impl Into<String>) -> Self {
+        PlanError::Parse { line, field: field.into(), message: message.into() }
+    }
+}
+
+/// Checked arithmetic helpers: every size/offset sum goes through these.
+pub(crate) fn add(a: u64, b: u64, what: &str) -> Result<u64, PlanError> {
+    a.checked_add(b).ok_or_else(|| PlanError::SizeOverflow(format!("{what}: {a} + {b}")))
+}
+
+/// Smallest multiple of `align` (a power of two) that is >= `x`.
+pub(crate) fn align_up(x: u64, align: u64) -> Result<u64, PlanError> {
+    debug_assert!(align.is_power_of_two());
+    let mask = align - 1;
+    add(x, mask, "aligning an offset").map(|v| v & !mask)
+}

@@ -1,0 +1,313 @@
+//! Usage records from a tensor graph, as AITemplate's memory planning builds them:
+//! params and graph inputs stay out of the slab (params get a constant region),
+//! graph outputs live to the last step, views share their base's bytes and extend
+//! its lifetime, op workspaces are shared, unique, or planned inside the slab, and
+//! ops grouped into parallel steps widen lifetimes to whole steps (AITemplate's
+//! simple multistream).
+//!
+//! Input: the JSON of `shared/bench/models/*.json` —
+//! `ops: [{inputs, outputs, workspace?}]`, `tensors: [{id, size, first, last,
+//! viewOf?, isOutput?, kind?}]`, `graphInputs?: [{id, size}]`, `params?: [{id, size}]`,
+//! and optionally `steps` (alias `streams`): a list of parallel steps, each a list
+//! of op indices, covering every op exactly once, in execution order.
+
+use crate::error::{add, align_up, PlanError};
+use crate::json::{arr, as_u64, obj, opt_u64_field, parse_value, str_field, u64_field};
+use crate::record::{check_alignment, UsageRecord};
+use serde_json::Value;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorKind {
+    /// Graph input: supplied by the caller, never overwritten, not in the slab.
+    Input,
+    /// Weight/constant: placed in the constant region.
+    Param,
+    Intermediate,
+    /// Graph output: lives to the last step.
+    Output,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tensor {
+    pub id: String,
+    pub size: u64,
+    pub first: u64,
+    pub last: u64,
+    pub view_of: Option<String>,
+    pub kind: TensorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    pub name: String,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    /// Scratch bytes the op needs while it runs.
+    pub workspace: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Graph {
+    pub ops: Vec<Op>,
+    pub tensors: Vec<Tensor>,
+    /// Parallel steps (op indices); `None` = one op per step.
+    pub steps: Option<Vec<Vec<usize>>>,
+}
+
+/// How op workspaces are provided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkspaceMode {
+    /// One region of the largest workspace, reused by every op.
+    #[default]
+    Shared,
+    /// AITemplate's unique workspaces: one region per op, laid end to end.
+    Unique,
+    /// One buffer per op inside the slab, live only during its step (usually smaller).
+    InSlab,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GraphOptions {
+    pub workspace: WorkspaceMode,
+    /// Widen lifetimes to the graph's parallel steps (needs `steps`).
+    pub multistream: bool,
+    /// Alignment of constant-region offsets (AITemplate uses 64).
+    pub constant_alignment: u64,
+}
+
+/// Where a tensor's bytes are, for tensors that are not slab records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// In the slab, at the planned offset of record `base`.
+    Slab { base: String },
+    /// In the constant region at this offset.
+    Constant { offset: u64 },
+    /// A graph input (caller's own buffer), `base` names it.
+    Input { base: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Workspace {
+    /// Shared mode: the largest per-op workspace.
+    pub shared_size: u64,
+    /// Unique mode: the sum of per-op workspaces ...
+    pub unique_size: u64,
+    /// ... and each op's offset in that region: (op index, offset).
+    pub unique_offsets: Vec<(usize, u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GraphRecords {
+    /// Slab records (non-view intermediates and outputs; workspaces in `InSlab` mode,
+    /// with ids `workspace:<op index>`). Lifetimes are in steps.
+    pub records: Vec<UsageRecord>,
+    /// Params: (id, offset) in the constant region.
+    pub constants: Vec<(String, u64)>,
+    pub constant_size: u64,
+    /// Every view and non-slab tensor, with where its bytes live.
+    pub aliases: Vec<(String, Location)>,
+    pub workspace: Workspace,
+    /// Number of time steps (ops, or parallel steps in multistream mode).
+    pub steps: u64,
+}
+
+/// Parses the graph JSON. Errors name the JSON path of the bad field.
+pub fn parse(text: &str) -> Result<Graph, PlanError> {
+    let v = parse_value(text)?;
+    let root = obj(&v, "$")?;
+    let mut g = Graph::default();
+    for (i, o) in arr(root.get("ops").unwrap_or(&Value::Null), "ops")?.iter().enumerate() {
+        let path = format!("ops[{i}]");
+        let o = obj(o, &path)?;
+        let names = |key: &str| -> Result<Vec<String>, PlanError> {
+            match o.get(key) {
+                None => Ok(Vec::new()),
+                Some(list) => arr(list, &format!("{path}.{key}"))?
+                    .iter()
+                    .enumerate()
+                    .map(|(k, s)| {
+                        s.as_str().map(str::to_string).ok_or_else(|| PlanError::parse(0, format!("{path}.{key}[{k}]"), "expected a string"))
+                    })
+                    .collect(),
+            }
+        };
+        g.ops.push(Op {
+            name: o.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            inputs: names("inputs")?,
+            outputs: names("outputs")?,
+            workspace: opt_u64_field(o, "workspace", &path)?.unwrap_or(0),
+        });
+    }
+    let mut push = |t: Tensor| g.tensors.push(t);
+    for (i, t) in arr(root.get("tensors").unwrap_or(&Value::Null), "tensors")?.iter().enumerate() {
+        let path = format!("tensors[{i}]");
+        let o = obj(t, &path)?;
+        let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
+        let kind = match o.get("kind").and_then(Value::as_str) {
+            None => if is_output { TensorKind::Output } else { TensorKind::Intermediate },
+            Some("input") => TensorKind::Input,
+            Some("param") => TensorKind::Param,
+            Some("intermediate") => TensorKind::Intermediate,
+            Some("output") => TensorKind::Output,
+            Some(k) => return Err(PlanError::parse(0, format!("{path}.kind"), format!("unknown kind {k:?}"))),
+        };
+        push(Tensor {
+            id: str_field(o, "id", &path)?.to_string(),
+            size: u64_field(o, "size", &path)?,
+            first: opt_u64_field(o, "first", &path)?.unwrap_or(0),
+            last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
+            view_of: o.get("viewOf").and_then(Value::as_str).map(str::to_string),
+            kind,
+        });
+    }
+    // Graph inputs and params listed apart from `tensors` (as in the bench files).
+    for (key, kind) in [("graphInputs", TensorKind::Input), ("params", TensorKind::Param)] {
+        if let Some(list) = root.get(key) {
+            for (i, t) in arr(list, key)?.iter().enumerate() {
+                let path = format!("{key}[{i}]");
+                let o = obj(t, &path)?;
+                push(Tensor {
+                    id: str_field(o, "id", &path)?.to_string(),
+                    size: u64_field(o, "size", &path)?,
+                    first: 0,
+                    last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
+                    view_of: None,
+                    kind,
+                });
+            }
+        }
+    }
+    let steps = root.get("steps").or_else(|| root.get("streams"));
+    if let Some(list) = steps {
+        let mut out = Vec::new();
+        for (i, s) in arr(list, "steps")?.iter().enumerate() {
+            let ops = arr(s, &format!("steps[{i}]"))?;
+            out.push(ops.iter().enumerate().map(|(k, x)| as_u64(x, &format!("steps[{i}][{k}]")).map(|x| x as usize)).collect::<Result<Vec<_>, _>>()?);
+        }
+        g.steps = Some(out);
+    }
+    Ok(g)
+}
+
+/// Builds slab records and the placements of everything else.
+pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, PlanError> {
+    let calign = opts.constant_alignment.max(1);
+    check_alignment("constant region", calign)?;
+    let n_ops = g.ops.len();
+    // Time of each op: its own index, or its parallel step.
+    let step_of: Vec<u64> = match (&g.steps, opts.multistream) {
+        (Some(steps), true) => {
+            let mut s = vec![u64::MAX; n_ops];
+            for (k, step) in steps.iter().enumerate() {
+                for &op in step {
+                    match s.get_mut(op) {
+                        Some(x) if *x == u64::MAX => *x = k as u64,
+                        Some(_) => return Err(PlanError::InvalidArgument(format!("op {op} appears in two steps"))),
+                        None => return Err(PlanError::InvalidArgument(format!("step {k} names unknown op {op}"))),
+                    }
+                }
+            }
+            if let Some(op) = s.iter().position(|&x| x == u64::MAX) {
+                return Err(PlanError::InvalidArgument(format!("op {op} is in no step")));
+            }
+            s
+        }
+        (None, true) => return Err(PlanError::InvalidArgument("multistream needs `steps`".into())),
+        _ => (0..n_ops as u64).collect(),
+    };
+    let n_steps = step_of.iter().max().map_or(0, |&m| m + 1);
+    let end = n_steps.saturating_sub(1);
+
+    let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(g.tensors.len());
+    for (i, t) in g.tensors.iter().enumerate() {
+        if by_id.insert(t.id.as_str(), i).is_some() {
+            return Err(PlanError::DuplicateId { id: t.id.clone() });
+        }
+        if t.first > t.last {
+            return Err(PlanError::InvalidLifetime { id: t.id.clone(), first: t.first, last: t.last });
+        }
+    }
+    // Lifetimes in steps: declared range widened by every op that touches the tensor.
+    let to_step = |op: u64| step_of.get(op as usize).copied().unwrap_or(end);
+    let mut life: Vec<(u64, u64)> = g.tensors.iter().map(|t| (to_step(t.first), to_step(t.last))).collect();
+    for (k, op) in g.ops.iter().enumerate() {
+        for name in op.inputs.iter().chain(&op.outputs) {
+            if let Some(&i) = by_id.get(name.as_str()) {
+                life[i] = (life[i].0.min(step_of[k]), life[i].1.max(step_of[k]));
+            }
+        }
+    }
+    for (i, t) in g.tensors.iter().enumerate() {
+        if t.kind == TensorKind::Output {
+            life[i].1 = end;
+        }
+    }
+    // Resolve every view to its root; a view extends its root's lifetime.
+    let mut root = vec![usize::MAX; g.tensors.len()];
+    for i in 0..g.tensors.len() {
+        let mut chain = vec![i];
+        let mut cur = i;
+        while let Some(base) = &g.tensors[cur].view_of {
+            cur = *by_id.get(base.as_str()).ok_or_else(|| PlanError::UnknownView { id: g.tensors[cur].id.clone(), view_of: base.clone() })?;
+            if chain.contains(&cur) || chain.len() > g.tensors.len() {
+                return Err(PlanError::ViewCycle { id: g.tensors[i].id.clone() });
+            }
+            chain.push(cur);
+        }
+        root[i] = cur;
+    }
+    for i in 0..g.tensors.len() {
+        let r = root[i];
+        if r != i {
+            life[r].1 = life[r].1.max(life[i].1);
+        }
+    }
+    let mut out = GraphRecords { steps: n_steps, ..Default::default() };
+    let mut coffset = 0u64;
+    let mut const_at: HashMap<usize, u64> = HashMap::new();
+    for (i, t) in g.tensors.iter().enumerate() {
+        if root[i] != i {
+            continue;
+        }
+        match t.kind {
+            TensorKind::Param => {
+                let o = align_up(coffset, calign)?;
+                coffset = add(o, t.size, "constant region")?;
+                out.constants.push((t.id.clone(), o));
+                const_at.insert(i, o);
+            }
+            TensorKind::Input => {}
+            TensorKind::Intermediate | TensorKind::Output => {
+                out.records.push(UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1));
+            }
+        }
+    }
+    out.constant_size = coffset;
+    for (i, t) in g.tensors.iter().enumerate() {
+        let r = root[i];
+        let base = g.tensors[r].id.clone();
+        let loc = match g.tensors[r].kind {
+            TensorKind::Param => Location::Constant { offset: const_at.get(&r).copied().unwrap_or(0) },
+            TensorKind::Input => Location::Input { base },
+            _ if r != i => Location::Slab { base },
+            _ => continue,
+        };
+        if r != i || g.tensors[r].kind == TensorKind::Input {
+            out.aliases.push((t.id.clone(), loc));
+        }
+    }
+    // Workspaces.
+    for (k, op) in g.ops.iter().enumerate() {
+        if op.workspace == 0 {
+            continue;
+        }
+        out.workspace.shared_size = out.workspace.shared_size.max(op.workspace);
+        out.workspace.unique_offsets.push((k, out.workspace.unique_size));
+        out.workspace.unique_size = add(out.workspace.unique_size, op.workspace, "unique workspace")?;
+        if opts.workspace == WorkspaceMode::InSlab {
+            out.records.push(UsageRecord::new(format!("workspace:{k}"), op.workspace, step_of[k], step_of[k]));
+        }
+    }
+    Ok(out)
+}

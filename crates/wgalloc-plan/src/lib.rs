@@ -1,0 +1,49 @@
+//! Static memory planner of wgalloc: given buffers with known sizes and lifetimes
+//! (usage records), assign each an offset in one slab so that buffers live at the
+//! same time never share bytes, and make the slab small.
+//!
+//! ```
+//! use wgalloc_plan::{plan, PlanOptions, Strategy, UsageRecord};
+//!
+//! let records = vec![
+//!     UsageRecord::new("a", 32, 0, 1),
+//!     UsageRecord::new("b", 28, 1, 4),
+//!     UsageRecord::new("c", 36, 2, 5),
+//! ];
+//! let p = plan(&records, PlanOptions::with_strategy(Strategy::GreedyBySize)).unwrap();
+//! assert_eq!(p.slab_size(), 64); // a and c never overlap, so they share bytes
+//! assert!(p.validate().is_ok());
+//! assert!(p.to_json().contains("\"slabSize\":64"));
+//! ```
+//!
+//! Public surface: [`UsageRecord`], [`Strategy`], [`PlanOptions`] (+ [`Progress`]),
+//! [`Plan`], [`plan`], [`lower_bound`], [`check_offsets`], [`PlanError`] (with
+//! stable `code()`), [`csv`] (MiniMalloc format), [`json`] (our records format)
+//! and [`graph`] (records from a tensor graph, as AITemplate builds them).
+//!
+//! Lower bound used everywhere: LOAD, the largest total size live at one op index,
+//! without alignment padding.
+
+mod bound;
+mod check;
+pub mod csv;
+mod error;
+pub mod graph;
+mod index;
+pub mod json;
+mod options;
+mod plan;
+mod planner;
+mod record;
+mod strategies;
+mod strategy;
+mod svg;
+
+pub use bound::lower_bound;
+pub use check::check_offsets;
+pub use error::PlanError;
+pub use options::{PlanOptions, Progress, ProgressFn, DEFAULT_TIME_LIMIT};
+pub use plan::Plan;
+pub use planner::plan;
+pub use record::UsageRecord;
+pub use strategy::Strategy;

@@ -1,0 +1,84 @@
+//! Planner options: strategy, alignment, time budget, cancellation, progress.
+
+use crate::strategy::Strategy;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Reported by the exact search each time it improves the best height or the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Height of the best plan found so far.
+    pub best: u64,
+    /// Proven lower bound on the optimum so far (starts at LOAD).
+    pub lower_bound: u64,
+    pub elapsed: Duration,
+}
+
+/// Callback receiving [`Progress`]; must be `Send` so planning can run off-thread.
+pub type ProgressFn = Box<dyn FnMut(Progress) + Send>;
+
+/// Default search budget of `exact`/`best` when `time_limit` is `None`.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(1);
+
+pub struct PlanOptions {
+    pub strategy: Strategy,
+    /// Plan-wide offset alignment (power of two); records may ask for more.
+    pub alignment: u64,
+    /// Budget for `exact`/`best` (default [`DEFAULT_TIME_LIMIT`]); heuristics ignore it.
+    pub time_limit: Option<Duration>,
+    /// Set to true from any thread to stop the search; the best plan so far is returned.
+    pub cancel: Option<Arc<AtomicBool>>,
+    pub progress: Option<ProgressFn>,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { strategy: Strategy::Best, alignment: 1, time_limit: None, cancel: None, progress: None }
+    }
+}
+
+impl PlanOptions {
+    pub fn with_strategy(strategy: Strategy) -> Self {
+        PlanOptions { strategy, ..Default::default() }
+    }
+}
+
+impl fmt::Debug for PlanOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlanOptions")
+            .field("strategy", &self.strategy)
+            .field("alignment", &self.alignment)
+            .field("time_limit", &self.time_limit)
+            .field("cancel", &self.cancel.as_ref().map(|c| c.load(Ordering::Relaxed)))
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// Deadline + cancel flag + progress sink, shared by the search loops.
+pub(crate) struct Budget {
+    start: Instant,
+    deadline: Instant,
+    cancel: Option<Arc<AtomicBool>>,
+    progress: Option<ProgressFn>,
+}
+
+impl Budget {
+    pub fn new(start: Instant, limit: Duration, cancel: Option<Arc<AtomicBool>>, progress: Option<ProgressFn>) -> Self {
+        let deadline = start.checked_add(limit).unwrap_or(start + Duration::from_secs(86_400 * 365));
+        Budget { start, deadline, cancel, progress }
+    }
+
+    pub fn expired(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) || Instant::now() >= self.deadline
+    }
+
+    pub fn report(&mut self, best: u64, lower_bound: u64) {
+        let elapsed = self.start.elapsed();
+        if let Some(cb) = self.progress.as_mut() {
+            cb(Progress { best, lower_bound, elapsed });
+        }
+    }
+}

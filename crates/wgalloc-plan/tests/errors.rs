@@ -1,0 +1,146 @@
+//! Bad input gives typed errors with stable codes, never panics.
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use wgalloc_plan::graph::{build_records, parse as parse_graph, GraphOptions};
+use wgalloc_plan::{csv, json, lower_bound, plan, Plan, PlanError, PlanOptions, Strategy, UsageRecord};
+
+fn code(r: Result<impl std::fmt::Debug, PlanError>) -> &'static str {
+    r.expect_err("expected an error").code()
+}
+
+#[test]
+fn first_after_last() {
+    let r = [UsageRecord::new("a", 4, 3, 2)];
+    assert_eq!(code(plan(&r, PlanOptions::default())), "INVALID_ARGUMENT");
+}
+
+#[test]
+fn duplicate_ids() {
+    let r = [UsageRecord::new("a", 4, 0, 2), UsageRecord::new("a", 4, 0, 2)];
+    assert!(matches!(plan(&r, PlanOptions::default()), Err(PlanError::DuplicateId { .. })));
+}
+
+#[test]
+fn identical_lifetimes_are_distinct_records() {
+    let r = [UsageRecord::new("a", 4, 0, 2), UsageRecord::new("b", 4, 0, 2)];
+    assert_eq!(plan(&r, PlanOptions::default()).unwrap().slab_size(), 8);
+}
+
+#[test]
+fn non_power_of_two_alignment() {
+    let mut r = vec![UsageRecord::new("a", 4, 0, 2)];
+    r[0].alignment = Some(3);
+    assert!(matches!(plan(&r, PlanOptions::default()), Err(PlanError::BadAlignment { .. })));
+    let opts = PlanOptions { alignment: 0, ..Default::default() };
+    assert_eq!(code(plan(&[], opts)), "INVALID_ARGUMENT");
+}
+
+#[test]
+fn alignment_respected() {
+    let mut r = vec![UsageRecord::new("a", 3, 0, 2), UsageRecord::new("b", 5, 1, 3), UsageRecord::new("c", 7, 2, 2)];
+    r[2].alignment = Some(16);
+    for s in Strategy::ALL {
+        let p = plan(&r, PlanOptions { strategy: s, alignment: 4, ..Default::default() }).unwrap();
+        assert!(p.offsets()[..2].iter().all(|o| o % 4 == 0) && p.offsets()[2] % 16 == 0, "{s}");
+    }
+}
+
+#[test]
+fn size_sum_overflow() {
+    let r = [UsageRecord::new("a", u64::MAX, 0, 0), UsageRecord::new("b", 2, 5, 5)];
+    assert_eq!(code(plan(&r, PlanOptions::default())), "SIZE_OVERFLOW");
+    assert_eq!(code(lower_bound(&r)), "SIZE_OVERFLOW");
+}
+
+#[test]
+fn empty_input_is_empty_plan() {
+    for s in Strategy::ALL {
+        let p = plan(&[], PlanOptions::with_strategy(s)).unwrap();
+        assert_eq!((p.slab_size(), p.lower_bound()), (0, 0));
+        assert!(p.optimal());
+    }
+}
+
+#[test]
+fn csv_errors_name_line_and_field() {
+    let e = csv::parse("id,lower,upper,size\na,0,2,4\nb,0,2,-4\n").unwrap_err();
+    assert_eq!(e, PlanError::Parse { line: 3, field: "size".into(), message: "\"-4\" is not a non-negative integer".into() });
+    assert_eq!(code(csv::parse("id,lower,upper,size\na,0,2,1.5\n")), "PARSE_ERROR");
+    assert_eq!(code(csv::parse("id,lower,upper,size\na,0,2\n")), "PARSE_ERROR");
+    assert_eq!(code(csv::parse("id,lower,size\na,0,2\n")), "PARSE_ERROR");
+    assert_eq!(code(csv::parse("id,lower,upper,size\na,3,3,4\n")), "PARSE_ERROR");
+    assert!(csv::parse("").unwrap().is_empty());
+}
+
+#[test]
+fn csv_round_trip() {
+    let text = "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\n";
+    let r = csv::parse(text).unwrap();
+    assert_eq!(r[0], UsageRecord::new("b1", 4, 0, 2));
+    assert_eq!(csv::write(&r, None).unwrap(), text);
+}
+
+#[test]
+fn json_errors_name_field() {
+    let e = json::parse_records(r#"[{"id":"a","size":-1,"first":0,"last":1}]"#).unwrap_err();
+    assert!(matches!(&e, PlanError::Parse { field, .. } if field == "records[0].size"), "{e}");
+    let e = json::parse_records(r#"[{"id":"a","size":1.5,"first":0,"last":1}]"#).unwrap_err();
+    assert_eq!(e.code(), "PARSE_ERROR");
+    assert_eq!(code(json::parse_records("[{")), "PARSE_ERROR");
+    let ok = json::parse_records(r#"{"records":[{"id":"a","size":1,"first":0,"last":1,"alignment":8}]}"#).unwrap();
+    assert_eq!(json::parse_records(&json::write_records(&ok)).unwrap(), ok);
+}
+
+#[test]
+fn corrupted_plan_rejected() {
+    let r = vec![UsageRecord::new("a", 8, 0, 2), UsageRecord::new("b", 8, 1, 3)];
+    let p = plan(&r, PlanOptions::default()).unwrap();
+    let mut off = p.offsets().to_vec();
+    off[1] = off[0] + 4; // into its live neighbour
+    let e = Plan::from_parts(r.clone(), off, 1).unwrap_err();
+    assert_eq!(e.code(), "PLAN_INVALID");
+    assert!(Plan::from_parts(r, p.offsets().to_vec(), 1).is_ok());
+}
+
+#[test]
+fn graph_errors() {
+    let g = parse_graph(r#"{"ops":[],"tensors":[{"id":"v","size":4,"first":0,"last":0,"viewOf":"nope"}]}"#).unwrap();
+    assert!(matches!(build_records(&g, &GraphOptions::default()), Err(PlanError::UnknownView { .. })));
+    let g = parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"viewOf":"b"},{"id":"b","size":4,"first":0,"last":0,"viewOf":"a"}]}"#).unwrap();
+    assert!(matches!(build_records(&g, &GraphOptions::default()), Err(PlanError::ViewCycle { .. })));
+    assert_eq!(code(parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":-4,"first":0,"last":0}]}"#)), "PARSE_ERROR");
+    assert_eq!(code(parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"kind":"weird"}]}"#)), "PARSE_ERROR");
+}
+
+#[test]
+fn strategy_names_round_trip() {
+    for s in Strategy::ALL {
+        assert_eq!(s.as_str().parse::<Strategy>().unwrap(), s);
+    }
+    assert_eq!(code("fastest".parse::<Strategy>()), "INVALID_ARGUMENT");
+    assert_eq!(Strategy::default(), Strategy::Best);
+}
+
+#[test]
+fn cancel_returns_best_so_far() {
+    let r: Vec<_> = (0..40).map(|i| UsageRecord::new(format!("r{i}"), 1 + (i * 7919 % 13), i % 9, i % 9 + i % 5)).collect();
+    let cancel = Arc::new(AtomicBool::new(true));
+    let opts = PlanOptions { strategy: Strategy::Exact, cancel: Some(cancel), time_limit: Some(Duration::from_secs(60)), ..Default::default() };
+    let p = plan(&r, opts).unwrap();
+    assert!(p.validate().is_ok());
+}
+
+#[test]
+fn json_and_svg_output() {
+    let r = vec![UsageRecord::new("a<b", 8, 0, 2), UsageRecord::new("b", 8, 1, 3)];
+    let p = plan(&r, PlanOptions::with_strategy(Strategy::GreedyBySize)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+    for k in ["strategy", "slabSize", "lowerBound", "ratio", "optimal", "timeMs", "offsets", "records"] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["strategy"], "greedyBySize");
+    let svg = p.to_svg();
+    assert!(svg.starts_with("<svg") && svg.contains("<title>") && svg.contains("op index") && svg.contains("a&lt;b"));
+    assert_eq!(svg.matches("<rect").count(), 3);
+}

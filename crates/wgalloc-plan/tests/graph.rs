@@ -1,0 +1,97 @@
+//! Building records from graphs: views, outputs, params, workspaces, multistream.
+mod common;
+use common::*;
+use wgalloc_plan::graph::{build_records, parse, GraphOptions, Location, WorkspaceMode};
+use wgalloc_plan::{plan, PlanOptions, Strategy};
+
+const G: &str = r#"{
+  "ops": [
+    {"inputs":["x","w"],"outputs":["a"],"workspace":100},
+    {"inputs":["a"],"outputs":["v1"]},
+    {"inputs":["v1"],"outputs":["v2"],"workspace":40},
+    {"inputs":["v2","b"],"outputs":["c"]},
+    {"inputs":["c"],"outputs":["out"],"workspace":60},
+    {"inputs":["out"],"outputs":["d"]}
+  ],
+  "graphInputs": [{"id":"x","size":64,"last":0}],
+  "tensors": [
+    {"id":"w","size":32,"kind":"param"},
+    {"id":"b","size":10,"kind":"param"},
+    {"id":"a","size":16,"first":0,"last":1},
+    {"id":"v1","size":16,"first":1,"last":2,"viewOf":"a"},
+    {"id":"v2","size":16,"first":2,"last":3,"viewOf":"v1"},
+    {"id":"c","size":8,"first":3,"last":4},
+    {"id":"out","size":4,"first":4,"last":5,"isOutput":true},
+    {"id":"d","size":4,"first":5,"last":5},
+    {"id":"xv","size":64,"first":0,"last":0,"viewOf":"x"}
+  ],
+  "steps": [[0],[1,2],[3],[4,5]]
+}"#;
+
+fn rec<'a>(g: &'a wgalloc_plan::graph::GraphRecords, id: &str) -> &'a wgalloc_plan::UsageRecord {
+    g.records.iter().find(|r| r.id == id).unwrap()
+}
+
+#[test]
+fn views_outputs_params() {
+    let g = parse(G).unwrap();
+    let r = build_records(&g, &GraphOptions { constant_alignment: 64, ..Default::default() }).unwrap();
+    // Chain of views extends the base to op 3; views are not records.
+    assert_eq!((rec(&r, "a").first, rec(&r, "a").last), (0, 3));
+    assert!(r.records.iter().all(|x| !["v1", "v2", "w", "b", "x", "xv"].contains(&x.id.as_str())));
+    assert!(r.aliases.contains(&("v2".into(), Location::Slab { base: "a".into() })));
+    assert!(r.aliases.contains(&("xv".into(), Location::Input { base: "x".into() })));
+    // Outputs live to the last op.
+    assert_eq!(rec(&r, "out").last, 5);
+    // Params in the constant region, 64-aligned.
+    assert_eq!(r.constants, vec![("w".into(), 0), ("b".into(), 64)]);
+    assert_eq!(r.constant_size, 74);
+    assert_eq!((r.workspace.shared_size, r.workspace.unique_size), (100, 200));
+    assert_eq!(r.workspace.unique_offsets, vec![(0, 0), (2, 100), (4, 140)]);
+}
+
+#[test]
+fn workspaces_in_slab_beat_unique_region() {
+    let g = parse(G).unwrap();
+    let plain = build_records(&g, &GraphOptions::default()).unwrap();
+    let ins = build_records(&g, &GraphOptions { workspace: WorkspaceMode::InSlab, ..Default::default() }).unwrap();
+    assert_eq!(ins.records.len(), plain.records.len() + 3);
+    let p0 = plan(&plain.records, PlanOptions::with_strategy(Strategy::Best)).unwrap();
+    let p1 = plan(&ins.records, PlanOptions::with_strategy(Strategy::Best)).unwrap();
+    let unique_total = p0.slab_size() + plain.workspace.unique_size;
+    println!("unique region: {unique_total}, in slab: {}", p1.slab_size());
+    assert!(p1.slab_size() <= unique_total);
+    check_plan(&p1).unwrap();
+}
+
+#[test]
+fn multistream_widens_to_steps() {
+    let g = parse(G).unwrap();
+    let r = build_records(&g, &GraphOptions { multistream: true, ..Default::default() }).unwrap();
+    assert_eq!(r.steps, 4);
+    assert_eq!((rec(&r, "a").first, rec(&r, "a").last), (0, 2));
+    assert_eq!((rec(&r, "c").first, rec(&r, "c").last), (2, 3));
+    assert_eq!(rec(&r, "d").first, 3);
+    let bad = parse(&G.replace(r#"[[0],[1,2],[3],[4,5]]"#, "[[0],[1,2],[3],[4,4]]")).unwrap();
+    assert_eq!(build_records(&bad, &GraphOptions { multistream: true, ..Default::default() }).unwrap_err().code(), "INVALID_ARGUMENT");
+}
+
+#[test]
+fn bench_models_match_published_bounds() {
+    let Some(d) = bench_dir("models") else { return };
+    for e in std::fs::read_dir(d).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let r = build_records(&parse(&text).unwrap(), &GraphOptions::default()).unwrap();
+        let lb = wgalloc_plan::lower_bound(&r.records).unwrap();
+        assert_eq!(lb, doc["lowerBound"].as_u64().unwrap(), "{}", path.display());
+        for s in [Strategy::GreedyBySize, Strategy::Portfolio] {
+            let p = plan(&r.records, PlanOptions::with_strategy(s)).unwrap();
+            check_plan(&p).unwrap();
+        }
+    }
+}

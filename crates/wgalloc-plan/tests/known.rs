@@ -1,0 +1,47 @@
+//! Known answers on published instances.
+mod common;
+use common::*;
+use wgalloc_plan::{plan, PlanOptions, Strategy};
+
+fn fig6() -> Option<Vec<wgalloc_plan::UsageRecord>> {
+    bench_dir("pisarchyk_fig6").map(|d| load_csv(&d.join("fig6.csv")))
+}
+
+#[test]
+fn fig6_greedy_by_size_matches_paper() {
+    let Some(r) = fig6() else { return };
+    let p = plan(&r, PlanOptions::with_strategy(Strategy::GreedyBySize)).unwrap();
+    assert_eq!(p.slab_size(), 124);
+    assert_eq!(p.offsets(), &[0, 32, 64, 100, 116, 0, 104, 64]);
+    assert!(p.optimal());
+    check_plan(&p).unwrap();
+}
+
+#[test]
+fn fig6_naive_is_sum() {
+    let Some(r) = fig6() else { return };
+    let p = plan(&r, PlanOptions::with_strategy(Strategy::Naive)).unwrap();
+    assert_eq!(p.slab_size(), 234);
+    assert_eq!(p.lower_bound(), 124);
+}
+
+#[test]
+fn fig6_every_strategy_valid() {
+    let Some(r) = fig6() else { return };
+    for s in Strategy::ALL {
+        let p = plan(&r, PlanOptions::with_strategy(s)).unwrap();
+        check_plan(&p).unwrap();
+        println!("{s}: {}", p.slab_size());
+    }
+}
+
+#[test]
+fn minimalloc_example_at_lower_bound() {
+    let Some(d) = bench_dir("minimalloc/examples") else { return };
+    let r = load_csv(&d.join("input.12.csv"));
+    let p = plan(&r, PlanOptions::with_strategy(Strategy::Best)).unwrap();
+    assert_eq!(p.lower_bound(), 12);
+    assert_eq!(p.slab_size(), 12);
+    assert!(p.optimal());
+    check_plan(&p).unwrap();
+}
