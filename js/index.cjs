@@ -89,8 +89,10 @@ function addSignal(target, name, arity) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream]) wrapClass(cls)
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock } = native
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock]) wrapClass(cls)
+const { installHeap } = require('./heap.cjs')
+installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
 
 // Async calls take { signal }.
 const request = Gpu.request
@@ -130,4 +132,4 @@ Stream.prototype[inspect.custom] = function () {
   return `Stream { pendingCommands: ${this.pendingCommands} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, WgallocError, ERROR_CODES: CODES }
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, WgallocError, ERROR_CODES: CODES }

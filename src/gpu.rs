@@ -171,7 +171,7 @@ impl Gpu {
     }
 
     /// The device behind a handle from `shareHandle()` (for worker threads).
-    #[napi]
+    #[napi(writable = true, configurable = true)]
     pub fn attach(handle: f64) -> Result<Gpu> {
         let gpu = wgalloc_core::Gpu::attach(to_u64(handle, "handle")?).napi()?;
         Ok(Gpu { inner: Arc::new(gpu) })

@@ -33,7 +33,7 @@ use crate::stream::{StreamMarks, StreamUse};
 /// What happened to a block or segment; delivered to listeners after the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeapEventKind {
-    /// A new segment was allocated from the driver for this block.
+    /// A block was placed in a segment newly allocated from the driver for it.
     Allocated,
     /// A block was served from cached memory.
     Recycled,
@@ -287,16 +287,20 @@ impl Heap {
     fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<DeviceBlock> {
         let mut st = self.state();
         let mut waited = false;
+        let mut fresh = None;
         loop {
             self.sweep_pending(&mut st);
-            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool) {
+            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh) {
                 Placement::Block(b) => return Ok(b),
                 Placement::NeedsSegment { size, dedicated } => (size, dedicated),
             };
             self.collect_garbage(&mut st, size);
             if self.fits_high_watermark(&st, size) {
                 match self.create_segment(&mut st, pool, size, dedicated) {
-                    Ok(()) => continue,
+                    Ok(id) => {
+                        fresh = Some(id);
+                        continue;
+                    }
                     Err(Error::OutOfMemory(driver)) if !waited => {
                         // The driver's own OOM: release what we cache and retry once.
                         st.stats.retries += 1;
@@ -326,9 +330,9 @@ impl Heap {
     }
 
     /// Best fit in the pool's cached ranges; reports the segment needed otherwise.
-    fn place(&self, st: &mut State, requested: u64, aligned: u64, pool: PoolKind) -> Placement {
+    /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
+    fn place(&self, st: &mut State, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
         let Some((segment, offset)) = st.free[pool.index()].take(aligned) else {
-            st.stats.cache_misses += 1;
             let (size, dedicated) = pool::segment_size(pool, aligned, self.core.max_buffer_size, self.core.max_binding);
             return Placement::NeedsSegment { size, dedicated };
         };
@@ -350,15 +354,21 @@ impl Heap {
             streams: Vec::new(),
             pending: None,
         });
+        let from_driver = fresh == Some(segment);
         let stats = &mut st.stats;
-        stats.cache_hits += 1;
+        if from_driver {
+            stats.cache_misses += 1;
+        } else {
+            stats.cache_hits += 1;
+        }
         stats.allocated_bytes.add(aligned);
         stats.requested_bytes.add(requested);
         stats.active_blocks.add(1);
         let p = stats.pool_mut(pool);
         p.allocated_bytes.add(aligned);
         p.active_blocks.add(1);
-        self.emit(st, HeapEventKind::Recycled, Some(id), Some(segment), aligned, pool);
+        let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
+        self.emit(st, kind, Some(id), Some(segment), aligned, pool);
         Placement::Block(DeviceBlock::new(self.clone(), id, buffer, offset, aligned, requested, pool, dedicated, aligned > self.core.max_binding))
     }
 
@@ -416,7 +426,7 @@ impl Heap {
         size
     }
 
-    fn create_segment(&self, st: &mut State, pool: PoolKind, size: u64, dedicated: bool) -> Result<()> {
+    fn create_segment(&self, st: &mut State, pool: PoolKind, size: u64, dedicated: bool) -> Result<u32> {
         let device = self.gpu.device();
         let buffer = guarded(device, "allocating a heap segment", || {
             device.create_buffer(&wgpu::BufferDescriptor {
@@ -437,8 +447,7 @@ impl Heap {
         let p = stats.pool_mut(pool);
         p.reserved_bytes.add(size);
         p.segments.add(1);
-        self.emit(st, HeapEventKind::Allocated, None, Some(id), size, pool);
-        Ok(())
+        Ok(id)
     }
 
     fn fail(&self, st: &mut State, requested: u64, aligned: u64, pool: PoolKind, driver: Option<Error>) -> Error {

@@ -1,0 +1,285 @@
+'use strict'
+const test = require('ava')
+const { Worker } = require('node:worker_threads')
+const { Gpu, WgallocError } = require('../js/index.cjs')
+const { pattern } = require('./helpers.cjs')
+
+const MiB = 2 ** 20
+
+test('blocks are aligned, never overlap while live, and hold their data', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const sizes = [4, 100, 1000, 4096, 70000, MiB, MiB + 4, 3 * MiB, 5]
+  const live = []
+  for (let i = 0; i < 36; i++) {
+    const size = sizes[i % sizes.length]
+    const b = heap.malloc(size, { usage: i % 4 === 0 ? 'shared' : 'device' })
+    t.is(b.offset % heap.alignment, 0)
+    t.true(b.size >= size)
+    b.write(pattern(size, i))
+    live.push({ b, size, seed: i })
+  }
+  for (const [i, e] of live.entries()) if (i % 2 === 0) e.b.free()
+  const kept = live.filter((_, i) => i % 2 === 1)
+  for (let i = 0; i < sizes.length; i++) {
+    const b = heap.malloc(sizes[i])
+    b.write(pattern(sizes[i], 100 + i))
+    kept.push({ b, size: sizes[i], seed: 100 + i })
+  }
+  // Ranges of live blocks in the same segment are disjoint ...
+  const bySegment = new Map()
+  for (const { b } of kept) {
+    const info = b.info()
+    const list = bySegment.get(info.segmentId) ?? []
+    for (const o of list) t.true(info.offset + info.size <= o.offset || o.offset + o.size <= info.offset)
+    list.push(info)
+    bySegment.set(info.segmentId, list)
+  }
+  // ... and the data read back from the GPU proves no write landed in a neighbour.
+  for (const { b, size, seed } of kept) {
+    const back = await b.read()
+    t.true(Buffer.compare(back, Buffer.from(pattern(size, seed))) === 0, `block ${b.id}`)
+  }
+  for (const { b } of kept) b.free()
+  const s = heap.stats()
+  t.is(s.activeBlocks.current, 0)
+  t.is(s.allocatedBytes.current, 0)
+  t.is(s.requestedBytes.current, 0)
+  t.true(heap.emptyCache() > 0)
+  t.is(heap.stats().reservedBytes.current, 0)
+  t.is(heap.stats().segments.current, 0)
+  gpu.destroy()
+})
+
+test('stats: requested vs allocated, peaks, cache hits and driver calls', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const a = heap.malloc(1000)
+  let s = heap.stats()
+  t.is(s.requestedBytes.current, 1000)
+  t.is(s.allocatedBytes.current, a.size)
+  t.is(s.driverAllocations, 1)
+  a.free()
+  for (let i = 0; i < 50; i++) heap.malloc(900).free()
+  s = heap.stats()
+  t.is(s.driverAllocations, 1, 'all later blocks came from the cache')
+  t.true(s.cacheHits >= 50)
+  t.is(s.activeBlocks.peak, 1)
+  const small = s.pools.find((p) => p.pool === 'device-small')
+  t.is(small.segments.current, 1)
+  heap.resetAccumulatedStats()
+  t.is(heap.stats().cacheHits, 0)
+  heap.resetPeakStats()
+  t.is(heap.stats().activeBlocks.peak, 0)
+  gpu.destroy()
+})
+
+test('bad input gets typed errors and leaves stats exact', async (t) => {
+  const gpu = await Gpu.request({ memoryBudget: 256 * MiB })
+  const other = await Gpu.request()
+  const heap = gpu.heap
+  const keep = heap.malloc(4096)
+  const before = heap.stats()
+  for (const bad of [0, -1, 1.5, NaN, Infinity, 2 ** 53, '64', null]) {
+    t.throws(() => heap.malloc(bad), { code: 'INVALID_ARGUMENT', instanceOf: WgallocError }, String(bad))
+  }
+  t.throws(() => heap.malloc(gpu.info.maxBufferSize + 256), { code: 'OUT_OF_MEMORY' })
+  t.throws(() => heap.malloc(16, { usage: 'texture' }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.malloc(16, { shape: [-1] }), { code: 'INVALID_ARGUMENT' })
+  const b = heap.malloc(64)
+  b.free()
+  t.throws(() => b.free(), { code: 'DOUBLE_FREE' })
+  t.throws(() => b.write(new Uint8Array(4)), { code: 'USE_AFTER_FREE' })
+  await t.throwsAsync(b.read(), { code: 'USE_AFTER_FREE' })
+  t.throws(() => b.info(), { code: 'USE_AFTER_FREE' })
+  t.throws(() => b.setShape([1]), { code: 'USE_AFTER_FREE' })
+  t.throws(() => keep.copyFrom(b), { code: 'USE_AFTER_FREE' })
+  const foreign = other.heap.malloc(64)
+  t.throws(() => heap.free(foreign), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => keep.copyFrom(foreign), { code: 'INVALID_ARGUMENT' })
+  for (const r of [-0.1, 2.5, NaN]) t.throws(() => heap.setHighWatermarkRatio(r), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.setLowWatermarkRatio(heap.highWatermarkRatio + 0.1), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => keep.write(new Uint8Array(3), 2), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.allocScalar(new Uint8Array(0)), { code: 'INVALID_ARGUMENT' })
+  const after = heap.stats()
+  t.is(after.activeBlocks.current, before.activeBlocks.current)
+  t.is(after.allocatedBytes.current, before.allocatedBytes.current)
+  t.is(after.requestedBytes.current, before.requestedBytes.current)
+  foreign.free()
+  keep.free()
+  gpu.destroy()
+  other.destroy()
+})
+
+test('the high watermark is a hard limit; the OOM message names the figures; the heap stays usable', async (t) => {
+  const gpu = await Gpu.request({ memoryBudget: 64 * MiB })
+  const heap = gpu.heap
+  heap.setHighWatermarkRatio(1)
+  const a = heap.malloc(40 * MiB)
+  const err = t.throws(() => heap.malloc(40 * MiB), { code: 'OUT_OF_MEMORY' })
+  for (const word of ['41943040', 'allocated', 'cached', 'pending free', 'budget 67108864', 'largest free block']) {
+    t.true(err.message.includes(word), `message names ${word}: ${err.message}`)
+  }
+  a.free()
+  const b = heap.malloc(40 * MiB)
+  t.is(heap.stats().ooms, 1)
+  b.free()
+  heap.setHighWatermarkRatio(0) // disabled: the driver is the limit
+  const c = heap.malloc(100 * MiB)
+  c.free()
+  gpu.destroy()
+})
+
+test("the driver's own out-of-memory becomes OUT_OF_MEMORY and the heap stays usable", async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  heap.setHighWatermarkRatio(0)
+  const held = []
+  let err
+  // lavapipe has one 2 GiB heap; keep allocating 1 GiB blocks until the driver refuses.
+  for (let i = 0; i < 16 && !err; i++) {
+    try {
+      held.push(heap.malloc(Math.min(gpu.info.maxBufferSize, 2 ** 30)))
+    } catch (e) {
+      err = e
+    }
+  }
+  if (!err) {
+    t.log('the driver never refused (a GPU with more memory); nothing to check')
+    t.pass()
+  } else {
+    t.is(err.code, 'OUT_OF_MEMORY')
+    t.regex(err.message, /driver/)
+  }
+  for (const b of held) b.free()
+  const ok = heap.malloc(MiB)
+  ok.write(pattern(MiB, 9))
+  t.true(Buffer.compare(await ok.read(), Buffer.from(pattern(MiB, 9))) === 0)
+  ok.free()
+  gpu.destroy()
+})
+
+test('ALLOCATION_FAILED listeners may free memory and the retry succeeds; events are reported', async (t) => {
+  const gpu = await Gpu.request({ memoryBudget: 64 * MiB })
+  const heap = gpu.heap
+  heap.setHighWatermarkRatio(1)
+  const kinds = []
+  for (const k of ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED']) heap.on(k, (e) => kinds.push(e.kind))
+  const big = heap.malloc(40 * MiB)
+  let freedInListener = false
+  const off = heap.on('ALLOCATION_FAILED', (e) => {
+    t.is(e.size, 40 * MiB)
+    if (!big.freed) {
+      big.free()
+      freedInListener = true
+    }
+  })
+  const again = heap.malloc(40 * MiB)
+  t.true(freedInListener)
+  off()
+  again.free()
+  heap.emptyCache()
+  t.true(kinds.includes('ALLOCATED'))
+  t.true(kinds.includes('RECYCLED'))
+  t.true(kinds.includes('FREED'))
+  t.true(kinds.includes('RELEASED'))
+  t.throws(() => heap.on('SOMETHING', () => {}), { code: 'INVALID_ARGUMENT' })
+  gpu.destroy()
+})
+
+test('scalar blocks hold their value; shape metadata round-trips; lookup by id', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const value = new Uint8Array(new Float32Array([1.5, -2]).buffer)
+  const s = heap.allocScalar(value)
+  t.is(s.pool, 'scalar')
+  t.deepEqual([...(await s.read())], [...value])
+  const b = heap.malloc(24, { shape: [2, 3] })
+  t.deepEqual(b.shape, [2, 3])
+  b.setShape([6])
+  t.deepEqual(heap.getBlockInfo(b.id).shape, [6])
+  t.is(heap.getBlockInfo(b.id).state, 'active')
+  b.free()
+  t.is(heap.getBlockInfo(b.id), null)
+  const snap = heap.snapshot()
+  t.true(snap.some((seg) => seg.pool === 'scalar' && seg.blocks.some((x) => x.blockId === s.id && x.state === 'active')))
+  t.true(snap.every((seg) => seg.blocks.reduce((n, x) => n + x.size, 0) === seg.size), 'snapshot ranges tile each segment')
+  gpu.destroy()
+})
+
+test('copyFrom and stream-recorded frees defer reuse until the GPU work completed', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const src = heap.malloc(32 * MiB)
+  const dst = heap.malloc(32 * MiB)
+  src.write(pattern(32 * MiB, 5))
+  await dst.copyFrom(src).wait()
+  t.true(Buffer.compare(await dst.read(0, 4096), Buffer.from(pattern(32 * MiB, 5).subarray(0, 4096))) === 0)
+  const stream = gpu.createStream()
+  for (let i = 0; i < 4; i++) stream.copyBlocks(src, dst)
+  const srcSegment = src.info().segmentId
+  src.free() // the copies are recorded but unsubmitted: the block must wait
+  t.is(heap.stats().pendingFreeBlocks, 1)
+  const reuse = heap.malloc(32 * MiB)
+  t.not(reuse.info().segmentId, srcSegment, 'pending memory is not handed out again')
+  await stream.submit().wait()
+  heap.freeInactiveBuffers()
+  t.is(heap.stats().pendingFreeBlocks, 0)
+  reuse.free()
+  dst.free()
+  gpu.destroy()
+})
+
+test('blocks dropped without free() are reclaimed by the garbage collector', async (t) => {
+  if (typeof global.gc !== 'function') return t.pass('run with --expose-gc')
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  ;(() => {
+    for (let i = 0; i < 20; i++) heap.malloc(MiB)
+  })()
+  for (let i = 0; i < 10 && heap.stats().activeBlocks.current > 0; i++) {
+    global.gc()
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  t.is(heap.stats().activeBlocks.current, 0)
+  const reserved = heap.stats().reservedBytes.current
+  heap.malloc(MiB).free()
+  t.is(heap.stats().reservedBytes.current, reserved, 'their memory is reused')
+  gpu.destroy()
+})
+
+test('worker threads share one device heap through a handle', async (t) => {
+  const gpu = await Gpu.request()
+  const handle = gpu.shareHandle()
+  const code = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { Gpu } = require(${JSON.stringify(require.resolve('../js/index.cjs'))})
+    ;(async () => {
+      const gpu = Gpu.attach(workerData.handle)
+      const ids = []
+      for (let i = 0; i < 50; i++) {
+        const b = gpu.heap.malloc(4096 + i * 64)
+        const bytes = new Uint8Array(b.requestedSize).fill(workerData.seed)
+        b.write(bytes)
+        const back = await b.read()
+        if (!back.every((x) => x === workerData.seed)) throw new Error('corrupted')
+        ids.push(b.id)
+        b.free()
+      }
+      parentPort.postMessage(ids.length)
+    })().catch((e) => { parentPort.postMessage(String(e)) })
+  `
+  const run = (seed) =>
+    new Promise((resolve, reject) => {
+      const w = new Worker(code, { eval: true, workerData: { handle, seed } })
+      w.once('message', resolve)
+      w.once('error', reject)
+    })
+  const results = await Promise.all([run(1), run(2), run(3), run(4)])
+  t.deepEqual(results, [50, 50, 50, 50])
+  const s = gpu.heap.stats()
+  t.is(s.activeBlocks.current, 0)
+  t.is(s.activeBlocks.allocated, 200)
+  t.throws(() => Gpu.attach(123456), { code: 'INVALID_ARGUMENT' })
+  gpu.destroy()
+})
