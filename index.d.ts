@@ -127,6 +127,43 @@ export declare class Heap {
   takeEvents(): HeapEventBatch
 }
 
+/** A validated memory plan: an offset in one slab for every usage record. */
+export declare class MemoryPlan {
+  get strategy(): string
+  /** Which algorithm produced the winning layout (e.g. the portfolio member). */
+  get method(): string
+  get slabSize(): number
+  /** Largest total size of records live at one time: no plan can be smaller. */
+  get lowerBound(): number
+  /** slabSize / lowerBound (1 is optimal). */
+  get ratio(): number
+  /** Proven optimal. */
+  get optimal(): boolean
+  get timeMs(): number
+  get alignment(): number
+  /** Offsets in record order. */
+  get offsets(): Array<number>
+  /** Offset of the record `id`, or null. */
+  offsetOf(id: string): number | null
+  /** Re-checks the plan with the independent checker; throws PLAN_INVALID if it fails. */
+  validate(): void
+  /** SVG picture of the layout (op index on x, offset on y). */
+  toSVG(): string
+  /** The plan as a JSON string (the facade's `toJSON()` parses it). */
+  toJsonString(): string
+}
+
+/** A planning run on a background thread. */
+export declare class PlanJob {
+  /** Stops the search; `wait()` then resolves with the best plan found so far. */
+  cancel(): void
+  /** The latest progress report, or null before the first. */
+  progress(): PlanProgress | null
+  get done(): boolean
+  /** Resolves with the validated plan. */
+  wait(): Promise<MemoryPlan>
+}
+
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */
 export declare class Stream {
   /** Records a buffer-to-buffer copy; it runs when the stream is submitted. */
@@ -265,6 +302,27 @@ export interface MemoryBudget {
   source: string
 }
 
+/** Options of `planMemory()`. */
+export interface PlanMemoryOptions {
+  /** `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `portfolio`, `exact`, `best` (default). */
+  strategy?: string
+  /** Offset alignment in bytes (a power of two); default 1, or the device's storage alignment when planning for wgpu. */
+  alignment?: number
+  /** Search budget of `exact`/`best` in ms (default 1000). */
+  timeLimitMs?: number
+  /** Graph inputs: `shared` (default), `unique` or `inSlab` workspaces. */
+  workspace?: string
+  /** Graph inputs: widen lifetimes to the graph's parallel `steps`. */
+  multistream?: boolean
+}
+
+/** Search progress: best height so far and the proven lower bound. */
+export interface PlanProgress {
+  best: number
+  lowerBound: number
+  elapsedMs: number
+}
+
 export interface PoolStats {
   pool: string
   allocatedBytes: Stat
@@ -289,6 +347,12 @@ export interface SnapshotSegment {
   dedicated: boolean
   blocks: Array<SnapshotBlock>
 }
+
+/**
+ * Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
+ * Bad input fails here, before any thread starts.
+ */
+export declare function startPlan(format: string, text: string, options?: PlanMemoryOptions | undefined | null): PlanJob
 
 /** Current, peak and cumulative figures of one quantity. */
 export interface Stat {

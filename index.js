@@ -840,4 +840,7 @@ module.exports.Gpu = nativeBinding.Gpu
 module.exports.GpuBuffer = nativeBinding.GpuBuffer
 module.exports.GpuEvent = nativeBinding.GpuEvent
 module.exports.Heap = nativeBinding.Heap
+module.exports.MemoryPlan = nativeBinding.MemoryPlan
+module.exports.PlanJob = nativeBinding.PlanJob
 module.exports.Stream = nativeBinding.Stream
+module.exports.startPlan = nativeBinding.startPlan

@@ -5,6 +5,7 @@ const { parseArgs } = require('node:util')
 
 const COMMANDS = {
   info: { run: require('./cli/info.cjs'), summary: 'adapter, backend, features, limits and memory budget' },
+  plan: { run: require('./cli/plan.cjs'), summary: 'plan tensor offsets in one slab (JSON graph/records or MiniMalloc CSV)' },
 }
 
 function usage() {

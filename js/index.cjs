@@ -132,4 +132,10 @@ Stream.prototype[inspect.custom] = function () {
   return `Stream { pendingCommands: ${this.pendingCommands} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, WgallocError, ERROR_CODES: CODES }
+const { planMemory, MemoryPlan, STRATEGIES } = require('./plan.cjs')
+wrapClass(MemoryPlan)
+MemoryPlan.prototype[inspect.custom] = function () {
+  return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
+}
+
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

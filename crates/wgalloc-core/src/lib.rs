@@ -20,7 +20,7 @@ pub mod context;
 pub mod error;
 pub mod heap;
 mod scope;
-mod signal;
+pub mod signal;
 pub mod stream;
 pub mod transfer;
 

@@ -1,0 +1,117 @@
+import test from 'ava'
+import { readFileSync, existsSync, mkdtempSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { planMemory, STRATEGIES, WgallocError } from '../js/index.mjs'
+
+const bench = fileURLToPath(new URL('../../shared/bench/', import.meta.url))
+const cli = fileURLToPath(new URL('../js/cli.cjs', import.meta.url))
+const haveBench = existsSync(bench)
+const read = (p) => readFileSync(join(bench, p), 'utf8')
+
+/** Independent check: records live at the same time never share bytes; offsets aligned. */
+function assertValid(t, records, offsets, alignment = 1) {
+  for (let i = 0; i < records.length; i++) {
+    t.is(offsets[i] % alignment, 0)
+    for (let j = i + 1; j < records.length; j++) {
+      const a = records[i]
+      const b = records[j]
+      const timeOverlap = a.first <= b.last && b.first <= a.last
+      const memOverlap = offsets[i] < offsets[j] + b.size && offsets[j] < offsets[i] + a.size
+      if (timeOverlap && memOverlap) t.fail(`${a.id} and ${b.id} overlap`)
+    }
+  }
+}
+
+test('Pisarchyk & Lee Figure 6: greedyBySize gives 124 with the published offsets', async (t) => {
+  if (!haveBench) return t.pass('shared/bench missing')
+  const plan = await planMemory(read('pisarchyk_fig6/fig6.csv'), { strategy: 'greedyBySize' })
+  t.is(plan.slabSize, 124)
+  t.deepEqual(plan.offsets, [0, 32, 64, 100, 116, 0, 104, 64])
+  t.true(plan.optimal)
+  const naive = await planMemory(read('pisarchyk_fig6/fig6.csv'), { strategy: 'naive' })
+  t.is(naive.slabSize, 234)
+})
+
+test('every strategy gives a valid, aligned plan no smaller than the lower bound', async (t) => {
+  const records = []
+  let seed = 7
+  const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) % 1000) / 1000
+  for (let i = 0; i < 60; i++) {
+    const first = Math.floor(rnd() * 40)
+    records.push({ id: `t${i}`, size: 1 + Math.floor(rnd() * 5000), first, last: first + Math.floor(rnd() * 10) })
+  }
+  for (const strategy of STRATEGIES) {
+    const plan = await planMemory(records, { strategy, alignment: 256, timeLimitMs: 200 })
+    t.true(plan.slabSize >= plan.lowerBound, strategy)
+    assertValid(t, records, plan.offsets, 256)
+    plan.validate()
+    const json = plan.toJSON()
+    t.is(json.strategy, strategy)
+    t.is(json.records.length, records.length)
+  }
+})
+
+test('a model graph: views, outputs and params handled; offsets and aliases in toJSON', async (t) => {
+  if (!haveBench) return t.pass('shared/bench missing')
+  const graph = JSON.parse(read('models/ppocr-mobile-v2-cls.1x3x48x192.json'))
+  const plan = await planMemory(graph, { alignment: 16 })
+  t.is(plan.lowerBound, graph.lowerBound)
+  t.true(plan.ratio < 1.07)
+  const json = plan.toJSON()
+  const views = graph.tensors.filter((x) => x.viewOf)
+  t.true(views.every((v) => json.graph.aliases.some((a) => a.id === v.id)), 'every view is placed through its base')
+  t.true(plan.toSVG().startsWith('<svg'))
+})
+
+test('abort returns the best plan so far; onProgress reports improvements', async (t) => {
+  if (!haveBench) return t.pass('shared/bench missing')
+  const csv = read('minimalloc/challenging/K.1048576.csv')
+  const ac = new AbortController()
+  const reports = []
+  setTimeout(() => ac.abort(), 300)
+  const started = Date.now()
+  const plan = await planMemory(csv, { strategy: 'exact', timeLimitMs: 60_000, signal: ac.signal, onProgress: (p) => reports.push(p) })
+  t.true(Date.now() - started < 10_000, 'the abort stopped the search')
+  t.true(plan.slabSize >= plan.lowerBound)
+  plan.validate()
+  t.true(reports.length >= 1)
+  for (let i = 1; i < reports.length; i++) t.true(reports[i].best <= reports[i - 1].best)
+})
+
+test('bad input gives typed errors', async (t) => {
+  const bad = [
+    [[{ id: 'a', size: -1, first: 0, last: 1 }], null],
+    [[{ id: 'a', size: 1.5, first: 0, last: 1 }], null],
+    [[{ id: 'a', size: 4, first: 3, last: 1 }], 'INVALID_ARGUMENT'],
+    [[{ id: 'a', size: 4, first: 0, last: 1 }, { id: 'a', size: 4, first: 0, last: 1 }], 'INVALID_ARGUMENT'],
+    [[{ id: 'a', size: 2 ** 63, first: 0, last: 1 }, { id: 'b', size: 2 ** 63, first: 0, last: 1 }], null],
+    ['id,lower,upper,size\na,0,x,4\n', 'PARSE_ERROR'],
+    [{ ops: [], tensors: [{ id: 'v', size: 4, first: 0, last: 0, viewOf: 'nope' }] }, 'INVALID_ARGUMENT'],
+    [42, 'INVALID_ARGUMENT'],
+  ]
+  for (const [input, code] of bad) {
+    const err = await t.throwsAsync(planMemory(input), { instanceOf: WgallocError })
+    if (code) t.is(err.code, code, JSON.stringify(input))
+    else t.true(['INVALID_ARGUMENT', 'PARSE_ERROR', 'SIZE_OVERFLOW'].includes(err.code), err.code)
+  }
+  await t.throwsAsync(planMemory([], { alignment: 3 }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(planMemory([], { strategy: 'magic' }), { instanceOf: WgallocError })
+  const empty = await planMemory([])
+  t.is(empty.slabSize, 0)
+})
+
+test('`wgalloc plan --strategy all --json` prints one object per strategy', (t) => {
+  if (!haveBench) return t.pass('shared/bench missing')
+  const out = execFileSync(process.execPath, [cli, 'plan', join(bench, 'minimalloc/examples/input.12.csv'), '--strategy', 'all', '--time-limit', '1s', '--json'], { encoding: 'utf8' })
+  const rows = out.trim().split('\n').map((l) => JSON.parse(l))
+  t.deepEqual(rows.map((r) => r.strategy), STRATEGIES)
+  for (const r of rows) for (const k of ['slabSize', 'lowerBound', 'ratio', 'optimal', 'timeMs']) t.true(k in r, k)
+  t.is(rows.find((r) => r.strategy === 'best').slabSize, 12)
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-'))
+  execFileSync(process.execPath, [cli, 'plan', join(bench, 'pisarchyk_fig6/fig6.csv'), '--svg', join(dir, 'p.svg'), '--json', join(dir, 'p.json')])
+  t.is(JSON.parse(readFileSync(join(dir, 'p.json'), 'utf8')).slabSize, 124)
+  t.regex(readFileSync(join(dir, 'p.svg'), 'utf8'), /^<svg/)
+})

@@ -1,0 +1,93 @@
+'use strict'
+// `wgalloc plan <file.json|file.csv> [--strategy s|all] [--time-limit 10s]
+//   [--alignment N] [--svg out.svg] [--json [out.json]]`
+const { readFileSync, writeFileSync } = require('node:fs')
+const { planMemory, STRATEGIES } = require('../index.cjs')
+const { WgallocError } = require('../errors.cjs')
+const { table, bytes } = require('./table.cjs')
+
+const USAGE = 'usage: wgalloc plan <file.json|file.csv> [--strategy NAME|all] [--time-limit 10s] [--alignment N] [--svg out.svg] [--json [out.json]]'
+
+function parseDuration(text) {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(String(text).trim())
+  if (!m) throw new WgallocError('INVALID_ARGUMENT', `--time-limit: cannot read '${text}' (use e.g. 500ms, 10s, 2m)`)
+  return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60000 }[m[2] ?? 's'])
+}
+
+/** `--json` takes an optional file name: the next argument when it ends in .json. */
+function splitJsonFlag(argv) {
+  const args = [...argv]
+  const i = args.indexOf('--json')
+  if (i < 0) return { args, json: false, jsonFile: null }
+  const next = args[i + 1]
+  // Only when another file (the input) is also named, so `plan --json g.json` still reads g.json.
+  const files = args.filter((a) => /\.(json|csv)$/.test(a))
+  const jsonFile = next?.endsWith('.json') && files.length > 1 ? next : null
+  args.splice(i, jsonFile ? 2 : 1)
+  return { args, json: true, jsonFile }
+}
+
+function progressBar(strategy) {
+  if (!process.stderr.isTTY) return undefined
+  return (p) => {
+    const ratio = p.best / p.lowerBound
+    process.stderr.write(`\r${strategy}: best ${p.best} / lower bound ${p.lowerBound} (${ratio.toFixed(4)}) after ${(p.elapsedMs / 1000).toFixed(1)} s   `)
+  }
+}
+
+module.exports = async function plan(argv, { parseArgs }) {
+  const { args, json, jsonFile } = splitJsonFlag(argv)
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      strategy: { type: 'string', default: 'best' },
+      'time-limit': { type: 'string', default: '10s' },
+      alignment: { type: 'string', default: '1' },
+      svg: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  })
+  if (values.help || positionals.length !== 1) {
+    console.log(USAGE)
+    return values.help ? 0 : 2
+  }
+  const file = positionals[0]
+  const text = readFileSync(file, 'utf8')
+  const input = file.endsWith('.csv') ? text : JSON.parse(text)
+  const strategies = values.strategy === 'all' ? STRATEGIES : [values.strategy]
+  const timeLimitMs = parseDuration(values['time-limit'])
+  const alignment = Number(values.alignment)
+  const plans = []
+  for (const strategy of strategies) {
+    const bar = progressBar(strategy)
+    const p = await planMemory(input, { strategy, timeLimitMs, alignment, onProgress: bar })
+    if (bar) process.stderr.write('\n')
+    plans.push(p)
+  }
+  const rows = plans.map((p) => ({
+    strategy: p.strategy,
+    method: p.method,
+    slabSize: p.slabSize,
+    lowerBound: p.lowerBound,
+    ratio: p.ratio,
+    optimal: p.optimal,
+    timeMs: p.timeMs,
+  }))
+  if (json && !jsonFile) {
+    for (const r of rows) console.log(JSON.stringify(r))
+  } else {
+    console.log(
+      table(
+        ['strategy', 'slab', 'lower bound', 'ratio', 'optimal', 'time ms', 'method'],
+        rows.map((r) => [r.strategy, r.slabSize, r.lowerBound, Number(r.ratio.toFixed(4)), r.optimal ? 'yes' : 'no', Number(r.timeMs.toFixed(1)), r.method]),
+      ),
+    )
+    const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
+    console.log(`\nsmallest slab: ${bytes(best.slabSize)} (${best.strategy}), lower bound ${bytes(best.lowerBound)}`)
+  }
+  const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
+  if (jsonFile) writeFileSync(jsonFile, JSON.stringify(plans.length === 1 ? best.toJSON() : plans.map((p) => p.toJSON()), null, 2) + '\n')
+  if (values.svg) writeFileSync(values.svg, best.toSVG())
+  return 0
+}

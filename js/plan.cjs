@@ -1,0 +1,81 @@
+'use strict'
+// planMemory(): the static planner, run off the main thread, with { signal,
+// onProgress } and a Plan whose toJSON() is a plain object.
+const native = require('./native.cjs')
+const { WgallocError, toWgallocError } = require('./errors.cjs')
+
+const { MemoryPlan } = native
+const PROGRESS_POLL_MS = 50
+
+MemoryPlan.prototype.toJSON = function () {
+  return JSON.parse(this.toJsonString())
+}
+
+/** Decides the native input format of `input` and serialises it. */
+function encodeInput(input) {
+  if (typeof input === 'string') {
+    const trimmed = input.trimStart()
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return encodeInput(JSON.parse(input))
+    return ['csv', input]
+  }
+  if (Array.isArray(input)) return ['records', JSON.stringify(input)]
+  if (input && typeof input === 'object') {
+    if (Array.isArray(input.tensors)) return ['graph', JSON.stringify(input)]
+    if (Array.isArray(input.records)) return ['records', JSON.stringify(input.records)]
+  }
+  throw new WgallocError(
+    'INVALID_ARGUMENT',
+    'planMemory input must be an array of usage records, { records }, a graph ({ ops, tensors }), or MiniMalloc CSV text',
+  )
+}
+
+/**
+ * Plans offsets for tensor usage records (or a graph) in one slab.
+ * @param {Array|object|string} input records `[{ id, size, first, last, alignment? }]`, a graph, or CSV text
+ * @param {{ strategy?: string, alignment?: number, timeLimitMs?: number, workspace?: string,
+ *           multistream?: boolean, signal?: AbortSignal,
+ *           onProgress?: (p: { best: number, lowerBound: number, elapsedMs: number }) => void }} [options]
+ * @returns {Promise<MemoryPlan>} aborting resolves with the best plan found so far.
+ */
+async function planMemory(input, options = {}) {
+  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'planMemory options must be an object')
+  const { signal, onProgress, ...rest } = options
+  if (onProgress != null && typeof onProgress !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'onProgress must be a function')
+  if (signal != null && typeof signal.aborted !== 'boolean') throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+  let job
+  try {
+    const [format, text] = encodeInput(input)
+    job = native.startPlan(format, text, rest)
+  } catch (err) {
+    throw toWgallocError(err)
+  }
+  const onAbort = () => job.cancel()
+  if (signal) {
+    if (signal.aborted) job.cancel()
+    else signal.addEventListener('abort', onAbort, { once: true })
+  }
+  let last
+  const report = () => {
+    const p = job.progress()
+    if (p && (!last || p.best !== last.best || p.lowerBound !== last.lowerBound)) {
+      last = p
+      onProgress(p)
+    }
+  }
+  const timer = onProgress ? setInterval(report, PROGRESS_POLL_MS) : null
+  timer?.unref?.()
+  try {
+    const plan = await job.wait()
+    if (onProgress) report()
+    return plan
+  } catch (err) {
+    throw toWgallocError(err)
+  } finally {
+    if (timer) clearInterval(timer)
+    signal?.removeEventListener('abort', onAbort)
+  }
+}
+
+const STRATEGIES = Object.freeze(['naive', 'linearScan', 'greedyBySize', 'greedyByBreadth', 'portfolio', 'exact', 'best'])
+
+module.exports = { planMemory, MemoryPlan, STRATEGIES }

@@ -1,0 +1,230 @@
+//! `planMemory` bindings: parse the input, run the planner on its own thread
+//! (the JS thread never blocks), expose progress, cancellation and the plan.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::{json, Value};
+use wgalloc_core::signal::Slot;
+use wgalloc_plan::graph::{self, GraphOptions, GraphRecords, Location, WorkspaceMode};
+use wgalloc_plan::{PlanError, PlanOptions, Progress, Strategy, UsageRecord};
+
+use crate::error::{coded, to_u64};
+
+fn plan_err(e: PlanError) -> napi::Error {
+    coded(e.code(), &e.to_string())
+}
+
+/// Options of `planMemory()`.
+#[napi(object)]
+pub struct PlanMemoryOptions {
+    /// `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `portfolio`, `exact`, `best` (default).
+    pub strategy: Option<String>,
+    /// Offset alignment in bytes (a power of two); default 1, or the device's storage alignment when planning for wgpu.
+    pub alignment: Option<f64>,
+    /// Search budget of `exact`/`best` in ms (default 1000).
+    pub time_limit_ms: Option<f64>,
+    /// Graph inputs: `shared` (default), `unique` or `inSlab` workspaces.
+    pub workspace: Option<String>,
+    /// Graph inputs: widen lifetimes to the graph's parallel `steps`.
+    pub multistream: Option<bool>,
+}
+
+/// Search progress: best height so far and the proven lower bound.
+#[napi(object)]
+pub struct PlanProgress {
+    pub best: f64,
+    pub lower_bound: f64,
+    pub elapsed_ms: f64,
+}
+
+type Outcome = std::result::Result<(wgalloc_plan::Plan, Option<GraphRecords>), PlanError>;
+
+/// A planning run on a background thread.
+#[napi]
+pub struct PlanJob {
+    cancel: Arc<AtomicBool>,
+    progress: Arc<Mutex<Option<Progress>>>,
+    outcome: Arc<Slot<Outcome>>,
+}
+
+#[napi]
+impl PlanJob {
+    /// Stops the search; `wait()` then resolves with the best plan found so far.
+    #[napi]
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// The latest progress report, or null before the first.
+    #[napi]
+    pub fn progress(&self) -> Option<PlanProgress> {
+        let p = (*self.progress.lock().ok()?)?;
+        Some(PlanProgress { best: p.best as f64, lower_bound: p.lower_bound as f64, elapsed_ms: p.elapsed.as_secs_f64() * 1e3 })
+    }
+
+    #[napi(getter)]
+    pub fn done(&self) -> bool {
+        self.outcome.is_done()
+    }
+
+    /// Resolves with the validated plan.
+    #[napi]
+    pub async fn wait(&self) -> Result<MemoryPlan> {
+        let outcome = self.outcome.clone();
+        let (plan, graph) = outcome.wait().await.map_err(plan_err)?;
+        Ok(MemoryPlan { inner: Arc::new(plan), graph: graph.map(Arc::new) })
+    }
+}
+
+/// Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
+/// Bad input fails here, before any thread starts.
+#[napi]
+pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOptions>) -> Result<PlanJob> {
+    let o = options.unwrap_or(PlanMemoryOptions { strategy: None, alignment: None, time_limit_ms: None, workspace: None, multistream: None });
+    let strategy = match o.strategy.as_deref() {
+        None => Strategy::Best,
+        Some(s) => s.parse::<Strategy>().map_err(plan_err)?,
+    };
+    let alignment = to_u64(o.alignment.unwrap_or(1.0), "alignment")?;
+    let time_limit = o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?;
+    let workspace = match o.workspace.as_deref() {
+        None | Some("shared") => WorkspaceMode::Shared,
+        Some("unique") => WorkspaceMode::Unique,
+        Some("inSlab") => WorkspaceMode::InSlab,
+        Some(w) => return Err(coded("INVALID_ARGUMENT", &format!("unknown workspace mode '{w}'; use shared, unique or inSlab"))),
+    };
+    let (records, graph): (Vec<UsageRecord>, Option<GraphRecords>) = match format.as_str() {
+        "records" => (wgalloc_plan::json::parse_records(&text).map_err(plan_err)?, None),
+        "csv" => (wgalloc_plan::csv::parse(&text).map_err(plan_err)?, None),
+        "graph" => {
+            let g = graph::parse(&text).map_err(plan_err)?;
+            let opts = GraphOptions { workspace, multistream: o.multistream.unwrap_or(false), constant_alignment: alignment.max(1) };
+            let built = graph::build_records(&g, &opts).map_err(plan_err)?;
+            (built.records.clone(), Some(built))
+        }
+        other => return Err(coded("INVALID_ARGUMENT", &format!("unknown input format '{other}'"))),
+    };
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Mutex::new(None));
+    let outcome = Slot::new();
+    let sink = progress.clone();
+    let opts = PlanOptions {
+        strategy,
+        alignment,
+        time_limit,
+        cancel: Some(cancel.clone()),
+        progress: Some(Box::new(move |p| {
+            if let Ok(mut slot) = sink.lock() {
+                *slot = Some(p);
+            }
+        })),
+    };
+    let done = outcome.clone();
+    std::thread::Builder::new()
+        .name("wgalloc-plan".into())
+        .spawn(move || {
+            done.complete(wgalloc_plan::plan(&records, opts).map(|p| (p, graph)));
+        })
+        .map_err(|e| coded("INTERNAL", &format!("cannot start the planner thread: {e}")))?;
+    Ok(PlanJob { cancel, progress, outcome })
+}
+
+/// A validated memory plan: an offset in one slab for every usage record.
+#[napi]
+pub struct MemoryPlan {
+    inner: Arc<wgalloc_plan::Plan>,
+    graph: Option<Arc<GraphRecords>>,
+}
+
+#[napi]
+impl MemoryPlan {
+    #[napi(getter)]
+    pub fn strategy(&self) -> String {
+        self.inner.strategy().as_str().into()
+    }
+    /// Which algorithm produced the winning layout (e.g. the portfolio member).
+    #[napi(getter)]
+    pub fn method(&self) -> String {
+        self.inner.method().into()
+    }
+    #[napi(getter)]
+    pub fn slab_size(&self) -> f64 {
+        self.inner.slab_size() as f64
+    }
+    /// Largest total size of records live at one time: no plan can be smaller.
+    #[napi(getter)]
+    pub fn lower_bound(&self) -> f64 {
+        self.inner.lower_bound() as f64
+    }
+    /// slabSize / lowerBound (1 is optimal).
+    #[napi(getter)]
+    pub fn ratio(&self) -> f64 {
+        self.inner.ratio()
+    }
+    /// Proven optimal.
+    #[napi(getter)]
+    pub fn optimal(&self) -> bool {
+        self.inner.optimal()
+    }
+    #[napi(getter)]
+    pub fn time_ms(&self) -> f64 {
+        self.inner.elapsed().as_secs_f64() * 1e3
+    }
+    #[napi(getter)]
+    pub fn alignment(&self) -> f64 {
+        self.inner.alignment() as f64
+    }
+    /// Offsets in record order.
+    #[napi(getter)]
+    pub fn offsets(&self) -> Vec<f64> {
+        self.inner.offsets().iter().map(|&o| o as f64).collect()
+    }
+    /// Offset of the record `id`, or null.
+    #[napi]
+    pub fn offset_of(&self, id: String) -> Option<f64> {
+        self.inner.offset_of(&id).map(|o| o as f64)
+    }
+    /// Re-checks the plan with the independent checker; throws PLAN_INVALID if it fails.
+    #[napi]
+    pub fn validate(&self) -> Result<()> {
+        self.inner.validate().map_err(plan_err)
+    }
+    /// SVG picture of the layout (op index on x, offset on y).
+    #[napi(js_name = "toSVG")]
+    pub fn to_svg(&self) -> String {
+        self.inner.to_svg()
+    }
+    /// The plan as a JSON string (the facade's `toJSON()` parses it).
+    #[napi]
+    pub fn to_json_string(&self) -> String {
+        let mut v: Value = serde_json::from_str(&self.inner.to_json()).unwrap_or(Value::Null);
+        if let (Some(g), Value::Object(map)) = (&self.graph, &mut v) {
+            map.insert("graph".into(), graph_json(g));
+        }
+        v.to_string()
+    }
+}
+
+fn graph_json(g: &GraphRecords) -> Value {
+    let aliases: Vec<Value> = g
+        .aliases
+        .iter()
+        .map(|(id, loc)| match loc {
+            Location::Slab { base } => json!({ "id": id, "region": "slab", "base": base }),
+            Location::Constant { offset } => json!({ "id": id, "region": "constant", "offset": offset }),
+            Location::Input { base } => json!({ "id": id, "region": "input", "base": base }),
+        })
+        .collect();
+    json!({
+        "constantSize": g.constant_size,
+        "constants": g.constants.iter().map(|(id, o)| json!({ "id": id, "offset": o })).collect::<Vec<_>>(),
+        "aliases": aliases,
+        "workspace": { "sharedSize": g.workspace.shared_size, "uniqueSize": g.workspace.unique_size },
+        "steps": g.steps,
+    })
+}
