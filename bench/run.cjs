@@ -29,6 +29,8 @@ async function timeIt(fn, { runs = 9, warmup = 2 } = {}) {
   return samples[samples.length >> 1]
 }
 
+const fmt = (v) => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
+
 async function main(names) {
   const suites = loadSuites()
   const unknown = names.filter((n) => !suites.some((s) => s.name === n))
@@ -50,7 +52,8 @@ async function main(names) {
   for (const suite of selected) {
     process.stderr.write(`running ${suite.name} ...\n`)
     const r = await suite.run({ gpu, timeIt })
-    results.push({ name: suite.name, description: suite.description, ...r, machine, adapter })
+    // A suite returns one result, or several each with its own name.
+    for (const one of [].concat(r)) results.push({ name: suite.name, description: suite.description, ...one, machine, adapter })
   }
   const report = { generatedAt: new Date().toISOString(), machine, adapter, results }
   writeFileSync(join(__dirname, 'report.json'), JSON.stringify(report, null, 2) + '\n')
@@ -58,7 +61,7 @@ async function main(names) {
   console.log(
     table(
       ['benchmark', 'measured', 'baseline', 'ratio', 'meaning of ratio'],
-      results.map((r) => [r.name, `${r.measured.value.toFixed(3)} ${r.measured.unit}`, `${r.baseline.value.toFixed(3)} ${r.baseline.unit} (${r.baseline.what})`, Number(r.ratio.toFixed(3)), r.ratioMeaning]),
+      results.map((r) => [r.name, `${fmt(r.measured.value)} ${r.measured.unit}`, `${fmt(r.baseline.value)} ${r.baseline.unit} (${r.baseline.what})`, Number(r.ratio.toFixed(3)), r.ratioMeaning]),
     ),
   )
   console.log('\nwritten: bench/report.json')

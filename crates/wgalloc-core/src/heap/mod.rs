@@ -333,7 +333,8 @@ impl Heap {
     /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
     fn place(&self, st: &mut State, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
         let Some((segment, offset)) = st.free[pool.index()].take(aligned) else {
-            let (size, dedicated) = pool::segment_size(pool, aligned, self.core.max_buffer_size, self.core.max_binding);
+            let pool_reserved = st.stats.pool(pool).reserved_bytes.current;
+            let (size, dedicated) = pool::segment_size(pool, aligned, pool_reserved, self.core.max_buffer_size, self.core.max_binding);
             return Placement::NeedsSegment { size, dedicated };
         };
         let id = st.next_block;

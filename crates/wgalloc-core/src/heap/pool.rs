@@ -6,10 +6,15 @@ const MIB: u64 = 1 << 20;
 
 /// Requests up to this size go to a small pool.
 pub const MAX_SMALL_ALLOC: u64 = MIB;
-/// Segment size of small pools.
+/// Largest segment of small pools (MPS's small heap).
 pub const SMALL_HEAP: u64 = 8 * MIB;
-/// Segment size of large pools for requests below `MIN_LARGE_ALLOC`.
+/// Largest segment of large pools for requests below `MIN_LARGE_ALLOC` (MPS's large heap).
 pub const LARGE_HEAP: u64 = 32 * MIB;
+/// First segment of a small / large pool. Later segments grow with the pool (each as
+/// big as the pool already is) up to the MPS sizes, so a small workload is not
+/// charged a whole 8 or 32 MiB heap while a big one still gets few driver calls.
+pub const SMALL_HEAP_MIN: u64 = MIB;
+pub const LARGE_HEAP_MIN: u64 = 4 * MIB;
 /// From this size a request gets a segment of its own, rounded to `ROUND_LARGE`.
 pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
 pub const ROUND_LARGE: u64 = 2 * MIB;
@@ -90,18 +95,20 @@ impl PoolKind {
     }
 }
 
-/// The segment size for a block of `aligned_size` bytes in `pool`, as MPS sizes
-/// its heaps, capped by the device's max buffer size. `dedicated` segments hold
-/// one block (requests too big for a shared heap, or above the binding limit).
-pub fn segment_size(pool: PoolKind, aligned_size: u64, max_buffer_size: u64, max_binding: u64) -> (u64, bool) {
+/// The segment size for a block of `aligned_size` bytes in `pool`, which already
+/// reserves `pool_reserved` bytes: MPS's heap sizes as the ceiling, reached by
+/// doubling, capped by the device's max buffer size. `dedicated` segments hold one
+/// block (requests too big for a shared heap, or above the binding limit).
+pub fn segment_size(pool: PoolKind, aligned_size: u64, pool_reserved: u64, max_buffer_size: u64, max_binding: u64) -> (u64, bool) {
     let round = |v: u64, to: u64| v.div_ceil(to).saturating_mul(to);
     if aligned_size > max_binding {
         return (aligned_size, true);
     }
+    let grown = |min: u64, max: u64| pool_reserved.clamp(min, max);
     let (size, dedicated) = match pool {
         PoolKind::Scalar => (SCALAR_HEAP, false),
-        PoolKind::DeviceSmall | PoolKind::SharedSmall => (SMALL_HEAP, false),
-        _ if aligned_size < MIN_LARGE_ALLOC => (LARGE_HEAP, false),
+        PoolKind::DeviceSmall | PoolKind::SharedSmall => (grown(SMALL_HEAP_MIN, SMALL_HEAP), false),
+        _ if aligned_size < MIN_LARGE_ALLOC => (round(grown(LARGE_HEAP_MIN, LARGE_HEAP).max(aligned_size), ROUND_LARGE), false),
         _ => (round(aligned_size, ROUND_LARGE), true),
     };
     // A heap never exceeds the device's max buffer size, nor is smaller than the request.
@@ -116,12 +123,17 @@ mod tests {
     fn sizes_follow_mps() {
         let max = 2 << 30;
         let bind = 128 * MIB;
-        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, max, bind), (SMALL_HEAP, false));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 2 * MIB, max, bind), (LARGE_HEAP, false));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 11 * MIB, max, bind), (12 * MIB, true));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 200 * MIB, max, bind), (200 * MIB, true));
+        // Pools start small and double up to the MPS heap sizes.
+        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 0, max, bind), (SMALL_HEAP_MIN, false));
+        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 3 * MIB, max, bind), (3 * MIB, false));
+        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 64 * MIB, max, bind), (SMALL_HEAP, false));
+        assert_eq!(segment_size(PoolKind::DeviceLarge, 2 * MIB, 0, max, bind), (LARGE_HEAP_MIN, false));
+        assert_eq!(segment_size(PoolKind::DeviceLarge, 6 * MIB, 0, max, bind), (6 * MIB, false));
+        assert_eq!(segment_size(PoolKind::DeviceLarge, 2 * MIB, 100 * MIB, max, bind), (LARGE_HEAP, false));
+        assert_eq!(segment_size(PoolKind::DeviceLarge, 11 * MIB, 0, max, bind), (12 * MIB, true));
+        assert_eq!(segment_size(PoolKind::DeviceLarge, 200 * MIB, 0, max, bind), (200 * MIB, true));
         // Capped by the max buffer size.
-        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 4 * MIB, bind), (4 * MIB, false));
+        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 64 * MIB, 4 * MIB, bind), (4 * MIB, false));
         assert_eq!(PoolKind::for_request(Usage::Device, MIB), PoolKind::DeviceSmall);
         assert_eq!(PoolKind::for_request(Usage::Shared, MIB + 256), PoolKind::SharedLarge);
     }

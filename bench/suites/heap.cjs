@@ -1,0 +1,60 @@
+'use strict'
+// Heap allocator benchmarks: cached malloc/free speed through JS, and
+// fragmentation on the real-model eager traces against two simple policies.
+const { readFileSync, readdirSync, existsSync } = require('node:fs')
+const { join } = require('node:path')
+const { replayHeap, powerOfTwo, exactSize } = require('../../js/replay.cjs')
+
+const TRACES = join(__dirname, '../../../shared/bench/traces')
+const SIZES = [256, 4096, 65536, 1 << 20]
+
+module.exports = [
+  {
+    name: 'heap-malloc-free',
+    description: 'cached heap.malloc + block.free round trip through JS vs gpu.createBuffer + destroy of the same sizes',
+    async run({ gpu, timeIt }) {
+      const heap = gpu.heap
+      const n = 20000
+      const heapMs = await timeIt(() => {
+        for (let i = 0; i < n; i++) heap.malloc(SIZES[i & 3]).free()
+      })
+      const m = 500
+      const driverMs = await timeIt(() => {
+        for (let i = 0; i < m; i++) gpu.createBuffer(SIZES[i & 3]).destroy()
+      }, { runs: 5, warmup: 1 })
+      const ours = (heapMs / n) * 1e6
+      const base = (driverMs / m) * 1e6
+      return {
+        measured: { value: ours, unit: 'ns/round trip' },
+        baseline: { value: base, unit: 'ns/round trip', what: 'createBuffer+destroy' },
+        ratio: base / ours,
+        ratioMeaning: 'speed-up over driver allocation (higher is better; target >= 50)',
+      }
+    },
+  },
+  {
+    name: 'heap-fragmentation',
+    description: 'eager traces of real models replayed through the heap: peak reserved / peak live, vs power-of-two buckets and an exact-size free list',
+    async run({ gpu }) {
+      if (!existsSync(TRACES)) return []
+      return readdirSync(TRACES)
+        .filter((f) => f.endsWith('.trace.json'))
+        .sort()
+        .map((file) => {
+          const trace = JSON.parse(readFileSync(join(TRACES, file), 'utf8'))
+          const ours = replayHeap(gpu.heap, trace)
+          const pow2 = powerOfTwo(trace)
+          const exact = exactSize(trace)
+          return {
+            trace: file,
+            measured: { value: ours.fragmentation, unit: `reserved/live (${file.replace('.trace.json', '')})` },
+            baseline: { value: pow2.fragmentation, unit: 'reserved/live', what: 'power-of-two' },
+            ratio: ours.peakReservedBytes / pow2.peakReservedBytes,
+            ratioMeaning: 'peak reserved vs power-of-two buckets (lower is better)',
+            ours,
+            baselines: [pow2, exact],
+          }
+        })
+    },
+  },
+]

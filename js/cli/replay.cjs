@@ -1,0 +1,38 @@
+'use strict'
+// `wgalloc replay <trace.json> [--json]`: fragmentation and driver calls of an
+// eager allocation trace through the heap, beside two simple policies.
+const { readFileSync } = require('node:fs')
+const { Gpu } = require('../index.cjs')
+const { replayHeap, exactSize, powerOfTwo } = require('../replay.cjs')
+const { table, bytes } = require('./table.cjs')
+
+module.exports = async function replay(argv, { parseArgs }) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+  })
+  if (values.help || positionals.length !== 1) {
+    console.log('usage: wgalloc replay <trace.json> [--json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })')
+    return values.help ? 0 : 2
+  }
+  const trace = JSON.parse(readFileSync(positionals[0], 'utf8'))
+  const gpu = await Gpu.request()
+  const ours = replayHeap(gpu.heap, trace)
+  gpu.destroy()
+  if (values.json) {
+    console.log(JSON.stringify({ ...ours, baselines: [exactSize(trace), powerOfTwo(trace)] }))
+    return 0
+  }
+  const rows = [ours, exactSize(trace), powerOfTwo(trace)].map((f) => [
+    f.policy,
+    bytes(f.peakReservedBytes),
+    bytes(f.peakLiveBytes),
+    Number(f.fragmentation.toFixed(3)),
+    f.driverAllocations,
+    Number(f.driverAllocationsPer1000Requests.toFixed(1)),
+  ])
+  console.log(`${positionals[0]}: ${trace.events.length} events, ${trace.requests ?? 1} requests\n`)
+  console.log(table(['policy', 'peak reserved', 'peak live', 'reserved/live', 'driver allocs', 'per 1000 requests'], rows))
+  return 0
+}
