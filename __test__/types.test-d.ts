@@ -18,3 +18,15 @@ async function main(): Promise<void> {
   }
 }
 void main
+
+import { planMemory, type HeapEvent } from '../js/index.js'
+async function heapAndPlan(gpu: Gpu): Promise<number> {
+  const block = gpu.heap.malloc(1024, { usage: 'shared', shape: [16, 16] })
+  const off = gpu.heap.on('FREED', (e: HeapEvent) => void e.size)
+  const bytes: Buffer = await block.read(0, 16, { signal: AbortSignal.timeout(100) })
+  block[Symbol.dispose]()
+  off()
+  const plan = await planMemory([{ id: 'a', size: 4, first: 0, last: 1 }], { strategy: 'best', onProgress: (p) => void p.best })
+  return plan.toJSON().slabSize + bytes.length
+}
+void heapAndPlan

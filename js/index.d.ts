@@ -1,13 +1,25 @@
 // Public types of wgalloc: the generated native declarations, plus what the JS
 // facade adds (typed errors, `{ signal }` options, disposal).
 
+import type { HeapEvent, MemoryPlan, PlanMemoryOptions, PlanProgress } from '../index.js'
+
 export type {
+  BlockInfo,
   CopyOptions,
   GpuInfo,
   GpuRequestOptions,
+  HeapEvent,
+  HeapStats,
+  MallocOptions,
   MemoryBudget,
+  PlanMemoryOptions,
+  PlanProgress,
+  PoolStats,
+  SnapshotBlock,
+  SnapshotSegment,
+  Stat,
 } from '../index.js'
-export { Gpu, GpuBuffer, GpuEvent, Stream } from '../index.js'
+export { DeviceBlock, Gpu, GpuBuffer, GpuEvent, Heap, MemoryPlan, Stream } from '../index.js'
 
 /** Options accepted by every asynchronous call. */
 export interface AsyncOptions {
@@ -32,6 +44,41 @@ export type WgallocErrorCode =
   | 'BINARY_NOT_FOUND'
   | 'INTERNAL'
 
+/** Allocator event kinds delivered by `heap.on()`. */
+export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
+
+/** Planner strategies, in `STRATEGIES` order. */
+export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'portfolio' | 'exact' | 'best'
+export declare const STRATEGIES: readonly Strategy[]
+
+/** One usage record: `size` bytes live from op `first` to op `last` (inclusive). */
+export interface UsageRecord {
+  id: string
+  size: number
+  first: number
+  last: number
+  alignment?: number
+}
+
+export interface PlanMemoryCallOptions extends Omit<PlanMemoryOptions, 'strategy'>, AsyncOptions {
+  strategy?: Strategy
+  /** Called when the search improves its best height or lower bound. */
+  onProgress?: (progress: PlanProgress) => void
+}
+
+/**
+ * Plans an offset in one slab for every record (or every tensor of a graph),
+ * off the main thread. Aborting resolves with the best plan found so far.
+ *
+ * @example
+ * const plan = await planMemory([{ id: 'a', size: 32, first: 0, last: 1 }, { id: 'b', size: 28, first: 1, last: 4 }])
+ * plan.slabSize // 60
+ */
+export declare function planMemory(
+  input: UsageRecord[] | { records: UsageRecord[] } | object | string,
+  options?: PlanMemoryCallOptions,
+): Promise<MemoryPlan>
+
 /** Every error wgalloc throws (argument type errors included). */
 export declare class WgallocError extends Error {
   readonly code: WgallocErrorCode
@@ -55,6 +102,35 @@ declare module '../index.js' {
   interface GpuBuffer {
     /** Releases the GPU memory (same as `destroy()`). */
     [Symbol.dispose](): void
+  }
+  interface Heap {
+    /** Listens for allocator events; returns a function that removes the listener. */
+    on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
+    off(kind: HeapEventKind, listener: (event: HeapEvent) => void): void
+    /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `logger` instead of stderr (null restores stderr). */
+    setLogger(logger: ((line: string) => void) | null): void
+  }
+  interface DeviceBlock {
+    /** Reads `length` bytes at `offset` once earlier work completed. */
+    read(offset?: number, length?: number, options?: AsyncOptions): Promise<Buffer>
+    /** Frees the block unless already freed. */
+    [Symbol.dispose](): void
+  }
+  interface MemoryPlan {
+    /** The plan as a plain object (offsets, records, and for graphs the constant region and aliases). */
+    toJSON(): {
+      strategy: Strategy
+      method: string
+      slabSize: number
+      lowerBound: number
+      ratio: number
+      optimal: boolean
+      timeMs: number
+      alignment: number
+      offsets: number[]
+      records: Array<UsageRecord & { offset: number }>
+      graph?: unknown
+    }
   }
   interface GpuEvent {
     /** Resolves once the GPU finished this submission. */
