@@ -19,7 +19,12 @@ impl Ranges {
             ne = ne.max(v[j].1);
             j += 1;
         }
-        v.splice(i..j, std::iter::once((ns, ne)));
+        if j > i {
+            v[i] = (ns, ne);
+            v.drain(i + 1..j);
+        } else {
+            v.insert(i, (ns, ne));
+        }
     }
 }
 

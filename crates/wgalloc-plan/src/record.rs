@@ -50,6 +50,8 @@ pub(crate) struct Problem {
     pub last: Vec<usize>,
     /// Number of distinct compressed time points.
     pub points: usize,
+    /// Original op index of each compressed point (ascending).
+    pub times: Vec<u64>,
 }
 
 impl Problem {
@@ -93,6 +95,7 @@ impl Problem {
             first: records.iter().map(|r| idx(r.first)).collect(),
             last: records.iter().map(|r| idx(r.last)).collect(),
             points: pts.len(),
+            times: pts,
         })
     }
 

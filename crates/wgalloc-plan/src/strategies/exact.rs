@@ -5,15 +5,25 @@
 //!   buffers placed before it, and buffers are placed in non-decreasing
 //!   (offset, rank) order. Any packing can be pushed down into such a form, so
 //!   searching only these is complete.
-//! * Per-section inference: at each time point, the unplaced buffers live there
-//!   must stack above the lowest offset any of them can still take; if that floor
-//!   plus their total size exceeds the capacity, the node is dead.
-//! * Dominance/symmetry: interchangeable buffers (same size, lifetime, alignment)
-//!   are placed in a fixed order only.
+//! * Sections: the live sets at distinct end points. Per-section inference: the
+//!   unplaced buffers of a section stack above the lowest offset any of them can
+//!   still take (and above the current offset, by the canonical order); if that
+//!   floor plus their total size exceeds the capacity, the node is dead. Floors are
+//!   recomputed per node by painting sections in offset order (union-find).
+//! * Dominance: nothing is placed at or above the lowest top any unplaced buffer
+//!   could reach (it would leave a gap that buffer fits in). Symmetry:
+//!   interchangeable buffers (same size, sections, alignment) go in index order.
 //! * Dynamic ordering: candidates are tried lowest offset first, ties by a static
-//!   pre-order; restarts cycle through several pre-orders with growing node limits.
-//! * Decomposition at time points no buffer crosses: parts are solved separately.
-//! * Bisection on the capacity from the lower bound up to the best height known.
+//!   pre-order; restarts cycle through several pre-orders with growing node limits
+//!   (only nodes that pass inference count).
+//! * Decomposition: statically at time points no buffer crosses, and dynamically
+//!   during the search: once the placed buffers cover every buffer crossing a
+//!   section boundary, the two sides are solved independently (each from a fresh
+//!   canonical order), so their search trees add instead of multiplying.
+//! * Capacity: each round first asks the decision problem at the lower bound (where
+//!   pruning is strongest), then probes capacities below the best height while they
+//!   succeed, stepping down by at most half the gap and halving the step whenever a
+//!   probe runs out of nodes.
 
 use super::portfolio::Candidate;
 use crate::bound::load_profile;
@@ -56,30 +66,49 @@ pub(crate) fn search(p: &Problem, seed: Candidate, budget: &mut Budget) -> Resul
     budget.report(hi, lo.min(hi));
     let mut limit = FIRST_NODE_LIMIT;
     let mut improved = false;
+    // Step below the best height for the improving probes; halved when a probe
+    // runs out of nodes, capped at half the gap (bisection).
+    let mut step = u64::MAX;
     while lo < hi && !budget.expired() {
         if !parts.iter().any(|c| c.searchable && c.height > lo) {
             break; // nothing left that the search may improve
         }
-        let mid = round_down(lo + (hi - lo) / 2, g).max(lo);
-        let mut targets = vec![lo];
-        // Capacity at the bound first (often solvable, pruning is strongest there);
-        // from the third round on also a bisection midpoint, to improve the best.
-        if mid > lo && mid < hi && limit >= 4 * FIRST_NODE_LIMIT {
-            targets.push(mid);
-        }
-        for cap in targets {
+        // Each round: the decision problem at the bound (often solvable, and pruning
+        // is strongest there), then probes below the best height while they succeed
+        // (cheap at looser capacities), all with the round's node limit.
+        let mut cap = lo;
+        loop {
             if cap < lo || cap >= hi || budget.expired() {
-                continue;
+                break;
             }
-            match attempt(p, &mut parts, cap, limit, budget, &mut best.offsets) {
-                Verdict::Found(_) => {
-                    hi = parts.iter().map(|c| c.height).max().unwrap_or(0);
-                    improved = true;
-                }
+            let v = attempt(p, &mut parts, cap, limit, budget, &mut best.offsets);
+            let (old_hi, old_lo) = (hi, lo);
+            let new_hi = parts.iter().map(|c| c.height).max().unwrap_or(0);
+            if new_hi < hi {
+                hi = new_hi;
+                improved = true;
+            }
+            let probe = cap > lo;
+            match v {
+                Verdict::Found(_) => {}
                 Verdict::Infeasible => lo = round_up(cap + 1, g),
+                Verdict::Unknown if probe => {
+                    step = round_down(step / 2, g).max(g);
+                    break;
+                }
                 Verdict::Unknown => {}
             }
-            budget.report(hi, lo.min(hi));
+            if hi < old_hi || lo > old_lo {
+                budget.report(hi, lo.min(hi));
+            }
+            if lo >= hi {
+                break;
+            }
+            step = step.min(round_down((hi - lo) / 2, g));
+            if step == 0 {
+                break;
+            }
+            cap = hi - step;
         }
         limit = limit.saturating_mul(2);
     }
@@ -91,24 +120,19 @@ pub(crate) fn search(p: &Problem, seed: Candidate, budget: &mut Budget) -> Resul
 }
 
 /// Tries to fit every part into `cap`; updates parts and offsets on success.
-fn attempt(
-    p: &Problem,
-    parts: &mut [Part],
-    cap: u64,
-    limit: u64,
-    budget: &Budget,
-    offsets: &mut [u64],
-) -> Verdict {
-    let mut found = Vec::new();
-    for (k, part) in parts.iter().enumerate() {
+fn attempt(p: &Problem, parts: &mut [Part], cap: u64, limit: u64, budget: &Budget, offsets: &mut [u64]) -> Verdict {
+    // Parts solved here keep their new offsets even if another part stays unknown.
+    let mut unknown = false;
+    for part in parts.iter_mut() {
         if part.height <= cap {
             continue;
         }
         if part.lb > cap {
             return Verdict::Infeasible;
         }
-        if !part.searchable {
-            return Verdict::Unknown;
+        if !part.searchable || budget.expired() {
+            unknown = true;
+            continue;
         }
         let sub = Sub::new(p, &part.ids);
         let mut solved = None;
@@ -122,22 +146,24 @@ fn attempt(
                 Verdict::Unknown => {}
             }
             if budget.expired() {
-                return Verdict::Unknown;
+                break;
             }
         }
         match solved {
-            Some(o) => found.push((k, o)),
-            None => return Verdict::Unknown,
+            Some(o) => {
+                for (j, &i) in part.ids.iter().enumerate() {
+                    offsets[i] = o[j];
+                }
+                part.height = part.ids.iter().map(|&i| offsets[i] + p.size[i]).max().unwrap_or(0);
+            }
+            None => unknown = true,
         }
     }
-    for (k, o) in found {
-        let part = &mut parts[k];
-        for (j, &i) in part.ids.iter().enumerate() {
-            offsets[i] = o[j];
-        }
-        part.height = part.ids.iter().map(|&i| offsets[i] + p.size[i]).max().unwrap_or(0);
+    if unknown {
+        Verdict::Unknown
+    } else {
+        Verdict::Found(Vec::new())
     }
-    Verdict::Found(Vec::new())
 }
 
 /// Splits at time points no (non-empty) buffer crosses.
@@ -156,10 +182,8 @@ fn split(p: &Problem, load: &[u64], offsets: &[u64]) -> Vec<Part> {
         }
     }
     for c in &mut parts {
-        let (t0, t1) = (
-            c.ids.iter().map(|&i| p.first[i]).min().unwrap_or(0),
-            c.ids.iter().map(|&i| p.last[i]).max().unwrap_or(0),
-        );
+        let (t0, t1) =
+            (c.ids.iter().map(|&i| p.first[i]).min().unwrap_or(0), c.ids.iter().map(|&i| p.last[i]).max().unwrap_or(0));
         c.lb = load[t0..=t1].iter().copied().max().unwrap_or(0);
         c.height = c.ids.iter().map(|&i| offsets[i] + p.size[i]).max().unwrap_or(0);
         c.searchable = c.ids.len() <= MAX_SEARCH_BUFFERS;
@@ -186,96 +210,105 @@ fn round_down(x: u64, g: u64) -> u64 {
     x / g * g
 }
 
-/// A part re-indexed densely, with its own compressed time points.
+/// A part re-indexed densely over its own sections. A section is the set of buffers
+/// live at one distinct end point; two buffers overlap in time iff they share a
+/// section, and every point's live set is contained in some section's.
 struct Sub {
     size: Vec<u64>,
     align: Vec<u64>,
-    first: Vec<usize>,
-    last: Vec<usize>,
-    points: usize,
+    /// First and last section of each buffer.
+    s_lo: Vec<usize>,
+    s_hi: Vec<usize>,
+    /// Lifetime length in original op indices (pre-order key).
+    width: Vec<u64>,
+    sections: usize,
     /// Time-overlapping buffers of each buffer.
     adj: Vec<Vec<usize>>,
-    /// Interchangeability class of each buffer.
+    /// Interchangeability class (same size, alignment and sections) of each buffer.
     class: Vec<usize>,
+    /// Members of each class, ascending: they are placed in this order only.
+    members: Vec<Vec<usize>>,
 }
 
 impl Sub {
     fn new(p: &Problem, ids: &[usize]) -> Sub {
-        let mut pts: Vec<usize> = ids.iter().flat_map(|&i| [p.first[i], p.last[i]]).collect();
-        pts.sort_unstable();
-        pts.dedup();
-        let idx = |t: usize| pts.partition_point(|&x| x < t);
-        let first: Vec<usize> = ids.iter().map(|&i| idx(p.first[i])).collect();
-        let last: Vec<usize> = ids.iter().map(|&i| idx(p.last[i])).collect();
+        let mut ends: Vec<usize> = ids.iter().map(|&i| p.last[i]).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        let s_lo: Vec<usize> = ids.iter().map(|&i| ends.partition_point(|&e| e < p.first[i])).collect();
+        let s_hi: Vec<usize> = ids.iter().map(|&i| ends.partition_point(|&e| e < p.last[i])).collect();
+        let width: Vec<u64> = ids.iter().map(|&i| p.times[p.last[i]] - p.times[p.first[i]] + 1).collect();
         let m = ids.len();
+        let sections = ends.len();
         let mut adj = vec![Vec::new(); m];
         for a in 0..m {
-            for b in 0..m {
-                if a != b && first[a] <= last[b] && first[b] <= last[a] {
+            for b in a + 1..m {
+                if s_lo[a] <= s_hi[b] && s_lo[b] <= s_hi[a] {
                     adj[a].push(b);
+                    adj[b].push(a);
                 }
             }
         }
         let size: Vec<u64> = ids.iter().map(|&i| p.size[i]).collect();
         let align: Vec<u64> = ids.iter().map(|&i| p.align[i]).collect();
         let mut keys: Vec<(u64, usize, usize, u64, usize)> =
-            (0..m).map(|b| (size[b], first[b], last[b], align[b], b)).collect();
+            (0..m).map(|b| (size[b], s_lo[b], s_hi[b], align[b], b)).collect();
         keys.sort_unstable();
         let mut class = vec![0; m];
         for w in 1..m {
-            let same = keys[w].0 == keys[w - 1].0 && keys[w].1 == keys[w - 1].1 && keys[w].2 == keys[w - 1].2 && keys[w].3 == keys[w - 1].3;
-            class[keys[w].4] = if same { class[keys[w - 1].4] } else { w };
+            let (x, y) = (keys[w], keys[w - 1]);
+            let same = x.0 == y.0 && x.1 == y.1 && x.2 == y.2 && x.3 == y.3;
+            class[x.4] = if same { class[y.4] } else { w };
         }
-        Sub { size, align, first, last, points: pts.len(), adj, class }
+        let mut members = vec![Vec::new(); m];
+        for b in 0..m {
+            members[class[b]].push(b);
+        }
+        Sub { size, align, s_lo, s_hi, width, sections, adj, class, members }
     }
 
-    fn solve(&self, order: Pre, cap: u64, limit: u64, budget: &Budget) -> Verdict {
+    fn solve(&self, pre: Pre, cap: u64, limit: u64, budget: &Budget) -> Verdict {
         let m = self.size.len();
-        let mut total = vec![0u64; self.points];
+        let mut total = vec![0u64; self.sections];
+        let mut cuts = vec![0u32; self.sections];
         for b in 0..m {
-            for t in &mut total[self.first[b]..=self.last[b]] {
+            for t in &mut total[self.s_lo[b]..=self.s_hi[b]] {
                 *t += self.size[b];
             }
+            for c in &mut cuts[self.s_lo[b]..self.s_hi[b]] {
+                *c += 1;
+            }
         }
-        let pre = order.compute(self, &total);
-        let mut rank = vec![0usize; m];
-        for (r, &b) in pre.iter().enumerate() {
-            rank[b] = r;
-        }
-        // Members of each interchangeability class, in rank order.
-        let mut members = vec![Vec::new(); m];
-        for &b in &pre {
-            members[self.class[b]].push(b);
-        }
-        let mut s = State {
-            members,
-            class_placed: vec![0; m],
+        let mut s = Search {
             sub: self,
             cap,
-            rank,
-            floor: vec![0; self.points],
-            total,
-            minoff: vec![0; m],
-            offset: vec![0; m],
+            pre,
             placed: vec![false; m],
-            lo: vec![u64::MAX; self.points],
+            sol: vec![0; m],
+            minoff: vec![0; m],
+            floor: vec![0; self.sections],
+            total,
+            cuts,
+            class_placed: vec![0; m],
+            next: vec![0; self.sections + 1],
             nodes: 0,
             limit,
-            aborted: false,
             budget,
+            minoff_log: Vec::new(),
         };
-        if s.dfs(0, 0, None) {
-            Verdict::Found(s.offset)
-        } else if s.aborted {
-            Verdict::Unknown
-        } else {
-            Verdict::Infeasible
+        let all: Vec<usize> = (0..m).collect();
+        let r = s.solve_part(&all, 0, self.sections.saturating_sub(1));
+        match r {
+            St::Ok => Verdict::Found(s.sol),
+            St::NotFound => Verdict::Infeasible,
+            St::Abort => Verdict::Unknown,
         }
     }
 }
 
 /// Static pre-orders (MiniMalloc's letters): T = heaviest section total the buffer
-/// crosses, W = width in sections, A = area; all non-increasing, ties by index.
+/// crosses (of what is unplaced when the part starts), W = lifetime width, A = area
+/// (size x width); all non-increasing, ties by index.
 #[derive(Clone, Copy)]
 enum Pre {
     Wat,
@@ -283,44 +316,49 @@ enum Pre {
     Twa,
 }
 
-impl Pre {
-    fn compute(self, sub: &Sub, total: &[u64]) -> Vec<usize> {
-        let m = sub.size.len();
-        let key = |b: usize| {
-            let t = total[sub.first[b]..=sub.last[b]].iter().copied().max().unwrap_or(0) as u128;
-            let w = (sub.last[b] - sub.first[b] + 1) as u128;
-            let a = sub.size[b] as u128 * w;
-            match self {
-                Pre::Wat => (w, a, t),
-                Pre::Taw => (t, a, w),
-                Pre::Twa => (t, w, a),
-            }
-        };
-        let mut v: Vec<usize> = (0..m).collect();
-        v.sort_by_key(|&b| std::cmp::Reverse(key(b)));
-        v
-    }
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum St {
+    Ok,
+    NotFound,
+    Abort,
 }
 
-struct State<'a> {
-    members: Vec<Vec<usize>>,
-    class_placed: Vec<usize>,
+struct Search<'a> {
     sub: &'a Sub,
     cap: u64,
-    rank: Vec<usize>,
-    /// Highest top of placed buffers at each point.
-    floor: Vec<u64>,
-    /// Total size of unplaced buffers at each point.
-    total: Vec<u64>,
-    /// Max floor over each buffer's lifetime (unaligned).
-    minoff: Vec<u64>,
-    offset: Vec<u64>,
+    pre: Pre,
     placed: Vec<bool>,
-    lo: Vec<u64>,
+    /// Offsets of the last complete assignment found (per part).
+    sol: Vec<u64>,
+    /// Lowest aligned offset each unplaced buffer can still take (above every
+    /// placed buffer it overlaps).
+    minoff: Vec<u64>,
+    /// Per section: lowest offset any unplaced buffer there can take (scratch).
+    floor: Vec<u64>,
+    /// Per section: total size of its unplaced buffers.
+    total: Vec<u64>,
+    /// Per section boundary s|s+1: unplaced buffers crossing it.
+    cuts: Vec<u32>,
+    class_placed: Vec<usize>,
+    /// Union-find "next unpainted section" links for computing floors.
+    next: Vec<usize>,
     nodes: u64,
     limit: u64,
-    aborted: bool,
     budget: &'a Budget,
+    minoff_log: Vec<(usize, u64)>,
+}
+
+fn find(next: &mut [usize], mut s: usize) -> usize {
+    let mut r = s;
+    while next[r] != r {
+        r = next[r];
+    }
+    while next[s] != r {
+        let n = next[s];
+        next[s] = r;
+        s = n;
+    }
+    r
 }
 
 fn align_to(x: u64, a: u64) -> u64 {
@@ -328,96 +366,241 @@ fn align_to(x: u64, a: u64) -> u64 {
     x.checked_add(a - 1).map_or(u64::MAX, |v| v & !(a - 1))
 }
 
-impl State<'_> {
-    fn dfs(&mut self, depth: usize, last_off: u64, last_rank: Option<usize>) -> bool {
+impl Search<'_> {
+    /// Solves the unplaced buffers `bufs` living in sections `[lo, hi]`, independent
+    /// of everything else unplaced, with a fresh canonical order.
+    fn solve_part(&mut self, bufs: &[usize], lo: usize, hi: usize) -> St {
         let sub = self.sub;
-        let m = sub.size.len();
-        if depth == m {
-            return true;
-        }
-        self.nodes += 1;
-        if self.nodes > self.limit || (self.nodes % 512 == 0 && self.budget.expired()) {
-            self.aborted = true;
-            return false;
-        }
-        // Earliest offset each unplaced buffer can still take, and inference per point.
-        let mut cands: Vec<(u64, usize, usize)> = Vec::new();
-        let mut min_height = u64::MAX;
-        self.lo.iter_mut().for_each(|x| *x = u64::MAX);
-        for b in 0..m {
-            if self.placed[b] {
-                continue;
+        let key = |b: usize| {
+            let t = self.total[sub.s_lo[b]..=sub.s_hi[b]].iter().copied().max().unwrap_or(0) as u128;
+            let w = sub.width[b] as u128;
+            let a = sub.size[b] as u128 * w;
+            match self.pre {
+                Pre::Wat => (w, a, t),
+                Pre::Taw => (t, a, w),
+                Pre::Twa => (t, w, a),
             }
-            let raw = align_to(self.minoff[b], sub.align[b]);
-            let eff = raw.max(last_off);
-            min_height = min_height.min(raw.saturating_add(sub.size[b]));
-            if eff.saturating_add(sub.size[b]) > self.cap {
-                return false;
+        };
+        let mut keyed: Vec<((u128, u128, u128), usize)> = bufs.iter().map(|&b| (key(b), b)).collect();
+        keyed.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        let items: Vec<usize> = keyed.into_iter().map(|x| x.1).collect();
+        self.dfs(&items, lo, hi, 0, 0, None)
+    }
+
+    /// One node. `parent` is the parent's candidate list (lowest offset, index),
+    /// ascending; `None` at the root of a part.
+    fn dfs(
+        &mut self,
+        items: &[usize],
+        lo: usize,
+        hi: usize,
+        min_off: u64,
+        min_pidx: usize,
+        parent: Option<&[(u64, usize)]>,
+    ) -> St {
+        let sub = self.sub;
+        let mut ord: Vec<(u64, usize)> = Vec::with_capacity(items.len());
+        match parent {
+            None => {
+                ord.extend(items.iter().enumerate().filter(|&(_, &b)| !self.placed[b]).map(|(k, &b)| (self.minoff[b], k)));
+                ord.sort_unstable();
             }
-            for l in &mut self.lo[sub.first[b]..=sub.last[b]] {
-                *l = (*l).min(eff);
-            }
-            let key_ok = match last_rank {
-                None => true,
-                Some(lr) => raw > last_off || (raw == last_off && self.rank[b] > lr),
-            };
-            if key_ok {
-                cands.push((raw, self.rank[b], b));
-            }
-        }
-        for t in 0..sub.points {
-            if self.total[t] > 0 && self.lo[t].saturating_add(self.total[t]) > self.cap {
-                return false;
-            }
-        }
-        cands.sort_unstable();
-        for &(o, _, b) in &cands {
-            // Dominance: if some unplaced buffer u fits entirely below `o` at its
-            // lowest offset, any completion with b at o can move u down there, so
-            // only placements below min_height need trying.
-            if o >= min_height {
-                break;
-            }
-            // Symmetry: interchangeable buffers are placed in rank order only.
-            let cls = sub.class[b];
-            if self.members[cls][self.class_placed[cls]] != b {
-                continue;
-            }
-            let top = o + sub.size[b];
-            // Place b at o.
-            let span = sub.first[b]..=sub.last[b];
-            let saved_floor: Vec<u64> = self.floor[span.clone()].to_vec();
-            for t in span.clone() {
-                self.floor[t] = top;
-                self.total[t] -= sub.size[b];
-            }
-            let mut saved_min: Vec<(usize, u64)> = Vec::new();
-            for &u in &sub.adj[b] {
-                if !self.placed[u] && self.minoff[u] < top {
-                    saved_min.push((u, self.minoff[u]));
-                    self.minoff[u] = top;
+            Some(parent) => {
+                // Only the buffers the last placement raised move: merge them back in.
+                let mut moved: Vec<(u64, usize)> = Vec::new();
+                for &(o, k) in parent {
+                    let b = items[k];
+                    if self.placed[b] {
+                        continue;
+                    }
+                    let m = self.minoff[b];
+                    if m == o {
+                        ord.push((o, k));
+                    } else {
+                        moved.push((m, k));
+                    }
+                }
+                if !moved.is_empty() {
+                    moved.sort_unstable();
+                    let stay = std::mem::take(&mut ord);
+                    let (mut i, mut j) = (0, 0);
+                    while i < stay.len() || j < moved.len() {
+                        if j == moved.len() || (i < stay.len() && stay[i] < moved[j]) {
+                            ord.push(stay[i]);
+                            i += 1;
+                        } else {
+                            ord.push(moved[j]);
+                            j += 1;
+                        }
+                    }
                 }
             }
-            self.placed[b] = true;
-            self.class_placed[cls] += 1;
-            self.offset[b] = o;
-            if self.dfs(depth + 1, o, Some(self.rank[b])) {
-                return true;
+        }
+        if ord.is_empty() {
+            return St::Ok;
+        }
+        let mut min_height = u64::MAX;
+        for &(o, k) in &ord {
+            let b = items[k];
+            if align_to(o.max(min_off), sub.align[b]).saturating_add(sub.size[b]) > self.cap {
+                return St::NotFound;
             }
-            // Undo.
-            self.placed[b] = false;
-            self.class_placed[cls] -= 1;
-            for (u, v) in saved_min {
-                self.minoff[u] = v;
+            min_height = min_height.min(o + sub.size[b]);
+        }
+        if !self.infer(items, lo, hi, min_off, &ord) {
+            return St::NotFound;
+        }
+        // Only nodes that pass inference count against the limit.
+        self.nodes += 1;
+        if self.nodes > self.limit || (self.nodes.is_multiple_of(1024) && self.budget.expired()) {
+            return St::Abort;
+        }
+        let floors: Vec<u64> = self.floor[lo..=hi].to_vec();
+        for &(off, k) in &ord {
+            // Dominance: a buffer that fits entirely below `off` at its lowest offset
+            // could be moved down there, so nothing at or above min_height is tried.
+            if off >= min_height {
+                break;
             }
-            for (k, t) in span.enumerate() {
-                self.floor[t] = saved_floor[k];
-                self.total[t] += sub.size[b];
+            // Canonical order: (offset, pre-order index) non-decreasing.
+            if off < min_off || (off == min_off && k < min_pidx) {
+                continue;
             }
-            if self.aborted {
-                return false;
+            let b = items[k];
+            // Symmetry: interchangeable buffers are placed in index order only.
+            let cls = sub.class[b];
+            if sub.members[cls][self.class_placed[cls]] != b {
+                continue;
+            }
+            // Quick inference first: floors only rise, and b's sections rise to its top.
+            let top = off + sub.size[b];
+            let dead = (lo..=hi).any(|t| {
+                let (f, tot) = if (sub.s_lo[b]..=sub.s_hi[b]).contains(&t) {
+                    (floors[t - lo].max(top), self.total[t] - sub.size[b])
+                } else {
+                    (floors[t - lo], self.total[t])
+                };
+                tot > 0 && f.max(off).saturating_add(tot) > self.cap
+            });
+            if dead {
+                continue;
+            }
+            let st = self.branch(items, lo, hi, b, off, k, &ord);
+            if st != St::NotFound {
+                return st;
             }
         }
-        false
+        St::NotFound
+    }
+
+    /// Section inference. `ord` lists the unplaced buffers of `items` as
+    /// (lowest offset, index) ascending. A section's floor is the lowest offset any
+    /// of its unplaced buffers can take; painting sections in ascending offset
+    /// order (skipping painted ones with a union-find) gives every floor in
+    /// O(m log m + sections). Every later buffer sits at or above `min_off`
+    /// (canonical order), and a section's unplaced buffers stack above its floor.
+    fn infer(&mut self, items: &[usize], lo: usize, hi: usize, min_off: u64, ord: &[(u64, usize)]) -> bool {
+        let sub = self.sub;
+        for s in lo..=hi + 1 {
+            self.next[s] = s;
+        }
+        for &(o, k) in ord {
+            let b = items[k];
+            let mut s = find(&mut self.next, sub.s_lo[b]);
+            while s <= sub.s_hi[b] {
+                self.floor[s] = o;
+                self.next[s] = s + 1;
+                s = find(&mut self.next, s + 1);
+            }
+        }
+        (lo..=hi).all(|s| self.total[s] == 0 || self.floor[s].max(min_off).saturating_add(self.total[s]) <= self.cap)
+    }
+
+    /// Places `b` at `off`, propagates, recurses (decomposing when the placement
+    /// splits the part), then undoes.
+    #[allow(clippy::too_many_arguments)]
+    fn branch(
+        &mut self,
+        items: &[usize],
+        lo: usize,
+        hi: usize,
+        b: usize,
+        off: u64,
+        k: usize,
+        ord: &[(u64, usize)],
+    ) -> St {
+        let sub = self.sub;
+        let top = off + sub.size[b];
+        let cls = sub.class[b];
+        self.placed[b] = true;
+        self.class_placed[cls] += 1;
+        self.sol[b] = off;
+        let (blo, bhi) = (sub.s_lo[b], sub.s_hi[b]);
+        for t in &mut self.total[blo..=bhi] {
+            *t -= sub.size[b];
+        }
+        let ml = self.minoff_log.len();
+        for &u in &sub.adj[b] {
+            let old = self.minoff[u];
+            if !self.placed[u] && old < top {
+                self.minoff_log.push((u, old));
+                self.minoff[u] = align_to(top, sub.align[u]);
+            }
+        }
+        let mut st = St::NotFound;
+        // Dynamic decomposition: boundaries no unplaced buffer crosses any more.
+        let mut cps: Vec<usize> = Vec::new();
+        for s in blo..bhi {
+            self.cuts[s] -= 1;
+            if self.cuts[s] == 0 {
+                cps.push(s + 1);
+            }
+        }
+        if cps.is_empty() {
+            st = self.dfs(items, lo, hi, off, k, Some(ord));
+        } else {
+            // Infer once more with the canonical floor before the parts restart at 0.
+            let mut ord: Vec<(u64, usize)> = items
+                .iter()
+                .enumerate()
+                .filter(|&(_, &u)| !self.placed[u])
+                .map(|(k, &u)| (self.minoff[u], k))
+                .collect();
+            ord.sort_unstable();
+            if self.infer(items, lo, hi, off, &ord) {
+                cps.insert(0, lo);
+                cps.push(hi + 1);
+                st = St::Ok;
+                for w in cps.windows(2) {
+                    let (a, c) = (w[0], w[1] - 1);
+                    let part: Vec<usize> = items
+                        .iter()
+                        .copied()
+                        .filter(|&u| !self.placed[u] && sub.s_lo[u] <= c && sub.s_hi[u] >= a)
+                        .collect();
+                    if part.is_empty() {
+                        continue;
+                    }
+                    st = self.solve_part(&part, a, c);
+                    if st != St::Ok {
+                        break;
+                    }
+                }
+            }
+        }
+        for s in blo..bhi {
+            self.cuts[s] += 1;
+        }
+        // Undo.
+        for s in sub.s_lo[b]..=sub.s_hi[b] {
+            self.total[s] += sub.size[b];
+        }
+        while self.minoff_log.len() > ml {
+            let (u, v) = self.minoff_log.pop().unwrap_or_default();
+            self.minoff[u] = v;
+        }
+        self.placed[b] = false;
+        self.class_placed[cls] -= 1;
+        st
     }
 }
