@@ -105,6 +105,8 @@ pub(crate) struct Shared {
     pub limits: wgpu::Limits,
     /// The device's heap allocator, created on first use.
     pub heap: std::sync::OnceLock<Arc<crate::heap::HeapCore>>,
+    /// Compiled kernels, shared by executors and eager runs.
+    pub pipelines: crate::exec::pipelines::PipelineCache,
     info: GpuInfo,
     budget: MemoryBudget,
     _poller: Poller,
@@ -184,6 +186,7 @@ impl Gpu {
             submit_lock: Mutex::new(()),
             uncaptured,
             heap: std::sync::OnceLock::new(),
+            pipelines: Default::default(),
             info,
             budget,
             _poller: poller,

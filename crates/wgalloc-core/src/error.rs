@@ -30,6 +30,12 @@ pub enum Error {
     /// A block was freed twice.
     #[error("{0}")]
     DoubleFree(String),
+    /// An executor was asked to run while a run of it is still in flight.
+    #[error("{0}")]
+    Busy(String),
+    /// A plan failed validation, on paper or on the device.
+    #[error("{0}")]
+    PlanInvalid(String),
     /// The operation was aborted by the caller (AbortSignal).
     #[error("the operation was aborted")]
     Aborted,
@@ -50,6 +56,8 @@ impl Error {
             Error::Validation(_) => "GPU_VALIDATION",
             Error::UseAfterFree(_) => "USE_AFTER_FREE",
             Error::DoubleFree(_) => "DOUBLE_FREE",
+            Error::Busy(_) => "EXECUTOR_BUSY",
+            Error::PlanInvalid(_) => "PLAN_INVALID",
             Error::Aborted => "ABORTED",
             Error::Internal(_) => "INTERNAL",
         }

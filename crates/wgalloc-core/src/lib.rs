@@ -4,6 +4,7 @@
 //! - [`stream`]: [`Stream`]s of encoded work and the [`Event`]s their submissions complete.
 //! - [`transfer`]: minimal buffer create / write / copy / read-back.
 //! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
+//! - [`exec`]: planned and eager execution of WGSL graphs, the memory observer.
 //!
 //! ```no_run
 //! # pollster::block_on(async {
@@ -18,6 +19,7 @@
 pub mod completion;
 pub mod context;
 pub mod error;
+pub mod exec;
 pub mod heap;
 mod scope;
 pub mod signal;

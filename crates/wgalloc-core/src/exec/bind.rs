@@ -1,0 +1,96 @@
+//! What eager and planned runs share: an op's bindings, its pipeline, its
+//! uniform, and the dispatch of a step.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use super::graph::{ExecGraph, Op};
+use super::pipelines::Pipeline;
+use crate::context::Gpu;
+use crate::error::{align_up, Error, Result};
+use crate::heap::DeviceBlock;
+use crate::scope::guarded;
+
+/// A buffer range bound to one binding.
+#[derive(Clone, Copy)]
+pub(crate) struct Range<'a> {
+    pub buffer: &'a wgpu::Buffer,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// One op ready to dispatch.
+pub(crate) struct Step {
+    pub pipeline: Arc<Pipeline>,
+    pub bind_group: wgpu::BindGroup,
+    pub dispatch: [u32; 3],
+}
+
+/// Storage binding size of a tensor: whole 4-byte words (the padding is private to the record).
+pub(crate) fn binding_size(size: u64) -> Result<u64> {
+    align_up(size, 4)
+}
+
+/// The op's pipeline: storage bindings are inputs, outputs, then the workspace; the uniform follows.
+pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Option<Arc<Pipeline>>> {
+    let Some(kid) = &op.kernel else { return Ok(None) };
+    let kernel = &graph.kernels[kid];
+    let storage = op.inputs.len() + op.outputs.len() + usize::from(op.workspace > 0);
+    let limits = gpu.limits();
+    if let Some(d) = op.dispatch.iter().find(|&&d| d > limits.max_compute_workgroups_per_dimension) {
+        return Err(Error::invalid(format!(
+            "op '{}': dispatch size {d} exceeds the device's maxComputeWorkgroupsPerDimension ({})",
+            op.name, limits.max_compute_workgroups_per_dimension
+        )));
+    }
+    if storage as u32 > limits.max_storage_buffers_per_shader_stage {
+        return Err(Error::invalid(format!("op '{}' binds {storage} storage buffers; the device allows {}", op.name, limits.max_storage_buffers_per_shader_stage)));
+    }
+    gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some)
+}
+
+/// The op's uniform, holding its params (from the heap's scalar pool).
+pub(crate) fn op_uniform(gpu: &Gpu, op: &Op) -> Result<Option<DeviceBlock>> {
+    match &op.params {
+        None => Ok(None),
+        Some(p) if p.is_empty() => Err(Error::invalid(format!("op '{}': params must not be empty", op.name))),
+        Some(p) => {
+            let mut padded = p.clone();
+            padded.resize(align_up(p.len() as u64, 16)? as usize, 0); // uniform structs are 16-byte multiples
+            gpu.heap()?.alloc_scalar(&padded).map(Some)
+        }
+    }
+}
+
+pub(crate) fn bind_group(gpu: &Gpu, op: &Op, pipeline: &Pipeline, storage: &[Range<'_>], uniform: Option<&DeviceBlock>) -> Result<wgpu::BindGroup> {
+    let uniform = uniform.map(|u| u.binding()).transpose()?;
+    let mut entries: Vec<wgpu::BindGroupEntry> = storage
+        .iter()
+        .enumerate()
+        .map(|(i, r)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: r.buffer, offset: r.offset, size: NonZeroU64::new(r.size) }),
+        })
+        .collect();
+    if let Some((buffer, offset, size)) = uniform {
+        entries.push(wgpu::BindGroupEntry {
+            binding: storage.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: NonZeroU64::new(size) }),
+        });
+    }
+    let device = gpu.device();
+    guarded(device, &format!("binding the tensors of op '{}'", op.name), || {
+        device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(&op.name), layout: &pipeline.layout, entries: &entries })
+    })
+}
+
+/// Records `steps` in one compute pass (wgpu orders the dispatches and their writes).
+pub(crate) fn encode(encoder: &mut wgpu::CommandEncoder, steps: &[&Step]) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgalloc run"), timestamp_writes: None });
+    for s in steps {
+        pass.set_pipeline(&s.pipeline.pipeline);
+        pass.set_bind_group(0, &s.bind_group, &[]);
+        let [x, y, z] = s.dispatch;
+        pass.dispatch_workgroups(x, y, z);
+    }
+}

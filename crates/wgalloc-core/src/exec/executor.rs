@@ -1,0 +1,446 @@
+//! The planned executor (AllocateSlab / AllocateTensor / ReleaseSlab): one plan,
+//! slabs from the heap, every tensor bound at its planned offset, pipelines and
+//! bind groups built once, and runs that create nothing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wgalloc_plan::{PlanOptions, Strategy, UsageRecord};
+
+use super::bind::{self, binding_size, Range, Step};
+use super::graph::{ExecGraph, TensorKind};
+use super::observer::{Observation, ObservedKind};
+use crate::context::Gpu;
+use crate::error::{checked_add, Error, Result};
+use crate::heap::{DeviceBlock, Usage};
+use crate::scope::guarded;
+use crate::signal::lock;
+
+/// How to compile a graph.
+#[derive(Debug, Clone, Default)]
+pub struct CompileOptions {
+    pub strategy: Strategy,
+    /// Search budget of `exact`/`best`.
+    pub time_limit: Option<Duration>,
+    /// Split the slab so no slab exceeds this (default: the device's max buffer size).
+    pub max_slab_size: Option<u64>,
+    /// Values of param tensors (missing params are zero).
+    pub params: HashMap<String, Vec<u8>>,
+    /// Plan from these records (e.g. an observed eager run) instead of the graph's lifetimes.
+    pub records: Option<Vec<UsageRecord>>,
+}
+
+/// What a run returns.
+#[derive(Debug, Default)]
+pub struct RunOutput {
+    /// Output tensors in graph order.
+    pub outputs: Vec<(String, Vec<u8>)>,
+    pub observation: Option<Observation>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Record every AllocateTensor / free per op.
+    pub observe: bool,
+    /// Poison each tensor before its producer runs and check after every op that no
+    /// live tensor changed: proves the plan on the device. Slow (one submit per op).
+    pub check_plan: bool,
+}
+
+/// Objects an executor created; after compile, runs add none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecutorStats {
+    pub pipelines_created: u64,
+    pub bind_groups_created: u64,
+    pub buffers_created: u64,
+    pub runs: u64,
+    pub slabs: u64,
+    pub slab_bytes: u64,
+    pub constant_bytes: u64,
+}
+
+/// Where a placed tensor's bytes are.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    slab: usize,
+    offset: u64,
+}
+
+pub struct Executor {
+    gpu: Gpu,
+    graph: Arc<ExecGraph>,
+    plan: wgalloc_plan::Plan,
+    /// Slabs then, if any params, the constant region.
+    slabs: Vec<DeviceBlock>,
+    constants: Option<DeviceBlock>,
+    _uniforms: Vec<DeviceBlock>,
+    /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
+    place: Vec<Option<Place>>,
+    steps: Vec<Option<Step>>,
+    readback: wgpu::Buffer,
+    readback_layout: Vec<(usize, u64)>,
+    running: AtomicBool,
+    released: AtomicBool,
+    stats: Mutex<ExecutorStats>,
+    runs: AtomicU64,
+}
+
+const CONSTANTS: usize = usize::MAX;
+
+impl Gpu {
+    /// Plans `graph`, allocates its slab(s) and constants from the heap, and builds
+    /// every pipeline and bind group.
+    pub fn compile(&self, graph: ExecGraph, options: CompileOptions) -> Result<Executor> {
+        Executor::new(self, Arc::new(graph), options)
+    }
+}
+
+impl Executor {
+    fn new(gpu: &Gpu, graph: Arc<ExecGraph>, options: CompileOptions) -> Result<Executor> {
+        gpu.check_alive()?;
+        let heap = gpu.heap()?;
+        let driver_before = heap.stats().driver_allocations;
+        let pipelines_before = gpu.shared.pipelines.created();
+        let limits = gpu.limits();
+        let max_binding = limits.max_storage_buffer_binding_size as u64;
+        for t in &graph.tensors {
+            if t.size > max_binding {
+                return Err(Error::invalid(format!(
+                    "tensor '{}' is {} bytes; the device binds at most {max_binding} bytes per storage buffer (maxStorageBufferBindingSize): split the tensor",
+                    t.id, t.size
+                )));
+            }
+        }
+        // Usage records: roots in the slab, sizes in whole words.
+        let records = match options.records {
+            Some(r) => r,
+            None => graph
+                .placed_roots()
+                .map(|i| Ok(UsageRecord::new(graph.tensors[i].id.clone(), binding_size(graph.tensors[i].size)?, graph.first[i] as u64, graph.last[i] as u64)))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        for r in &records {
+            let Some(&i) = graph.index.get(&r.id) else { return Err(Error::invalid(format!("usage record '{}' names no tensor of the graph", r.id))) };
+            if graph.root[i] != i || graph.tensors[i].kind == TensorKind::Param || r.size < graph.tensors[i].size {
+                return Err(Error::invalid(format!("usage record '{}' does not match the graph's tensor", r.id)));
+            }
+        }
+        let alignment = heap.alignment();
+        let plan = wgalloc_plan::plan(&records, PlanOptions { strategy: options.strategy, alignment, time_limit: options.time_limit, cancel: None, progress: None })
+            .map_err(|e| Error::PlanInvalid(format!("planning failed: {e}")))?;
+        plan.validate().map_err(|e| Error::PlanInvalid(e.to_string()))?;
+
+        // Split into slabs no larger than the cap (records keep their relative offsets).
+        let cap = options.max_slab_size.unwrap_or(limits.max_buffer_size).min(limits.max_buffer_size);
+        let mut order: Vec<usize> = (0..records.len()).collect();
+        order.sort_by_key(|&i| plan.offsets()[i]);
+        let mut bases: Vec<(u64, u64)> = Vec::new(); // (base, size)
+        let mut place: Vec<Option<Place>> = vec![None; graph.tensors.len()];
+        for &i in &order {
+            let (offset, size) = (plan.offsets()[i], records[i].size);
+            let end = checked_add(offset, size, "slab")?;
+            if size > cap {
+                return Err(Error::invalid(format!("tensor '{}' ({size} bytes) is larger than maxSlabSize ({cap})", records[i].id)));
+            }
+            match bases.last_mut() {
+                Some((base, len)) if end - *base <= cap => *len = (*len).max(end - *base),
+                _ => bases.push((offset, size)),
+            }
+            let slab = bases.len() - 1;
+            place[graph.index[&records[i].id]] = Some(Place { slab, offset: offset - bases[slab].0 });
+        }
+        let slabs = bases.iter().map(|&(_, size)| heap.malloc(size.max(4), Usage::Device)).collect::<Result<Vec<_>>>()?;
+
+        // Constant region: params, written once.
+        let mut constant_size = 0u64;
+        let mut const_at = HashMap::new();
+        for (i, t) in graph.tensors.iter().enumerate() {
+            if graph.root[i] == i && t.kind == TensorKind::Param {
+                let at = crate::error::align_up(constant_size, alignment)?;
+                const_at.insert(i, at);
+                constant_size = checked_add(at, binding_size(t.size)?, "constant region")?;
+            }
+        }
+        for id in options.params.keys() {
+            match graph.tensor(id) {
+                Some(t) if t.kind == TensorKind::Param => {}
+                _ => return Err(Error::invalid(format!("params names '{id}', which is not a param tensor of the graph"))),
+            }
+        }
+        let constants = if constant_size > 0 { Some(heap.malloc(constant_size, Usage::Device)?) } else { None };
+        if let Some(block) = &constants {
+            for (&i, &at) in &const_at {
+                place[i] = Some(Place { slab: CONSTANTS, offset: at });
+                let t = &graph.tensors[i];
+                let mut bytes = options.params.get(&t.id).cloned().unwrap_or_else(|| vec![0; t.size as usize]);
+                if bytes.len() as u64 != t.size {
+                    return Err(Error::invalid(format!("param '{}' needs {} bytes, got {}", t.id, t.size, bytes.len())));
+                }
+                bytes.resize(binding_size(t.size)? as usize, 0);
+                block.write(&bytes, at)?;
+            }
+        }
+        for i in 0..graph.tensors.len() {
+            place[i] = place[graph.root[i]];
+        }
+
+        // Pipelines, uniforms and bind groups: built once.
+        let mut steps = Vec::with_capacity(graph.ops.len());
+        let mut uniforms = Vec::new();
+        let mut bind_groups = 0;
+        let ranges = |ids: &mut dyn Iterator<Item = &String>| -> Result<Vec<(usize, u64, u64)>> {
+            ids.map(|id| {
+                let i = graph.index[id];
+                let p = place[i].ok_or_else(|| Error::Internal(format!("tensor '{id}' has no placement")))?;
+                Ok((p.slab, p.offset, binding_size(graph.tensors[i].size)?))
+            })
+            .collect()
+        };
+        // Ops run one after another on one queue, so one region serves every op's workspace.
+        let max_workspace = graph.ops.iter().map(|o| o.workspace).max().unwrap_or(0);
+        let workspace = if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
+        for op in &graph.ops {
+            let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? else {
+                steps.push(None);
+                continue;
+            };
+            let mut storage: Vec<Range> = ranges(&mut op.inputs.iter().chain(&op.outputs))?
+                .into_iter()
+                .map(|(slab, offset, size)| {
+                    let block = if slab == CONSTANTS { constants.as_ref().expect("params are in the constant region") } else { &slabs[slab] };
+                    let (buffer, base, _) = block.binding()?;
+                    Ok(Range { buffer, offset: base + offset, size })
+                })
+                .collect::<Result<_>>()?;
+            if op.workspace > 0 {
+                let (buffer, offset, _) = workspace.as_ref().expect("allocated above").binding()?;
+                storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
+            }
+            let uniform = bind::op_uniform(gpu, op)?;
+            let bind_group = bind::bind_group(gpu, op, &pipeline, &storage, uniform.as_ref())?;
+            bind_groups += 1;
+            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch }));
+            uniforms.extend(uniform);
+        }
+        uniforms.extend(workspace);
+
+        // One read-back buffer for all outputs, reused by every run.
+        let mut readback_layout = Vec::new();
+        let mut readback_size = 0u64;
+        for t in graph.outputs() {
+            let i = graph.index[&t.id];
+            readback_layout.push((i, readback_size));
+            readback_size = checked_add(readback_size, binding_size(t.size)?, "outputs")?;
+        }
+        let device = gpu.device();
+        let readback = guarded(device, "allocating the output read-back buffer", || {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc outputs"),
+                size: readback_size.max(4),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        let stats = ExecutorStats {
+            pipelines_created: gpu.shared.pipelines.created() - pipelines_before,
+            bind_groups_created: bind_groups,
+            buffers_created: heap.stats().driver_allocations - driver_before + 1,
+            runs: 0,
+            slabs: slabs.len() as u64,
+            slab_bytes: slabs.iter().map(|s| s.size()).sum(),
+            constant_bytes: constant_size,
+        };
+        Ok(Executor {
+            gpu: gpu.clone(),
+            graph,
+            plan,
+            slabs,
+            constants,
+            _uniforms: uniforms,
+            place,
+            steps,
+            readback,
+            readback_layout,
+            running: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            stats: Mutex::new(stats),
+            runs: AtomicU64::new(0),
+        })
+    }
+
+    pub fn plan(&self) -> &wgalloc_plan::Plan {
+        &self.plan
+    }
+
+    pub fn graph(&self) -> &ExecGraph {
+        &self.graph
+    }
+
+    pub fn stats(&self) -> ExecutorStats {
+        let mut s = *lock(&self.stats);
+        s.runs = self.runs.load(Ordering::Relaxed);
+        s
+    }
+
+    /// Device bytes the executor holds: slabs plus the constant region.
+    pub fn device_bytes(&self) -> u64 {
+        self.slabs.iter().map(DeviceBlock::size).sum::<u64>() + self.constants.as_ref().map_or(0, DeviceBlock::size)
+    }
+
+    fn range(&self, tensor: usize) -> Result<(&wgpu::Buffer, u64, u64)> {
+        let p = self.place[tensor].ok_or_else(|| Error::Internal("tensor without placement".into()))?;
+        let block = if p.slab == CONSTANTS { self.constants.as_ref().expect("constant region") } else { &self.slabs[p.slab] };
+        let (buffer, base, _) = block.binding()?;
+        Ok((buffer, base + p.offset, binding_size(self.graph.tensors[tensor].size)?))
+    }
+
+    /// Runs the graph on `inputs` (every input tensor, exact byte length) and returns the outputs.
+    pub async fn run(&self, inputs: &HashMap<String, Vec<u8>>, options: RunOptions) -> Result<RunOutput> {
+        if self.released.load(Ordering::Acquire) {
+            return Err(Error::UseAfterFree("this executor was released; compile the graph again".into()));
+        }
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Err(Error::Busy("this executor is already running; await the previous run (or compile one executor per concurrent caller)".into()));
+        }
+        let result = self.run_inner(inputs, options).await;
+        self.running.store(false, Ordering::Release);
+        result
+    }
+
+    async fn run_inner(&self, inputs: &HashMap<String, Vec<u8>>, options: RunOptions) -> Result<RunOutput> {
+        self.gpu.check_alive()?;
+        check_inputs(&self.graph, inputs)?;
+        let queue = self.gpu.queue();
+        for t in self.graph.inputs() {
+            let i = self.graph.index[&t.id];
+            let (buffer, offset, size) = self.range(i)?;
+            let mut bytes = inputs[&t.id].clone();
+            bytes.resize(size as usize, 0);
+            guarded(self.gpu.device(), "uploading inputs", || queue.write_buffer(buffer, offset, &bytes))?;
+        }
+        let mut observation = options.observe.then(|| Observation { events: Vec::new(), ops: self.graph.ops.len() });
+        if let Some(obs) = observation.as_mut() {
+            self.observe(obs);
+        }
+        let mut stream = self.gpu.create_stream()?;
+        if options.check_plan {
+            self.run_checked(&mut stream).await?;
+        } else {
+            let steps: Vec<&Step> = self.steps.iter().flatten().collect();
+            bind::encode(stream.encoder()?, &steps);
+        }
+        let enc = stream.encoder()?;
+        for &(i, at) in &self.readback_layout {
+            let (buffer, offset, size) = self.range(i)?;
+            enc.copy_buffer_to_buffer(buffer, offset, &self.readback, at, size);
+        }
+        let event = stream.submit()?;
+        for s in &self.slabs {
+            self.gpu.heap()?.record_use(s.id(), event.seq());
+        }
+        self.gpu.map_read(&self.readback).await?;
+        let outputs = {
+            let view = self.readback.get_mapped_range(..).map_err(|e| Error::Internal(format!("output mapping failed: {e}")))?;
+            self.readback_layout
+                .iter()
+                .map(|&(i, at)| {
+                    let t = &self.graph.tensors[i];
+                    (t.id.clone(), view[at as usize..(at + t.size) as usize].to_vec())
+                })
+                .collect()
+        };
+        self.readback.unmap();
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        Ok(RunOutput { outputs, observation })
+    }
+
+    /// AllocateTensor at the producer, free after the last use, at planned offsets.
+    fn observe(&self, obs: &mut Observation) {
+        let g = &self.graph;
+        for (k, op) in g.ops.iter().enumerate() {
+            for i in g.placed_roots().filter(|&i| g.first[i] == k) {
+                let p = self.place[i].expect("placed");
+                obs.record(k, &op.name, ObservedKind::Alloc, &g.tensors[i].id, g.tensors[i].size, p.slab as u64, p.offset);
+            }
+            for i in g.placed_roots().filter(|&i| g.last[i] == k && k + 1 < g.ops.len()) {
+                let p = self.place[i].expect("placed");
+                obs.record(k, &op.name, ObservedKind::Free, &g.tensors[i].id, g.tensors[i].size, p.slab as u64, p.offset);
+            }
+        }
+    }
+
+    /// One submit per op: poison the op's outputs, run it, then check every tensor
+    /// that was live before the op still holds what it held.
+    async fn run_checked(&self, stream: &mut crate::stream::Stream) -> Result<()> {
+        let g = &self.graph;
+        let mut snapshots: HashMap<usize, Vec<u8>> = HashMap::new();
+        for t in g.inputs() {
+            let r = g.index[&t.id];
+            let (buffer, offset, size) = self.range(r)?;
+            snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size)?.finish().await?);
+        }
+        for (k, op) in g.ops.iter().enumerate() {
+            let outs: Vec<usize> = op.outputs.iter().map(|id| g.root[g.index[id]]).filter(|&r| g.first[r] == k).collect();
+            for &r in &outs {
+                let (buffer, offset, size) = self.range(r)?;
+                let poison: Vec<u8> = (0..size).map(|b| [0xde, 0xad, 0xbe, 0xef][(b % 4) as usize]).collect();
+                self.gpu.queue().write_buffer(buffer, offset, &poison);
+            }
+            if let Some(step) = &self.steps[k] {
+                bind::encode(stream.encoder()?, &[step]);
+            }
+            stream.submit()?;
+            // Tensors live across this op that it does not write must be unchanged.
+            let live: Vec<usize> = snapshots.keys().copied().filter(|&r| g.last[r] >= k && !outs.contains(&r)).collect();
+            for r in live {
+                let (buffer, offset, size) = self.range(r)?;
+                let now = self.gpu.submit_readback(buffer, offset, size)?.finish().await?;
+                if now != snapshots[&r] {
+                    return Err(Error::PlanInvalid(format!(
+                        "op '{}' (#{k}) overwrote live tensor '{}': the plan places overlapping live tensors",
+                        op.name, g.tensors[r].id
+                    )));
+                }
+            }
+            for &r in &outs {
+                let (buffer, offset, size) = self.range(r)?;
+                snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size)?.finish().await?);
+            }
+            snapshots.retain(|&r, _| g.last[r] > k || g.tensors[r].kind == TensorKind::Output);
+        }
+        Ok(())
+    }
+
+    /// Returns the slabs and constants to the heap (ReleaseSlab). Idempotent.
+    pub fn release(&self) -> bool {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        for s in self.slabs.iter().chain(self.constants.iter()) {
+            let _ = s.free();
+        }
+        true
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+}
+
+/// Every graph input present with its exact byte length, and nothing else.
+pub(crate) fn check_inputs(graph: &ExecGraph, inputs: &HashMap<String, Vec<u8>>) -> Result<()> {
+    for t in graph.inputs() {
+        let Some(bytes) = inputs.get(&t.id) else {
+            return Err(Error::invalid(format!("input '{}' is missing", t.id)));
+        };
+        if bytes.len() as u64 != t.size {
+            return Err(Error::invalid(format!("input '{}' must be {} bytes, got {}", t.id, t.size, bytes.len())));
+        }
+    }
+    if let Some(extra) = inputs.keys().find(|k| graph.tensor(k).is_none_or(|t| t.kind != TensorKind::Input)) {
+        return Err(Error::invalid(format!("'{extra}' is not an input tensor of the graph")));
+    }
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! The executable graph: tensors, ops and WGSL kernels, parsed from JSON and
+//! validated once, with every tensor's lifetime (producer op to last use,
+//! through its views) derived from the op order.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorKind {
+    /// Supplied by the caller on every run.
+    Input,
+    /// A constant set at compile time; lives in the constant region.
+    Param,
+    Intermediate,
+    /// Returned by every run; lives to the end of the graph.
+    Output,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tensor {
+    pub id: String,
+    pub size: u64,
+    pub kind: TensorKind,
+    pub view_of: Option<String>,
+    /// Element type used by the JS facade to type the returned arrays.
+    pub dtype: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub name: String,
+    /// Kernel id, or `None` for an op that only creates views (nothing to dispatch).
+    pub kernel: Option<String>,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    pub dispatch: [u32; 3],
+    /// Bytes of the uniform bound after the storage bindings.
+    pub params: Option<Vec<u8>>,
+    pub workspace: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub source: String,
+    pub entry_point: String,
+}
+
+/// A validated graph with derived lifetimes.
+#[derive(Debug, Clone)]
+pub struct ExecGraph {
+    pub tensors: Vec<Tensor>,
+    pub ops: Vec<Op>,
+    pub kernels: HashMap<String, Kernel>,
+    pub index: HashMap<String, usize>,
+    /// Tensor index -> index of the tensor owning its bytes (itself unless a view).
+    pub root: Vec<usize>,
+    /// Per tensor: op that produces it (inputs and params: 0) and its last use (through views).
+    pub first: Vec<usize>,
+    pub last: Vec<usize>,
+}
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::InvalidArgument(msg.into())
+}
+
+fn field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a Value> {
+    o.get(key).ok_or_else(|| bad(format!("{path}.{key} is missing")))
+}
+
+fn string(v: &Value, path: &str) -> Result<String> {
+    v.as_str().map(str::to_string).ok_or_else(|| bad(format!("{path} must be a string")))
+}
+
+fn uint(v: &Value, path: &str) -> Result<u64> {
+    v.as_u64().filter(|&n| n <= crate::MAX_SAFE_INTEGER).ok_or_else(|| bad(format!("{path} must be a non-negative integer below 2^53")))
+}
+
+fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a.iter().enumerate().map(|(i, v)| string(v, &format!("{path}.{key}[{i}]"))).collect(),
+        Some(_) => Err(bad(format!("{path}.{key} must be an array of tensor ids"))),
+    }
+}
+
+impl ExecGraph {
+    /// Parses and validates the graph JSON (see the executor docs for the format).
+    pub fn parse(text: &str) -> Result<ExecGraph> {
+        let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("graph is not valid JSON: {e}")))?;
+        Self::from_value(&v)
+    }
+
+    pub fn from_value(v: &Value) -> Result<ExecGraph> {
+        let root = v.as_object().ok_or_else(|| bad("a graph is an object with tensors, ops and kernels"))?;
+        let mut kernels = HashMap::new();
+        if let Some(ks) = root.get("kernels") {
+            let ks = ks.as_object().ok_or_else(|| bad("kernels must be an object of { id: { source, entryPoint } }"))?;
+            for (id, k) in ks {
+                let path = format!("kernels.{id}");
+                let k = k.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
+                kernels.insert(id.clone(), Kernel {
+                    source: string(field(k, "source", &path)?, &format!("{path}.source"))?,
+                    entry_point: k.get("entryPoint").map(|e| string(e, &format!("{path}.entryPoint"))).transpose()?.unwrap_or_else(|| "main".into()),
+                });
+            }
+        }
+        let mut tensors = Vec::new();
+        for (i, t) in field(root, "tensors", "graph")?.as_array().ok_or_else(|| bad("graph.tensors must be an array"))?.iter().enumerate() {
+            let path = format!("tensors[{i}]");
+            let o = t.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
+            let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
+            let kind = match o.get("kind").and_then(Value::as_str) {
+                None if is_output => TensorKind::Output,
+                None | Some("intermediate") => TensorKind::Intermediate,
+                Some("input") => TensorKind::Input,
+                Some("param") => TensorKind::Param,
+                Some("output") => TensorKind::Output,
+                Some(k) => return Err(bad(format!("{path}.kind: unknown kind '{k}' (input, param, intermediate, output)"))),
+            };
+            let size = uint(field(o, "size", &path)?, &format!("{path}.size"))?;
+            if size == 0 {
+                return Err(bad(format!("{path}.size must be at least 1 byte")));
+            }
+            tensors.push(Tensor {
+                id: string(field(o, "id", &path)?, &format!("{path}.id"))?,
+                size,
+                kind,
+                view_of: o.get("viewOf").map(|b| string(b, &format!("{path}.viewOf"))).transpose()?,
+                dtype: o.get("dtype").and_then(Value::as_str).map(str::to_string),
+            });
+        }
+        let mut ops = Vec::new();
+        for (i, op) in field(root, "ops", "graph")?.as_array().ok_or_else(|| bad("graph.ops must be an array"))?.iter().enumerate() {
+            let path = format!("ops[{i}]");
+            let o = op.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
+            let dispatch = match o.get("dispatch") {
+                None | Some(Value::Null) => [1, 1, 1],
+                Some(Value::Array(d)) if !d.is_empty() && d.len() <= 3 => {
+                    let mut out = [1u32; 3];
+                    for (k, x) in d.iter().enumerate() {
+                        out[k] = u32::try_from(uint(x, &format!("{path}.dispatch[{k}]"))?).map_err(|_| bad(format!("{path}.dispatch[{k}] is too large")))?;
+                    }
+                    out
+                }
+                Some(_) => return Err(bad(format!("{path}.dispatch must be [x], [x, y] or [x, y, z]"))),
+            };
+            let params = match o.get("params") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(bytes)) => Some(
+                    bytes
+                        .iter()
+                        .enumerate()
+                        .map(|(k, b)| b.as_u64().filter(|&x| x < 256).map(|x| x as u8).ok_or_else(|| bad(format!("{path}.params[{k}] must be a byte (0-255)"))))
+                        .collect::<Result<Vec<u8>>>()?,
+                ),
+                Some(_) => return Err(bad(format!("{path}.params must be an array of bytes"))),
+            };
+            ops.push(Op {
+                name: o.get("name").and_then(Value::as_str).map_or_else(|| format!("op{i}"), str::to_string),
+                kernel: o.get("kernel").map(|k| string(k, &format!("{path}.kernel"))).transpose()?,
+                inputs: strings(o, "inputs", &path)?,
+                outputs: strings(o, "outputs", &path)?,
+                dispatch,
+                params,
+                workspace: o.get("workspace").map(|w| uint(w, &format!("{path}.workspace"))).transpose()?.unwrap_or(0),
+            });
+        }
+        Self::new(tensors, ops, kernels)
+    }
+
+    /// Validates the graph and derives lifetimes.
+    pub fn new(tensors: Vec<Tensor>, ops: Vec<Op>, kernels: HashMap<String, Kernel>) -> Result<ExecGraph> {
+        let mut index = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if index.insert(t.id.clone(), i).is_some() {
+                return Err(bad(format!("tensor id '{}' is used twice", t.id)));
+            }
+        }
+        // Views: resolve chains to their root; views of params are read-only aliases.
+        let mut root = vec![0; tensors.len()];
+        for i in 0..tensors.len() {
+            let mut cur = i;
+            let mut hops = 0;
+            while let Some(base) = &tensors[cur].view_of {
+                cur = *index.get(base).ok_or_else(|| bad(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id)))?;
+                hops += 1;
+                if hops > tensors.len() {
+                    return Err(bad(format!("tensor '{}' is part of a cycle of views", tensors[i].id)));
+                }
+            }
+            if tensors[cur].kind == TensorKind::Param && hops > 1 {
+                return Err(bad(format!("tensor '{}' is a view of a view of param '{}'; view the param directly", tensors[i].id, tensors[cur].id)));
+            }
+            if tensors[i].size > tensors[cur].size {
+                return Err(bad(format!("view '{}' ({} bytes) is larger than its base '{}' ({} bytes)", tensors[i].id, tensors[i].size, tensors[cur].id, tensors[cur].size)));
+            }
+            root[i] = cur;
+        }
+        let n = ops.len();
+        let mut produced_at: Vec<Option<usize>> = vec![None; tensors.len()];
+        let mut first = vec![0; tensors.len()];
+        let mut last = vec![0; tensors.len()];
+        for (k, op) in ops.iter().enumerate() {
+            if op.outputs.is_empty() {
+                return Err(bad(format!("op '{}' has no outputs; every op must write at least one tensor", op.name)));
+            }
+            if let Some(kid) = &op.kernel {
+                if !kernels.contains_key(kid) {
+                    return Err(bad(format!("op '{}' uses unknown kernel '{kid}'", op.name)));
+                }
+                if op.dispatch.iter().any(|&d| d == 0) {
+                    return Err(bad(format!("op '{}': dispatch sizes must be at least 1", op.name)));
+                }
+            }
+            for id in &op.inputs {
+                let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' reads unknown tensor '{id}'", op.name)))?;
+                let r = root[t];
+                let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) || produced_at[t].is_some() || produced_at[r].is_some();
+                if !available {
+                    return Err(bad(format!("op '{}' reads '{id}' before any op produces it (cycle or wrong op order)", op.name)));
+                }
+                last[r] = last[r].max(k);
+            }
+            for id in &op.outputs {
+                let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' writes unknown tensor '{id}'", op.name)))?;
+                let r = root[t];
+                if op.kernel.is_none() && r == t {
+                    return Err(bad(format!("op '{}' has no kernel, so it can only create views, but '{id}' is not a view", op.name)));
+                }
+                if op.kernel.is_some() && matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
+                    return Err(bad(format!("op '{}' writes '{id}', which is an input or param (read-only)", op.name)));
+                }
+                if produced_at[t].is_some() {
+                    return Err(bad(format!("tensor '{id}' is written by two ops; give each op its own output")));
+                }
+                if produced_at[r].is_none() {
+                    first[r] = k;
+                }
+                produced_at[t] = Some(k);
+                produced_at[r].get_or_insert(k);
+                last[r] = last[r].max(k);
+            }
+        }
+        for (i, t) in tensors.iter().enumerate() {
+            let r = root[i];
+            if r != i {
+                continue;
+            }
+            match t.kind {
+                TensorKind::Output => {
+                    if produced_at[i].is_none() {
+                        return Err(bad(format!("output '{}' is never produced", t.id)));
+                    }
+                    last[i] = n.saturating_sub(1);
+                }
+                TensorKind::Input | TensorKind::Param => first[i] = 0,
+                TensorKind::Intermediate => {}
+            }
+        }
+        // An output that is a view keeps its base alive to the end.
+        for i in 0..tensors.len() {
+            let r = root[i];
+            if r != i && tensors[i].kind == TensorKind::Output {
+                if produced_at[r].is_none() && !matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
+                    return Err(bad(format!("output '{}' views '{}', which is never produced", tensors[i].id, tensors[r].id)));
+                }
+                last[r] = n.saturating_sub(1);
+            }
+        }
+        // Views share their root's lifetime.
+        for i in 0..tensors.len() {
+            first[i] = first[root[i]];
+            last[i] = last[root[i]];
+        }
+        Ok(ExecGraph { tensors, ops, kernels, index, root, first, last })
+    }
+
+    pub fn tensor(&self, id: &str) -> Option<&Tensor> {
+        self.index.get(id).map(|&i| &self.tensors[i])
+    }
+
+    /// Tensors that own their bytes and must be placed (inputs, intermediates, outputs).
+    pub fn placed_roots(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.tensors.len()).filter(|&i| self.root[i] == i && self.tensors[i].kind != TensorKind::Param)
+    }
+
+    pub fn outputs(&self) -> impl Iterator<Item = &Tensor> {
+        self.tensors.iter().filter(|t| t.kind == TensorKind::Output)
+    }
+
+    pub fn inputs(&self) -> impl Iterator<Item = &Tensor> {
+        self.tensors.iter().filter(|t| t.kind == TensorKind::Input)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(json: &str) -> Result<ExecGraph> {
+        ExecGraph::parse(json)
+    }
+
+    const K: &str = r#""kernels": {"k": {"source": "@compute @workgroup_size(1) fn main() {}"}}"#;
+
+    fn graph_err(r: &Result<ExecGraph>) -> String {
+        r.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn validation_errors() {
+        let base = |tensors: &str, ops: &str| format!(r#"{{ {K}, "tensors": [{tensors}], "ops": [{ops}] }}"#);
+        let ok = graph(&base(
+            r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16},{"id":"av","size":8,"viewOf":"a"},{"id":"y","size":16,"kind":"output"}"#,
+            r#"{"kernel":"k","inputs":["x"],"outputs":["a"]},{"kernel":"k","inputs":["av"],"outputs":["y"]}"#,
+        ))
+        .unwrap();
+        let a = ok.index["a"];
+        assert_eq!((ok.first[a], ok.last[a]), (0, 1));
+        let y = ok.index["y"];
+        assert_eq!((ok.first[y], ok.last[y]), (1, 1), "an output starts at its producer");
+        assert_eq!(ok.last[ok.index["y"]], 1);
+        let cases = [
+            (r#"{"id":"x","size":16,"kind":"input"}"#, r#"{"kernel":"nope","inputs":["x"],"outputs":["x"]}"#, "unknown kernel"),
+            (r#"{"id":"a","size":16},{"id":"b","size":16}"#, r#"{"kernel":"k","inputs":["b"],"outputs":["a"]},{"kernel":"k","inputs":["a"],"outputs":["b"]}"#, "before any op"),
+            (r#"{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":[],"outputs":[]}"#, "no outputs"),
+            (r#"{"id":"p","size":16,"kind":"param"},{"id":"v1","size":8,"viewOf":"p"},{"id":"v2","size":8,"viewOf":"v1"},{"id":"o","size":4}"#, r#"{"kernel":"k","inputs":["v2"],"outputs":["o"]}"#, "view of a view of param"),
+            (r#"{"id":"a","size":16,"viewOf":"b"},{"id":"b","size":16,"viewOf":"a"}"#, r#""#, "cycle"),
+            (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
+            (r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":["x"],"outputs":["a"],"dispatch":[0]}"#, "at least 1"),
+        ];
+        for (tensors, ops, needle) in cases {
+            let err = graph_err(&graph(&base(tensors, ops)));
+            assert!(err.contains(needle), "expected '{needle}', got '{err}'");
+        }
+    }
+}

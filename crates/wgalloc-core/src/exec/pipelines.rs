@@ -1,0 +1,94 @@
+//! Compute pipelines shared by every executor and eager run of a device, keyed by
+//! kernel source, entry point and binding signature, so a kernel compiles once.
+//! Layouts are explicit and follow the binding convention: the op's inputs, then
+//! its outputs, then its workspace, all `var<storage, read_write>` (every tensor
+//! lives in one slab buffer, and wgpu forbids read-only and writable use of one
+//! buffer in the same dispatch), then an optional `var<uniform>`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::context::Gpu;
+use crate::error::Result;
+use crate::scope::guarded;
+use crate::signal::lock;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    source: String,
+    entry_point: String,
+    storage_bindings: u32,
+    uniform: bool,
+}
+
+pub struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+#[derive(Default)]
+pub struct PipelineCache {
+    map: Mutex<HashMap<Key, Arc<Pipeline>>>,
+    created: AtomicU64,
+}
+
+impl PipelineCache {
+    /// Pipelines compiled so far on this device.
+    pub fn created(&self) -> u64 {
+        self.created.load(Ordering::Relaxed)
+    }
+}
+
+impl Gpu {
+    /// The pipeline for `source`/`entry_point` with `storage_bindings` read-write storage
+    /// buffers and an optional uniform; compiled on first use. WGSL errors are passed through.
+    pub fn pipeline(&self, label: &str, source: &str, entry_point: &str, storage_bindings: u32, uniform: bool) -> Result<Arc<Pipeline>> {
+        self.check_alive()?;
+        let key = Key { source: source.to_string(), entry_point: entry_point.to_string(), storage_bindings, uniform };
+        let cache = &self.shared.pipelines;
+        if let Some(p) = lock(&cache.map).get(&key) {
+            return Ok(p.clone());
+        }
+        let device = self.device();
+        let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..storage_bindings)
+            .map(|binding| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Storage { read_only: false }, has_dynamic_offset: false, min_binding_size: None },
+                count: None,
+            })
+            .collect();
+        if uniform {
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding: storage_bindings,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: None },
+                count: None,
+            });
+        }
+        let what = format!("compiling kernel '{label}'");
+        let pipeline = guarded(device, &what, || {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(source.into()) });
+            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(label),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry_point),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            Pipeline { pipeline, layout }
+        })?;
+        cache.created.fetch_add(1, Ordering::Relaxed);
+        let p = Arc::new(pipeline);
+        lock(&cache.map).insert(key, p.clone());
+        Ok(p)
+    }
+}

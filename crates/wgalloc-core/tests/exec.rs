@@ -1,0 +1,139 @@
+//! Plan execution on a real device: planned runs equal eager runs bit for bit on
+//! every model graph, and the plan is proven on the device.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use wgalloc_core::exec::{checksum, CompileOptions, EagerOptions, ExecGraph, RunOptions};
+use wgalloc_core::{Gpu, GpuOptions};
+
+fn gpu() -> Gpu {
+    pollster::block_on(Gpu::request(GpuOptions::default())).expect("a Vulkan adapter")
+}
+
+fn models() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/models");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect()).unwrap_or_default();
+    files.sort();
+    files
+}
+
+const ADD: &str = r#"
+@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < arrayLength(&c)) { c[g.x] = a[g.x] + b[g.x]; }
+}"#;
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn chain_graph(n: usize) -> String {
+    // x -> t1 = x + w -> t2 = t1 + w -> ... -> y, with w a param.
+    let mut tensors = vec![r#"{"id":"x","size":1024,"kind":"input"}"#.to_string(), r#"{"id":"w","size":1024,"kind":"param"}"#.to_string()];
+    let mut ops = Vec::new();
+    let mut prev = "x".to_string();
+    for i in 0..n {
+        let out = if i + 1 == n { "y".to_string() } else { format!("t{i}") };
+        let kind = if i + 1 == n { "output" } else { "intermediate" };
+        tensors.push(format!(r#"{{"id":"{out}","size":1024,"kind":"{kind}"}}"#));
+        ops.push(format!(r#"{{"name":"add{i}","kernel":"add","inputs":["{prev}","w"],"outputs":["{out}"],"dispatch":[4]}}"#));
+        prev = out;
+    }
+    format!(r#"{{"kernels":{{"add":{{"source":{}}}}},"tensors":[{}],"ops":[{}]}}"#, serde_json::to_string(ADD).unwrap(), tensors.join(","), ops.join(","))
+}
+
+#[test]
+fn a_planned_chain_computes_the_right_numbers_and_reuses_memory() {
+    let gpu = gpu();
+    let graph = ExecGraph::parse(&chain_graph(8)).unwrap();
+    let x: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    let w = vec![0.5f32; 256];
+    let mut params = HashMap::new();
+    params.insert("w".to_string(), f32s(&w));
+    let exe = gpu.compile(graph, CompileOptions { params, ..Default::default() }).unwrap();
+    // 9 live-at-most-2 tensors of 1 KiB: the plan reuses memory.
+    assert!(exe.plan().slab_size() <= 3 * 1024, "slab {}", exe.plan().slab_size());
+    let inputs = HashMap::from([("x".to_string(), f32s(&x))]);
+    let out = pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
+    let y: Vec<f32> = out.outputs[0].1.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(y, x.iter().map(|v| v + 4.0).collect::<Vec<_>>());
+    let stats = exe.stats();
+    for _ in 0..3 {
+        pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
+    }
+    let after = exe.stats();
+    assert_eq!((after.pipelines_created, after.bind_groups_created, after.buffers_created), (stats.pipelines_created, stats.bind_groups_created, stats.buffers_created));
+    assert_eq!(after.runs, 4);
+    // The plan also holds on the device.
+    pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: true })).unwrap();
+    assert!(exe.release());
+    assert_eq!(pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap_err().code(), "USE_AFTER_FREE");
+}
+
+#[test]
+fn planned_runs_equal_eager_runs_on_every_model_graph() {
+    let gpu = gpu();
+    let files = models();
+    if files.is_empty() {
+        eprintln!("shared/bench/models not found; skipping");
+        return;
+    }
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let graph = checksum::from_model(&text, gpu.info().max_compute_workgroups_per_dimension).unwrap();
+        let inputs = checksum::sample_inputs(&graph);
+        let eager = pollster::block_on(gpu.run_eager(&graph, &inputs, &HashMap::new(), EagerOptions { observe: true })).unwrap();
+        let exe = gpu.compile(graph.clone(), CompileOptions::default()).unwrap();
+        let planned = pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
+        assert_eq!(planned.outputs, eager.outputs, "{}: planned outputs differ from eager", file.display());
+        assert!(!planned.outputs.is_empty());
+        // Observed eager lifetimes give records a planner accepts, and the same bound.
+        let records = eager.observation.unwrap().to_usage_records();
+        let observed = gpu.compile(graph, CompileOptions { records: Some(records.into_iter().map(|mut r| { r.size = r.size.div_ceil(4) * 4; r }).collect()), ..Default::default() });
+        let observed = observed.unwrap();
+        assert_eq!(pollster::block_on(observed.run(&inputs, RunOptions::default())).unwrap().outputs, eager.outputs);
+        exe.release();
+        observed.release();
+    }
+}
+
+#[test]
+fn a_corrupted_plan_is_caught_on_the_device() {
+    let gpu = gpu();
+    let graph = ExecGraph::parse(&chain_graph(4)).unwrap();
+    // Force every record to one lifetime-free offset by claiming no overlap: all at op 0..0.
+    let records: Vec<_> = graph
+        .placed_roots()
+        .map(|i| wgalloc_plan::UsageRecord::new(graph.tensors[i].id.clone(), 1024, 0, 0))
+        .map(|mut r| {
+            // Lifetimes that do not overlap let the planner stack everything at offset 0.
+            let k: u64 = r.id.trim_start_matches('t').parse().unwrap_or(if r.id == "x" { 0 } else { 9 });
+            r.first = k * 10;
+            r.last = k * 10;
+            r
+        })
+        .collect();
+    let exe = gpu.compile(graph, CompileOptions { records: Some(records), ..Default::default() }).unwrap();
+    let inputs = HashMap::from([("x".to_string(), vec![1u8; 1024])]);
+    let err = pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: false })).unwrap_err();
+    assert_eq!(err.code(), "PLAN_INVALID", "{err}");
+}
+
+#[test]
+fn bad_graphs_and_inputs_are_typed_errors_and_leave_the_device_usable() {
+    let gpu = gpu();
+    let broken = chain_graph(2).replace("a[g.x] + b[g.x]", "a[g.x] + undefined_thing");
+    let err = gpu.compile(ExecGraph::parse(&broken).unwrap(), CompileOptions::default()).err().unwrap();
+    assert_eq!(err.code(), "GPU_VALIDATION");
+    assert!(err.to_string().contains("undefined_thing"), "compiler message passed through: {err}");
+    let exe = gpu.compile(ExecGraph::parse(&chain_graph(2)).unwrap(), CompileOptions::default()).unwrap();
+    let short = HashMap::from([("x".to_string(), vec![0u8; 10])]);
+    assert_eq!(pollster::block_on(exe.run(&short, RunOptions::default())).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(pollster::block_on(exe.run(&HashMap::new(), RunOptions::default())).unwrap_err().code(), "INVALID_ARGUMENT");
+    let ok = HashMap::from([("x".to_string(), vec![0u8; 1024])]);
+    assert!(pollster::block_on(exe.run(&ok, RunOptions::default())).is_ok());
+}
