@@ -37,8 +37,28 @@ export declare class DeviceBlock {
   free(): void
 }
 
+/** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */
+export declare class Executor {
+  /** The memory plan the executor runs with. */
+  get plan(): MemoryPlan
+  stats(): ExecutorStats
+  /** Device bytes held: slabs plus the constant region. */
+  get deviceBytes(): number
+  get released(): boolean
+  /** Runs the graph: uploads `inputs` (bytes per input id), dispatches every op, returns the outputs. */
+  run(inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
+  /** Returns the slabs to the heap (ReleaseSlab); later runs fail with USE_AFTER_FREE. */
+  release(): boolean
+}
+
 /** An open GPU device (adapter, device, queue, poller thread). */
 export declare class Gpu {
+  /** Plans and compiles a graph (JSON text; the facade accepts objects). */
+  compileGraph(graphJson: string, options?: CompileGraphOptions | undefined | null): Promise<Executor>
+  /** Runs a graph eagerly: each op's outputs come from the heap and return after their last use. */
+  runEagerGraph(graphJson: string, inputs: Record<string, Uint8Array>, params?: Record<string, Uint8Array> | undefined | null, observe?: boolean | undefined | null): Promise<RunResult>
+  /** The checksum graph of a model graph (`shared/bench/models` format), as executable graph JSON. */
+  checksumGraph(modelJson: string): string
   /** Opens an adapter and a device. (Configurable so the JS facade can add `{ signal }`.) */
   static request(options?: GpuRequestOptions | undefined | null): Promise<Gpu>
   get info(): GpuInfo
@@ -199,11 +219,43 @@ export interface BlockInfo {
   state: string
 }
 
+/** Options of `gpu.compile()` (the facade adds `plan: 'observe'`). */
+export interface CompileGraphOptions {
+  /** Planner strategy (default `best`). */
+  strategy?: string
+  /** Search budget of `exact`/`best` in ms. */
+  timeLimitMs?: number
+  /** Split the slab so none exceeds this many bytes (default: the device's max buffer size). */
+  maxSlabSize?: number
+  /** Values of param tensors, by id. */
+  params?: Record<string, Uint8Array>
+  /** Usage records (JSON) to plan from instead of the graph's lifetimes. */
+  recordsJson?: string
+}
+
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */
 export interface CopyOptions {
   srcOffset?: number
   dstOffset?: number
   size?: number
+}
+
+/** Options of a run. */
+export interface ExecRunOptions {
+  /** Record every allocation and free per op. */
+  observe?: boolean
+  /** Poison tensors before their producer and check after every op that no live tensor changed. */
+  checkPlan?: boolean
+}
+
+export interface ExecutorStats {
+  pipelinesCreated: number
+  bindGroupsCreated: number
+  buffersCreated: number
+  runs: number
+  slabs: number
+  slabBytes: number
+  constantBytes: number
 }
 
 /** The adapter and the limits wgalloc depends on. */
@@ -302,6 +354,35 @@ export interface MemoryBudget {
   source: string
 }
 
+/** What the memory observer saw during one run. */
+export interface Observation {
+  ops: number
+  events: Array<ObservedEvent>
+  /** Records a planner needs, derived from the events. */
+  usageRecords: Array<ObservedRecord>
+  peakLiveBytes: number
+}
+
+/** One allocation or free attributed to an op. */
+export interface ObservedEvent {
+  op: number
+  opName: string
+  /** `alloc` or `free`. */
+  kind: string
+  tensor: string
+  size: number
+  /** Heap block id (eager) or slab index (planned). */
+  location: number
+  offset: number
+}
+
+export interface ObservedRecord {
+  id: string
+  size: number
+  first: number
+  last: number
+}
+
 /** Options of `planMemory()`. */
 export interface PlanMemoryOptions {
   /** `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `portfolio`, `exact`, `best` (default). */
@@ -329,6 +410,14 @@ export interface PoolStats {
   reservedBytes: Stat
   activeBlocks: Stat
   segments: Stat
+}
+
+export interface RunResult {
+  /** Output tensors by id, as bytes. */
+  outputs: Record<string, Buffer>
+  /** Output ids in graph order. */
+  outputOrder: Array<string>
+  observation?: Observation
 }
 
 /** One range of a segment in a snapshot (`blockId` 0 for free ranges). */

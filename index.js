@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.DeviceBlock = nativeBinding.DeviceBlock
+module.exports.Executor = nativeBinding.Executor
 module.exports.Gpu = nativeBinding.Gpu
 module.exports.GpuBuffer = nativeBinding.GpuBuffer
 module.exports.GpuEvent = nativeBinding.GpuEvent

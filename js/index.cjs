@@ -89,10 +89,11 @@ function addSignal(target, name, arity) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock]) wrapClass(cls)
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor } = native
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor]) wrapClass(cls)
 const { installHeap } = require('./heap.cjs')
 installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
+require('./exec.cjs').installExec({ Gpu, Executor, addSignal, dispose, asyncDispose, toWgallocError })
 
 // Async calls take { signal }.
 const request = Gpu.request
@@ -138,4 +139,4 @@ MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

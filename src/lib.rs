@@ -3,6 +3,7 @@
 
 mod buffer;
 mod error;
+mod exec;
 mod gpu;
 mod heap;
 mod plan;
@@ -10,6 +11,7 @@ mod stream;
 
 pub use buffer::GpuBuffer;
 pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
+pub use exec::Executor;
 pub use heap::{DeviceBlock, Heap};
 pub use plan::{start_plan, MemoryPlan, PlanJob};
 pub use stream::{CopyOptions, GpuEvent, Stream};

@@ -141,6 +141,12 @@ pub struct MemoryPlan {
     graph: Option<Arc<GraphRecords>>,
 }
 
+impl MemoryPlan {
+    pub(crate) fn from_plan(plan: wgalloc_plan::Plan) -> Self {
+        MemoryPlan { inner: Arc::new(plan), graph: None }
+    }
+}
+
 #[napi]
 impl MemoryPlan {
     #[napi(getter)]

@@ -338,3 +338,50 @@ mod tests {
         }
     }
 }
+
+impl ExecGraph {
+    /// The graph in its JSON format (what [`ExecGraph::parse`] reads).
+    pub fn to_json(&self) -> String {
+        use serde_json::json;
+        let kind = |k: TensorKind| match k {
+            TensorKind::Input => "input",
+            TensorKind::Param => "param",
+            TensorKind::Intermediate => "intermediate",
+            TensorKind::Output => "output",
+        };
+        let tensors: Vec<Value> = self
+            .tensors
+            .iter()
+            .map(|t| {
+                let mut v = json!({ "id": t.id, "size": t.size, "kind": kind(t.kind) });
+                if let Some(b) = &t.view_of {
+                    v["viewOf"] = json!(b);
+                }
+                if let Some(d) = &t.dtype {
+                    v["dtype"] = json!(d);
+                }
+                v
+            })
+            .collect();
+        let ops: Vec<Value> = self
+            .ops
+            .iter()
+            .map(|o| {
+                let mut v = json!({ "name": o.name, "inputs": o.inputs, "outputs": o.outputs, "dispatch": o.dispatch });
+                if let Some(k) = &o.kernel {
+                    v["kernel"] = json!(k);
+                }
+                if let Some(p) = &o.params {
+                    v["params"] = json!(p);
+                }
+                if o.workspace > 0 {
+                    v["workspace"] = json!(o.workspace);
+                }
+                v
+            })
+            .collect();
+        let kernels: Map<String, Value> =
+            self.kernels.iter().map(|(id, k)| (id.clone(), json!({ "source": k.source, "entryPoint": k.entry_point }))).collect();
+        json!({ "tensors": tensors, "ops": ops, "kernels": kernels }).to_string()
+    }
+}

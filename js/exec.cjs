@@ -1,0 +1,113 @@
+'use strict'
+// JS side of plan execution: graphs as objects, typed-array inputs and outputs,
+// profile-guided planning (`plan: 'observe'`), disposal and inspect output.
+const { inspect } = require('node:util')
+const { WgallocError } = require('./errors.cjs')
+
+const TYPED = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, u16: Uint16Array, f16: Uint16Array, i8: Int8Array, u8: Uint8Array }
+
+function graphJson(graph) {
+  if (typeof graph === 'string') return graph
+  if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
+  // Typed-array params become byte arrays.
+  return JSON.stringify(graph, (key, value) => (ArrayBuffer.isView(value) ? Array.from(new Uint8Array(value.buffer, value.byteOffset, value.byteLength)) : value))
+}
+
+function bytesOf(value, what) {
+  if (value instanceof ArrayBuffer) return new Uint8Array(value)
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
+}
+
+function byteMap(obj, what) {
+  if (obj == null) return {}
+  if (typeof obj !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what} must be an object of { id: TypedArray }`)
+  return Object.fromEntries(Object.entries(obj).map(([k, v]) => [k, bytesOf(v, `${what}.${k}`)]))
+}
+
+/** Output bytes as the typed array the tensor's dtype names (Uint8Array without one). */
+function typed(buffer, dtype) {
+  const T = TYPED[dtype] ?? Uint8Array
+  const usable = buffer.byteLength - (buffer.byteLength % T.BYTES_PER_ELEMENT)
+  const aligned = buffer.byteOffset % T.BYTES_PER_ELEMENT === 0 ? buffer : Uint8Array.prototype.slice.call(buffer)
+  return new T(aligned.buffer, aligned.byteOffset, usable / T.BYTES_PER_ELEMENT)
+}
+
+function dtypes(graph) {
+  const parsed = typeof graph === 'string' ? JSON.parse(graph) : graph
+  return new Map((parsed.tensors ?? []).map((t) => [t.id, t.dtype]))
+}
+
+function shapeResult(r, types) {
+  const outputs = {}
+  for (const id of r.outputOrder) outputs[id] = typed(r.outputs[id], types.get(id))
+  const observation = r.observation ? { ...r.observation, toUsageRecords() { return this.usageRecords.map((x) => ({ ...x })) } } : undefined
+  return observation ? { outputs, observation } : { outputs }
+}
+
+function installExec({ Gpu, Executor, addSignal, dispose, asyncDispose, toWgallocError }) {
+  const executorTypes = new WeakMap()
+  const compileGraph = Gpu.prototype.compileGraph
+  const runEagerGraph = Gpu.prototype.runEagerGraph
+
+  /**
+   * Plans and compiles `graph`. Options: strategy, timeLimitMs, maxSlabSize, params
+   * ({ id: TypedArray }), plan: 'static' (default) | 'observe' (run eagerly once with
+   * `sampleInputs` or zeros, observe, and plan from what was seen), signal.
+   */
+  Gpu.prototype.compile = async function (graph, options = {}) {
+    try {
+      if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'compile options must be an object')
+      const { plan = 'static', sampleInputs, signal, params, ...rest } = options
+      if (signal?.aborted) throw new WgallocError('ABORTED', 'the operation was aborted')
+      const json = graphJson(graph)
+      const native = { ...rest, params: byteMap(params, 'params') }
+      if (plan === 'observe') {
+        const parsed = JSON.parse(json)
+        const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : Object.fromEntries((parsed.tensors ?? []).filter((t) => t.kind === 'input').map((t) => [t.id, new Uint8Array(t.size)]))
+        const seen = await runEagerGraph.call(this, json, inputs, native.params, true)
+        native.recordsJson = JSON.stringify(seen.observation.usageRecords.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
+      } else if (plan !== 'static') {
+        throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got '${plan}'`)
+      }
+      const exe = await compileGraph.call(this, json, native)
+      executorTypes.set(exe, dtypes(json))
+      return exe
+    } catch (err) {
+      throw toWgallocError(err)
+    }
+  }
+
+  /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
+  Gpu.prototype.runEager = async function (graph, inputs, options = {}) {
+    try {
+      const json = graphJson(graph)
+      const r = await runEagerGraph.call(this, json, byteMap(inputs, 'inputs'), byteMap(options.params, 'params'), Boolean(options.observe))
+      return shapeResult(r, dtypes(json))
+    } catch (err) {
+      throw toWgallocError(err)
+    }
+  }
+
+  const run = Executor.prototype.run
+  Executor.prototype.run = async function (inputs, options = {}) {
+    try {
+      const { signal, ...rest } = options ?? {}
+      if (signal?.aborted) throw new WgallocError('ABORTED', 'the operation was aborted')
+      const r = await run.call(this, byteMap(inputs, 'inputs'), rest)
+      return shapeResult(r, executorTypes.get(this) ?? new Map())
+    } catch (err) {
+      throw toWgallocError(err)
+    }
+  }
+  Executor.prototype[dispose] = function () { this.release() }
+  Executor.prototype[asyncDispose] = async function () { this.release() }
+  Executor.prototype[inspect.custom] = function () {
+    if (this.released) return 'Executor { released }'
+    const p = this.plan
+    return `Executor { slabSize: ${p.slabSize}, lowerBound: ${p.lowerBound}, strategy: '${p.strategy}', deviceBytes: ${this.deviceBytes}, runs: ${this.stats().runs} }`
+  }
+  void addSignal
+}
+
+module.exports = { installExec, typed }

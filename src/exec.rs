@@ -1,0 +1,229 @@
+//! `Executor`, eager runs and the memory observer in JS.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use wgalloc_core::exec::{self as core_exec, CompileOptions, EagerOptions, ExecGraph, RunOptions};
+
+use crate::error::{coded, to_u64, IntoNapi};
+use crate::gpu::Gpu;
+use crate::plan::MemoryPlan;
+
+/// Options of `gpu.compile()` (the facade adds `plan: 'observe'`).
+#[napi(object)]
+pub struct CompileGraphOptions {
+    /// Planner strategy (default `best`).
+    pub strategy: Option<String>,
+    /// Search budget of `exact`/`best` in ms.
+    pub time_limit_ms: Option<f64>,
+    /// Split the slab so none exceeds this many bytes (default: the device's max buffer size).
+    pub max_slab_size: Option<f64>,
+    /// Values of param tensors, by id.
+    pub params: Option<HashMap<String, Uint8Array>>,
+    /// Usage records (JSON) to plan from instead of the graph's lifetimes.
+    pub records_json: Option<String>,
+}
+
+/// Options of a run.
+#[napi(object)]
+pub struct ExecRunOptions {
+    /// Record every allocation and free per op.
+    pub observe: Option<bool>,
+    /// Poison tensors before their producer and check after every op that no live tensor changed.
+    pub check_plan: Option<bool>,
+}
+
+/// One allocation or free attributed to an op.
+#[napi(object)]
+pub struct ObservedEvent {
+    pub op: u32,
+    pub op_name: String,
+    /// `alloc` or `free`.
+    pub kind: String,
+    pub tensor: String,
+    pub size: f64,
+    /// Heap block id (eager) or slab index (planned).
+    pub location: f64,
+    pub offset: f64,
+}
+
+#[napi(object)]
+pub struct ObservedRecord {
+    pub id: String,
+    pub size: f64,
+    pub first: f64,
+    pub last: f64,
+}
+
+/// What the memory observer saw during one run.
+#[napi(object)]
+pub struct Observation {
+    pub ops: u32,
+    pub events: Vec<ObservedEvent>,
+    /// Records a planner needs, derived from the events.
+    pub usage_records: Vec<ObservedRecord>,
+    pub peak_live_bytes: f64,
+}
+
+#[napi(object)]
+pub struct RunResult {
+    /// Output tensors by id, as bytes.
+    pub outputs: HashMap<String, Buffer>,
+    /// Output ids in graph order.
+    pub output_order: Vec<String>,
+    pub observation: Option<Observation>,
+}
+
+#[napi(object)]
+pub struct ExecutorStats {
+    pub pipelines_created: f64,
+    pub bind_groups_created: f64,
+    pub buffers_created: f64,
+    pub runs: f64,
+    pub slabs: f64,
+    pub slab_bytes: f64,
+    pub constant_bytes: f64,
+}
+
+fn observation(o: core_exec::Observation) -> Observation {
+    Observation {
+        ops: o.ops as u32,
+        usage_records: o.to_usage_records().into_iter().map(|r| ObservedRecord { id: r.id, size: r.size as f64, first: r.first as f64, last: r.last as f64 }).collect(),
+        peak_live_bytes: o.peak_live_bytes() as f64,
+        events: o
+            .events
+            .into_iter()
+            .map(|e| ObservedEvent {
+                op: e.op as u32,
+                op_name: e.op_name,
+                kind: e.kind.as_str().into(),
+                tensor: e.tensor,
+                size: e.size as f64,
+                location: e.location as f64,
+                offset: e.offset as f64,
+            })
+            .collect(),
+    }
+}
+
+fn result(out: core_exec::RunOutput) -> RunResult {
+    let output_order = out.outputs.iter().map(|(id, _)| id.clone()).collect();
+    RunResult {
+        outputs: out.outputs.into_iter().map(|(id, bytes)| (id, bytes.into())).collect(),
+        output_order,
+        observation: out.observation.map(observation),
+    }
+}
+
+fn owned(map: Option<HashMap<String, Uint8Array>>) -> HashMap<String, Vec<u8>> {
+    map.unwrap_or_default().into_iter().map(|(k, v)| (k, v.to_vec())).collect()
+}
+
+fn parse_graph(json: &str) -> Result<ExecGraph> {
+    ExecGraph::parse(json).napi()
+}
+
+/// A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once.
+#[napi]
+pub struct Executor {
+    inner: Arc<core_exec::Executor>,
+}
+
+#[napi]
+impl Executor {
+    /// The memory plan the executor runs with.
+    #[napi(getter)]
+    pub fn plan(&self) -> MemoryPlan {
+        MemoryPlan::from_plan(self.inner.plan().clone())
+    }
+
+    #[napi]
+    pub fn stats(&self) -> ExecutorStats {
+        let s = self.inner.stats();
+        ExecutorStats {
+            pipelines_created: s.pipelines_created as f64,
+            bind_groups_created: s.bind_groups_created as f64,
+            buffers_created: s.buffers_created as f64,
+            runs: s.runs as f64,
+            slabs: s.slabs as f64,
+            slab_bytes: s.slab_bytes as f64,
+            constant_bytes: s.constant_bytes as f64,
+        }
+    }
+
+    /// Device bytes held: slabs plus the constant region.
+    #[napi(getter)]
+    pub fn device_bytes(&self) -> f64 {
+        self.inner.device_bytes() as f64
+    }
+
+    #[napi(getter)]
+    pub fn released(&self) -> bool {
+        self.inner.is_released()
+    }
+
+    /// Runs the graph: uploads `inputs` (bytes per input id), dispatches every op, returns the outputs.
+    #[napi]
+    pub async fn run(&self, inputs: HashMap<String, Uint8Array>, options: Option<ExecRunOptions>) -> Result<RunResult> {
+        let exe = self.inner.clone();
+        let inputs = owned(Some(inputs));
+        let o = options.unwrap_or(ExecRunOptions { observe: None, check_plan: None });
+        let opts = RunOptions { observe: o.observe.unwrap_or(false), check_plan: o.check_plan.unwrap_or(false) };
+        Ok(result(exe.run(&inputs, opts).await.napi()?))
+    }
+
+    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with USE_AFTER_FREE.
+    #[napi]
+    pub fn release(&self) -> bool {
+        self.inner.release()
+    }
+}
+
+#[napi]
+impl Gpu {
+    /// Plans and compiles a graph (JSON text; the facade accepts objects).
+    #[napi]
+    pub async fn compile_graph(&self, graph_json: String, options: Option<CompileGraphOptions>) -> Result<Executor> {
+        let gpu = self.inner.clone();
+        let o = options.unwrap_or(CompileGraphOptions { strategy: None, time_limit_ms: None, max_slab_size: None, params: None, records_json: None });
+        let strategy = match o.strategy.as_deref() {
+            None => wgalloc_plan::Strategy::Best,
+            Some(s) => s.parse().map_err(|e: wgalloc_plan::PlanError| coded(e.code(), &e.to_string()))?,
+        };
+        let records = o
+            .records_json
+            .map(|j| wgalloc_plan::json::parse_records(&j).map_err(|e| coded(e.code(), &e.to_string())))
+            .transpose()?;
+        let options = CompileOptions {
+            strategy,
+            time_limit: o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?,
+            max_slab_size: o.max_slab_size.map(|b| to_u64(b, "maxSlabSize")).transpose()?,
+            params: owned(o.params),
+            records,
+        };
+        let graph = parse_graph(&graph_json)?;
+        let exe = gpu.compile(graph, options).napi()?;
+        Ok(Executor { inner: Arc::new(exe) })
+    }
+
+    /// Runs a graph eagerly: each op's outputs come from the heap and return after their last use.
+    #[napi]
+    pub async fn run_eager_graph(&self, graph_json: String, inputs: HashMap<String, Uint8Array>, params: Option<HashMap<String, Uint8Array>>, observe: Option<bool>) -> Result<RunResult> {
+        let gpu = self.inner.clone();
+        let inputs = owned(Some(inputs));
+        let params = owned(params);
+        let graph = parse_graph(&graph_json)?;
+        let out = gpu.run_eager(&graph, &inputs, &params, EagerOptions { observe: observe.unwrap_or(false) }).await.napi()?;
+        Ok(result(out))
+    }
+
+    /// The checksum graph of a model graph (`shared/bench/models` format), as executable graph JSON.
+    #[napi]
+    pub fn checksum_graph(&self, model_json: String) -> Result<String> {
+        let g = core_exec::checksum::from_model(&model_json, self.inner.info().max_compute_workgroups_per_dimension).napi()?;
+        Ok(g.to_json())
+    }
+}
