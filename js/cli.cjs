@@ -5,6 +5,7 @@ const { parseArgs } = require('node:util')
 
 const COMMANDS = {
   info: { run: require('./cli/info.cjs'), summary: 'adapter, backend, features, limits and memory budget' },
+  check: { run: require('./cli/check.cjs'), summary: 'run a graph eagerly and planned; outputs must match bit for bit' },
   replay: { run: require('./cli/replay.cjs'), summary: 'replay an eager alloc/free trace through the heap; fragmentation figures' },
   plan: { run: require('./cli/plan.cjs'), summary: 'plan tensor offsets in one slab (JSON graph/records or MiniMalloc CSV)' },
 }

@@ -137,3 +137,17 @@ fn bad_graphs_and_inputs_are_typed_errors_and_leave_the_device_usable() {
     let ok = HashMap::from([("x".to_string(), vec![0u8; 1024])]);
     assert!(pollster::block_on(exe.run(&ok, RunOptions::default())).is_ok());
 }
+
+#[test]
+fn checked_runs_equal_plain_runs() {
+    let gpu = gpu();
+    for file in models() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let graph = checksum::from_model(&text, gpu.info().max_compute_workgroups_per_dimension).unwrap();
+        let inputs = checksum::sample_inputs(&graph);
+        let exe = gpu.compile(graph, CompileOptions::default()).unwrap();
+        let plain = pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
+        let checked = pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: false })).unwrap();
+        assert_eq!(plain.outputs, checked.outputs, "{}", file.display());
+    }
+}

@@ -382,7 +382,13 @@ impl Executor {
             snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size)?.finish().await?);
         }
         for (k, op) in g.ops.iter().enumerate() {
-            let outs: Vec<usize> = op.outputs.iter().map(|id| g.root[g.index[id]]).filter(|&r| g.first[r] == k).collect();
+            // Tensors this op brings to life (not views of inputs, which exist from the start).
+            let outs: Vec<usize> = op
+                .outputs
+                .iter()
+                .map(|id| g.root[g.index[id]])
+                .filter(|&r| g.first[r] == k && matches!(g.tensors[r].kind, TensorKind::Intermediate | TensorKind::Output))
+                .collect();
             for &r in &outs {
                 let (buffer, offset, size) = self.range(r)?;
                 let poison: Vec<u8> = (0..size).map(|b| [0xde, 0xad, 0xbe, 0xef][(b % 4) as usize]).collect();

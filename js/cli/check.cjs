@@ -1,0 +1,47 @@
+'use strict'
+// `wgalloc check <graph.json> [--strategy s] [--runs N] [--verify] [--json]`:
+// eager and planned runs of a graph (model graphs run with checksum kernels).
+const { readFileSync } = require('node:fs')
+const { Gpu } = require('../index.cjs')
+const { checkGraph } = require('../check.cjs')
+const { table, bytes } = require('./table.cjs')
+
+module.exports = async function check(argv, { parseArgs }) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      strategy: { type: 'string', default: 'best' },
+      runs: { type: 'string', default: '5' },
+      verify: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  })
+  if (values.help || positionals.length !== 1) {
+    console.log('usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
+      '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (shared/bench/models format, run with checksum kernels)\n' +
+      '  --verify: also poison and check every tensor on the device after each op')
+    return values.help ? 0 : 2
+  }
+  const text = readFileSync(positionals[0], 'utf8')
+  const gpu = await Gpu.request()
+  const parsed = JSON.parse(text)
+  const graph = parsed.kernels ? parsed : JSON.parse(gpu.checksumGraph(text))
+  const f = await checkGraph(gpu, graph, { strategy: values.strategy, runs: Number(values.runs), checkPlan: values.verify })
+  gpu.destroy()
+  const { svg, stats, ...figures } = f
+  if (values.json) {
+    console.log(JSON.stringify(figures))
+  } else {
+    console.log(table(['figure', 'value'], [
+      ['outputs equal (eager vs planned)', f.outputsEqual ? 'yes, bit for bit' : 'NO'],
+      ['plan verified on the device', f.planCheckedOnDevice ? 'yes' : 'no (add --verify)'],
+      ['slab / lower bound', `${bytes(f.slabSize)} / ${bytes(f.lowerBound)} = ${f.ratio.toFixed(4)}${f.optimal ? ' (optimal)' : ''}`],
+      ['eager peak reserved', bytes(f.eagerPeakReservedBytes)],
+      ['planned device bytes', `${bytes(f.plannedPeakBytes)} (${f.memoryRatio.toFixed(3)} x eager)`],
+      ['eager / planned run (median)', `${f.eagerMs.toFixed(2)} ms / ${f.plannedMs.toFixed(2)} ms`],
+    ]))
+  }
+  return f.outputsEqual ? 0 : 1
+}
