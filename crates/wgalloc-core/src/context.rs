@@ -105,6 +105,8 @@ pub(crate) struct Shared {
     pub limits: wgpu::Limits,
     /// The device's heap allocator, created on first use.
     pub heap: std::sync::OnceLock<Arc<crate::heap::HeapCore>>,
+    /// The device's host staging cache, created on first use.
+    pub host: std::sync::OnceLock<Arc<crate::host::HostCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
     _poller: Poller,
@@ -184,6 +186,7 @@ impl Gpu {
             submit_lock: Mutex::new(()),
             uncaptured,
             heap: std::sync::OnceLock::new(),
+            host: std::sync::OnceLock::new(),
             info,
             budget,
             _poller: poller,

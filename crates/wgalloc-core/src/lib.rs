@@ -4,6 +4,7 @@
 //! - [`stream`]: [`Stream`]s of encoded work and the [`Event`]s their submissions complete.
 //! - [`transfer`]: minimal buffer create / write / copy / read-back.
 //! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
+//! - [`host`]: the staging (pinned-host) cache ([`Gpu::host`]).
 //!
 //! ```no_run
 //! # pollster::block_on(async {
@@ -19,6 +20,7 @@ pub mod completion;
 pub mod context;
 pub mod error;
 pub mod heap;
+pub mod host;
 mod scope;
 pub mod signal;
 pub mod stream;
@@ -27,6 +29,7 @@ pub mod transfer;
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, Result};
 pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
+pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
 pub use stream::{Event, Stream};
 pub use transfer::GpuBuffer;
 pub use wgpu;
