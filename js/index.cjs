@@ -89,10 +89,12 @@ function addSignal(target, name, arity) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock]) wrapClass(cls)
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Host, HostBlock } = native
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Host, HostBlock]) wrapClass(cls)
 const { installHeap } = require('./heap.cjs')
 installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
+const { installHost } = require('./host.cjs')
+installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError })
 
 // Async calls take { signal }.
 const request = Gpu.request
@@ -138,4 +140,4 @@ MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Host, HostBlock, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

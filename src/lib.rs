@@ -5,11 +5,13 @@ mod buffer;
 mod error;
 mod gpu;
 mod heap;
+mod host;
 mod plan;
 mod stream;
 
 pub use buffer::GpuBuffer;
 pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
 pub use heap::{DeviceBlock, Heap};
+pub use host::{Host, HostBlock};
 pub use plan::{start_plan, MemoryPlan, PlanJob};
 pub use stream::{CopyOptions, GpuEvent, Stream};

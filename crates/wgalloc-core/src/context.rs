@@ -225,6 +225,11 @@ impl Gpu {
             .ok_or_else(|| Error::invalid(format!("no open device has handle {handle}; share it with gpu.shareHandle() while it is open")))
     }
 
+    /// Identifies the device: equal for all clones of one `Gpu`.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
     pub fn limits(&self) -> &wgpu::Limits {
         &self.shared.limits
     }
