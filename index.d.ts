@@ -80,6 +80,18 @@ export declare class Gpu {
   readBuffer(buffer: GpuBuffer, offset: number, size: number): Promise<Buffer>
   /** The device's caching allocator. */
   get heap(): Heap
+  /** The device's host staging cache. */
+  get host(): Host
+  /**
+   * Copies `data` into `block` at `offset` (default 0) through the host cache and submits;
+   * the facade's `upload()` awaits the returned event.
+   */
+  submitUpload(block: DeviceBlock, data: Uint8Array, offset?: number | undefined | null): GpuEvent
+  /**
+   * Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
+   * host cache (positional form of the facade's `download(block, { offset, length })`).
+   */
+  downloadRange(block: DeviceBlock, offset?: number | undefined | null, length?: number | undefined | null): Promise<Buffer>
   /**
    * A process-wide handle: pass it to a worker thread and call `Gpu.attach(handle)` there
    * to share this device and its heap. The handle does not keep the device open.
@@ -147,6 +159,70 @@ export declare class Heap {
   takeEvents(): HeapEventBatch
 }
 
+/** The device's host staging cache (`gpu.host`). */
+export declare class Host {
+  /** A staging block of at least `size` bytes. Upload blocks come mapped: write `block.bytes`. */
+  alloc(size: number, options?: HostAllocOptions | undefined | null): HostBlock
+  /** Frees `block` (same as `block.free()`), checking that it belongs to this device. */
+  free(block: HostBlock): void
+  /** Returns freed blocks whose GPU work completed to the cache (also done on every alloc). */
+  processEvents(): void
+  /** Releases idle cached blocks (and those of released private pools); returns the bytes released. */
+  emptyCache(): number
+  /** Allocations until `endAllocateToPool(poolId)` come from private pool `poolId` (an integer >= 1). */
+  beginAllocateToPool(pool: number): void
+  endAllocateToPool(pool: number): void
+  /** Drops one hold on the pool; once none is left, `emptyCache()` frees its idle blocks. */
+  releasePool(pool: number): void
+  get privatePools(): Array<PrivatePoolInfo>
+  stats(): HostStats
+  resetPeakStats(): void
+  resetAccumulatedStats(): void
+  /** The settings in force. */
+  get config(): HostConfig
+  /** Changes settings; lowering `maxCachedBytes` releases idle blocks above it. */
+  configure(options: HostConfig): void
+}
+
+/** A staging block of the host cache. */
+export declare class HostBlock {
+  get id(): number
+  /** Bytes asked for: the length of `bytes`. */
+  get requestedSize(): number
+  /** Bytes of the staging buffer (the size class). */
+  get size(): number
+  /** `'upload'` or `'download'`. */
+  get direction(): 'upload' | 'download'
+  /** 0 for the default pool, else the private pool the block came from. */
+  get poolId(): number
+  get freed(): boolean
+  /** True while `bytes` is available. */
+  get mapped(): boolean
+  /**
+   * The mapped bytes (`requestedSize` long), without a copy where the runtime allows.
+   * Detached (length 0) once the block is copied, unmapped or freed.
+   */
+  get bytes(): Uint8Array
+  /** Copies `data` into an upload block at `offset` (default 0). */
+  write(data: Uint8Array, offset?: number | undefined | null): void
+  /** Copies `length` bytes (default: to the end) at `offset` out of a mapped download block. */
+  read(offset?: number | undefined | null, length?: number | undefined | null): Buffer
+  /**
+   * Maps the block once the work recorded on it was submitted and ran: a download
+   * block to read what was copied in, an upload block to write it again.
+   */
+  map(): Promise<void>
+  /** Unmaps the block (detaching `bytes`). */
+  unmap(): void
+  /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
+  recordStream(stream: Stream): void
+  /**
+   * Returns the block to the cache (reused once its GPU work ran); detaches `bytes`.
+   * A second call fails with `DOUBLE_FREE`.
+   */
+  free(): void
+}
+
 /** A validated memory plan: an offset in one slab for every usage record. */
 export declare class MemoryPlan {
   get strategy(): string
@@ -193,6 +269,17 @@ export declare class Stream {
    * recorded as used by this stream, so freeing either waits until the copy ran.
    */
   copyBlocks(src: DeviceBlock, dst: DeviceBlock, options?: CopyOptions | undefined | null): void
+  /**
+   * Records a copy from an upload block into a device block (offsets within the blocks;
+   * `size` defaults to the smaller remaining length). Detaches and unmaps the upload
+   * block's `bytes`; both blocks are recorded as used by this stream.
+   */
+  copyToDevice(src: HostBlock, dst: DeviceBlock, options?: CopyOptions | undefined | null): void
+  /**
+   * Records a copy from a device block into a download block; `await block.map()` after
+   * submitting to read it. Both blocks are recorded as used by this stream.
+   */
+  copyToHost(src: DeviceBlock, dst: HostBlock, options?: CopyOptions | undefined | null): void
   /** Commands recorded since the last submit. */
   get pendingCommands(): number
   /** Submits recorded work; the event completes when the GPU finished it. */
@@ -238,6 +325,13 @@ export interface CopyOptions {
   srcOffset?: number
   dstOffset?: number
   size?: number
+}
+
+/** Count, total and longest duration of a driver operation, in nanoseconds. */
+export interface DurationStat {
+  count: number
+  totalNs: number
+  maxNs: number
 }
 
 /** Options of a run. */
@@ -339,6 +433,61 @@ export interface HeapStats {
   pools: Array<PoolStats>
 }
 
+/** Options of `host.alloc()`. */
+export interface HostAllocOptions {
+  /** `'upload'` (default: host writes, GPU copies out) or `'download'` (GPU copies in, host reads). */
+  direction?: 'upload' | 'download'
+}
+
+/** Figures of one size class (`size` bytes is its power of two). */
+export interface HostBucketStats {
+  index: number
+  size: number
+  allocations: Stat
+  allocatedBytes: Stat
+  activeRequests: Stat
+  activeBytes: Stat
+}
+
+/** Settings of `host.configure()`; omitted fields keep their value. */
+export interface HostConfig {
+  /** Idle cached bytes kept; freed blocks beyond it go back to the driver. `Infinity` keeps all. */
+  maxCachedBytes?: number
+  /** Requests above this many bytes round to a multiple of 2 MiB instead of a power of two. */
+  roundThreshold?: number
+  /** Process freed blocks on a background thread (also `WGALLOC_HOST_BACKGROUND_THREAD=1`). */
+  backgroundThread?: boolean
+  /** `false` makes `bytes` a copy instead of a view of mapped memory (the fallback path). */
+  zeroCopy?: boolean
+}
+
+/** Host-cache statistics (PyTorch HostStats). */
+export interface HostStats {
+  /** Staging buffers held from the driver, cached or active. */
+  allocations: Stat
+  allocatedBytes: Stat
+  /** Blocks handed out, or freed but still waiting for their GPU work. */
+  activeRequests: Stat
+  activeBytes: Stat
+  /** Bytes callers asked for, of blocks not yet freed. */
+  requestedBytes: Stat
+  /** Idle bytes in the free lists. */
+  cachedBytes: number
+  /** Size classes ever used. */
+  buckets: Array<HostBucketStats>
+  numHostAlloc: number
+  numHostFree: number
+  hostAllocTime: DurationStat
+  hostFreeTime: DurationStat
+  cacheHits: number
+  cacheMisses: number
+  pendingBlocks: number
+  pendingBytes: number
+  /** `bytes` views that are a copy because the runtime refused external ArrayBuffers (or `zeroCopy: false`). */
+  copyFallbacks: number
+  zeroCopyViews: number
+}
+
 /** Options of `heap.malloc()`. */
 export interface MallocOptions {
   /** `'device'` (default) or `'shared'` (mappable and bindable where the adapter allows). */
@@ -410,6 +559,12 @@ export interface PoolStats {
   reservedBytes: Stat
   activeBlocks: Stat
   segments: Stat
+}
+
+/** A private pool and how many `beginAllocateToPool` calls still hold it. */
+export interface PrivatePoolInfo {
+  id: number
+  useCount: number
 }
 
 export interface RunResult {

@@ -30,3 +30,32 @@ async function heapAndPlan(gpu: Gpu): Promise<number> {
   return plan.toJSON().slabSize + bytes.length
 }
 void heapAndPlan
+
+import type { HostBlock, HostStats } from '../js/index.js'
+async function hostCache(gpu: Gpu): Promise<number> {
+  const host = gpu.host
+  host.configure({ maxCachedBytes: 64 << 20, roundThreshold: 32 << 20, backgroundThread: false, zeroCopy: true })
+  const up: HostBlock = host.alloc(1024, { direction: 'upload' })
+  up.bytes.fill(1)
+  const dev = gpu.heap.malloc(1024)
+  const down = host.alloc(1024, { direction: 'download' })
+  const s = gpu.createStream()
+  s.copy(up, dev, { size: 1024 })
+  s.copy(dev, down)
+  up.recordStream(s)
+  await s.synchronize()
+  await down.map({ signal: AbortSignal.timeout(1000) })
+  const first: number = down.bytes[0] + down.read(0, 4).length
+  up.free()
+  down[Symbol.dispose]()
+  host.beginAllocateToPool(1)
+  host.endAllocateToPool(1)
+  host.releasePool(1)
+  await gpu.upload(dev, new Uint8Array(1024), { offset: 0 })
+  const back: Buffer = await gpu.download(dev, { length: 16, signal: AbortSignal.timeout(1000) })
+  const stats: HostStats = host.stats()
+  const dir: 'upload' | 'download' = up.direction
+  void dir
+  return first + back.length + stats.hostAllocTime.count + stats.buckets.length + host.emptyCache()
+}
+void hostCache

@@ -89,10 +89,12 @@ function addSignal(target, name, arity) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor]) wrapClass(cls)
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock } = native
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock]) wrapClass(cls)
 const { installHeap } = require('./heap.cjs')
 installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
+const { installHost } = require('./host.cjs')
+installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError })
 require('./exec.cjs').installExec({ Gpu, Executor, addSignal, dispose, asyncDispose, toWgallocError })
 
 // Async calls take { signal }.
@@ -139,4 +141,4 @@ MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

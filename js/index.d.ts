@@ -1,15 +1,21 @@
 // Public types of wgalloc: the generated native declarations, plus what the JS
 // facade adds (typed errors, `{ signal }` options, disposal).
 
-import type { HeapEvent, MemoryPlan, PlanMemoryOptions, PlanProgress } from '../index.js'
+import type { CopyOptions, DeviceBlock, HeapEvent, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress } from '../index.js'
 
 export type {
   BlockInfo,
   CopyOptions,
   GpuInfo,
   GpuRequestOptions,
+  DurationStat,
   HeapEvent,
   HeapStats,
+  HostAllocOptions,
+  HostBucketStats,
+  HostConfig,
+  HostStats,
+  PrivatePoolInfo,
   MallocOptions,
   MemoryBudget,
   PlanMemoryOptions,
@@ -19,7 +25,24 @@ export type {
   SnapshotSegment,
   Stat,
 } from '../index.js'
-export { DeviceBlock, Gpu, GpuBuffer, GpuEvent, Heap, MemoryPlan, Stream } from '../index.js'
+export { DeviceBlock, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Stream } from '../index.js'
+
+/** Transfer direction of a host block. */
+export type HostDirection = 'upload' | 'download'
+
+/** Options of `gpu.download()`. */
+export interface DownloadOptions extends AsyncOptions {
+  /** Byte offset in the device block (a multiple of 4; default 0). */
+  offset?: number
+  /** Bytes to read (default: to the end of the block). */
+  length?: number
+}
+
+/** Options of `gpu.upload()`. */
+export interface UploadOptions extends AsyncOptions {
+  /** Byte offset in the device block (a multiple of 4; default 0). */
+  offset?: number
+}
 
 /** Options accepted by every asynchronous call. */
 export interface AsyncOptions {
@@ -93,7 +116,17 @@ declare module '../index.js' {
     /** Aborting rejects `Gpu.request()` with code `ABORTED`. */
     signal?: AbortSignal
   }
+  interface HostBlock {
+    /** Resolves once mapped (after the work recorded on the block was submitted and ran). */
+    map(options?: AsyncOptions): Promise<void>
+    /** Frees the block unless already freed. */
+    [Symbol.dispose](): void
+  }
   interface Gpu {
+    /** Copies `data` into `block` through the host cache; resolves once the GPU has it. */
+    upload(block: DeviceBlock, data: Uint8Array, options?: UploadOptions): Promise<void>
+    /** Reads a device block through the host cache. */
+    download(block: DeviceBlock, options?: DownloadOptions): Promise<Buffer>
     /** Reads `size` bytes at `offset` once all earlier work completed. */
     readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer>
     /** Destroys the device (same as `destroy()`). */
@@ -137,6 +170,12 @@ declare module '../index.js' {
     wait(options?: AsyncOptions): Promise<void>
   }
   interface Stream {
+    /** Records a copy from an upload block into a device block (unmaps the upload block). */
+    copy(src: HostBlock, dst: DeviceBlock, options?: CopyOptions): void
+    /** Records a copy from a device block into a download block (`await dst.map()` after submitting). */
+    copy(src: DeviceBlock, dst: HostBlock, options?: CopyOptions): void
+    /** Records a copy between heap blocks. */
+    copy(src: DeviceBlock, dst: DeviceBlock, options?: CopyOptions): void
     /** Submits pending work and resolves once all of this stream's work completed. */
     synchronize(options?: AsyncOptions): Promise<void>
     /** Waits for the stream's work (same as `synchronize()`). */

@@ -7,7 +7,9 @@ use napi_derive::napi;
 
 use crate::buffer::GpuBuffer;
 use crate::error::{to_u64, IntoNapi};
-use crate::heap::Heap;
+use crate::heap::{DeviceBlock, Heap};
+use crate::host::Host;
+use crate::stream::GpuEvent;
 use crate::stream::Stream;
 
 /// Options for `Gpu.request()`. Every field is optional.
@@ -163,6 +165,34 @@ impl Gpu {
         Ok(Heap { inner: self.inner.heap().napi()? })
     }
 
+    /// The device's host staging cache.
+    #[napi(getter)]
+    pub fn host(&self) -> Result<Host> {
+        Ok(Host { inner: self.inner.host().napi()? })
+    }
+
+    /// Copies `data` into `block` at `offset` (default 0) through the host cache and submits;
+    /// the facade's `upload()` awaits the returned event.
+    #[napi]
+    pub fn submit_upload(&self, block: &DeviceBlock, data: Uint8Array, offset: Option<f64>) -> Result<GpuEvent> {
+        let host = self.inner.host().napi()?;
+        let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
+        Ok(GpuEvent::from(host.upload(&block.inner, offset, &data).napi()?))
+    }
+
+    /// Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
+    /// host cache (positional form of the facade's `download(block, { offset, length })`).
+    #[napi]
+    pub async fn download_range(&self, block: &DeviceBlock, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
+        let (host, block) = (self.inner.host().napi()?, block.inner.clone());
+        let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
+        let length = match length {
+            Some(l) => to_u64(l, "length")?,
+            None => block.requested_size().saturating_sub(offset),
+        };
+        Ok(host.download(&block, offset, length).await.napi()?.into())
+    }
+
     /// A process-wide handle: pass it to a worker thread and call `Gpu.attach(handle)` there
     /// to share this device and its heap. The handle does not keep the device open.
     #[napi]
@@ -180,6 +210,8 @@ impl Gpu {
     /// Destroys the device: every later call fails with `DEVICE_LOST`.
     #[napi]
     pub fn destroy(&self) {
+        // Mapped staging memory goes with the device: detach every JS view of it first.
+        crate::host::detach_device_views(self.inner.identity());
         self.inner.destroy();
     }
 }

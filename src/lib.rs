@@ -6,6 +6,7 @@ mod error;
 mod exec;
 mod gpu;
 mod heap;
+mod host;
 mod plan;
 mod stream;
 
@@ -13,5 +14,6 @@ pub use buffer::GpuBuffer;
 pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
 pub use exec::Executor;
 pub use heap::{DeviceBlock, Heap};
+pub use host::{Host, HostBlock};
 pub use plan::{start_plan, MemoryPlan, PlanJob};
 pub use stream::{CopyOptions, GpuEvent, Stream};

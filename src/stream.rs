@@ -8,6 +8,7 @@ use napi_derive::napi;
 
 use crate::buffer::GpuBuffer;
 use crate::heap::DeviceBlock;
+use crate::host::HostBlock;
 use crate::error::{coded, to_u64, IntoNapi};
 
 /// The completion of one submission.
@@ -110,6 +111,23 @@ impl Stream {
         self.with(|s| dst.inner.copy_from_on(s, &src.inner, src_offset, dst_offset, size))
     }
 
+    /// Records a copy from an upload block into a device block (offsets within the blocks;
+    /// `size` defaults to the smaller remaining length). Detaches and unmaps the upload
+    /// block's `bytes`; both blocks are recorded as used by this stream.
+    #[napi]
+    pub fn copy_to_device(&self, src: &HostBlock, dst: &DeviceBlock, options: Option<CopyOptions>) -> Result<()> {
+        let (src_offset, dst_offset, size) = copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
+        self.copy_host_to_device(src, dst, src_offset, dst_offset, size)
+    }
+
+    /// Records a copy from a device block into a download block; `await block.map()` after
+    /// submitting to read it. Both blocks are recorded as used by this stream.
+    #[napi]
+    pub fn copy_to_host(&self, src: &DeviceBlock, dst: &HostBlock, options: Option<CopyOptions>) -> Result<()> {
+        let (src_offset, dst_offset, size) = copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
+        self.copy_device_to_host(src, dst, src_offset, dst_offset, size)
+    }
+
     /// Commands recorded since the last submit.
     #[napi(getter)]
     pub fn pending_commands(&self) -> Result<u32> {
@@ -128,4 +146,16 @@ impl Stream {
         let event = self.lock()?.submit().napi()?;
         event.wait().await.napi()
     }
+}
+
+/// Offsets default to 0; the size to what is left of both source and destination.
+fn copy_range(options: Option<CopyOptions>, src_len: u64, dst_len: u64) -> Result<(u64, u64, u64)> {
+    let o = options.unwrap_or(CopyOptions { src_offset: None, dst_offset: None, size: None });
+    let src_offset = to_u64(o.src_offset.unwrap_or(0.0), "srcOffset")?;
+    let dst_offset = to_u64(o.dst_offset.unwrap_or(0.0), "dstOffset")?;
+    let size = match o.size {
+        Some(s) => to_u64(s, "size")?,
+        None => src_len.saturating_sub(src_offset).min(dst_len.saturating_sub(dst_offset)),
+    };
+    Ok((src_offset, dst_offset, size))
 }

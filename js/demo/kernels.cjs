@@ -99,7 +99,7 @@ ${uniform(2, 'len: u32, pad0: u32, pad1: u32, pad2: u32')}
   if (i >= p.len) { return; }
   let v = x[i];
   let t = clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -10.0, 10.0);
-  y[i] = 0.5 * v * (1.0 + tanh(t));
+  y[i] = 0.5 * v * (1.0 + tanh(t * 1.001));
 }`,
 
   add: `${storage(['a', 'b', 'c'])}

@@ -107,6 +107,8 @@ pub(crate) struct Shared {
     pub heap: std::sync::OnceLock<Arc<crate::heap::HeapCore>>,
     /// Compiled kernels, shared by executors and eager runs.
     pub pipelines: crate::exec::pipelines::PipelineCache,
+    /// The device's host staging cache, created on first use.
+    pub host: std::sync::OnceLock<Arc<crate::host::HostCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
     _poller: Poller,
@@ -187,6 +189,7 @@ impl Gpu {
             uncaptured,
             heap: std::sync::OnceLock::new(),
             pipelines: Default::default(),
+            host: std::sync::OnceLock::new(),
             info,
             budget,
             _poller: poller,
@@ -223,6 +226,11 @@ impl Gpu {
             .and_then(|(_, w)| w.upgrade())
             .map(|shared| Gpu { shared })
             .ok_or_else(|| Error::invalid(format!("no open device has handle {handle}; share it with gpu.shareHandle() while it is open")))
+    }
+
+    /// Identifies the device: equal for all clones of one `Gpu`.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
     }
 
     pub fn limits(&self) -> &wgpu::Limits {

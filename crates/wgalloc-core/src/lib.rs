@@ -5,6 +5,7 @@
 //! - [`transfer`]: minimal buffer create / write / copy / read-back.
 //! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
 //! - [`exec`]: planned and eager execution of WGSL graphs, the memory observer.
+//! - [`host`]: the staging (pinned-host) cache ([`Gpu::host`]).
 //!
 //! ```no_run
 //! # pollster::block_on(async {
@@ -21,6 +22,7 @@ pub mod context;
 pub mod error;
 pub mod exec;
 pub mod heap;
+pub mod host;
 mod scope;
 pub mod signal;
 pub mod stream;
@@ -29,6 +31,7 @@ pub mod transfer;
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, Result};
 pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
+pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
 pub use stream::{Event, Stream};
 pub use transfer::GpuBuffer;
 pub use wgpu;

@@ -61,6 +61,34 @@ impl<T> Slot<T> {
     pub fn wait(self: &Arc<Self>) -> SlotFuture<T> {
         SlotFuture(self.clone())
     }
+
+    /// A future that resolves once completed, leaving the value for others
+    /// (several waiters may share one slot; read it with `peek`).
+    pub fn done(self: &Arc<Self>) -> DoneFuture<T> {
+        DoneFuture(self.clone())
+    }
+
+    /// A copy of the value, if completed and not taken.
+    pub fn peek(&self) -> Option<T>
+    where
+        T: Clone,
+    {
+        lock(&self.state).value.clone()
+    }
+}
+
+pub struct DoneFuture<T>(Arc<Slot<T>>);
+
+impl<T> Future for DoneFuture<T> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = lock(&self.0.state);
+        if s.done {
+            return Poll::Ready(());
+        }
+        s.wakers.push(cx.waker().clone());
+        Poll::Pending
+    }
 }
 
 pub struct SlotFuture<T>(Arc<Slot<T>>);

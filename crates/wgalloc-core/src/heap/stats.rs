@@ -24,11 +24,11 @@ impl Stat {
         self.freed += n;
     }
 
-    fn reset_peak(&mut self) {
+    pub(crate) fn reset_peak(&mut self) {
         self.peak = self.current;
     }
 
-    fn reset_accumulated(&mut self) {
+    pub(crate) fn reset_accumulated(&mut self) {
         self.allocated = 0;
         self.freed = 0;
     }

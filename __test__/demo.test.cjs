@@ -1,0 +1,108 @@
+'use strict'
+// `wgalloc demo` end to end at tiny sizes: real kernels on the real device,
+// checked against the CPU reference, plus the CLI's --json output.
+const test = require('ava')
+const { execFile } = require('node:child_process')
+const { mkdtempSync, readFileSync, existsSync } = require('node:fs')
+const { tmpdir } = require('node:os')
+const { join, resolve } = require('node:path')
+const { promisify } = require('node:util')
+const { runDemo } = require('../js/demo/index.cjs')
+const { reference } = require('../js/demo/reference.cjs')
+const { shapes, graph, weights } = require('../js/demo/model.cjs')
+const { STRATEGIES } = require('../js/index.cjs')
+
+const CLI = resolve(__dirname, '..', 'js', 'cli.cjs')
+const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-demo-'))
+
+/** What every demo result must satisfy, whatever the shapes. */
+function assertFigures(t, f, { tight = true } = {}) {
+  const a = f.accuracy
+  t.true(a.maxAbsError < 1e-3, `max abs error ${a.maxAbsError}`)
+  t.true(a.ok)
+  t.true(a.eagerEqualsPlanned, `eager and planned outputs differ (max ${a.eagerMaxAbsDiff})`)
+  t.is(a.eagerMaxAbsDiff, 0)
+  t.deepEqual(f.planning.strategies.map((s) => s.strategy), [...STRATEGIES])
+  // naive places records side by side (each at an aligned offset): no strategy does worse.
+  const naive = f.planning.strategies.find((s) => s.strategy === 'naive')
+  t.true(naive.slabSize >= f.planning.naiveBytes)
+  for (const s of f.planning.strategies) {
+    t.true(s.slabSize >= s.lowerBound, `${s.strategy}: slab ${s.slabSize} below lower bound ${s.lowerBound}`)
+    t.true(s.slabSize <= naive.slabSize, `${s.strategy}: slab above naive's`)
+  }
+  const best = f.planning.strategies.find((s) => s.strategy === 'best')
+  if (tight) t.true(best.slabSize <= 1.02 * best.lowerBound, `best: ${best.slabSize} vs lower bound ${best.lowerBound}`)
+  t.true(f.plan.slabSize >= f.plan.lowerBound)
+  t.true(f.memory.plannedDeviceBytes < f.memory.eagerPeakReservedBytes, `planned ${f.memory.plannedDeviceBytes} vs eager ${f.memory.eagerPeakReservedBytes}`)
+  // Device bytes: the slab and the params' constant region (blocks rounded up to the alignment).
+  const m = f.memory
+  t.true(m.plannedDeviceBytes >= m.plannedSlabBytes + m.plannedConstantBytes)
+  t.true(m.plannedDeviceBytes < m.plannedSlabBytes + m.plannedConstantBytes + 2 * f.planning.alignment)
+  t.true(m.plannedConstantBytes >= f.model.paramBytes)
+  t.true(f.time.eagerMs > 0 && f.time.plannedMs > 0)
+}
+
+test('runDemo: planned output matches the CPU reference and eager, in less memory', async (t) => {
+  const dir = scratch()
+  const svg = join(dir, 'plan.svg')
+  const f = await runDemo({ seq: 8, dim: 16, heads: 2, runs: 2, svg })
+  assertFigures(t, f)
+  t.is(f.svg, svg)
+  t.true(existsSync(svg))
+  t.true(readFileSync(svg, 'utf8').startsWith('<svg'))
+  t.true(f.model.intermediates >= 12)
+  t.is(f.model.views, 1)
+  // Intermediates reuse memory: the slab is well below every tensor side by side.
+  t.true(f.plan.slabSize < 0.6 * f.planning.naiveBytes)
+})
+
+test('runDemo: shapes that are not multiples of the workgroup size (bounds checks in every kernel)', async (t) => {
+  // head dim 4, seq 5: partial workgroups everywhere; tensors not 32-byte multiples, so alignment padding makes 1.02 x too tight.
+  const f = await runDemo({ seq: 5, dim: 12, heads: 3, ffn: 3, runs: 1, svg: null, strategy: 'greedyBySize' })
+  assertFigures(t, f, { tight: false })
+  t.is(f.plan.strategy, 'greedyBySize')
+  t.is(f.svg, null)
+})
+
+test('the CPU reference notices a wrong weight (the comparison can fail)', (t) => {
+  const s = shapes({ seq: 4, dim: 8, heads: 2, ffn: 2 })
+  const data = weights(s, 7)
+  const good = reference(s, data)
+  data.params.w_v[3] += 0.01
+  const bad = reference(s, data)
+  const diff = good.reduce((m, v, i) => Math.max(m, Math.abs(v - bad[i])), 0)
+  t.true(diff > 1e-4, `diff ${diff}`)
+  t.true(good.every(Number.isFinite))
+})
+
+test('the graph keeps every op output separate and reads attention through a view', (t) => {
+  const g = graph(shapes({ seq: 8, dim: 16, heads: 2 }))
+  const produced = g.ops.flatMap((o) => o.outputs)
+  t.is(new Set(produced).size, produced.length)
+  const view = g.tensors.find((x) => x.viewOf)
+  t.is(view.viewOf, 'attn')
+  t.true(g.ops.some((o) => o.inputs.includes(view.id)))
+  for (const o of g.ops) t.true(o.params instanceof Uint8Array && o.params.byteLength === 16, `${o.name} params`)
+})
+
+test('bad shape options are refused', async (t) => {
+  await t.throwsAsync(runDemo({ dim: 10, heads: 4, svg: null }), { instanceOf: RangeError, message: /multiple of --heads/ })
+  await t.throwsAsync(runDemo({ seq: 0, svg: null }), { instanceOf: RangeError })
+  await t.throwsAsync(runDemo({ strategy: 'nope', svg: null }), { instanceOf: RangeError })
+})
+
+test('CLI: `wgalloc demo --json` prints the figures and writes plan.svg in the current directory', async (t) => {
+  const cwd = scratch()
+  const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'demo', '--seq', '8', '--dim', '16', '--heads', '2', '--runs', '2', '--json'], { cwd })
+  const f = JSON.parse(stdout)
+  assertFigures(t, f)
+  t.is(f.model.seq, 8)
+  t.is(f.svg, join(cwd, 'plan.svg'))
+  t.true(readFileSync(join(cwd, 'plan.svg'), 'utf8').startsWith('<svg'))
+})
+
+test('CLI: a bad option is a usage error, not a crash', async (t) => {
+  const err = await t.throwsAsync(promisify(execFile)(process.execPath, [CLI, 'demo', '--dim', 'x'], { cwd: scratch() }))
+  t.is(err.code, 1)
+  t.regex(err.stderr, /INVALID_ARGUMENT.*--dim/)
+})

@@ -1,0 +1,175 @@
+//! Staging benchmarks (`cargo run --release -p wgalloc-core --example host_bench [-- --json]`):
+//! upload 256 MiB in chunks through (a) `Queue::write_buffer`, (b) `wgpu::util::StagingBelt`,
+//! (c) a fresh mapped buffer per chunk, (d) the host cache; downloads through (c) and (d)
+//! with per-readback latency; and cached `alloc`+`free` without GPU work. Every upload is
+//! verified by reading the target back and comparing it with the source.
+
+use std::time::{Duration, Instant};
+
+use wgalloc_core::heap::Usage;
+use wgalloc_core::host::Direction;
+use wgalloc_core::{DeviceBlock, Gpu, GpuOptions};
+
+const TOTAL: u64 = 256 << 20;
+const CHUNKS: [u64; 3] = [64 << 10, 1 << 20, 16 << 20];
+
+fn source() -> Vec<u8> {
+    (0..TOTAL as usize).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect()
+}
+
+fn sync(gpu: &Gpu) {
+    let mut s = gpu.create_stream().unwrap();
+    s.encoder().unwrap();
+    s.synchronize(Duration::from_secs(120)).unwrap();
+}
+
+fn verify(dst: &DeviceBlock, src: &[u8], what: &str) {
+    let back = pollster::block_on(dst.read(0, TOTAL)).unwrap();
+    assert!(back == src, "{what}: the device holds different bytes");
+}
+
+fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char) -> f64 {
+    let (buf, base, _) = dst.binding().unwrap();
+    let (device, queue) = (gpu.device(), gpu.queue());
+    let host = gpu.host().unwrap();
+    let mut belt = wgpu::util::StagingBelt::new(device.clone(), chunk.max(16 << 20));
+    let mut stream = gpu.create_stream().unwrap();
+    let t0 = Instant::now();
+    for off in (0..TOTAL).step_by(chunk as usize) {
+        let part = &src[off as usize..(off + chunk) as usize];
+        match method {
+            'a' => queue.write_buffer(buf, base + off, part),
+            'b' => {
+                let mut enc = device.create_command_encoder(&Default::default());
+                belt.write_buffer(&mut enc, buf, base + off, wgpu::BufferSize::new(chunk).unwrap()).copy_from_slice(part);
+                belt.finish();
+                queue.submit([enc.finish()]);
+                belt.recall();
+            }
+            'c' => {
+                let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: chunk,
+                    usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: true,
+                });
+                staging.get_mapped_range_mut(..).unwrap().copy_from_slice(part);
+                staging.unmap();
+                let mut enc = device.create_command_encoder(&Default::default());
+                enc.copy_buffer_to_buffer(&staging, 0, buf, base + off, chunk);
+                queue.submit([enc.finish()]);
+                staging.destroy();
+            }
+            _ => {
+                let b = host.alloc(chunk, Direction::Upload).unwrap();
+                b.write(part, 0).unwrap();
+                b.copy_to_device_on(&mut stream, dst, 0, off, chunk).unwrap();
+                stream.submit().unwrap();
+                b.free().unwrap();
+            }
+        }
+    }
+    sync(gpu);
+    t0.elapsed().as_secs_f64()
+}
+
+fn download(gpu: &Gpu, src: &DeviceBlock, chunk: u64, cached: bool) -> (f64, Vec<f64>) {
+    let (buf, base, _) = src.binding().unwrap();
+    let device = gpu.device();
+    let host = gpu.host().unwrap();
+    let mut lat = Vec::new();
+    let mut sum = 0u64;
+    let t0 = Instant::now();
+    for off in (0..TOTAL).step_by(chunk as usize) {
+        let t = Instant::now();
+        if cached {
+            let b = host.alloc(chunk, Direction::Download).unwrap();
+            let mut s = gpu.create_stream().unwrap();
+            b.copy_from_device_on(&mut s, src, off, 0, chunk).unwrap();
+            s.submit().unwrap();
+            pollster::block_on(b.map()).unwrap();
+            let (p, n) = b.mapped_range().unwrap();
+            // SAFETY: mapped for `n` bytes until `free` below.
+            sum += unsafe { std::slice::from_raw_parts(p.as_ptr(), n) }.iter().map(|&x| x as u64).sum::<u64>();
+            b.free().unwrap();
+        } else {
+            let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: chunk,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut s = gpu.create_stream().unwrap();
+            s.encoder().unwrap().copy_buffer_to_buffer(buf, base + off, &staging, 0, chunk);
+            s.submit().unwrap();
+            pollster::block_on(gpu.map_read(&staging)).unwrap();
+            sum += staging.get_mapped_range(..).unwrap().iter().map(|&x| x as u64).sum::<u64>();
+            staging.unmap();
+            staging.destroy();
+        }
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    std::hint::black_box(sum);
+    let total = t0.elapsed().as_secs_f64();
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (total, lat)
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let json = std::env::args().any(|a| a == "--json");
+    let gpu = pollster::block_on(Gpu::request(GpuOptions::default())).expect("a GPU adapter");
+    let heap = gpu.heap().unwrap();
+    let host = gpu.host().unwrap();
+    let src = source();
+    let dst = heap.malloc(TOTAL, Usage::Device).unwrap();
+    let mib = (TOTAL >> 20) as f64;
+    let mut rows = Vec::new();
+    for chunk in CHUNKS {
+        for m in ['a', 'b', 'c', 'd'] {
+            // One warm-up pass fills the cache (and the belt); the timed pass is steady state.
+            upload(&gpu, &dst, &src, chunk, m);
+            host.reset_accumulated_stats();
+            let secs = upload(&gpu, &dst, &src, chunk, m);
+            verify(&dst, &src, &format!("upload {m} chunk {chunk}"));
+            let creations = if m == 'd' { host.stats().num_host_alloc } else { 0 };
+            rows.push(format!(
+                "{{\"kind\":\"upload\",\"method\":\"{m}\",\"chunk\":{chunk},\"ms\":{:.1},\"mibPerS\":{:.0},\"driverCreations\":{creations}}}",
+                secs * 1e3,
+                mib / secs
+            ));
+        }
+        for cached in [false, true] {
+            download(&gpu, &dst, chunk, cached);
+            let (secs, lat) = download(&gpu, &dst, chunk, cached);
+            rows.push(format!(
+                "{{\"kind\":\"download\",\"method\":\"{}\",\"chunk\":{chunk},\"ms\":{:.1},\"mibPerS\":{:.0},\"p50Ms\":{:.3},\"p99Ms\":{:.3}}}",
+                if cached { 'd' } else { 'c' },
+                secs * 1e3,
+                mib / secs,
+                pct(&lat, 0.5),
+                pct(&lat, 0.99)
+            ));
+        }
+    }
+    let n = 1_000_000;
+    for _ in 0..1000 {
+        host.alloc(4096, Direction::Upload).unwrap().free().unwrap();
+    }
+    let t0 = Instant::now();
+    for _ in 0..n {
+        host.alloc(4096, Direction::Upload).unwrap().free().unwrap();
+    }
+    let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+    rows.push(format!("{{\"kind\":\"alloc-free\",\"nsPerPair\":{ns:.1}}}"));
+    if json {
+        println!("[{}]", rows.join(","));
+    } else {
+        for r in rows {
+            println!("{r}");
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! `HostBlock`: the handle to one cached staging buffer. Dropping it without
+//! `free()` frees it (the GC safety net for JS handles).
+//!
+//! Mapped memory is reachable through `mapped_range()` only while the block is
+//! mapped; every call that unmaps it (`copy_*`, `unmap`, `free`) invalidates the
+//! pointer, so the JS layer detaches its ArrayBuffer before making those calls.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::config::Direction;
+use super::pool::{MapState, Pending, Staging};
+use super::Host;
+use crate::error::{checked_add, Error, Result};
+use crate::heap::DeviceBlock;
+use crate::signal::lock;
+use crate::stream::{Stream, StreamMarks, StreamUse};
+use crate::transfer::{aligned_range, WORD};
+
+struct BlockState {
+    /// `None` once freed.
+    staging: Option<Staging>,
+    streams: Vec<Arc<StreamMarks>>,
+}
+
+pub struct HostBlock {
+    host: Host,
+    id: u64,
+    requested: u64,
+    size: u64,
+    dir: Direction,
+    pool: u64,
+    state: Mutex<BlockState>,
+}
+
+impl HostBlock {
+    pub(crate) fn new(host: Host, id: u64, requested: u64, staging: Staging) -> Self {
+        let (size, dir, pool) = (staging.size, staging.dir, staging.pool);
+        HostBlock {
+            host,
+            id,
+            requested,
+            size,
+            dir,
+            pool,
+            state: Mutex::new(BlockState { staging: Some(staging), streams: Vec::new() }),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Bytes asked for: the length of the block's view.
+    pub fn requested_size(&self) -> u64 {
+        self.requested
+    }
+
+    /// Bytes of the staging buffer (the size class).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn direction(&self) -> Direction {
+        self.dir
+    }
+
+    /// 0 for the default pool, else the private pool the block came from.
+    pub fn pool_id(&self) -> u64 {
+        self.pool
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    pub fn is_freed(&self) -> bool {
+        lock(&self.state).staging.is_none()
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        matches!(lock(&self.state).staging.as_ref().map(|s| &s.map), Some(MapState::Mapped(_)))
+    }
+
+    fn live(&self) -> Result<MutexGuard<'_, BlockState>> {
+        let st = lock(&self.state);
+        if st.staging.is_none() {
+            return Err(Error::UseAfterFree(format!("host block {} was freed; allocate a new one", self.id)));
+        }
+        Ok(st)
+    }
+
+    fn not_mapped_error(&self, map: &MapState) -> Error {
+        match (self.dir, map) {
+            (_, MapState::Mapping(_)) => Error::invalid(format!(
+                "host block {} is being mapped; await block.map() before using its bytes",
+                self.id
+            )),
+            (Direction::Upload, _) => Error::invalid(format!(
+                "upload block {} is unmapped because it was copied; await block.map() to write it again, or allocate a new block",
+                self.id
+            )),
+            (Direction::Download, _) => Error::invalid(format!(
+                "download block {} is not mapped; copy into it, submit the stream, then await block.map()",
+                self.id
+            )),
+        }
+    }
+
+    /// The mapped bytes: a pointer to `requested_size()` bytes, valid until the
+    /// block is next unmapped (a copy, `unmap`, `free`) or dropped.
+    pub fn mapped_range(&self) -> Result<(NonNull<u8>, usize)> {
+        let st = self.live()?;
+        let staging = st.staging.as_ref().expect("live");
+        match staging.map {
+            MapState::Mapped(p) => Ok((p.0, self.requested as usize)),
+            ref other => Err(self.not_mapped_error(other)),
+        }
+    }
+
+    /// Copies `data` into the mapped block at `offset`.
+    pub fn write(&self, data: &[u8], offset: u64) -> Result<()> {
+        let st = self.live()?;
+        if self.dir != Direction::Upload {
+            return Err(Error::invalid(format!("host block {} is a download block; write into upload blocks", self.id)));
+        }
+        let end = checked_add(offset, data.len() as u64, "host block write")?;
+        if end > self.requested {
+            return Err(Error::invalid(format!(
+                "host block write: range {offset}..{end} is outside the block's {} bytes",
+                self.requested
+            )));
+        }
+        match st.staging.as_ref().expect("live").map {
+            // SAFETY: the buffer is mapped (state lock held) and the range lies inside it.
+            MapState::Mapped(p) => unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), p.0.as_ptr().add(offset as usize), data.len());
+            },
+            ref other => return Err(self.not_mapped_error(other)),
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `offset` out of a mapped download block.
+    pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let st = self.live()?;
+        let end = checked_add(offset, len, "host block read")?;
+        if end > self.requested {
+            return Err(Error::invalid(format!(
+                "host block read: range {offset}..{end} is outside the block's {} bytes",
+                self.requested
+            )));
+        }
+        match st.staging.as_ref().expect("live").map {
+            MapState::Mapped(p) if self.dir == Direction::Download => {
+                // SAFETY: the buffer is mapped (state lock held) and the range lies inside it.
+                Ok(unsafe { std::slice::from_raw_parts(p.0.as_ptr().add(offset as usize), len as usize) }.to_vec())
+            }
+            MapState::Mapped(_) => Err(Error::invalid(format!(
+                "host block {} is an upload block; read download blocks (mapped upload memory may be write-combined)",
+                self.id
+            ))),
+            ref other => Err(self.not_mapped_error(other)),
+        }
+    }
+
+    fn check_device(&self, block: &DeviceBlock, what: &str) -> Result<()> {
+        if Arc::ptr_eq(&self.host.gpu.shared, &block.heap().gpu().shared) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!("{what}: the device block belongs to another device")))
+        }
+    }
+
+    /// Unmaps for GPU use. Refuses while a map is in flight (it would be cancelled).
+    fn unmap_for_copy(&self, staging: &mut Staging) -> Result<()> {
+        match staging.map {
+            MapState::Mapping(_) => Err(self.not_mapped_error(&staging.map)),
+            _ => {
+                staging.unmap();
+                Ok(())
+            }
+        }
+    }
+
+    /// Records a copy of `len` bytes from this upload block into `dst` on `stream`.
+    /// Unmaps the block (its bytes are final once copied); both blocks are recorded
+    /// as used by the stream, so freeing either waits until the copy ran.
+    pub fn copy_to_device_on(&self, stream: &mut Stream, dst: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+        let mut st = self.live()?;
+        if self.dir != Direction::Upload {
+            return Err(Error::invalid(format!(
+                "copy: host block {} is a download block; copy from upload blocks to the device",
+                self.id
+            )));
+        }
+        self.check_device(dst, "copy")?;
+        let (dst_buf, dst_base, _) = dst.binding()?;
+        let padded = aligned_range(dst_offset, len, dst.requested_size(), "copy (destination)")?;
+        self.check_source(src_offset, len, padded, self.requested, self.size)?;
+        let staging = st.staging.as_mut().expect("live");
+        self.unmap_for_copy(staging)?;
+        let at = checked_add(dst_base, dst_offset, "copy (destination)")?;
+        stream.encoder()?.copy_buffer_to_buffer(&staging.buffer, src_offset, dst_buf, at, padded);
+        if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
+            st.streams.push(stream.marks().clone());
+        }
+        drop(st);
+        dst.record_stream(stream)
+    }
+
+    /// Records a copy of `len` bytes from `src` into this download block on `stream`.
+    pub fn copy_from_device_on(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+        let mut st = self.live()?;
+        if self.dir != Direction::Download {
+            return Err(Error::invalid(format!(
+                "copy: host block {} is an upload block; copy from the device into download blocks",
+                self.id
+            )));
+        }
+        self.check_device(src, "copy")?;
+        let (src_buf, src_base, src_size) = src.binding()?;
+        let padded = aligned_range(dst_offset, len, self.requested, "copy (destination)")?;
+        self.check_source(src_offset, len, padded, src.requested_size(), src_size)?;
+        let staging = st.staging.as_mut().expect("live");
+        self.unmap_for_copy(staging)?;
+        let from = checked_add(src_base, src_offset, "copy (source)")?;
+        stream.encoder()?.copy_buffer_to_buffer(src_buf, from, &staging.buffer, dst_offset, padded);
+        if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
+            st.streams.push(stream.marks().clone());
+        }
+        drop(st);
+        src.record_stream(stream)
+    }
+
+    /// The source may be read into its own padding, never past its allocation.
+    fn check_source(&self, src_offset: u64, len: u64, padded: u64, requested: u64, allocated: u64) -> Result<()> {
+        let src_end = checked_add(src_offset, len, "copy (source)")?;
+        let padded_end = checked_add(src_offset, padded, "copy (source)")?;
+        if src_offset % WORD != 0 || src_end > requested || padded_end > allocated {
+            return Err(Error::invalid(format!(
+                "copy: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source's {requested} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
+    pub fn record_stream(&self, stream: &Stream) -> Result<()> {
+        let mut st = self.live()?;
+        if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
+            st.streams.push(stream.marks().clone());
+        }
+        Ok(())
+    }
+
+    /// Maps the block once the work recorded on it ran: a download block to read
+    /// what was copied in, an upload block to write it again after a copy.
+    /// A no-op if already mapped.
+    pub async fn map(&self) -> Result<()> {
+        let slot = {
+            let mut st = self.live()?;
+            let uses: Vec<StreamUse> = st.streams.iter().map(StreamUse::capture).collect();
+            if uses.iter().any(|u| u.resolved_seq().is_none()) {
+                return Err(Error::invalid(format!(
+                    "host block {}: a stream that uses it has unsubmitted work; call stream.submit() before block.map()",
+                    self.id
+                )));
+            }
+            self.host.gpu.check_alive()?;
+            let staging = st.staging.as_mut().expect("live");
+            match &staging.map {
+                MapState::Mapped(_) => return Ok(()),
+                MapState::Mapping(slot) => slot.clone(),
+                MapState::Unmapped => staging.start_map(&self.host.gpu.shared.tracker),
+            }
+        };
+        slot.done().await;
+        let result = slot.peek();
+        let mut st = self.live()?;
+        let staging = st.staging.as_mut().expect("live");
+        match (&staging.map, result) {
+            (MapState::Mapping(s), Some(Ok(()))) if Arc::ptr_eq(s, &slot) => {
+                let p = staging.mapped_ptr()?;
+                staging.map = MapState::Mapped(p);
+                Ok(())
+            }
+            (MapState::Mapped(_), _) => Ok(()),
+            (MapState::Mapping(s), Some(Err(e))) if Arc::ptr_eq(s, &slot) => {
+                staging.map = MapState::Unmapped;
+                Err(e)
+            }
+            _ => Err(Error::Internal(format!("host block {}: the mapping was interrupted; call map() again", self.id))),
+        }
+    }
+
+    /// Unmaps the block (its bytes view must be gone). A no-op if not mapped.
+    pub fn unmap(&self) -> Result<()> {
+        let mut st = self.live()?;
+        let staging = st.staging.as_mut().expect("live");
+        self.unmap_for_copy(staging)
+    }
+
+    /// Returns the block to the cache; it is reused only once the GPU work recorded
+    /// on it completed (and an upload block is mapped again). A second call fails with `DOUBLE_FREE`.
+    pub fn free(&self) -> Result<()> {
+        let pending = {
+            let mut st = lock(&self.state);
+            let Some(staging) = st.staging.take() else {
+                return Err(Error::DoubleFree(format!("host block {} was already freed", self.id)));
+            };
+            let uses = st.streams.drain(..).map(|m| StreamUse::capture(&m)).collect();
+            Pending { staging, uses, requested: self.requested }
+        };
+        self.host.on_free(pending);
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for HostBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBlock")
+            .field("id", &self.id)
+            .field("direction", &self.dir)
+            .field("requested", &self.requested)
+            .field("size", &self.size)
+            .field("pool", &self.pool)
+            .finish()
+    }
+}
+
+impl Drop for HostBlock {
+    fn drop(&mut self) {
+        if !self.is_freed() {
+            let _ = self.free();
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Host-cache settings and size classes. Sizes round up to a power of two (one
+//! free list per log2 class, as in PyTorch's CachingHostAllocator); above the
+//! rounding threshold they round to a multiple of 2 MiB instead, because pure
+//! power-of-two rounding wastes up to half of every large block.
+
+use crate::error::{align_up, Error, Result};
+
+/// One free list per log2 size class.
+pub const NUM_CLASSES: usize = 64;
+/// Smallest staging buffer: keeps tiny requests in a handful of classes.
+pub const MIN_BLOCK: u64 = 16;
+/// Granule of sizes above the rounding threshold.
+pub const ROUND_GRANULE: u64 = 2 << 20;
+/// Default threshold: a 33 MiB request becomes 34 MiB, not 64 MiB.
+pub const DEFAULT_ROUND_THRESHOLD: u64 = 32 << 20;
+
+/// Transfer direction of a staging block: it decides the buffer's usages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// MAP_WRITE | COPY_SRC: the host writes, the GPU copies out.
+    Upload,
+    /// MAP_READ | COPY_DST: the GPU copies in, the host reads.
+    Download,
+}
+
+impl Direction {
+    pub fn parse(name: &str) -> Option<Direction> {
+        match name {
+            "upload" => Some(Direction::Upload),
+            "download" => Some(Direction::Download),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Upload => "upload",
+            Direction::Download => "download",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(crate) fn usages(self) -> wgpu::BufferUsages {
+        match self {
+            Direction::Upload => wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            Direction::Download => wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        }
+    }
+}
+
+/// Settings of a device's host cache; change them with `Host::configure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Bytes of idle cached blocks kept; a freed block beyond it is released to the driver.
+    /// `u64::MAX` (the default) keeps everything until `empty_cache`.
+    pub max_cached_bytes: u64,
+    /// Requests above this many bytes round to a multiple of 2 MiB instead of a power of two.
+    pub round_threshold: u64,
+    /// Process freed blocks' events on a background thread instead of only inline on alloc.
+    pub background_thread: bool,
+    /// Expose mapped memory to JS without a copy (external ArrayBuffers). Off forces the copy path.
+    pub zero_copy: bool,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig { max_cached_bytes: u64::MAX, round_threshold: DEFAULT_ROUND_THRESHOLD, background_thread: false, zero_copy: true }
+    }
+}
+
+impl HostConfig {
+    /// Defaults overridden by `WGALLOC_HOST_BACKGROUND_THREAD`, `WGALLOC_HOST_MAX_CACHED_BYTES`,
+    /// `WGALLOC_HOST_ROUND_THRESHOLD` and `WGALLOC_HOST_ZERO_COPY`.
+    pub fn from_env() -> Result<Self> {
+        let mut c = HostConfig::default();
+        if let Some(v) = env_flag("WGALLOC_HOST_BACKGROUND_THREAD")? {
+            c.background_thread = v;
+        }
+        if let Some(v) = env_flag("WGALLOC_HOST_ZERO_COPY")? {
+            c.zero_copy = v;
+        }
+        if let Some(v) = env_u64("WGALLOC_HOST_MAX_CACHED_BYTES")? {
+            c.max_cached_bytes = v;
+        }
+        if let Some(v) = env_u64("WGALLOC_HOST_ROUND_THRESHOLD")? {
+            c.round_threshold = v;
+        }
+        Ok(c)
+    }
+}
+
+fn env_flag(name: &str) -> Result<Option<bool>> {
+    match std::env::var(name).ok().as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some("1" | "true" | "yes" | "on") => Ok(Some(true)),
+        Some("0" | "false" | "no" | "off") => Ok(Some(false)),
+        Some(other) => Err(Error::invalid(format!("{name}={other} is not a flag; use 1 or 0"))),
+    }
+}
+
+fn env_u64(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name).ok().as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(v) => v
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| Error::invalid(format!("{name}={v} is not a byte count; use a non-negative integer"))),
+    }
+}
+
+/// The staging size a request of `size` bytes gets (at most `max_buffer_size`).
+pub fn round_size(size: u64, round_threshold: u64, max_buffer_size: u64) -> Result<u64> {
+    let rounded = if size > round_threshold {
+        align_up(size, ROUND_GRANULE)?
+    } else {
+        size.checked_next_power_of_two()
+            .ok_or_else(|| Error::invalid(format!("size {size} overflows when rounded to a power of two")))?
+            .max(MIN_BLOCK)
+    };
+    if rounded <= max_buffer_size {
+        return Ok(rounded);
+    }
+    // Near the device limit, round only to whole words rather than fail.
+    let words = align_up(size, wgpu::COPY_BUFFER_ALIGNMENT)?;
+    if words <= max_buffer_size {
+        Ok(words)
+    } else {
+        Err(Error::OutOfMemory(format!(
+            "cannot allocate a {size}-byte staging buffer: the device's max buffer size is {max_buffer_size} bytes; split the transfer"
+        )))
+    }
+}
+
+/// The size class of a staging size: ceil(log2(size)).
+pub fn size_index(size: u64) -> usize {
+    if size <= 1 {
+        0
+    } else {
+        (64 - (size - 1).leading_zeros()) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_and_classes() {
+        let max = 1 << 40;
+        assert_eq!(round_size(1, DEFAULT_ROUND_THRESHOLD, max).unwrap(), MIN_BLOCK);
+        assert_eq!(round_size(17, DEFAULT_ROUND_THRESHOLD, max).unwrap(), 32);
+        assert_eq!(round_size(1 << 20, DEFAULT_ROUND_THRESHOLD, max).unwrap(), 1 << 20);
+        assert_eq!(round_size((32 << 20) + 1, DEFAULT_ROUND_THRESHOLD, max).unwrap(), 34 << 20);
+        assert_eq!(round_size((32 << 20) + 1, u64::MAX, max).unwrap(), 64 << 20);
+        // Near the device limit: whole words instead of a power of two.
+        assert_eq!(round_size(1000, u64::MAX, 1002).unwrap(), 1000);
+        assert_eq!(round_size(1001, u64::MAX, 1004).unwrap(), 1004);
+        assert_eq!(round_size(2000, u64::MAX, 1002).unwrap_err().code(), "OUT_OF_MEMORY");
+        assert_eq!(size_index(1), 0);
+        assert_eq!(size_index(16), 4);
+        assert_eq!(size_index(17), 5);
+        assert_eq!(size_index(34 << 20), 26);
+        assert_eq!(size_index(1 << 53), 53);
+    }
+}

@@ -1,0 +1,218 @@
+//! The host staging cache on a real device (lavapipe without a GPU).
+
+use std::time::Duration;
+
+use wgalloc_core::heap::Usage;
+use wgalloc_core::host::{Direction, HostConfig};
+use wgalloc_core::{Gpu, GpuOptions};
+
+fn gpu() -> Gpu {
+    pollster::block_on(Gpu::request(GpuOptions::default())).expect("a Vulkan adapter")
+}
+
+fn fill(size: usize, seed: u64) -> Vec<u8> {
+    (0..size).map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed * 97) >> 7) as u8).collect()
+}
+
+#[test]
+fn round_trips_through_the_cache_at_many_sizes() {
+    let gpu = gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    for (i, size) in [1usize, 3, 4, 5, 255, 256, 4096, 65_537, 1 << 20, (3 << 20) + 12].into_iter().enumerate() {
+        let data = fill(size, i as u64);
+        let dev = heap.malloc(size as u64, Usage::Device).unwrap();
+        pollster::block_on(host.upload(&dev, 0, &data).unwrap().wait()).unwrap();
+        let back = pollster::block_on(host.download(&dev, 0, size as u64)).unwrap();
+        assert!(back == data, "size {size}");
+        // And through explicit blocks and one stream.
+        let up = host.alloc(size as u64, Direction::Upload).unwrap();
+        assert!(up.size() >= size as u64 && up.size().is_power_of_two());
+        up.write(&data, 0).unwrap();
+        let down = host.alloc(size as u64, Direction::Download).unwrap();
+        let mut s = gpu.create_stream().unwrap();
+        up.copy_to_device_on(&mut s, &dev, 0, 0, size as u64).unwrap();
+        down.copy_from_device_on(&mut s, &dev, 0, 0, size as u64).unwrap();
+        s.submit().unwrap();
+        pollster::block_on(down.map()).unwrap();
+        assert!(down.read(0, size as u64).unwrap() == data);
+        up.free().unwrap();
+        down.free().unwrap();
+    }
+}
+
+#[test]
+fn freed_block_is_not_reused_before_its_copy_ran() {
+    let gpu = gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    let size = 1u64 << 20;
+    let n = 24;
+    let targets: Vec<_> = (0..n).map(|_| heap.malloc(size, Usage::Device).unwrap()).collect();
+    let mut s = gpu.create_stream().unwrap();
+    for (i, t) in targets.iter().enumerate() {
+        // Immediate reuse pressure: allocate, fill, copy, free, and let the next
+        // iteration scribble over whatever the cache hands out.
+        let b = host.alloc(size, Direction::Upload).unwrap();
+        b.write(&fill(size as usize, i as u64), 0).unwrap();
+        b.copy_to_device_on(&mut s, t, 0, 0, size).unwrap();
+        if i % 3 == 0 {
+            s.submit().unwrap();
+        }
+        b.free().unwrap();
+        let scribble = host.alloc(size, Direction::Upload).unwrap();
+        scribble.write(&vec![0xEE; size as usize], 0).unwrap();
+        scribble.free().unwrap();
+    }
+    s.synchronize(Duration::from_secs(30)).unwrap();
+    for (i, t) in targets.iter().enumerate() {
+        let back = pollster::block_on(t.read(0, size)).unwrap();
+        assert!(back == fill(size as usize, i as u64), "target {i} holds another block's bytes");
+    }
+    let st = host.stats();
+    assert!(st.allocations.current >= 2, "blocks in flight forced new buffers");
+}
+
+#[test]
+fn cache_hits_take_no_driver_call_and_stats_are_exact() {
+    let gpu = gpu();
+    let host = gpu.host().unwrap();
+    let a = host.alloc(1000, Direction::Upload).unwrap();
+    assert_eq!(a.size(), 1024);
+    let s = host.stats();
+    assert_eq!((s.allocations.current, s.allocated_bytes.current, s.num_host_alloc), (1, 1024, 1));
+    assert_eq!((s.active_requests.current, s.active_bytes.current, s.requested_bytes.current), (1, 1024, 1000));
+    assert_eq!(s.buckets[10].allocations.current, 1);
+    a.free().unwrap();
+    for _ in 0..100 {
+        host.alloc(600, Direction::Upload).unwrap().free().unwrap();
+    }
+    let s = host.stats();
+    assert_eq!(s.num_host_alloc, 1, "every later block came from the cache");
+    assert_eq!(s.cache_hits, 100);
+    assert_eq!((s.active_requests.current, s.active_bytes.current, s.active_requests.peak), (0, 0, 1));
+    assert_eq!(s.cached_bytes(), 1024);
+    assert_eq!(s.host_alloc_time.count, 1);
+    // Download blocks live in their own lists.
+    host.alloc(1000, Direction::Download).unwrap().free().unwrap();
+    assert_eq!(host.stats().num_host_alloc, 2);
+    assert_eq!(host.empty_cache(), 2048);
+    let s = host.stats();
+    assert_eq!((s.allocations.current, s.allocated_bytes.current, s.num_host_free), (0, 0, 2));
+    host.reset_accumulated_stats();
+    host.reset_peak_stats();
+    let s = host.stats();
+    assert_eq!((s.num_host_alloc, s.cache_hits, s.active_requests.peak, s.host_alloc_time.count), (0, 0, 0, 0));
+}
+
+#[test]
+fn rounding_threshold_and_cache_cap() {
+    let gpu = gpu();
+    let host = gpu.host().unwrap();
+    let mut c = host.config();
+    c.round_threshold = 4 << 20;
+    c.max_cached_bytes = 8 << 20;
+    host.configure(c).unwrap();
+    let big = host.alloc((5 << 20) + 1, Direction::Upload).unwrap();
+    assert_eq!(big.size(), 6 << 20, "above the threshold sizes round to 2 MiB");
+    let small = host.alloc(3 << 20, Direction::Upload).unwrap();
+    assert_eq!(small.size(), 4 << 20);
+    big.free().unwrap();
+    small.free().unwrap();
+    let s = host.stats();
+    assert!(s.cached_bytes() <= 8 << 20, "cap holds: {}", s.cached_bytes());
+    assert_eq!(s.num_host_free, 1, "the block over the cap went back to the driver");
+    c.max_cached_bytes = 0;
+    host.configure(c).unwrap();
+    assert_eq!(host.stats().cached_bytes(), 0);
+}
+
+#[test]
+fn private_pools_keep_their_blocks_apart() {
+    let gpu = gpu();
+    let host = gpu.host().unwrap();
+    host.begin_allocate_to_pool(7).unwrap();
+    let p = host.alloc(4096, Direction::Upload).unwrap();
+    assert_eq!(p.pool_id(), 7);
+    host.end_allocate_to_pool(7).unwrap();
+    p.free().unwrap();
+    // The default pool does not get the private block.
+    let d = host.alloc(4096, Direction::Upload).unwrap();
+    assert_eq!(d.pool_id(), 0);
+    assert_eq!(host.stats().num_host_alloc, 2);
+    d.free().unwrap();
+    // Not freed by empty_cache while held ...
+    host.empty_cache();
+    assert_eq!(host.stats().allocations.current, 1);
+    assert_eq!(host.private_pools(), vec![(7, 1)]);
+    // ... and freed (and the pool removed) once released.
+    host.release_pool(7).unwrap();
+    host.empty_cache();
+    assert_eq!(host.stats().allocations.current, 0);
+    assert!(host.private_pools().is_empty());
+    assert_eq!(host.end_allocate_to_pool(3).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(host.release_pool(7).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(host.begin_allocate_to_pool(0).unwrap_err().code(), "INVALID_ARGUMENT");
+    host.begin_allocate_to_pool(9).unwrap();
+    assert_eq!(host.begin_allocate_to_pool(9).unwrap_err().code(), "INVALID_ARGUMENT");
+    host.end_allocate_to_pool(9).unwrap();
+    host.release_pool(9).unwrap();
+    assert_eq!(host.release_pool(9).unwrap_err().code(), "INVALID_ARGUMENT");
+}
+
+#[test]
+fn background_thread_recycles_without_alloc() {
+    let gpu = gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    host.configure(HostConfig { background_thread: true, ..host.config() }).unwrap();
+    let dev = heap.malloc(4096, Usage::Device).unwrap();
+    let ev = host.upload(&dev, 0, &fill(4096, 3)).unwrap();
+    ev.wait_blocking(Duration::from_secs(10)).unwrap();
+    // The thread maps the block again and returns it without any alloc call.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host.config().background_thread && std::time::Instant::now() < deadline {
+        let s = host.raw_stats();
+        if s.pending_blocks == 0 && s.active_requests.current == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let s = host.raw_stats();
+    assert_eq!((s.pending_blocks, s.active_requests.current), (0, 0));
+    assert_eq!(pollster::block_on(dev.read(0, 4096)).unwrap(), fill(4096, 3));
+    host.configure(HostConfig { background_thread: false, ..host.config() }).unwrap();
+}
+
+#[test]
+fn bad_input_gets_typed_errors_and_stats_stay_exact() {
+    let gpu = gpu();
+    let other = self::gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    assert_eq!(host.alloc(0, Direction::Upload).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(host.alloc(1 << 60, Direction::Upload).unwrap_err().code(), "INVALID_ARGUMENT");
+    let b = host.alloc(100, Direction::Upload).unwrap();
+    assert_eq!(b.write(&[1; 101], 0).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(b.write(&[1; 4], u64::MAX).unwrap_err().code(), "INVALID_ARGUMENT");
+    let dev = heap.malloc(256, Usage::Device).unwrap();
+    let foreign = other.heap().unwrap().malloc(256, Usage::Device).unwrap();
+    let mut s = gpu.create_stream().unwrap();
+    assert_eq!(b.copy_to_device_on(&mut s, &foreign, 0, 0, 4).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(b.copy_to_device_on(&mut s, &dev, 2, 0, 4).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(b.copy_to_device_on(&mut s, &dev, 0, 2, 4).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(b.copy_to_device_on(&mut s, &dev, 0, 0, 104).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(b.copy_to_device_on(&mut s, &dev, 0, 252, 8).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(b.copy_from_device_on(&mut s, &dev, 0, 0, 4).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert!(b.is_mapped(), "failed copies leave the block mapped");
+    b.free().unwrap();
+    assert_eq!(b.free().unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(b.write(&[1], 0).unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(b.mapped_range().unwrap_err().code(), "USE_AFTER_FREE");
+    let d = host.alloc(64, Direction::Download).unwrap();
+    assert_eq!(d.read(0, 4).unwrap_err().code(), "INVALID_ARGUMENT", "not mapped yet");
+    d.copy_from_device_on(&mut s, &dev, 0, 0, 64).unwrap();
+    assert_eq!(pollster::block_on(d.map()).unwrap_err().code(), "INVALID_ARGUMENT", "stream not submitted");
+    s.submit().unwrap();
+    pollster::block_on(d.map()).unwrap();
+    d.free().unwrap();
+    let st = host.stats();
+    assert_eq!((st.active_requests.current, st.active_bytes.current, st.requested_bytes.current), (0, 0, 0));
+    assert_eq!(st.allocations.current, 2);
+}

@@ -1,0 +1,68 @@
+'use strict'
+// JS side of the host staging cache: one Host object per Gpu, `stream.copy()`
+// accepting host blocks, the `upload()`/`download()` helpers, `{ signal }`,
+// disposal and inspect output.
+const { inspect } = require('node:util')
+
+function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError }) {
+  // `gpu.host` returns the same Host object every time (the native getter makes a new wrapper).
+  const hosts = new WeakMap()
+  const hostGetter = Object.getOwnPropertyDescriptor(Gpu.prototype, 'host').get
+  Object.defineProperty(Gpu.prototype, 'host', {
+    configurable: true,
+    enumerable: true,
+    get() {
+      let host = hosts.get(this)
+      if (!host) {
+        host = hostGetter.call(this)
+        hosts.set(this, host)
+      }
+      return host
+    },
+  })
+
+  // One `copy()` for every pair: host -> device (upload), device -> host (download),
+  // device -> device, buffer -> buffer.
+  const copyBuffers = Stream.prototype.copy
+  Stream.prototype.copy = function (src, dst, options) {
+    if (src instanceof HostBlock && dst instanceof DeviceBlock) return this.copyToDevice(src, dst, options)
+    if (src instanceof DeviceBlock && dst instanceof HostBlock) return this.copyToHost(src, dst, options)
+    if (src instanceof DeviceBlock && dst instanceof DeviceBlock) return this.copyBlocks(src, dst, options)
+    if (src instanceof GpuBuffer && dst instanceof GpuBuffer) return copyBuffers.call(this, src, dst, options)
+    throw new WgallocError(
+      'INVALID_ARGUMENT',
+      'copy: pass (GpuBuffer, GpuBuffer), (DeviceBlock, DeviceBlock), (upload HostBlock, DeviceBlock) or (DeviceBlock, download HostBlock)',
+    )
+  }
+
+  /** Copies `data` into `block` through the host cache; resolves once the GPU has it. */
+  Gpu.prototype.upload = function (block, data, options) {
+    try {
+      const { offset, signal } = options ?? {}
+      return this.submitUpload(block, data, offset).wait({ signal })
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+  /** Reads a device block through the host cache: `{ offset, length, signal }`. */
+  Gpu.prototype.download = function (block, options) {
+    const { offset, length, signal } = options ?? {}
+    return callWithSignal(this.downloadRange, this, [block, offset, length], { signal })
+  }
+
+  addSignal(HostBlock.prototype, 'map', 0)
+  HostBlock.prototype[dispose] = function () {
+    if (!this.freed) this.free()
+  }
+
+  Host.prototype[inspect.custom] = function () {
+    const s = this.stats()
+    return `Host { allocated: ${s.allocatedBytes.current}, active: ${s.activeBytes.current}, cached: ${s.cachedBytes}, pending: ${s.pendingBlocks} }`
+  }
+  HostBlock.prototype[inspect.custom] = function () {
+    if (this.freed) return `HostBlock { id: ${this.id}, freed }`
+    return `HostBlock { id: ${this.id}, direction: '${this.direction}', requestedSize: ${this.requestedSize}, size: ${this.size}, mapped: ${this.mapped}${this.poolId ? `, pool: ${this.poolId}` : ''} }`
+  }
+}
+
+module.exports = { installHost }

@@ -1,0 +1,518 @@
+//! `Host` and `HostBlock`: the staging cache in JS. A block's `bytes` is a
+//! Uint8Array over the mapped staging memory (an external ArrayBuffer); it is
+//! detached here, on the JS thread, before every call that unmaps the block,
+//! so JS can never reach memory that is no longer mapped.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+use wgalloc_core::host::{self as core_host, Direction};
+
+use crate::error::{coded, to_u64, IntoNapi};
+use crate::heap::{DeviceBlock, Stat};
+use crate::stream::Stream;
+
+/// Options of `host.alloc()`.
+#[napi(object)]
+pub struct HostAllocOptions {
+    /// `'upload'` (default: host writes, GPU copies out) or `'download'` (GPU copies in, host reads).
+    #[napi(ts_type = "'upload' | 'download'")]
+    pub direction: Option<String>,
+}
+
+/// Settings of `host.configure()`; omitted fields keep their value.
+#[napi(object)]
+pub struct HostConfig {
+    /// Idle cached bytes kept; freed blocks beyond it go back to the driver. `Infinity` keeps all.
+    pub max_cached_bytes: Option<f64>,
+    /// Requests above this many bytes round to a multiple of 2 MiB instead of a power of two.
+    pub round_threshold: Option<f64>,
+    /// Process freed blocks on a background thread (also `WGALLOC_HOST_BACKGROUND_THREAD=1`).
+    pub background_thread: Option<bool>,
+    /// `false` makes `bytes` a copy instead of a view of mapped memory (the fallback path).
+    pub zero_copy: Option<bool>,
+}
+
+/// Count, total and longest duration of a driver operation, in nanoseconds.
+#[napi(object)]
+pub struct DurationStat {
+    pub count: f64,
+    pub total_ns: f64,
+    pub max_ns: f64,
+}
+
+/// Figures of one size class (`size` bytes is its power of two).
+#[napi(object)]
+pub struct HostBucketStats {
+    pub index: u32,
+    pub size: f64,
+    pub allocations: Stat,
+    pub allocated_bytes: Stat,
+    pub active_requests: Stat,
+    pub active_bytes: Stat,
+}
+
+/// Host-cache statistics (PyTorch HostStats).
+#[napi(object)]
+pub struct HostStats {
+    /// Staging buffers held from the driver, cached or active.
+    pub allocations: Stat,
+    pub allocated_bytes: Stat,
+    /// Blocks handed out, or freed but still waiting for their GPU work.
+    pub active_requests: Stat,
+    pub active_bytes: Stat,
+    /// Bytes callers asked for, of blocks not yet freed.
+    pub requested_bytes: Stat,
+    /// Idle bytes in the free lists.
+    pub cached_bytes: f64,
+    /// Size classes ever used.
+    pub buckets: Vec<HostBucketStats>,
+    pub num_host_alloc: f64,
+    pub num_host_free: f64,
+    pub host_alloc_time: DurationStat,
+    pub host_free_time: DurationStat,
+    pub cache_hits: f64,
+    pub cache_misses: f64,
+    pub pending_blocks: f64,
+    pub pending_bytes: f64,
+    /// `bytes` views that are a copy because the runtime refused external ArrayBuffers (or `zeroCopy: false`).
+    pub copy_fallbacks: f64,
+    pub zero_copy_views: f64,
+}
+
+/// A private pool and how many `beginAllocateToPool` calls still hold it.
+#[napi(object)]
+pub struct PrivatePoolInfo {
+    pub id: f64,
+    pub use_count: f64,
+}
+
+fn convert(s: core_host::Stat) -> Stat {
+    s.into()
+}
+
+fn duration(d: core_host::DurationStat) -> DurationStat {
+    DurationStat { count: d.count as f64, total_ns: d.total_ns as f64, max_ns: d.max_ns as f64 }
+}
+
+fn pool_id(id: f64) -> Result<u64> {
+    to_u64(id, "poolId")
+}
+
+/// The device's host staging cache (`gpu.host`).
+#[napi]
+pub struct Host {
+    pub(crate) inner: core_host::Host,
+}
+
+#[napi]
+impl Host {
+    /// A staging block of at least `size` bytes. Upload blocks come mapped: write `block.bytes`.
+    #[napi]
+    pub fn alloc(&self, size: f64, options: Option<HostAllocOptions>) -> Result<HostBlock> {
+        let size = to_u64(size, "size")?;
+        let dir = match options.and_then(|o| o.direction).as_deref() {
+            None => Direction::Upload,
+            Some(name) => Direction::parse(name)
+                .ok_or_else(|| coded("INVALID_ARGUMENT", &format!("unknown direction '{name}'; use 'upload' or 'download'")))?,
+        };
+        let block = self.inner.alloc(size, dir).napi()?;
+        Ok(HostBlock::new(block))
+    }
+
+    /// Frees `block` (same as `block.free()`), checking that it belongs to this device.
+    #[napi]
+    pub fn free(&self, block: &HostBlock) -> Result<()> {
+        if !block.inner.host().same_cache(&self.inner) {
+            return Err(coded("INVALID_ARGUMENT", "the host block belongs to another device's cache"));
+        }
+        block.free()
+    }
+
+    /// Returns freed blocks whose GPU work completed to the cache (also done on every alloc).
+    #[napi]
+    pub fn process_events(&self) {
+        self.inner.process_events()
+    }
+
+    /// Releases idle cached blocks (and those of released private pools); returns the bytes released.
+    #[napi]
+    pub fn empty_cache(&self) -> f64 {
+        self.inner.empty_cache() as f64
+    }
+
+    /// Allocations until `endAllocateToPool(poolId)` come from private pool `poolId` (an integer >= 1).
+    #[napi]
+    pub fn begin_allocate_to_pool(&self, pool: f64) -> Result<()> {
+        self.inner.begin_allocate_to_pool(pool_id(pool)?).napi()
+    }
+
+    #[napi]
+    pub fn end_allocate_to_pool(&self, pool: f64) -> Result<()> {
+        self.inner.end_allocate_to_pool(pool_id(pool)?).napi()
+    }
+
+    /// Drops one hold on the pool; once none is left, `emptyCache()` frees its idle blocks.
+    #[napi]
+    pub fn release_pool(&self, pool: f64) -> Result<()> {
+        self.inner.release_pool(pool_id(pool)?).napi()
+    }
+
+    #[napi(getter)]
+    pub fn private_pools(&self) -> Vec<PrivatePoolInfo> {
+        self.inner
+            .private_pools()
+            .into_iter()
+            .map(|(id, n)| PrivatePoolInfo { id: id as f64, use_count: n as f64 })
+            .collect()
+    }
+
+    #[napi]
+    pub fn stats(&self) -> HostStats {
+        let s = self.inner.stats();
+        let buckets = s
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.allocations.allocated > 0 || b.allocations.current > 0 || b.active_requests.allocated > 0)
+            .map(|(i, b)| HostBucketStats {
+                index: i as u32,
+                size: 2f64.powi(i as i32),
+                allocations: convert(b.allocations),
+                allocated_bytes: convert(b.allocated_bytes),
+                active_requests: convert(b.active_requests),
+                active_bytes: convert(b.active_bytes),
+            })
+            .collect();
+        HostStats {
+            allocations: convert(s.allocations),
+            allocated_bytes: convert(s.allocated_bytes),
+            active_requests: convert(s.active_requests),
+            active_bytes: convert(s.active_bytes),
+            requested_bytes: convert(s.requested_bytes),
+            cached_bytes: s.cached_bytes() as f64,
+            buckets,
+            num_host_alloc: s.num_host_alloc as f64,
+            num_host_free: s.num_host_free as f64,
+            host_alloc_time: duration(s.host_alloc_time),
+            host_free_time: duration(s.host_free_time),
+            cache_hits: s.cache_hits as f64,
+            cache_misses: s.cache_misses as f64,
+            pending_blocks: s.pending_blocks as f64,
+            pending_bytes: s.pending_bytes as f64,
+            copy_fallbacks: s.copy_fallbacks as f64,
+            zero_copy_views: s.zero_copy_views as f64,
+        }
+    }
+
+    #[napi]
+    pub fn reset_peak_stats(&self) {
+        self.inner.reset_peak_stats()
+    }
+
+    #[napi]
+    pub fn reset_accumulated_stats(&self) {
+        self.inner.reset_accumulated_stats()
+    }
+
+    /// The settings in force.
+    #[napi(getter)]
+    pub fn config(&self) -> HostConfig {
+        let c = self.inner.config();
+        let bytes = |v: u64| if v == u64::MAX { f64::INFINITY } else { v as f64 };
+        HostConfig {
+            max_cached_bytes: Some(bytes(c.max_cached_bytes)),
+            round_threshold: Some(bytes(c.round_threshold)),
+            background_thread: Some(c.background_thread),
+            zero_copy: Some(c.zero_copy),
+        }
+    }
+
+    /// Changes settings; lowering `maxCachedBytes` releases idle blocks above it.
+    #[napi]
+    pub fn configure(&self, options: HostConfig) -> Result<()> {
+        let mut c = self.inner.config();
+        let bytes = |v: f64, what: &str| if v == f64::INFINITY { Ok(u64::MAX) } else { to_u64(v, what) };
+        if let Some(v) = options.max_cached_bytes {
+            c.max_cached_bytes = bytes(v, "maxCachedBytes")?;
+        }
+        if let Some(v) = options.round_threshold {
+            c.round_threshold = bytes(v, "roundThreshold")?;
+        }
+        if let Some(v) = options.background_thread {
+            c.background_thread = v;
+        }
+        if let Some(v) = options.zero_copy {
+            c.zero_copy = v;
+        }
+        self.inner.configure(c).napi()
+    }
+}
+
+/// A live JS view of a block's mapped bytes: a strong reference to the Uint8Array.
+struct View {
+    env: sys::napi_env,
+    array: sys::napi_ref,
+    /// A copy (external ArrayBuffers refused): written back before unmapping.
+    copied: bool,
+}
+
+thread_local! {
+    /// Views by device, so `gpu.destroy()` can detach them before the driver frees the memory.
+    static VIEWS: RefCell<Vec<(usize, Weak<RefCell<Option<View>>>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn device_key(block: &core_host::HostBlock) -> usize {
+    block.host().gpu().identity()
+}
+
+/// Detaches every live view of blocks on device `key` (before the device is destroyed).
+pub(crate) fn detach_device_views(key: usize) {
+    let cells: Vec<_> = VIEWS.with(|v| {
+        let mut v = v.borrow_mut();
+        v.retain(|(_, w)| w.strong_count() > 0);
+        v.iter().filter(|(k, _)| *k == key).filter_map(|(_, w)| w.upgrade()).collect()
+    });
+    for cell in cells {
+        if let Some(view) = cell.borrow_mut().take() {
+            // The block is about to lose its memory: drop the view without writing back.
+            unsafe { release_view(view, None) };
+        }
+    }
+}
+
+unsafe extern "C" fn drop_block_hint(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box made in `make_view`; finalizers run once.
+    drop(unsafe { Box::from_raw(hint.cast::<Arc<core_host::HostBlock>>()) });
+}
+
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(coded("INTERNAL", &format!("{what} failed (napi status {status})")))
+    }
+}
+
+/// Detaches a view; with `write_back`, first copies a copied view's bytes into the mapping.
+///
+/// # Safety
+/// Call on the JS thread of `view.env`; `write_back` must point at `len` mapped bytes.
+unsafe fn release_view(view: View, write_back: Option<(*mut u8, usize)>) {
+    unsafe {
+        let mut array = ptr::null_mut();
+        if sys::napi_get_reference_value(view.env, view.array, &mut array) == sys::Status::napi_ok && !array.is_null() {
+            let (mut kind, mut len, mut data, mut buffer, mut offset) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+            if sys::napi_get_typedarray_info(view.env, array, &mut kind, &mut len, &mut data, &mut buffer, &mut offset) == sys::Status::napi_ok {
+                if let (true, Some((dst, n))) = (view.copied, write_back) {
+                    if !data.is_null() {
+                        ptr::copy_nonoverlapping(data.cast::<u8>(), dst, n.min(len));
+                    }
+                }
+                sys::napi_detach_arraybuffer(view.env, buffer);
+            }
+        }
+        sys::napi_delete_reference(view.env, view.array);
+    }
+}
+
+/// A staging block of the host cache.
+#[napi]
+pub struct HostBlock {
+    pub(crate) inner: Arc<core_host::HostBlock>,
+    view: Rc<RefCell<Option<View>>>,
+}
+
+impl HostBlock {
+    fn new(block: core_host::HostBlock) -> Self {
+        HostBlock { inner: Arc::new(block), view: Rc::new(RefCell::new(None)) }
+    }
+
+    /// Detaches `bytes` (writing a copied view back into upload memory) before an unmap.
+    pub(crate) fn detach(&self) {
+        let Some(view) = self.view.borrow_mut().take() else { return };
+        let write_back = match (self.inner.direction(), self.inner.mapped_range()) {
+            (Direction::Upload, Ok((p, n))) => Some((p.as_ptr(), n)),
+            _ => None,
+        };
+        // SAFETY: class methods run on the JS thread that created the view; the
+        // mapping is still in place (the unmap comes after this call).
+        unsafe { release_view(view, write_back) };
+    }
+
+    fn make_view(&self, env: &Env) -> Result<sys::napi_value> {
+        let (p, len) = self.inner.mapped_range().napi()?;
+        let raw = env.raw();
+        let host = self.inner.host();
+        let mut buffer = ptr::null_mut();
+        let mut copied = !host.zero_copy();
+        // SAFETY: `p` points at `len` mapped bytes that stay mapped until `detach`
+        // runs (every unmapping call goes through it); the finalizer hint keeps the
+        // block, and so the mapping, alive for as long as the ArrayBuffer exists.
+        unsafe {
+            if !copied {
+                let hint = Box::into_raw(Box::new(self.inner.clone()));
+                let status = sys::napi_create_external_arraybuffer(raw, p.as_ptr().cast(), len, Some(drop_block_hint), hint.cast(), &mut buffer);
+                if status == sys::Status::napi_no_external_buffers_allowed {
+                    drop(Box::from_raw(hint));
+                    copied = true;
+                } else if status != sys::Status::napi_ok {
+                    drop(Box::from_raw(hint));
+                    return Err(coded("INTERNAL", &format!("creating the bytes view failed (napi status {status})")));
+                }
+            }
+            if copied {
+                let mut data = ptr::null_mut();
+                check(sys::napi_create_arraybuffer(raw, len, &mut data, &mut buffer), "creating the bytes copy")?;
+                ptr::copy_nonoverlapping(p.as_ptr(), data.cast::<u8>(), len);
+            }
+            let mut array = ptr::null_mut();
+            check(sys::napi_create_typedarray(raw, sys::TypedarrayType::uint8_array, len, buffer, 0, &mut array), "creating the bytes view")?;
+            let mut reference = ptr::null_mut();
+            check(sys::napi_create_reference(raw, array, 1, &mut reference), "referencing the bytes view")?;
+            *self.view.borrow_mut() = Some(View { env: raw, array: reference, copied });
+            host.note_view(!copied);
+            VIEWS.with(|v| v.borrow_mut().push((device_key(&self.inner), Rc::downgrade(&self.view))));
+            Ok(array)
+        }
+    }
+}
+
+impl Drop for HostBlock {
+    fn drop(&mut self) {
+        // Collected without free(): release our reference only. If JS still holds the
+        // view, the ArrayBuffer's finalizer keeps the block (and its mapping) alive.
+        if let Some(view) = self.view.borrow_mut().take() {
+            // SAFETY: finalizers run on the JS thread; deleting a reference is allowed there.
+            unsafe { sys::napi_delete_reference(view.env, view.array) };
+        }
+    }
+}
+
+#[napi]
+impl HostBlock {
+    #[napi(getter)]
+    pub fn id(&self) -> f64 {
+        self.inner.id() as f64
+    }
+
+    /// Bytes asked for: the length of `bytes`.
+    #[napi(getter)]
+    pub fn requested_size(&self) -> f64 {
+        self.inner.requested_size() as f64
+    }
+
+    /// Bytes of the staging buffer (the size class).
+    #[napi(getter)]
+    pub fn size(&self) -> f64 {
+        self.inner.size() as f64
+    }
+
+    /// `'upload'` or `'download'`.
+    #[napi(getter, ts_return_type = "'upload' | 'download'")]
+    pub fn direction(&self) -> String {
+        self.inner.direction().as_str().into()
+    }
+
+    /// 0 for the default pool, else the private pool the block came from.
+    #[napi(getter)]
+    pub fn pool_id(&self) -> f64 {
+        self.inner.pool_id() as f64
+    }
+
+    #[napi(getter)]
+    pub fn freed(&self) -> bool {
+        self.inner.is_freed()
+    }
+
+    /// True while `bytes` is available.
+    #[napi(getter)]
+    pub fn mapped(&self) -> bool {
+        self.inner.is_mapped()
+    }
+
+    /// The mapped bytes (`requestedSize` long), without a copy where the runtime allows.
+    /// Detached (length 0) once the block is copied, unmapped or freed.
+    #[napi(getter, ts_return_type = "Uint8Array")]
+    pub fn bytes<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        if let Some(view) = self.view.borrow().as_ref() {
+            let mut array = ptr::null_mut();
+            // SAFETY: same thread and env as the reference.
+            let status = unsafe { sys::napi_get_reference_value(view.env, view.array, &mut array) };
+            if status == sys::Status::napi_ok && !array.is_null() {
+                return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), array) });
+            }
+        }
+        let array = self.make_view(env)?;
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), array) })
+    }
+
+    /// Copies `data` into an upload block at `offset` (default 0).
+    #[napi]
+    pub fn write(&self, data: Uint8Array, offset: Option<f64>) -> Result<()> {
+        // A copied view would overwrite this on unmap: fold it in first.
+        if self.view.borrow().as_ref().is_some_and(|v| v.copied) {
+            return Err(coded("INVALID_ARGUMENT", "write(): this block's bytes view is a copy; write through block.bytes instead"));
+        }
+        self.inner.write(&data, to_u64(offset.unwrap_or(0.0), "offset")?).napi()
+    }
+
+    /// Copies `length` bytes (default: to the end) at `offset` out of a mapped download block.
+    #[napi]
+    pub fn read(&self, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
+        let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
+        let length = match length {
+            Some(l) => to_u64(l, "length")?,
+            None => self.inner.requested_size().saturating_sub(offset),
+        };
+        Ok(self.inner.read(offset, length).napi()?.into())
+    }
+
+    /// Maps the block once the work recorded on it was submitted and ran: a download
+    /// block to read what was copied in, an upload block to write it again.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn map<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        // Not an `async fn`: the view cell must stay on the JS thread.
+        let block = self.inner.clone();
+        env.spawn_future(async move { block.map().await.napi() })
+    }
+
+    /// Unmaps the block (detaching `bytes`).
+    #[napi]
+    pub fn unmap(&self) -> Result<()> {
+        self.detach();
+        self.inner.unmap().napi()
+    }
+
+    /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
+    #[napi]
+    pub fn record_stream(&self, stream: &Stream) -> Result<()> {
+        stream.with(|s| self.inner.record_stream(s))
+    }
+
+    /// Returns the block to the cache (reused once its GPU work ran); detaches `bytes`.
+    /// A second call fails with `DOUBLE_FREE`.
+    #[napi]
+    pub fn free(&self) -> Result<()> {
+        self.detach();
+        self.inner.free().napi()
+    }
+}
+
+impl Stream {
+    pub(crate) fn copy_host_to_device(&self, src: &HostBlock, dst: &DeviceBlock, src_offset: u64, dst_offset: u64, size: u64) -> Result<()> {
+        src.detach();
+        self.with(|s| src.inner.copy_to_device_on(s, &dst.inner, src_offset, dst_offset, size))
+    }
+
+    pub(crate) fn copy_device_to_host(&self, src: &DeviceBlock, dst: &HostBlock, src_offset: u64, dst_offset: u64, size: u64) -> Result<()> {
+        dst.detach();
+        self.with(|s| dst.inner.copy_from_device_on(s, &src.inner, src_offset, dst_offset, size))
+    }
+}
