@@ -121,11 +121,19 @@ impl Executor {
                 .map(|i| Ok(UsageRecord::new(graph.tensors[i].id.clone(), binding_size(graph.tensors[i].size)?, graph.first[i] as u64, graph.last[i] as u64)))
                 .collect::<Result<Vec<_>>>()?,
         };
+        // Params live in the constant region: records for them (an observed run has some) are skipped.
+        let records: Vec<UsageRecord> = records
+            .into_iter()
+            .filter(|r| graph.tensor(&r.id).is_none_or(|t| t.kind != TensorKind::Param))
+            .collect();
         for r in &records {
             let Some(&i) = graph.index.get(&r.id) else { return Err(Error::invalid(format!("usage record '{}' names no tensor of the graph", r.id))) };
-            if graph.root[i] != i || graph.tensors[i].kind == TensorKind::Param || r.size < graph.tensors[i].size {
-                return Err(Error::invalid(format!("usage record '{}' does not match the graph's tensor", r.id)));
+            if graph.root[i] != i || r.size < graph.tensors[i].size {
+                return Err(Error::invalid(format!("usage record '{}' ({} bytes) does not match the graph's tensor ({} bytes, {})", r.id, r.size, graph.tensors[i].size, if graph.root[i] != i { "a view" } else { "a root" })));
             }
+        }
+        if let Some(missing) = graph.placed_roots().find(|&i| !records.iter().any(|r| r.id == graph.tensors[i].id)) {
+            return Err(Error::invalid(format!("no usage record for tensor '{}'", graph.tensors[missing].id)));
         }
         let alignment = heap.alignment();
         let plan = wgalloc_plan::plan(&records, PlanOptions { strategy: options.strategy, alignment, time_limit: options.time_limit, cancel: None, progress: None })

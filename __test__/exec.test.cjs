@@ -1,0 +1,159 @@
+'use strict'
+const test = require('ava')
+const { readFileSync, readdirSync, existsSync } = require('node:fs')
+const { join } = require('node:path')
+const { Gpu, WgallocError } = require('../js/index.cjs')
+const { checkGraph, sampleInputs } = require('../js/check.cjs')
+
+const MODELS = join(__dirname, '../../shared/bench/models')
+
+const ADD = `
+@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+struct P { scale: f32, n: u32 }
+@group(0) @binding(3) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < p.n) { c[g.x] = (a[g.x] + b[g.x]) * p.scale; }
+}`
+
+function params(scale, n) {
+  const buf = new ArrayBuffer(16)
+  new Float32Array(buf, 0, 1)[0] = scale
+  new Uint32Array(buf, 4, 1)[0] = n
+  return new Uint8Array(buf)
+}
+
+/** x -> t0 -> ... -> y, each step (prev + w) * 1, w a param; t2 is read through a view. */
+function chain(n, len = 256) {
+  const bytes = len * 4
+  const tensors = [{ id: 'x', size: bytes, kind: 'input', dtype: 'f32' }, { id: 'w', size: bytes, kind: 'param', dtype: 'f32' }]
+  const ops = []
+  let prev = 'x'
+  for (let i = 0; i < n; i++) {
+    const out = i === n - 1 ? 'y' : `t${i}`
+    tensors.push({ id: out, size: bytes, kind: i === n - 1 ? 'output' : 'intermediate', dtype: 'f32' })
+    let input = prev
+    if (i === 3) {
+      tensors.push({ id: `${prev}_view`, size: bytes, viewOf: prev })
+      input = `${prev}_view`
+    }
+    ops.push({ name: `add${i}`, kernel: 'add', inputs: [input, 'w'], outputs: [out], dispatch: [Math.ceil(len / 64)], params: params(1, len) })
+    prev = out
+  }
+  return { kernels: { add: { source: ADD } }, tensors, ops }
+}
+
+test('a compiled graph computes the right numbers, reuses memory and creates nothing per run', async (t) => {
+  const gpu = await Gpu.request()
+  const graph = chain(10)
+  const x = Float32Array.from({ length: 256 }, (_, i) => i)
+  const w = new Float32Array(256).fill(0.25)
+  const exe = await gpu.compile(graph, { params: { w } })
+  t.true(exe.plan.slabSize <= 3 * 1024, `slab ${exe.plan.slabSize} reuses memory`)
+  t.is(exe.plan.slabSize, exe.plan.lowerBound)
+  const { outputs } = await exe.run({ x })
+  t.true(outputs.y instanceof Float32Array)
+  t.deepEqual(Array.from(outputs.y), Array.from(x, (v) => v + 2.5))
+  const before = exe.stats()
+  for (let i = 0; i < 5; i++) await exe.run({ x })
+  const after = exe.stats()
+  t.is(after.pipelinesCreated, before.pipelinesCreated)
+  t.is(after.bindGroupsCreated, before.bindGroupsCreated)
+  t.is(after.buffersCreated, before.buffersCreated)
+  t.is(after.runs, 6)
+  const eager = await gpu.runEager(graph, { x }, { params: { w }, observe: true })
+  t.deepEqual(Array.from(eager.outputs.y), Array.from(outputs.y))
+  const records = eager.observation.toUsageRecords()
+  t.is(records.length, 12 /* x, w + t0..t8 + y */)
+  t.deepEqual(records.find((r) => r.id === 't4'), { id: 't4', size: 1024, first: 4, last: 5 })
+  t.true(eager.observation.events.every((e) => typeof e.op === 'number' && (e.kind === 'alloc' || e.kind === 'free')))
+  exe.release()
+  await t.throwsAsync(exe.run({ x }), { code: 'USE_AFTER_FREE' })
+  gpu.destroy()
+})
+
+test('plan: "observe" plans from an eager run and gives the same results', async (t) => {
+  const gpu = await Gpu.request()
+  const graph = chain(6)
+  const x = new Float32Array(256).fill(1)
+  const w = new Float32Array(256).fill(2)
+  const a = await gpu.compile(graph, { params: { w } })
+  const b = await gpu.compile(graph, { params: { w }, plan: 'observe', sampleInputs: { x } })
+  t.is(b.plan.slabSize, a.plan.slabSize)
+  t.deepEqual(Array.from((await b.run({ x })).outputs.y), Array.from((await a.run({ x })).outputs.y))
+  const checked = await b.run({ x }, { checkPlan: true, observe: true })
+  t.true(checked.observation.events.length > 0)
+  gpu.destroy()
+})
+
+test('planned runs equal eager runs bit for bit on every model graph; planned memory is smaller', async (t) => {
+  if (!existsSync(MODELS)) return t.pass('shared/bench/models missing')
+  const gpu = await Gpu.request()
+  for (const file of readdirSync(MODELS).filter((f) => f.endsWith('.json'))) {
+    const graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8')))
+    const f = await checkGraph(gpu, graph, { runs: 1, checkPlan: true })
+    t.true(f.outputsEqual, `${file}: outputs equal`)
+    t.true(f.ratio <= 1.02, `${file}: slab ${f.slabSize} within 1.02x of ${f.lowerBound}`)
+    t.true(f.plannedPeakBytes <= 0.6 * f.eagerPeakReservedBytes, `${file}: planned ${f.plannedPeakBytes} vs eager ${f.eagerPeakReservedBytes}`)
+  }
+  gpu.destroy()
+})
+
+test('bad graphs, inputs and misuse give typed errors; the device and other executors are unharmed', async (t) => {
+  const gpu = await Gpu.request()
+  const good = await gpu.compile(chain(3))
+  const x = new Float32Array(256)
+  const bad = (mutate) => { const g = chain(3); mutate(g); return g }
+  const cases = [
+    [bad((g) => { g.ops[0].kernel = 'nope' }), 'INVALID_ARGUMENT', /unknown kernel/],
+    [bad((g) => { g.ops[1].inputs[0] = 'ghost' }), 'INVALID_ARGUMENT', /unknown tensor/],
+    [bad((g) => { g.ops.reverse() }), 'INVALID_ARGUMENT', /before any op produces it/],
+    [bad((g) => { g.ops[0].outputs = [] }), 'INVALID_ARGUMENT', /no outputs/],
+    [bad((g) => { g.tensors.push({ id: 'v1', size: 4, viewOf: 'w' }, { id: 'v2', size: 4, viewOf: 'v1' }); g.ops[0].inputs.push('v2') }), 'INVALID_ARGUMENT', /view of a view of param/],
+    [bad((g) => { g.kernels.add.source = g.kernels.add.source.replace('p.scale', 'p.missing_field') }), 'GPU_VALIDATION', /missing_field/],
+    [bad((g) => { g.ops[0].dispatch = [0] }), 'INVALID_ARGUMENT', /at least 1/],
+    [bad((g) => { g.ops[0].dispatch = [1e6] }), 'INVALID_ARGUMENT', /maxComputeWorkgroupsPerDimension/],
+    ['{"tensors": 5}', 'INVALID_ARGUMENT', /tensors must be an array/],
+  ]
+  for (const [graph, code, message] of cases) {
+    const err = await t.throwsAsync(gpu.compile(graph), { instanceOf: WgallocError })
+    t.is(err.code, code, err.message)
+    t.regex(err.message, message)
+  }
+  await t.throwsAsync(good.run({ x: new Float32Array(3) }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(good.run({}), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(good.run({ x, extra: x }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(good.run({ x: 'text' }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.compile(chain(2), { params: { w: new Float32Array(3) } }), { code: 'INVALID_ARGUMENT' })
+  // Concurrent runs of one executor: the second is refused, the first completes.
+  const [first, second] = await Promise.allSettled([good.run({ x }), good.run({ x })])
+  t.is(first.status, 'fulfilled')
+  t.is(second.status, 'rejected')
+  t.is(second.reason.code, 'EXECUTOR_BUSY')
+  // Still healthy.
+  t.deepEqual(Array.from((await good.run({ x })).outputs.y.slice(0, 4)), [0, 0, 0, 0])
+  t.false(gpu.lost)
+  gpu.destroy()
+})
+
+test('tensors larger than the binding limit are named; slabs split under maxSlabSize', async (t) => {
+  const gpu = await Gpu.request()
+  const big = chain(2)
+  big.tensors[2].size = gpu.info.maxStorageBufferBindingSize + 4
+  const err = await t.throwsAsync(gpu.compile(big), { code: 'INVALID_ARGUMENT' })
+  t.regex(err.message, /tensor 't0'/)
+  const graph = chain(6)
+  const x = Float32Array.from({ length: 256 }, (_, i) => i % 7)
+  const whole = await gpu.compile(graph)
+  const split = await gpu.compile(graph, { maxSlabSize: 1024 })
+  t.true(split.stats().slabs > 1)
+  t.deepEqual(Array.from((await split.run({ x })).outputs.y), Array.from((await whole.run({ x })).outputs.y))
+  gpu.destroy()
+})
+
+test('sample inputs are deterministic', (t) => {
+  const g = { tensors: [{ id: 'a', size: 8, kind: 'input' }] }
+  t.deepEqual(sampleInputs(g).a, sampleInputs(g).a)
+})
