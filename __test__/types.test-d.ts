@@ -59,3 +59,18 @@ async function hostCache(gpu: Gpu): Promise<number> {
   return first + back.length + stats.hostAllocTime.count + stats.buckets.length + host.emptyCache()
 }
 void hostCache
+
+import type { Graph } from '../js/index.js'
+async function execTypes(gpu: Gpu): Promise<number> {
+  const graph: Graph = {
+    kernels: { k: { source: '@compute @workgroup_size(1) fn main() {}' } },
+    tensors: [{ id: 'x', size: 4, kind: 'input' }, { id: 'y', size: 4, kind: 'output', dtype: 'f32' }],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+  }
+  const exe = await gpu.compile(graph, { strategy: 'greedyBySize', plan: 'observe' })
+  const { outputs, observation } = await exe.run({ x: new Float32Array(1) }, { observe: true })
+  const eager = await gpu.runEager(graph, { x: new Float32Array(1) })
+  exe[Symbol.dispose]()
+  return outputs.y.length + (observation?.toUsageRecords().length ?? 0) + Object.keys(eager.outputs).length + exe.plan.slabSize
+}
+void execTypes

@@ -1,7 +1,7 @@
 // Public types of wgalloc: the generated native declarations, plus what the JS
 // facade adds (typed errors, `{ signal }` options, disposal).
 
-import type { CopyOptions, DeviceBlock, HeapEvent, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress } from '../index.js'
+import type { Observation, Executor, CopyOptions, DeviceBlock, HeapEvent, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress } from '../index.js'
 
 export type {
   BlockInfo,
@@ -25,7 +25,8 @@ export type {
   SnapshotSegment,
   Stat,
 } from '../index.js'
-export { DeviceBlock, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Stream } from '../index.js'
+export { DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Stream } from '../index.js'
+export type { ExecutorStats, Observation, ObservedEvent, ObservedRecord } from '../index.js'
 
 /** Transfer direction of a host block. */
 export type HostDirection = 'upload' | 'download'
@@ -102,6 +103,61 @@ export declare function planMemory(
   options?: PlanMemoryCallOptions,
 ): Promise<MemoryPlan>
 
+/** A tensor of an executable graph. */
+export interface GraphTensor {
+  id: string
+  /** Bytes. */
+  size: number
+  /** Default `intermediate`. Inputs come with every run, params at compile time, outputs are returned. */
+  kind?: 'input' | 'param' | 'intermediate' | 'output'
+  /** Shares the bytes of this tensor (and extends its life). */
+  viewOf?: string
+  /** Element type of returned outputs: f32, u32, i32, u16, f16 (as Uint16Array), i8, u8. */
+  dtype?: string
+}
+
+/** An op: its storage bindings are inputs, then outputs, then workspace, all `var<storage, read_write>`; params bind next as a uniform. */
+export interface GraphOp {
+  name?: string
+  /** Kernel id; omit for an op that only creates views. */
+  kernel?: string
+  inputs: string[]
+  outputs: string[]
+  dispatch?: [number] | [number, number] | [number, number, number]
+  /** Bytes of the op's uniform. */
+  params?: ArrayBufferView | number[]
+  /** Scratch bytes bound after the outputs. */
+  workspace?: number
+}
+
+/** A graph of WGSL kernels. */
+export interface Graph {
+  kernels: Record<string, { source: string; entryPoint?: string }>
+  tensors: GraphTensor[]
+  ops: GraphOp[]
+}
+
+type TensorData = ArrayBufferView | ArrayBuffer
+
+export interface CompileOptions extends AsyncOptions {
+  strategy?: Strategy
+  timeLimitMs?: number
+  /** Split the slab so none exceeds this many bytes. */
+  maxSlabSize?: number
+  /** Param values by id. */
+  params?: Record<string, TensorData>
+  /** `static` plans from the graph; `observe` runs eagerly once and plans from what it saw. */
+  plan?: 'static' | 'observe'
+  /** Inputs for the observed run (zeros by default). */
+  sampleInputs?: Record<string, TensorData>
+}
+
+/** Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked for. */
+export interface ExecResult {
+  outputs: Record<string, Float32Array | Uint32Array | Int32Array | Uint16Array | Int8Array | Uint8Array>
+  observation?: Observation & { toUsageRecords(): UsageRecord[] }
+}
+
 /** Every error wgalloc throws (argument type errors included). */
 export declare class WgallocError extends Error {
   readonly code: WgallocErrorCode
@@ -164,6 +220,18 @@ declare module '../index.js' {
       records: Array<UsageRecord & { offset: number }>
       graph?: unknown
     }
+  }
+  interface Gpu {
+    /** Plans `graph` into slabs from the heap and builds every pipeline and bind group once. */
+    compile(graph: Graph | string, options?: CompileOptions): Promise<Executor>
+    /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
+    runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: { params?: Record<string, TensorData>; observe?: boolean }): Promise<ExecResult>
+  }
+  interface Executor {
+    /** Uploads the inputs, dispatches every op in order, returns the outputs. */
+    run(inputs: Record<string, TensorData>, options?: { observe?: boolean; checkPlan?: boolean } & AsyncOptions): Promise<ExecResult>
+    /** Releases the slabs (same as `release()`). */
+    [Symbol.dispose](): void
   }
   interface GpuEvent {
     /** Resolves once the GPU finished this submission. */
