@@ -1,0 +1,71 @@
+'use strict'
+// Planner benchmarks on published instances: `best` (10 s budget) against the
+// seeds' greedy-by-size measured in the same run, ratio to the lower bound.
+const { readFileSync, existsSync } = require('node:fs')
+const { join } = require('node:path')
+const { planMemory } = require('../../js/index.cjs')
+
+const BENCH = join(__dirname, '../../../shared/bench')
+const BUDGET_MS = Number(process.env.WGALLOC_BENCH_PLAN_MS ?? 10_000)
+
+const INSTANCES = [
+  ...'ABCDEFGHIJK'.split('').map((l) => [`minimalloc-${l}`, `minimalloc/challenging/${l}.1048576.csv`]),
+  ['resnet50', 'idealloc/somas_tensors/resnet50.csv'],
+  ['pangu_2.6B', 'idealloc/somas_tensors/pangu_2.6B.csv'],
+  ['iopddl-G_1', 'idealloc/iopddl/G_1.csv'],
+  ['iopddl-S_1', 'idealloc/iopddl/S_1.csv'],
+  ['iopddl-Y_1', 'idealloc/iopddl/Y_1.csv'],
+]
+
+module.exports = [
+  {
+    name: 'planner',
+    description: `best (budget ${BUDGET_MS} ms) vs greedyBySize on MiniMalloc's challenging set and idealloc's instances`,
+    async run() {
+      const out = []
+      for (const [name, file] of INSTANCES) {
+        const path = join(BENCH, file)
+        if (!existsSync(path)) continue
+        const csv = readFileSync(path, 'utf8')
+        const greedy = await planMemory(csv, { strategy: 'greedyBySize' })
+        const best = await planMemory(csv, { strategy: 'best', timeLimitMs: BUDGET_MS })
+        process.stderr.write(`  ${name}: ${best.slabSize} / ${best.lowerBound} (${best.ratio.toFixed(4)}) in ${best.timeMs.toFixed(0)} ms\n`)
+        out.push({
+          instance: name,
+          measured: { value: best.ratio, unit: `slab/LB ${name}` },
+          baseline: { value: greedy.ratio, unit: 'slab/LB', what: 'greedyBySize' },
+          ratio: best.slabSize / greedy.slabSize,
+          ratioMeaning: 'best slab / greedyBySize slab (lower is better)',
+          slabSize: best.slabSize,
+          lowerBound: best.lowerBound,
+          optimal: best.optimal,
+          timeMs: best.timeMs,
+          greedyTimeMs: greedy.timeMs,
+        })
+      }
+      return out
+    },
+  },
+  {
+    name: 'planner-greedy-10k',
+    description: 'greedyBySize on 10,000 random records vs naive on the same records',
+    async run({ timeIt }) {
+      let seed = 12345
+      const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32)
+      const records = Array.from({ length: 10_000 }, (_, i) => {
+        const first = Math.floor(rnd() * 5000)
+        return { id: `r${i}`, size: 1 + Math.floor(rnd() * 1e6), first, last: first + Math.floor(rnd() * 200) }
+      })
+      let greedyMs = 0
+      let naiveMs = 0
+      await timeIt(async () => { greedyMs = (await planMemory(records, { strategy: 'greedyBySize' })).timeMs }, { runs: 5, warmup: 1 })
+      await timeIt(async () => { naiveMs = (await planMemory(records, { strategy: 'naive' })).timeMs }, { runs: 5, warmup: 1 })
+      return {
+        measured: { value: greedyMs, unit: 'ms (planner time)' },
+        baseline: { value: naiveMs, unit: 'ms', what: 'naive' },
+        ratio: greedyMs / naiveMs,
+        ratioMeaning: 'greedyBySize time / naive time (target: greedy < 10 ms)',
+      }
+    },
+  },
+]
