@@ -1,0 +1,56 @@
+'use strict'
+// Staging benchmarks: the Rust example `host_bench` measures uploads through
+// queue.write_buffer, wgpu's StagingBelt, a fresh mapped buffer per chunk and the
+// host cache (bytes verified afterwards), downloads, and cached alloc+free.
+const { spawnSync } = require('node:child_process')
+const { join } = require('node:path')
+
+const NAMES = { a: 'write_buffer', b: 'StagingBelt', c: 'fresh mapped buffer', d: 'host cache' }
+
+module.exports = [
+  {
+    name: 'host-staging',
+    description: 'upload/download 256 MiB in 64 KiB, 1 MiB and 16 MiB chunks; host cache vs the best baseline',
+    async run() {
+      const r = spawnSync('cargo', ['run', '--release', '-q', '-p', 'wgalloc-core', '--example', 'host_bench', '--', '--json'], {
+        cwd: join(__dirname, '../..'),
+        encoding: 'utf8',
+        maxBuffer: 1 << 24,
+      })
+      if (r.status !== 0) throw new Error(`host_bench failed: ${r.stderr}`)
+      const rows = JSON.parse(r.stdout.trim().split('\n').pop())
+      const out = []
+      for (const chunk of [...new Set(rows.filter((x) => x.kind === 'upload').map((x) => x.chunk))]) {
+        const ups = rows.filter((x) => x.kind === 'upload' && x.chunk === chunk)
+        const ours = ups.find((x) => x.method === 'd')
+        const best = ups.filter((x) => x.method !== 'd').reduce((a, b) => (b.mibPerS > a.mibPerS ? b : a))
+        out.push({
+          measured: { value: ours.mibPerS, unit: `MiB/s upload, ${chunk >> 10} KiB chunks` },
+          baseline: { value: best.mibPerS, unit: 'MiB/s', what: NAMES[best.method] },
+          ratio: ours.mibPerS / best.mibPerS,
+          ratioMeaning: 'host cache / best baseline throughput (target >= 1)',
+          driverCreationsSteadyState: ours.driverCreations,
+          rows: ups,
+        })
+        const downs = rows.filter((x) => x.kind === 'download' && x.chunk === chunk)
+        const dc = downs.find((x) => x.method === 'd')
+        const fresh = downs.find((x) => x.method === 'c')
+        out.push({
+          measured: { value: dc.mibPerS, unit: `MiB/s download, ${chunk >> 10} KiB chunks (p50 ${dc.p50Ms} ms, p99 ${dc.p99Ms} ms)` },
+          baseline: { value: fresh.mibPerS, unit: 'MiB/s', what: 'fresh mapped buffer' },
+          ratio: dc.mibPerS / fresh.mibPerS,
+          ratioMeaning: 'host cache / fresh buffer throughput (higher is better)',
+          rows: downs,
+        })
+      }
+      const af = rows.find((x) => x.kind === 'alloc-free')
+      out.push({
+        measured: { value: af.nsPerPair, unit: 'ns per cached alloc+free (Rust)' },
+        baseline: { value: 200, unit: 'ns', what: 'target' },
+        ratio: af.nsPerPair / 200,
+        ratioMeaning: 'vs the 200 ns target (<= 1 meets it)',
+      })
+      return out
+    },
+  },
+]
