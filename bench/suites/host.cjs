@@ -7,18 +7,36 @@ const { join } = require('node:path')
 
 const NAMES = { a: 'write_buffer', b: 'StagingBelt', c: 'fresh mapped buffer', d: 'host cache' }
 
+/** Runs a Rust example of wgalloc-core in release mode and parses its JSON. */
+function example(name) {
+  const r = spawnSync('cargo', ['run', '--release', '-q', '-p', 'wgalloc-core', '--example', name, '--', '--json'], {
+    cwd: join(__dirname, '../..'),
+    encoding: 'utf8',
+    maxBuffer: 1 << 24,
+  })
+  if (r.status !== 0) throw new Error(`${name} failed: ${r.stderr}`)
+  return JSON.parse(r.stdout.trim().split('\n').pop())
+}
+
 module.exports = [
+  {
+    name: 'heap-rust',
+    description: 'cached heap malloc + free in Rust vs create_buffer + destroy of the same sizes',
+    async run() {
+      const r = example('heap_bench')
+      return {
+        measured: { value: r.cachedNs, unit: 'ns/round trip (Rust)' },
+        baseline: { value: r.driverNs, unit: 'ns', what: 'create_buffer+destroy' },
+        ratio: r.speedup,
+        ratioMeaning: 'speed-up over driver allocation (higher is better)',
+      }
+    },
+  },
   {
     name: 'host-staging',
     description: 'upload/download 256 MiB in 64 KiB, 1 MiB and 16 MiB chunks; host cache vs the best baseline',
     async run() {
-      const r = spawnSync('cargo', ['run', '--release', '-q', '-p', 'wgalloc-core', '--example', 'host_bench', '--', '--json'], {
-        cwd: join(__dirname, '../..'),
-        encoding: 'utf8',
-        maxBuffer: 1 << 24,
-      })
-      if (r.status !== 0) throw new Error(`host_bench failed: ${r.stderr}`)
-      const rows = JSON.parse(r.stdout.trim().split('\n').pop())
+      const rows = example('host_bench')
       const out = []
       for (const chunk of [...new Set(rows.filter((x) => x.kind === 'upload').map((x) => x.chunk))]) {
         const ups = rows.filter((x) => x.kind === 'upload' && x.chunk === chunk)

@@ -31,6 +31,10 @@ struct State {
 #[derive(Default)]
 pub struct Tracker {
     state: Mutex<State>,
+    /// Mirrors `state.lost.is_some()` so hot paths check liveness without the lock.
+    lost: AtomicBool,
+    /// Mirrors `state.completed` for lock-free reads on allocation fast paths.
+    completed: std::sync::atomic::AtomicU64,
     /// Wakes the poller when work appears, and blocking waiters on progress.
     cv: Condvar,
 }
@@ -47,6 +51,7 @@ impl Tracker {
         let ready = {
             let mut s = lock(&self.state);
             s.completed = s.completed.max(seq);
+            self.completed.store(s.completed, Ordering::Release);
             let first_pending = s.completed + 1;
             let rest = s.waiters.split_off(&first_pending);
             std::mem::replace(&mut s.waiters, rest)
@@ -58,7 +63,7 @@ impl Tracker {
     }
 
     pub fn completed(&self) -> u64 {
-        lock(&self.state).completed
+        self.completed.load(Ordering::Acquire)
     }
 
     pub fn submitted(&self) -> u64 {
@@ -69,7 +74,14 @@ impl Tracker {
         lock(&self.state).lost.clone()
     }
 
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
     pub fn check_alive(&self) -> Result<()> {
+        if !self.is_lost() {
+            return Ok(());
+        }
         match self.lost_reason() {
             Some(reason) => Err(Error::DeviceLost(reason)),
             None => Ok(()),
@@ -124,6 +136,7 @@ impl Tracker {
             if s.lost.is_none() {
                 s.lost = Some(reason.clone());
             }
+            self.lost.store(true, Ordering::Release);
             (std::mem::take(&mut s.waiters), std::mem::take(&mut s.maps))
         };
         self.cv.notify_all();

@@ -247,7 +247,7 @@ impl Gpu {
     }
 
     pub fn is_lost(&self) -> bool {
-        self.shared.tracker.lost_reason().is_some()
+        self.shared.tracker.is_lost()
     }
 
     /// Number of driver errors no error scope caught, and the last message.

@@ -14,6 +14,7 @@ pub mod pool;
 mod stats;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -138,10 +139,34 @@ struct BlockRec {
     pending: Option<Vec<StreamUse>>,
 }
 
+/// Block and segment ids are sequential integers: a multiplicative hash is enough
+/// and much cheaper than SipHash on the allocation fast path.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
 struct State {
-    segments: HashMap<u32, Segment>,
+    segments: IdMap<u32, Segment>,
     free: [FreeList; 5],
-    blocks: HashMap<u64, BlockRec>,
+    blocks: IdMap<u64, BlockRec>,
     pending: Vec<u64>,
     stats: HeapStats,
     watermarks: Watermarks,
@@ -175,9 +200,9 @@ impl HeapCore {
         let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(wgpu::COPY_BUFFER_ALIGNMENT);
         Ok(HeapCore {
             state: Mutex::new(State {
-                segments: HashMap::new(),
+                segments: IdMap::default(),
                 free: Default::default(),
-                blocks: HashMap::new(),
+                blocks: IdMap::default(),
                 pending: Vec::new(),
                 stats: HeapStats::default(),
                 watermarks: Watermarks::from_env(unified)?,
@@ -487,7 +512,7 @@ impl Heap {
         }
         let tracker = &self.gpu.shared.tracker;
         let completed = tracker.completed();
-        let lost = tracker.lost_reason().is_some();
+        let lost = tracker.is_lost();
         let mut i = 0;
         while i < st.pending.len() {
             let id = st.pending[i];
@@ -549,7 +574,7 @@ impl Heap {
         let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
         let tracker = &self.gpu.shared.tracker;
         let completed = tracker.completed();
-        let idle = tracker.lost_reason().is_some()
+        let idle = tracker.is_lost()
             || (rec.last_use <= completed && uses.iter().all(|u| u.resolved_seq().is_some_and(|s| s <= completed)));
         let stats = &mut st.stats;
         stats.allocated_bytes.sub(size);
