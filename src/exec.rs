@@ -82,6 +82,8 @@ pub struct ExecutorStats {
     pub pipelines_created: f64,
     pub bind_groups_created: f64,
     pub buffers_created: f64,
+    /// Staging buffers created for input uploads (stops growing once the host cache is warm).
+    pub staging_buffers_created: f64,
     pub runs: f64,
     pub slabs: f64,
     pub slab_bytes: f64,
@@ -147,6 +149,7 @@ impl Executor {
             pipelines_created: s.pipelines_created as f64,
             bind_groups_created: s.bind_groups_created as f64,
             buffers_created: s.buffers_created as f64,
+            staging_buffers_created: s.staging_buffers_created as f64,
             runs: s.runs as f64,
             slabs: s.slabs as f64,
             slab_bytes: s.slab_bytes as f64,
