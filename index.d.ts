@@ -346,6 +346,8 @@ export interface ExecutorStats {
   pipelinesCreated: number
   bindGroupsCreated: number
   buffersCreated: number
+  /** Staging buffers created for input uploads (stops growing once the host cache is warm). */
+  stagingBuffersCreated: number
   runs: number
   slabs: number
   slabBytes: number
