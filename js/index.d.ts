@@ -62,6 +62,8 @@ export type WgallocErrorCode =
   | 'DOUBLE_FREE'
   | 'ABORTED'
   | 'PLAN_INVALID'
+  | 'PROFILER_STATE'
+  | 'IO_ERROR'
   | 'PARSE_ERROR'
   | 'SIZE_OVERFLOW'
   | 'BINARY_NOT_FOUND'
