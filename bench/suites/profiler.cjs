@@ -64,16 +64,17 @@ module.exports = [
     name: 'profiler-small-dispatch-loop',
     description: '2,000 submissions of a 256-byte copy (submit + wait each) with the profiler off vs on',
     async run({ gpu, timeIt }) {
-      const a = gpu.heap.malloc(256)
-      const b = gpu.heap.malloc(256)
+      // Plain buffers: two small heap blocks may share one segment buffer, and wgpu refuses same-buffer copies.
+      const a = gpu.createBuffer(256)
+      const b = gpu.createBuffer(256)
       const st = gpu.createStream()
       const p = gpu.profiler
       const n = 2000
       const loop = async () => { for (let i = 0; i < n; i++) { st.copy(a, b); if (i % 50 === 49) await st.submit().wait() } await st.submit().wait() }
       const profiled = async () => { p.start(); await loop(); await p.flush(); p.stop(); p.resetStats() }
       const [off, on] = await compare([loop, profiled], 5, timeIt)
-      a.free()
-      b.free()
+      a.destroy()
+      b.destroy()
       return {
         measured: { value: (on / n) * 1000, unit: 'us/copy' },
         baseline: { value: (off / n) * 1000, unit: 'us/copy', what: 'profiler off' },
@@ -88,8 +89,8 @@ module.exports = [
     async run({ gpu }) {
       const MiB = 1 << 20
       const sizes = [1, 2, 4, 8, 16].map((m) => m * MiB)
-      const src = gpu.heap.malloc(16 * MiB)
-      const dst = gpu.heap.malloc(16 * MiB)
+      const src = gpu.createBuffer(16 * MiB)
+      const dst = gpu.createBuffer(16 * MiB)
       const p = gpu.profiler
       const ms = []
       for (const size of sizes) {
@@ -101,8 +102,8 @@ module.exports = [
         const c = p.stats().copies.find((x) => x.kind === 'device-to-device')
         ms.push(c.totalGpuMs / c.gpuTimed)
       }
-      src.free()
-      dst.free()
+      src.destroy()
+      dst.destroy()
       const fit = linearFit(sizes, ms)
       return {
         measured: { value: fit.r2, unit: 'R^2' },

@@ -312,20 +312,12 @@ impl ProfilerCore {
     #[allow(clippy::too_many_arguments)]
     fn record(&self, st: &mut State, tracing: Option<Mode>, e: &Entry, gpu: Option<(f64, u64)>, gpu_ns: Option<u64>, seq: u64, stream: u64) {
         let f = self.flags();
-        let mut args = Map::new();
-        args.insert("seq".into(), json!(seq));
-        args.insert("schedulingMs".into(), json!(e.sched_ns as f64 / 1e6));
-        if let Some(ns) = gpu_ns {
-            args.insert("gpuMs".into(), json!(ns as f64 / 1e6));
-        }
-        let (name, cat) = match &e.what {
+        match &e.what {
             What::Op { name, pipeline } => {
                 let run = st.agg.op(name, pipeline, gpu_ns, e.sched_ns);
                 if f & flags::OPERATION_INFO != 0 {
                     eprintln!("wgalloc profiler: op '{name}' (pipeline '{pipeline}') run {run}{}", self.times(gpu_ns, e.sched_ns));
                 }
-                args.insert("pipeline".into(), json!(pipeline));
-                (name.clone(), "op")
             }
             What::Copy(c) => {
                 let count = st.agg.copy(c, gpu_ns, e.sched_ns);
@@ -340,6 +332,22 @@ impl ProfilerCore {
                         self.times(gpu_ns, e.sched_ns)
                     );
                 }
+            }
+        }
+        // Trace events (and their args) only while tracing: stats-only profiling stays cheap.
+        let Some(mode) = tracing else { return };
+        let mut args = Map::new();
+        args.insert("seq".into(), json!(seq));
+        args.insert("schedulingMs".into(), json!(e.sched_ns as f64 / 1e6));
+        if let Some(ns) = gpu_ns {
+            args.insert("gpuMs".into(), json!(ns as f64 / 1e6));
+        }
+        let (name, cat) = match &e.what {
+            What::Op { name, pipeline } => {
+                args.insert("pipeline".into(), json!(pipeline));
+                (name.clone(), "op")
+            }
+            What::Copy(c) => {
                 args.insert("bytes".into(), json!(c.bytes));
                 args.insert("blocking".into(), json!(c.blocking));
                 args.insert("viaHost".into(), json!(c.via_host));
@@ -352,7 +360,6 @@ impl ProfilerCore {
                 (format!("copy {}", c.kind.as_str()), "copy")
             }
         };
-        let Some(mode) = tracing else { return };
         // Without a GPU time the CPU encode span stands in, marked as such.
         let (ts, dur) = match gpu {
             Some((ts, ns)) => (ts, ns as f64 / 1e3),
