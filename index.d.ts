@@ -80,6 +80,8 @@ export declare class Gpu {
   readBuffer(buffer: GpuBuffer, offset: number, size: number): Promise<Buffer>
   /** The device's caching allocator. */
   get heap(): Heap
+  /** The device's profiler. `INVALID_ARGUMENT` if `WGALLOC_PROFILE` holds an unknown flag. */
+  get profiler(): Profiler
   /** The device's host staging cache. */
   get host(): Host
   /**
@@ -260,6 +262,32 @@ export declare class PlanJob {
   wait(): Promise<MemoryPlan>
 }
 
+/** The device's profiler. Get it with `gpu.profiler`. */
+export declare class Profiler {
+  get info(): ProfilerInfo
+  /** True while recording (session, capture or `WGALLOC_PROFILE`). */
+  get active(): boolean
+  /** Starts a session. `PROFILER_STATE` if one is running; `INVALID_ARGUMENT` for an unknown mode. */
+  start(options?: ProfilerStartOptions | undefined | null): void
+  /** Ends the session. `PROFILER_STATE` without one. */
+  stop(): void
+  stats(): ProfilerStats
+  resetStats(): void
+  /** Counts a CPU fallback of op `name` that copied `bytes` between host and device. */
+  markCpuFallback(name: string, bytes?: number | undefined | null): void
+  /** Resolves `true` once every submitted timestamp was read back (`false` after `timeoutMs`, default 10 s). */
+  flush(timeoutMs?: number | undefined | null): Promise<boolean>
+  /** Writes the trace recorded so far to `path` (the facade's `exportTrace` flushes first). */
+  exportTraceNow(path: string): void
+  startCapture(name: string): void
+  /** Ends the capture and writes its trace file; returns its path. */
+  stopCaptureNow(): string
+  /** All stats tables as text. */
+  formatStats(): string
+  /** The tables `WGALLOC_PROFILE` asks for at exit, or null. */
+  exitReport(): string | null
+}
+
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */
 export declare class Stream {
   /** Records a buffer-to-buffer copy; it runs when the stream is submitted. */
@@ -327,6 +355,21 @@ export interface CopyOptions {
   size?: number
 }
 
+/** Copies of one kind. Times in milliseconds, bandwidth in GB/s over GPU-timed copies. */
+export interface CopyStats {
+  kind: 'upload' | 'download' | 'device-to-device'
+  count: number
+  bytes: number
+  /** Copies the caller waited for (read-backs). */
+  blocking: number
+  /** Copies staged through the host cache. */
+  viaHost: number
+  gpuTimed: number
+  totalGpuMs: number
+  totalSchedulingMs: number
+  bandwidthGbps: number
+}
+
 /** Count, total and longest duration of a driver operation, in nanoseconds. */
 export interface DurationStat {
   count: number
@@ -352,6 +395,13 @@ export interface ExecutorStats {
   slabs: number
   slabBytes: number
   constantBytes: number
+}
+
+export interface FallbackStats {
+  name: string
+  runs: number
+  /** Bytes copied between host and device for the fallback. */
+  bytes: number
 }
 
 /** The adapter and the limits wgalloc depends on. */
@@ -534,6 +584,21 @@ export interface ObservedRecord {
   last: number
 }
 
+/** Runs of one op (by name and pipeline). Times in milliseconds. */
+export interface OperationStats {
+  name: string
+  pipeline: string
+  runs: number
+  /** Runs with a valid GPU time (the mean is over these). */
+  gpuTimedRuns: number
+  totalGpuMs: number
+  meanGpuMs: number
+  maxGpuMs: number
+  /** CPU time from encoding each run to its submission returning. */
+  totalSchedulingMs: number
+  meanSchedulingMs: number
+}
+
 /** Options of `planMemory()`. */
 export interface PlanMemoryOptions {
   /** `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `portfolio`, `exact`, `best` (default). */
@@ -567,6 +632,47 @@ export interface PoolStats {
 export interface PrivatePoolInfo {
   id: number
   useCount: number
+}
+
+/** What the device can time and what the profiler is doing. */
+export interface ProfilerInfo {
+  /** GPU timestamps on compute passes (`TIMESTAMP_QUERY`). */
+  passTimestamps: boolean
+  /** GPU timestamps around copies (`TIMESTAMP_QUERY_INSIDE_ENCODERS`). */
+  copyTimestamps: boolean
+  timestampPeriodNs: number
+  /** What is timed and how, e.g. "CPU timing only: the device lacks TIMESTAMP_QUERY". */
+  timing: string
+  /** Recording now (session, capture or `WGALLOC_PROFILE`). */
+  active: boolean
+  session: boolean
+  capturing: boolean
+  /** Trace mode in effect, if tracing. */
+  mode?: string
+  waitUntilCompleted: boolean
+  /** `WGALLOC_PROFILE` flags in effect. */
+  envFlags: Array<string>
+  /** Query sets created (the pool reuses them). */
+  querySetsCreated: number
+}
+
+/** Options of `profiler.start()`. */
+export interface ProfilerStartOptions {
+  /** `'interval'` (default), `'event'` or `'interval,event'`: how traced work appears in traces. */
+  mode?: string
+  /** Block after each profiled submission until the GPU finished it (serialises CPU and GPU). */
+  waitUntilCompleted?: boolean
+}
+
+export interface ProfilerStats {
+  operations: Array<OperationStats>
+  copies: Array<CopyStats>
+  fallbacks: Array<FallbackStats>
+  timestamps: TimestampHygiene
+  /** Submissions whose timestamps are still being read back (`await flush()` first). */
+  pendingSubmissions: number
+  /** Work recorded without a GPU time because one submission exhausted its query chunks. */
+  untimedPoolExhausted: number
 }
 
 export interface RunResult {
@@ -606,4 +712,12 @@ export interface Stat {
   peak: number
   allocated: number
   freed: number
+}
+
+/** Timestamp pairs accepted, and dropped by reason. */
+export interface TimestampHygiene {
+  valid: number
+  zero: number
+  reversed: number
+  overflow: number
 }

@@ -845,5 +845,6 @@ module.exports.Host = nativeBinding.Host
 module.exports.HostBlock = nativeBinding.HostBlock
 module.exports.MemoryPlan = nativeBinding.MemoryPlan
 module.exports.PlanJob = nativeBinding.PlanJob
+module.exports.Profiler = nativeBinding.Profiler
 module.exports.Stream = nativeBinding.Stream
 module.exports.startPlan = nativeBinding.startPlan

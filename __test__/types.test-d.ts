@@ -74,3 +74,16 @@ async function execTypes(gpu: Gpu): Promise<number> {
   return outputs.y.length + (observation?.toUsageRecords().length ?? 0) + Object.keys(eager.outputs).length + exe.plan.slabSize
 }
 void execTypes
+
+import type { Profiler, ProfilerStats } from '../js/index.js'
+async function profilerTypes(gpu: Gpu): Promise<number> {
+  const p: Profiler = gpu.profiler
+  const n: number = await p.profile(async () => 1, { mode: 'interval,event', waitUntilCompleted: false })
+  p.markCpuFallback('topk', 64)
+  const s: ProfilerStats = p.stats()
+  await p.exportTrace('/tmp/t.json')
+  p.startCapture('cap')
+  const path: string = await p.stopCapture()
+  return n + s.operations.length + path.length + (p.info.passTimestamps ? 1 : 0)
+}
+void profilerTypes

@@ -14,6 +14,8 @@ const CODES = Object.freeze([
   'DOUBLE_FREE',
   'ABORTED',
   'PLAN_INVALID',
+  'PROFILER_STATE',
+  'IO_ERROR',
   'PARSE_ERROR',
   'SIZE_OVERFLOW',
   'BINARY_NOT_FOUND',

@@ -89,8 +89,8 @@ function addSignal(target, name, arity) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock]) wrapClass(cls)
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler } = native
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler]) wrapClass(cls)
 const { installHeap } = require('./heap.cjs')
 installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
 const { installHost } = require('./host.cjs')
@@ -107,6 +107,12 @@ Gpu.request = function (options) {
     return Promise.reject(err)
   }
   return callWithSignal(request, Gpu, [rest], { signal })
+}
+// After the request wrapper: with WGALLOC_PROFILE set, every opened device reports at exit.
+require('./profiler.cjs').installProfiler({ Gpu, Profiler, WgallocError })
+Profiler.prototype[inspect.custom] = function () {
+  const i = this.info
+  return `Profiler { active: ${i.active}, timing: '${i.timing}'${i.mode ? `, mode: '${i.mode}'` : ''} }`
 }
 addSignal(Gpu.prototype, 'readBuffer', 3)
 addSignal(GpuEvent.prototype, 'wait', 0)
@@ -141,4 +147,4 @@ MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

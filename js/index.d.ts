@@ -1,7 +1,7 @@
 // Public types of wgalloc: the generated native declarations, plus what the JS
 // facade adds (typed errors, `{ signal }` options, disposal).
 
-import type { Observation, Executor, CopyOptions, DeviceBlock, HeapEvent, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress } from '../index.js'
+import type { Observation, Executor, CopyOptions, DeviceBlock, HeapEvent, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, ProfilerStartOptions } from '../index.js'
 
 export type {
   BlockInfo,
@@ -16,6 +16,13 @@ export type {
   HostConfig,
   HostStats,
   PrivatePoolInfo,
+  ProfilerInfo,
+  ProfilerStartOptions,
+  ProfilerStats,
+  OperationStats,
+  CopyStats,
+  FallbackStats,
+  TimestampHygiene,
   MallocOptions,
   MemoryBudget,
   PlanMemoryOptions,
@@ -25,7 +32,7 @@ export type {
   SnapshotSegment,
   Stat,
 } from '../index.js'
-export { DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Stream } from '../index.js'
+export { DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, Stream } from '../index.js'
 export type { ExecutorStats, Observation, ObservedEvent, ObservedRecord } from '../index.js'
 
 /** Transfer direction of a host block. */
@@ -63,6 +70,8 @@ export type WgallocErrorCode =
   | 'DOUBLE_FREE'
   | 'ABORTED'
   | 'PLAN_INVALID'
+  | 'PROFILER_STATE'
+  | 'IO_ERROR'
   | 'PARSE_ERROR'
   | 'SIZE_OVERFLOW'
   | 'BINARY_NOT_FOUND'
@@ -187,6 +196,14 @@ declare module '../index.js' {
     readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer>
     /** Destroys the device (same as `destroy()`). */
     [Symbol.dispose](): void
+  }
+  interface Profiler {
+    /** Collects outstanding GPU timestamps, then writes Trace Event JSON (chrome://tracing, ui.perfetto.dev). `IO_ERROR` if unwritable. */
+    exportTrace(path: string): Promise<void>
+    /** Ends the capture started by `startCapture(name)` and resolves with the trace file's path. */
+    stopCapture(): Promise<string>
+    /** Runs `fn` in a profiling session (start, await, flush, stop) and resolves with its result. */
+    profile<T>(fn: () => T | Promise<T>, options?: ProfilerStartOptions): Promise<T>
   }
   interface GpuBuffer {
     /** Releases the GPU memory (same as `destroy()`). */

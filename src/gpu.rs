@@ -165,6 +165,12 @@ impl Gpu {
         Ok(Heap { inner: self.inner.heap().napi()? })
     }
 
+    /// The device's profiler. `INVALID_ARGUMENT` if `WGALLOC_PROFILE` holds an unknown flag.
+    #[napi(getter)]
+    pub fn profiler(&self) -> Result<crate::profiler::Profiler> {
+        Ok(crate::profiler::Profiler { inner: self.inner.profiler().napi()? })
+    }
+
     /// The device's host staging cache.
     #[napi(getter)]
     pub fn host(&self) -> Result<Host> {

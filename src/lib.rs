@@ -8,6 +8,7 @@ mod gpu;
 mod heap;
 mod host;
 mod plan;
+mod profiler;
 mod stream;
 
 pub use buffer::GpuBuffer;
@@ -15,5 +16,6 @@ pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
 pub use exec::Executor;
 pub use heap::{DeviceBlock, Heap};
 pub use host::{Host, HostBlock};
+pub use profiler::Profiler;
 pub use plan::{start_plan, MemoryPlan, PlanJob};
 pub use stream::{CopyOptions, GpuEvent, Stream};

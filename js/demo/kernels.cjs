@@ -7,6 +7,7 @@
 
 const WG = 64 // threads per workgroup of the 1-D kernels
 const TILE = 8 // matmul and attention workgroups are TILE x TILE
+const BLOCK = 4 // outputs per matmul thread in each direction
 const MAX_GROUPS = 65535 // WebGPU's guaranteed maxComputeWorkgroupsPerDimension
 
 const storage = (names) => names.map((n, i) => `@group(0) @binding(${i}) var<storage, read_write> ${n}: array<f32>;`).join('\n')
@@ -32,16 +33,35 @@ ${uniform(4, 'rows: u32, cols: u32, eps: f32, pad: u32')}
   for (var c = 0u; c < p.cols; c++) { y[base + c] = (x[base + c] - mean) * inv * gamma[c] + beta[c]; }
 }`,
 
-  // c[M, N] = a[M, K] @ b[K, N] + bias[N]; one thread per output element.
+  // c[M, N] = a[M, K] @ b[K, N] + bias[N]. Each thread computes a 4 x 4 block,
+  // so every value it loads feeds four multiply-adds (4x fewer loads than one
+  // output per thread, which matters on CPU adapters like lavapipe). Reads past
+  // the edges are clamped to a valid index and their results never written.
   matmul: `${storage(['a', 'b', 'bias', 'c'])}
 ${uniform(4, 'm: u32, n: u32, k: u32, pad: u32')}
 @compute @workgroup_size(${TILE}, ${TILE}) fn main(@builtin(global_invocation_id) g: vec3u) {
-  let col = g.x;
-  let row = g.y;
-  if (row >= p.m || col >= p.n) { return; }
-  var acc = 0.0;
-  for (var t = 0u; t < p.k; t++) { acc += a[row * p.k + t] * b[t * p.n + col]; }
-  c[row * p.n + col] = acc + bias[col];
+  let row0 = g.y * ${BLOCK}u;
+  let col0 = g.x * ${BLOCK}u;
+  if (row0 >= p.m || col0 >= p.n) { return; }
+  let rows = min(vec4u(row0) + vec4u(0u, 1u, 2u, 3u), vec4u(p.m - 1u));
+  let cols = min(vec4u(col0) + vec4u(0u, 1u, 2u, 3u), vec4u(p.n - 1u));
+  var acc: array<vec4f, 4>;
+  for (var t = 0u; t < p.k; t++) {
+    let bt = vec4f(b[t * p.n + cols.x], b[t * p.n + cols.y], b[t * p.n + cols.z], b[t * p.n + cols.w]);
+    acc[0] += a[rows.x * p.k + t] * bt;
+    acc[1] += a[rows.y * p.k + t] * bt;
+    acc[2] += a[rows.z * p.k + t] * bt;
+    acc[3] += a[rows.w * p.k + t] * bt;
+  }
+  let bias4 = vec4f(bias[cols.x], bias[cols.y], bias[cols.z], bias[cols.w]);
+  for (var r = 0u; r < ${BLOCK}u; r++) {
+    let row = row0 + r;
+    if (row >= p.m) { break; }
+    let v = acc[r] + bias4;
+    for (var j = 0u; j < ${BLOCK}u; j++) {
+      if (col0 + j < p.n) { c[row * p.n + col0 + j] = v[j]; }
+    }
+  }
 }`,
 
   // s[h, i, j] = scale * q[i, h, :] . k[j, h, :]; q and k are [seq, heads * headDim].
@@ -99,7 +119,7 @@ ${uniform(2, 'len: u32, pad0: u32, pad1: u32, pad2: u32')}
   if (i >= p.len) { return; }
   let v = x[i];
   let t = clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -10.0, 10.0);
-  y[i] = 0.5 * v * (1.0 + tanh(t * 1.001));
+  y[i] = 0.5 * v * (1.0 + tanh(t));
 }`,
 
   add: `${storage(['a', 'b', 'c'])}
@@ -140,7 +160,7 @@ function grid1d(count) {
 /** { kernel, dispatch, params } of each op kind, from its shapes. */
 const launch = {
   layernorm: (rows, cols, eps) => ({ kernel: 'layernorm', dispatch: grid1d(rows), params: words(rows, cols, { f32: eps }, 0) }),
-  matmul: (m, n, k) => ({ kernel: 'matmul', dispatch: [ceil(n, TILE), ceil(m, TILE)], params: words(m, n, k, 0) }),
+  matmul: (m, n, k) => ({ kernel: 'matmul', dispatch: [ceil(n, TILE * BLOCK), ceil(m, TILE * BLOCK)], params: words(m, n, k, 0) }),
   attnScores: (seq, heads, headDim) => ({
     kernel: 'attn_scores',
     dispatch: [ceil(seq, TILE), ceil(seq, TILE), heads],

@@ -109,6 +109,8 @@ pub(crate) struct Shared {
     pub pipelines: crate::exec::pipelines::PipelineCache,
     /// The device's host staging cache, created on first use.
     pub host: std::sync::OnceLock<Arc<crate::host::HostCore>>,
+    /// The profiler, created on first use (or at open when `WGALLOC_PROFILE` is set).
+    pub profiler: std::sync::OnceLock<Arc<crate::profile::ProfilerCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
     _poller: Poller,
@@ -190,11 +192,17 @@ impl Gpu {
             heap: std::sync::OnceLock::new(),
             pipelines: Default::default(),
             host: std::sync::OnceLock::new(),
+            profiler: std::sync::OnceLock::new(),
             info,
             budget,
             _poller: poller,
         });
-        Ok(Gpu { shared })
+        let gpu = Gpu { shared };
+        if std::env::var_os("WGALLOC_PROFILE").is_some() {
+            // Env-driven profiling covers the device from its first submission.
+            let _ = gpu.profiler();
+        }
+        Ok(gpu)
     }
 
     pub fn info(&self) -> &GpuInfo {

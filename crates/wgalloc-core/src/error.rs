@@ -39,6 +39,12 @@ pub enum Error {
     /// The operation was aborted by the caller (AbortSignal).
     #[error("the operation was aborted")]
     Aborted,
+    /// The profiler was asked for something its state does not allow (stop without start, nested start).
+    #[error("{0}")]
+    ProfilerState(String),
+    /// A file could not be written (e.g. a trace export path).
+    #[error("{0}")]
+    Io(String),
     /// A map or wait failed for a reason other than device loss.
     #[error("{0}")]
     Internal(String),
@@ -59,6 +65,8 @@ impl Error {
             Error::Busy(_) => "EXECUTOR_BUSY",
             Error::PlanInvalid(_) => "PLAN_INVALID",
             Error::Aborted => "ABORTED",
+            Error::ProfilerState(_) => "PROFILER_STATE",
+            Error::Io(_) => "IO_ERROR",
             Error::Internal(_) => "INTERNAL",
         }
     }

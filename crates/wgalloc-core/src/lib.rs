@@ -6,6 +6,7 @@
 //! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
 //! - [`exec`]: planned and eager execution of WGSL graphs, the memory observer.
 //! - [`host`]: the staging (pinned-host) cache ([`Gpu::host`]).
+//! - [`profile`]: GPU/CPU timing of ops and copies, stats, traces ([`Gpu::profiler`]).
 //!
 //! ```no_run
 //! # pollster::block_on(async {
@@ -23,6 +24,7 @@ pub mod error;
 pub mod exec;
 pub mod heap;
 pub mod host;
+pub mod profile;
 mod scope;
 pub mod signal;
 pub mod stream;
@@ -32,6 +34,7 @@ pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE
 pub use error::{Error, Result};
 pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
 pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
+pub use profile::{Profiler, ProfileStats};
 pub use stream::{Event, Stream};
 pub use transfer::GpuBuffer;
 pub use wgpu;

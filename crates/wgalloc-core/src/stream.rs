@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::completion::Tracker;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
+use crate::profile::{Batch, CopyInfo, Profiler, ProfilerCore, What};
 use crate::scope::guarded;
 use crate::signal::lock;
 
@@ -72,7 +73,8 @@ impl Gpu {
 
     pub fn create_stream(&self) -> Result<Stream> {
         self.check_alive()?;
-        Ok(Stream { gpu: self.clone(), encoder: None, pending_commands: 0, last: None, marks: Arc::default() })
+        let id = NEXT_STREAM.fetch_add(1, Ordering::Relaxed);
+        Ok(Stream { gpu: self.clone(), encoder: None, pending_commands: 0, last: None, marks: Arc::default(), id, profile: None })
     }
 }
 
@@ -124,6 +126,9 @@ impl StreamUse {
     }
 }
 
+/// Stream ids (process-wide) name the stream's track in profiler traces.
+static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
+
 /// An ordered lane of GPU work. Not shared between threads: wrap it if you must.
 pub struct Stream {
     gpu: Gpu,
@@ -131,6 +136,9 @@ pub struct Stream {
     pending_commands: u32,
     last: Option<Event>,
     marks: Arc<StreamMarks>,
+    id: u64,
+    /// Profiled work recorded since the last submit (only while the profiler is on).
+    profile: Option<Batch>,
 }
 
 impl Drop for Stream {
@@ -158,6 +166,43 @@ impl Stream {
         Ok(self.encoder.as_mut().expect("encoder was just created"))
     }
 
+    /// Process-wide id of this stream (its track in profiler traces).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The open encoder and, while the profiler is on, the profiler and this
+    /// submission's batch (so the caller can add timestamp writes).
+    pub(crate) fn parts(&mut self) -> Result<(&mut wgpu::CommandEncoder, Option<(&ProfilerCore, &mut Batch)>)> {
+        self.encoder()?;
+        let encoder = self.encoder.as_mut().expect("encoder was just created");
+        let prof = match self.gpu.profiling() {
+            Some(p) => Some((&**p, &mut *self.profile.get_or_insert_with(|| p.new_batch()))),
+            None => None,
+        };
+        Ok((encoder, prof))
+    }
+
+    /// Records a buffer copy, timed with encoder timestamps while the profiler is on.
+    pub(crate) fn encode_copy(&mut self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, size: u64, info: CopyInfo) -> Result<()> {
+        let start = std::time::Instant::now();
+        match self.parts()? {
+            (encoder, None) => encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size),
+            (encoder, Some((p, batch))) => {
+                let pair = p.reserve(batch, true);
+                if let Some(pair) = pair {
+                    encoder.write_timestamp(batch.query_set(pair), pair.begin());
+                }
+                encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size);
+                if let Some(pair) = pair {
+                    encoder.write_timestamp(batch.query_set(pair), pair.end());
+                }
+                batch.record(What::Copy(info), pair, start);
+            }
+        }
+        Ok(())
+    }
+
     /// Commands recorded since the last submit.
     pub fn pending_commands(&self) -> u32 {
         self.pending_commands
@@ -170,9 +215,23 @@ impl Stream {
             return Ok(self.last.clone().unwrap_or_else(|| self.gpu.current_event()));
         };
         self.pending_commands = 0;
+        let mut encoder = encoder;
+        let batch = self.profile.take();
+        if let Some(b) = &batch {
+            b.encode_resolve(&mut encoder);
+        }
         let commands = guarded(&self.gpu.shared.device, "finishing the stream's commands", || encoder.finish());
         // Whatever happens, the recorded work is gone from this stream now.
         let event = commands.and_then(|c| self.gpu.submit(vec![c]));
+        if let (Some(b), Some(p)) = (batch, self.gpu.shared.profiler.get()) {
+            p.submitted(&self.gpu, b, event.as_ref().ok().map(Event::seq), self.id);
+            if let Ok(e) = &event {
+                if Profiler::wait_until_completed(p) {
+                    // waitUntilCompleted: serialise CPU and GPU so timings are not overlapped.
+                    let _ = e.wait_blocking(Duration::from_secs(60));
+                }
+            }
+        }
         let seq = event.as_ref().map_or_else(|_| self.gpu.shared.tracker.submitted(), |e| e.seq());
         self.marks.last_seq.store(seq, Ordering::Release);
         self.marks.has_pending.store(false, Ordering::Release);

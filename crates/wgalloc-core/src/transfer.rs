@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::context::Gpu;
 use crate::error::{align_up, checked_add, Error, Result};
+use crate::profile::{CopyInfo, CopyKind};
 use crate::scope::guarded;
 use crate::signal::Slot;
 use crate::stream::Stream;
@@ -119,7 +120,8 @@ impl Gpu {
         buffer.check_same_device(self)?;
         let raw = buffer.raw()?;
         let padded = aligned_range(offset, data.len() as u64, buffer.size, "writeBuffer")?;
-        guarded(self.device(), "writeBuffer", || {
+        let start = std::time::Instant::now();
+        let r = guarded(self.device(), "writeBuffer", || {
             if padded == data.len() as u64 {
                 self.queue().write_buffer(raw, offset, data);
             } else {
@@ -127,7 +129,9 @@ impl Gpu {
                 tail.resize(padded as usize, 0);
                 self.queue().write_buffer(raw, offset, &tail);
             }
-        })
+        });
+        self.profile_queue_write(start, data.len() as u64, None);
+        r
     }
 
     /// Reads `len` bytes at `offset` (any alignment) once all prior work completed.
@@ -141,13 +145,14 @@ impl Gpu {
                 buffer.size
             )));
         }
-        self.submit_readback(buffer.raw()?, offset, len)?.finish().await
+        self.submit_readback(buffer.raw()?, offset, len, None)?.finish().await
     }
 
     /// Encodes and submits a copy of `[offset, offset+len)` of `raw` (which must
     /// stay inside its allocation once widened to whole words) into a fresh
     /// staging buffer. The caller may record the returned event, then `finish()`.
-    pub(crate) fn submit_readback(&self, raw: &wgpu::Buffer, offset: u64, len: u64) -> Result<Readback> {
+    /// `src_block` is the heap block id of `raw`'s range, for the profiler.
+    pub(crate) fn submit_readback(&self, raw: &wgpu::Buffer, offset: u64, len: u64, src_block: Option<u64>) -> Result<Readback> {
         let start = offset - offset % WORD;
         let span = align_up(checked_add(offset, len, "read")?, WORD)? - start;
         let staging = guarded(self.device(), "creating a read-back buffer", || {
@@ -159,7 +164,8 @@ impl Gpu {
             })
         })?;
         let mut stream = self.create_stream()?;
-        stream.encoder()?.copy_buffer_to_buffer(raw, start, &staging, 0, span);
+        let info = CopyInfo { kind: CopyKind::Download, bytes: span, blocking: true, via_host: false, src_block, dst_block: None };
+        stream.encode_copy(raw, start, &staging, 0, span, info)?;
         let event = stream.submit()?;
         Ok(Readback { gpu: self.clone(), staging, event, skip: (offset - start) as usize, len: len as usize })
     }
@@ -221,7 +227,8 @@ impl Stream {
             return Err(Error::invalid("copy: source and destination ranges overlap in the same buffer"));
         }
         let (s, d) = (src.raw()?, dst.raw()?);
-        self.encoder()?.copy_buffer_to_buffer(s, src_offset, d, dst_offset, padded);
+        let info = CopyInfo { kind: CopyKind::DeviceToDevice, bytes: padded, blocking: false, via_host: false, src_block: None, dst_block: None };
+        self.encode_copy(s, src_offset, d, dst_offset, padded, info)?;
         Ok(())
     }
 }

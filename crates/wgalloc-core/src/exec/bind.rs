@@ -9,7 +9,9 @@ use super::pipelines::Pipeline;
 use crate::context::Gpu;
 use crate::error::{align_up, Error, Result};
 use crate::heap::DeviceBlock;
+use crate::profile::What;
 use crate::scope::guarded;
+use crate::stream::Stream;
 
 /// A buffer range bound to one binding.
 #[derive(Clone, Copy)]
@@ -24,6 +26,8 @@ pub(crate) struct Step {
     pub pipeline: Arc<Pipeline>,
     pub bind_group: wgpu::BindGroup,
     pub dispatch: [u32; 3],
+    /// The op's name (the profiler's key, with the pipeline's label).
+    pub name: String,
 }
 
 /// Storage binding size of a tensor: whole 4-byte words (the padding is private to the record).
@@ -84,13 +88,40 @@ pub(crate) fn bind_group(gpu: &Gpu, op: &Op, pipeline: &Pipeline, storage: &[Ran
     })
 }
 
-/// Records `steps` in one compute pass (wgpu orders the dispatches and their writes).
-pub(crate) fn encode(encoder: &mut wgpu::CommandEncoder, steps: &[&Step]) {
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgalloc run"), timestamp_writes: None });
-    for s in steps {
+/// Records `steps`. Normally in one compute pass (wgpu orders the dispatches and
+/// their writes). While profiling, one pass per op with pass timestamp writes:
+/// pass-level timestamps are what `TIMESTAMP_QUERY` guarantees (writes inside a
+/// pass need another feature), and since every op of a run binds the same slab,
+/// wgpu already puts a barrier between consecutive dispatches, so splitting the
+/// pass adds little beyond the pass begin/end.
+pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
+    let dispatch = |pass: &mut wgpu::ComputePass<'_>, s: &Step| {
         pass.set_pipeline(&s.pipeline.pipeline);
         pass.set_bind_group(0, &s.bind_group, &[]);
         let [x, y, z] = s.dispatch;
         pass.dispatch_workgroups(x, y, z);
+    };
+    match stream.parts()? {
+        (encoder, None) => {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgalloc run"), timestamp_writes: None });
+            steps.iter().for_each(|s| dispatch(&mut pass, s));
+        }
+        (encoder, Some((profiler, batch))) => {
+            for s in steps {
+                let start = std::time::Instant::now();
+                let pair = profiler.reserve(batch, false);
+                {
+                    let timestamp_writes = pair.map(|p| wgpu::ComputePassTimestampWrites {
+                        query_set: batch.query_set(p),
+                        beginning_of_pass_write_index: Some(p.begin()),
+                        end_of_pass_write_index: Some(p.end()),
+                    });
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(&s.name), timestamp_writes });
+                    dispatch(&mut pass, s);
+                }
+                batch.record(What::Op { name: s.name.clone(), pipeline: s.pipeline.label.clone() }, pair, start);
+            }
+        }
     }
+    Ok(())
 }

@@ -80,7 +80,7 @@ impl Gpu {
                 }
                 let uniform = bind::op_uniform(self, op)?;
                 let bind_group = bind::bind_group(self, op, &pipeline, &storage, uniform.as_ref())?;
-                bind::encode(stream.encoder()?, &[&Step { pipeline, bind_group, dispatch: op.dispatch }]);
+                bind::encode(&mut stream, &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }])?;
                 uniforms.extend(uniform);
             }
             let event = stream.submit()?;

@@ -231,7 +231,7 @@ impl Executor {
             let uniform = bind::op_uniform(gpu, op)?;
             let bind_group = bind::bind_group(gpu, op, &pipeline, &storage, uniform.as_ref())?;
             bind_groups += 1;
-            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch }));
+            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }));
             uniforms.extend(uniform);
         }
         uniforms.extend(workspace);
@@ -351,12 +351,12 @@ impl Executor {
             self.run_checked(&mut stream).await?;
         } else {
             let steps: Vec<&Step> = self.steps.iter().flatten().collect();
-            bind::encode(stream.encoder()?, &steps);
+            bind::encode(&mut stream, &steps)?;
         }
-        let enc = stream.encoder()?;
         for &(i, at) in &self.readback_layout {
             let (buffer, offset, size) = self.range(i)?;
-            enc.copy_buffer_to_buffer(buffer, offset, &self.readback, at, size);
+            let info = crate::profile::CopyInfo { kind: crate::profile::CopyKind::Download, bytes: size, blocking: true, via_host: false, src_block: None, dst_block: None };
+            stream.encode_copy(buffer, offset, &self.readback, at, size, info)?;
         }
         let event = stream.submit()?;
         for block in staging {
@@ -404,7 +404,7 @@ impl Executor {
         for t in g.inputs() {
             let r = g.index[&t.id];
             let (buffer, offset, size) = self.range(r)?;
-            snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size)?.finish().await?);
+            snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
         }
         for (k, op) in g.ops.iter().enumerate() {
             // Tensors this op brings to life (not views of inputs, which exist from the start).
@@ -420,14 +420,14 @@ impl Executor {
                 self.gpu.queue().write_buffer(buffer, offset, &poison);
             }
             if let Some(step) = &self.steps[k] {
-                bind::encode(stream.encoder()?, &[step]);
+                bind::encode(stream, &[step])?;
             }
             stream.submit()?;
             // Tensors live across this op that it does not write must be unchanged.
             let live: Vec<usize> = snapshots.keys().copied().filter(|&r| g.last[r] >= k && !outs.contains(&r)).collect();
             for r in live {
                 let (buffer, offset, size) = self.range(r)?;
-                let now = self.gpu.submit_readback(buffer, offset, size)?.finish().await?;
+                let now = self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?;
                 if now != snapshots[&r] {
                     return Err(Error::PlanInvalid(format!(
                         "op '{}' (#{k}) overwrote live tensor '{}': the plan places overlapping live tensors",
@@ -437,7 +437,7 @@ impl Executor {
             }
             for &r in &outs {
                 let (buffer, offset, size) = self.range(r)?;
-                snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size)?.finish().await?);
+                snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
             }
             snapshots.retain(|&r, _| g.last[r] > k || g.tensors[r].kind == TensorKind::Output);
         }

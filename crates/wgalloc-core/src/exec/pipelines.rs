@@ -23,6 +23,8 @@ struct Key {
 }
 
 pub struct Pipeline {
+    /// The kernel's id in its graph (the pipeline's name in profiles).
+    pub label: String,
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
 }
@@ -84,7 +86,7 @@ impl Gpu {
                 compilation_options: Default::default(),
                 cache: None,
             });
-            Pipeline { pipeline, layout }
+            Pipeline { label: label.to_string(), pipeline, layout }
         })?;
         cache.created.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(pipeline);

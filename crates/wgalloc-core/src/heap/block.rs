@@ -107,7 +107,8 @@ impl DeviceBlock {
         let padded = aligned_range(offset, data.len() as u64, self.requested, "block write")?;
         let at = self.offset + offset;
         let queue = self.heap.gpu.queue();
-        guarded(self.heap.gpu.device(), "block write", || {
+        let start = std::time::Instant::now();
+        let r = guarded(self.heap.gpu.device(), "block write", || {
             if padded == data.len() as u64 {
                 queue.write_buffer(&self.buffer, at, data);
             } else {
@@ -115,7 +116,9 @@ impl DeviceBlock {
                 tail.resize(padded as usize, 0);
                 queue.write_buffer(&self.buffer, at, &tail);
             }
-        })
+        });
+        self.heap.gpu.profile_queue_write(start, data.len() as u64, Some(self.id));
+        r
     }
 
     /// Reads `len` bytes at `offset` (any alignment) once all earlier work completed.
@@ -129,7 +132,7 @@ impl DeviceBlock {
                 self.requested
             )));
         }
-        let readback = self.heap.gpu.submit_readback(&self.buffer, self.offset + offset, len)?;
+        let readback = self.heap.gpu.submit_readback(&self.buffer, self.offset + offset, len, Some(self.id))?;
         self.heap.record_use(self.id, readback.event.seq());
         readback.finish().await
     }
@@ -153,7 +156,15 @@ impl DeviceBlock {
         if self.id == src.id && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
             return Err(Error::invalid("copyFrom: source and destination ranges overlap"));
         }
-        stream.encoder()?.copy_buffer_to_buffer(&src.buffer, src.offset + src_offset, &self.buffer, self.offset + dst_offset, padded);
+        let info = crate::profile::CopyInfo {
+            kind: crate::profile::CopyKind::DeviceToDevice,
+            bytes: padded,
+            blocking: false,
+            via_host: false,
+            src_block: Some(src.id),
+            dst_block: Some(self.id),
+        };
+        stream.encode_copy(&src.buffer, src.offset + src_offset, &self.buffer, self.offset + dst_offset, padded, info)?;
         self.record_stream(stream)?;
         src.record_stream(stream)
     }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::config::Direction;
 use super::pool::{MapState, Pending, Staging};
 use super::Host;
+use crate::profile::{CopyInfo, CopyKind};
 use crate::error::{checked_add, Error, Result};
 use crate::heap::DeviceBlock;
 use crate::signal::lock;
@@ -201,7 +202,8 @@ impl HostBlock {
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
         let at = checked_add(dst_base, dst_offset, "copy (destination)")?;
-        stream.encoder()?.copy_buffer_to_buffer(&staging.buffer, src_offset, dst_buf, at, padded);
+        let info = CopyInfo { kind: CopyKind::Upload, bytes: padded, blocking: false, via_host: true, src_block: None, dst_block: Some(dst.id()) };
+        stream.encode_copy(&staging.buffer, src_offset, dst_buf, at, padded, info)?;
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
         }
@@ -211,6 +213,11 @@ impl HostBlock {
 
     /// Records a copy of `len` bytes from `src` into this download block on `stream`.
     pub fn copy_from_device_on(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+        self.copy_from_device(stream, src, src_offset, dst_offset, len, false)
+    }
+
+    /// `blocking`: the caller waits for this copy (the download helper), for the profiler.
+    pub(crate) fn copy_from_device(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64, blocking: bool) -> Result<()> {
         let mut st = self.live()?;
         if self.dir != Direction::Download {
             return Err(Error::invalid(format!(
@@ -225,7 +232,8 @@ impl HostBlock {
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
         let from = checked_add(src_base, src_offset, "copy (source)")?;
-        stream.encoder()?.copy_buffer_to_buffer(src_buf, from, &staging.buffer, dst_offset, padded);
+        let info = CopyInfo { kind: CopyKind::Download, bytes: padded, blocking, via_host: true, src_block: Some(src.id()), dst_block: None };
+        stream.encode_copy(src_buf, from, &staging.buffer, dst_offset, padded, info)?;
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
         }

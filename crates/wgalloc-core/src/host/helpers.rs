@@ -27,7 +27,7 @@ impl Host {
     pub async fn download(&self, src: &DeviceBlock, offset: u64, len: u64) -> Result<Vec<u8>> {
         let block = self.alloc(len, Direction::Download)?;
         let mut stream = self.gpu.create_stream()?;
-        block.copy_from_device_on(&mut stream, src, offset, 0, len)?;
+        block.copy_from_device(&mut stream, src, offset, 0, len, true)?;
         stream.submit()?;
         block.map().await?;
         let bytes = block.read(0, len)?;
