@@ -1,0 +1,211 @@
+'use strict'
+// Reliability: concurrency across worker threads, the GC safety net, exit with
+// GPU work pending, and random misuse of the public API. Longer runs: `npm run stress`.
+const test = require('ava')
+const { Worker } = require('node:worker_threads')
+const { spawnSync } = require('node:child_process')
+const { Gpu, WgallocError, ERROR_CODES, planMemory } = require('../js/index.cjs')
+
+const OPS = Number(process.env.WGALLOC_STRESS_OPS ?? 300)
+const WORKERS = Number(process.env.WGALLOC_STRESS_WORKERS ?? 4)
+const ENTRY = JSON.stringify(require.resolve('../js/index.cjs'))
+
+/** A worker: random heap / host / executor work on the shared device, every byte checked. */
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads')
+const { Gpu } = require(${ENTRY})
+const { seed, handle, ops } = workerData
+let s = seed
+const rnd = (n) => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) % n)
+const fill = (n, tag) => Uint8Array.from({ length: n }, (_, i) => (i * 7 + tag * 13 + seed) & 0xff)
+const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + ' + seed + 'u; } }'
+;(async () => {
+  const gpu = Gpu.attach(handle)
+  const graph = { kernels: { k: { source: ADD } }, tensors: [{ id: 'x', size: 1024, kind: 'input', dtype: 'u32' }, { id: 't', size: 1024 }, { id: 'y', size: 1024, kind: 'output', dtype: 'u32' }],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['t'], dispatch: [4] }, { kernel: 'k', inputs: ['t'], outputs: ['y'], dispatch: [4] }] }
+  const exe = await gpu.compile(graph)
+  const live = []
+  const counts = { ops: 0, corrupted: 0 }
+  for (let i = 0; i < ops; i++) {
+    counts.ops++
+    const r = rnd(10)
+    if (r < 4 || live.length === 0) {
+      const size = 4 + rnd(64) * 64
+      const b = gpu.heap.malloc(size)
+      const tag = i & 0xff
+      b.write(fill(size, tag))
+      live.push({ b, size, tag })
+    } else if (r < 6) {
+      const { b, size, tag } = live.splice(rnd(live.length), 1)[0]
+      const back = await b.read()
+      if (Buffer.compare(back, Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
+      b.free()
+    } else if (r < 8) {
+      const { b, size, tag } = live[rnd(live.length)]
+      const back = await gpu.download(b)
+      if (Buffer.compare(Buffer.from(back), Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
+    } else {
+      const x = Uint32Array.from({ length: 256 }, (_, k) => k + i)
+      const { outputs } = await exe.run({ x })
+      if (outputs.y.some((v, k) => v !== k + i + 2 * seed)) counts.corrupted++
+    }
+  }
+  for (const { b, size, tag } of live) {
+    const back = await b.read()
+    if (Buffer.compare(back, Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
+    b.free()
+  }
+  exe.release()
+  parentPort.postMessage(counts)
+})().catch((e) => parentPort.postMessage({ error: String(e && e.stack || e) }))
+`
+
+test("worker threads share one device; every block holds its owner's bytes; nothing leaks", async (t) => {
+  const gpu = await Gpu.request()
+  const handle = gpu.shareHandle()
+  const results = await Promise.all(
+    Array.from({ length: WORKERS }, (_, w) => new Promise((resolve, reject) => {
+      const worker = new Worker(WORKER, { eval: true, workerData: { seed: w + 1, handle, ops: OPS } })
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })),
+  )
+  for (const r of results) t.falsy(r.error, r.error)
+  const total = results.reduce((n, r) => n + r.ops, 0)
+  t.is(total, OPS * WORKERS)
+  t.is(results.reduce((n, r) => n + r.corrupted, 0), 0, 'no corrupted read')
+  gpu.heap.freeInactiveBuffers()
+  const s = gpu.heap.stats()
+  t.is(s.activeBlocks.current, 0)
+  t.is(s.allocatedBytes.current, 0)
+  t.log(`${total} operations on ${WORKERS} threads; peak reserved ${s.reservedBytes.peak} bytes`)
+  gpu.heap.emptyCache()
+  // Scalar blocks of executors (uniforms) are freed with the executor objects, by the GC.
+  for (let i = 0; i < 10 && gpu.heap.stats().reservedBytes.current > 0; i++) {
+    if (global.gc) global.gc()
+    await new Promise((r) => setTimeout(r, 20))
+    gpu.heap.emptyCache()
+  }
+  t.is(gpu.heap.stats().reservedBytes.current, 0, 'emptyCache returns reserved bytes to zero')
+  gpu.destroy()
+})
+
+test('host blocks and executors dropped without free() are reclaimed by the GC', async (t) => {
+  if (typeof global.gc !== 'function') return t.pass('run with --expose-gc')
+  const gpu = await Gpu.request()
+  const graph = {
+    kernels: { k: { source: '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x]; } }' } },
+    tensors: [{ id: 'x', size: 4096, kind: 'input' }, { id: 'y', size: 4096, kind: 'output' }],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [16] }],
+  }
+  await (async () => {
+    for (let i = 0; i < 5; i++) await gpu.compile(graph)
+    for (let i = 0; i < 20; i++) gpu.host.alloc(65536, { direction: 'upload' })
+  })()
+  for (let i = 0; i < 20 && (gpu.heap.stats().activeBlocks.current > 0 || gpu.host.stats().activeRequests.current > 0); i++) {
+    global.gc()
+    await new Promise((r) => setTimeout(r, 25))
+  }
+  t.is(gpu.heap.stats().activeBlocks.current, 0, 'executor slabs returned')
+  t.is(gpu.host.stats().activeRequests.current, 0, 'host blocks returned')
+  const before = gpu.host.stats().numHostAlloc
+  gpu.host.alloc(65536, { direction: 'upload' }).free()
+  t.is(gpu.host.stats().numHostAlloc, before, 'their memory is reused')
+  gpu.destroy()
+})
+
+test('a process exits promptly with GPU work pending and the poller running', (t) => {
+  const script = `
+    const { Gpu } = require(${ENTRY})
+    Gpu.request().then((gpu) => {
+      const a = gpu.createBuffer(64 << 20), b = gpu.createBuffer(64 << 20)
+      const s = gpu.createStream()
+      for (let i = 0; i < 16; i++) s.copy(a, b)
+      s.submit()
+      gpu.heap.malloc(1 << 20)
+      console.log('submitted ' + Date.now())
+    })`
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  const exited = Date.now()
+  t.is(r.status, 0, r.stderr)
+  const submitted = Number(/submitted (\d+)/.exec(r.stdout)?.[1])
+  const ms = exited - submitted
+  t.log(`exited ${ms} ms after submitting 1 GiB of copies`)
+  t.true(ms < 2000, `exit took ${ms} ms`)
+})
+
+test('random misuse of the public API never kills the process; every error is typed', async (t) => {
+  const gpu = await Gpu.request({ memoryBudget: 256 * 2 ** 20 })
+  let seed = 99
+  const rnd = (n) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n)
+  const values = [undefined, null, 0, -1, 1.5, NaN, Infinity, 2 ** 53, 2 ** 60, '', 'x', '16', true, {}, [], [1, 2], new Uint8Array(3), new Float32Array(2), () => 1, Symbol('s'), 10n, 64, 4096]
+  const pick = () => values[rnd(values.length)]
+  const targets = () => {
+    const block = gpu.heap.malloc(256)
+    const host = gpu.host.alloc(256, { direction: 'upload' })
+    return [
+      [gpu, ['createBuffer', 'writeBuffer', 'readBuffer', 'createStream', 'shareHandle']],
+      [gpu.heap, ['malloc', 'allocScalar', 'free', 'getBlockInfo', 'setHighWatermarkRatio', 'setLowWatermarkRatio', 'on', 'setLogger']],
+      [block, ['write', 'read', 'copyFrom', 'setShape', 'recordStream', 'free']],
+      [gpu.host, ['alloc', 'beginAllocateToPool', 'endAllocateToPool', 'releasePool', 'configure']],
+      [host, ['write', 'read', 'free']],
+      [gpu.createStream(), ['copy', 'copyBlocks', 'submit']],
+      [gpu, ['compile', 'runEager', 'upload', 'download']],
+      [{ planMemory }, ['planMemory']],
+    ]
+  }
+  const known = new Set(ERROR_CODES.concat(['EXECUTOR_BUSY', 'PROFILER_STATE', 'IO_ERROR']))
+  let calls = 0
+  let typed = 0
+  for (let round = 0; round < 40; round++) {
+    for (const [obj, methods] of targets()) {
+      for (const m of methods) {
+        const args = Array.from({ length: rnd(4) }, pick)
+        calls++
+        try {
+          const r = obj[m](...args)
+          if (r && typeof r.then === 'function') await r
+        } catch (e) {
+          const ok = (e instanceof WgallocError && known.has(e.code)) || e instanceof TypeError || e instanceof RangeError
+          if (!ok) t.fail(`${m}(${args.map(String).join(', ')}) threw ${e && e.constructor && e.constructor.name}: ${e && e.message}`)
+          typed++
+        }
+      }
+    }
+  }
+  t.false(gpu.lost)
+  const b = gpu.heap.malloc(1024)
+  b.write(new Uint8Array(1024).fill(5))
+  t.true((await b.read()).every((x) => x === 5), 'still computes correctly after the fuzzing')
+  t.log(`${calls} random calls, ${typed} typed errors`)
+  gpu.destroy()
+})
+
+test('cached alloc/free cycles: driver allocations and RSS stay flat after warm-up', async (t) => {
+  const cycles = Number(process.env.WGALLOC_STRESS_CYCLES ?? 50_000)
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const sizes = [256, 4096, 65536, 1 << 20]
+  for (let i = 0; i < 1000; i++) heap.malloc(sizes[i & 3]).free()
+  const samples = []
+  const step = Math.max(1, Math.floor(cycles / 10))
+  for (let i = 0; i < cycles; i++) {
+    heap.malloc(sizes[i & 3]).free()
+    if (i % step === 0) {
+      // Collect first: dropped handles are garbage until the GC (and the finalizers it
+      // queues for the event loop) ran, not leaks.
+      for (let k = 0; k < 2; k++) {
+        if (global.gc) global.gc()
+        await new Promise(setImmediate)
+      }
+      samples.push({ i, rss: process.memoryUsage().rss, driver: heap.stats().driverAllocations })
+    }
+  }
+  const first = samples[1] ?? samples[0]
+  const last = samples[samples.length - 1]
+  const slope = (last.rss - first.rss) / Math.max(1, last.i - first.i)
+  t.log(`${cycles} cycles; RSS slope ${slope.toFixed(3)} bytes/cycle; driver allocations ${first.driver} -> ${last.driver}`)
+  t.is(last.driver, first.driver, 'no driver allocation after warm-up')
+  t.true(slope < 64, `RSS grows ${slope.toFixed(1)} bytes per cycle`)
+  gpu.destroy()
+})
