@@ -114,7 +114,7 @@ test('host blocks and executors dropped without free() are reclaimed by the GC',
   gpu.destroy()
 })
 
-test('a process exits promptly with GPU work pending and the poller running', (t) => {
+test.serial('a process exits promptly with GPU work pending and the poller running', (t) => {
   const script = `
     const { Gpu } = require(${ENTRY})
     Gpu.request().then((gpu) => {
@@ -181,7 +181,7 @@ test('random misuse of the public API never kills the process; every error is ty
   gpu.destroy()
 })
 
-test('cached alloc/free cycles: driver allocations and RSS stay flat after warm-up', async (t) => {
+test.serial('cached alloc/free cycles: driver allocations and RSS stay flat after warm-up', async (t) => {
   const cycles = Number(process.env.WGALLOC_STRESS_CYCLES ?? 50_000)
   const gpu = await Gpu.request()
   const heap = gpu.heap

@@ -42,6 +42,7 @@ function report(f) {
     ['planned device bytes', mem.plannedDeviceBytes, bytes(mem.plannedDeviceBytes)],
   ]))
   out.push(`planned device bytes = ${(mem.plannedDeviceBytes / mem.eagerPeakReservedBytes).toFixed(3)} x eager peak reserved`)
+  out.push('(eager also frees each weight after its last use; the executor keeps its weights resident for the next run)')
 
   out.push('', `3. run time, median of ${f.time.runs} runs each (upload, dispatch, read back)`, '')
   out.push(table(['mode', 'median'], [['eager', ms(f.time.eagerMs)], ['planned', ms(f.time.plannedMs)]]))

@@ -177,9 +177,6 @@ pub(crate) struct Poller {
     handle: Option<JoinHandle<()>>,
 }
 
-/// How long one blocking poll may wait before re-checking the stop flag.
-const POLL_SLICE: Duration = Duration::from_millis(20);
-
 impl Poller {
     pub(crate) fn spawn(device: wgpu::Device, tracker: Arc<Tracker>) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -196,12 +193,9 @@ impl Drop for Poller {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.tracker.notify();
-        if let Some(h) = self.handle.take() {
-            // Never join from the poller itself (a callback may drop the last Gpu).
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
-        }
+        // Not joined: the thread may be inside a wait for GPU work, and ends by itself
+        // right after it (dropping a Gpu must not block the JS thread on the GPU).
+        drop(self.handle.take());
     }
 }
 
@@ -210,10 +204,16 @@ fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>)
         if !tracker.park_until_outstanding(Duration::from_millis(100)) {
             continue;
         }
-        let wait = wgpu::PollType::Wait { submission_index: None, timeout: Some(POLL_SLICE) };
-        match device.poll(wait) {
-            Ok(_) | Err(wgpu::PollError::Timeout) => {}
-            Err(e) => tracker.mark_lost(format!("device poll failed: {e}")),
+        // Wait without a timeout: wgpu-core 30.0.1 can panic when a timed-out wait races
+        // another thread's queue maintenance (gfx-rs/wgpu#9958). The wait returns when the
+        // last submission completes (or the device is lost), and completions fire then.
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(wgpu::PollType::wait_indefinitely())));
+        match polled {
+            Ok(Ok(_)) | Ok(Err(wgpu::PollError::Timeout)) => {}
+            Ok(Err(e)) => tracker.mark_lost(format!("device poll failed: {e}")),
+            // A panic inside wgpu drops the callbacks it was running: nothing pending can
+            // complete any more, so fail every waiter instead of hanging them.
+            Err(_) => tracker.mark_lost("wgpu panicked while polling the device".into()),
         }
     }
 }

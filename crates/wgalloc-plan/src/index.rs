@@ -5,98 +5,275 @@
 //! and in a tight packing those unions collapse to a few ranges, so a query costs
 //! O(log T) small merges instead of a scan over every overlapping record.
 
-#[derive(Default, Clone)]
-struct Ranges(Vec<(u64, u64)>); // sorted, disjoint, non-touching [start, end)
+/// A sorted, disjoint, non-touching list of byte ranges `[start, end)` stored in the
+/// shared pool at `at..at + len`. Its capacity is implied by `len` (see [`cap_of`]), so
+/// lists live in one allocation and a node stays small.
+#[derive(Default, Clone, Copy)]
+struct List {
+    at: u32,
+    len: u32,
+}
 
-impl Ranges {
-    fn insert(&mut self, s: u64, e: u64) {
-        let v = &mut self.0;
-        let i = v.partition_point(|r| r.1 < s);
-        let mut j = i;
-        let (mut ns, mut ne) = (s, e);
-        while j < v.len() && v[j].0 <= e {
-            ns = ns.min(v[j].0);
-            ne = ne.max(v[j].1);
-            j += 1;
-        }
-        if j > i {
-            v[i] = (ns, ne);
-            v.drain(i + 1..j);
-        } else {
-            v.insert(i, (ns, ne));
-        }
+/// Capacity reserved for a list of `len` ranges: 0 when empty, else the next power
+/// of two (at least 2). A list that shrank may own more room than this, never less.
+fn cap_of(len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        len.next_power_of_two().max(2)
     }
 }
 
-#[derive(Default, Clone)]
+fn slice(pool: &[(u64, u64)], l: List) -> &[(u64, u64)] {
+    &pool[l.at as usize..(l.at + l.len) as usize]
+}
+
+/// Adds `[s, e)` to `list`, merging it with the ranges it overlaps or touches.
+/// Returns false if the list already covered it (and is unchanged).
+fn add(pool: &mut Vec<(u64, u64)>, list: &mut List, s: u64, e: u64) -> bool {
+    let (at, len) = (list.at as usize, list.len as usize);
+    let v = &mut pool[at..at + len];
+    let i = v.partition_point(|r| r.1 < s);
+    if i < len && v[i].0 <= s && e <= v[i].1 {
+        return false;
+    }
+    let mut j = i;
+    let (mut ns, mut ne) = (s, e);
+    while j < len && v[j].0 <= e {
+        ns = ns.min(v[j].0);
+        ne = ne.max(v[j].1);
+        j += 1;
+    }
+    if j > i {
+        v[i] = (ns, ne);
+        v.copy_within(j.., i + 1);
+        list.len -= (j - i - 1) as u32;
+        return true;
+    }
+    if len + 1 > cap_of(len) {
+        // Move to a fresh block at the end of the pool (the old one is abandoned).
+        let new_at = pool.len();
+        pool.extend_from_within(at..at + i);
+        pool.push((ns, ne));
+        pool.extend_from_within(at + i..at + len);
+        pool.resize(new_at + cap_of(len + 1), (0, 0));
+        list.at = u32::try_from(new_at).expect("occupancy index exceeds 2^32 ranges");
+    } else {
+        let v = &mut pool[at..at + len + 1];
+        v.copy_within(i..len, i + 1);
+        v[i] = (ns, ne);
+    }
+    list.len += 1;
+    true
+}
+
+#[derive(Default, Clone, Copy)]
 struct Node {
-    own: Ranges,
-    sub: Ranges,
+    /// Records stored here (they cover the node's whole time range), merged.
+    own: List,
+    /// Union over the subtree, `own` included.
+    sub: List,
+    /// Whether `sub` holds bytes that `own` lacks (else nothing below adds anything).
+    below: bool,
 }
 
 pub(crate) struct Occupancy {
-    points: usize,
+    /// Leaves of the (perfect) tree: `points` rounded up to a power of two.
+    leaves: usize,
     nodes: Vec<Node>,
+    pool: Vec<(u64, u64)>,
+    /// Lists gathered by a query.
+    lists: Vec<List>,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    pos: Vec<usize>,
     scratch: Vec<(u64, u64)>,
+    tmp: Vec<(u64, u64)>,
 }
+thread_local! { static MODE: usize = std::env::var("MODE").ok().and_then(|s| s.parse().ok()).unwrap_or(0); }
 
 impl Occupancy {
     pub fn new(points: usize) -> Self {
-        Occupancy { points: points.max(1), nodes: vec![Node::default(); 4 * points.max(1)], scratch: Vec::new() }
+        let leaves = points.max(1).next_power_of_two();
+        Occupancy {
+            leaves,
+            nodes: vec![Node::default(); 2 * leaves],
+            pool: Vec::new(),
+            lists: Vec::new(),
+            heap: std::collections::BinaryHeap::new(),
+            pos: Vec::new(),
+            scratch: Vec::new(),
+            tmp: Vec::new(),
+        }
     }
 
     /// Marks bytes `[s, e)` occupied during points `[l, r]`.
     pub fn insert(&mut self, l: usize, r: usize, s: u64, e: u64) {
-        self.ins(1, 0, self.points - 1, l, r, s, e);
+        // Canonical nodes of `[l, r]`, bottom-up.
+        let (mut a, mut b) = (l + self.leaves, r + self.leaves + 1);
+        while a < b {
+            if a & 1 == 1 {
+                self.put(a, s, e);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                self.put(b, s, e);
+            }
+            a >>= 1;
+            b >>= 1;
+        }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn ins(&mut self, n: usize, nl: usize, nr: usize, l: usize, r: usize, s: u64, e: u64) {
-        if r < nl || nr < l {
-            return;
+    /// Stores `[s, e)` at canonical node `c` and adds it to the subtree unions above.
+    fn put(&mut self, c: usize, s: u64, e: u64) {
+        let pool = &mut self.pool;
+        let node = &mut self.nodes[c];
+        let grew = add(pool, &mut node.sub, s, e);
+        add(pool, &mut node.own, s, e);
+        // Only growing `own` can make the two equal again.
+        if node.below && node.own.len == node.sub.len {
+            node.below = slice(pool, node.own) != slice(pool, node.sub);
         }
-        self.nodes[n].sub.insert(s, e);
-        if l <= nl && nr <= r {
-            self.nodes[n].own.insert(s, e);
-            return;
+        if !grew {
+            return; // every ancestor's union already holds it too
         }
-        let m = (nl + nr) / 2;
-        self.ins(2 * n, nl, m, l, r, s, e);
-        self.ins(2 * n + 1, m + 1, nr, l, r, s, e);
+        let mut p = c >> 1;
+        while p >= 1 {
+            let node = &mut self.nodes[p];
+            if !add(pool, &mut node.sub, s, e) {
+                break; // unions only grow upwards: the rest hold it already
+            }
+            node.below = true; // `sub` now holds bytes outside `own` (a subset of the old `sub`)
+            p >>= 1;
+        }
     }
 
     /// Merged byte ranges occupied at any point of `[l, r]`, sorted.
     pub fn occupied(&mut self, l: usize, r: usize) -> &[(u64, u64)] {
+        let mut lists = std::mem::take(&mut self.lists);
+        lists.clear();
+        self.collect(1, 0, self.leaves - 1, l, r, &mut lists);
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
-        self.collect(1, 0, self.points - 1, l, r, &mut out);
-        out.sort_unstable();
-        // Merge in place.
-        let mut w = 0;
-        for k in 0..out.len() {
-            if w > 0 && out[k].0 <= out[w - 1].1 {
-                out[w - 1].1 = out[w - 1].1.max(out[k].1);
-            } else {
-                out[w] = out[k];
-                w += 1;
+        let pool = &self.pool;
+        match lists.len() {
+            0 => {}
+            1 => out.extend_from_slice(slice(pool, lists[0])),
+            _ if MODE.with(|m| *m) == 3 => {
+                for &id in &lists {
+                    for &(s, e) in slice(pool, id) {
+                        let i = out.partition_point(|r| r.1 < s);
+                        if i < out.len() && out[i].0 <= s && e <= out[i].1 {
+                            continue;
+                        }
+                        let mut j = i;
+                        let (mut ns, mut ne) = (s, e);
+                        while j < out.len() && out[j].0 <= e {
+                            ns = ns.min(out[j].0);
+                            ne = ne.max(out[j].1);
+                            j += 1;
+                        }
+                        if j > i {
+                            out[i] = (ns, ne);
+                            out.drain(i + 1..j);
+                        } else {
+                            out.insert(i, (ns, ne));
+                        }
+                    }
+                }
+            }
+            _ if MODE.with(|m| *m) == 1 => {
+                for &id in &lists { out.extend_from_slice(slice(pool, id)); }
+                out.sort_unstable_by_key(|x| x.0);
+                let mut w = 0;
+                for k in 0..out.len() {
+                    if w > 0 && out[k].0 <= out[w - 1].1 {
+                        out[w - 1].1 = out[w - 1].1.max(out[k].1);
+                    } else {
+                        out[w] = out[k];
+                        w += 1;
+                    }
+                }
+                out.truncate(w);
+            }
+            _ if MODE.with(|m| *m) == 2 => {
+                let mut tmp = std::mem::take(&mut self.tmp);
+                out.extend_from_slice(slice(pool, lists[0]));
+                for &id in &lists[1..] {
+                    let b = slice(pool, id);
+                    tmp.clear();
+                    let (mut i, mut j) = (0, 0);
+                    while i < out.len() || j < b.len() {
+                        let x = if j == b.len() || (i < out.len() && out[i].0 <= b[j].0) { i += 1; out[i - 1] } else { j += 1; b[j - 1] };
+                        match tmp.last_mut() { Some(last) if x.0 <= last.1 => last.1 = last.1.max(x.1), _ => tmp.push(x) }
+                    }
+                    std::mem::swap(&mut out, &mut tmp);
+                }
+                self.tmp = tmp;
+            }
+            _ => {
+                // k-way merge of sorted, disjoint lists into their union.
+                let mut heap = std::mem::take(&mut self.heap);
+                let mut pos = std::mem::take(&mut self.pos);
+                heap.clear();
+                pos.clear();
+                pos.resize(lists.len(), 0);
+                for (k, &id) in lists.iter().enumerate() {
+                    if let Some(&(s, _)) = slice(pool, id).first() {
+                        heap.push(std::cmp::Reverse((s, k as u32)));
+                    }
+                }
+                while let Some(mut top) = heap.peek_mut() {
+                    let std::cmp::Reverse((s, k)) = *top;
+                    let list = slice(pool, lists[k as usize]);
+                    let mut p = pos[k as usize];
+                    let e = list[p].1;
+                    let cur = match out.last_mut() {
+                        Some(last) if s <= last.1 => {
+                            last.1 = last.1.max(e);
+                            last.1
+                        }
+                        _ => {
+                            out.push((s, e));
+                            e
+                        }
+                    };
+                    p += 1;
+                    // Skip ranges of this list that the current union already covers.
+                    if p < list.len() && list[p].1 <= cur {
+                        p += list[p..].partition_point(|x| x.1 <= cur);
+                    }
+                    pos[k as usize] = p;
+                    if p < list.len() {
+                        *top = std::cmp::Reverse((list[p].0, k));
+                    } else {
+                        std::collections::binary_heap::PeekMut::pop(top);
+                    }
+                }
+                self.heap = heap;
+                self.pos = pos;
             }
         }
-        out.truncate(w);
+        self.lists = lists;
         self.scratch = out;
         &self.scratch
     }
 
-    fn collect(&self, n: usize, nl: usize, nr: usize, l: usize, r: usize, out: &mut Vec<(u64, u64)>) {
+    fn collect(&self, n: usize, nl: usize, nr: usize, l: usize, r: usize, out: &mut Vec<List>) {
         if r < nl || nr < l {
             return;
         }
         let node = &self.nodes[n];
         if l <= nl && nr <= r {
-            out.extend_from_slice(&node.sub.0);
+            if node.sub.len > 0 {
+                out.push(node.sub);
+            }
             return;
         }
-        out.extend_from_slice(&node.own.0);
-        if node.sub.0.len() == node.own.0.len() && node.sub.0 == node.own.0 {
+        if node.own.len > 0 {
+            out.push(node.own);
+        }
+        if !node.below {
             return; // nothing stored below that `own` does not already cover
         }
         let m = (nl + nr) / 2;
