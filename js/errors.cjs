@@ -12,6 +12,7 @@ const CODES = Object.freeze([
   'GPU_VALIDATION',
   'USE_AFTER_FREE',
   'DOUBLE_FREE',
+  'EXECUTOR_BUSY',
   'ABORTED',
   'PLAN_INVALID',
   'PROFILER_STATE',

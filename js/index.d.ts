@@ -68,6 +68,7 @@ export type WgallocErrorCode =
   | 'GPU_VALIDATION'
   | 'USE_AFTER_FREE'
   | 'DOUBLE_FREE'
+  | 'EXECUTOR_BUSY'
   | 'ABORTED'
   | 'PLAN_INVALID'
   | 'PROFILER_STATE'
