@@ -4,27 +4,14 @@
 // ALLOCATION_FAILED retry, disposal and inspect output.
 const { inspect } = require('node:util')
 const diagnostics = require('node:diagnostics_channel')
+const { memoizeGetter } = require('./memo.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
 /** Allocator events are also published here, for tools that listen process-wide. */
 const channel = diagnostics.channel('wgalloc:heap')
 
 function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError }) {
-  // `gpu.heap` returns the same Heap object every time (the native getter makes a new wrapper).
-  const heaps = new WeakMap()
-  const heapGetter = Object.getOwnPropertyDescriptor(Gpu.prototype, 'heap').get
-  Object.defineProperty(Gpu.prototype, 'heap', {
-    configurable: true,
-    enumerable: true,
-    get() {
-      let heap = heaps.get(this)
-      if (!heap) {
-        heap = heapGetter.call(this)
-        heaps.set(this, heap)
-      }
-      return heap
-    },
-  })
+  memoizeGetter(Gpu.prototype, 'heap')
 
   const listeners = new WeakMap() // heap -> { kind -> Set<fn> }
   const loggers = new WeakMap() // heap -> fn

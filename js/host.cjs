@@ -3,23 +3,10 @@
 // accepting host blocks, the `upload()`/`download()` helpers, `{ signal }`,
 // disposal and inspect output.
 const { inspect } = require('node:util')
+const { memoizeGetter } = require('./memo.cjs')
 
 function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError }) {
-  // `gpu.host` returns the same Host object every time (the native getter makes a new wrapper).
-  const hosts = new WeakMap()
-  const hostGetter = Object.getOwnPropertyDescriptor(Gpu.prototype, 'host').get
-  Object.defineProperty(Gpu.prototype, 'host', {
-    configurable: true,
-    enumerable: true,
-    get() {
-      let host = hosts.get(this)
-      if (!host) {
-        host = hostGetter.call(this)
-        hosts.set(this, host)
-      }
-      return host
-    },
-  })
+  memoizeGetter(Gpu.prototype, 'host')
 
   // One `copy()` for every pair: host -> device (upload), device -> host (download),
   // device -> device, buffer -> buffer.

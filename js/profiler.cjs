@@ -1,23 +1,11 @@
 'use strict'
+const { memoizeGetter } = require('./memo.cjs')
 // JS side of the profiler: one Profiler per Gpu, async export/capture that first
 // collect outstanding GPU timestamps, the scoped `profile()`, and the stats tables
 // `WGALLOC_PROFILE` asks for at exit (and on SIGINT, before the previous handlers).
 
 function installProfiler({ Gpu, Profiler, WgallocError }) {
-  const profilers = new WeakMap()
-  const getter = Object.getOwnPropertyDescriptor(Gpu.prototype, 'profiler').get
-  Object.defineProperty(Gpu.prototype, 'profiler', {
-    configurable: true,
-    enumerable: true,
-    get() {
-      let p = profilers.get(this)
-      if (!p) {
-        p = getter.call(this)
-        profilers.set(this, p)
-      }
-      return p
-    },
-  })
+  memoizeGetter(Gpu.prototype, 'profiler')
 
   const start = Profiler.prototype.start
   Profiler.prototype.start = function (options) {
