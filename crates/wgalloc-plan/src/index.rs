@@ -4,6 +4,11 @@
 //! The bytes occupied anywhere during `[l, r]` are then the union of O(log T) lists,
 //! and in a tight packing those unions collapse to a few ranges, so a query costs
 //! O(log T) small merges instead of a scan over every overlapping record.
+//!
+//! Layout: a perfect tree (leaves rounded up to a power of two), 20-byte nodes, and
+//! every list in one shared pool (no allocation per node). Inserts go bottom-up from
+//! the canonical nodes and stop at the first ancestor whose union already holds the
+//! range; a `below` flag replaces comparing `own` with `sub` at query time.
 
 /// A sorted, disjoint, non-touching list of byte ranges `[start, end)` stored in the
 /// shared pool at `at..at + len`. Its capacity is implied by `len` (see [`cap_of`]), so
@@ -84,12 +89,8 @@ pub(crate) struct Occupancy {
     pool: Vec<(u64, u64)>,
     /// Lists gathered by a query.
     lists: Vec<List>,
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
-    pos: Vec<usize>,
     scratch: Vec<(u64, u64)>,
-    tmp: Vec<(u64, u64)>,
 }
-thread_local! { static MODE: usize = std::env::var("MODE").ok().and_then(|s| s.parse().ok()).unwrap_or(0); }
 
 impl Occupancy {
     pub fn new(points: usize) -> Self {
@@ -99,10 +100,7 @@ impl Occupancy {
             nodes: vec![Node::default(); 2 * leaves],
             pool: Vec::new(),
             lists: Vec::new(),
-            heap: std::collections::BinaryHeap::new(),
-            pos: Vec::new(),
             scratch: Vec::new(),
-            tmp: Vec::new(),
         }
     }
 
@@ -153,109 +151,26 @@ impl Occupancy {
         let mut lists = std::mem::take(&mut self.lists);
         lists.clear();
         self.collect(1, 0, self.leaves - 1, l, r, &mut lists);
-        let mut out = std::mem::take(&mut self.scratch);
+        let out = &mut self.scratch;
         out.clear();
-        let pool = &self.pool;
-        match lists.len() {
-            0 => {}
-            1 => out.extend_from_slice(slice(pool, lists[0])),
-            _ if MODE.with(|m| *m) == 3 => {
-                for &id in &lists {
-                    for &(s, e) in slice(pool, id) {
-                        let i = out.partition_point(|r| r.1 < s);
-                        if i < out.len() && out[i].0 <= s && e <= out[i].1 {
-                            continue;
-                        }
-                        let mut j = i;
-                        let (mut ns, mut ne) = (s, e);
-                        while j < out.len() && out[j].0 <= e {
-                            ns = ns.min(out[j].0);
-                            ne = ne.max(out[j].1);
-                            j += 1;
-                        }
-                        if j > i {
-                            out[i] = (ns, ne);
-                            out.drain(i + 1..j);
-                        } else {
-                            out.insert(i, (ns, ne));
-                        }
-                    }
+        for &list in &lists {
+            out.extend_from_slice(slice(&self.pool, list));
+        }
+        if lists.len() > 1 {
+            // Coalescing needs only start order (ties in any order merge the same way).
+            out.sort_unstable_by_key(|x| x.0);
+            let mut w = 0;
+            for k in 0..out.len() {
+                if w > 0 && out[k].0 <= out[w - 1].1 {
+                    out[w - 1].1 = out[w - 1].1.max(out[k].1);
+                } else {
+                    out[w] = out[k];
+                    w += 1;
                 }
             }
-            _ if MODE.with(|m| *m) == 1 => {
-                for &id in &lists { out.extend_from_slice(slice(pool, id)); }
-                out.sort_unstable_by_key(|x| x.0);
-                let mut w = 0;
-                for k in 0..out.len() {
-                    if w > 0 && out[k].0 <= out[w - 1].1 {
-                        out[w - 1].1 = out[w - 1].1.max(out[k].1);
-                    } else {
-                        out[w] = out[k];
-                        w += 1;
-                    }
-                }
-                out.truncate(w);
-            }
-            _ if MODE.with(|m| *m) == 2 => {
-                let mut tmp = std::mem::take(&mut self.tmp);
-                out.extend_from_slice(slice(pool, lists[0]));
-                for &id in &lists[1..] {
-                    let b = slice(pool, id);
-                    tmp.clear();
-                    let (mut i, mut j) = (0, 0);
-                    while i < out.len() || j < b.len() {
-                        let x = if j == b.len() || (i < out.len() && out[i].0 <= b[j].0) { i += 1; out[i - 1] } else { j += 1; b[j - 1] };
-                        match tmp.last_mut() { Some(last) if x.0 <= last.1 => last.1 = last.1.max(x.1), _ => tmp.push(x) }
-                    }
-                    std::mem::swap(&mut out, &mut tmp);
-                }
-                self.tmp = tmp;
-            }
-            _ => {
-                // k-way merge of sorted, disjoint lists into their union.
-                let mut heap = std::mem::take(&mut self.heap);
-                let mut pos = std::mem::take(&mut self.pos);
-                heap.clear();
-                pos.clear();
-                pos.resize(lists.len(), 0);
-                for (k, &id) in lists.iter().enumerate() {
-                    if let Some(&(s, _)) = slice(pool, id).first() {
-                        heap.push(std::cmp::Reverse((s, k as u32)));
-                    }
-                }
-                while let Some(mut top) = heap.peek_mut() {
-                    let std::cmp::Reverse((s, k)) = *top;
-                    let list = slice(pool, lists[k as usize]);
-                    let mut p = pos[k as usize];
-                    let e = list[p].1;
-                    let cur = match out.last_mut() {
-                        Some(last) if s <= last.1 => {
-                            last.1 = last.1.max(e);
-                            last.1
-                        }
-                        _ => {
-                            out.push((s, e));
-                            e
-                        }
-                    };
-                    p += 1;
-                    // Skip ranges of this list that the current union already covers.
-                    if p < list.len() && list[p].1 <= cur {
-                        p += list[p..].partition_point(|x| x.1 <= cur);
-                    }
-                    pos[k as usize] = p;
-                    if p < list.len() {
-                        *top = std::cmp::Reverse((list[p].0, k));
-                    } else {
-                        std::collections::binary_heap::PeekMut::pop(top);
-                    }
-                }
-                self.heap = heap;
-                self.pos = pos;
-            }
+            out.truncate(w);
         }
         self.lists = lists;
-        self.scratch = out;
         &self.scratch
     }
 
@@ -328,6 +243,50 @@ impl Stabbing {
             } else {
                 n = 2 * n + 1;
                 nl = m + 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Occupancy;
+
+    /// Union of the byte ranges of `placed` records overlapping `[l, r]` in time.
+    fn brute(placed: &[(usize, usize, u64, u64)], l: usize, r: usize) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = placed.iter().filter(|p| p.0 <= r && l <= p.1).map(|p| (p.2, p.3)).collect();
+        v.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in v {
+            match out.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => out.push((s, e)),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn occupancy_matches_brute_force() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for points in [1usize, 2, 3, 7, 8, 33, 100] {
+            let mut occ = Occupancy::new(points);
+            let mut placed = Vec::new();
+            for _ in 0..300 {
+                let l = next(points as u64) as usize;
+                let r = (l + next(1 + points as u64 / 3) as usize).min(points - 1);
+                assert_eq!(occ.occupied(l, r), brute(&placed, l, r).as_slice(), "points {points} query [{l}, {r}]");
+                // Overlaps with earlier ranges are allowed here: the index must still merge.
+                let s = next(200);
+                let e = s + 1 + next(30);
+                occ.insert(l, r, s, e);
+                placed.push((l, r, s, e));
             }
         }
     }

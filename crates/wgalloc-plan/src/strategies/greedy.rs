@@ -25,10 +25,7 @@ impl Fit {
 
 /// Places records in `order` (a permutation of `0..p.len()`); returns offsets.
 pub(crate) fn place(p: &Problem, order: &[usize], fit: Fit) -> Result<Vec<u64>, PlanError> {
-    let t0 = std::time::Instant::now();
     let mut occ = Occupancy::new(p.points);
-    let (mut tq, mut ti) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
-    let tnew = t0.elapsed();
     let mut offsets = vec![0u64; p.len()];
     for &i in order {
         let (size, a) = (p.size[i], p.align[i]);
@@ -37,10 +34,7 @@ pub(crate) fn place(p: &Problem, order: &[usize], fit: Fit) -> Result<Vec<u64>, 
         }
         let mut prev = 0u64;
         let mut best: Option<(u64, u64)> = None; // (gap length, offset)
-        let tt = std::time::Instant::now();
-        let occd = occ.occupied(p.first[i], p.last[i]);
-        tq += tt.elapsed();
-        for &(s, e) in occd {
+        for &(s, e) in occ.occupied(p.first[i], p.last[i]) {
             let cand = align_up(prev, a)?;
             if cand < s && s - cand >= size {
                 let gap = s - prev;
@@ -63,13 +57,8 @@ pub(crate) fn place(p: &Problem, order: &[usize], fit: Fit) -> Result<Vec<u64>, 
             None => align_up(prev, a)?,
         };
         let end = add(o, size, "greedy offset")?;
-        let tt = std::time::Instant::now();
         occ.insert(p.first[i], p.last[i], o, end);
-        ti += tt.elapsed();
         offsets[i] = o;
     }
-    let t1 = std::time::Instant::now();
-    drop(occ);
-    if std::env::var("TIMES").is_ok() { eprintln!("new {tnew:?} query {tq:?} insert {ti:?} drop {:?} total {:?}", t1.elapsed(), t0.elapsed()); }
     Ok(offsets)
 }
