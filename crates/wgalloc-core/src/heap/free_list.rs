@@ -18,25 +18,23 @@ pub struct FreeRange {
 pub struct FreeList {
     /// Best-fit index: smallest size first, then lowest segment and address.
     by_size: BTreeSet<FreeRange>,
-    /// Per segment, free ranges by offset, for coalescing neighbours.
-    by_offset: BTreeMap<u32, BTreeMap<u64, u64>>,
+    /// Free ranges by (segment, offset), for coalescing neighbours. One flat map:
+    /// a nested map per segment doubled the tree walks on the alloc/free fast path.
+    by_offset: BTreeMap<(u32, u64), u64>,
     free_bytes: u64,
 }
 
 impl FreeList {
     /// Adds a whole new segment as one free range.
     pub fn add_segment(&mut self, segment: u32, size: u64) {
-        self.by_offset.entry(segment).or_default();
         self.insert(FreeRange { size, segment, offset: 0 });
     }
 
     /// Removes a segment that is entirely free. Returns false if any of it is in use.
     pub fn remove_segment(&mut self, segment: u32, size: u64) -> bool {
-        let whole = matches!(self.by_offset.get(&segment), Some(m) if m.len() == 1 && m.get(&0) == Some(&size));
+        let whole = self.is_segment_free(segment, size);
         if whole {
-            self.by_size.remove(&FreeRange { size, segment, offset: 0 });
-            self.by_offset.remove(&segment);
-            self.free_bytes -= size;
+            self.remove(FreeRange { size, segment, offset: 0 });
         }
         whole
     }
@@ -55,11 +53,10 @@ impl FreeList {
 
     /// Returns `[offset, offset+size)` of `segment`, merged with free neighbours.
     pub fn give_back(&mut self, segment: u32, offset: u64, size: u64) {
-        let ranges = self.by_offset.entry(segment).or_default();
         let mut start = offset;
         let mut len = size;
-        let prev = ranges.range(..offset).next_back().map(|(&o, &s)| (o, s));
-        let next = ranges.get(&(offset + size)).copied();
+        let prev = self.by_offset.range((segment, 0)..(segment, offset)).next_back().map(|(&(_, o), &s)| (o, s));
+        let next = self.by_offset.get(&(segment, offset + size)).copied();
         let mut merged = Vec::new();
         if let Some((po, ps)) = prev {
             if po + ps == offset {
@@ -80,7 +77,8 @@ impl FreeList {
 
     /// True if the segment is one free range of `size` bytes (nothing allocated in it).
     pub fn is_segment_free(&self, segment: u32, size: u64) -> bool {
-        matches!(self.by_offset.get(&segment), Some(m) if m.len() == 1 && m.get(&0) == Some(&size))
+        // A free range starting at 0 spanning the whole segment can only be the only one.
+        self.by_offset.get(&(segment, 0)) == Some(&size)
     }
 
     pub fn free_bytes(&self) -> u64 {
@@ -94,20 +92,18 @@ impl FreeList {
 
     /// Free ranges of one segment, by offset.
     pub fn segment_ranges(&self, segment: u32) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.by_offset.get(&segment).into_iter().flat_map(|m| m.iter().map(|(&o, &s)| (o, s)))
+        self.by_offset.range((segment, 0)..=(segment, u64::MAX)).map(|(&(_, o), &s)| (o, s))
     }
 
     fn insert(&mut self, r: FreeRange) {
         self.by_size.insert(r);
-        self.by_offset.entry(r.segment).or_default().insert(r.offset, r.size);
+        self.by_offset.insert((r.segment, r.offset), r.size);
         self.free_bytes += r.size;
     }
 
     fn remove(&mut self, r: FreeRange) {
         self.by_size.remove(&r);
-        if let Some(m) = self.by_offset.get_mut(&r.segment) {
-            m.remove(&r.offset);
-        }
+        self.by_offset.remove(&(r.segment, r.offset));
         self.free_bytes -= r.size;
     }
 }
