@@ -77,14 +77,14 @@ pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Res
     if len == 0 {
         return Err(Error::invalid(format!("{what}: length must be at least 1 byte")));
     }
-    if offset % WORD != 0 {
+    if !offset.is_multiple_of(WORD) {
         return Err(Error::invalid(format!("{what}: offset {offset} must be a multiple of 4")));
     }
     let end = checked_add(offset, len, what)?;
     if end > size {
         return Err(Error::invalid(format!("{what}: range {offset}..{end} is outside the buffer of {size} bytes")));
     }
-    if len % WORD != 0 && end != size {
+    if !len.is_multiple_of(WORD) && end != size {
         return Err(Error::invalid(format!(
             "{what}: length {len} must be a multiple of 4 unless the range ends at the end of the buffer ({size})"
         )));
@@ -217,7 +217,7 @@ impl Stream {
         let padded = aligned_range(dst_offset, len, dst.size, "copy (destination)")?;
         // The source may be read into its own padding, never past its allocation.
         let src_end = checked_add(src_offset, len, "copy (source)")?;
-        if src_offset % WORD != 0 || src_end > src.size || src_offset + padded > src.padded_size() {
+        if !src_offset.is_multiple_of(WORD) || src_end > src.size || src_offset + padded > src.padded_size() {
             return Err(Error::invalid(format!(
                 "copy: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source buffer of {} bytes",
                 src.size

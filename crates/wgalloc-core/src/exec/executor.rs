@@ -106,7 +106,7 @@ impl Executor {
         let driver_before = heap.stats().driver_allocations;
         let pipelines_before = gpu.shared.pipelines.created();
         let limits = gpu.limits();
-        let max_binding = limits.max_storage_buffer_binding_size as u64;
+        let max_binding = limits.max_storage_buffer_binding_size;
         for t in &graph.tensors {
             if t.size > max_binding {
                 return Err(Error::invalid(format!(

@@ -211,7 +211,7 @@ impl ExecGraph {
                 if !kernels.contains_key(kid) {
                     return Err(bad(format!("op '{}' uses unknown kernel '{kid}'", op.name)));
                 }
-                if op.dispatch.iter().any(|&d| d == 0) {
+                if op.dispatch.contains(&0) {
                     return Err(bad(format!("op '{}': dispatch sizes must be at least 1", op.name)));
                 }
             }
@@ -296,49 +296,6 @@ impl ExecGraph {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn graph(json: &str) -> Result<ExecGraph> {
-        ExecGraph::parse(json)
-    }
-
-    const K: &str = r#""kernels": {"k": {"source": "@compute @workgroup_size(1) fn main() {}"}}"#;
-
-    fn graph_err(r: &Result<ExecGraph>) -> String {
-        r.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
-    }
-
-    #[test]
-    fn validation_errors() {
-        let base = |tensors: &str, ops: &str| format!(r#"{{ {K}, "tensors": [{tensors}], "ops": [{ops}] }}"#);
-        let ok = graph(&base(
-            r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16},{"id":"av","size":8,"viewOf":"a"},{"id":"y","size":16,"kind":"output"}"#,
-            r#"{"kernel":"k","inputs":["x"],"outputs":["a"]},{"kernel":"k","inputs":["av"],"outputs":["y"]}"#,
-        ))
-        .unwrap();
-        let a = ok.index["a"];
-        assert_eq!((ok.first[a], ok.last[a]), (0, 1));
-        let y = ok.index["y"];
-        assert_eq!((ok.first[y], ok.last[y]), (1, 1), "an output starts at its producer");
-        assert_eq!(ok.last[ok.index["y"]], 1);
-        let cases = [
-            (r#"{"id":"x","size":16,"kind":"input"}"#, r#"{"kernel":"nope","inputs":["x"],"outputs":["x"]}"#, "unknown kernel"),
-            (r#"{"id":"a","size":16},{"id":"b","size":16}"#, r#"{"kernel":"k","inputs":["b"],"outputs":["a"]},{"kernel":"k","inputs":["a"],"outputs":["b"]}"#, "before any op"),
-            (r#"{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":[],"outputs":[]}"#, "no outputs"),
-            (r#"{"id":"p","size":16,"kind":"param"},{"id":"v1","size":8,"viewOf":"p"},{"id":"v2","size":8,"viewOf":"v1"},{"id":"o","size":4}"#, r#"{"kernel":"k","inputs":["v2"],"outputs":["o"]}"#, "view of a view of param"),
-            (r#"{"id":"a","size":16,"viewOf":"b"},{"id":"b","size":16,"viewOf":"a"}"#, r#""#, "cycle"),
-            (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
-            (r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":["x"],"outputs":["a"],"dispatch":[0]}"#, "at least 1"),
-        ];
-        for (tensors, ops, needle) in cases {
-            let err = graph_err(&graph(&base(tensors, ops)));
-            assert!(err.contains(needle), "expected '{needle}', got '{err}'");
-        }
-    }
-}
-
 impl ExecGraph {
     /// The graph in its JSON format (what [`ExecGraph::parse`] reads).
     pub fn to_json(&self) -> String {
@@ -383,5 +340,48 @@ impl ExecGraph {
         let kernels: Map<String, Value> =
             self.kernels.iter().map(|(id, k)| (id.clone(), json!({ "source": k.source, "entryPoint": k.entry_point }))).collect();
         json!({ "tensors": tensors, "ops": ops, "kernels": kernels }).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(json: &str) -> Result<ExecGraph> {
+        ExecGraph::parse(json)
+    }
+
+    const K: &str = r#""kernels": {"k": {"source": "@compute @workgroup_size(1) fn main() {}"}}"#;
+
+    fn graph_err(r: &Result<ExecGraph>) -> String {
+        r.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn validation_errors() {
+        let base = |tensors: &str, ops: &str| format!(r#"{{ {K}, "tensors": [{tensors}], "ops": [{ops}] }}"#);
+        let ok = graph(&base(
+            r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16},{"id":"av","size":8,"viewOf":"a"},{"id":"y","size":16,"kind":"output"}"#,
+            r#"{"kernel":"k","inputs":["x"],"outputs":["a"]},{"kernel":"k","inputs":["av"],"outputs":["y"]}"#,
+        ))
+        .unwrap();
+        let a = ok.index["a"];
+        assert_eq!((ok.first[a], ok.last[a]), (0, 1));
+        let y = ok.index["y"];
+        assert_eq!((ok.first[y], ok.last[y]), (1, 1), "an output starts at its producer");
+        assert_eq!(ok.last[ok.index["y"]], 1);
+        let cases = [
+            (r#"{"id":"x","size":16,"kind":"input"}"#, r#"{"kernel":"nope","inputs":["x"],"outputs":["x"]}"#, "unknown kernel"),
+            (r#"{"id":"a","size":16},{"id":"b","size":16}"#, r#"{"kernel":"k","inputs":["b"],"outputs":["a"]},{"kernel":"k","inputs":["a"],"outputs":["b"]}"#, "before any op"),
+            (r#"{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":[],"outputs":[]}"#, "no outputs"),
+            (r#"{"id":"p","size":16,"kind":"param"},{"id":"v1","size":8,"viewOf":"p"},{"id":"v2","size":8,"viewOf":"v1"},{"id":"o","size":4}"#, r#"{"kernel":"k","inputs":["v2"],"outputs":["o"]}"#, "view of a view of param"),
+            (r#"{"id":"a","size":16,"viewOf":"b"},{"id":"b","size":16,"viewOf":"a"}"#, r#""#, "cycle"),
+            (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
+            (r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":["x"],"outputs":["a"],"dispatch":[0]}"#, "at least 1"),
+        ];
+        for (tensors, ops, needle) in cases {
+            let err = graph_err(&graph(&base(tensors, ops)));
+            assert!(err.contains(needle), "expected '{needle}', got '{err}'");
+        }
     }
 }

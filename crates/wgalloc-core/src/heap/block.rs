@@ -147,7 +147,7 @@ impl DeviceBlock {
         }
         let padded = aligned_range(dst_offset, len, self.requested, "copyFrom (destination)")?;
         let src_end = checked_add(src_offset, len, "copyFrom (source)")?;
-        if src_offset % 4 != 0 || src_end > src.requested || src_offset + padded > src.size {
+        if !src_offset.is_multiple_of(4) || src_end > src.requested || src_offset + padded > src.size {
             return Err(Error::invalid(format!(
                 "copyFrom: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source block's {} bytes",
                 src.requested

@@ -217,7 +217,7 @@ impl HeapCore {
             alignment,
             scalar_alignment: alignment.max(limits.min_uniform_buffer_offset_alignment as u64),
             max_buffer_size: limits.max_buffer_size,
-            max_binding: limits.max_storage_buffer_binding_size as u64,
+            max_binding: limits.max_storage_buffer_binding_size,
             mappable_primary: gpu.has_feature(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
             budget: gpu.memory_budget().bytes,
             debug: config::debug_mask_from_env(),

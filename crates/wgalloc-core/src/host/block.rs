@@ -245,7 +245,7 @@ impl HostBlock {
     fn check_source(&self, src_offset: u64, len: u64, padded: u64, requested: u64, allocated: u64) -> Result<()> {
         let src_end = checked_add(src_offset, len, "copy (source)")?;
         let padded_end = checked_add(src_offset, padded, "copy (source)")?;
-        if src_offset % WORD != 0 || src_end > requested || padded_end > allocated {
+        if !src_offset.is_multiple_of(WORD) || src_end > requested || padded_end > allocated {
             return Err(Error::invalid(format!(
                 "copy: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source's {requested} bytes"
             )));

@@ -559,7 +559,7 @@ impl Host {
         }
         let mut bg = lock(&c.background);
         if bg.is_none() {
-            match Background::spawn(Arc::downgrade(&c), Arc::downgrade(&self.gpu.shared)) {
+            match Background::spawn(Arc::downgrade(c), Arc::downgrade(&self.gpu.shared)) {
                 Ok(b) => *bg = Some(b),
                 Err(_) => {
                     c.background_on.store(false, Ordering::Relaxed);

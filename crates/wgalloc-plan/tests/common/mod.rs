@@ -29,7 +29,7 @@ pub fn naive_check(records: &[UsageRecord], offsets: &[u64], slab: u64, align: u
     }
     for (i, r) in records.iter().enumerate() {
         let a = r.alignment.unwrap_or(1).max(align);
-        if offsets[i] % a != 0 {
+        if !offsets[i].is_multiple_of(a) {
             return Err(format!("{} misaligned", r.id));
         }
         let end = offsets[i] as u128 + r.size as u128;
