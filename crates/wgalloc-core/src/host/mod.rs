@@ -26,6 +26,7 @@ use std::time::Instant;
 
 pub use block::HostBlock;
 pub use config::{Direction, HostConfig};
+pub use helpers::{UploadItem, BATCH_BLOCK_BYTES};
 pub use stats::{BucketStats, DurationStat, HostStats, Stat};
 
 use background::Background;
