@@ -1,14 +1,16 @@
 //! Staging benchmarks (`cargo run --release -p wgalloc-core --example host_bench [-- --json]`):
 //! upload 256 MiB in chunks through (a) `Queue::write_buffer`, (b) `wgpu::util::StagingBelt`,
-//! (c) a fresh mapped buffer per chunk, (d) the host cache; downloads through (c) and (d)
-//! with per-readback latency; and cached `alloc`+`free` without GPU work. Every upload is
+//! (c) a fresh mapped buffer per chunk, (d) the host cache through `Host::upload_many`, one
+//! submission per batch of chunks up to 16 MiB (the belt's chunk size here; a belt, too, is
+//! made to record many copies per submission); downloads through (c) and (d) with
+//! per-readback latency; and cached `alloc`+`free` without GPU work. Every upload is
 //! verified by reading the target back and comparing it with the source. Each figure is the
 //! median of `--reps N` (default 5) timed passes, the methods interleaved.
 
 use std::time::{Duration, Instant};
 
 use wgalloc_core::heap::Usage;
-use wgalloc_core::host::Direction;
+use wgalloc_core::host::{Direction, UploadItem, BATCH_BLOCK_BYTES};
 use wgalloc_core::{DeviceBlock, Gpu, GpuOptions};
 
 const TOTAL: u64 = 256 << 20;
@@ -42,7 +44,7 @@ fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char) ->
     let (device, queue) = (gpu.device(), gpu.queue());
     let host = gpu.host().unwrap();
     let mut belt = wgpu::util::StagingBelt::new(device.clone(), chunk.max(16 << 20));
-    let mut stream = gpu.create_stream().unwrap();
+    let mut batch = Vec::new();
     let t0 = Instant::now();
     for off in (0..TOTAL).step_by(chunk as usize) {
         let part = &src[off as usize..(off + chunk) as usize];
@@ -70,11 +72,13 @@ fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char) ->
                 staging.destroy();
             }
             _ => {
-                let b = host.alloc(chunk, Direction::Upload).unwrap();
-                b.write(part, 0).unwrap();
-                b.copy_to_device_on(&mut stream, dst, 0, off, chunk).unwrap();
-                stream.submit().unwrap();
-                b.free().unwrap();
+                // Like the belt, one submission records many copies: a batch of chunks
+                // (up to the belt's 16 MiB) goes through `upload_many`.
+                batch.push(UploadItem { dst, offset: off, data: part });
+                if batch.len() as u64 * chunk >= BATCH_BLOCK_BYTES || off + chunk == TOTAL {
+                    host.upload_many(&batch).unwrap();
+                    batch.clear();
+                }
             }
         }
     }
