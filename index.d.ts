@@ -90,6 +90,12 @@ export declare class Gpu {
    */
   submitUpload(block: DeviceBlock, data: Uint8Array, offset?: number | undefined | null): GpuEvent
   /**
+   * Uploads `data[i]` into `blocks[i]` at `offsets[i]`, every range with one submission
+   * through the host cache (items packed into few staging blocks); returns its event.
+   * Positional form of the facade's `uploadBatch(items)`.
+   */
+  submitUploadBatch(blocks: Array<DeviceBlock>, data: Array<Uint8Array>, offsets: Array<number>): GpuEvent
+  /**
    * Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
    * host cache (positional form of the facade's `download(block, { offset, length })`).
    */

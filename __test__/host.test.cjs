@@ -258,3 +258,42 @@ test('bad input: typed errors, nothing corrupted, stats exact', async (t) => {
   other.destroy()
   gpu.destroy()
 })
+
+test('uploadBatch uploads many ranges with one submission, and the cache stays warm', async (t) => {
+  const gpu = await Gpu.request()
+  const { host, heap } = gpu
+  const chunk = 64 * 1024
+  const dev = heap.malloc(64 * chunk)
+  const odd = heap.malloc(7)
+  const items = Array.from({ length: 64 }, (_, i) => ({ block: dev, data: pattern(chunk, i), offset: i * chunk }))
+  items.push({ block: odd, data: pattern(7, 99) })
+  await gpu.uploadBatch(items)
+  const back = await gpu.download(dev)
+  for (let i = 0; i < 64; i++) {
+    t.true(Buffer.compare(back.subarray(i * chunk, (i + 1) * chunk), Buffer.from(pattern(chunk, i))) === 0, `chunk ${i}`)
+  }
+  t.true(Buffer.compare(await gpu.download(odd), Buffer.from(pattern(7, 99))) === 0, 'odd length at the end of its block')
+  // Packed: 64 x 64 KiB + 8 bytes needs one 4 MiB block plus a small one, not 65 blocks.
+  let s = host.stats()
+  const created = s.numHostAlloc
+  t.true(created <= 4, `staging buffers created: ${created}`)
+  for (let k = 0; k < 3; k++) {
+    await gpu.uploadBatch(items)
+    for (let n = 0; n < 1000 && host.stats().pendingBlocks > 0; n++) await new Promise((r) => setTimeout(r, 1))
+  }
+  s = host.stats()
+  t.is(s.numHostAlloc, created, 'steady state takes no driver call')
+  t.is(s.activeRequests.current, 0)
+  // Bad input: typed errors, and nothing is recorded.
+  await t.throwsAsync(gpu.uploadBatch('nope'), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.uploadBatch([]), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: 'x' }]), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: pattern(8, 1), offset: 2 }]), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: pattern(8, 1), offset: 64 * chunk }]), { code: 'INVALID_ARGUMENT' })
+  const ac = new AbortController()
+  ac.abort()
+  await t.throwsAsync(gpu.uploadBatch(items, { signal: ac.signal }), { code: 'ABORTED' })
+  dev.free()
+  odd.free()
+  gpu.destroy()
+})

@@ -1,5 +1,5 @@
 // Compile-only check of the public types (`npm run typecheck`).
-import { Gpu, WgallocError, type GpuInfo } from '../js/index.js'
+import { Gpu, WgallocError, type GpuInfo, type UploadBatchItem } from '../js/index.js'
 
 async function main(): Promise<void> {
   const gpu: Gpu = await Gpu.request({ backends: ['vulkan'], signal: AbortSignal.timeout(5000) })
@@ -52,6 +52,8 @@ async function hostCache(gpu: Gpu): Promise<number> {
   host.endAllocateToPool(1)
   host.releasePool(1)
   await gpu.upload(dev, new Uint8Array(1024), { offset: 0 })
+  const batch: UploadBatchItem[] = [{ block: dev, data: new Uint8Array(512) }, { block: dev, data: new Uint8Array(512), offset: 512 }]
+  await gpu.uploadBatch(batch, { signal: AbortSignal.timeout(1000) })
   const back: Buffer = await gpu.download(dev, { length: 16, signal: AbortSignal.timeout(1000) })
   const stats: HostStats = host.stats()
   const dir: 'upload' | 'download' = up.direction

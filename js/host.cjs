@@ -1,6 +1,6 @@
 'use strict'
 // JS side of the host staging cache: one Host object per Gpu, `stream.copy()`
-// accepting host blocks, the `upload()`/`download()` helpers, `{ signal }`,
+// accepting host blocks, the `upload()`/`uploadBatch()`/`download()` helpers, `{ signal }`,
 // disposal and inspect output.
 const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
@@ -27,6 +27,30 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
     try {
       const { offset, signal } = options ?? {}
       return this.submitUpload(block, data, offset).wait({ signal })
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+  /**
+   * Uploads many `{ block, data, offset }` items with one submission through the host cache
+   * (packed into few staging blocks); resolves once the GPU has them all.
+   */
+  Gpu.prototype.uploadBatch = function (items, options) {
+    try {
+      if (!Array.isArray(items)) throw new WgallocError('INVALID_ARGUMENT', 'uploadBatch: pass an array of { block, data, offset }')
+      const blocks = new Array(items.length)
+      const data = new Array(items.length)
+      const offsets = new Array(items.length)
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i]
+        if (!(it?.block instanceof DeviceBlock) || !(it.data instanceof Uint8Array)) {
+          throw new WgallocError('INVALID_ARGUMENT', `uploadBatch: item ${i} must be { block: DeviceBlock, data: Uint8Array, offset?: number }`)
+        }
+        blocks[i] = it.block
+        data[i] = it.data
+        offsets[i] = it.offset ?? 0
+      }
+      return this.submitUploadBatch(blocks, data, offsets).wait({ signal: options?.signal })
     } catch (err) {
       return Promise.reject(err)
     }

@@ -52,6 +52,14 @@ export interface UploadOptions extends AsyncOptions {
   offset?: number
 }
 
+/** One range of `gpu.uploadBatch()`: `data` goes into `block` at byte `offset`. */
+export interface UploadBatchItem {
+  block: DeviceBlock
+  data: Uint8Array
+  /** Byte offset in the device block (a multiple of 4; default 0). */
+  offset?: number
+}
+
 /** Options accepted by every asynchronous call. */
 export interface AsyncOptions {
   /** Aborting rejects the call with a `WgallocError` whose code is `ABORTED`. */
@@ -191,6 +199,11 @@ declare module '../index.js' {
   interface Gpu {
     /** Copies `data` into `block` through the host cache; resolves once the GPU has it. */
     upload(block: DeviceBlock, data: Uint8Array, options?: UploadOptions): Promise<void>
+    /**
+     * Uploads every item with one submission through the host cache (the items are packed
+     * into few staging blocks); resolves once the GPU has them all.
+     */
+    uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void>
     /** Reads a device block through the host cache. */
     download(block: DeviceBlock, options?: DownloadOptions): Promise<Buffer>
     /** Reads `size` bytes at `offset` once all earlier work completed. */

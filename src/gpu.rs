@@ -6,7 +6,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::buffer::GpuBuffer;
-use crate::error::{to_u64, IntoNapi};
+use wgalloc_core::host::UploadItem;
+
+use crate::error::{coded, to_u64, IntoNapi};
 use crate::heap::{DeviceBlock, Heap};
 use crate::host::Host;
 use crate::stream::GpuEvent;
@@ -184,6 +186,24 @@ impl Gpu {
         let host = self.inner.host().napi()?;
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
         Ok(GpuEvent::from(host.upload(&block.inner, offset, &data).napi()?))
+    }
+
+    /// Uploads `data[i]` into `blocks[i]` at `offsets[i]`, every range with one submission
+    /// through the host cache (items packed into few staging blocks); returns its event.
+    /// Positional form of the facade's `uploadBatch(items)`.
+    #[napi]
+    pub fn submit_upload_batch(&self, blocks: Vec<ClassInstance<'_, DeviceBlock>>, data: Vec<Uint8Array>, offsets: Vec<f64>) -> Result<GpuEvent> {
+        if blocks.len() != data.len() || blocks.len() != offsets.len() {
+            return Err(coded("INVALID_ARGUMENT", "submitUploadBatch: blocks, data and offsets must have the same length"));
+        }
+        let host = self.inner.host().napi()?;
+        let items = blocks
+            .iter()
+            .zip(&data)
+            .zip(&offsets)
+            .map(|((b, d), &o)| Ok(UploadItem { dst: &b.inner, offset: to_u64(o, "offset")?, data: d }))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GpuEvent::from(host.upload_many(&items).napi()?))
     }
 
     /// Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the

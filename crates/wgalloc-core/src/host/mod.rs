@@ -26,6 +26,7 @@ use std::time::Instant;
 
 pub use block::HostBlock;
 pub use config::{Direction, HostConfig};
+pub use helpers::{UploadItem, BATCH_BLOCK_BYTES};
 pub use stats::{BucketStats, DurationStat, HostStats, Stat};
 
 use background::Background;
@@ -187,7 +188,11 @@ impl Host {
             self.process_pool(&pool);
         }
         let index = size_index(rounded);
-        let staging = match pool.take(dir, index, rounded) {
+        let mut hit = pool.take(dir, index, rounded);
+        if hit.is_none() && self.collect_ready(&pool) {
+            hit = pool.take(dir, index, rounded);
+        }
+        let staging = match hit {
             Some(s) => {
                 let mut st = core.stats();
                 st.cache_hits += 1;
@@ -204,6 +209,20 @@ impl Host {
         };
         let id = core.next_id.fetch_add(1, Ordering::Relaxed);
         Ok(HostBlock::new(self.clone(), id, size, staging))
+    }
+
+    /// On a miss with blocks pending: one non-blocking device poll runs the map callbacks
+    /// of work that already finished (the poller thread may not have got to them yet),
+    /// then the pending list is processed again. Returns whether any block became free.
+    fn collect_ready(&self, pool: &BlockPool) -> bool {
+        let before = lock(&pool.pending).len();
+        if before == 0 {
+            return false;
+        }
+        if self.gpu.device().poll(wgpu::PollType::Poll).is_err() {
+            return false;
+        }
+        self.process_pool(pool) < before
     }
 
     /// Creates a staging buffer; on a driver out-of-memory, releases idle cached blocks and retries once.
