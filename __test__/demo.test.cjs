@@ -51,7 +51,14 @@ function assertFigures(t, f, { tight = true } = {}) {
 test('runDemo: planned output matches the CPU reference and eager, in less memory', async (t) => {
   const dir = scratch()
   const svg = join(dir, 'plan.svg')
-  const f = await runDemo({ seq: 8, dim: 16, heads: 2, runs: 2, svg })
+  const trace = join(dir, 'trace.json')
+  const f = await runDemo({ seq: 8, dim: 16, heads: 2, runs: 2, svg, trace })
+  // The profiled runs: a structurally valid Trace Event file with kernels and memory counters.
+  const events = JSON.parse(readFileSync(trace, 'utf8')).traceEvents
+  t.true(events.every((e) => typeof e.ph === 'string' && typeof e.ts === 'number' && 'pid' in e && 'tid' in e))
+  t.true(events.filter((e) => e.ph === 'X').every((e) => e.dur >= 0))
+  t.true(events.some((e) => e.ph === 'X' && /layernorm|matmul|softmax|gelu|add/i.test(e.name)), 'kernels on the GPU track')
+  t.true(events.some((e) => e.ph === 'C'), 'memory counters')
   assertFigures(t, f)
   t.is(f.svg, svg)
   t.true(existsSync(svg))
@@ -65,7 +72,7 @@ test('runDemo: planned output matches the CPU reference and eager, in less memor
 test('runDemo: shapes that are not multiples of the workgroup size (bounds checks in every kernel)', async (t) => {
   // seq 5, dim 10 (head dim 5), hidden 30: partial workgroups and partial 4 x 4 matmul blocks everywhere.
   // Tensors are not 32-byte multiples, so alignment padding makes 1.02 x the lower bound too tight.
-  const f = await runDemo({ seq: 5, dim: 10, heads: 2, ffn: 3, runs: 1, svg: null, strategy: 'greedyBySize' })
+  const f = await runDemo({ seq: 5, dim: 10, heads: 2, ffn: 3, runs: 1, svg: null, trace: null, strategy: 'greedyBySize' })
   assertFigures(t, f, { tight: false })
   t.is(f.plan.strategy, 'greedyBySize')
   t.is(f.svg, null)

@@ -6,7 +6,7 @@ const { runDemo } = require('../demo/index.cjs')
 const { WgallocError } = require('../errors.cjs')
 const { table, bytes } = require('./table.cjs')
 
-const USAGE = 'usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best] [--svg plan.svg] [--json]'
+const USAGE = 'usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best] [--svg plan.svg] [--trace trace.json] [--json]'
 
 function int(values, name) {
   const text = values[name]
@@ -57,6 +57,7 @@ function report(f) {
   ]))
 
   out.push('', f.svg ? `5. wrote the ${f.plan.strategy} plan (${bytes(f.plan.slabSize)}, ${f.plan.ratio.toFixed(4)} x lower bound) to ${f.svg}` : '5. no SVG written')
+  if (f.trace) out.push(`   wrote a profiled eager + planned run to ${f.trace} (open in ui.perfetto.dev or chrome://tracing)`)
   out.push(`\ndone in ${(f.wallMs / 1000).toFixed(1)} s`)
   return out.join('\n')
 }
@@ -72,6 +73,7 @@ module.exports = async function demo(argv, { parseArgs }) {
       runs: { type: 'string', default: '10' },
       strategy: { type: 'string', default: 'best' },
       svg: { type: 'string', default: 'plan.svg' },
+      trace: { type: 'string', default: 'trace.json' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -90,6 +92,7 @@ module.exports = async function demo(argv, { parseArgs }) {
       runs: int(values, 'runs'),
       strategy: values.strategy,
       svg: values.svg,
+      trace: values.trace,
     })
   } catch (err) {
     // Option errors from the demo's own checks read like the other CLI errors.

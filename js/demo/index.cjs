@@ -75,7 +75,7 @@ async function planAll(records, alignment, timeLimitMs) {
  * destroyed).
  */
 async function runDemo(options = {}) {
-  const { runs = 10, strategy = 'best', timeLimitMs = 1000, svg = 'plan.svg', seed = 1 } = options
+  const { runs = 10, strategy = 'best', timeLimitMs = 1000, svg = 'plan.svg', trace = 'trace.json', seed = 1 } = options
   if (!Number.isInteger(runs) || runs < 1) throw new RangeError(`--runs must be a positive integer, got ${runs}`)
   if (!STRATEGIES.includes(strategy)) throw new RangeError(`--strategy must be one of ${STRATEGIES.join(', ')}, got '${strategy}'`)
   const s = shapes(options)
@@ -111,6 +111,17 @@ async function runDemo(options = {}) {
     if (svg) {
       svgPath = resolve(svg)
       writeFileSync(svgPath, exe.plan.toSVG())
+    }
+    // One eager and one planned run under the profiler: per-kernel GPU time and the
+    // heap's memory counters side by side in a Chrome trace / Perfetto file.
+    let tracePath = null
+    if (trace) {
+      tracePath = resolve(trace)
+      await gpu.profiler.profile(async () => {
+        await gpu.runEager(graph, data.inputs, { params: data.params })
+        await exe.run(data.inputs)
+      }, { mode: 'interval,event' })
+      await gpu.profiler.exportTrace(tracePath)
     }
     const plan = exe.plan
     const stats = exe.stats()
@@ -149,6 +160,7 @@ async function runDemo(options = {}) {
       },
       executor: stats,
       svg: svgPath,
+      trace: tracePath,
       wallMs: performance.now() - started,
     }
   } finally {
