@@ -668,6 +668,8 @@ export interface ProfilerStartOptions {
   mode?: string
   /** Block after each profiled submission until the GPU finished it (serialises CPU and GPU). */
   waitUntilCompleted?: boolean
+  /** Counts and CPU times only, no GPU timestamps (the cheapest mode). */
+  statsOnly?: boolean
 }
 
 export interface ProfilerStats {

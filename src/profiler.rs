@@ -16,6 +16,8 @@ pub struct ProfilerStartOptions {
     pub mode: Option<String>,
     /// Block after each profiled submission until the GPU finished it (serialises CPU and GPU).
     pub wait_until_completed: Option<bool>,
+    /// Counts and CPU times only, no GPU timestamps (the cheapest mode).
+    pub stats_only: Option<bool>,
 }
 
 /// What the device can time and what the profiler is doing.
@@ -144,7 +146,7 @@ impl Profiler {
     pub fn start(&self, options: Option<ProfilerStartOptions>) -> Result<()> {
         let o = options.unwrap_or_default();
         let mode = Mode::parse(o.mode.as_deref().unwrap_or("interval")).napi()?;
-        self.inner.start(StartOptions { mode, wait_until_completed: o.wait_until_completed.unwrap_or(false) }).napi()
+        self.inner.start(StartOptions { mode, wait_until_completed: o.wait_until_completed.unwrap_or(false), stats_only: o.stats_only.unwrap_or(false) }).napi()
     }
 
     /// Ends the session. `PROFILER_STATE` without one.

@@ -72,7 +72,7 @@ fn kernels_and_copies_get_positive_gpu_times_and_a_valid_trace() {
     let exe = gpu.compile(chain_graph(4), CompileOptions { params: params.clone(), ..Default::default() }).unwrap();
     let off = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
 
-    p.start(StartOptions { mode: Mode::parse("interval,event").unwrap(), wait_until_completed: false }).unwrap();
+    p.start(StartOptions { mode: Mode::parse("interval,event").unwrap(), ..Default::default() }).unwrap();
     let on = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
     let eager = pollster::block_on(gpu.run_eager(&chain_graph(4), &inputs(), &params, EagerOptions::default())).unwrap();
     let heap = gpu.heap().unwrap();
@@ -151,4 +151,23 @@ fn capture_writes_one_trace_file() {
     check_trace(&doc);
     assert!(doc["traceEvents"].as_array().unwrap().iter().any(|e| e["name"] == "copy download"));
     assert!(!p.is_active());
+}
+
+#[test]
+fn stats_only_counts_ops_without_timestamps() {
+    let gpu = gpu();
+    let p = gpu.profiler().unwrap();
+    let exe = gpu.compile(chain_graph(3), CompileOptions { ..Default::default() }).unwrap();
+    let off = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
+    p.start(StartOptions { stats_only: true, ..Default::default() }).unwrap();
+    let on = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
+    assert!(p.flush_blocking(Duration::from_secs(10)));
+    p.stop().unwrap();
+    assert_eq!(off.outputs, on.outputs);
+    let st = p.stats();
+    assert_eq!(st.ops.len(), 3);
+    for op in &st.ops {
+        assert_eq!(op.runs, 1);
+        assert_eq!(op.gpu_timed_runs, 0, "no timestamps in stats-only mode");
+    }
 }

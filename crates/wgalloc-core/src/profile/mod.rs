@@ -101,6 +101,9 @@ pub struct ProfilerInfo {
 pub struct StartOptions {
     pub mode: Mode,
     pub wait_until_completed: bool,
+    /// Count ops and copies and time them on the CPU only: no timestamp queries, so the
+    /// profiled work runs as it would unprofiled (the cheapest mode).
+    pub stats_only: bool,
 }
 
 #[derive(Default)]
@@ -173,7 +176,7 @@ impl ProfilerCore {
     /// `None` when the device has no timestamps or the batch hit its chunk cap.
     pub(crate) fn reserve(&self, batch: &mut Batch, encoder_writes: bool) -> Option<Pair> {
         let ok = if encoder_writes { self.support.encoders } else { self.support.passes };
-        if !ok {
+        if !ok || lock(&self.state).session.is_some_and(|s| s.stats_only) {
             return None;
         }
         if batch.chunks.last().is_none_or(|c| c.used >= queries::PAIRS) {
