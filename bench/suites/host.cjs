@@ -5,7 +5,7 @@
 const { spawnSync } = require('node:child_process')
 const { join } = require('node:path')
 
-const NAMES = { a: 'write_buffer', b: 'StagingBelt', c: 'fresh mapped buffer', d: 'host cache' }
+const NAMES = { a: 'write_buffer', b: 'StagingBelt', c: 'fresh mapped buffer', d: 'host cache', e: 'StagingBelt, batched' }
 
 /** Runs a Rust example of wgalloc-core in release mode and parses its JSON. */
 function example(name) {

@@ -1,5 +1,6 @@
 //! Staging benchmarks (`cargo run --release -p wgalloc-core --example host_bench [-- --json]`):
-//! upload 256 MiB in chunks through (a) `Queue::write_buffer`, (b) `wgpu::util::StagingBelt`,
+//! upload 256 MiB in chunks through (a) `Queue::write_buffer`, (b) `wgpu::util::StagingBelt`
+//! (one submission per chunk), (e) the same belt batched like (d) (one submission per 2 MiB),
 //! (c) a fresh mapped buffer per chunk, (d) the host cache through `Host::upload_many`, one
 //! submission per 2 MiB batch of chunks (a belt, too, is made to record many copies per
 //! submission); downloads through (c) and (d) with
@@ -43,23 +44,45 @@ fn verify(dst: &DeviceBlock, src: &[u8], what: &str) {
     assert!(back == src, "{what}: the device holds different bytes");
 }
 
-fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char) -> f64 {
+/// StagingBelts live across passes, as the host cache does: a belt made per pass would
+/// pay for its staging chunks in every timed pass.
+struct Belts {
+    per_chunk: wgpu::util::StagingBelt,
+    batched: wgpu::util::StagingBelt,
+}
+
+fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char, belts: &mut Belts) -> f64 {
     let (buf, base, _) = dst.binding().unwrap();
     let (device, queue) = (gpu.device(), gpu.queue());
     let host = gpu.host().unwrap();
-    let mut belt = wgpu::util::StagingBelt::new(device.clone(), chunk.max(16 << 20));
     let mut batch = Vec::new();
+    let mut batch_enc: Option<wgpu::CommandEncoder> = None;
+    let mut batched_bytes = 0u64;
     let t0 = Instant::now();
     for off in (0..TOTAL).step_by(chunk as usize) {
         let part = &src[off as usize..(off + chunk) as usize];
         match method {
             'a' => queue.write_buffer(buf, base + off, part),
             'b' => {
+                let belt = &mut belts.per_chunk;
                 let mut enc = device.create_command_encoder(&Default::default());
                 belt.write_buffer(&mut enc, buf, base + off, wgpu::BufferSize::new(chunk).unwrap()).copy_from_slice(part);
                 belt.finish();
                 queue.submit([enc.finish()]);
                 belt.recall();
+            }
+            'e' => {
+                // The belt batched like the host cache: one submission per 2 MiB of chunks.
+                let belt = &mut belts.batched;
+                let enc = batch_enc.get_or_insert_with(|| device.create_command_encoder(&Default::default()));
+                belt.write_buffer(enc, buf, base + off, wgpu::BufferSize::new(chunk).unwrap()).copy_from_slice(part);
+                batched_bytes += chunk;
+                if batched_bytes >= BATCH || off + chunk == TOTAL {
+                    belt.finish();
+                    queue.submit([batch_enc.take().expect("encoder of this batch").finish()]);
+                    belt.recall();
+                    batched_bytes = 0;
+                }
             }
             'c' => {
                 let staging = device.create_buffer(&wgpu::BufferDescriptor {
@@ -156,17 +179,22 @@ fn main() {
     for chunk in CHUNKS {
         // Timed passes interleave the methods, so load from elsewhere on the machine hits all
         // of them alike; each reports its median pass.
-        let methods = ['a', 'b', 'c', 'd'];
+        let methods = ['a', 'b', 'c', 'd', 'e'];
         let mut times = vec![Vec::new(); methods.len()];
+        let belt_size = chunk.max(16 << 20);
+        let mut belts = Belts {
+            per_chunk: wgpu::util::StagingBelt::new(gpu.device().clone(), belt_size),
+            batched: wgpu::util::StagingBelt::new(gpu.device().clone(), belt_size),
+        };
         for &m in &methods {
-            // One warm-up pass fills the cache (and the belt); the timed passes are steady state.
-            upload(&gpu, &dst, &src, chunk, m);
+            // One warm-up pass fills the cache (and the belts); the timed passes are steady state.
+            upload(&gpu, &dst, &src, chunk, m, &mut belts);
         }
         host.reset_accumulated_stats();
         for _ in 0..reps {
             for (i, &m) in methods.iter().enumerate() {
                 clear(&gpu, &dst);
-                times[i].push(upload(&gpu, &dst, &src, chunk, m));
+                times[i].push(upload(&gpu, &dst, &src, chunk, m, &mut belts));
                 verify(&dst, &src, &format!("upload {m} chunk {chunk}"));
             }
         }
