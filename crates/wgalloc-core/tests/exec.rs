@@ -5,11 +5,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use wgalloc_core::exec::{checksum, CompileOptions, EagerOptions, ExecGraph, RunOptions};
-use wgalloc_core::{Gpu, GpuOptions};
+use common::gpu;
 
-fn gpu() -> Gpu {
-    pollster::block_on(Gpu::request(GpuOptions::default())).expect("a Vulkan adapter")
-}
+mod common;
 
 fn models() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/models");
@@ -18,32 +16,12 @@ fn models() -> Vec<PathBuf> {
     files
 }
 
-const ADD: &str = r#"
-@group(0) @binding(0) var<storage, read_write> a: array<f32>;
-@group(0) @binding(1) var<storage, read_write> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < arrayLength(&c)) { c[g.x] = a[g.x] + b[g.x]; }
-}"#;
-
 fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 fn chain_graph(n: usize) -> String {
-    // x -> t1 = x + w -> t2 = t1 + w -> ... -> y, with w a param.
-    let mut tensors = vec![r#"{"id":"x","size":1024,"kind":"input"}"#.to_string(), r#"{"id":"w","size":1024,"kind":"param"}"#.to_string()];
-    let mut ops = Vec::new();
-    let mut prev = "x".to_string();
-    for i in 0..n {
-        let out = if i + 1 == n { "y".to_string() } else { format!("t{i}") };
-        let kind = if i + 1 == n { "output" } else { "intermediate" };
-        tensors.push(format!(r#"{{"id":"{out}","size":1024,"kind":"{kind}"}}"#));
-        ops.push(format!(r#"{{"name":"add{i}","kernel":"add","inputs":["{prev}","w"],"outputs":["{out}"],"dispatch":[4]}}"#));
-        prev = out;
-    }
-    format!(r#"{{"kernels":{{"add":{{"source":{}}}}},"tensors":[{}],"ops":[{}]}}"#, serde_json::to_string(ADD).unwrap(), tensors.join(","), ops.join(","))
+    common::chain_graph_json(n, 1024)
 }
 
 #[test]

@@ -8,34 +8,13 @@ use std::time::Duration;
 use serde_json::Value;
 use wgalloc_core::exec::{CompileOptions, EagerOptions, ExecGraph, RunOptions};
 use wgalloc_core::profile::{Mode, StartOptions};
-use wgalloc_core::{Gpu, GpuOptions, Usage};
+use common::gpu;
+use wgalloc_core::Usage;
 
-fn gpu() -> Gpu {
-    pollster::block_on(Gpu::request(GpuOptions::default())).expect("a Vulkan adapter")
-}
-
-const ADD: &str = r#"
-@group(0) @binding(0) var<storage, read_write> a: array<f32>;
-@group(0) @binding(1) var<storage, read_write> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < arrayLength(&c)) { c[g.x] = a[g.x] + b[g.x]; }
-}"#;
+mod common;
 
 fn chain_graph(n: usize) -> ExecGraph {
-    let mut tensors = vec![r#"{"id":"x","size":65536,"kind":"input"}"#.to_string(), r#"{"id":"w","size":65536,"kind":"param"}"#.to_string()];
-    let mut ops = Vec::new();
-    let mut prev = "x".to_string();
-    for i in 0..n {
-        let out = if i + 1 == n { "y".to_string() } else { format!("t{i}") };
-        let kind = if i + 1 == n { "output" } else { "intermediate" };
-        tensors.push(format!(r#"{{"id":"{out}","size":65536,"kind":"{kind}"}}"#));
-        ops.push(format!(r#"{{"name":"add{i}","kernel":"add","inputs":["{prev}","w"],"outputs":["{out}"],"dispatch":[256]}}"#));
-        prev = out;
-    }
-    let json = format!(r#"{{"kernels":{{"add":{{"source":{}}}}},"tensors":[{}],"ops":[{}]}}"#, serde_json::to_string(ADD).unwrap(), tensors.join(","), ops.join(","));
-    ExecGraph::parse(&json).unwrap()
+    ExecGraph::parse(&common::chain_graph_json(n, 65536)).unwrap()
 }
 
 fn inputs() -> HashMap<String, Vec<u8>> {
