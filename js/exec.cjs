@@ -45,7 +45,7 @@ function shapeResult(r, types) {
   return observation ? { outputs, observation } : { outputs }
 }
 
-function installExec({ Gpu, Executor, addSignal, dispose, asyncDispose, toWgallocError }) {
+function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
   const executorTypes = new WeakMap()
   const compileGraph = Gpu.prototype.compileGraph
   const runEagerGraph = Gpu.prototype.runEagerGraph
@@ -107,7 +107,6 @@ function installExec({ Gpu, Executor, addSignal, dispose, asyncDispose, toWgallo
     const p = this.plan
     return `Executor { slabSize: ${p.slabSize}, lowerBound: ${p.lowerBound}, strategy: '${p.strategy}', deviceBytes: ${this.deviceBytes}, runs: ${this.stats().runs} }`
   }
-  void addSignal
 }
 
 module.exports = { installExec, typed }

@@ -69,7 +69,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   }
 
   // Every call that can allocate or free delivers the events it caused.
-  for (const name of ['allocScalar', 'free', 'emptyCache', 'freeInactiveBuffers']) {
+  for (const name of ['free', 'emptyCache', 'freeInactiveBuffers']) {
     const original = Heap.prototype[name]
     Heap.prototype[name] = function (...args) {
       try {
@@ -98,9 +98,13 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   }
   const allocScalar = Heap.prototype.allocScalar
   Heap.prototype.allocScalar = function (value) {
-    const block = allocScalar.call(this, value)
-    blockHeaps.set(block, this)
-    return block
+    try {
+      const block = allocScalar.call(this, value)
+      blockHeaps.set(block, this)
+      return block
+    } finally {
+      dispatch(this)
+    }
   }
   const blockFree = DeviceBlock.prototype.free
   DeviceBlock.prototype.free = function () {

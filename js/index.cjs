@@ -95,7 +95,7 @@ const { installHeap } = require('./heap.cjs')
 installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
 const { installHost } = require('./host.cjs')
 installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError })
-require('./exec.cjs').installExec({ Gpu, Executor, addSignal, dispose, asyncDispose, toWgallocError })
+require('./exec.cjs').installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError })
 
 // Async calls take { signal }.
 const request = Gpu.request

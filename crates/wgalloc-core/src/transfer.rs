@@ -92,7 +92,37 @@ pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Res
     align_up(len, WORD)
 }
 
+/// A copy may read the source into its own padding, never past its allocation:
+/// `[offset, offset+len)` inside the `logical` bytes, `[offset, offset+padded)` inside `allocated`.
+pub(crate) fn check_copy_source(offset: u64, len: u64, padded: u64, logical: u64, allocated: u64, what: &str) -> Result<()> {
+    let end = checked_add(offset, len, what)?;
+    let padded_end = checked_add(offset, padded, what)?;
+    if !offset.is_multiple_of(WORD) || end > logical || padded_end > allocated {
+        return Err(Error::invalid(format!(
+            "{what}: source range {offset}..{end} must start at a multiple of 4 and lie inside the source's {logical} bytes"
+        )));
+    }
+    Ok(())
+}
+
 impl Gpu {
+    /// Queues `data` at `at` of `buffer`, zero-padded to `padded` bytes (the caller checked
+    /// with [`aligned_range`] that the padding is private), and records it when profiling.
+    pub(crate) fn write_words(&self, buffer: &wgpu::Buffer, at: u64, data: &[u8], padded: u64, what: &str, block: Option<u64>) -> Result<()> {
+        let start = std::time::Instant::now();
+        let r = guarded(self.device(), what, || {
+            if padded == data.len() as u64 {
+                self.queue().write_buffer(buffer, at, data);
+            } else {
+                let mut tail = data.to_vec();
+                tail.resize(padded as usize, 0);
+                self.queue().write_buffer(buffer, at, &tail);
+            }
+        });
+        self.profile_queue_write(start, data.len() as u64, block);
+        r
+    }
+
     /// Creates a zero-initialised device-local buffer of `size` bytes.
     pub fn create_buffer(&self, size: u64) -> Result<GpuBuffer> {
         self.check_alive()?;
@@ -120,18 +150,7 @@ impl Gpu {
         buffer.check_same_device(self)?;
         let raw = buffer.raw()?;
         let padded = aligned_range(offset, data.len() as u64, buffer.size, "writeBuffer")?;
-        let start = std::time::Instant::now();
-        let r = guarded(self.device(), "writeBuffer", || {
-            if padded == data.len() as u64 {
-                self.queue().write_buffer(raw, offset, data);
-            } else {
-                let mut tail = data.to_vec();
-                tail.resize(padded as usize, 0);
-                self.queue().write_buffer(raw, offset, &tail);
-            }
-        });
-        self.profile_queue_write(start, data.len() as u64, None);
-        r
+        self.write_words(raw, offset, data, padded, "writeBuffer", None)
     }
 
     /// Reads `len` bytes at `offset` (any alignment) once all prior work completed.
@@ -215,14 +234,7 @@ impl Stream {
         src.check_same_device(self.gpu())?;
         dst.check_same_device(self.gpu())?;
         let padded = aligned_range(dst_offset, len, dst.size, "copy (destination)")?;
-        // The source may be read into its own padding, never past its allocation.
-        let src_end = checked_add(src_offset, len, "copy (source)")?;
-        if !src_offset.is_multiple_of(WORD) || src_end > src.size || src_offset + padded > src.padded_size() {
-            return Err(Error::invalid(format!(
-                "copy: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source buffer of {} bytes",
-                src.size
-            )));
-        }
+        check_copy_source(src_offset, len, padded, src.size, src.padded_size(), "copy")?;
         if std::ptr::eq(src, dst) && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
             return Err(Error::invalid("copy: source and destination ranges overlap in the same buffer"));
         }

@@ -5,9 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{BlockInfo, Heap, PoolKind};
 use crate::error::{checked_add, Error, Result};
-use crate::scope::guarded;
 use crate::stream::Stream;
-use crate::transfer::aligned_range;
+use crate::transfer::{aligned_range, check_copy_source};
 
 pub struct DeviceBlock {
     heap: Heap,
@@ -17,25 +16,13 @@ pub struct DeviceBlock {
     size: u64,
     requested: u64,
     pool: PoolKind,
-    dedicated: bool,
-    exceeds_binding_limit: bool,
     freed: AtomicBool,
 }
 
 impl DeviceBlock {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        heap: Heap,
-        id: u64,
-        buffer: wgpu::Buffer,
-        offset: u64,
-        size: u64,
-        requested: u64,
-        pool: PoolKind,
-        dedicated: bool,
-        exceeds_binding_limit: bool,
-    ) -> Self {
-        DeviceBlock { heap, id, buffer, offset, size, requested, pool, dedicated, exceeds_binding_limit, freed: AtomicBool::new(false) }
+    /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
+    pub(crate) fn new(heap: Heap, id: u64, buffer: wgpu::Buffer, offset: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
+        DeviceBlock { heap, id, buffer, offset, size, requested, pool, freed: AtomicBool::new(false) }
     }
 
     pub fn id(&self) -> u64 {
@@ -58,14 +45,6 @@ impl DeviceBlock {
 
     pub fn pool(&self) -> PoolKind {
         self.pool
-    }
-
-    pub fn is_dedicated(&self) -> bool {
-        self.dedicated
-    }
-
-    pub fn exceeds_binding_limit(&self) -> bool {
-        self.exceeds_binding_limit
     }
 
     pub fn is_freed(&self) -> bool {
@@ -105,20 +84,7 @@ impl DeviceBlock {
         self.live()?;
         self.heap.gpu.check_alive()?;
         let padded = aligned_range(offset, data.len() as u64, self.requested, "block write")?;
-        let at = self.offset + offset;
-        let queue = self.heap.gpu.queue();
-        let start = std::time::Instant::now();
-        let r = guarded(self.heap.gpu.device(), "block write", || {
-            if padded == data.len() as u64 {
-                queue.write_buffer(&self.buffer, at, data);
-            } else {
-                let mut tail = data.to_vec();
-                tail.resize(padded as usize, 0);
-                queue.write_buffer(&self.buffer, at, &tail);
-            }
-        });
-        self.heap.gpu.profile_queue_write(start, data.len() as u64, Some(self.id));
-        r
+        self.heap.gpu.write_words(&self.buffer, self.offset + offset, data, padded, "block write", Some(self.id))
     }
 
     /// Reads `len` bytes at `offset` (any alignment) once all earlier work completed.
@@ -146,13 +112,7 @@ impl DeviceBlock {
             return Err(Error::invalid("copyFrom: the source block belongs to another device"));
         }
         let padded = aligned_range(dst_offset, len, self.requested, "copyFrom (destination)")?;
-        let src_end = checked_add(src_offset, len, "copyFrom (source)")?;
-        if !src_offset.is_multiple_of(4) || src_end > src.requested || src_offset + padded > src.size {
-            return Err(Error::invalid(format!(
-                "copyFrom: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source block's {} bytes",
-                src.requested
-            )));
-        }
+        check_copy_source(src_offset, len, padded, src.requested, src.size, "copyFrom")?;
         if self.id == src.id && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
             return Err(Error::invalid("copyFrom: source and destination ranges overlap"));
         }

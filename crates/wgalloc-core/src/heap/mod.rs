@@ -368,7 +368,6 @@ impl Heap {
         seg.live_blocks += 1;
         seg.gc_age = 0;
         let buffer = seg.buffer.clone();
-        let dedicated = seg.dedicated;
         st.blocks.insert(id, BlockRec {
             segment,
             offset,
@@ -395,7 +394,7 @@ impl Heap {
         p.active_blocks.add(1);
         let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
         self.emit(st, kind, Some(id), Some(segment), aligned, pool);
-        Placement::Block(DeviceBlock::new(self.clone(), id, buffer, offset, aligned, requested, pool, dedicated, aligned > self.core.max_binding))
+        Placement::Block(DeviceBlock::new(self.clone(), id, buffer, offset, aligned, requested, pool))
     }
 
     fn fits_high_watermark(&self, st: &State, extra: u64) -> bool {

@@ -16,7 +16,7 @@ use crate::error::{checked_add, Error, Result};
 use crate::heap::DeviceBlock;
 use crate::signal::lock;
 use crate::stream::{Stream, StreamMarks, StreamUse};
-use crate::transfer::{aligned_range, WORD};
+use crate::transfer::{aligned_range, check_copy_source};
 
 struct BlockState {
     /// `None` once freed.
@@ -198,7 +198,7 @@ impl HostBlock {
         self.check_device(dst, "copy")?;
         let (dst_buf, dst_base, _) = dst.binding()?;
         let padded = aligned_range(dst_offset, len, dst.requested_size(), "copy (destination)")?;
-        self.check_source(src_offset, len, padded, self.requested, self.size)?;
+        check_copy_source(src_offset, len, padded, self.requested, self.size, "copy")?;
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
         let at = checked_add(dst_base, dst_offset, "copy (destination)")?;
@@ -228,7 +228,7 @@ impl HostBlock {
         self.check_device(src, "copy")?;
         let (src_buf, src_base, src_size) = src.binding()?;
         let padded = aligned_range(dst_offset, len, self.requested, "copy (destination)")?;
-        self.check_source(src_offset, len, padded, src.requested_size(), src_size)?;
+        check_copy_source(src_offset, len, padded, src.requested_size(), src_size, "copy")?;
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
         let from = checked_add(src_base, src_offset, "copy (source)")?;
@@ -239,18 +239,6 @@ impl HostBlock {
         }
         drop(st);
         src.record_stream(stream)
-    }
-
-    /// The source may be read into its own padding, never past its allocation.
-    fn check_source(&self, src_offset: u64, len: u64, padded: u64, requested: u64, allocated: u64) -> Result<()> {
-        let src_end = checked_add(src_offset, len, "copy (source)")?;
-        let padded_end = checked_add(src_offset, padded, "copy (source)")?;
-        if !src_offset.is_multiple_of(WORD) || src_end > requested || padded_end > allocated {
-            return Err(Error::invalid(format!(
-                "copy: source range {src_offset}..{src_end} must start at a multiple of 4 and lie inside the source's {requested} bytes"
-            )));
-        }
-        Ok(())
     }
 
     /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
