@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::completion::Tracker;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
-use crate::profile::{Batch, CopyInfo, Profiler, ProfilerCore, What};
+use crate::profile::{Batch, CopyInfo, Profiler, ProfilerCore, What, Writes};
 use crate::scope::guarded;
 use crate::signal::lock;
 
@@ -189,7 +189,7 @@ impl Stream {
         match self.parts()? {
             (encoder, None) => encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size),
             (encoder, Some((p, batch))) => {
-                let pair = p.reserve(batch, true);
+                let pair = p.reserve(batch, Writes::Encoder);
                 if let Some(pair) = pair {
                     encoder.write_timestamp(batch.query_set(pair), pair.begin());
                 }
