@@ -103,6 +103,15 @@ test('a platform without a prebuilt binary: lists the prebuilt ones and says to 
   t.true(e.loadErrors.some((m) => /Unsupported architecture/.test(m)), JSON.stringify(e.loadErrors))
 })
 
+test('NAPI_RS_NATIVE_LIBRARY_PATH naming a missing addon: says the override failed', (t) => {
+  const dir = packageCopy(t)
+  const override = join(dir, 'nowhere', 'custom.node')
+  const e = loadError(dir, { env: { NAPI_RS_NATIVE_LIBRARY_PATH: override } })
+  t.is(e.code, 'BINARY_NOT_FOUND')
+  t.true(e.message.startsWith(`The addon named by NAPI_RS_NATIVE_LIBRARY_PATH (${override}) failed to load.`), e.message)
+  t.true(e.loadErrors.some((m) => m.includes(override)), JSON.stringify(e.loadErrors))
+})
+
 test('a source checkout without a build: says to run npm run build', (t) => {
   const dir = packageCopy(t)
   writeFileSync(join(dir, 'Cargo.toml'), '[package]\n')
