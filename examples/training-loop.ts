@@ -98,6 +98,7 @@ async function main(): Promise<void> {
     const report: EpochReport[] = []
     let firstStepCheck: ReturnType<typeof checkStep> | undefined
     let step = 0
+    const started = performance.now()
     for (let epoch = 1; epoch <= epochs; epoch++) {
       // Seeded Fisher-Yates shuffle: a different batch split every epoch.
       for (let i = samples - 1; i > 0; i--) {
@@ -134,33 +135,44 @@ async function main(): Promise<void> {
           `  reserved ${formatBytes(f.reserved)}  segments ${f.segments}  driver allocations ${f.driverAllocations}  cache hits ${f.cacheHits} misses ${f.cacheMisses}`,
       )
     }
+    const msPerStep = (performance.now() - started) / step
     const finalLoss = mseLoss(shape, state, data.x, data.y, samples)
     const reservedStable = reservedAfterStep.every((r) => r === reservedAfterStep[0])
     const driverAllocationsStable = driverAllocationsAfterStep.every((n) => n === driverAllocationsAfterStep[0])
-    log(`final loss (CPU, all samples) ${finalLoss.toFixed(5)}: ${(initialLoss / finalLoss).toFixed(1)}x lower after ${step} steps`)
+    log(`final loss (CPU, all samples) ${finalLoss.toFixed(5)}: ${(initialLoss / finalLoss).toFixed(1)}x lower after ${step} steps (${msPerStep.toFixed(1)} ms per step, host round trip included)`)
     log(`first step vs CPU reference: loss ${firstStepCheck?.lossRelError.toExponential(1)}, gradients ${firstStepCheck?.gradientRelError.toExponential(1)}, update ${firstStepCheck?.updateRelError.toExponential(1)} (relative)`)
     log(`reserved after step 1: ${formatBytes(reservedAfterStep[0])}; ${reservedStable ? 'unchanged' : 'CHANGED'} over the next ${step - 1} steps (driver allocations ${driverAllocationsStable ? 'unchanged' : 'grew'}: ${driverAllocationsAfterStep[0]} -> ${driverAllocationsAfterStep[step - 1]})`)
 
-    // The same step compiled: one planned slab instead of per-op heap blocks. Its
-    // outputs must equal the eager step's bit for bit (same kernels, same inputs).
+    // The same step compiled: one planned slab instead of per-op heap blocks, one
+    // submission instead of one per op. Its outputs must equal the eager step's bit
+    // for bit (same kernels, same inputs).
     heap.resetPeakStats()
-    const h = hyper(adam, step + 1)
-    const eager = await gpu.runEager(graph, { x, y, hyper: h, ...state })
+    const stepInputs = { x, y, hyper: hyper(adam, step + 1), ...state }
+    const eager = await gpu.runEager(graph, stepInputs)
     const eagerPeakAllocated = heap.stats().allocatedBytes.peak
     const exe = await gpu.compile(graph)
     let compiled
     try {
-      const planned = await exe.run({ x, y, hyper: h, ...state })
-      const equal = Object.keys(eager.outputs).every((k) => Buffer.from(eager.outputs[k].buffer, eager.outputs[k].byteOffset, eager.outputs[k].byteLength).equals(Buffer.from(planned.outputs[k].buffer, planned.outputs[k].byteOffset, planned.outputs[k].byteLength)))
-      compiled = { outputsEqualEager: equal, slabBytes: exe.stats().slabBytes, lowerBound: exe.plan.lowerBound, eagerPeakAllocated }
+      const planned = await exe.run(stepInputs)
+      const bytes = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
+      const equal = Object.keys(eager.outputs).every((k) => bytes(eager.outputs[k]).equals(bytes(planned.outputs[k])))
+      const time = async (fn: () => Promise<unknown>) => {
+        const t0 = performance.now()
+        for (let i = 0; i < 10; i++) await fn()
+        return (performance.now() - t0) / 10
+      }
+      const eagerMs = await time(() => gpu.runEager(graph, stepInputs))
+      const compiledMs = await time(() => exe.run(stepInputs))
+      compiled = { outputsEqualEager: equal, slabBytes: exe.stats().slabBytes, lowerBound: exe.plan.lowerBound, eagerPeakAllocated, eagerMs, compiledMs }
       log(`compiled step: slab ${formatBytes(compiled.slabBytes)} (lower bound ${formatBytes(compiled.lowerBound)}) vs eager peak allocated ${formatBytes(eagerPeakAllocated)}; outputs ${equal ? 'equal' : 'DIFFER from'} the eager step's`)
+      log(`               ${compiledMs.toFixed(1)} ms per step vs ${eagerMs.toFixed(1)} ms eager (mean of 10)`)
     } finally {
       exe.release()
     }
 
     if (values.json) {
       console.log(JSON.stringify({
-        device: gpu.info.adapterName, shape, samples, steps: step, adam,
+        device: gpu.info.adapterName, shape, samples, steps: step, msPerStep, adam,
         initialLoss, finalLoss, firstStepCheck, epochs: report,
         reservedAfterStep1: reservedAfterStep[0], reservedAtEnd: reservedAfterStep[step - 1], reservedStable,
         driverAllocationsAfterStep1: driverAllocationsAfterStep[0], driverAllocationsAtEnd: driverAllocationsAfterStep[step - 1], driverAllocationsStable,

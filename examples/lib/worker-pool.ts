@@ -57,6 +57,8 @@ interface Slot {
   worker: Worker
   outstanding: number
   info: WorkerInfo
+  /** False once the worker exited: it gets no more requests. */
+  alive: boolean
 }
 
 type Pending = { resolve: (value: never) => void; reject: (err: Error) => void; slot: Slot }
@@ -76,7 +78,10 @@ export class WorkerPool {
         }
       }
       slot.worker.on('error', fail)
-      slot.worker.on('exit', (code) => fail(new InferenceError('INTERNAL', `worker exited with code ${code}`)))
+      slot.worker.on('exit', (code) => {
+        slot.alive = false
+        fail(new InferenceError('INTERNAL', `worker exited with code ${code}`))
+      })
     }
   }
 
@@ -87,7 +92,7 @@ export class WorkerPool {
       const worker = new Worker(script, { workerData: init(i) })
       return new Promise<Slot>((resolve, reject) => {
         const onMessage = (m: FromWorker) => {
-          if (m.type === 'ready') resolve({ worker, outstanding: 0, info: { slabBytes: m.slabBytes, deviceBytes: m.deviceBytes, compileMs: m.compileMs } })
+          if (m.type === 'ready') resolve({ worker, outstanding: 0, alive: true, info: { slabBytes: m.slabBytes, deviceBytes: m.deviceBytes, compileMs: m.compileMs } })
           else if (m.type === 'fatal') reject(new Error(`worker ${i}: ${m.message}`))
           worker.off('message', onMessage)
         }
@@ -110,13 +115,15 @@ export class WorkerPool {
 
   /** Runs one batch (`x`, transferred to the worker); resolves with its class probabilities. */
   infer(x: Float32Array): Promise<{ probs: Float32Array; worker: number }> {
-    const slot = this.slots.reduce((a, b) => (b.outstanding < a.outstanding ? b : a))
+    const alive = this.slots.filter((s) => s.alive)
+    if (alive.length === 0) return Promise.reject(new InferenceError('INTERNAL', 'no worker is running'))
+    const slot = alive.reduce((a, b) => (b.outstanding < a.outstanding ? b : a))
     const worker = this.slots.indexOf(slot)
     return this.request<Float32Array>(slot, (id) => ({ type: 'infer', id, x }), [x.buffer as ArrayBuffer]).then((probs) => ({ probs, worker }))
   }
 
   /**
-   * Each worker's executor counters and its device's memory; with `gc`, each worker
+   * Each worker's executor counters, its device's memory and its V8 heap; with `gc`, each worker
    * first collects its garbage (where the process runs with --expose-gc).
    */
   stats(gc = false): Promise<WorkerStats[]> {
@@ -125,13 +132,14 @@ export class WorkerPool {
 
   /** Lets every worker finish its queue, release its executor and exit. */
   async close(): Promise<void> {
-    await Promise.all(this.slots.map((s) => new Promise<void>((resolve) => {
+    await Promise.all(this.slots.filter((s) => s.alive).map((s) => new Promise<void>((resolve) => {
       s.worker.once('exit', () => resolve())
       s.worker.postMessage({ type: 'close' } satisfies ToWorker)
     })))
   }
 
   private request<T>(slot: Slot, message: (id: number) => ToWorker, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (!slot.alive) return Promise.reject(new InferenceError('INTERNAL', 'the worker exited'))
     const id = this.nextId++
     slot.outstanding++
     return new Promise<T>((resolve, reject) => {
