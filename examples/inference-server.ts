@@ -12,7 +12,7 @@
 // Routes: POST /infer {"input": [[...inputs numbers], ... up to --batch rows]} ->
 // {"output": [[...class probabilities]], "argmax": [...], "worker": i};
 // GET /stats; GET /healthz.
-// Options: --port 8080 --host 127.0.0.1 --workers 2 --batch 8 --inputs 64 --hidden 256
+// Options: --port 8080 --host 127.0.0.1 --workers (cores, at most 4) --batch 8 --inputs 64 --hidden 256
 // --classes 16 --device-per-worker --seed 1; load test: --load-test --requests 400
 // --concurrency 16 --warmup 32 --json
 
