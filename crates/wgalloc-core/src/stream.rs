@@ -88,6 +88,15 @@ pub struct StreamMarks {
     dropped: AtomicBool,
 }
 
+impl StreamMarks {
+    /// Whether nothing this stream recorded can still touch memory: it was dropped
+    /// (so it records nothing more) with no unsubmitted work, and its last submission
+    /// completed. A block may then forget it.
+    pub(crate) fn retired(&self, completed: u64) -> bool {
+        self.dropped.load(Ordering::Acquire) && !self.has_pending.load(Ordering::Acquire) && self.last_seq.load(Ordering::Acquire) <= completed
+    }
+}
+
 /// A stream's position when a block it used was freed.
 #[derive(Debug, Clone)]
 pub struct StreamUse {
