@@ -9,6 +9,15 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** A compiled compute kernel with a fixed binding signature. */
+export declare class ComputeKernel {
+  get name(): string
+  /** Storage bindings the kernel takes (blocks per dispatch). */
+  get bindings(): number
+  /** Whether dispatches pass uniform bytes. */
+  get uniform(): boolean
+}
+
 /** One block of the device heap: `size` bytes at `offset` in a segment buffer. */
 export declare class DeviceBlock {
   get id(): number
@@ -109,6 +118,8 @@ export declare class Gpu {
   static attach(handle: number): Gpu
   /** Destroys the device: every later call fails with `DEVICE_LOST`. */
   destroy(): void
+  /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
+  createKernel(options: KernelOptions): ComputeKernel
 }
 
 export declare class GpuBuffer {
@@ -296,6 +307,12 @@ export declare class Profiler {
 
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */
 export declare class Stream {
+  /**
+   * Records one dispatch of `kernel` over `blocks` (binding i = blocks[i]) with
+   * `workgroups` ([x, y?, z?]) and, if the kernel takes one, `uniform` bytes. Every
+   * block is recorded as used by this stream, so freeing it waits for the dispatch.
+   */
+  dispatch(kernel: ComputeKernel, blocks: Array<DeviceBlock>, workgroups: Array<number>, uniform?: Uint8Array | undefined | null): void
   /** Records a buffer-to-buffer copy; it runs when the stream is submitted. */
   copy(src: GpuBuffer, dst: GpuBuffer, options?: CopyOptions | undefined | null): void
   /**
@@ -544,6 +561,19 @@ export interface HostStats {
   /** `bytes` views that are a copy because the runtime refused external ArrayBuffers (or `zeroCopy: false`). */
   copyFallbacks: number
   zeroCopyViews: number
+}
+
+export interface KernelOptions {
+  /** WGSL source. */
+  source: string
+  /** Entry point (default `main`). */
+  entryPoint?: string
+  /** Number of `var<storage, read_write>` bindings, at `@binding(0..n)`. */
+  bindings: number
+  /** Whether a `var<uniform>` follows at `@binding(n)`. */
+  uniform?: boolean
+  /** Name in errors and profiles (default: the entry point). */
+  name?: string
 }
 
 /** Options of `heap.malloc()`. */

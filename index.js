@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.ComputeKernel = nativeBinding.ComputeKernel
 module.exports.DeviceBlock = nativeBinding.DeviceBlock
 module.exports.Executor = nativeBinding.Executor
 module.exports.Gpu = nativeBinding.Gpu

@@ -89,8 +89,8 @@ function addSignal(target, name, arity) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler]) wrapClass(cls)
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel } = native
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel]) wrapClass(cls)
 const { installHeap } = require('./heap.cjs')
 installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
 const { installHost } = require('./host.cjs')
@@ -137,6 +137,18 @@ GpuEvent.prototype[inspect.custom] = function () {
   try { state = this.query() ? 'complete' : 'pending' } catch (e) { state = e.code ?? 'error' }
   return `GpuEvent { seq: ${this.seq}, ${state} }`
 }
+ComputeKernel.prototype[inspect.custom] = function () {
+  return `ComputeKernel { name: '${this.name}', bindings: ${this.bindings}, uniform: ${this.uniform} }`
+}
+// `workgroups` may be a plain count; `uniform` any typed array (viewed as bytes).
+const dispatch = Stream.prototype.dispatch
+Stream.prototype.dispatch = function (kernel, blocks, workgroups, uniform) {
+  const wg = typeof workgroups === 'number' ? [workgroups] : workgroups
+  const bytes = ArrayBuffer.isView(uniform) && !(uniform instanceof Uint8Array)
+    ? new Uint8Array(uniform.buffer, uniform.byteOffset, uniform.byteLength)
+    : uniform
+  return dispatch.call(this, kernel, blocks, wg, bytes)
+}
 Stream.prototype[inspect.custom] = function () {
   return `Stream { pendingCommands: ${this.pendingCommands} }`
 }
@@ -147,4 +159,4 @@ MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }
+module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

@@ -23,6 +23,7 @@ export type {
   CopyStats,
   FallbackStats,
   TimestampHygiene,
+  KernelOptions,
   MallocOptions,
   MemoryBudget,
   PlanMemoryOptions,
@@ -32,7 +33,7 @@ export type {
   SnapshotSegment,
   Stat,
 } from '../index.js'
-export { DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, Stream } from '../index.js'
+export { ComputeKernel, DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, Stream } from '../index.js'
 export type { ExecutorStats, Observation, ObservedEvent, ObservedRecord } from '../index.js'
 
 /** Transfer direction of a host block. */
@@ -275,6 +276,21 @@ declare module '../index.js' {
     copy(src: DeviceBlock, dst: HostBlock, options?: CopyOptions): void
     /** Records a copy between heap blocks. */
     copy(src: DeviceBlock, dst: DeviceBlock, options?: CopyOptions): void
+    /**
+     * Records one dispatch of `kernel` (from `gpu.createKernel`) over `blocks` (binding i =
+     * blocks[i], all `var<storage, read_write>`), with `workgroups` (a count or [x, y?, z?]) and,
+     * if the kernel takes one, `uniform` bytes (any typed array). Each block is recorded as used
+     * by this stream, so freeing it waits for the dispatch. `INVALID_ARGUMENT` on a wrong block
+     * count, a missing or unexpected uniform, or workgroups above the device limit;
+     * `USE_AFTER_FREE` for a freed block.
+     *
+     * ```ts
+     * const axpy = gpu.createKernel({ source, bindings: 2, uniform: true })
+     * stream.dispatch(axpy, [x, y], Math.ceil(n / 64), new Float32Array([alpha, 0, 0, 0]))
+     * await stream.synchronize()
+     * ```
+     */
+    dispatch(kernel: ComputeKernel, blocks: DeviceBlock[], workgroups: number | number[], uniform?: ArrayBufferView): void
     /** Submits pending work and resolves once all of this stream's work completed. */
     synchronize(options?: AsyncOptions): Promise<void>
     /** Waits for the stream's work (same as `synchronize()`). */

@@ -155,16 +155,23 @@ impl Tracker {
     }
 
     /// Parks the poller until something is outstanding or `timeout` passes.
-    fn park_until_outstanding(&self, timeout: Duration) -> bool {
+    fn park_until_outstanding(&self, timeout: Duration, stop: &AtomicBool) -> bool {
         let s = lock(&self.state);
         let (s, _) = self
             .cv
-            .wait_timeout_while(s, timeout, |s| !Self::has_outstanding(s))
+            .wait_timeout_while(s, timeout, |s| !Self::has_outstanding(s) && !stop.load(Ordering::Acquire))
             .unwrap_or_else(|p| p.into_inner());
         Self::has_outstanding(&s)
     }
 
     pub(crate) fn notify(&self) {
+        self.cv.notify_all();
+    }
+
+    /// Wakes the poller after its stop flag was set. Taking the lock first means a
+    /// poller between checking the flag and parking cannot miss the wake-up.
+    fn notify_stop(&self) {
+        drop(lock(&self.state));
         self.cv.notify_all();
     }
 }
@@ -174,34 +181,50 @@ impl Tracker {
 pub(crate) struct Poller {
     stop: Arc<AtomicBool>,
     tracker: Arc<Tracker>,
+    /// Set by the thread once it released its device handle.
+    exited: Arc<Slot<()>>,
     handle: Option<JoinHandle<()>>,
 }
+
+/// How long dropping a device waits for the poller to leave a wait for GPU work.
+const POLLER_EXIT_WAIT: Duration = Duration::from_secs(2);
 
 impl Poller {
     pub(crate) fn spawn(device: wgpu::Device, tracker: Arc<Tracker>) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, tracker2) = (stop.clone(), tracker.clone());
+        let exited = Slot::new();
+        let (stop2, tracker2, exited2) = (stop.clone(), tracker.clone(), exited.clone());
         let handle = std::thread::Builder::new()
             .name("wgalloc-poller".into())
-            .spawn(move || poll_loop(device, tracker2, stop2))
+            .spawn(move || {
+                poll_loop(device, tracker2, stop2);
+                exited2.complete(());
+            })
             .map_err(|e| Error::Internal(format!("cannot start the poller thread: {e}")))?;
-        Ok(Poller { stop, tracker, handle: Some(handle) })
+        Ok(Poller { stop, tracker, exited, handle: Some(handle) })
     }
 }
 
 impl Drop for Poller {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        self.tracker.notify();
-        // Not joined: the thread may be inside a wait for GPU work, and ends by itself
-        // right after it (dropping a Gpu must not block the JS thread on the GPU).
-        drop(self.handle.take());
+        self.tracker.notify_stop();
+        // Join, so the device is torn down on the dropping thread and never on the
+        // poller while the process exits (Mesa's exit handlers racing a driver unload
+        // on another thread crashed `wgalloc info` about 1 run in 60 under load). A
+        // poller inside a wait for GPU work gets a bounded grace, then is left to end
+        // by itself: dropping a Gpu must not block the JS thread on long GPU work.
+        let Some(handle) = self.handle.take() else { return };
+        if handle.thread().id() != std::thread::current().id() && self.exited.wait_timeout(POLLER_EXIT_WAIT).is_some() {
+            let _ = handle.join();
+        }
     }
 }
 
+/// Polls until `stop`; returns (dropping its device handle) right after.
 fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
-        if !tracker.park_until_outstanding(Duration::from_millis(100)) {
+        if !tracker.park_until_outstanding(Duration::from_millis(100), &stop) {
             continue;
         }
         // Wait without a timeout: wgpu-core 30.0.1 can panic when a timed-out wait races

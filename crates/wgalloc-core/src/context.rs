@@ -96,6 +96,9 @@ pub struct UncapturedErrors {
 
 /// Everything that lives as long as the device. Shared by streams, buffers and the poller.
 pub(crate) struct Shared {
+    /// First, so it is dropped (and joined) before the device: the last device handle
+    /// is then released on the dropping thread.
+    _poller: Poller,
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub tracker: Arc<Tracker>,
@@ -114,7 +117,6 @@ pub(crate) struct Shared {
     pub profiler: std::sync::OnceLock<Arc<crate::profile::ProfilerCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
-    _poller: Poller,
 }
 
 /// An open GPU device. Cheap to clone; the device closes when the last clone drops.

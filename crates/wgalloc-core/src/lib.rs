@@ -32,6 +32,7 @@ pub mod transfer;
 
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, Result};
+pub use exec::ComputeKernel;
 pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
 pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
 pub use profile::{Profiler, ProfileStats};

@@ -129,3 +129,64 @@ fn checked_runs_equal_plain_runs() {
         assert_eq!(plain.outputs, checked.outputs, "{}", file.display());
     }
 }
+
+const AXPY: &str = r#"
+struct P { alpha: f32 }
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < arrayLength(&y)) { y[g.x] = p.alpha * x[g.x] + y[g.x]; }
+}"#;
+
+#[test]
+fn kernels_dispatch_on_heap_blocks_and_freed_blocks_wait_for_them() {
+    use wgalloc_core::heap::Usage;
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let n = 1000usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let y0: Vec<f32> = (0..n).map(|i| 1.0 - i as f32 * 0.5).collect();
+    let (bx, by) = (heap.malloc(4 * n as u64, Usage::Device).unwrap(), heap.malloc(4 * n as u64, Usage::Device).unwrap());
+    bx.write(&f32s(&x), 0).unwrap();
+    by.write(&f32s(&y0), 0).unwrap();
+    let axpy = gpu.compute_kernel("axpy", AXPY, "main", 2, true).unwrap();
+    let add = gpu.compute_kernel("add", common::ADD, "main", 3, false).unwrap();
+    let mut s = gpu.create_stream().unwrap();
+    let groups = [n.div_ceil(64) as u32, 1, 1];
+    // Two dispatches in order on one stream: y = 2x + y, then y = 3x + y.
+    s.dispatch(&axpy, &[&bx, &by], Some(&2f32.to_le_bytes()), groups).unwrap();
+    s.dispatch(&axpy, &[&bx, &by], Some(&3f32.to_le_bytes()), groups).unwrap();
+    let bz = heap.malloc(4 * n as u64, Usage::Device).unwrap();
+    s.dispatch(&add, &[&bx, &by, &bz], None, groups).unwrap();
+    // Freed before the submit: must stay pending (not reused) until the work ran.
+    let bx_id = bx.id();
+    bx.free().unwrap();
+    assert_eq!(heap.block_info(bx_id).unwrap().state, wgalloc_core::heap::BlockState::PendingFree);
+    // The two uniforms, too (scalar blocks freed as soon as they were recorded).
+    assert_eq!(heap.stats().pending_free_blocks, 3);
+    assert!(s.submit().unwrap().wait_blocking(std::time::Duration::from_secs(30)).unwrap());
+    let y = pollster::block_on(by.read(0, 4 * n as u64)).unwrap();
+    let z = pollster::block_on(bz.read(0, 4 * n as u64)).unwrap();
+    for i in 0..n {
+        let want = 5.0 * x[i] + y0[i];
+        assert_eq!(f32::from_le_bytes(y[4 * i..4 * i + 4].try_into().unwrap()), want, "y[{i}]");
+        assert_eq!(f32::from_le_bytes(z[4 * i..4 * i + 4].try_into().unwrap()), want + x[i], "z[{i}]");
+    }
+    heap.free_inactive_buffers();
+    assert_eq!(heap.stats().pending_free_blocks, 0);
+    // Bad input: typed errors, nothing recorded.
+    let err = |r: wgalloc_core::Result<()>| r.unwrap_err().to_string();
+    assert!(err(s.dispatch(&axpy, &[&by], Some(&[0; 4]), groups)).contains("takes 2 blocks"));
+    assert!(err(s.dispatch(&axpy, &[&by, &bz], None, groups)).contains("takes a uniform"));
+    assert!(err(s.dispatch(&add, &[&by, &bz, &bz], Some(&[0; 4]), groups)).contains("takes no uniform"));
+    assert!(err(s.dispatch(&add, &[&by, &bz, &bx], None, groups)).contains("freed"));
+    assert!(err(s.dispatch(&add, &[&by, &bz, &bz], None, [u32::MAX, 1, 1])).contains("maxComputeWorkgroupsPerDimension"));
+    assert!(gpu.compute_kernel("bad", "fn main( {", "main", 1, false).is_err());
+    assert!(gpu.compute_kernel("zero", AXPY, "main", 0, true).is_err());
+    let other = common::gpu();
+    let foreign = other.heap().unwrap().malloc(4 * n as u64, Usage::Device).unwrap();
+    assert!(err(s.dispatch(&add, &[&by, &bz, &foreign], None, groups)).contains("another device"));
+    assert!(s.submit().unwrap().wait_blocking(std::time::Duration::from_secs(30)).unwrap());
+}

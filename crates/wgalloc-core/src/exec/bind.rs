@@ -66,7 +66,8 @@ pub(crate) fn op_uniform(gpu: &Gpu, op: &Op) -> Result<Option<DeviceBlock>> {
     }
 }
 
-pub(crate) fn bind_group(gpu: &Gpu, op: &Op, pipeline: &Pipeline, storage: &[Range<'_>], uniform: Option<&DeviceBlock>) -> Result<wgpu::BindGroup> {
+/// Binds `storage` then `uniform` for op (or kernel) `name`.
+pub(crate) fn bind_group(gpu: &Gpu, name: &str, pipeline: &Pipeline, storage: &[Range<'_>], uniform: Option<&DeviceBlock>) -> Result<wgpu::BindGroup> {
     let uniform = uniform.map(|u| u.binding()).transpose()?;
     let mut entries: Vec<wgpu::BindGroupEntry> = storage
         .iter()
@@ -83,8 +84,8 @@ pub(crate) fn bind_group(gpu: &Gpu, op: &Op, pipeline: &Pipeline, storage: &[Ran
         });
     }
     let device = gpu.device();
-    guarded(device, &format!("binding the tensors of op '{}'", op.name), || {
-        device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(&op.name), layout: &pipeline.layout, entries: &entries })
+    guarded(device, &format!("binding the tensors of op '{name}'"), || {
+        device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(name), layout: &pipeline.layout, entries: &entries })
     })
 }
 

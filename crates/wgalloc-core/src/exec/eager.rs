@@ -79,7 +79,7 @@ impl Gpu {
                     storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
                 }
                 let uniform = bind::op_uniform(self, op)?;
-                let bind_group = bind::bind_group(self, op, &pipeline, &storage, uniform.as_ref())?;
+                let bind_group = bind::bind_group(self, &op.name, &pipeline, &storage, uniform.as_ref())?;
                 bind::encode(&mut stream, &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }])?;
                 uniforms.extend(uniform);
             }

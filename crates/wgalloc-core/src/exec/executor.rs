@@ -229,7 +229,7 @@ impl Executor {
                 storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
             }
             let uniform = bind::op_uniform(gpu, op)?;
-            let bind_group = bind::bind_group(gpu, op, &pipeline, &storage, uniform.as_ref())?;
+            let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
             bind_groups += 1;
             steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }));
             uniforms.extend(uniform);

@@ -1,0 +1,68 @@
+'use strict'
+// Kernels dispatched directly on heap blocks: results read back from the GPU, stream
+// ordering, deferred frees, and typed errors for bad input.
+const test = require('ava')
+const { inspect } = require('node:util')
+const { Gpu, ComputeKernel } = require('../js/index.cjs')
+const { gpu } = require('./helpers.cjs')
+
+const AXPY = `
+struct P { alpha: f32 }
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < arrayLength(&y)) { y[g.x] = p.alpha * x[g.x] + y[g.x]; }
+}`
+
+const f32 = (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
+
+test('axpy on heap blocks: two ordered dispatches, values read back', async (t) => {
+  const g = await gpu()
+  const n = 1000
+  const x = Float32Array.from({ length: n }, (_, i) => i)
+  const y0 = Float32Array.from({ length: n }, (_, i) => 1 - i / 2)
+  const bx = g.heap.malloc(4 * n)
+  const by = g.heap.malloc(4 * n)
+  bx.write(new Uint8Array(x.buffer))
+  by.write(new Uint8Array(y0.buffer))
+  const axpy = g.createKernel({ source: AXPY, bindings: 2, uniform: true, name: 'axpy' })
+  t.true(axpy instanceof ComputeKernel)
+  t.regex(inspect(axpy), /ComputeKernel \{ name: 'axpy', bindings: 2, uniform: true \}/)
+  const s = g.createStream()
+  s.dispatch(axpy, [bx, by], Math.ceil(n / 64), new Float32Array([2, 0, 0, 0]))
+  s.dispatch(axpy, [bx, by], [Math.ceil(n / 64), 1, 1], new Float32Array([3]))
+  // Freed with the dispatches recorded but unsubmitted: the block must not be reused yet.
+  const xId = bx.id
+  bx.free()
+  t.is(g.heap.getBlockInfo(xId).state, 'pending-free')
+  await s.synchronize()
+  const y = f32(await by.read())
+  for (let i = 0; i < n; i++) t.is(y[i], 5 * x[i] + y0[i], `y[${i}]`)
+  by.free()
+})
+
+test('bad input is typed and records nothing', async (t) => {
+  const g = await gpu()
+  const axpy = g.createKernel({ source: AXPY, bindings: 2, uniform: true })
+  const a = g.heap.malloc(256)
+  const b = g.heap.malloc(256)
+  const s = g.createStream()
+  const code = (fn) => t.throws(fn).code
+  t.is(code(() => s.dispatch(axpy, [a], 1, new Float32Array(4))), 'INVALID_ARGUMENT')
+  t.is(code(() => s.dispatch(axpy, [a, b], 1)), 'INVALID_ARGUMENT')
+  t.is(code(() => s.dispatch(axpy, [a, b], [], new Float32Array(4))), 'INVALID_ARGUMENT')
+  t.is(code(() => s.dispatch(axpy, [a, b], 2 ** 31, new Float32Array(4))), 'INVALID_ARGUMENT')
+  t.is(code(() => g.createKernel({ source: 'fn main( {', bindings: 1 })), 'GPU_VALIDATION')
+  t.is(code(() => g.createKernel({ source: AXPY, bindings: 0, uniform: true })), 'INVALID_ARGUMENT')
+  const other = await Gpu.request()
+  const foreign = other.heap.malloc(256)
+  t.is(code(() => s.dispatch(axpy, [a, foreign], 1, new Float32Array(4))), 'INVALID_ARGUMENT')
+  b.free()
+  t.is(code(() => s.dispatch(axpy, [a, b], 1, new Float32Array(4))), 'USE_AFTER_FREE')
+  t.is(s.pendingCommands, 0)
+  foreign.free()
+  other.destroy()
+  a.free()
+})

@@ -1,0 +1,118 @@
+//! Kernels dispatched directly on heap blocks, outside any graph: what a training
+//! loop needs when its weights, activations and gradients are blocks it owns.
+//! Same binding convention as graph ops: `bindings` read-write storage buffers at
+//! `@binding(0..n)` in block order, then an optional `var<uniform>` at `@binding(n)`.
+
+use std::sync::Arc;
+
+use super::bind::{bind_group, binding_size, encode, Range, Step};
+use super::pipelines::Pipeline;
+use crate::context::Gpu;
+use crate::error::{align_up, Error, Result};
+use crate::heap::DeviceBlock;
+use crate::stream::Stream;
+
+/// A compiled compute kernel with a fixed binding signature.
+#[derive(Clone)]
+pub struct ComputeKernel {
+    gpu: Gpu,
+    name: String,
+    pipeline: Arc<Pipeline>,
+    bindings: u32,
+    uniform: bool,
+}
+
+impl Gpu {
+    /// Compiles `source` (entry point `entry_point`) for `bindings` storage buffers and,
+    /// if `uniform`, a uniform after them. Compiles once per device and signature.
+    pub fn compute_kernel(&self, name: &str, source: &str, entry_point: &str, bindings: u32, uniform: bool) -> Result<ComputeKernel> {
+        let max = self.limits().max_storage_buffers_per_shader_stage;
+        if bindings == 0 || bindings > max {
+            return Err(Error::invalid(format!("kernel '{name}': bindings must be 1 to {max} (the device's maxStorageBuffersPerShaderStage), got {bindings}")));
+        }
+        let pipeline = self.pipeline(name, source, entry_point, bindings, uniform)?;
+        Ok(ComputeKernel { gpu: self.clone(), name: name.to_string(), pipeline, bindings, uniform })
+    }
+}
+
+impl ComputeKernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn bindings(&self) -> u32 {
+        self.bindings
+    }
+
+    pub fn has_uniform(&self) -> bool {
+        self.uniform
+    }
+}
+
+impl Stream {
+    /// Records one dispatch of `kernel` over `blocks` (binding `i` = `blocks[i]`, the
+    /// block's requested size rounded up to 4 bytes) with `uniform` bytes if the kernel
+    /// takes one. Every block is recorded as used by this stream, so freeing it waits
+    /// until the dispatch ran. Everything is checked before anything is recorded.
+    pub fn dispatch(&mut self, kernel: &ComputeKernel, blocks: &[&DeviceBlock], uniform: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
+        let gpu = self.gpu().clone();
+        if !Arc::ptr_eq(&gpu.shared, &kernel.gpu.shared) {
+            return Err(Error::invalid(format!("dispatch: kernel '{}' was compiled on another device", kernel.name)));
+        }
+        if blocks.len() != kernel.bindings as usize {
+            return Err(Error::invalid(format!("dispatch: kernel '{}' takes {} blocks, got {}", kernel.name, kernel.bindings, blocks.len())));
+        }
+        match (kernel.uniform, uniform) {
+            (true, None) => return Err(Error::invalid(format!("dispatch: kernel '{}' takes a uniform; pass its bytes", kernel.name))),
+            (false, Some(_)) => return Err(Error::invalid(format!("dispatch: kernel '{}' takes no uniform", kernel.name))),
+            (true, Some(u)) if u.is_empty() => return Err(Error::invalid("dispatch: the uniform must not be empty")),
+            _ => {}
+        }
+        let limits = gpu.limits();
+        if let Some(d) = workgroups.iter().find(|&&d| d > limits.max_compute_workgroups_per_dimension) {
+            return Err(Error::invalid(format!(
+                "dispatch: {d} workgroups exceeds the device's maxComputeWorkgroupsPerDimension ({})",
+                limits.max_compute_workgroups_per_dimension
+            )));
+        }
+        let mut ranges = Vec::with_capacity(blocks.len());
+        for (i, b) in blocks.iter().enumerate() {
+            if !Arc::ptr_eq(&gpu.shared, &b.heap().gpu().shared) {
+                return Err(Error::invalid(format!("dispatch: block {i} belongs to another device")));
+            }
+            let (buffer, offset, _) = b.binding()?;
+            let size = binding_size(b.requested_size())?;
+            if size > u64::from(limits.max_storage_buffer_binding_size) {
+                return Err(Error::invalid(format!(
+                    "dispatch: block {i} ({size} bytes) exceeds the device's maxStorageBufferBindingSize ({})",
+                    limits.max_storage_buffer_binding_size
+                )));
+            }
+            ranges.push(Range { buffer, offset, size });
+        }
+        // Uniform structs are 16-byte multiples; the scalar block is freed with this
+        // stream recorded, so it is reused only after the dispatch ran.
+        let uniform = match uniform {
+            Some(u) => {
+                let mut padded = u.to_vec();
+                padded.resize(align_up(u.len() as u64, 16)? as usize, 0);
+                Some(gpu.heap()?.alloc_scalar(&padded)?)
+            }
+            None => None,
+        };
+        let step = Step {
+            bind_group: bind_group(&gpu, &kernel.name, &kernel.pipeline, &ranges, uniform.as_ref())?,
+            pipeline: kernel.pipeline.clone(),
+            dispatch: workgroups,
+            name: kernel.name.clone(),
+        };
+        encode(self, &[&step])?;
+        for b in blocks.iter().copied().chain(uniform.as_ref()) {
+            b.record_stream(self)?;
+        }
+        if let Some(u) = uniform {
+            u.free()?;
+        }
+        Ok(())
+    }
+}
