@@ -59,9 +59,9 @@ function errorThrown(err, call) {
   }
 }
 
-/** A warning: published on `channel` (default `wgalloc:device`), never printed. */
-function warn(message, channel = channels.device, extra) {
-  publish(channel, () => ({ kind: 'warning', message, ...extra }))
+/** A warning on `wgalloc:device` (`extra` adds fields such as `gpu`); never printed. */
+function warn(message, extra) {
+  publish(channels.device, () => ({ kind: 'warning', message, ...extra }))
 }
 
 module.exports = { CHANNELS, channels, publish, deviceOpened, deviceDestroyed, errorThrown, warn }

@@ -99,7 +99,7 @@ function installExitReport(Gpu, diag) {
     const gpu = await request.apply(this, args)
     // WGALLOC_PROFILE asked for stderr output, so this warning is printed as well as published.
     try { live.add(gpu.profiler) } catch (err) {
-      diag.warn(`wgalloc profiler disabled: ${err.message}`, diag.channels.profiler)
+      diag.warn(`wgalloc profiler disabled: ${err.message}`, { gpu, code: err.code })
       process.emitWarning(`wgalloc profiler disabled: ${err.message}`)
     }
     return gpu
