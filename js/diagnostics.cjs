@@ -3,13 +3,14 @@
 // guarded by `hasSubscribers`, so without a subscriber no message object is built.
 // Shapes are documented in README ("Diagnostics channels") and js/index.d.ts.
 const diagnostics = require('node:diagnostics_channel')
+const { WgallocError } = require('./errors.cjs')
 
 const CHANNELS = Object.freeze({
   /** Allocator events of every device heap (HeapEvent plus `heap`). */
   heap: 'wgalloc:heap',
   /** Host staging cache: block alloc/free, upload/download completions. */
   host: 'wgalloc:host',
-  /** Profiler sessions, captures, exported traces, CPU fallbacks, warnings. */
+  /** Profiler sessions, captures, exported traces, CPU fallbacks. */
   profiler: 'wgalloc:profiler',
   /** Devices opened, destroyed and lost, every error the facade throws, warnings. */
   device: 'wgalloc:device',
@@ -44,7 +45,8 @@ const published = new WeakSet()
 
 /** Reports a typed error the facade is about to throw (and a newly lost device). */
 function errorThrown(err, call) {
-  if (!channels.device.hasSubscribers || err === null || typeof err !== 'object' || published.has(err)) return
+  // Only the library's own errors: an exception from a user callback (a heap listener) is not ours to report.
+  if (!channels.device.hasSubscribers || !(err instanceof WgallocError) || published.has(err)) return
   published.add(err)
   channels.device.publish({ kind: 'error', call, code: err.code, message: err.message, error: err })
   if (err.code === 'DEVICE_LOST') {

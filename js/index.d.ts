@@ -341,7 +341,7 @@ export interface HeapChannelMessage extends HeapEvent {
   heap: Heap
 }
 
-/** `wgalloc:host`: a staging block was allocated (`alloc`) or freed (`free`). */
+/** `wgalloc:host`: a staging block was allocated (`alloc`) or freed (`free`: `block.free()`, `host.free()` or disposal; not a block dropped to the GC). */
 export interface HostBlockMessage {
   /** What happened. */
   kind: 'alloc' | 'free'
