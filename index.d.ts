@@ -906,6 +906,11 @@ export interface ProfilerInfo {
   passTimestamps: boolean
   /** GPU timestamps around copies (`TIMESTAMP_QUERY_INSIDE_ENCODERS`). */
   copyTimestamps: boolean
+  /**
+   * GPU timestamps between dispatches inside one pass (`TIMESTAMP_QUERY_INSIDE_PASSES`):
+   * profiled runs then keep their single compute pass.
+   */
+  dispatchTimestamps: boolean
   /** Nanoseconds per timestamp tick. */
   timestampPeriodNs: number
   /** What is timed and how, e.g. "CPU timing only: the device lacks TIMESTAMP_QUERY". */

@@ -37,7 +37,7 @@ test('demo graph: per-kernel GPU times, stats objects and a valid trace; results
   const p = gpu.profiler
   t.true(p instanceof Profiler)
   t.is(gpu.profiler, p, 'one Profiler per Gpu')
-  t.true(p.info.passTimestamps && p.info.copyTimestamps, p.info.timing)
+  t.true(p.info.passTimestamps && p.info.copyTimestamps && p.info.dispatchTimestamps, p.info.timing)
   t.false(p.info.active)
   const { g, data } = demo()
   const exe = await gpu.compile(g, { params: data.params })

@@ -3,6 +3,15 @@
 // wgalloc command line: `wgalloc <command> [options]`. Run `wgalloc help`.
 const { parseArgs } = require('node:util')
 
+// Load the addon before the commands do, so a missing binary is reported like
+// any other error (what to install) rather than as a stack trace.
+try {
+  require('./native.cjs')
+} catch (err) {
+  console.error(`wgalloc: ${err.code ? `[${err.code}] ` : ''}${err.message}`)
+  process.exit(1)
+}
+
 const COMMANDS = {
   info: { run: require('./cli/info.cjs'), summary: 'adapter, backend, features, limits and memory budget' },
   check: { run: require('./cli/check.cjs'), summary: 'run a graph eagerly and planned; outputs must match bit for bit' },

@@ -1,5 +1,11 @@
 // ESM entry: the same objects as the CommonJS entry (one native module instance).
-import wgalloc from './index.cjs'
+// Loaded with require rather than `import ... from './index.cjs'`: on Node 20 a
+// CommonJS module that throws while imported (no binary for this platform) is
+// also reported as an uncaught exception even when the import is caught
+// (nodejs/node#51603); thrown from this module's own body, it is catchable.
+import { createRequire } from 'node:module'
+
+const wgalloc = createRequire(import.meta.url)('./index.cjs')
 
 export const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES, CHANNELS } = wgalloc
 export default wgalloc

@@ -27,6 +27,9 @@ pub struct ProfilerInfo {
     pub pass_timestamps: bool,
     /// GPU timestamps around copies (`TIMESTAMP_QUERY_INSIDE_ENCODERS`).
     pub copy_timestamps: bool,
+    /// GPU timestamps between dispatches inside one pass (`TIMESTAMP_QUERY_INSIDE_PASSES`):
+    /// profiled runs then keep their single compute pass.
+    pub dispatch_timestamps: bool,
     /// Nanoseconds per timestamp tick.
     pub timestamp_period_ns: f64,
     /// What is timed and how, e.g. "CPU timing only: the device lacks TIMESTAMP_QUERY".
@@ -154,6 +157,7 @@ impl Profiler {
         ProfilerInfo {
             pass_timestamps: i.timestamps.passes,
             copy_timestamps: i.timestamps.encoders,
+            dispatch_timestamps: i.timestamps.inside_passes,
             timestamp_period_ns: i.timestamp_period_ns,
             timing: i.timing,
             active: i.active,

@@ -175,18 +175,20 @@ fn main() {
     let src = source();
     let dst = heap.malloc(TOTAL, Usage::Device).unwrap();
     let mib = (TOTAL >> 20) as f64;
+    // `--methods de` / `--chunk BYTES`: a subset, for profiling one path.
+    let methods: Vec<char> = args.iter().position(|a| a == "--methods").and_then(|i| args.get(i + 1)).map_or("abcde".into(), |m| m.clone()).chars().collect();
+    let chunks: Vec<u64> = args.iter().position(|a| a == "--chunk").and_then(|i| args.get(i + 1)).map_or(CHUNKS.to_vec(), |c| vec![c.parse().expect("--chunk BYTES")]);
     let mut rows = Vec::new();
-    for chunk in CHUNKS {
+    for chunk in chunks {
         // Timed passes interleave the methods, so load from elsewhere on the machine hits all
         // of them alike; each reports its median pass.
-        let methods = ['a', 'b', 'c', 'd', 'e'];
         let mut times = vec![Vec::new(); methods.len()];
         let belt_size = chunk.max(16 << 20);
         let mut belts = Belts {
             per_chunk: wgpu::util::StagingBelt::new(gpu.device().clone(), belt_size),
             batched: wgpu::util::StagingBelt::new(gpu.device().clone(), belt_size),
         };
-        for &m in &methods {
+        for &m in methods.iter() {
             // One warm-up pass fills the cache (and the belts); the timed passes are steady state.
             upload(&gpu, &dst, &src, chunk, m, &mut belts);
         }

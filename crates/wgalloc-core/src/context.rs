@@ -11,6 +11,7 @@ use crate::signal::lock;
 /// Features wgalloc asks for whenever the adapter offers them.
 const WANTED_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
     .union(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
 
 /// Largest integer a JS `number` holds exactly; budgets and sizes above it are rejected.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::completion::Tracker;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
-use crate::profile::{Batch, CopyInfo, Profiler, ProfilerCore, What};
+use crate::profile::{Batch, CopyInfo, Profiler, ProfilerCore, What, Writes};
 use crate::scope::guarded;
 use crate::signal::lock;
 
@@ -86,6 +86,15 @@ pub struct StreamMarks {
     last_seq: AtomicU64,
     has_pending: AtomicBool,
     dropped: AtomicBool,
+}
+
+impl StreamMarks {
+    /// Whether nothing this stream recorded can still touch memory: it was dropped
+    /// (so it records nothing more) with no unsubmitted work, and its last submission
+    /// completed. A block may then forget it.
+    pub(crate) fn retired(&self, completed: u64) -> bool {
+        self.dropped.load(Ordering::Acquire) && !self.has_pending.load(Ordering::Acquire) && self.last_seq.load(Ordering::Acquire) <= completed
+    }
 }
 
 /// A stream's position when a block it used was freed.
@@ -189,7 +198,7 @@ impl Stream {
         match self.parts()? {
             (encoder, None) => encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size),
             (encoder, Some((p, batch))) => {
-                let pair = p.reserve(batch, true);
+                let pair = p.reserve(batch, Writes::Encoder);
                 if let Some(pair) = pair {
                     encoder.write_timestamp(batch.query_set(pair), pair.begin());
                 }

@@ -71,6 +71,31 @@ fn cached_blocks_are_reused_without_driver_calls() {
 }
 
 #[test]
+fn long_lived_block_forgets_retired_streams_but_not_live_ones() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    // In different segments (small and large pools): a copy within one buffer is invalid.
+    let src = heap.malloc(2 << 20, Usage::Device).unwrap();
+    let dst = heap.malloc(4096, Usage::Device).unwrap();
+    // A live stream with unsubmitted work on `dst`, recorded first: never forgotten.
+    let mut live = gpu.create_stream().unwrap();
+    dst.copy_from_on(&mut live, &src, 0, 0, 4096).unwrap();
+    // Then 200 short-lived streams (one per upload, as `upload_many` does), each done.
+    for _ in 0..200 {
+        let mut s = gpu.create_stream().unwrap();
+        dst.copy_from_on(&mut s, &src, 0, 0, 4096).unwrap();
+        assert!(s.submit().unwrap().wait_blocking(Duration::from_secs(30)).unwrap());
+    }
+    let info = heap.block_info(dst.id()).unwrap();
+    assert!(info.recorded_streams <= 9, "marks of retired streams kept: {}", info.recorded_streams);
+    dst.free().unwrap();
+    assert_eq!(heap.stats().pending_free_blocks, 1, "the live stream's unsubmitted copy must hold the free");
+    assert!(live.submit().unwrap().wait_blocking(Duration::from_secs(30)).unwrap());
+    heap.free_inactive_buffers();
+    assert_eq!(heap.stats().pending_free_blocks, 0);
+}
+
+#[test]
 fn freed_block_waits_for_recorded_stream_work() {
     let gpu = gpu_with_budget(None);
     let heap = gpu.heap().unwrap();

@@ -9,7 +9,7 @@ use super::pipelines::Pipeline;
 use crate::context::Gpu;
 use crate::error::{align_up, Error, Result};
 use crate::heap::DeviceBlock;
-use crate::profile::What;
+use crate::profile::{What, Writes};
 use crate::scope::guarded;
 use crate::stream::Stream;
 
@@ -88,12 +88,13 @@ pub(crate) fn bind_group(gpu: &Gpu, op: &Op, pipeline: &Pipeline, storage: &[Ran
     })
 }
 
-/// Records `steps`. Normally in one compute pass (wgpu orders the dispatches and
-/// their writes). While profiling, one pass per op with pass timestamp writes:
-/// pass-level timestamps are what `TIMESTAMP_QUERY` guarantees (writes inside a
-/// pass need another feature), and since every op of a run binds the same slab,
-/// wgpu already puts a barrier between consecutive dispatches, so splitting the
-/// pass adds little beyond the pass begin/end.
+/// Records `steps`, normally in one compute pass (wgpu orders the dispatches and
+/// their writes). While profiling, each dispatch is timed: with timestamp writes
+/// inside the pass where the device has them (or none, in stats-only mode), else
+/// with one pass per op and pass-level writes, which is all `TIMESTAMP_QUERY`
+/// guarantees. Every op of a run binds the same slab, so wgpu already places a
+/// barrier between consecutive dispatches; splitting the pass adds the pass
+/// begin/end, which on some drivers is not free.
 pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
     let dispatch = |pass: &mut wgpu::ComputePass<'_>, s: &Step| {
         pass.set_pipeline(&s.pipeline.pipeline);
@@ -101,15 +102,34 @@ pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
         let [x, y, z] = s.dispatch;
         pass.dispatch_workgroups(x, y, z);
     };
+    let what = |s: &Step| What::Op { name: s.name.clone(), pipeline: s.pipeline.label.clone() };
+    fn run_pass(encoder: &mut wgpu::CommandEncoder) -> wgpu::ComputePass<'_> {
+        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgalloc run"), timestamp_writes: None })
+    }
     match stream.parts()? {
         (encoder, None) => {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgalloc run"), timestamp_writes: None });
+            let mut pass = run_pass(encoder);
             steps.iter().for_each(|s| dispatch(&mut pass, s));
+        }
+        (encoder, Some((profiler, batch))) if profiler.times_inside_passes() => {
+            let mut pass = run_pass(encoder);
+            for s in steps {
+                let start = std::time::Instant::now();
+                let pair = profiler.reserve(batch, Writes::InsidePass);
+                if let Some(p) = pair {
+                    pass.write_timestamp(batch.query_set(p), p.begin());
+                }
+                dispatch(&mut pass, s);
+                if let Some(p) = pair {
+                    pass.write_timestamp(batch.query_set(p), p.end());
+                }
+                batch.record(what(s), pair, start);
+            }
         }
         (encoder, Some((profiler, batch))) => {
             for s in steps {
                 let start = std::time::Instant::now();
-                let pair = profiler.reserve(batch, false);
+                let pair = profiler.reserve(batch, Writes::Pass);
                 {
                     let timestamp_writes = pair.map(|p| wgpu::ComputePassTimestampWrites {
                         query_set: batch.query_set(p),
@@ -119,7 +139,7 @@ pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(&s.name), timestamp_writes });
                     dispatch(&mut pass, s);
                 }
-                batch.record(What::Op { name: s.name.clone(), pipeline: s.pipeline.label.clone() }, pair, start);
+                batch.record(what(s), pair, start);
             }
         }
     }

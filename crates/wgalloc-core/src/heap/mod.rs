@@ -101,6 +101,8 @@ pub struct BlockInfo {
     pub exceeds_binding_limit: bool,
     pub shape: Option<Vec<u64>>,
     pub state: BlockState,
+    /// Streams whose work a free of this block would wait for (retired ones are dropped).
+    pub recorded_streams: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -231,6 +233,9 @@ pub struct Heap {
     pub(crate) gpu: Gpu,
     pub(crate) core: Arc<HeapCore>,
 }
+
+/// Stream marks a block keeps before it drops those of retired streams.
+const STREAM_MARKS_PRUNE_AT: usize = 8;
 
 /// Blocking waits for pending frees in the out-of-memory ladder give up after this.
 const PENDING_WAIT: Duration = Duration::from_secs(5);
@@ -605,6 +610,12 @@ impl Heap {
         let mut st = self.state();
         let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
         if !rec.streams.iter().any(|m| Arc::ptr_eq(m, marks)) {
+            // A long-lived block used by many short-lived streams (one per upload) would
+            // otherwise collect their marks without bound, and this scan with them.
+            if rec.streams.len() >= STREAM_MARKS_PRUNE_AT {
+                let completed = self.gpu.shared.tracker.completed();
+                rec.streams.retain(|m| !m.retired(completed));
+            }
             rec.streams.push(marks.clone());
         }
         Ok(())
@@ -634,6 +645,7 @@ impl Heap {
             exceeds_binding_limit: rec.size > self.core.max_binding,
             shape: rec.shape.clone(),
             state: if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active },
+            recorded_streams: rec.streams.len(),
         })
     }
 

@@ -79,6 +79,19 @@ pub struct TimestampSupport {
     pub passes: bool,
     /// Encoder writes around copies (`TIMESTAMP_QUERY_INSIDE_ENCODERS`).
     pub encoders: bool,
+    /// Writes between dispatches inside one pass (`TIMESTAMP_QUERY_INSIDE_PASSES`).
+    pub inside_passes: bool,
+}
+
+/// Where a timestamp pair is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writes {
+    /// A compute pass's beginning/end writes.
+    Pass,
+    /// Around one dispatch inside a pass.
+    InsidePass,
+    /// Around a command in the encoder (copies).
+    Encoder,
 }
 
 /// What `gpu.profiler.info` reports.
@@ -149,6 +162,7 @@ impl ProfilerCore {
         let support = TimestampSupport {
             passes: f.contains(wgpu::Features::TIMESTAMP_QUERY),
             encoders: f.contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+            inside_passes: f.contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
         };
         ProfilerCore {
             on: AtomicBool::new(env != 0),
@@ -174,9 +188,13 @@ impl ProfilerCore {
 
     /// A free timestamp pair in `batch`, taking a chunk from the pool if needed;
     /// `None` when the device has no timestamps or the batch hit its chunk cap.
-    pub(crate) fn reserve(&self, batch: &mut Batch, encoder_writes: bool) -> Option<Pair> {
-        let ok = if encoder_writes { self.support.encoders } else { self.support.passes };
-        if !ok || lock(&self.state).session.is_some_and(|s| s.stats_only) {
+    pub(crate) fn reserve(&self, batch: &mut Batch, writes: Writes) -> Option<Pair> {
+        let ok = match writes {
+            Writes::Pass => self.support.passes,
+            Writes::InsidePass => self.support.inside_passes,
+            Writes::Encoder => self.support.encoders,
+        };
+        if !ok || self.stats_only() {
             return None;
         }
         if batch.chunks.last().is_none_or(|c| c.used >= queries::PAIRS) {
@@ -190,6 +208,16 @@ impl ProfilerCore {
         let c = &mut batch.chunks[chunk];
         c.used += 1;
         Some(Pair { chunk, index: c.used - 1 })
+    }
+
+    /// Whether the running session counts and CPU-times only (no timestamp queries).
+    pub(crate) fn stats_only(&self) -> bool {
+        lock(&self.state).session.is_some_and(|s| s.stats_only)
+    }
+
+    /// Whether a run can stay in one compute pass and still time each dispatch.
+    pub(crate) fn times_inside_passes(&self) -> bool {
+        self.support.inside_passes || self.stats_only()
     }
 
     fn flags(&self) -> u32 {
@@ -462,9 +490,10 @@ impl Profiler {
     pub fn info(&self) -> ProfilerInfo {
         let c = &self.core;
         let st = lock(&c.state);
-        let timing = match (c.support.passes, c.support.encoders) {
-            (true, true) => "GPU timestamps for compute passes and copies, plus CPU scheduling time",
-            (true, false) => "GPU timestamps for compute passes (copies CPU-timed: no TIMESTAMP_QUERY_INSIDE_ENCODERS), plus CPU scheduling time",
+        let timing = match (c.support.passes, c.support.encoders, c.support.inside_passes) {
+            (true, true, true) => "GPU timestamps per dispatch (written inside the run's one compute pass) and per copy, plus CPU scheduling time",
+            (true, true, false) => "GPU timestamps per dispatch (one compute pass per op while profiling) and per copy, plus CPU scheduling time",
+            (true, false, _) => "GPU timestamps for compute passes (copies CPU-timed: no TIMESTAMP_QUERY_INSIDE_ENCODERS), plus CPU scheduling time",
             _ => "CPU timing only: the device lacks TIMESTAMP_QUERY",
         };
         ProfilerInfo {

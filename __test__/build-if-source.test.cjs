@@ -1,0 +1,68 @@
+'use strict'
+// The `prepare` hook (js/build-if-source.cjs) builds the addon in a source
+// checkout on `npm install` / `npm ci`, and does nothing in an installed copy
+// or while npm packs or publishes. Run against cargo/npm shims that record calls.
+const test = require('ava')
+const { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync } = require('node:fs')
+const { tmpdir } = require('node:os')
+const { join } = require('node:path')
+const { makeShims, runWithShims } = require('./shims.cjs')
+
+const unixTest = process.platform === 'win32' ? test.skip : test
+
+/** A package root holding the hook, with or without Cargo.toml (a checkout vs an installed copy). */
+function packageRoot(t, { checkout, shims = ['cargo', 'npm'] }) {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-prepare-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  mkdirSync(join(dir, 'js'))
+  copyFileSync(join(__dirname, '..', 'js', 'build-if-source.cjs'), join(dir, 'js', 'build-if-source.cjs'))
+  if (checkout) writeFileSync(join(dir, 'Cargo.toml'), '[package]\n')
+  return { script: join(dir, 'js', 'build-if-source.cjs'), shims: makeShims(dir, shims) }
+}
+
+unixTest('source checkout under npm ci / npm install: builds the debug addon', (t) => {
+  for (const command of ['ci', 'install']) {
+    const { script, shims } = packageRoot(t, { checkout: true })
+    const r = runWithShims(script, shims, { npm_command: command })
+    t.is(r.status, 0, r.stderr)
+    t.deepEqual(shims.calls(), ['cargo --version', 'npm run build:debug'], command)
+  }
+})
+
+unixTest('source checkout: a failed build fails the install', (t) => {
+  const { script, shims } = packageRoot(t, { checkout: true })
+  const r = runWithShims(script, shims, { npm_command: 'ci', SHIM_NPM_STATUS: '3' })
+  t.is(r.status, 3)
+  t.deepEqual(shims.calls(), ['cargo --version', 'npm run build:debug'])
+})
+
+unixTest('installed copy (no Cargo.toml): never builds', (t) => {
+  const { script, shims } = packageRoot(t, { checkout: false })
+  const r = runWithShims(script, shims, { npm_command: 'install' })
+  t.is(r.status, 0, r.stderr)
+  t.deepEqual(shims.calls(), [])
+})
+
+unixTest('npm pack / npm publish in a checkout: no build (the tarball ships no binary)', (t) => {
+  for (const command of ['pack', 'publish']) {
+    const { script, shims } = packageRoot(t, { checkout: true })
+    const r = runWithShims(script, shims, { npm_command: command })
+    t.is(r.status, 0, r.stderr)
+    t.deepEqual(shims.calls(), [], command)
+  }
+})
+
+unixTest('WGALLOC_SKIP_BUILD=1: no build', (t) => {
+  const { script, shims } = packageRoot(t, { checkout: true })
+  const r = runWithShims(script, shims, { npm_command: 'ci', WGALLOC_SKIP_BUILD: '1' })
+  t.is(r.status, 0, r.stderr)
+  t.deepEqual(shims.calls(), [])
+})
+
+unixTest('no Rust toolchain: warns and lets the install finish', (t) => {
+  const { script, shims } = packageRoot(t, { checkout: true, shims: ['npm'] })
+  const r = runWithShims(script, shims, { npm_command: 'ci' })
+  t.is(r.status, 0)
+  t.regex(r.stderr, /no Rust toolchain found/)
+  t.deepEqual(shims.calls(), [])
+})

@@ -1,0 +1,139 @@
+'use strict'
+// The examples as smoke tests: type-checked against the public types and compiled
+// with the repo's tsc, then run as child processes at small, bounded sizes on the
+// real device, asserting what they report (and, for the server, what it answers).
+const test = require('ava')
+const { execFile, spawn } = require('node:child_process')
+const { join, resolve } = require('node:path')
+
+const ROOT = resolve(__dirname, '..')
+const BUILD = join(ROOT, 'examples', 'build')
+const TSC = require.resolve('typescript/bin/tsc')
+
+/** Runs node with `args`; resolves with the exit code and output instead of rejecting. */
+function node(args, { timeout = 90_000 } = {}) {
+  return new Promise((done) => {
+    execFile(process.execPath, args, { cwd: ROOT, timeout, maxBuffer: 16 << 20 }, (err, stdout, stderr) => done({ code: err ? err.code ?? err.signal : 0, stdout, stderr }))
+  })
+}
+
+let built
+/** Type-checks and compiles the examples once (every test waits for it). */
+function build() {
+  built ??= node([TSC, '-p', join(ROOT, 'examples', 'tsconfig.json')])
+  return built
+}
+
+async function runJson(t, args) {
+  const b = await build()
+  t.is(b.code, 0, `tsc failed:\n${b.stdout}${b.stderr}`)
+  const r = await node(args)
+  t.is(r.code, 0, `${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`)
+  return JSON.parse(r.stdout.trim().split('\n').pop())
+}
+
+test('inference server: load test answers every request correctly with flat device memory', async (t) => {
+  const r = await runJson(t, ['--expose-gc', join(BUILD, 'inference-server.js'), '--load-test', '--requests', '300', '--concurrency', '8', '--workers', '2', '--json'])
+  t.is(r.workers, 2)
+  t.is(r.requests, 300)
+  t.is(r.ok, 300, JSON.stringify(r.failures))
+  t.is(r.failed, 0)
+  t.is(r.mismatched, 0, 'every reply matches the float64 CPU reference')
+  t.true(r.maxAbsError > 0 && r.maxAbsError < 1e-5, `max abs error ${r.maxAbsError}`)
+  t.true(r.rows > r.requests, 'requests carry 1..batch rows')
+  t.true(r.requestsPerSecond > 0)
+  t.true(r.latencyMs.p50 > 0 && r.latencyMs.p99 >= r.latencyMs.p50 && r.latencyMs.max >= r.latencyMs.p99)
+  const m = r.memory
+  t.true(m.gcBeforeSamples)
+  t.true(m.samples >= 20, `${m.samples} samples`)
+  // Runs allocate nothing from the device heap: the executors' slabs are all it holds.
+  t.is(m.heapReserved.min, m.heapReserved.max)
+  t.true(m.heapReserved.first > 0)
+  t.is(m.heapAllocated.min, m.heapAllocated.max)
+  // Staging for inputs comes from the host cache: a few 2 KiB blocks, not one per request.
+  t.true(m.hostAllocated.max - m.hostAllocated.min <= 16 << 10, `host cache ${m.hostAllocated.min} -> ${m.hostAllocated.max}`)
+  // Each request makes tens of KiB of garbage; none of it may stay reachable.
+  t.true(m.jsHeapUsed.slopePerRequest < 4096, `JS heap used grows ${m.jsHeapUsed.slopePerRequest} B/request`)
+  // RSS moves with V8's heap sizing (young generation growth), bounded far below a per-request leak.
+  t.true(m.rss.max - m.rss.first < 48 << 20, `RSS ${m.rss.first} -> max ${m.rss.max}`)
+  t.log(`${r.requestsPerSecond.toFixed(0)} requests/s, p50 ${r.latencyMs.p50.toFixed(1)} ms, p99 ${r.latencyMs.p99.toFixed(1)} ms; RSS ${(m.rss.first / 2 ** 20).toFixed(1)} -> ${(m.rss.last / 2 ** 20).toFixed(1)} MiB`)
+})
+
+test('inference server: a device per worker gives the same answers', async (t) => {
+  const r = await runJson(t, [join(BUILD, 'inference-server.js'), '--load-test', '--requests', '40', '--concurrency', '4', '--workers', '2', '--device-per-worker', '--json'])
+  t.true(r.devicePerWorker)
+  t.is(r.ok, 40)
+  t.is(r.mismatched, 0)
+  // Two devices, each holding one executor: twice the shared case's single executor footprint at least.
+  t.true(r.memory.heapReserved.first >= 2 * r.executors[0].deviceBytes)
+})
+
+test('inference server: HTTP routes, typed errors and a clean shutdown', async (t) => {
+  const b = await build()
+  t.is(b.code, 0, b.stdout + b.stderr)
+  const { classifierWeights, classifyRow } = require(join(BUILD, 'lib', 'classifier.js'))
+  const shape = { batch: 2, inputs: 4, hidden: 8, classes: 3 }
+  const child = spawn(process.execPath, [join(BUILD, 'inference-server.js'), '--port', '0', '--workers', '1', '--batch', '2', '--inputs', '4', '--hidden', '8', '--classes', '3'], { cwd: ROOT })
+  let stdout = ''
+  const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })))
+  const port = await new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      stdout += d
+      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stdout)
+      if (m) resolve(Number(m[1]))
+    })
+    exited.then(() => reject(new Error(`server exited early:\n${stdout}`)))
+  })
+  const call = async (method, path, body) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { method, body })
+    return { status: res.status, json: await res.json() }
+  }
+  try {
+    const rows = [[0.5, -1, 0.25, 2], [0, 0, 0, 0]]
+    const ok = await call('POST', '/infer', JSON.stringify({ input: rows }))
+    t.is(ok.status, 200)
+    const w = classifierWeights(shape, 1)
+    rows.forEach((row, k) => {
+      const expected = classifyRow(shape, w, row)
+      ok.json.output[k].forEach((p, c) => t.true(Math.abs(p - expected[c]) < 1e-5, `row ${k} class ${c}: ${p} vs ${expected[c]}`))
+    })
+    t.deepEqual((await call('POST', '/infer', '{"input": [[1, 2, 3]]}')).json.error.code, 'INVALID_ARGUMENT')
+    t.is((await call('POST', '/infer', '{"input": [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]]}')).status, 400, 'more rows than the batch')
+    const bad = await call('POST', '/infer', 'not json')
+    t.is(bad.status, 400)
+    t.is(bad.json.error.code, 'PARSE_ERROR')
+    t.is((await call('GET', '/infer')).status, 405)
+    t.is((await call('GET', '/nope')).status, 404)
+    const stats = await call('GET', '/stats')
+    t.is(stats.status, 200)
+    t.is(stats.json.served, 1)
+    t.is(stats.json.workers[0].executor.runs, 1)
+    t.true(stats.json.memory.heapReserved > 0)
+  } finally {
+    child.kill('SIGTERM')
+  }
+  t.deepEqual(await exited, { code: 0, signal: null }, 'SIGTERM closes the server, the workers and the device')
+})
+
+test('training loop: loss falls, the first step matches the CPU reference, reserved memory is constant after step 1', async (t) => {
+  const r = await runJson(t, [join(BUILD, 'training-loop.js'), '--epochs', '10', '--json'])
+  t.is(r.epochs.length, 10)
+  t.is(r.steps, 10 * Math.floor(r.samples / r.shape.batch))
+  t.true(r.finalLoss < r.initialLoss / 4, `loss ${r.initialLoss} -> ${r.finalLoss}`)
+  t.true(r.epochs[9].loss < r.epochs[0].loss / 2, `epoch losses ${r.epochs.map((e) => e.loss.toFixed(4)).join(' ')}`)
+  // Forward, backward and Adam on the GPU against float64 on the CPU.
+  t.true(r.firstStepCheck.lossRelError < 1e-5, `loss ${r.firstStepCheck.lossRelError}`)
+  t.true(r.firstStepCheck.gradientRelError < 1e-3, `gradients ${r.firstStepCheck.gradientRelError}`)
+  t.true(r.firstStepCheck.updateRelError < 1e-3, `update ${r.firstStepCheck.updateRelError}`)
+  // The caching allocator: what step 1 reserved serves every later step.
+  t.true(r.reservedAfterStep1 > 0)
+  t.true(r.reservedStable, `reserved ${r.reservedAfterStep1} after step 1, ${r.reservedAtEnd} at the end`)
+  t.true(r.driverAllocationsStable)
+  for (const e of r.epochs) {
+    t.is(e.heap.allocated, 0, 'every block of a step is freed by its end')
+    t.is(e.heap.reserved, r.reservedAfterStep1)
+    t.true(e.heap.cacheHits > 0)
+  }
+  t.true(r.compiled.outputsEqualEager, 'the compiled step equals the eager step bit for bit')
+  t.true(r.compiled.slabBytes >= r.compiled.lowerBound)
+})
