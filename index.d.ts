@@ -20,6 +20,7 @@ export declare class ComputeKernel {
 
 /** One block of the device heap: `size` bytes at `offset` in a segment buffer. */
 export declare class DeviceBlock {
+  /** Block id (as in heap events, snapshots and `heap.getBlockInfo()`). */
   get id(): number
   /** Allocated bytes (the request rounded up to the storage offset alignment). */
   get size(): number
@@ -27,16 +28,24 @@ export declare class DeviceBlock {
   get requestedSize(): number
   /** Offset inside the segment buffer (a multiple of the storage offset alignment). */
   get offset(): number
+  /** Pool name: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
   get pool(): string
+  /** From a `shared` pool (mappable where the adapter has MAPPABLE_PRIMARY_BUFFERS). */
   get isShared(): boolean
+  /** True once `free()` ran (reuse still waits for the block's GPU work). */
   get freed(): boolean
+  /** What the heap knows about the block. `USE_AFTER_FREE` once freed. */
   info(): BlockInfo
+  /** Shape metadata set at `malloc()` or with `setShape()`, or null. `USE_AFTER_FREE` once freed. */
   get shape(): Array<number> | null
   /** Sets (or clears, with null) the shape metadata. */
   setShape(shape?: Array<number> | undefined | null): void
   /** Writes `data` at `offset` (default 0, a multiple of 4); ordered before later submissions. */
   write(data: Uint8Array, offset?: number | undefined | null): void
-  /** Reads `length` bytes (default: to the end) at `offset` (default 0) once earlier work completed. */
+  /**
+   * Native form of `read(offset, length, { signal })`.
+   * @internal
+   */
   read(offset?: number | undefined | null, length?: number | undefined | null): Promise<Buffer>
   /** Copies `src` into this block (up to the smaller size) and submits; returns the event. */
   copyFrom(src: DeviceBlock): GpuEvent
@@ -50,27 +59,54 @@ export declare class DeviceBlock {
 export declare class Executor {
   /** The memory plan the executor runs with. */
   get plan(): MemoryPlan
+  /** Objects created at compile time, runs so far and slab sizes. */
   stats(): ExecutorStats
   /** Device bytes held: slabs plus the constant region. */
   get deviceBytes(): number
+  /** True once `release()` ran. */
   get released(): boolean
-  /** Runs the graph: uploads `inputs` (bytes per input id), dispatches every op, returns the outputs. */
+  /**
+   * Native form of `run(inputs, { observe, checkPlan, signal })`.
+   * @internal
+   */
   run(inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
-  /** Returns the slabs to the heap (ReleaseSlab); later runs fail with USE_AFTER_FREE. */
+  /**
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+   * Returns false if it was already released.
+   */
   release(): boolean
 }
 
 /** An open GPU device (adapter, device, queue, poller thread). */
 export declare class Gpu {
-  /** Plans and compiles a graph (JSON text; the facade accepts objects). */
+  /**
+   * Plans and compiles a graph given as JSON text (the facade's `compile()` accepts objects).
+   * @internal
+   */
   compileGraph(graphJson: string, options?: CompileGraphOptions | undefined | null): Promise<Executor>
-  /** Runs a graph eagerly: each op's outputs come from the heap and return after their last use. */
+  /**
+   * Native form of the facade's `runEager()`.
+   * @internal
+   */
   runEagerGraph(graphJson: string, inputs: Record<string, Uint8Array>, params?: Record<string, Uint8Array> | undefined | null, observe?: boolean | undefined | null): Promise<RunResult>
   /** The checksum graph of a model graph (`shared/bench/models` format), as executable graph JSON. */
   checksumGraph(modelJson: string): string
-  /** Opens an adapter and a device. (Configurable so the JS facade can add `{ signal }`.) */
+  /**
+   * Opens an adapter and a device.
+   * Fails with `ADAPTER_NOT_FOUND` when no adapter matches the options, `DEVICE_REQUEST_FAILED`
+   * when the driver refuses the device (e.g. a missing required feature), `INVALID_ARGUMENT`
+   * for unknown backends or features, `ABORTED` when `options.signal` fires first.
+   * @example
+   * ```js
+   * const gpu = await Gpu.request({ powerPreference: 'high-performance', signal: AbortSignal.timeout(5000) })
+   * console.log(gpu.info.adapterName, gpu.memoryBudget.bytes)
+   * gpu.destroy() // or `using gpu = ...`
+   * ```
+   */
   static request(options?: GpuRequestOptions | undefined | null): Promise<Gpu>
+  /** The adapter, its backend and the limits wgalloc depends on. */
   get info(): GpuInfo
+  /** The memory budget in bytes and where it came from (`memoryBudget` option, driver, or default). */
   get memoryBudget(): MemoryBudget
   /** True once the device was lost or destroyed. */
   get lost(): boolean
@@ -78,14 +114,22 @@ export declare class Gpu {
   get uncapturedErrorCount(): number
   /** A new ordered lane of GPU work. */
   createStream(): Stream
-  /** A zero-filled device-local buffer of `size` bytes (padded to a multiple of 4). */
+  /**
+   * A zero-filled device-local buffer of `size` bytes (padded to a multiple of 4), outside the heap.
+   * `INVALID_ARGUMENT` for a size that is not a non-negative integer or exceeds `info.maxBufferSize`,
+   * `OUT_OF_MEMORY` when the driver refuses it.
+   */
   createBuffer(size: number): GpuBuffer
   /**
    * Writes `data` at `offset` (a multiple of 4); ordered before all later submissions.
-   * A length that is not a multiple of 4 is accepted only where the write ends at the buffer's end.
+   * A length that is not a multiple of 4 is accepted only where the write ends at the buffer's end;
+   * other misaligned or out-of-range writes fail with `INVALID_ARGUMENT`.
    */
   writeBuffer(buffer: GpuBuffer, offset: number, data: Uint8Array): void
-  /** Reads `size` bytes at `offset` (any alignment) once all earlier work completed. */
+  /**
+   * Native form of `readBuffer(buffer, offset, size, { signal })`.
+   * @internal
+   */
   readBuffer(buffer: GpuBuffer, offset: number, size: number): Promise<Buffer>
   /** The device's caching allocator. */
   get heap(): Heap
@@ -107,6 +151,7 @@ export declare class Gpu {
   /**
    * Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
    * host cache (positional form of the facade's `download(block, { offset, length })`).
+   * @internal
    */
   downloadRange(block: DeviceBlock, offset?: number | undefined | null, length?: number | undefined | null): Promise<Buffer>
   /**
@@ -122,9 +167,11 @@ export declare class Gpu {
   createKernel(options: KernelOptions): ComputeKernel
 }
 
+/** A plain device-local buffer outside the heap (`gpu.createBuffer()`), for data movement. */
 export declare class GpuBuffer {
   /** Bytes requested at creation. */
   get size(): number
+  /** True once `destroy()` ran. */
   get destroyed(): boolean
   /** Releases the GPU memory (work already submitted still completes). Idempotent. */
   destroy(): void
@@ -136,7 +183,10 @@ export declare class GpuEvent {
   get seq(): number
   /** Non-blocking: true once the GPU finished this submission. */
   query(): boolean
-  /** Resolves once the GPU finished this submission (the facade adds `{ signal }`). */
+  /**
+   * Native form of `wait({ signal })`.
+   * @internal
+   */
   wait(): Promise<void>
   /** Blocks the JS thread up to `timeoutMs`; returns whether the work completed. */
   waitSync(timeoutMs: number): boolean
@@ -144,7 +194,19 @@ export declare class GpuEvent {
 
 /** The device's caching allocator (`gpu.heap`). */
 export declare class Heap {
-  /** Allocates a block of at least `size` bytes. */
+  /**
+   * Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
+   * Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
+   * watermark or the driver refuses, after releasing cached segments and retrying (the message
+   * names requested, allocated, cached, reserved and budget bytes).
+   * @example
+   * ```js
+   * const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
+   * block.write(new Uint8Array(1 << 20))
+   * const head = await block.read(0, 16)
+   * block.free() // or `using block = ...`
+   * ```
+   */
   malloc(size: number, options?: MallocOptions | undefined | null): DeviceBlock
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
   allocScalar(value: Uint8Array): DeviceBlock
@@ -154,8 +216,14 @@ export declare class Heap {
   emptyCache(): number
   /** Returns freed blocks whose GPU work completed to their pools. */
   freeInactiveBuffers(): void
+  /**
+   * Allocator statistics: bytes, blocks and segments (current, peak, cumulative), cache and
+   * driver counters, per pool. A plain object of numbers.
+   */
   stats(): HeapStats
+  /** Sets every `peak` to its `current` value. */
   resetPeakStats(): void
+  /** Zeroes the cumulative figures (`allocated`, `freed`) and the counters. */
   resetAccumulatedStats(): void
   /** Every segment with its blocks and free ranges. */
   snapshot(): Array<SnapshotSegment>
@@ -165,7 +233,15 @@ export declare class Heap {
   get highWatermarkRatio(): number
   /** Soft limit (garbage collection of idle segments) as a fraction of the budget; 0 disables. */
   get lowWatermarkRatio(): number
+  /**
+   * Sets the hard limit (fraction of the budget, 0 to 2; 0 disables); lowers the low watermark
+   * to it if needed. `INVALID_ARGUMENT` out of range.
+   */
   setHighWatermarkRatio(ratio: number): void
+  /**
+   * Sets the soft limit (fraction of the budget, at most the high watermark; 0 disables).
+   * `INVALID_ARGUMENT` out of range.
+   */
   setLowWatermarkRatio(ratio: number): void
   /** Bytes the heap may still reserve before garbage collection starts. */
   get lowWatermarkHeadroom(): number
@@ -173,14 +249,34 @@ export declare class Heap {
   get alignment(): number
   /** The `WGALLOC_DEBUG_ALLOCATOR` mask in force. */
   get debugMask(): number
-  /** Keep events (and debug log lines) for `takeEvents()`; used by the facade's `on()`/`setLogger()`. */
+  /**
+   * Keep events (and debug log lines) for `takeEvents()`; used by the facade's `on()`/`setLogger()`.
+   * @internal
+   */
   setEventRecording(events: boolean, logs: boolean): void
+  /**
+   * Events and log lines recorded since the last call (the facade delivers them).
+   * @internal
+   */
   takeEvents(): HeapEventBatch
 }
 
 /** The device's host staging cache (`gpu.host`). */
 export declare class Host {
-  /** A staging block of at least `size` bytes. Upload blocks come mapped: write `block.bytes`. */
+  /**
+   * A staging block of at least `size` bytes (a power-of-two size class, or a multiple of 2 MiB
+   * above `roundThreshold`). Upload blocks come mapped: write `block.bytes`. Fails with
+   * `INVALID_ARGUMENT` for a bad size or direction, `OUT_OF_MEMORY` when the driver refuses.
+   * @example
+   * ```js
+   * const up = gpu.host.alloc(data.byteLength, { direction: 'upload' })
+   * up.bytes.set(data)
+   * const s = gpu.createStream()
+   * s.copy(up, deviceBlock) // detaches up.bytes
+   * await s.synchronize()
+   * up.free()
+   * ```
+   */
   alloc(size: number, options?: HostAllocOptions | undefined | null): HostBlock
   /** Frees `block` (same as `block.free()`), checking that it belongs to this device. */
   free(block: HostBlock): void
@@ -190,12 +286,17 @@ export declare class Host {
   emptyCache(): number
   /** Allocations until `endAllocateToPool(poolId)` come from private pool `poolId` (an integer >= 1). */
   beginAllocateToPool(pool: number): void
+  /** Ends `beginAllocateToPool(pool)`: later allocations come from the default pool again. */
   endAllocateToPool(pool: number): void
   /** Drops one hold on the pool; once none is left, `emptyCache()` frees its idle blocks. */
   releasePool(pool: number): void
+  /** Private pools still held. */
   get privatePools(): Array<PrivatePoolInfo>
+  /** Host-cache statistics (PyTorch HostStats): a plain object of numbers. */
   stats(): HostStats
+  /** Sets every `peak` to its `current` value. */
   resetPeakStats(): void
+  /** Zeroes the cumulative figures and counters. */
   resetAccumulatedStats(): void
   /** The settings in force. */
   get config(): HostConfig
@@ -205,6 +306,7 @@ export declare class Host {
 
 /** A staging block of the host cache. */
 export declare class HostBlock {
+  /** Block id (as in `wgalloc:host` messages). */
   get id(): number
   /** Bytes asked for: the length of `bytes`. */
   get requestedSize(): number
@@ -214,6 +316,7 @@ export declare class HostBlock {
   get direction(): 'upload' | 'download'
   /** 0 for the default pool, else the private pool the block came from. */
   get poolId(): number
+  /** True once `free()` ran (reuse still waits for the block's GPU work). */
   get freed(): boolean
   /** True while `bytes` is available. */
   get mapped(): boolean
@@ -244,9 +347,11 @@ export declare class HostBlock {
 
 /** A validated memory plan: an offset in one slab for every usage record. */
 export declare class MemoryPlan {
+  /** The strategy asked for (`best`, `exact`, ...). */
   get strategy(): string
   /** Which algorithm produced the winning layout (e.g. the portfolio member). */
   get method(): string
+  /** Bytes of the slab: the highest offset + size over all records. */
   get slabSize(): number
   /** Largest total size of records live at one time: no plan can be smaller. */
   get lowerBound(): number
@@ -254,26 +359,32 @@ export declare class MemoryPlan {
   get ratio(): number
   /** Proven optimal. */
   get optimal(): boolean
+  /** Planning time, ms. */
   get timeMs(): number
+  /** Every offset is a multiple of this many bytes. */
   get alignment(): number
   /** Offsets in record order. */
   get offsets(): Array<number>
   /** Offset of the record `id`, or null. */
   offsetOf(id: string): number | null
-  /** Re-checks the plan with the independent checker; throws PLAN_INVALID if it fails. */
+  /** Re-checks the plan with the independent checker; throws `PLAN_INVALID` if it fails. */
   validate(): void
   /** SVG picture of the layout (op index on x, offset on y). */
   toSVG(): string
-  /** The plan as a JSON string (the facade's `toJSON()` parses it). */
+  /** The plan as JSON text (`toJSON()` returns it parsed). */
   toJsonString(): string
 }
 
-/** A planning run on a background thread. */
+/**
+ * A planning run on a background thread (the facade's `planMemory()` drives it).
+ * @internal
+ */
 export declare class PlanJob {
   /** Stops the search; `wait()` then resolves with the best plan found so far. */
   cancel(): void
   /** The latest progress report, or null before the first. */
   progress(): PlanProgress | null
+  /** True once the plan (or an error) is ready. */
   get done(): boolean
   /** Resolves with the validated plan. */
   wait(): Promise<MemoryPlan>
@@ -281,27 +392,59 @@ export declare class PlanJob {
 
 /** The device's profiler. Get it with `gpu.profiler`. */
 export declare class Profiler {
+  /** What the device can time and what the profiler is doing now. */
   get info(): ProfilerInfo
   /** True while recording (session, capture or `WGALLOC_PROFILE`). */
   get active(): boolean
-  /** Starts a session. `PROFILER_STATE` if one is running; `INVALID_ARGUMENT` for an unknown mode. */
+  /**
+   * Starts a session. `PROFILER_STATE` if one is running; `INVALID_ARGUMENT` for an unknown mode.
+   * @example
+   * ```js
+   * gpu.profiler.start({ mode: 'interval' })
+   * await exe.run({ x })
+   * await gpu.profiler.flush()
+   * gpu.profiler.stop()
+   * console.log(gpu.profiler.stats().operations)
+   * ```
+   */
   start(options?: ProfilerStartOptions | undefined | null): void
   /** Ends the session. `PROFILER_STATE` without one. */
   stop(): void
+  /** Per-op and per-copy statistics (`await flush()` first for every GPU time). */
   stats(): ProfilerStats
+  /** Clears the statistics (not the trace). */
   resetStats(): void
-  /** Counts a CPU fallback of op `name` that copied `bytes` between host and device. */
+  /**
+   * Counts a CPU fallback of op `name` that copied `bytes` between host and device.
+   * `INVALID_ARGUMENT` for an empty name.
+   */
   markCpuFallback(name: string, bytes?: number | undefined | null): void
-  /** Resolves `true` once every submitted timestamp was read back (`false` after `timeoutMs`, default 10 s). */
+  /**
+   * Native form of `flush({ timeoutMs, signal })`.
+   * @internal
+   */
   flush(timeoutMs?: number | undefined | null): Promise<boolean>
-  /** Writes the trace recorded so far to `path` (the facade's `exportTrace` flushes first). */
+  /**
+   * Writes the trace recorded so far to `path` without waiting for outstanding timestamps
+   * (`exportTrace()` flushes first). `IO_ERROR` if the file cannot be written.
+   */
   exportTraceNow(path: string): void
+  /**
+   * Starts recording everything into one trace, written by `stopCapture()` to `name`
+   * (`.json` appended without an extension). `PROFILER_STATE` if a capture is running.
+   */
   startCapture(name: string): void
-  /** Ends the capture and writes its trace file; returns its path. */
+  /**
+   * Ends the capture and writes its trace file without waiting for outstanding timestamps
+   * (`stopCapture()` flushes first); returns its path. `PROFILER_STATE` without a capture.
+   */
   stopCaptureNow(): string
   /** All stats tables as text. */
   formatStats(): string
-  /** The tables `WGALLOC_PROFILE` asks for at exit, or null. */
+  /**
+   * The tables `WGALLOC_PROFILE` asks for at exit, or null.
+   * @internal
+   */
   exitReport(): string | null
 }
 
@@ -335,29 +478,43 @@ export declare class Stream {
   get pendingCommands(): number
   /** Submits recorded work; the event completes when the GPU finished it. */
   submit(): GpuEvent
-  /** Submits pending work and resolves once all of this stream's work completed. */
+  /**
+   * Native form of `synchronize({ signal })`.
+   * @internal
+   */
   synchronize(): Promise<void>
 }
 
 /** What the heap knows about a live block. */
 export interface BlockInfo {
+  /** Block id. */
   id: number
+  /** Bytes asked for. */
   requestedSize: number
+  /** Bytes allocated (the request rounded up to the storage offset alignment). */
   size: number
+  /** Segment (driver buffer) holding the block. */
   segmentId: number
+  /** Byte offset in the segment. */
   offset: number
+  /** Pool name (see `PoolStats.pool`). */
   pool: string
+  /** From a `shared` pool (mappable where the adapter allows). */
   isShared: boolean
   /** Alone in its segment (large request, or above the binding limit). */
   dedicated: boolean
   /** Larger than the device's max storage binding size: cannot be bound whole. */
   exceedsBindingLimit: boolean
+  /** Shape metadata, if set. */
   shape?: Array<number>
   /** `active` or `pending-free`. */
   state: string
 }
 
-/** Options of `gpu.compile()` (the facade adds `plan: 'observe'`). */
+/**
+ * Options of the native `compileGraph()` (the facade's `compile()` adds `plan: 'observe'`).
+ * @internal
+ */
 export interface CompileGraphOptions {
   /** Planner strategy (default `best`). */
   strategy?: string
@@ -373,34 +530,47 @@ export interface CompileGraphOptions {
 
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */
 export interface CopyOptions {
+  /** Byte offset in the source (a multiple of 4). */
   srcOffset?: number
+  /** Byte offset in the destination (a multiple of 4). */
   dstOffset?: number
+  /** Bytes to copy. */
   size?: number
 }
 
 /** Copies of one kind. Times in milliseconds, bandwidth in GB/s over GPU-timed copies. */
 export interface CopyStats {
+  /** Direction of the copies. */
   kind: 'upload' | 'download' | 'device-to-device'
+  /** Copies recorded. */
   count: number
+  /** Bytes copied. */
   bytes: number
   /** Copies the caller waited for (read-backs). */
   blocking: number
   /** Copies staged through the host cache. */
   viaHost: number
+  /** Copies with a valid GPU time. */
   gpuTimed: number
+  /** GPU time of the timed copies, ms. */
   totalGpuMs: number
+  /** CPU time from encoding to submission, ms. */
   totalSchedulingMs: number
+  /** Bytes of timed copies per GPU second, in GB/s (0 without GPU times). */
   bandwidthGbps: number
 }
 
 /** Count, total and longest duration of a driver operation, in nanoseconds. */
 export interface DurationStat {
+  /** Operations timed. */
   count: number
+  /** Their total duration, ns. */
   totalNs: number
+  /** The longest one, ns. */
   maxNs: number
 }
 
-/** Options of a run. */
+/** Options of a run (the facade adds `signal`). */
 export interface ExecRunOptions {
   /** Record every allocation and free per op. */
   observe?: boolean
@@ -408,20 +578,31 @@ export interface ExecRunOptions {
   checkPlan?: boolean
 }
 
+/** What an executor created and ran. Runs create nothing: only `runs` and staging grow. */
 export interface ExecutorStats {
+  /** Compute pipelines built at compile time. */
   pipelinesCreated: number
+  /** Bind groups built at compile time. */
   bindGroupsCreated: number
+  /** Driver buffers created at compile time (slabs, constant region). */
   buffersCreated: number
   /** Staging buffers created for input uploads (stops growing once the host cache is warm). */
   stagingBuffersCreated: number
+  /** Completed runs. */
   runs: number
+  /** Slabs the plan was split into (one unless it exceeds the max buffer size or `maxSlabSize`). */
   slabs: number
+  /** Bytes of all slabs. */
   slabBytes: number
+  /** Bytes of the constant region (params). */
   constantBytes: number
 }
 
+/** CPU fallbacks of one op (`profiler.markCpuFallback()`). */
 export interface FallbackStats {
+  /** The op's name. */
   name: string
+  /** Fallbacks recorded. */
   runs: number
   /** Bytes copied between host and device for the fallback. */
   bytes: number
@@ -429,22 +610,33 @@ export interface FallbackStats {
 
 /** The adapter and the limits wgalloc depends on. */
 export interface GpuInfo {
+  /** Adapter name as the driver reports it (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)`). */
   adapterName: string
   /** `vulkan`, `metal`, `dx12`, ... */
   backend: string
   /** `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ... */
   deviceType: string
+  /** Driver name (may be empty). */
   driver: string
+  /** Driver version details (may be empty). */
   driverInfo: string
+  /** PCI vendor id (0 where the backend has none). */
   vendorId: number
+  /** PCI device id (0 where the backend has none). */
   deviceId: number
   /** Enabled device features, by wgpu name. */
   features: Array<string>
+  /** Largest buffer the device creates, in bytes (planned slabs are split to fit). */
   maxBufferSize: number
+  /** Largest storage binding, in bytes: a larger block or tensor cannot be bound whole. */
   maxStorageBufferBindingSize: number
+  /** Largest uniform binding, in bytes. */
   maxUniformBufferBindingSize: number
+  /** Alignment of storage binding offsets, in bytes: every heap block offset is a multiple. */
   minStorageBufferOffsetAlignment: number
+  /** Alignment of uniform binding offsets, in bytes. */
   minUniformBufferOffsetAlignment: number
+  /** Most workgroups one dispatch may have in each dimension. */
   maxComputeWorkgroupsPerDimension: number
   /** Nanoseconds per timestamp tick (0 without timestamp queries). */
   timestampPeriodNs: number
@@ -472,13 +664,20 @@ export interface GpuRequestOptions {
 export interface HeapEvent {
   /** `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED` or `ALLOCATION_FAILED`. */
   kind: string
+  /** The block concerned (absent for segment events and failed requests). */
   blockId?: number
+  /** The segment concerned (absent for a failed request). */
   segmentId?: number
+  /** Bytes: of the block, the segment, or the failed request. */
   size: number
+  /** Pool name (see `PoolStats.pool`). */
   pool: string
 }
 
-/** Events and debug log lines recorded since the last `takeEvents()`. */
+/**
+ * Events and debug log lines recorded since the last `takeEvents()`.
+ * @internal
+ */
 export interface HeapEventBatch {
   events: Array<HeapEvent>
   logs: Array<string>
@@ -490,21 +689,33 @@ export interface HeapStats {
   allocatedBytes: Stat
   /** Bytes of segments held from the driver. */
   reservedBytes: Stat
+  /** Blocks handed out and not yet freed. */
   activeBlocks: Stat
+  /** Segments (driver buffers) held. */
   segments: Stat
   /** Bytes callers asked for; `allocatedBytes - requestedBytes` is alignment padding. */
   requestedBytes: Stat
   /** Reserved but not allocated (free ranges plus pending frees). */
   cachedBytes: number
+  /** Bytes of freed blocks still waiting for their GPU work. */
   pendingFreeBytes: number
+  /** Freed blocks still waiting for their GPU work. */
   pendingFreeBlocks: number
+  /** Allocations served from a cached segment (no driver call). */
   cacheHits: number
+  /** Allocations that needed a new segment. */
   cacheMisses: number
+  /** Segments created (driver buffer allocations). */
   driverAllocations: number
+  /** Segments released to the driver. */
   driverFrees: number
+  /** Allocations retried after releasing cached segments or waiting for pending frees. */
   retries: number
+  /** Allocations that failed with `OUT_OF_MEMORY`. */
   ooms: number
+  /** Garbage collections of idle segments above the low watermark. */
   gcRuns: number
+  /** The same figures per pool. */
   pools: Array<PoolStats>
 }
 
@@ -516,11 +727,17 @@ export interface HostAllocOptions {
 
 /** Figures of one size class (`size` bytes is its power of two). */
 export interface HostBucketStats {
+  /** Size class: blocks of this class are `2 ** index` bytes. */
   index: number
+  /** Bytes of one block of this class. */
   size: number
+  /** Staging buffers of this class held from the driver. */
   allocations: Stat
+  /** Their bytes. */
   allocatedBytes: Stat
+  /** Blocks of this class handed out (or pending). */
   activeRequests: Stat
+  /** Their bytes. */
   activeBytes: Stat
 }
 
@@ -540,9 +757,11 @@ export interface HostConfig {
 export interface HostStats {
   /** Staging buffers held from the driver, cached or active. */
   allocations: Stat
+  /** Bytes of those staging buffers. */
   allocatedBytes: Stat
   /** Blocks handed out, or freed but still waiting for their GPU work. */
   activeRequests: Stat
+  /** Bytes of those blocks. */
   activeBytes: Stat
   /** Bytes callers asked for, of blocks not yet freed. */
   requestedBytes: Stat
@@ -550,16 +769,25 @@ export interface HostStats {
   cachedBytes: number
   /** Size classes ever used. */
   buckets: Array<HostBucketStats>
+  /** Staging buffers created (driver calls). */
   numHostAlloc: number
+  /** Staging buffers released to the driver. */
   numHostFree: number
+  /** Time spent creating (and first mapping) staging buffers. */
   hostAllocTime: DurationStat
+  /** Time spent releasing them. */
   hostFreeTime: DurationStat
+  /** Allocations served from a free list (no driver call). */
   cacheHits: number
+  /** Allocations that created a staging buffer. */
   cacheMisses: number
+  /** Freed blocks waiting for their GPU work (and, for uploads, the re-map). */
   pendingBlocks: number
+  /** Their bytes. */
   pendingBytes: number
   /** `bytes` views that are a copy because the runtime refused external ArrayBuffers (or `zeroCopy: false`). */
   copyFallbacks: number
+  /** `bytes` views that map the staging memory directly. */
   zeroCopyViews: number
 }
 
@@ -586,6 +814,7 @@ export interface MallocOptions {
 
 /** The memory budget and where it came from. */
 export interface MemoryBudget {
+  /** Bytes the device may use; the heap's watermarks are fractions of it. */
   bytes: number
   /** `user`, `vulkan-device-local-heap` or `default`. */
   source: string
@@ -593,45 +822,65 @@ export interface MemoryBudget {
 
 /** What the memory observer saw during one run. */
 export interface Observation {
+  /** Ops run. */
   ops: number
+  /** Every allocation and free, in order. */
   events: Array<ObservedEvent>
   /** Records a planner needs, derived from the events. */
   usageRecords: Array<ObservedRecord>
+  /** Largest total of tensor bytes live at one time. */
   peakLiveBytes: number
 }
 
 /** One allocation or free attributed to an op. */
 export interface ObservedEvent {
+  /** Index of the op in the graph's `ops`. */
   op: number
+  /** The op's `name` (its index as text when unnamed). */
   opName: string
   /** `alloc` or `free`. */
   kind: string
+  /** Tensor id. */
   tensor: string
+  /** Bytes of the tensor. */
   size: number
   /** Heap block id (eager) or slab index (planned). */
   location: number
+  /** Byte offset in the block (eager, 0) or slab (planned). */
   offset: number
 }
 
+/** A usage record derived from an observed run: `size` bytes live from op `first` to op `last`. */
 export interface ObservedRecord {
+  /** Tensor id. */
   id: string
+  /** Bytes. */
   size: number
+  /** Index of the op that allocated the tensor. */
   first: number
+  /** Index of the op after which it was freed (inclusive). */
   last: number
 }
 
 /** Runs of one op (by name and pipeline). Times in milliseconds. */
 export interface OperationStats {
+  /** The op's name. */
   name: string
+  /** Its pipeline (kernel entry point). */
   pipeline: string
+  /** Runs recorded. */
   runs: number
   /** Runs with a valid GPU time (the mean is over these). */
   gpuTimedRuns: number
+  /** GPU time of all timed runs, ms. */
   totalGpuMs: number
+  /** Mean GPU time per timed run, ms. */
   meanGpuMs: number
+  /** Longest GPU time of one run, ms. */
   maxGpuMs: number
   /** CPU time from encoding each run to its submission returning. */
   totalSchedulingMs: number
+  /** Mean scheduling time per run, ms. */
   meanSchedulingMs: number
 }
 
@@ -651,22 +900,33 @@ export interface PlanMemoryOptions {
 
 /** Search progress: best height so far and the proven lower bound. */
 export interface PlanProgress {
+  /** Smallest slab size found so far, in bytes. */
   best: number
+  /** Proven lower bound, in bytes: no plan is smaller. */
   lowerBound: number
+  /** Milliseconds since planning started. */
   elapsedMs: number
 }
 
+/** Figures of one heap pool. */
 export interface PoolStats {
+  /** `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
   pool: string
+  /** Bytes of active blocks (allocated sizes). */
   allocatedBytes: Stat
+  /** Bytes of the pool's segments. */
   reservedBytes: Stat
+  /** Blocks handed out and not yet freed. */
   activeBlocks: Stat
+  /** Segments (driver buffers) held. */
   segments: Stat
 }
 
 /** A private pool and how many `beginAllocateToPool` calls still hold it. */
 export interface PrivatePoolInfo {
+  /** The pool id given to `beginAllocateToPool()`. */
   id: number
+  /** Holds left: `beginAllocateToPool()` calls not yet matched by `releasePool()`. */
   useCount: number
 }
 
@@ -681,15 +941,19 @@ export interface ProfilerInfo {
    * profiled runs then keep their single compute pass.
    */
   dispatchTimestamps: boolean
+  /** Nanoseconds per timestamp tick. */
   timestampPeriodNs: number
   /** What is timed and how, e.g. "CPU timing only: the device lacks TIMESTAMP_QUERY". */
   timing: string
   /** Recording now (session, capture or `WGALLOC_PROFILE`). */
   active: boolean
+  /** A `start()` session is running. */
   session: boolean
+  /** A `startCapture()` capture is running. */
   capturing: boolean
   /** Trace mode in effect, if tracing. */
   mode?: string
+  /** Each profiled submission blocks until the GPU finished it. */
   waitUntilCompleted: boolean
   /** `WGALLOC_PROFILE` flags in effect. */
   envFlags: Array<string>
@@ -707,10 +971,15 @@ export interface ProfilerStartOptions {
   statsOnly?: boolean
 }
 
+/** Profiler statistics since creation or `resetStats()`; a plain object (numbers, and names of ops). */
 export interface ProfilerStats {
+  /** One entry per op (name and pipeline). */
   operations: Array<OperationStats>
+  /** One entry per copy kind seen. */
   copies: Array<CopyStats>
+  /** One entry per op that fell back to the CPU. */
   fallbacks: Array<FallbackStats>
+  /** Timestamp pairs used and dropped. */
   timestamps: TimestampHygiene
   /** Submissions whose timestamps are still being read back (`await flush()` first). */
   pendingSubmissions: number
@@ -718,49 +987,72 @@ export interface ProfilerStats {
   untimedPoolExhausted: number
 }
 
+/**
+ * What a native run returns (the facade turns outputs into typed arrays).
+ * @internal
+ */
 export interface RunResult {
   /** Output tensors by id, as bytes. */
   outputs: Record<string, Buffer>
   /** Output ids in graph order. */
   outputOrder: Array<string>
+  /** What the run allocated and freed, with `observe: true`. */
   observation?: Observation
 }
 
 /** One range of a segment in a snapshot (`blockId` 0 for free ranges). */
 export interface SnapshotBlock {
+  /** Block id, 0 for a free range. */
   blockId: number
+  /** Byte offset in the segment. */
   offset: number
+  /** Bytes. */
   size: number
   /** `active`, `pending-free` or `free`. */
   state: string
 }
 
+/** One segment (driver buffer) of the heap in a snapshot. */
 export interface SnapshotSegment {
+  /** Segment id. */
   id: number
+  /** Pool name (see `PoolStats.pool`). */
   pool: string
+  /** Bytes of the segment. */
   size: number
+  /** Holds one large block only. */
   dedicated: boolean
+  /** Its ranges in offset order, active, pending and free. */
   blocks: Array<SnapshotBlock>
 }
 
 /**
  * Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
  * Bad input fails here, before any thread starts.
+ * @internal
  */
 export declare function startPlan(format: string, text: string, options?: PlanMemoryOptions | undefined | null): PlanJob
 
 /** Current, peak and cumulative figures of one quantity. */
 export interface Stat {
+  /** Value now. */
   current: number
+  /** Highest value since creation or `resetPeakStats()`. */
   peak: number
+  /** Total ever added (since `resetAccumulatedStats()`). */
   allocated: number
+  /** Total ever subtracted (since `resetAccumulatedStats()`). */
   freed: number
 }
 
 /** Timestamp pairs accepted, and dropped by reason. */
 export interface TimestampHygiene {
+  /** Pairs used. */
   valid: number
+  /** Dropped: a timestamp read back as 0. */
   zero: number
+  /** Dropped: the end came before the start. */
   reversed: number
+  /** Dropped: implausibly long (counter overflow). */
   overflow: number
 }

@@ -89,3 +89,28 @@ async function profilerTypes(gpu: Gpu): Promise<number> {
   return n + s.operations.length + path.length + (p.info.passTimestamps ? 1 : 0)
 }
 void profilerTypes
+
+import { CHANNELS, type DeviceChannelMessage, type HeapChannelMessage, type HostChannelMessage, type ProfilerChannelMessage } from '../js/index.js'
+import { subscribe } from 'node:diagnostics_channel'
+async function ergonomics(gpu: Gpu, graph: Graph): Promise<number> {
+  const signal = AbortSignal.timeout(1000)
+  subscribe(CHANNELS.device, (m) => {
+    const msg = m as DeviceChannelMessage
+    if (msg.kind === 'error') void msg.code.length
+    if (msg.kind === 'open') void msg.gpu.info
+  })
+  subscribe(CHANNELS.heap, (m) => void (m as HeapChannelMessage).heap.stats())
+  subscribe(CHANNELS.host, (m) => void (m as HostChannelMessage).kind)
+  subscribe(CHANNELS.profiler, (m) => void (m as ProfilerChannelMessage).profiler)
+  const eager = await gpu.runEager(graph, {}, { observe: true, signal })
+  const flushed: boolean = await gpu.profiler.flush({ timeoutMs: 100, signal })
+  await gpu.profiler.flush(100)
+  await gpu.profiler.profile(() => 1, { statsOnly: true, signal })
+  const s = gpu.createStream()
+  s[Symbol.dispose]()
+  await s[Symbol.asyncDispose]()
+  const exe = await gpu.compile(graph, { signal })
+  await exe[Symbol.asyncDispose]()
+  return Number(flushed) + Object.keys(eager.outputs).length + (eager.observation?.toUsageRecords().length ?? 0)
+}
+void ergonomics

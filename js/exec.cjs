@@ -3,6 +3,7 @@
 // profile-guided planning (`plan: 'observe'`), disposal and inspect output.
 const { inspect } = require('node:util')
 const { WgallocError } = require('./errors.cjs')
+const { checkSignal, withSignal } = require('./signal.cjs')
 
 const TYPED = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, u16: Uint16Array, f16: Uint16Array, i8: Int8Array, u8: Uint8Array }
 
@@ -59,18 +60,20 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
     try {
       if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'compile options must be an object')
       const { plan = 'static', sampleInputs, signal, params, ...rest } = options
-      if (signal?.aborted) throw new WgallocError('ABORTED', 'the operation was aborted')
+      checkSignal(signal)
       const json = graphJson(graph)
       const native = { ...rest, params: byteMap(params, 'params') }
       if (plan === 'observe') {
         const parsed = JSON.parse(json)
         const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : Object.fromEntries((parsed.tensors ?? []).filter((t) => t.kind === 'input').map((t) => [t.id, new Uint8Array(t.size)]))
-        const seen = await runEagerGraph.call(this, json, inputs, native.params, true)
+        const seen = await withSignal(runEagerGraph.call(this, json, inputs, native.params, true), signal)
         native.recordsJson = JSON.stringify(seen.observation.usageRecords.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
       } else if (plan !== 'static') {
         throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got '${plan}'`)
       }
-      const exe = await compileGraph.call(this, json, native)
+      checkSignal(signal)
+      // An executor finished after an abort is released at once (its slabs go back to the heap).
+      const exe = await withSignal(compileGraph.call(this, json, native), signal, (late) => late.release())
       executorTypes.set(exe, dtypes(json))
       return exe
     } catch (err) {
@@ -79,10 +82,13 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
   }
 
   /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
-  Gpu.prototype.runEager = async function (graph, inputs, options = {}) {
+  Gpu.prototype.runEager = async function (graph, inputs, options) {
     try {
+      options ??= {}
+      if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'runEager options must be an object')
+      checkSignal(options.signal)
       const json = graphJson(graph)
-      const r = await runEagerGraph.call(this, json, byteMap(inputs, 'inputs'), byteMap(options.params, 'params'), Boolean(options.observe))
+      const r = await withSignal(runEagerGraph.call(this, json, byteMap(inputs, 'inputs'), byteMap(options.params, 'params'), Boolean(options.observe)), options.signal)
       return shapeResult(r, dtypes(json))
     } catch (err) {
       throw toWgallocError(err)
@@ -90,11 +96,13 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
   }
 
   const run = Executor.prototype.run
-  Executor.prototype.run = async function (inputs, options = {}) {
+  Executor.prototype.run = async function (inputs, options) {
     try {
-      const { signal, ...rest } = options ?? {}
-      if (signal?.aborted) throw new WgallocError('ABORTED', 'the operation was aborted')
-      const r = await run.call(this, byteMap(inputs, 'inputs'), rest)
+      options ??= {}
+      if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'run options must be an object')
+      const { signal, ...rest } = options
+      checkSignal(signal)
+      const r = await withSignal(run.call(this, byteMap(inputs, 'inputs'), rest), signal)
       return shapeResult(r, executorTypes.get(this) ?? new Map())
     } catch (err) {
       throw toWgallocError(err)

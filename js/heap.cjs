@@ -1,20 +1,24 @@
 'use strict'
 // JS side of the heap: one Heap object per Gpu, allocator events and debug logs
-// delivered to listeners (and node:diagnostics_channel) after each call, the
-// ALLOCATION_FAILED retry, disposal and inspect output.
+// delivered to listeners (and the `wgalloc:heap` diagnostics channel) after each
+// call, the ALLOCATION_FAILED retry, disposal and inspect output.
 const { inspect } = require('node:util')
-const diagnostics = require('node:diagnostics_channel')
 const { memoizeGetter } = require('./memo.cjs')
+const { addSignal } = require('./signal.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
-/** Allocator events are also published here, for tools that listen process-wide. */
-const channel = diagnostics.channel('wgalloc:heap')
 
-function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError }) {
+function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) {
   memoizeGetter(Gpu.prototype, 'heap')
+  /** Allocator events are also published here, for tools that listen process-wide. */
+  const channel = diag.channels.heap
 
   const listeners = new WeakMap() // heap -> { kind -> Set<fn> }
   const loggers = new WeakMap() // heap -> fn
+  // heap -> whether the channel had subscribers when recording was last set: the
+  // native heap records events only while someone listens, and a channel subscriber
+  // can come and go between any two calls.
+  const channelSeen = new WeakMap()
   const entry = (heap) => {
     let l = listeners.get(heap)
     if (!l) {
@@ -27,7 +31,14 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
     const l = listeners.get(heap)
     return (l && EVENT_KINDS.some((k) => l[k].size > 0)) || channel.hasSubscribers
   }
-  const syncRecording = (heap) => heap.setEventRecording(listening(heap), loggers.has(heap))
+  const syncRecording = (heap) => {
+    channelSeen.set(heap, channel.hasSubscribers)
+    heap.setEventRecording(listening(heap), loggers.has(heap))
+  }
+  /** Before a call that can allocate or free: follow channel (un)subscriptions. */
+  const follow = (heap) => {
+    if (channelSeen.get(heap) !== channel.hasSubscribers) syncRecording(heap)
+  }
 
   /** Delivers what the native heap recorded during the last call. */
   function dispatch(heap) {
@@ -37,7 +48,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
     if (logger) for (const line of logs) logger(line)
     const l = listeners.get(heap)
     for (const e of events) {
-      if (channel.hasSubscribers) channel.publish(e)
+      if (channel.hasSubscribers) channel.publish({ ...e, heap })
       if (l) for (const fn of l[e.kind]) fn(e)
     }
   }
@@ -72,6 +83,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   for (const name of ['free', 'emptyCache', 'freeInactiveBuffers']) {
     const original = Heap.prototype[name]
     Heap.prototype[name] = function (...args) {
+      follow(this)
       try {
         return original.apply(this, args)
       } finally {
@@ -83,6 +95,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   const blockHeaps = new WeakMap()
   const malloc = Heap.prototype.malloc
   Heap.prototype.malloc = function (size, options) {
+    follow(this)
     let block
     try {
       block = malloc.call(this, size, options)
@@ -98,6 +111,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   }
   const allocScalar = Heap.prototype.allocScalar
   Heap.prototype.allocScalar = function (value) {
+    follow(this)
     try {
       const block = allocScalar.call(this, value)
       blockHeaps.set(block, this)
@@ -108,10 +122,11 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   }
   const blockFree = DeviceBlock.prototype.free
   DeviceBlock.prototype.free = function () {
+    const heap = blockHeaps.get(this)
+    if (heap) follow(heap)
     try {
       return blockFree.call(this)
     } finally {
-      const heap = blockHeaps.get(this)
       if (heap) dispatch(heap)
     }
   }
@@ -131,4 +146,4 @@ function installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocErro
   }
 }
 
-module.exports = { installHeap, EVENT_KINDS, channel }
+module.exports = { installHeap, EVENT_KINDS }

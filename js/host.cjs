@@ -1,12 +1,41 @@
 'use strict'
 // JS side of the host staging cache: one Host object per Gpu, `stream.copy()`
 // accepting host blocks, the `upload()`/`uploadBatch()`/`download()` helpers, `{ signal }`,
-// disposal and inspect output.
+// `wgalloc:host` diagnostics, disposal and inspect output.
 const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
+const { addSignal, callWithSignal, checkSignal } = require('./signal.cjs')
 
-function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError }) {
+function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dispose, WgallocError, diag }) {
   memoizeGetter(Gpu.prototype, 'host')
+  const channel = diag.channels.host
+  const blockMessage = (kind, b) => ({ kind, id: b.id, direction: b.direction, requestedSize: b.requestedSize, size: b.size, poolId: b.poolId })
+
+  // Block allocations and frees, published only while `wgalloc:host` has subscribers.
+  const alloc = Host.prototype.alloc
+  Host.prototype.alloc = function (size, options) {
+    const block = alloc.call(this, size, options)
+    if (channel.hasSubscribers) channel.publish({ ...blockMessage('alloc', block), host: this })
+    return block
+  }
+  for (const [cls, name] of [[Host, 'free'], [HostBlock, 'free']]) {
+    const free = cls.prototype[name]
+    cls.prototype[name] = function (block) {
+      const b = cls === Host ? block : this
+      const message = channel.hasSubscribers && b instanceof HostBlock && !b.freed ? blockMessage('free', b) : null
+      const r = free.apply(this, arguments)
+      if (message) channel.publish(message)
+      return r
+    }
+  }
+  /** Publishes a completed transfer: `{ kind, bytes, items, ms }`. */
+  const transferred = (promise, kind, gpu, bytes, items, started) =>
+    channel.hasSubscribers
+      ? promise.then((v) => {
+          channel.publish({ kind, gpu, bytes: bytes ?? v.length, items, ms: Number(process.hrtime.bigint() - started) / 1e6 })
+          return v
+        })
+      : promise
 
   // One `copy()` for every pair: host -> device (upload), device -> host (download),
   // device -> device, buffer -> buffer.
@@ -26,7 +55,9 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
   Gpu.prototype.upload = function (block, data, options) {
     try {
       const { offset, signal } = options ?? {}
-      return this.submitUpload(block, data, offset).wait({ signal })
+      checkSignal(signal)
+      const started = process.hrtime.bigint()
+      return transferred(this.submitUpload(block, data, offset).wait({ signal }), 'upload', this, data.byteLength, 1, started)
     } catch (err) {
       return Promise.reject(err)
     }
@@ -37,6 +68,8 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
    */
   Gpu.prototype.uploadBatch = function (items, options) {
     try {
+      checkSignal(options?.signal)
+      const started = process.hrtime.bigint()
       if (!Array.isArray(items)) throw new WgallocError('INVALID_ARGUMENT', 'uploadBatch: pass an array of { block, data, offset }')
       const blocks = new Array(items.length)
       const data = new Array(items.length)
@@ -50,7 +83,8 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
         data[i] = it.data
         offsets[i] = it.offset ?? 0
       }
-      return this.submitUploadBatch(blocks, data, offsets).wait({ signal: options?.signal })
+      const bytes = data.reduce((n, d) => n + d.byteLength, 0)
+      return transferred(this.submitUploadBatch(blocks, data, offsets).wait({ signal: options?.signal }), 'upload', this, bytes, items.length, started)
     } catch (err) {
       return Promise.reject(err)
     }
@@ -58,7 +92,8 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
   /** Reads a device block through the host cache: `{ offset, length, signal }`. */
   Gpu.prototype.download = function (block, options) {
     const { offset, length, signal } = options ?? {}
-    return callWithSignal(this.downloadRange, this, [block, offset, length], { signal })
+    const started = process.hrtime.bigint()
+    return transferred(callWithSignal(this.downloadRange, this, [block, offset, length], { signal }), 'download', this, undefined, 1, started)
   }
 
   addSignal(HostBlock.prototype, 'map', 0)

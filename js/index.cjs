@@ -3,101 +3,94 @@
 // support, `Symbol.dispose` and readable `util.inspect` output added in JS.
 const { inspect } = require('node:util')
 const native = require('./native.cjs')
-const { WgallocError, CODES, toWgallocError, abortError } = require('./errors.cjs')
+const { WgallocError, CODES, toWgallocError } = require('./errors.cjs')
+const { addSignal, callWithSignal, optionsObject } = require('./signal.cjs')
+const diag = require('./diagnostics.cjs')
 
+// Node >= 18.18 / 20.4 define both symbols (as these registered symbols); older Node
+// gets the same keys, so `obj[Symbol.for('nodejs.dispose')]()` works there too.
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 
-function mapped(fn) {
-  return function (...args) {
+// wrapper -> { fn, call }: what `finalizeClass` rewraps with error reporting.
+const mappedOf = new WeakMap()
+
+/**
+ * Wraps `fn` so errors (thrown or rejected) become WgallocErrors. With `report`,
+ * they are also published on `wgalloc:device` as thrown by `call` (public entry
+ * points only, so internal calls do not report a second name).
+ */
+function mapped(fn, call, report = false) {
+  const fail = report
+    ? (err) => {
+        const e = toWgallocError(err)
+        diag.errorThrown(e, call)
+        return e
+      }
+    : toWgallocError
+  const wrapper = function (...args) {
     let result
     try {
       result = fn.apply(this, args)
     } catch (err) {
-      throw toWgallocError(err)
+      throw fail(err)
     }
-    return result && typeof result.then === 'function' ? result.then(undefined, (e) => Promise.reject(toWgallocError(e))) : result
+    return result && typeof result.then === 'function' ? result.then(undefined, (e) => Promise.reject(fail(e))) : result
+  }
+  mappedOf.set(wrapper, { fn, call })
+  return wrapper
+}
+
+function eachMember(cls, visit) {
+  for (const target of [cls.prototype, cls]) {
+    for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(target))) {
+      if (name === 'constructor' || name === 'prototype' || name === 'length' || name === 'name') continue
+      if (d.configurable) visit(target, name, d, `${cls.name}.${name}`)
+    }
   }
 }
 
 /** Wraps every method, getter and static method of a native class so errors are typed. */
 function wrapClass(cls) {
-  for (const target of [cls.prototype, cls]) {
-    for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(target))) {
-      if (name === 'constructor' || name === 'prototype' || name === 'length' || name === 'name') continue
-      if (typeof d.value === 'function') d.value = mapped(d.value)
-      if (typeof d.get === 'function') d.get = mapped(d.get)
-      if (typeof d.set === 'function') d.set = mapped(d.set)
-      if (d.configurable) Object.defineProperty(target, name, d)
-    }
-  }
+  eachMember(cls, (target, name, d, call) => {
+    if (typeof d.value === 'function') d.value = mapped(d.value, call)
+    if (typeof d.get === 'function') d.get = mapped(d.get, call)
+    if (typeof d.set === 'function') d.set = mapped(d.set, call)
+    Object.defineProperty(target, name, d)
+  })
   return cls
 }
 
-/** Calls an async native method with `{ signal }`; sync throws become rejections. */
-function callWithSignal(fn, self, args, options) {
-  let promise
-  try {
-    promise = fn.apply(self, args)
-  } catch (err) {
-    return Promise.reject(err)
+/**
+ * Last step, once the facade added its methods: every public method and getter reports
+ * the errors it throws on `wgalloc:device`. Native methods stay one wrapper deep.
+ */
+function finalizeClass(cls) {
+  const rewrap = (f, call) => {
+    if (typeof f !== 'function') return f
+    const m = mappedOf.get(f)
+    return m ? mapped(m.fn, m.call, true) : mapped(f, call, true)
   }
-  return withSignal(promise, options.signal)
-}
-
-/** Races `promise` against `signal`: rejects with ABORTED once the signal fires. */
-function withSignal(promise, signal) {
-  if (signal == null) return promise
-  if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-    return Promise.reject(new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal'))
-  }
-  if (signal.aborted) {
-    promise.catch(() => {})
-    return Promise.reject(abortError(signal))
-  }
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal))
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (v) => { signal.removeEventListener('abort', onAbort); resolve(v) },
-      (e) => { signal.removeEventListener('abort', onAbort); reject(e) },
-    )
-  })
-}
-
-function optionsObject(options, what) {
-  if (options == null) return {}
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what}: options must be an object`)
-  return options
-}
-
-/** Replaces an async method with one taking trailing `options` ({ signal }). */
-function addSignal(target, name, arity) {
-  const original = target[name]
-  Object.defineProperty(target, name, {
-    configurable: true,
-    writable: true,
-    value: function (...args) {
-      let options
-      try {
-        options = optionsObject(args[arity], name)
-      } catch (err) {
-        return Promise.reject(err)
-      }
-      return callWithSignal(original, this, args.slice(0, arity), options)
-    },
+  eachMember(cls, (target, name, d, call) => {
+    if ('value' in d) d.value = rewrap(d.value, call)
+    else {
+      d.get = rewrap(d.get, call)
+      d.set = rewrap(d.set, call)
+    }
+    Object.defineProperty(target, name, d)
   })
 }
 
 const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel } = native
-for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel]) wrapClass(cls)
-const { installHeap } = require('./heap.cjs')
-installHeap({ Gpu, Heap, DeviceBlock, addSignal, dispose, toWgallocError })
-const { installHost } = require('./host.cjs')
-installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, addSignal, callWithSignal, dispose, WgallocError })
-require('./exec.cjs').installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError })
+const { planMemory, MemoryPlan, STRATEGIES } = require('./plan.cjs')
+const CLASSES = [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan]
+for (const cls of CLASSES) wrapClass(cls)
+const facade = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, WgallocError, dispose, asyncDispose, toWgallocError, diag }
+require('./heap.cjs').installHeap(facade)
+require('./host.cjs').installHost(facade)
+require('./exec.cjs').installExec(facade)
 
-// Async calls take { signal }.
+// Async calls take { signal }. A device that opens after an abort is destroyed.
 const request = Gpu.request
 Gpu.request = function (options) {
   let rest, signal
@@ -106,14 +99,25 @@ Gpu.request = function (options) {
   } catch (err) {
     return Promise.reject(err)
   }
-  return callWithSignal(request, Gpu, [rest], { signal })
+  return callWithSignal(request, Gpu, [rest], { signal }, (gpu) => gpu.destroy()).then((gpu) => {
+    diag.deviceOpened(gpu, 'request')
+    return gpu
+  })
+}
+const attach = Gpu.attach
+Gpu.attach = function (handle) {
+  const gpu = attach.call(this, handle)
+  diag.deviceOpened(gpu, 'attach')
+  return gpu
+}
+const destroy = Gpu.prototype.destroy
+Gpu.prototype.destroy = function () {
+  const was = this.lost
+  destroy.call(this)
+  if (!was) diag.deviceDestroyed(this)
 }
 // After the request wrapper: with WGALLOC_PROFILE set, every opened device reports at exit.
-require('./profiler.cjs').installProfiler({ Gpu, Profiler, WgallocError })
-Profiler.prototype[inspect.custom] = function () {
-  const i = this.info
-  return `Profiler { active: ${i.active}, timing: '${i.timing}'${i.mode ? `, mode: '${i.mode}'` : ''} }`
-}
+require('./profiler.cjs').installProfiler(facade)
 addSignal(Gpu.prototype, 'readBuffer', 3)
 addSignal(GpuEvent.prototype, 'wait', 0)
 addSignal(Stream.prototype, 'synchronize', 0)
@@ -121,6 +125,9 @@ addSignal(Stream.prototype, 'synchronize', 0)
 // Disposal: `using gpu = await Gpu.request()` destroys the device at scope end.
 Gpu.prototype[dispose] = function () { this.destroy() }
 GpuBuffer.prototype[dispose] = function () { this.destroy() }
+// A stream owns only recorded work: sync disposal submits it (without waiting),
+// async disposal submits it and waits for the stream's work.
+Stream.prototype[dispose] = function () { if (this.pendingCommands > 0) this.submit() }
 Stream.prototype[asyncDispose] = function () { return this.synchronize() }
 
 // Readable `console.log` output instead of an empty object.
@@ -152,11 +159,17 @@ Stream.prototype.dispatch = function (kernel, blocks, workgroups, uniform) {
 Stream.prototype[inspect.custom] = function () {
   return `Stream { pendingCommands: ${this.pendingCommands} }`
 }
-
-const { planMemory, MemoryPlan, STRATEGIES } = require('./plan.cjs')
-wrapClass(MemoryPlan)
+Profiler.prototype[inspect.custom] = function () {
+  const i = this.info
+  return `Profiler { active: ${i.active}, timing: '${i.timing}'${i.mode ? `, mode: '${i.mode}'` : ''} }`
+}
 MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
 
-module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }
+for (const cls of CLASSES) finalizeClass(cls)
+module.exports = {
+  Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan,
+  planMemory: mapped(planMemory, 'planMemory', true),
+  STRATEGIES, WgallocError, ERROR_CODES: CODES, CHANNELS: diag.CHANNELS,
+}

@@ -1,7 +1,25 @@
 // Public types of wgalloc: the generated native declarations, plus what the JS
-// facade adds (typed errors, `{ signal }` options, disposal).
+// facade adds (typed errors, `{ signal }` options, disposal, diagnostics channels).
+// Every public symbol carries a doc comment: `npm run docs:check` fails otherwise.
 
-import type { Observation, Executor, CopyOptions, DeviceBlock, HeapEvent, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, ProfilerStartOptions } from '../index.js'
+/**
+ * GPU memory management for WebGPU in Node: a caching device heap, a host staging cache
+ * with stream events, a static memory planner and executor, and a profiler, over wgpu.
+ *
+ * @example
+ * ```js
+ * const { Gpu } = require('wgalloc')
+ * const gpu = await Gpu.request()
+ * const block = gpu.heap.malloc(1024)
+ * await gpu.upload(block, new Uint8Array(1024).fill(7))
+ * const bytes = await gpu.download(block)
+ * block.free()
+ * gpu.destroy()
+ * ```
+ * @module
+ */
+
+import type { Observation, Executor, CopyOptions, DeviceBlock, Gpu, Heap, HeapEvent, Host, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, Profiler, ProfilerStartOptions } from '../index.js'
 
 export type {
   BlockInfo,
@@ -55,15 +73,21 @@ export interface UploadOptions extends AsyncOptions {
 
 /** One range of `gpu.uploadBatch()`: `data` goes into `block` at byte `offset`. */
 export interface UploadBatchItem {
+  /** The destination block. */
   block: DeviceBlock
+  /** The bytes to write. */
   data: Uint8Array
   /** Byte offset in the device block (a multiple of 4; default 0). */
   offset?: number
 }
 
-/** Options accepted by every asynchronous call. */
+/**
+ * Options accepted by every asynchronous call. An already-aborted signal rejects before
+ * any work starts; aborting later rejects at once, while GPU work already submitted
+ * still completes (results that arrive after the abort are released).
+ */
 export interface AsyncOptions {
-  /** Aborting rejects the call with a `WgallocError` whose code is `ABORTED`. */
+  /** Aborting rejects the call with a `WgallocError` whose code is `ABORTED` (name `AbortError`, `cause` = the signal's reason). */
   signal?: AbortSignal
 }
 
@@ -92,30 +116,44 @@ export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'A
 
 /** Planner strategies, in `STRATEGIES` order. */
 export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'portfolio' | 'exact' | 'best'
+/** Every planner strategy, fastest first (`best` runs the portfolio, then `exact`). */
 export declare const STRATEGIES: readonly Strategy[]
 
 /** One usage record: `size` bytes live from op `first` to op `last` (inclusive). */
 export interface UsageRecord {
+  /** Unique id of the tensor or buffer. */
   id: string
+  /** Bytes. */
   size: number
+  /** Index of the first op that uses it. */
   first: number
+  /** Index of the last op that uses it (inclusive). */
   last: number
+  /** Offset alignment for this record in bytes (a power of two; default: the plan's). */
   alignment?: number
 }
 
+/** Options of `planMemory()`. */
 export interface PlanMemoryCallOptions extends Omit<PlanMemoryOptions, 'strategy'>, AsyncOptions {
+  /** Planner strategy (default `best`). */
   strategy?: Strategy
-  /** Called when the search improves its best height or lower bound. */
+  /** Called when the search improves its best height or lower bound (polled every 50 ms). */
   onProgress?: (progress: PlanProgress) => void
 }
 
 /**
- * Plans an offset in one slab for every record (or every tensor of a graph),
- * off the main thread. Aborting resolves with the best plan found so far.
+ * Plans an offset in one slab for every record (or every tensor of a graph, or MiniMalloc
+ * CSV text), off the main thread; every plan is checked by an independent validator.
+ * Aborting during the search resolves with the best plan found so far; a signal already
+ * aborted at the call rejects with `ABORTED`. Bad input rejects with `INVALID_ARGUMENT` or
+ * `PARSE_ERROR`.
  *
  * @example
+ * ```js
  * const plan = await planMemory([{ id: 'a', size: 32, first: 0, last: 1 }, { id: 'b', size: 28, first: 1, last: 4 }])
- * plan.slabSize // 60
+ * plan.slabSize      // 60
+ * plan.offsetOf('b') // 32
+ * ```
  */
 export declare function planMemory(
   input: UsageRecord[] | { records: UsageRecord[] } | object | string,
@@ -124,6 +162,7 @@ export declare function planMemory(
 
 /** A tensor of an executable graph. */
 export interface GraphTensor {
+  /** Unique id (the key of inputs, params and outputs). */
   id: string
   /** Bytes. */
   size: number
@@ -137,11 +176,15 @@ export interface GraphTensor {
 
 /** An op: its storage bindings are inputs, then outputs, then workspace, all `var<storage, read_write>`; params bind next as a uniform. */
 export interface GraphOp {
+  /** Name in profiles, observations and errors (default: the op's index). */
   name?: string
   /** Kernel id; omit for an op that only creates views. */
   kernel?: string
+  /** Tensor ids bound first, in order. */
   inputs: string[]
+  /** Tensor ids bound after the inputs, in order. */
   outputs: string[]
+  /** Workgroup counts (missing dimensions are 1). */
   dispatch?: [number] | [number, number] | [number, number, number]
   /** Bytes of the op's uniform. */
   params?: ArrayBufferView | number[]
@@ -149,17 +192,32 @@ export interface GraphOp {
   workspace?: number
 }
 
+/** A WGSL compute kernel of a graph. */
+export interface GraphKernel {
+  /** WGSL source. */
+  source: string
+  /** The `@compute` function to run (default `main`). */
+  entryPoint?: string
+}
+
 /** A graph of WGSL kernels. */
 export interface Graph {
-  kernels: Record<string, { source: string; entryPoint?: string }>
+  /** Kernels by id. */
+  kernels: Record<string, GraphKernel>
+  /** Every tensor, with its size and kind. */
   tensors: GraphTensor[]
+  /** Ops in execution order. */
   ops: GraphOp[]
 }
 
-type TensorData = ArrayBufferView | ArrayBuffer
+/** Tensor bytes: any typed array, DataView or ArrayBuffer. */
+export type TensorData = ArrayBufferView | ArrayBuffer
 
+/** Options of `gpu.compile()`. */
 export interface CompileOptions extends AsyncOptions {
+  /** Planner strategy (default `best`). */
   strategy?: Strategy
+  /** Search budget of `exact` / `best` in ms (default 1000). */
   timeLimitMs?: number
   /** Split the slab so none exceeds this many bytes. */
   maxSlabSize?: number
@@ -171,102 +229,357 @@ export interface CompileOptions extends AsyncOptions {
   sampleInputs?: Record<string, TensorData>
 }
 
-/** Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked for. */
-export interface ExecResult {
-  outputs: Record<string, Float32Array | Uint32Array | Int32Array | Uint16Array | Int8Array | Uint8Array>
-  observation?: Observation & { toUsageRecords(): UsageRecord[] }
+/** Options of `gpu.runEager()`. */
+export interface RunEagerOptions extends AsyncOptions {
+  /** Param values by id. */
+  params?: Record<string, TensorData>
+  /** Record every allocation and free per op (`result.observation`). */
+  observe?: boolean
 }
 
-/** Every error wgalloc throws (argument type errors included). */
+/** Options of `executor.run()`. */
+export interface RunOptions extends AsyncOptions {
+  /** Record every allocation and free per op (`result.observation`). */
+  observe?: boolean
+  /** Poison tensors before their producer and check after every op that no live tensor changed (`PLAN_INVALID` otherwise). */
+  checkPlan?: boolean
+}
+
+/** Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked for. */
+export interface ExecResult {
+  /** Output tensors by id. */
+  outputs: Record<string, Float32Array | Uint32Array | Int32Array | Uint16Array | Int8Array | Uint8Array>
+  /** What the run allocated and freed, with `observe: true`. */
+  observation?: ExecObservation
+}
+
+/** What the memory observer saw during one run. */
+export interface ExecObservation extends Observation {
+  /** Copies of the usage records, ready for `planMemory()`. */
+  toUsageRecords(): UsageRecord[]
+}
+
+/** Options of `profiler.flush()`. */
+export interface FlushOptions extends AsyncOptions {
+  /** Give up (resolve `false`) after this many ms (default 10 000). */
+  timeoutMs?: number
+}
+
+/** Options of `profiler.profile()`: a session's options plus `signal`. */
+export interface ProfileOptions extends ProfilerStartOptions, AsyncOptions {}
+
+/** A record of `MemoryPlan.toJSON()`: a usage record and its offset. */
+export interface PlannedRecord extends UsageRecord {
+  /** Byte offset in the slab. */
+  offset: number
+}
+
+/** `MemoryPlan.toJSON()`: the plan as a plain object. */
+export interface MemoryPlanJSON {
+  /** The strategy asked for. */
+  strategy: Strategy
+  /** The algorithm that produced the layout. */
+  method: string
+  /** Bytes of the slab. */
+  slabSize: number
+  /** Proven lower bound in bytes. */
+  lowerBound: number
+  /** `slabSize / lowerBound`. */
+  ratio: number
+  /** Proven optimal. */
+  optimal: boolean
+  /** Planning time, ms. */
+  timeMs: number
+  /** Offset alignment in bytes. */
+  alignment: number
+  /** Offsets in record order. */
+  offsets: number[]
+  /** Records with their offsets. */
+  records: PlannedRecord[]
+  /** For graph input: the constant region, views and workspaces. */
+  graph?: unknown
+}
+
+/**
+ * Every error wgalloc throws (argument type errors included). Aborts are WgallocErrors
+ * with code `ABORTED` and name `AbortError`.
+ */
 export declare class WgallocError extends Error {
+  /** Stable code: branch on it, not on the message. */
   readonly code: WgallocErrorCode
+  /** Creates an error with `code` (used by the facade; `options.cause` as for `Error`). */
   constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown })
 }
 
 /** All codes `WgallocError.code` can take. */
 export declare const ERROR_CODES: readonly WgallocErrorCode[]
 
+/**
+ * Names of the `node:diagnostics_channel` channels wgalloc publishes on. Messages are built
+ * only while a channel has subscribers; the library itself never prints.
+ *
+ * @example
+ * ```js
+ * const dc = require('node:diagnostics_channel')
+ * dc.subscribe('wgalloc:heap', (m) => console.log(m.kind, m.size, m.pool))
+ * dc.subscribe('wgalloc:device', (m) => { if (m.kind === 'error') console.error(m.call, m.code) })
+ * ```
+ */
+export declare const CHANNELS: {
+  /** `wgalloc:heap`: {@link HeapChannelMessage}. */
+  readonly heap: 'wgalloc:heap'
+  /** `wgalloc:host`: {@link HostChannelMessage}. */
+  readonly host: 'wgalloc:host'
+  /** `wgalloc:profiler`: {@link ProfilerChannelMessage}. */
+  readonly profiler: 'wgalloc:profiler'
+  /** `wgalloc:device`: {@link DeviceChannelMessage}. */
+  readonly device: 'wgalloc:device'
+}
+
+/** A message on `wgalloc:heap`: an allocator event (as `heap.on()` gets it) and its heap. */
+export interface HeapChannelMessage extends HeapEvent {
+  /** The heap the event happened in. */
+  heap: Heap
+}
+
+/** `wgalloc:host`: a staging block was allocated (`alloc`) or freed (`free`: `block.free()`, `host.free()` or disposal; not a block dropped to the GC). */
+export interface HostBlockMessage {
+  /** What happened. */
+  kind: 'alloc' | 'free'
+  /** The block's id. */
+  id: number
+  /** Its direction. */
+  direction: HostDirection
+  /** Bytes asked for. */
+  requestedSize: number
+  /** Bytes of its size class. */
+  size: number
+  /** Private pool id, 0 for the default pool. */
+  poolId: number
+  /** The host cache (on `alloc`). */
+  host?: Host
+}
+
+/** `wgalloc:host`: an `upload()` / `uploadBatch()` (`upload`) or `download()` completed. */
+export interface HostTransferMessage {
+  /** Which transfer. */
+  kind: 'upload' | 'download'
+  /** The device. */
+  gpu: Gpu
+  /** Bytes moved. */
+  bytes: number
+  /** Ranges moved (`uploadBatch` items; 1 otherwise). */
+  items: number
+  /** Wall time from the call to completion, ms. */
+  ms: number
+}
+
+/** A message on `wgalloc:host`. */
+export type HostChannelMessage = HostBlockMessage | HostTransferMessage
+
+/** `wgalloc:profiler`: a session started or stopped, a capture started, a trace was written, a CPU fallback was counted. */
+export interface ProfilerChannelMessage {
+  /** What happened. */
+  kind: 'start' | 'stop' | 'capture' | 'trace' | 'fallback'
+  /** The profiler. */
+  profiler: Profiler
+  /** `start`: the trace mode in effect, or null. */
+  mode?: string | null
+  /** `start`: counts and CPU times only. */
+  statsOnly?: boolean
+  /** `capture`: the capture name; `fallback`: the op name. */
+  name?: string
+  /** `trace`: the file written. */
+  path?: string
+  /** `fallback`: bytes copied between host and device. */
+  bytes?: number
+}
+
+/** `wgalloc:device`: a device was opened by `Gpu.request()` or `Gpu.attach()`. */
+export interface DeviceOpenMessage {
+  /** What happened. */
+  kind: 'open'
+  /** The device. */
+  gpu: Gpu
+  /** `request` or `attach` (a worker thread sharing a device). */
+  how: 'request' | 'attach'
+  /** `gpu.info.adapterName`. */
+  adapter: string
+  /** `gpu.info.backend`. */
+  backend: string
+  /** `gpu.info.deviceType`. */
+  deviceType: string
+  /** `gpu.memoryBudget.bytes`. */
+  memoryBudget: number
+}
+
+/** `wgalloc:device`: `gpu.destroy()` (or disposal) destroyed a device. */
+export interface DeviceDestroyMessage {
+  /** What happened. */
+  kind: 'destroy'
+  /** The device. */
+  gpu: Gpu
+}
+
+/** `wgalloc:device`: a device was found lost (reported with the first `DEVICE_LOST` error a call throws). */
+export interface DeviceLostMessage {
+  /** What happened. */
+  kind: 'lost'
+  /** The device. */
+  gpu: Gpu
+  /** The error's message. */
+  message: string
+}
+
+/** `wgalloc:device`: a public call is throwing (or rejecting with) a typed error. */
+export interface DeviceErrorMessage {
+  /** What happened. */
+  kind: 'error'
+  /** The call, e.g. `Heap.malloc`, `Gpu.compile`, `planMemory`. */
+  call: string
+  /** The error's code. */
+  code: WgallocErrorCode
+  /** The error's message. */
+  message: string
+  /** The error itself. */
+  error: WgallocError
+}
+
+/** `wgalloc:device`: something the library would otherwise have printed (e.g. the profiler disabled by a bad `WGALLOC_PROFILE`). */
+export interface DeviceWarningMessage {
+  /** What happened. */
+  kind: 'warning'
+  /** The warning. */
+  message: string
+  /** The device concerned, if any. */
+  gpu?: Gpu
+  /** The code of the error behind the warning, if any. */
+  code?: WgallocErrorCode
+}
+
+/** A message on `wgalloc:device`. */
+export type DeviceChannelMessage = DeviceOpenMessage | DeviceDestroyMessage | DeviceLostMessage | DeviceErrorMessage | DeviceWarningMessage
+
 declare module '../index.js' {
   interface GpuRequestOptions {
-    /** Aborting rejects `Gpu.request()` with code `ABORTED`. */
+    /** Aborting rejects `Gpu.request()` with code `ABORTED`; a device that opens afterwards is destroyed. */
     signal?: AbortSignal
   }
   interface HostBlock {
-    /** Resolves once mapped (after the work recorded on the block was submitted and ran). */
+    /**
+     * Resolves once mapped, after the work recorded on the block was submitted and ran: a
+     * download block to read what was copied in, an upload block to write it again.
+     * `USE_AFTER_FREE` once freed, `DEVICE_LOST`, `ABORTED`.
+     */
     map(options?: AsyncOptions): Promise<void>
     /** Frees the block unless already freed. */
     [Symbol.dispose](): void
   }
   interface Gpu {
-    /** Copies `data` into `block` through the host cache; resolves once the GPU has it. */
+    /**
+     * Copies `data` into `block` through the host cache; resolves once the GPU has it.
+     * `INVALID_ARGUMENT` for a misaligned or out-of-range offset.
+     *
+     * @example
+     * ```js
+     * const block = gpu.heap.malloc(data.byteLength)
+     * await gpu.upload(block, data, { signal: AbortSignal.timeout(1000) })
+     * ```
+     */
     upload(block: DeviceBlock, data: Uint8Array, options?: UploadOptions): Promise<void>
     /**
      * Uploads every item with one submission through the host cache (the items are packed
      * into few staging blocks); resolves once the GPU has them all.
      */
     uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void>
-    /** Reads a device block through the host cache. */
+    /** Reads a device block through the host cache (`length` bytes at `offset`, default: all of it). */
     download(block: DeviceBlock, options?: DownloadOptions): Promise<Buffer>
-    /** Reads `size` bytes at `offset` once all earlier work completed. */
+    /** Reads `size` bytes at `offset` (any alignment) once all earlier work completed. */
     readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer>
     /** Destroys the device (same as `destroy()`). */
     [Symbol.dispose](): void
   }
   interface Profiler {
+    /** Resolves `true` once every submitted timestamp was read back, `false` after `timeoutMs`. */
+    flush(options?: FlushOptions | number): Promise<boolean>
     /** Collects outstanding GPU timestamps, then writes Trace Event JSON (chrome://tracing, ui.perfetto.dev). `IO_ERROR` if unwritable. */
-    exportTrace(path: string): Promise<void>
-    /** Ends the capture started by `startCapture(name)` and resolves with the trace file's path. */
-    stopCapture(): Promise<string>
-    /** Runs `fn` in a profiling session (start, await, flush, stop) and resolves with its result. */
-    profile<T>(fn: () => T | Promise<T>, options?: ProfilerStartOptions): Promise<T>
+    exportTrace(path: string, options?: AsyncOptions): Promise<void>
+    /** Ends the capture started by `startCapture(name)` and resolves with the trace file's path. `PROFILER_STATE` without a capture. */
+    stopCapture(options?: AsyncOptions): Promise<string>
+    /**
+     * Runs `fn` in a profiling session (start, await, flush, stop) and resolves with its result.
+     * Aborting ends the session and rejects; `fn` itself is not cancelled.
+     *
+     * @example
+     * ```js
+     * await gpu.profiler.profile(() => exe.run({ x }), { mode: 'interval,event' })
+     * console.table(gpu.profiler.stats().operations)
+     * await gpu.profiler.exportTrace('trace.json')
+     * ```
+     */
+    profile<T>(fn: () => T | Promise<T>, options?: ProfileOptions): Promise<T>
   }
   interface GpuBuffer {
     /** Releases the GPU memory (same as `destroy()`). */
     [Symbol.dispose](): void
   }
   interface Heap {
-    /** Listens for allocator events; returns a function that removes the listener. */
+    /**
+     * Listens for allocator events; returns a function that removes the listener. Listeners
+     * run synchronously after the call that caused the event; an `ALLOCATION_FAILED`
+     * listener may free blocks, and `malloc()` then retries once. `INVALID_ARGUMENT` for an
+     * unknown kind.
+     */
     on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
+    /** Removes a listener added with `on()`. */
     off(kind: HeapEventKind, listener: (event: HeapEvent) => void): void
     /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `logger` instead of stderr (null restores stderr). */
     setLogger(logger: ((line: string) => void) | null): void
   }
   interface DeviceBlock {
-    /** Reads `length` bytes at `offset` once earlier work completed. */
+    /**
+     * Reads `length` bytes (default: to the end) at `offset` (default 0, any alignment) once
+     * earlier work completed. `USE_AFTER_FREE` once freed, `INVALID_ARGUMENT` out of range.
+     */
     read(offset?: number, length?: number, options?: AsyncOptions): Promise<Buffer>
     /** Frees the block unless already freed. */
     [Symbol.dispose](): void
   }
   interface MemoryPlan {
     /** The plan as a plain object (offsets, records, and for graphs the constant region and aliases). */
-    toJSON(): {
-      strategy: Strategy
-      method: string
-      slabSize: number
-      lowerBound: number
-      ratio: number
-      optimal: boolean
-      timeMs: number
-      alignment: number
-      offsets: number[]
-      records: Array<UsageRecord & { offset: number }>
-      graph?: unknown
-    }
+    toJSON(): MemoryPlanJSON
   }
   interface Gpu {
-    /** Plans `graph` into slabs from the heap and builds every pipeline and bind group once. */
+    /**
+     * Plans `graph` into slabs from the heap and builds every pipeline and bind group once.
+     * `GPU_VALIDATION` names a kernel that fails WGSL validation; `INVALID_ARGUMENT` a bad
+     * graph or a tensor above the max storage binding size; `OUT_OF_MEMORY`; `ABORTED`.
+     *
+     * @example
+     * ```js
+     * const exe = await gpu.compile(graph, { strategy: 'best', params: { w: weights } })
+     * const { outputs } = await exe.run({ x: new Float32Array(64) })
+     * exe.release()
+     * ```
+     */
     compile(graph: Graph | string, options?: CompileOptions): Promise<Executor>
     /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
-    runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: { params?: Record<string, TensorData>; observe?: boolean }): Promise<ExecResult>
+    runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult>
   }
   interface Executor {
-    /** Uploads the inputs, dispatches every op in order, returns the outputs. */
-    run(inputs: Record<string, TensorData>, options?: { observe?: boolean; checkPlan?: boolean } & AsyncOptions): Promise<ExecResult>
+    /**
+     * Uploads the inputs, dispatches every op in order, returns the outputs. `EXECUTOR_BUSY`
+     * while another run of this executor is in flight, `USE_AFTER_FREE` after `release()`,
+     * `INVALID_ARGUMENT` for a missing or mis-sized input, `ABORTED` (the GPU work completes).
+     */
+    run(inputs: Record<string, TensorData>, options?: RunOptions): Promise<ExecResult>
     /** Releases the slabs (same as `release()`). */
     [Symbol.dispose](): void
+    /** Releases the slabs (same as `release()`; nothing to wait for: freed slabs are reused only after their GPU work). */
+    [Symbol.asyncDispose](): Promise<void>
   }
   interface GpuEvent {
-    /** Resolves once the GPU finished this submission. */
+    /** Resolves once the GPU finished this submission. `DEVICE_LOST` if the device goes first. */
     wait(options?: AsyncOptions): Promise<void>
   }
   interface Stream {
@@ -293,6 +606,8 @@ declare module '../index.js' {
     dispatch(kernel: ComputeKernel, blocks: DeviceBlock[], workgroups: number | number[], uniform?: ArrayBufferView): void
     /** Submits pending work and resolves once all of this stream's work completed. */
     synchronize(options?: AsyncOptions): Promise<void>
+    /** Submits recorded work that was never submitted (without waiting). */
+    [Symbol.dispose](): void
     /** Waits for the stream's work (same as `synchronize()`). */
     [Symbol.asyncDispose](): Promise<void>
   }

@@ -3,6 +3,7 @@
 // onProgress } and a Plan whose toJSON() is a plain object.
 const native = require('./native.cjs')
 const { WgallocError, toWgallocError } = require('./errors.cjs')
+const { checkSignal } = require('./signal.cjs')
 
 const { MemoryPlan } = native
 const PROGRESS_POLL_MS = 50
@@ -35,13 +36,14 @@ function encodeInput(input) {
  * @param {{ strategy?: string, alignment?: number, timeLimitMs?: number, workspace?: string,
  *           multistream?: boolean, signal?: AbortSignal,
  *           onProgress?: (p: { best: number, lowerBound: number, elapsedMs: number }) => void }} [options]
- * @returns {Promise<MemoryPlan>} aborting resolves with the best plan found so far.
+ * @returns {Promise<MemoryPlan>} aborting resolves with the best plan found so far; a
+ *   signal aborted before the call rejects with ABORTED (no search ran).
  */
 async function planMemory(input, options = {}) {
   if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'planMemory options must be an object')
   const { signal, onProgress, ...rest } = options
   if (onProgress != null && typeof onProgress !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'onProgress must be a function')
-  if (signal != null && typeof signal.aborted !== 'boolean') throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+  checkSignal(signal)
   let job
   try {
     const [format, text] = encodeInput(input)
@@ -50,10 +52,7 @@ async function planMemory(input, options = {}) {
     throw toWgallocError(err)
   }
   const onAbort = () => job.cancel()
-  if (signal) {
-    if (signal.aborted) job.cancel()
-    else signal.addEventListener('abort', onAbort, { once: true })
-  }
+  signal?.addEventListener('abort', onAbort, { once: true })
   let last
   const report = () => {
     const p = job.progress()

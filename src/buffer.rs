@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use napi_derive::napi;
 
+/// A plain device-local buffer outside the heap (`gpu.createBuffer()`), for data movement.
 #[napi]
 pub struct GpuBuffer {
     pub(crate) inner: Arc<wgalloc_core::GpuBuffer>,
@@ -17,6 +18,7 @@ impl GpuBuffer {
         self.inner.size() as f64
     }
 
+    /// True once `destroy()` ran.
     #[napi(getter)]
     pub fn destroyed(&self) -> bool {
         self.inner.is_destroyed()

@@ -12,7 +12,8 @@ use crate::error::{coded, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 use crate::plan::MemoryPlan;
 
-/// Options of `gpu.compile()` (the facade adds `plan: 'observe'`).
+/// Options of the native `compileGraph()` (the facade's `compile()` adds `plan: 'observe'`).
+/// @internal
 #[napi(object)]
 pub struct CompileGraphOptions {
     /// Planner strategy (default `best`).
@@ -27,7 +28,7 @@ pub struct CompileGraphOptions {
     pub records_json: Option<String>,
 }
 
-/// Options of a run.
+/// Options of a run (the facade adds `signal`).
 #[napi(object)]
 pub struct ExecRunOptions {
     /// Record every allocation and free per op.
@@ -39,54 +40,78 @@ pub struct ExecRunOptions {
 /// One allocation or free attributed to an op.
 #[napi(object)]
 pub struct ObservedEvent {
+    /// Index of the op in the graph's `ops`.
     pub op: u32,
+    /// The op's `name` (its index as text when unnamed).
     pub op_name: String,
     /// `alloc` or `free`.
     pub kind: String,
+    /// Tensor id.
     pub tensor: String,
+    /// Bytes of the tensor.
     pub size: f64,
     /// Heap block id (eager) or slab index (planned).
     pub location: f64,
+    /// Byte offset in the block (eager, 0) or slab (planned).
     pub offset: f64,
 }
 
+/// A usage record derived from an observed run: `size` bytes live from op `first` to op `last`.
 #[napi(object)]
 pub struct ObservedRecord {
+    /// Tensor id.
     pub id: String,
+    /// Bytes.
     pub size: f64,
+    /// Index of the op that allocated the tensor.
     pub first: f64,
+    /// Index of the op after which it was freed (inclusive).
     pub last: f64,
 }
 
 /// What the memory observer saw during one run.
 #[napi(object)]
 pub struct Observation {
+    /// Ops run.
     pub ops: u32,
+    /// Every allocation and free, in order.
     pub events: Vec<ObservedEvent>,
     /// Records a planner needs, derived from the events.
     pub usage_records: Vec<ObservedRecord>,
+    /// Largest total of tensor bytes live at one time.
     pub peak_live_bytes: f64,
 }
 
+/// What a native run returns (the facade turns outputs into typed arrays).
+/// @internal
 #[napi(object)]
 pub struct RunResult {
     /// Output tensors by id, as bytes.
     pub outputs: HashMap<String, Buffer>,
     /// Output ids in graph order.
     pub output_order: Vec<String>,
+    /// What the run allocated and freed, with `observe: true`.
     pub observation: Option<Observation>,
 }
 
+/// What an executor created and ran. Runs create nothing: only `runs` and staging grow.
 #[napi(object)]
 pub struct ExecutorStats {
+    /// Compute pipelines built at compile time.
     pub pipelines_created: f64,
+    /// Bind groups built at compile time.
     pub bind_groups_created: f64,
+    /// Driver buffers created at compile time (slabs, constant region).
     pub buffers_created: f64,
     /// Staging buffers created for input uploads (stops growing once the host cache is warm).
     pub staging_buffers_created: f64,
+    /// Completed runs.
     pub runs: f64,
+    /// Slabs the plan was split into (one unless it exceeds the max buffer size or `maxSlabSize`).
     pub slabs: f64,
+    /// Bytes of all slabs.
     pub slab_bytes: f64,
+    /// Bytes of the constant region (params).
     pub constant_bytes: f64,
 }
 
@@ -142,6 +167,7 @@ impl Executor {
         MemoryPlan::from_plan(self.inner.plan().clone())
     }
 
+    /// Objects created at compile time, runs so far and slab sizes.
     #[napi]
     pub fn stats(&self) -> ExecutorStats {
         let s = self.inner.stats();
@@ -163,12 +189,14 @@ impl Executor {
         self.inner.device_bytes() as f64
     }
 
+    /// True once `release()` ran.
     #[napi(getter)]
     pub fn released(&self) -> bool {
         self.inner.is_released()
     }
 
-    /// Runs the graph: uploads `inputs` (bytes per input id), dispatches every op, returns the outputs.
+    /// Native form of `run(inputs, { observe, checkPlan, signal })`.
+    /// @internal
     #[napi]
     pub async fn run(&self, inputs: HashMap<String, Uint8Array>, options: Option<ExecRunOptions>) -> Result<RunResult> {
         let exe = self.inner.clone();
@@ -178,7 +206,8 @@ impl Executor {
         Ok(result(exe.run(&inputs, opts).await.napi()?))
     }
 
-    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with USE_AFTER_FREE.
+    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+    /// Returns false if it was already released.
     #[napi]
     pub fn release(&self) -> bool {
         self.inner.release()
@@ -187,7 +216,8 @@ impl Executor {
 
 #[napi]
 impl Gpu {
-    /// Plans and compiles a graph (JSON text; the facade accepts objects).
+    /// Plans and compiles a graph given as JSON text (the facade's `compile()` accepts objects).
+    /// @internal
     #[napi]
     pub async fn compile_graph(&self, graph_json: String, options: Option<CompileGraphOptions>) -> Result<Executor> {
         let gpu = self.inner.clone();
@@ -212,7 +242,8 @@ impl Gpu {
         Ok(Executor { inner: Arc::new(exe) })
     }
 
-    /// Runs a graph eagerly: each op's outputs come from the heap and return after their last use.
+    /// Native form of the facade's `runEager()`.
+    /// @internal
     #[napi]
     pub async fn run_eager_graph(&self, graph_json: String, inputs: HashMap<String, Uint8Array>, params: Option<HashMap<String, Uint8Array>>, observe: Option<bool>) -> Result<RunResult> {
         let gpu = self.inner.clone();

@@ -37,22 +37,33 @@ pub struct GpuRequestOptions {
 /// The adapter and the limits wgalloc depends on.
 #[napi(object)]
 pub struct GpuInfo {
+    /// Adapter name as the driver reports it (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)`).
     pub adapter_name: String,
     /// `vulkan`, `metal`, `dx12`, ...
     pub backend: String,
     /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
     pub device_type: String,
+    /// Driver name (may be empty).
     pub driver: String,
+    /// Driver version details (may be empty).
     pub driver_info: String,
+    /// PCI vendor id (0 where the backend has none).
     pub vendor_id: u32,
+    /// PCI device id (0 where the backend has none).
     pub device_id: u32,
     /// Enabled device features, by wgpu name.
     pub features: Vec<String>,
+    /// Largest buffer the device creates, in bytes (planned slabs are split to fit).
     pub max_buffer_size: f64,
+    /// Largest storage binding, in bytes: a larger block or tensor cannot be bound whole.
     pub max_storage_buffer_binding_size: f64,
+    /// Largest uniform binding, in bytes.
     pub max_uniform_buffer_binding_size: f64,
+    /// Alignment of storage binding offsets, in bytes: every heap block offset is a multiple.
     pub min_storage_buffer_offset_alignment: u32,
+    /// Alignment of uniform binding offsets, in bytes.
     pub min_uniform_buffer_offset_alignment: u32,
+    /// Most workgroups one dispatch may have in each dimension.
     pub max_compute_workgroups_per_dimension: u32,
     /// Nanoseconds per timestamp tick (0 without timestamp queries).
     pub timestamp_period_ns: f64,
@@ -61,6 +72,7 @@ pub struct GpuInfo {
 /// The memory budget and where it came from.
 #[napi(object)]
 pub struct MemoryBudget {
+    /// Bytes the device may use; the heap's watermarks are fractions of it.
     pub bytes: f64,
     /// `user`, `vulkan-device-local-heap` or `default`.
     pub source: String,
@@ -74,7 +86,17 @@ pub struct Gpu {
 
 #[napi]
 impl Gpu {
-    /// Opens an adapter and a device. (Configurable so the JS facade can add `{ signal }`.)
+    /// Opens an adapter and a device.
+    /// Fails with `ADAPTER_NOT_FOUND` when no adapter matches the options, `DEVICE_REQUEST_FAILED`
+    /// when the driver refuses the device (e.g. a missing required feature), `INVALID_ARGUMENT`
+    /// for unknown backends or features, `ABORTED` when `options.signal` fires first.
+    /// @example
+    /// ```js
+    /// const gpu = await Gpu.request({ powerPreference: 'high-performance', signal: AbortSignal.timeout(5000) })
+    /// console.log(gpu.info.adapterName, gpu.memoryBudget.bytes)
+    /// gpu.destroy() // or `using gpu = ...`
+    /// ```
+    // Writable so the facade can wrap it with `{ signal }`.
     #[napi(writable = true, configurable = true)]
     pub async fn request(options: Option<GpuRequestOptions>) -> Result<Gpu> {
         let o = options.unwrap_or_default();
@@ -92,6 +114,7 @@ impl Gpu {
         Ok(Gpu { inner: Arc::new(gpu) })
     }
 
+    /// The adapter, its backend and the limits wgalloc depends on.
     #[napi(getter)]
     pub fn info(&self) -> GpuInfo {
         let i = self.inner.info();
@@ -114,6 +137,7 @@ impl Gpu {
         }
     }
 
+    /// The memory budget in bytes and where it came from (`memoryBudget` option, driver, or default).
     #[napi(getter)]
     pub fn memory_budget(&self) -> MemoryBudget {
         let b = self.inner.memory_budget();
@@ -138,7 +162,9 @@ impl Gpu {
         Ok(Stream::new(self.inner.create_stream().napi()?))
     }
 
-    /// A zero-filled device-local buffer of `size` bytes (padded to a multiple of 4).
+    /// A zero-filled device-local buffer of `size` bytes (padded to a multiple of 4), outside the heap.
+    /// `INVALID_ARGUMENT` for a size that is not a non-negative integer or exceeds `info.maxBufferSize`,
+    /// `OUT_OF_MEMORY` when the driver refuses it.
     #[napi]
     pub fn create_buffer(&self, size: f64) -> Result<GpuBuffer> {
         let buf = self.inner.create_buffer(to_u64(size, "size")?).napi()?;
@@ -146,13 +172,15 @@ impl Gpu {
     }
 
     /// Writes `data` at `offset` (a multiple of 4); ordered before all later submissions.
-    /// A length that is not a multiple of 4 is accepted only where the write ends at the buffer's end.
+    /// A length that is not a multiple of 4 is accepted only where the write ends at the buffer's end;
+    /// other misaligned or out-of-range writes fail with `INVALID_ARGUMENT`.
     #[napi]
     pub fn write_buffer(&self, buffer: &GpuBuffer, offset: f64, data: Uint8Array) -> Result<()> {
         self.inner.write_buffer(&buffer.inner, to_u64(offset, "offset")?, &data).napi()
     }
 
-    /// Reads `size` bytes at `offset` (any alignment) once all earlier work completed.
+    /// Native form of `readBuffer(buffer, offset, size, { signal })`.
+    /// @internal
     #[napi]
     pub async fn read_buffer(&self, buffer: &GpuBuffer, offset: f64, size: f64) -> Result<Buffer> {
         let (gpu, buf) = (self.inner.clone(), buffer.inner.clone());
@@ -208,6 +236,7 @@ impl Gpu {
 
     /// Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
     /// host cache (positional form of the facade's `download(block, { offset, length })`).
+    /// @internal
     #[napi]
     pub async fn download_range(&self, block: &DeviceBlock, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
         let (host, block) = (self.inner.host().napi()?, block.inner.clone());

@@ -21,9 +21,13 @@ pub struct MallocOptions {
 /// Current, peak and cumulative figures of one quantity.
 #[napi(object)]
 pub struct Stat {
+    /// Value now.
     pub current: f64,
+    /// Highest value since creation or `resetPeakStats()`.
     pub peak: f64,
+    /// Total ever added (since `resetAccumulatedStats()`).
     pub allocated: f64,
+    /// Total ever subtracted (since `resetAccumulatedStats()`).
     pub freed: f64,
 }
 
@@ -33,12 +37,18 @@ impl From<core_heap::Stat> for Stat {
     }
 }
 
+/// Figures of one heap pool.
 #[napi(object)]
 pub struct PoolStats {
+    /// `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`.
     pub pool: String,
+    /// Bytes of active blocks (allocated sizes).
     pub allocated_bytes: Stat,
+    /// Bytes of the pool's segments.
     pub reserved_bytes: Stat,
+    /// Blocks handed out and not yet freed.
     pub active_blocks: Stat,
+    /// Segments (driver buffers) held.
     pub segments: Stat,
 }
 
@@ -49,38 +59,58 @@ pub struct HeapStats {
     pub allocated_bytes: Stat,
     /// Bytes of segments held from the driver.
     pub reserved_bytes: Stat,
+    /// Blocks handed out and not yet freed.
     pub active_blocks: Stat,
+    /// Segments (driver buffers) held.
     pub segments: Stat,
     /// Bytes callers asked for; `allocatedBytes - requestedBytes` is alignment padding.
     pub requested_bytes: Stat,
     /// Reserved but not allocated (free ranges plus pending frees).
     pub cached_bytes: f64,
+    /// Bytes of freed blocks still waiting for their GPU work.
     pub pending_free_bytes: f64,
+    /// Freed blocks still waiting for their GPU work.
     pub pending_free_blocks: f64,
+    /// Allocations served from a cached segment (no driver call).
     pub cache_hits: f64,
+    /// Allocations that needed a new segment.
     pub cache_misses: f64,
+    /// Segments created (driver buffer allocations).
     pub driver_allocations: f64,
+    /// Segments released to the driver.
     pub driver_frees: f64,
+    /// Allocations retried after releasing cached segments or waiting for pending frees.
     pub retries: f64,
+    /// Allocations that failed with `OUT_OF_MEMORY`.
     pub ooms: f64,
+    /// Garbage collections of idle segments above the low watermark.
     pub gc_runs: f64,
+    /// The same figures per pool.
     pub pools: Vec<PoolStats>,
 }
 
 /// What the heap knows about a live block.
 #[napi(object)]
 pub struct BlockInfo {
+    /// Block id.
     pub id: f64,
+    /// Bytes asked for.
     pub requested_size: f64,
+    /// Bytes allocated (the request rounded up to the storage offset alignment).
     pub size: f64,
+    /// Segment (driver buffer) holding the block.
     pub segment_id: u32,
+    /// Byte offset in the segment.
     pub offset: f64,
+    /// Pool name (see `PoolStats.pool`).
     pub pool: String,
+    /// From a `shared` pool (mappable where the adapter allows).
     pub is_shared: bool,
     /// Alone in its segment (large request, or above the binding limit).
     pub dedicated: bool,
     /// Larger than the device's max storage binding size: cannot be bound whole.
     pub exceeds_binding_limit: bool,
+    /// Shape metadata, if set.
     pub shape: Option<Vec<f64>>,
     /// `active` or `pending-free`.
     pub state: String,
@@ -107,19 +137,28 @@ impl From<core_heap::BlockInfo> for BlockInfo {
 /// One range of a segment in a snapshot (`blockId` 0 for free ranges).
 #[napi(object)]
 pub struct SnapshotBlock {
+    /// Block id, 0 for a free range.
     pub block_id: f64,
+    /// Byte offset in the segment.
     pub offset: f64,
+    /// Bytes.
     pub size: f64,
     /// `active`, `pending-free` or `free`.
     pub state: String,
 }
 
+/// One segment (driver buffer) of the heap in a snapshot.
 #[napi(object)]
 pub struct SnapshotSegment {
+    /// Segment id.
     pub id: u32,
+    /// Pool name (see `PoolStats.pool`).
     pub pool: String,
+    /// Bytes of the segment.
     pub size: f64,
+    /// Holds one large block only.
     pub dedicated: bool,
+    /// Its ranges in offset order, active, pending and free.
     pub blocks: Vec<SnapshotBlock>,
 }
 
@@ -128,13 +167,18 @@ pub struct SnapshotSegment {
 pub struct HeapEvent {
     /// `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED` or `ALLOCATION_FAILED`.
     pub kind: String,
+    /// The block concerned (absent for segment events and failed requests).
     pub block_id: Option<f64>,
+    /// The segment concerned (absent for a failed request).
     pub segment_id: Option<u32>,
+    /// Bytes: of the block, the segment, or the failed request.
     pub size: f64,
+    /// Pool name (see `PoolStats.pool`).
     pub pool: String,
 }
 
 /// Events and debug log lines recorded since the last `takeEvents()`.
+/// @internal
 #[napi(object)]
 pub struct HeapEventBatch {
     pub events: Vec<HeapEvent>,
@@ -153,7 +197,17 @@ pub struct Heap {
 
 #[napi]
 impl Heap {
-    /// Allocates a block of at least `size` bytes.
+    /// Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
+    /// Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
+    /// watermark or the driver refuses, after releasing cached segments and retrying (the message
+    /// names requested, allocated, cached, reserved and budget bytes).
+    /// @example
+    /// ```js
+    /// const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
+    /// block.write(new Uint8Array(1 << 20))
+    /// const head = await block.read(0, 16)
+    /// block.free() // or `using block = ...`
+    /// ```
     #[napi]
     pub fn malloc(&self, size: f64, options: Option<MallocOptions>) -> Result<DeviceBlock> {
         let size = to_u64(size, "size")?;
@@ -201,6 +255,8 @@ impl Heap {
         self.inner.free_inactive_buffers()
     }
 
+    /// Allocator statistics: bytes, blocks and segments (current, peak, cumulative), cache and
+    /// driver counters, per pool. A plain object of numbers.
     #[napi]
     pub fn stats(&self) -> HeapStats {
         let s = self.inner.stats();
@@ -236,11 +292,13 @@ impl Heap {
         }
     }
 
+    /// Sets every `peak` to its `current` value.
     #[napi]
     pub fn reset_peak_stats(&self) {
         self.inner.reset_peak_stats()
     }
 
+    /// Zeroes the cumulative figures (`allocated`, `freed`) and the counters.
     #[napi]
     pub fn reset_accumulated_stats(&self) {
         self.inner.reset_accumulated_stats()
@@ -289,11 +347,15 @@ impl Heap {
         self.inner.watermarks().low
     }
 
+    /// Sets the hard limit (fraction of the budget, 0 to 2; 0 disables); lowers the low watermark
+    /// to it if needed. `INVALID_ARGUMENT` out of range.
     #[napi]
     pub fn set_high_watermark_ratio(&self, ratio: f64) -> Result<()> {
         self.inner.set_high_watermark_ratio(ratio).napi()
     }
 
+    /// Sets the soft limit (fraction of the budget, at most the high watermark; 0 disables).
+    /// `INVALID_ARGUMENT` out of range.
     #[napi]
     pub fn set_low_watermark_ratio(&self, ratio: f64) -> Result<()> {
         self.inner.set_low_watermark_ratio(ratio).napi()
@@ -318,11 +380,14 @@ impl Heap {
     }
 
     /// Keep events (and debug log lines) for `takeEvents()`; used by the facade's `on()`/`setLogger()`.
+    /// @internal
     #[napi]
     pub fn set_event_recording(&self, events: bool, logs: bool) {
         self.inner.set_event_recording(events, logs)
     }
 
+    /// Events and log lines recorded since the last call (the facade delivers them).
+    /// @internal
     #[napi]
     pub fn take_events(&self) -> HeapEventBatch {
         let (events, logs) = self.inner.take_events();
@@ -350,6 +415,7 @@ pub struct DeviceBlock {
 
 #[napi]
 impl DeviceBlock {
+    /// Block id (as in heap events, snapshots and `heap.getBlockInfo()`).
     #[napi(getter)]
     pub fn id(&self) -> f64 {
         self.inner.id() as f64
@@ -373,26 +439,31 @@ impl DeviceBlock {
         self.inner.offset() as f64
     }
 
+    /// Pool name: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`.
     #[napi(getter)]
     pub fn pool(&self) -> String {
         self.inner.pool().as_str().into()
     }
 
+    /// From a `shared` pool (mappable where the adapter has MAPPABLE_PRIMARY_BUFFERS).
     #[napi(getter)]
     pub fn is_shared(&self) -> bool {
         self.inner.pool().is_shared()
     }
 
+    /// True once `free()` ran (reuse still waits for the block's GPU work).
     #[napi(getter)]
     pub fn freed(&self) -> bool {
         self.inner.is_freed()
     }
 
+    /// What the heap knows about the block. `USE_AFTER_FREE` once freed.
     #[napi]
     pub fn info(&self) -> Result<BlockInfo> {
         Ok(self.inner.info().napi()?.into())
     }
 
+    /// Shape metadata set at `malloc()` or with `setShape()`, or null. `USE_AFTER_FREE` once freed.
     #[napi(getter)]
     pub fn shape(&self) -> Result<Option<Vec<f64>>> {
         Ok(self.info()?.shape)
@@ -410,7 +481,8 @@ impl DeviceBlock {
         self.inner.write(&data, to_u64(offset.unwrap_or(0.0), "offset")?).napi()
     }
 
-    /// Reads `length` bytes (default: to the end) at `offset` (default 0) once earlier work completed.
+    /// Native form of `read(offset, length, { signal })`.
+    /// @internal
     #[napi]
     pub async fn read(&self, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
         let block = self.inner.clone();

@@ -42,19 +42,28 @@ pub struct HostConfig {
 /// Count, total and longest duration of a driver operation, in nanoseconds.
 #[napi(object)]
 pub struct DurationStat {
+    /// Operations timed.
     pub count: f64,
+    /// Their total duration, ns.
     pub total_ns: f64,
+    /// The longest one, ns.
     pub max_ns: f64,
 }
 
 /// Figures of one size class (`size` bytes is its power of two).
 #[napi(object)]
 pub struct HostBucketStats {
+    /// Size class: blocks of this class are `2 ** index` bytes.
     pub index: u32,
+    /// Bytes of one block of this class.
     pub size: f64,
+    /// Staging buffers of this class held from the driver.
     pub allocations: Stat,
+    /// Their bytes.
     pub allocated_bytes: Stat,
+    /// Blocks of this class handed out (or pending).
     pub active_requests: Stat,
+    /// Their bytes.
     pub active_bytes: Stat,
 }
 
@@ -63,9 +72,11 @@ pub struct HostBucketStats {
 pub struct HostStats {
     /// Staging buffers held from the driver, cached or active.
     pub allocations: Stat,
+    /// Bytes of those staging buffers.
     pub allocated_bytes: Stat,
     /// Blocks handed out, or freed but still waiting for their GPU work.
     pub active_requests: Stat,
+    /// Bytes of those blocks.
     pub active_bytes: Stat,
     /// Bytes callers asked for, of blocks not yet freed.
     pub requested_bytes: Stat,
@@ -73,23 +84,34 @@ pub struct HostStats {
     pub cached_bytes: f64,
     /// Size classes ever used.
     pub buckets: Vec<HostBucketStats>,
+    /// Staging buffers created (driver calls).
     pub num_host_alloc: f64,
+    /// Staging buffers released to the driver.
     pub num_host_free: f64,
+    /// Time spent creating (and first mapping) staging buffers.
     pub host_alloc_time: DurationStat,
+    /// Time spent releasing them.
     pub host_free_time: DurationStat,
+    /// Allocations served from a free list (no driver call).
     pub cache_hits: f64,
+    /// Allocations that created a staging buffer.
     pub cache_misses: f64,
+    /// Freed blocks waiting for their GPU work (and, for uploads, the re-map).
     pub pending_blocks: f64,
+    /// Their bytes.
     pub pending_bytes: f64,
     /// `bytes` views that are a copy because the runtime refused external ArrayBuffers (or `zeroCopy: false`).
     pub copy_fallbacks: f64,
+    /// `bytes` views that map the staging memory directly.
     pub zero_copy_views: f64,
 }
 
 /// A private pool and how many `beginAllocateToPool` calls still hold it.
 #[napi(object)]
 pub struct PrivatePoolInfo {
+    /// The pool id given to `beginAllocateToPool()`.
     pub id: f64,
+    /// Holds left: `beginAllocateToPool()` calls not yet matched by `releasePool()`.
     pub use_count: f64,
 }
 
@@ -113,7 +135,18 @@ pub struct Host {
 
 #[napi]
 impl Host {
-    /// A staging block of at least `size` bytes. Upload blocks come mapped: write `block.bytes`.
+    /// A staging block of at least `size` bytes (a power-of-two size class, or a multiple of 2 MiB
+    /// above `roundThreshold`). Upload blocks come mapped: write `block.bytes`. Fails with
+    /// `INVALID_ARGUMENT` for a bad size or direction, `OUT_OF_MEMORY` when the driver refuses.
+    /// @example
+    /// ```js
+    /// const up = gpu.host.alloc(data.byteLength, { direction: 'upload' })
+    /// up.bytes.set(data)
+    /// const s = gpu.createStream()
+    /// s.copy(up, deviceBlock) // detaches up.bytes
+    /// await s.synchronize()
+    /// up.free()
+    /// ```
     #[napi]
     pub fn alloc(&self, size: f64, options: Option<HostAllocOptions>) -> Result<HostBlock> {
         let size = to_u64(size, "size")?;
@@ -153,6 +186,7 @@ impl Host {
         self.inner.begin_allocate_to_pool(pool_id(pool)?).napi()
     }
 
+    /// Ends `beginAllocateToPool(pool)`: later allocations come from the default pool again.
     #[napi]
     pub fn end_allocate_to_pool(&self, pool: f64) -> Result<()> {
         self.inner.end_allocate_to_pool(pool_id(pool)?).napi()
@@ -164,6 +198,7 @@ impl Host {
         self.inner.release_pool(pool_id(pool)?).napi()
     }
 
+    /// Private pools still held.
     #[napi(getter)]
     pub fn private_pools(&self) -> Vec<PrivatePoolInfo> {
         self.inner
@@ -173,6 +208,7 @@ impl Host {
             .collect()
     }
 
+    /// Host-cache statistics (PyTorch HostStats): a plain object of numbers.
     #[napi]
     pub fn stats(&self) -> HostStats {
         let s = self.inner.stats();
@@ -211,11 +247,13 @@ impl Host {
         }
     }
 
+    /// Sets every `peak` to its `current` value.
     #[napi]
     pub fn reset_peak_stats(&self) {
         self.inner.reset_peak_stats()
     }
 
+    /// Zeroes the cumulative figures and counters.
     #[napi]
     pub fn reset_accumulated_stats(&self) {
         self.inner.reset_accumulated_stats()
@@ -397,6 +435,7 @@ impl Drop for HostBlock {
 
 #[napi]
 impl HostBlock {
+    /// Block id (as in `wgalloc:host` messages).
     #[napi(getter)]
     pub fn id(&self) -> f64 {
         self.inner.id() as f64
@@ -426,6 +465,7 @@ impl HostBlock {
         self.inner.pool_id() as f64
     }
 
+    /// True once `free()` ran (reuse still waits for the block's GPU work).
     #[napi(getter)]
     pub fn freed(&self) -> bool {
         self.inner.is_freed()
@@ -474,8 +514,8 @@ impl HostBlock {
         Ok(self.inner.read(offset, length).napi()?.into())
     }
 
-    /// Maps the block once the work recorded on it was submitted and ran: a download
-    /// block to read what was copied in, an upload block to write it again.
+    /// Native form of `map({ signal })`.
+    /// @internal
     #[napi(ts_return_type = "Promise<void>")]
     pub fn map<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         // Not an `async fn`: the view cell must stay on the JS thread.

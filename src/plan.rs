@@ -36,14 +36,18 @@ pub struct PlanMemoryOptions {
 /// Search progress: best height so far and the proven lower bound.
 #[napi(object)]
 pub struct PlanProgress {
+    /// Smallest slab size found so far, in bytes.
     pub best: f64,
+    /// Proven lower bound, in bytes: no plan is smaller.
     pub lower_bound: f64,
+    /// Milliseconds since planning started.
     pub elapsed_ms: f64,
 }
 
 type Outcome = std::result::Result<(wgalloc_plan::Plan, Option<GraphRecords>), PlanError>;
 
-/// A planning run on a background thread.
+/// A planning run on a background thread (the facade's `planMemory()` drives it).
+/// @internal
 #[napi]
 pub struct PlanJob {
     cancel: Arc<AtomicBool>,
@@ -66,6 +70,7 @@ impl PlanJob {
         Some(PlanProgress { best: p.best as f64, lower_bound: p.lower_bound as f64, elapsed_ms: p.elapsed.as_secs_f64() * 1e3 })
     }
 
+    /// True once the plan (or an error) is ready.
     #[napi(getter)]
     pub fn done(&self) -> bool {
         self.outcome.is_done()
@@ -82,6 +87,7 @@ impl PlanJob {
 
 /// Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
 /// Bad input fails here, before any thread starts.
+/// @internal
 #[napi]
 pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOptions>) -> Result<PlanJob> {
     let o = options.unwrap_or(PlanMemoryOptions { strategy: None, alignment: None, time_limit_ms: None, workspace: None, multistream: None });
@@ -149,6 +155,7 @@ impl MemoryPlan {
 
 #[napi]
 impl MemoryPlan {
+    /// The strategy asked for (`best`, `exact`, ...).
     #[napi(getter)]
     pub fn strategy(&self) -> String {
         self.inner.strategy().as_str().into()
@@ -158,6 +165,7 @@ impl MemoryPlan {
     pub fn method(&self) -> String {
         self.inner.method().into()
     }
+    /// Bytes of the slab: the highest offset + size over all records.
     #[napi(getter)]
     pub fn slab_size(&self) -> f64 {
         self.inner.slab_size() as f64
@@ -177,10 +185,12 @@ impl MemoryPlan {
     pub fn optimal(&self) -> bool {
         self.inner.optimal()
     }
+    /// Planning time, ms.
     #[napi(getter)]
     pub fn time_ms(&self) -> f64 {
         self.inner.elapsed().as_secs_f64() * 1e3
     }
+    /// Every offset is a multiple of this many bytes.
     #[napi(getter)]
     pub fn alignment(&self) -> f64 {
         self.inner.alignment() as f64
@@ -195,7 +205,7 @@ impl MemoryPlan {
     pub fn offset_of(&self, id: String) -> Option<f64> {
         self.inner.offset_of(&id).map(|o| o as f64)
     }
-    /// Re-checks the plan with the independent checker; throws PLAN_INVALID if it fails.
+    /// Re-checks the plan with the independent checker; throws `PLAN_INVALID` if it fails.
     #[napi]
     pub fn validate(&self) -> Result<()> {
         self.inner.validate().map_err(plan_err)
@@ -205,7 +215,7 @@ impl MemoryPlan {
     pub fn to_svg(&self) -> String {
         self.inner.to_svg()
     }
-    /// The plan as a JSON string (the facade's `toJSON()` parses it).
+    /// The plan as JSON text (`toJSON()` returns it parsed).
     #[napi]
     pub fn to_json_string(&self) -> String {
         let mut v: Value = serde_json::from_str(&self.inner.to_json()).unwrap_or(Value::Null);

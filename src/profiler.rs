@@ -30,15 +30,19 @@ pub struct ProfilerInfo {
     /// GPU timestamps between dispatches inside one pass (`TIMESTAMP_QUERY_INSIDE_PASSES`):
     /// profiled runs then keep their single compute pass.
     pub dispatch_timestamps: bool,
+    /// Nanoseconds per timestamp tick.
     pub timestamp_period_ns: f64,
     /// What is timed and how, e.g. "CPU timing only: the device lacks TIMESTAMP_QUERY".
     pub timing: String,
     /// Recording now (session, capture or `WGALLOC_PROFILE`).
     pub active: bool,
+    /// A `start()` session is running.
     pub session: bool,
+    /// A `startCapture()` capture is running.
     pub capturing: bool,
     /// Trace mode in effect, if tracing.
     pub mode: Option<String>,
+    /// Each profiled submission blocks until the GPU finished it.
     pub wait_until_completed: bool,
     /// `WGALLOC_PROFILE` flags in effect.
     pub env_flags: Vec<String>,
@@ -49,39 +53,56 @@ pub struct ProfilerInfo {
 /// Runs of one op (by name and pipeline). Times in milliseconds.
 #[napi(object)]
 pub struct OperationStats {
+    /// The op's name.
     pub name: String,
+    /// Its pipeline (kernel entry point).
     pub pipeline: String,
+    /// Runs recorded.
     pub runs: f64,
     /// Runs with a valid GPU time (the mean is over these).
     pub gpu_timed_runs: f64,
+    /// GPU time of all timed runs, ms.
     pub total_gpu_ms: f64,
+    /// Mean GPU time per timed run, ms.
     pub mean_gpu_ms: f64,
+    /// Longest GPU time of one run, ms.
     pub max_gpu_ms: f64,
     /// CPU time from encoding each run to its submission returning.
     pub total_scheduling_ms: f64,
+    /// Mean scheduling time per run, ms.
     pub mean_scheduling_ms: f64,
 }
 
 /// Copies of one kind. Times in milliseconds, bandwidth in GB/s over GPU-timed copies.
 #[napi(object)]
 pub struct CopyStats {
+    /// Direction of the copies.
     #[napi(ts_type = "'upload' | 'download' | 'device-to-device'")]
     pub kind: String,
+    /// Copies recorded.
     pub count: f64,
+    /// Bytes copied.
     pub bytes: f64,
     /// Copies the caller waited for (read-backs).
     pub blocking: f64,
     /// Copies staged through the host cache.
     pub via_host: f64,
+    /// Copies with a valid GPU time.
     pub gpu_timed: f64,
+    /// GPU time of the timed copies, ms.
     pub total_gpu_ms: f64,
+    /// CPU time from encoding to submission, ms.
     pub total_scheduling_ms: f64,
+    /// Bytes of timed copies per GPU second, in GB/s (0 without GPU times).
     pub bandwidth_gbps: f64,
 }
 
+/// CPU fallbacks of one op (`profiler.markCpuFallback()`).
 #[napi(object)]
 pub struct FallbackStats {
+    /// The op's name.
     pub name: String,
+    /// Fallbacks recorded.
     pub runs: f64,
     /// Bytes copied between host and device for the fallback.
     pub bytes: f64,
@@ -90,17 +111,26 @@ pub struct FallbackStats {
 /// Timestamp pairs accepted, and dropped by reason.
 #[napi(object)]
 pub struct TimestampHygiene {
+    /// Pairs used.
     pub valid: f64,
+    /// Dropped: a timestamp read back as 0.
     pub zero: f64,
+    /// Dropped: the end came before the start.
     pub reversed: f64,
+    /// Dropped: implausibly long (counter overflow).
     pub overflow: f64,
 }
 
+/// Profiler statistics since creation or `resetStats()`; a plain object (numbers, and names of ops).
 #[napi(object)]
 pub struct ProfilerStats {
+    /// One entry per op (name and pipeline).
     pub operations: Vec<OperationStats>,
+    /// One entry per copy kind seen.
     pub copies: Vec<CopyStats>,
+    /// One entry per op that fell back to the CPU.
     pub fallbacks: Vec<FallbackStats>,
+    /// Timestamp pairs used and dropped.
     pub timestamps: TimestampHygiene,
     /// Submissions whose timestamps are still being read back (`await flush()` first).
     pub pending_submissions: f64,
@@ -120,6 +150,7 @@ pub struct Profiler {
 
 #[napi]
 impl Profiler {
+    /// What the device can time and what the profiler is doing now.
     #[napi(getter)]
     pub fn info(&self) -> ProfilerInfo {
         let i = self.inner.info();
@@ -146,6 +177,14 @@ impl Profiler {
     }
 
     /// Starts a session. `PROFILER_STATE` if one is running; `INVALID_ARGUMENT` for an unknown mode.
+    /// @example
+    /// ```js
+    /// gpu.profiler.start({ mode: 'interval' })
+    /// await exe.run({ x })
+    /// await gpu.profiler.flush()
+    /// gpu.profiler.stop()
+    /// console.log(gpu.profiler.stats().operations)
+    /// ```
     #[napi]
     pub fn start(&self, options: Option<ProfilerStartOptions>) -> Result<()> {
         let o = options.unwrap_or_default();
@@ -159,6 +198,7 @@ impl Profiler {
         self.inner.stop().napi()
     }
 
+    /// Per-op and per-copy statistics (`await flush()` first for every GPU time).
     #[napi]
     pub fn stats(&self) -> ProfilerStats {
         let s = self.inner.stats();
@@ -205,18 +245,21 @@ impl Profiler {
         }
     }
 
+    /// Clears the statistics (not the trace).
     #[napi]
     pub fn reset_stats(&self) {
         self.inner.reset_stats()
     }
 
     /// Counts a CPU fallback of op `name` that copied `bytes` between host and device.
+    /// `INVALID_ARGUMENT` for an empty name.
     #[napi]
     pub fn mark_cpu_fallback(&self, name: String, bytes: Option<f64>) -> Result<()> {
         self.inner.mark_cpu_fallback(&name, to_u64(bytes.unwrap_or(0.0), "bytes")?).napi()
     }
 
-    /// Resolves `true` once every submitted timestamp was read back (`false` after `timeoutMs`, default 10 s).
+    /// Native form of `flush({ timeoutMs, signal })`.
+    /// @internal
     #[napi]
     pub async fn flush(&self, timeout_ms: Option<f64>) -> Result<bool> {
         let timeout = Duration::from_millis(to_u64(timeout_ms.unwrap_or(10_000.0), "timeoutMs")?);
@@ -224,18 +267,22 @@ impl Profiler {
         spawn_blocking(move || p.flush_blocking(timeout)).await.map_err(|e| coded("INTERNAL", &format!("profiler flush failed: {e}")))
     }
 
-    /// Writes the trace recorded so far to `path` (the facade's `exportTrace` flushes first).
+    /// Writes the trace recorded so far to `path` without waiting for outstanding timestamps
+    /// (`exportTrace()` flushes first). `IO_ERROR` if the file cannot be written.
     #[napi]
     pub fn export_trace_now(&self, path: String) -> Result<()> {
         self.inner.export_trace(std::path::Path::new(&path)).napi()
     }
 
+    /// Starts recording everything into one trace, written by `stopCapture()` to `name`
+    /// (`.json` appended without an extension). `PROFILER_STATE` if a capture is running.
     #[napi]
     pub fn start_capture(&self, name: String) -> Result<()> {
         self.inner.start_capture(&name).napi()
     }
 
-    /// Ends the capture and writes its trace file; returns its path.
+    /// Ends the capture and writes its trace file without waiting for outstanding timestamps
+    /// (`stopCapture()` flushes first); returns its path. `PROFILER_STATE` without a capture.
     #[napi]
     pub fn stop_capture_now(&self) -> Result<String> {
         Ok(self.inner.stop_capture().napi()?.display().to_string())
@@ -248,6 +295,7 @@ impl Profiler {
     }
 
     /// The tables `WGALLOC_PROFILE` asks for at exit, or null.
+    /// @internal
     #[napi]
     pub fn exit_report(&self) -> Option<String> {
         self.inner.exit_report()

@@ -37,7 +37,8 @@ impl GpuEvent {
         self.inner.query().napi()
     }
 
-    /// Resolves once the GPU finished this submission (the facade adds `{ signal }`).
+    /// Native form of `wait({ signal })`.
+    /// @internal
     #[napi]
     pub async fn wait(&self) -> Result<()> {
         let event = self.inner.clone();
@@ -55,8 +56,11 @@ impl GpuEvent {
 /// Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source.
 #[napi(object)]
 pub struct CopyOptions {
+    /// Byte offset in the source (a multiple of 4).
     pub src_offset: Option<f64>,
+    /// Byte offset in the destination (a multiple of 4).
     pub dst_offset: Option<f64>,
+    /// Bytes to copy.
     pub size: Option<f64>,
 }
 
@@ -140,7 +144,8 @@ impl Stream {
         Ok(GpuEvent { inner: self.lock()?.submit().napi()? })
     }
 
-    /// Submits pending work and resolves once all of this stream's work completed.
+    /// Native form of `synchronize({ signal })`.
+    /// @internal
     #[napi]
     pub async fn synchronize(&self) -> Result<()> {
         let event = self.lock()?.submit().napi()?;
