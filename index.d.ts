@@ -330,8 +330,8 @@ export declare class HostBlock {
   /** Copies `length` bytes (default: to the end) at `offset` out of a mapped download block. */
   read(offset?: number | undefined | null, length?: number | undefined | null): Buffer
   /**
-   * Maps the block once the work recorded on it was submitted and ran: a download
-   * block to read what was copied in, an upload block to write it again.
+   * Native form of `map({ signal })`.
+   * @internal
    */
   map(): Promise<void>
   /** Unmaps the block (detaching `bytes`). */
