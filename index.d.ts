@@ -11,6 +11,7 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** A compiled compute kernel with a fixed binding signature. */
 export declare class ComputeKernel {
+  /** Name in errors and profiles. */
   get name(): string
   /** Storage bindings the kernel takes (blocks per dispatch). */
   get bindings(): number
@@ -791,6 +792,7 @@ export interface HostStats {
   zeroCopyViews: number
 }
 
+/** Options of `gpu.createKernel()`. */
 export interface KernelOptions {
   /** WGSL source. */
   source: string

@@ -8,6 +8,7 @@ use crate::gpu::Gpu;
 use crate::heap::DeviceBlock;
 use crate::stream::Stream;
 
+/// Options of `gpu.createKernel()`.
 #[napi(object)]
 pub struct KernelOptions {
     /// WGSL source.
@@ -30,6 +31,7 @@ pub struct ComputeKernel {
 
 #[napi]
 impl ComputeKernel {
+    /// Name in errors and profiles.
     #[napi(getter)]
     pub fn name(&self) -> String {
         self.inner.name().to_string()
