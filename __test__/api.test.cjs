@@ -225,6 +225,8 @@ test.serial('a disposed stream ran its recorded copy', async (t) => {
 })
 
 /** One instance of every exported class, and fields its inspect output must show. */
+const KERNEL = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@compute @workgroup_size(1) fn main() { a[0] = 1u; }'
+
 const PRINTS = {
   Gpu: (c) => [c.gpu, /^Gpu \{ adapter: '.+', backend: '\w+', type: '\w+', budget: \d+ \}$/],
   GpuBuffer: (c) => [c.buffer, /^GpuBuffer \{ size: 16 \}$/],
@@ -236,6 +238,7 @@ const PRINTS = {
   Host: (c) => [c.gpu.host, /^Host \{ allocated: [1-9]\d*, active: \d+, cached: \d+, pending: \d+ \}$/],
   HostBlock: (c) => [c.down, /^HostBlock \{ id: \d+, direction: 'download', requestedSize: 256, size: 256, mapped: (true|false) \}$/],
   Profiler: (c) => [c.gpu.profiler, /^Profiler \{ active: false, timing: '.+' \}$/],
+  ComputeKernel: (c) => [c.gpu.createKernel({ source: KERNEL, bindings: 1, name: 'fill' }), /^ComputeKernel \{ name: 'fill', bindings: 1, uniform: false \}$/],
   MemoryPlan: (c) => [c.plan, /^MemoryPlan \{ strategy: 'best', slabSize: 60, lowerBound: 60, ratio: 1\.0000, optimal: true \}$/],
 }
 

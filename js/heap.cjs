@@ -13,43 +13,54 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
   /** Allocator events are also published here, for tools that listen process-wide. */
   const channel = diag.channels.heap
 
-  const listeners = new WeakMap() // heap -> { kind -> Set<fn> }
-  const loggers = new WeakMap() // heap -> fn
-  // heap -> whether the channel had subscribers when recording was last set: the
-  // native heap records events only while someone listens, and a channel subscriber
-  // can come and go between any two calls.
-  const channelSeen = new WeakMap()
-  const entry = (heap) => {
-    let l = listeners.get(heap)
-    if (!l) {
-      l = Object.fromEntries(EVENT_KINDS.map((k) => [k, new Set()]))
-      listeners.set(heap, l)
+  // Per-heap JS state lives on the heap object itself (a symbol key is cheaper than a
+  // WeakMap lookup on the malloc/free hot path, and blocks point at their heap the same
+  // way: a WeakMap entry per block made short-lived blocks costly to collect).
+  const kState = Symbol('wgalloc.heapState')
+  const kHeap = Symbol('wgalloc.blockHeap')
+  const state = (heap) => {
+    let st = heap[kState]
+    if (!st) {
+      st = {
+        listeners: Object.fromEntries(EVENT_KINDS.map((k) => [k, new Set()])),
+        logger: null,
+        // Whether a listener or logger is set (the channel is checked per call).
+        active: false,
+        // Whether the channel had subscribers when recording was last set: the native
+        // heap records events only while someone listens, and a channel subscriber can
+        // come and go between any two calls.
+        channelSeen: false,
+      }
+      Object.defineProperty(heap, kState, { value: st })
     }
-    return l
+    return st
   }
-  const listening = (heap) => {
-    const l = listeners.get(heap)
-    return (l && EVENT_KINDS.some((k) => l[k].size > 0)) || channel.hasSubscribers
-  }
+  const listening = (st) => EVENT_KINDS.some((k) => st.listeners[k].size > 0) || channel.hasSubscribers
   const syncRecording = (heap) => {
-    channelSeen.set(heap, channel.hasSubscribers)
-    heap.setEventRecording(listening(heap), loggers.has(heap))
+    const st = state(heap)
+    st.active = st.logger !== null || EVENT_KINDS.some((k) => st.listeners[k].size > 0)
+    st.channelSeen = channel.hasSubscribers
+    heap.setEventRecording(listening(st), st.logger !== null)
+  }
+  /** Whether events may need delivering around a call: nothing to do in the common case. */
+  const busy = (heap) => {
+    const st = heap[kState]
+    return (st !== undefined && (st.active || st.channelSeen)) || channel.hasSubscribers
   }
   /** Before a call that can allocate or free: follow channel (un)subscriptions. */
   const follow = (heap) => {
-    if (channelSeen.get(heap) !== channel.hasSubscribers) syncRecording(heap)
+    if (state(heap).channelSeen !== channel.hasSubscribers) syncRecording(heap)
   }
 
   /** Delivers what the native heap recorded during the last call. */
   function dispatch(heap) {
-    if (!listening(heap) && !loggers.has(heap)) return
+    const st = state(heap)
+    if (!listening(st) && st.logger === null) return
     const { events, logs } = heap.takeEvents()
-    const logger = loggers.get(heap)
-    if (logger) for (const line of logs) logger(line)
-    const l = listeners.get(heap)
+    if (st.logger) for (const line of logs) st.logger(line)
     for (const e of events) {
       if (channel.hasSubscribers) channel.publish({ ...e, heap })
-      if (l) for (const fn of l[e.kind]) fn(e)
+      for (const fn of st.listeners[e.kind]) fn(e)
     }
   }
 
@@ -60,7 +71,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
    * Returns a function that removes the listener.
    */
   Heap.prototype.on = function (kind, fn) {
-    const l = entry(this)
+    const l = state(this).listeners
     if (!EVENT_KINDS.includes(kind)) throw toWgallocError(new Error(`[INVALID_ARGUMENT] unknown heap event '${kind}'; use one of ${EVENT_KINDS.join(', ')}`))
     if (typeof fn !== 'function') throw toWgallocError(new Error('[INVALID_ARGUMENT] listener must be a function'))
     l[kind].add(fn)
@@ -68,13 +79,13 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
     return () => this.off(kind, fn)
   }
   Heap.prototype.off = function (kind, fn) {
-    listeners.get(this)?.[kind]?.delete(fn)
+    state(this).listeners[kind]?.delete(fn)
     syncRecording(this)
   }
   /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `fn` instead of stderr (null restores stderr). */
   Heap.prototype.setLogger = function (fn) {
-    if (fn == null) loggers.delete(this)
-    else if (typeof fn === 'function') loggers.set(this, fn)
+    if (fn == null) state(this).logger = null
+    else if (typeof fn === 'function') state(this).logger = fn
     else throw toWgallocError(new Error('[INVALID_ARGUMENT] logger must be a function or null'))
     syncRecording(this)
   }
@@ -83,6 +94,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
   for (const name of ['free', 'emptyCache', 'freeInactiveBuffers']) {
     const original = Heap.prototype[name]
     Heap.prototype[name] = function (...args) {
+      if (!busy(this)) return original.apply(this, args)
       follow(this)
       try {
         return original.apply(this, args)
@@ -91,22 +103,25 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
       }
     }
   }
-  // Blocks remember their heap so `block.free()` can deliver the events it caused.
-  const blockHeaps = new WeakMap()
   const malloc = Heap.prototype.malloc
   Heap.prototype.malloc = function (size, options) {
-    follow(this)
     let block
-    try {
+    if (!busy(this)) {
       block = malloc.call(this, size, options)
-    } catch (err) {
-      dispatch(this) // ALLOCATION_FAILED listeners may free memory now
-      if (err.code !== 'OUT_OF_MEMORY' || !listeners.get(this)?.ALLOCATION_FAILED.size) throw err
-      block = malloc.call(this, size, options)
-    } finally {
-      dispatch(this)
+    } else {
+      follow(this)
+      try {
+        block = malloc.call(this, size, options)
+      } catch (err) {
+        dispatch(this) // ALLOCATION_FAILED listeners may free memory now
+        if (err.code !== 'OUT_OF_MEMORY' || !state(this).listeners.ALLOCATION_FAILED.size) throw err
+        block = malloc.call(this, size, options)
+      } finally {
+        dispatch(this)
+      }
     }
-    blockHeaps.set(block, this)
+    // Blocks remember their heap so `block.free()` can deliver the events it caused.
+    block[kHeap] = this
     return block
   }
   const allocScalar = Heap.prototype.allocScalar
@@ -114,7 +129,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
     follow(this)
     try {
       const block = allocScalar.call(this, value)
-      blockHeaps.set(block, this)
+      block[kHeap] = this
       return block
     } finally {
       dispatch(this)
@@ -122,12 +137,13 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
   }
   const blockFree = DeviceBlock.prototype.free
   DeviceBlock.prototype.free = function () {
-    const heap = blockHeaps.get(this)
-    if (heap) follow(heap)
+    const heap = this[kHeap]
+    if (heap === undefined || !busy(heap)) return blockFree.call(this)
+    follow(heap)
     try {
       return blockFree.call(this)
     } finally {
-      if (heap) dispatch(heap)
+      dispatch(heap)
     }
   }
 
