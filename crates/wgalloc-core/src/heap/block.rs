@@ -2,6 +2,7 @@
 //! returns the block to its pool (the GC safety net for JS handles).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::{BlockInfo, Heap, PoolKind};
 use crate::error::{checked_add, Error, Result};
@@ -11,7 +12,7 @@ use crate::transfer::{aligned_range, check_copy_source};
 pub struct DeviceBlock {
     heap: Heap,
     id: u64,
-    buffer: wgpu::Buffer,
+    buffer: Arc<wgpu::Buffer>,
     offset: u64,
     size: u64,
     requested: u64,
@@ -21,7 +22,7 @@ pub struct DeviceBlock {
 
 impl DeviceBlock {
     /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
-    pub(crate) fn new(heap: Heap, id: u64, buffer: wgpu::Buffer, offset: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
+    pub(crate) fn new(heap: Heap, id: u64, buffer: Arc<wgpu::Buffer>, offset: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
         DeviceBlock { heap, id, buffer, offset, size, requested, pool, freed: AtomicBool::new(false) }
     }
 

@@ -57,20 +57,17 @@ impl FreeList {
         let mut len = size;
         let prev = self.by_offset.range((segment, 0)..(segment, offset)).next_back().map(|(&(_, o), &s)| (o, s));
         let next = self.by_offset.get(&(segment, offset + size)).copied();
-        let mut merged = Vec::new();
+        // Merged neighbours are removed in place (no allocation on the free fast path).
         if let Some((po, ps)) = prev {
             if po + ps == offset {
-                merged.push(FreeRange { size: ps, segment, offset: po });
+                self.remove(FreeRange { size: ps, segment, offset: po });
                 start = po;
                 len += ps;
             }
         }
         if let Some(ns) = next {
-            merged.push(FreeRange { size: ns, segment, offset: offset + size });
+            self.remove(FreeRange { size: ns, segment, offset: offset + size });
             len += ns;
-        }
-        for r in merged {
-            self.remove(r);
         }
         self.insert(FreeRange { size: len, segment, offset: start });
     }

@@ -116,7 +116,9 @@ pub struct SegmentSnapshot {
 }
 
 struct Segment {
-    buffer: wgpu::Buffer,
+    /// Shared with the segment's blocks: one reference count to bump per block
+    /// (cloning a `wgpu::Buffer` bumps two, and atomics dominate the cached fast path).
+    buffer: Arc<wgpu::Buffer>,
     pool: PoolKind,
     size: u64,
     dedicated: bool,
@@ -468,7 +470,7 @@ impl Heap {
         })?;
         let id = st.next_segment;
         st.next_segment += 1;
-        st.segments.insert(id, Segment { buffer, pool, size, dedicated, live_blocks: 0, gc_age: 0 });
+        st.segments.insert(id, Segment { buffer: Arc::new(buffer), pool, size, dedicated, live_blocks: 0, gc_age: 0 });
         st.free[pool.index()].add_segment(id, size);
         let stats = &mut st.stats;
         stats.reserved_bytes.add(size);
@@ -574,7 +576,8 @@ impl Heap {
             Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed"))),
             None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)"))),
         };
-        let uses: Vec<StreamUse> = rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect();
+        let uses: Vec<StreamUse> =
+            if rec.streams.is_empty() { Vec::new() } else { rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect() };
         let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
         let tracker = &self.gpu.shared.tracker;
         let completed = tracker.completed();
