@@ -1,9 +1,10 @@
 // WGSL kernels shared by the examples, and the uniform bytes and dispatch sizes of
-// each op. Binding convention of wgalloc graphs: an op's inputs, then its outputs,
-// all `var<storage, read_write>`, then its uniform. Every uniform is four 32-bit
-// words (16 bytes, no padding rules).
+// each op. Binding convention of wgalloc graphs and of `stream.dispatch`: an op's
+// inputs, then its outputs (a dispatch's blocks), all `var<storage, read_write>`, then
+// its uniform. Every uniform is four 32-bit words (16 bytes, no padding rules) but
+// `adam_inplace`'s, eight.
 
-import type { GraphOp } from 'wgalloc'
+import type { ComputeKernel, GraphOp, Gpu } from 'wgalloc'
 
 const WG = 64 // threads per workgroup of the 1-D kernels
 const TILE = 8 // 2-D kernels run TILE x TILE workgroups
@@ -119,6 +120,33 @@ ${uniform(8)}
   v_next[i] = vi;
   w_next[i] = w[i] - hyper[0] * (mi / hyper[4]) / (sqrt(vi / hyper[5]) + hyper[3]);
 }`,
+
+  // Adam in place, for parameters and moments that live on the device: the same
+  // arithmetic as `adam`, with the hyper-parameters in the uniform instead of a tensor
+  // (a graph's uniform is four u32 words; a kernel dispatched on heap blocks takes any).
+  adam_inplace: `${storage(['w', 'grad', 'm', 'v'])}
+struct A { len: u32, lr: f32, beta1: f32, beta2: f32, eps: f32, bc1: f32, bc2: f32, pad: f32 }
+@group(0) @binding(4) var<uniform> p: A;
+@compute @workgroup_size(${WG}) fn main(@builtin(global_invocation_id) g: vec3u) {
+  let i = g.x;
+  if (i >= p.len) { return; }
+  let gi = grad[i];
+  let mi = p.beta1 * m[i] + (1.0 - p.beta1) * gi;
+  let vi = p.beta2 * v[i] + (1.0 - p.beta2) * gi * gi;
+  m[i] = mi;
+  v[i] = vi;
+  w[i] = w[i] - p.lr * (mi / p.bc1) / (sqrt(vi / p.bc2) + p.eps);
+}`,
+}
+
+/** Storage bindings of each kernel: an op's inputs plus outputs, a dispatch's blocks. */
+const BINDINGS: Record<string, number> = {
+  linear: 4, softmax: 2, mse: 4, linear_grad_w: 4, linear_grad_x_tanh: 4, adam: 8, adam_inplace: 4,
+}
+
+/** The named kernels compiled for `stream.dispatch` on heap blocks (all take a uniform). */
+export function createKernels<N extends string>(gpu: Gpu, ...names: N[]): Record<N, ComputeKernel> {
+  return Object.fromEntries(names.map((name) => [name, gpu.createKernel({ source: SOURCES[name], bindings: BINDINGS[name], uniform: true, name })])) as Record<N, ComputeKernel>
 }
 
 /** The `kernels` table of a graph using the named kernels. */
@@ -133,7 +161,12 @@ function words(a: number, b = 0, c = 0, d = 0): Uint8Array {
 
 const ceil = (a: number, b: number): number => Math.ceil(a / b)
 
-type Launch = Pick<GraphOp, 'kernel' | 'dispatch' | 'params'>
+/** How to run an op: fits a `GraphOp` (spread into it) and `stream.dispatch` alike. */
+export interface Launch extends Pick<GraphOp, 'kernel' | 'dispatch' | 'params'> {
+  kernel: string
+  dispatch: [number] | [number, number]
+  params: Uint8Array
+}
 
 /** `{ kernel, dispatch, params }` of each op kind, from its shapes. */
 export const launch = {
@@ -143,4 +176,11 @@ export const launch = {
   linearGradW: (m: number, n: number, k: number): Launch => ({ kernel: 'linear_grad_w', dispatch: [ceil(n, TILE), ceil(k, TILE)], params: words(m, n, k) }),
   linearGradXTanh: (m: number, n: number, k: number): Launch => ({ kernel: 'linear_grad_x_tanh', dispatch: [ceil(k, TILE), ceil(m, TILE)], params: words(m, n, k) }),
   adam: (len: number): Launch => ({ kernel: 'adam', dispatch: [ceil(len, WG)], params: words(len) }),
+  /** `adam_inplace` over `len` parameters; `hyper` as from the regressor's `hyper()`: [lr, beta1, beta2, eps, 1 - beta1^t, 1 - beta2^t]. */
+  adamInPlace: (len: number, hyper: Float32Array): Launch => {
+    const u = new DataView(new ArrayBuffer(32))
+    u.setUint32(0, len, true)
+    for (let i = 0; i < 6; i++) u.setFloat32(4 * (i + 1), hyper[i], true)
+    return { kernel: 'adam_inplace', dispatch: [ceil(len, WG)], params: new Uint8Array(u.buffer) }
+  },
 }

@@ -1,7 +1,8 @@
 // The training example's model: an MLP regressor (2 -> hidden -> hidden -> 1, tanh)
-// fitted to y = sin(3 x0) cos(2 x1) by Adam. One training step (forward, MSE loss,
-// backward, Adam update of every parameter) is one wgalloc graph; a float64 CPU
-// reference of the same step checks the kernels.
+// fitted to y = sin(3 x0) cos(2 x1) by Adam. Shapes, data, initial state, a float64 CPU
+// reference of a training step (it checks the kernels), and the same step as one wgalloc
+// graph (what the example compares its device-resident step with; the step itself is in
+// device-regressor.ts).
 
 import type { Graph, GraphTensor, GraphOp } from 'wgalloc'
 import { kernels, launch } from './kernels'
