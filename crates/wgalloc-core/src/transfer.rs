@@ -214,6 +214,10 @@ pub(crate) struct Readback {
 impl Readback {
     pub async fn finish(self) -> Result<Vec<u8>> {
         self.gpu.map_read(&self.staging).await?;
+        // The map can complete before the submission's completion is recorded (both fire
+        // in one poll); wait for that too, so once a read resolved, every earlier
+        // submission counts as done and blocks freed before it can be reused at once.
+        self.event.wait().await?;
         let bytes = {
             let view = self
                 .staging

@@ -96,6 +96,25 @@ fn long_lived_block_forgets_retired_streams_but_not_live_ones() {
 }
 
 #[test]
+fn once_a_read_resolved_earlier_frees_are_reusable() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    for _ in 0..20 {
+        let a = heap.malloc(2 << 20, Usage::Device).unwrap();
+        let b = heap.malloc(4096, Usage::Device).unwrap();
+        let mut s = gpu.create_stream().unwrap();
+        b.copy_from_on(&mut s, &a, 0, 0, 4096).unwrap();
+        a.free().unwrap(); // pending: the copy is recorded, not yet run
+        s.submit().unwrap();
+        pollster::block_on(b.read(0, 4096)).unwrap();
+        // The read was submitted after the copy and has resolved: the copy is done.
+        heap.free_inactive_buffers();
+        assert_eq!(heap.stats().pending_free_blocks, 0);
+        b.free().unwrap();
+    }
+}
+
+#[test]
 fn freed_block_waits_for_recorded_stream_work() {
     let gpu = gpu_with_budget(None);
     let heap = gpu.heap().unwrap();
