@@ -106,11 +106,16 @@ impl Gpu {
                 }
             }
         }
-        let mut outputs = Vec::new();
+        // Every output's copy is submitted before any is awaited, so the waits overlap.
+        let mut reads = Vec::new();
         for t in graph.outputs() {
             let i = graph.index[&t.id];
             let b = blocks[graph.root[i]].as_ref().ok_or_else(|| Error::Internal(format!("output '{}' has no block", t.id)))?;
-            outputs.push((t.id.clone(), b.read(0, t.size).await?));
+            reads.push((t.id.clone(), b.start_read(0, t.size)?));
+        }
+        let mut outputs = Vec::with_capacity(reads.len());
+        for (id, read) in reads {
+            outputs.push((id, read.finish().await?));
         }
         for uniform in uniforms {
             uniform.free()?;

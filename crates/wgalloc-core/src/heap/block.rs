@@ -90,6 +90,12 @@ impl DeviceBlock {
 
     /// Reads `len` bytes at `offset` (any alignment) once all earlier work completed.
     pub async fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.start_read(offset, len)?.finish().await
+    }
+
+    /// Submits the copy of a read without waiting for it, so several reads can be in
+    /// flight at once (their waits then overlap).
+    pub(crate) fn start_read(&self, offset: u64, len: u64) -> Result<crate::transfer::Readback> {
         self.live()?;
         self.heap.gpu.check_alive()?;
         let end = checked_add(offset, len, "block read")?;
@@ -101,7 +107,7 @@ impl DeviceBlock {
         }
         let readback = self.heap.gpu.submit_readback(&self.buffer, self.offset + offset, len, Some(self.id))?;
         self.heap.record_use(self.id, readback.event.seq());
-        readback.finish().await
+        Ok(readback)
     }
 
     /// Records a copy of `len` bytes from `src` into this block on `stream`; both blocks
