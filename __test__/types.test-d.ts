@@ -89,3 +89,14 @@ async function profilerTypes(gpu: Gpu): Promise<number> {
   return n + s.operations.length + path.length + (p.info.passTimestamps ? 1 : 0)
 }
 void profilerTypes
+
+import { renderHtml, detectKind, recordMemoryHistory, type ViewKind, type MemoryHistorySnapshot } from '../js/view/index.js'
+function viewTypes(gpu: Gpu): string {
+  const rec = recordMemoryHistory(gpu.heap)
+  gpu.heap.malloc(256).free()
+  const snap: MemoryHistorySnapshot = rec.snapshot()
+  rec.stop()
+  const kind: ViewKind = detectKind(snap)
+  return renderHtml(snap, { title: `heap (${kind})` })
+}
+void viewTypes

@@ -134,20 +134,33 @@ async function ownGpu(t) {
 }
 
 test.serial('heap snapshot of a real heap: pools table and segment map with every block', async (t) => {
-  const heap = (await ownGpu(t)).heap
+  const g = await ownGpu(t)
+  const heap = g.heap
   const blocks = []
   for (let i = 0; i < 60; i++) blocks.push(heap.malloc(4096 + ((i * 7919) % 97) * 3000))
   blocks.push(heap.malloc(3 << 20)) // a large-pool block
   for (let i = 0; i < 60; i += 4) blocks[i].free()
+  // A copy recorded on a stream and not yet submitted keeps its freed source pending.
+  // (Source and destination in different segments: wgpu refuses a copy within one buffer.)
+  const pending = blocks[60]
+  const stream = g.createStream()
+  stream.copyBlocks(pending, blocks[2], { size: 4096 })
+  pending.free()
   const snapshot = JSON.parse(JSON.stringify(heap.snapshot()))
+  await stream.submit().wait()
   t.is(detectKind(snapshot), 'snapshot')
-  const live = snapshot.flatMap((s) => s.blocks.filter((b) => b.state !== 'free'))
-  t.is(live.length, 46)
-  const { counts, sections, cards, finish } = await open(t, renderHtml(snapshot), 'snapshot')
+  const used = snapshot.flatMap((s) => s.blocks.filter((b) => b.state !== 'free'))
+  t.is(used.length, 46)
+  t.deepEqual(used.filter((b) => b.state === 'pending-free').map((b) => b.blockId), [pending.id])
+  const { page, counts, sections, cards, finish } = await open(t, renderHtml(snapshot), 'snapshot')
   t.is(Number(counts.segments), snapshot.length)
-  t.is(Number(counts.segmentBlocks), live.length)
+  t.is(Number(counts.segmentBlocks), used.length)
   t.deepEqual(sections, ['Memory by pool', `Segment map (${snapshot.length} segments)`])
   t.is(cards, 7)
+  const pools = await page.$$eval('section tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)))
+  t.deepEqual(pools.map((r) => r[0]).sort(), [...new Set(snapshot.map((s) => s.pool))].sort())
+  t.is(pools.find((r) => r[0] === 'device-large')[4], '3 MiB', 'pending-free bytes of the large pool')
+  t.is(pools.find((r) => r[0] === 'device-small')[4], '0 B')
   finish()
 })
 

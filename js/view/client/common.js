@@ -295,6 +295,7 @@ const V = (() => {
   /** Marks the page as drawn. */
   function done(counts) {
     for (const [k, v] of Object.entries(counts)) document.body.dataset[k] = String(v)
+    if (!document.body.dataset.rendered) document.body.dataset.renderMs = String(Math.round(performance.now()))
     document.body.dataset.rendered = 'true'
   }
 

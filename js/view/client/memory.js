@@ -249,6 +249,7 @@
     let selected = D.peakStep ?? 0
     const redraw = V.throttle(draw)
 
+    let hoverSweep = null
     /** The block drawn at (step, bytes), or -1. */
     function blockAt(step, bytes) {
       if (layout) {
@@ -259,16 +260,21 @@
         }
         return -1
       }
-      const sw = sweeper()
-      sw.advance(Math.floor(step))
+      // Hover moves a little at a time: sweep on from the last step, restart only to go back.
+      const s = Math.floor(step)
+      if (!hoverSweep || hoverSweep.step > s) hoverSweep = { sw: sweeper(), step: 0 }
+      hoverSweep.sw.advance(s)
+      hoverSweep.step = s
       let base = 0
-      for (const k of sw.stack) {
+      for (const k of hoverSweep.sw.stack) {
         if (base <= bytes && bytes < base + B.size[k]) return k
         base += B.size[k]
       }
       return -1
     }
+    let inside = false
     const hover = V.throttle((e) => {
+      if (!inside) return
       const x0 = M.l, x1 = cv.width - M.r, y0 = cv.height - M.b, y1 = M.t
       if (e.offsetX < x0 || e.offsetX > x1 || e.offsetY < y1 || e.offsetY > y0) return V.hideTip()
       const step = z.at(e.offsetX)
@@ -278,8 +284,8 @@
       if (k >= 0) V.tip(e, B.label[k], [...blockRows(k), ['at step', V.int(s)], ...at])
       else V.tip(e, `step ${V.int(s)}`, at)
     })
-    cv.el.addEventListener('mousemove', hover)
-    cv.el.addEventListener('mouseleave', () => setTimeout(V.hideTip, 20))
+    cv.el.addEventListener('mousemove', (e) => { inside = true; hover(e) })
+    cv.el.addEventListener('mouseleave', () => { inside = false; V.hideTip() })
     z.onClick = (e) => {
       selected = Math.min(D.steps - 1, Math.max(0, Math.floor(z.at(e.offsetX))))
       redraw()
@@ -293,18 +299,34 @@
   function poolTable() {
     const sec = V.section('Memory by pool', 'What each pool holds at the moment of the snapshot. Free bytes are cached: reserved from the driver, ready for reuse.')
     const t = V.theme()
-    sec.append(V.legend([{ label: 'active', colour: t.accent }, { label: 'pending free', colour: '#f0a33a' }, { label: 'free (cached)', colour: t.free }]))
+    sec.append(V.legend([{ label: 'active', colour: t.accent }, { label: 'pending free', colour: PENDING }, { label: 'free (cached)', colour: t.free }]))
     const rows = D.byPool.map((p) => {
       const pct = (v) => (p.reserved > 0 ? (100 * v) / p.reserved : 0)
       const bar = V.el('div', { class: 'bar' },
         V.el('div', { style: `width:${pct(p.active)}%;background:${t.accent}` }),
-        V.el('div', { style: `width:${pct(p.pending)}%;background:#f0a33a` }))
+        V.el('div', { style: `width:${pct(p.pending)}%;background:${PENDING}` }))
       return V.el('tr', {}, V.el('td', {}, p.name), V.el('td', {}, V.int(p.segments)), V.el('td', {}, V.bytes(p.reserved)),
         V.el('td', {}, V.bytes(p.active)), V.el('td', {}, V.bytes(p.pending)), V.el('td', {}, V.bytes(p.free)),
         V.el('td', {}, V.bytes(p.largestFree)), V.el('td', { style: 'width:40%' }, bar))
     })
     const head = V.el('tr', {}, ...['pool', 'segments', 'reserved', 'active', 'pending free', 'free', 'largest free', 'use'].map((h) => V.el('th', {}, h)))
     sec.append(V.el('table', { class: 't' }, V.el('thead', {}, head), V.el('tbody', {}, ...rows)))
+  }
+
+  const PENDING = '#f0a33a'
+  let hatchPattern = null
+  /** Diagonal orange stripes: a pending free (freed, GPU work still outstanding). */
+  function hatch(ctx) {
+    if (!hatchPattern) {
+      const c = document.createElement('canvas')
+      c.width = c.height = 6
+      const g = c.getContext('2d')
+      g.strokeStyle = PENDING
+      g.lineWidth = 2
+      g.beginPath(); g.moveTo(-1, 7); g.lineTo(7, -1); g.moveTo(5, 7); g.lineTo(7, 5); g.moveTo(-1, 1); g.lineTo(1, -1); g.stroke()
+      hatchPattern = ctx.createPattern(c, 'repeat')
+    }
+    return hatchPattern
   }
 
   function segmentMap(initial) {
@@ -323,7 +345,7 @@
     const common = V.el('input', { type: 'checkbox' })
     sec.append(V.legend([
       { label: D.mode === 'snapshot' ? 'block (colour per id)' : 'block (colour per id, as in the timeline)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
-      { label: 'pending free', colour: '#f0a33a', kind: 'hatch' },
+      { label: 'pending free', colour: PENDING, kind: 'hatch' },
       { label: 'free range', colour: t.free },
     ]))
     sec.querySelector('.legend').append(V.el('label', {}, common, ' bar length proportional to segment size'))
@@ -369,11 +391,9 @@
           const xa = x0 + (B.off[b] / s.size) * w
           const xb = Math.max(xa + 0.75, x0 + ((B.off[b] + B.size[b]) / s.size) * w)
           if (B.state[b] === 1) {
-            ctx.fillStyle = '#f0a33a'
-            ctx.globalAlpha = 0.45
+            ctx.fillStyle = hatch(ctx)
             ctx.fillRect(xa, y, xb - xa, rowH)
-            ctx.globalAlpha = 1
-            ctx.strokeStyle = '#f0a33a'
+            ctx.strokeStyle = PENDING
             ctx.strokeRect(xa + 0.5, y + 0.5, xb - xa - 1, rowH - 1)
           } else {
             ctx.fillStyle = blockColour[b]
