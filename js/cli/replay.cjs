@@ -2,10 +2,11 @@
 // `wgalloc replay <trace.json> [--json]`: fragmentation and driver calls of an
 // eager allocation trace through the heap, beside two simple policies.
 // `--snapshot out.json` also saves the heap's recorded history (for `wgalloc view`).
-const { readFileSync, writeFileSync } = require('node:fs')
+const { writeFileSync } = require('node:fs')
 const { Gpu } = require('../index.cjs')
 const { replayHeap, exactSize, powerOfTwo } = require('../replay.cjs')
 const { replayHistory } = require('../view/history.cjs')
+const { readJsonFile } = require('../view/index.cjs')
 const { table, bytes } = require('./table.cjs')
 
 module.exports = async function replay(argv, { parseArgs }) {
@@ -18,7 +19,7 @@ module.exports = async function replay(argv, { parseArgs }) {
     console.log('usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })')
     return values.help ? 0 : 2
   }
-  const trace = JSON.parse(readFileSync(positionals[0], 'utf8'))
+  const trace = readJsonFile(positionals[0])
   const gpu = await Gpu.request()
   let ours
   try {

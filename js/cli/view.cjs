@@ -4,6 +4,7 @@
 const { writeFileSync } = require('node:fs')
 const { basename } = require('node:path')
 const { renderHtml, detectKind, readJsonFile, replayHistory } = require('../view/index.cjs')
+const { WgallocError } = require('../errors.cjs')
 const { bytes } = require('./table.cjs')
 
 const USAGE = `usage: wgalloc view <file.json> [-o out.html] [--no-replay] [--title TEXT]
@@ -46,7 +47,11 @@ module.exports = async function view(argv, { parseArgs }) {
   }
   const html = renderHtml(json, { kind, title: values.title })
   const out = values.output ?? `${basename(file).replace(/\.json$/i, '')}.html`
-  writeFileSync(out, html)
+  try {
+    writeFileSync(out, html)
+  } catch (err) {
+    throw new WgallocError('IO_ERROR', `cannot write ${out}: ${err.message}`, { cause: err })
+  }
   console.log(`wrote ${out} (${kind === 'snapshot' && json.history ? 'memory history' : kind}, ${bytes(Buffer.byteLength(html))})`)
   return 0
 }
