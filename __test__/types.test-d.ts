@@ -114,3 +114,13 @@ async function ergonomics(gpu: Gpu, graph: Graph): Promise<number> {
   return Number(flushed) + Object.keys(eager.outputs).length + (eager.observation?.toUsageRecords().length ?? 0)
 }
 void ergonomics
+import { renderHtml, detectKind, recordMemoryHistory, type ViewKind, type MemoryHistorySnapshot } from '../js/view/index.js'
+function viewTypes(gpu: Gpu): string {
+  const rec = recordMemoryHistory(gpu.heap)
+  gpu.heap.malloc(256).free()
+  const snap: MemoryHistorySnapshot = rec.snapshot()
+  rec.stop()
+  const kind: ViewKind = detectKind(snap)
+  return renderHtml(snap, { title: `heap (${kind})` })
+}
+void viewTypes

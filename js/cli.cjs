@@ -17,6 +17,7 @@ const COMMANDS = {
   check: { run: require('./cli/check.cjs'), summary: 'run a graph eagerly and planned; outputs must match bit for bit' },
   replay: { run: require('./cli/replay.cjs'), summary: 'replay an eager alloc/free trace through the heap; fragmentation figures' },
   plan: { run: require('./cli/plan.cjs'), summary: 'plan tensor offsets in one slab (JSON graph/records or MiniMalloc CSV)' },
+  view: { run: require('./cli/view.cjs'), summary: 'write one self-contained HTML page for a heap snapshot, alloc/free trace, plan or profile' },
   demo: { run: require('./cli/demo.cjs'), summary: 'transformer block on the device: every strategy, eager vs planned memory and time, CPU check' },
 }
 

@@ -1,25 +1,34 @@
 'use strict'
 // `wgalloc replay <trace.json> [--json]`: fragmentation and driver calls of an
 // eager allocation trace through the heap, beside two simple policies.
-const { readFileSync } = require('node:fs')
+// `--snapshot out.json` also saves the heap's recorded history (for `wgalloc view`).
+const { writeFileSync } = require('node:fs')
 const { Gpu } = require('../index.cjs')
 const { replayHeap, exactSize, powerOfTwo } = require('../replay.cjs')
+const { replayHistory } = require('../view/history.cjs')
+const { readJsonFile } = require('../view/index.cjs')
 const { table, bytes } = require('./table.cjs')
 
 module.exports = async function replay(argv, { parseArgs }) {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+    options: { json: { type: 'boolean', default: false }, snapshot: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
   })
   if (values.help || positionals.length !== 1) {
-    console.log('usage: wgalloc replay <trace.json> [--json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })')
+    console.log('usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })')
     return values.help ? 0 : 2
   }
-  const trace = JSON.parse(readFileSync(positionals[0], 'utf8'))
+  const trace = readJsonFile(positionals[0])
   const gpu = await Gpu.request()
-  const ours = replayHeap(gpu.heap, trace)
-  gpu.destroy()
+  let ours
+  try {
+    ours = replayHeap(gpu.heap, trace)
+    // A second pass records every block's segment and offset: a snapshot with history.
+    if (values.snapshot) writeFileSync(values.snapshot, JSON.stringify(replayHistory(gpu.heap, trace)) + '\n')
+  } finally {
+    gpu.destroy()
+  }
   if (values.json) {
     console.log(JSON.stringify({ ...ours, baselines: [exactSize(trace), powerOfTwo(trace)] }))
     return 0

@@ -1,0 +1,325 @@
+'use strict'
+// `wgalloc view` pages in headless Chromium (Debian's `chromium`, driven by
+// puppeteer-core): inputs made for real (a heap on the device, a plan of a model
+// graph, a profiled run, a trace replayed through the heap), each page loaded
+// from file://, drawn, screenshotted, counted and hovered, with no console
+// errors and no request but the page itself.
+const test = require('ava')
+const { execFile } = require('node:child_process')
+const { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } = require('node:fs')
+const { tmpdir } = require('node:os')
+const { join, resolve } = require('node:path')
+const { pathToFileURL } = require('node:url')
+const { inflateSync } = require('node:zlib')
+const { Gpu, planMemory } = require('../js/index.cjs')
+const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('../js/view/index.cjs')
+const { shapes, graph, weights } = require('../js/demo/model.cjs')
+const { gpu } = require('./helpers.cjs')
+
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium'
+const BENCH = join(__dirname, '../../shared/bench')
+const CLI = resolve(__dirname, '..', 'js', 'cli.cjs')
+const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
+
+// Browser tests run one at a time: concurrent screenshots in one headless
+// Chromium can stall for minutes.
+let browser
+test.before(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`the viewer tests need headless Chromium and found none at ${CHROMIUM}.\n` +
+      'Install it with: apt-get install -y chromium   (Debian/Ubuntu; about a minute)\n' +
+      'or point CHROMIUM_PATH at a Chromium or Chrome binary.')
+  }
+  const puppeteer = require('puppeteer-core')
+  browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless'] })
+})
+test.after.always(async () => {
+  await browser?.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+function cli(args) {
+  return new Promise((done) => {
+    execFile(process.execPath, [CLI, ...args], { cwd: dir }, (err, stdout, stderr) => done({ code: err ? err.code : 0, stdout, stderr }))
+  })
+}
+
+/** Decodes an 8-bit RGB/RGBA PNG (what Chromium writes) and counts its distinct colours. */
+function pngColours(png) {
+  if (png.subarray(0, 8).toString('hex') !== '89504e470d0a1a0a') throw new Error('not a PNG')
+  let pos = 8
+  let width, height, bpp
+  const idat = []
+  while (pos < png.length) {
+    const len = png.readUInt32BE(pos)
+    const type = png.toString('latin1', pos + 4, pos + 8)
+    const body = png.subarray(pos + 8, pos + 8 + len)
+    if (type === 'IHDR') {
+      width = body.readUInt32BE(0)
+      height = body.readUInt32BE(4)
+      if (body[8] !== 8 || (body[9] !== 2 && body[9] !== 6) || body[12] !== 0) throw new Error('unexpected PNG format')
+      bpp = body[9] === 6 ? 4 : 3
+    } else if (type === 'IDAT') idat.push(body)
+    pos += 12 + len
+  }
+  const raw = inflateSync(Buffer.concat(idat))
+  const stride = width * bpp
+  const cur = Buffer.alloc(stride)
+  let prev = Buffer.alloc(stride)
+  const colours = new Set()
+  for (let y = 0; y < height; y++) {
+    const f = raw[y * (stride + 1)]
+    const row = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1))
+    for (let i = 0; i < stride; i++) {
+      const a = i >= bpp ? cur[i - bpp] : 0
+      const b = prev[i]
+      const c = i >= bpp ? prev[i - bpp] : 0
+      const p = a + b - c
+      const pred = f === 0 ? 0 : f === 1 ? a : f === 2 ? b : f === 3 ? (a + b) >> 1
+        : Math.abs(p - a) <= Math.abs(p - b) && Math.abs(p - a) <= Math.abs(p - c) ? a : Math.abs(p - b) <= Math.abs(p - c) ? b : c
+      cur[i] = (row[i] + pred) & 0xff
+    }
+    for (let i = 0; i < stride; i += bpp) colours.add(cur.readUIntBE(i, 3))
+    prev = Buffer.from(cur)
+  }
+  return { width, height, colours: colours.size }
+}
+
+/**
+ * Writes `html`, opens it from file:// and waits until it is drawn; checks the
+ * screenshot and collects console problems and requests. Returns the page and
+ * its data- counts.
+ */
+async function open(t, html, name) {
+  const file = join(dir, `${name}.html`)
+  writeFileSync(file, html)
+  const url = pathToFileURL(file).href
+  const page = await browser.newPage()
+  t.teardown(() => page.close())
+  await page.setViewport({ width: 1200, height: 850 })
+  const problems = []
+  const requests = []
+  page.on('console', (m) => { if (m.type() !== 'log' && m.type() !== 'info' && m.type() !== 'debug') problems.push(`${m.type()}: ${m.text()}`) })
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`))
+  page.on('request', (r) => requests.push(r.url()))
+  await page.goto(url, { waitUntil: 'load' })
+  await page.waitForSelector('body[data-rendered="true"]', { timeout: 10000 })
+  const png = await page.screenshot({ fullPage: true })
+  const shot = pngColours(png)
+  t.true(png.length > 20000, `${name}: screenshot only ${png.length} bytes`)
+  t.true(shot.width >= 1200 && shot.height >= 850, `${name}: screenshot ${shot.width}x${shot.height}`)
+  t.true(shot.colours > 50, `${name}: screenshot has ${shot.colours} colours`)
+  writeFileSync(join(dir, `${name}.png`), png)
+  const counts = await page.evaluate(() => ({ ...document.body.dataset }))
+  const sections = await page.$$eval('section h2', (hs) => hs.map((h) => h.textContent))
+  const cards = await page.$$eval('#summary .card', (cs) => cs.length)
+  const finish = () => {
+    t.deepEqual(problems, [], `${name}: console`)
+    t.deepEqual(requests, [url], `${name}: the page made requests`)
+  }
+  return { page, counts, sections, cards, finish }
+}
+
+async function hoverText(page, x, y) {
+  await page.mouse.move(x, y)
+  await page.waitForSelector('#tip:not([hidden])', { timeout: 2000 })
+  return page.$eval('#tip', (e) => e.textContent)
+}
+
+/** A device of its own: the shared one's heap also holds other tests' slabs. */
+async function ownGpu(t) {
+  const g = await Gpu.request()
+  t.teardown(() => g.destroy())
+  return g
+}
+
+test.serial('heap snapshot of a real heap: pools table and segment map with every block', async (t) => {
+  const g = await ownGpu(t)
+  const heap = g.heap
+  const blocks = []
+  for (let i = 0; i < 60; i++) blocks.push(heap.malloc(4096 + ((i * 7919) % 97) * 3000))
+  blocks.push(heap.malloc(3 << 20)) // a large-pool block
+  for (let i = 0; i < 60; i += 4) blocks[i].free()
+  // A copy recorded on a stream and not yet submitted keeps its freed source pending.
+  // (Source and destination in different segments: wgpu refuses a copy within one buffer.)
+  const pending = blocks[60]
+  const stream = g.createStream()
+  stream.copyBlocks(pending, blocks[2], { size: 4096 })
+  pending.free()
+  const snapshot = JSON.parse(JSON.stringify(heap.snapshot()))
+  await stream.submit().wait()
+  t.is(detectKind(snapshot), 'snapshot')
+  const used = snapshot.flatMap((s) => s.blocks.filter((b) => b.state !== 'free'))
+  t.is(used.length, 46)
+  t.deepEqual(used.filter((b) => b.state === 'pending-free').map((b) => b.blockId), [pending.id])
+  const { page, counts, sections, cards, finish } = await open(t, renderHtml(snapshot), 'snapshot')
+  t.is(Number(counts.segments), snapshot.length)
+  t.is(Number(counts.segmentBlocks), used.length)
+  t.deepEqual(sections, ['Memory by pool', `Segment map (${snapshot.length} segments)`])
+  t.is(cards, 7)
+  const pools = await page.$$eval('section tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)))
+  t.deepEqual(pools.map((r) => r[0]).sort(), [...new Set(snapshot.map((s) => s.pool))].sort())
+  t.is(pools.find((r) => r[0] === 'device-large')[4], '3 MiB', 'pending-free bytes of the large pool')
+  t.is(pools.find((r) => r[0] === 'device-small')[4], '0 B')
+  finish()
+})
+
+test.serial('recorded history: one band per allocation; a click shows the blocks live at that step', async (t) => {
+  const heap = (await ownGpu(t)).heap
+  const rec = recordMemoryHistory(heap)
+  const live = []
+  let allocs = 0
+  for (let i = 0; i < 300; i++) {
+    const b = heap.malloc(1024 * (1 + ((i * 37) % 200)))
+    rec.label(b.id, `tensor${i}`)
+    live.push(b)
+    allocs++
+    if (i % 3 === 2) live.splice((i * 13) % live.length, 1)[0].free()
+  }
+  const doc = JSON.parse(JSON.stringify(rec.snapshot()))
+  rec.stop()
+  for (const b of live) b.free()
+  t.is(doc.history.filter((e) => e.action === 'alloc').length, allocs)
+  t.true(doc.history.some((e) => e.action === 'segment_alloc'))
+  const { page, counts, finish } = await open(t, renderHtml(doc), 'history')
+  t.is(counts.timelineMode, 'bands')
+  t.is(Number(counts.timelineBlocks), allocs)
+  t.true(Number(counts.segments) > 0)
+
+  // Blocks live at a step, from the history itself.
+  const liveAt = (step) => {
+    const open = new Set()
+    let s = 0
+    for (const e of doc.history) {
+      if (e.action !== 'alloc' && e.action !== 'free') continue
+      if (s > step) break
+      if (e.action === 'alloc') open.add(e.blockId)
+      else open.delete(e.blockId)
+      s++
+    }
+    return open.size
+  }
+  t.is(Number(counts.segmentBlocks), liveAt(Number(counts.segmentStep)))
+  const box = await (await page.$('section canvas')).boundingBox()
+  await page.mouse.click(box.x + box.width * 0.3, box.y + box.height / 2)
+  await page.waitForFunction((s) => document.body.dataset.segmentStep !== s, {}, counts.segmentStep)
+  const after = await page.evaluate(() => ({ ...document.body.dataset }))
+  t.is(Number(after.segmentBlocks), liveAt(Number(after.segmentStep)))
+  t.regex(await page.$eval('section:nth-of-type(2) h2', (h) => h.textContent), new RegExp(`^Segment map at step ${Number(after.segmentStep).toLocaleString('en-US')}`))
+  finish()
+})
+
+test.serial('plan of a model graph: one rectangle per buffer; hover names id, size, offset and lifetime', async (t) => {
+  const model = join(BENCH, 'models/ppocr-mobile-v2-cls.1x3x48x192.json')
+  const input = existsSync(model) ? JSON.parse(readFileSync(model, 'utf8')) : graph(shapes({ seq: 8, dim: 16, heads: 2 }))
+  const plan = (await planMemory(input, { strategy: 'greedyBySize' })).toJSON()
+  t.is(detectKind(plan), 'plan')
+  const { page, counts, sections, finish } = await open(t, renderHtml(plan), 'plan')
+  t.is(Number(counts.records), plan.records.length)
+  t.deepEqual(sections, ['Offsets by step', 'Live bytes by step'])
+  const big = plan.records.reduce((a, b) => (b.size * (b.last - b.first + 1) > a.size * (a.last - a.first + 1) ? b : a))
+  const at = await page.evaluate((id) => window.wgallocView.pointOf(id), big.id)
+  const text = await hoverText(page, at.x, at.y)
+  t.true(text.startsWith(big.id), text)
+  t.true(text.includes(`${big.size.toLocaleString('en-US')} B`), text)
+  t.true(text.includes(`offset${big.offset.toLocaleString('en-US')} B`), text)
+  t.true(text.includes(`steps ${big.first} to ${big.last}`), text)
+  finish()
+})
+
+test.serial('profiler trace of a real run: a track per stream, every slice and counter sample drawn', async (t) => {
+  const g = await gpu()
+  const s = shapes({ seq: 8, dim: 16, heads: 2 })
+  const data = weights(s, 3)
+  const exe = await g.compile(graph(s), { params: data.params })
+  await g.profiler.profile(async () => {
+    await exe.run(data.inputs)
+    await g.runEager(graph(s), data.inputs, { params: data.params })
+  })
+  exe.release()
+  const file = join(dir, 'profile.trace.json')
+  await g.profiler.exportTrace(file)
+  const trace = readJsonFile(file)
+  t.is(detectKind(trace), 'profile')
+  const ev = trace.traceEvents
+  const slices = ev.filter((e) => e.ph === 'X')
+  const { page, counts, sections, finish } = await open(t, renderHtml(trace), 'profile')
+  t.is(Number(counts.slices), slices.length)
+  t.is(Number(counts.tracks), new Set(slices.map((e) => e.tid)).size)
+  t.is(Number(counts.counters), new Set(ev.filter((e) => e.ph === 'C').map((e) => e.name)).size)
+  t.is(Number(counts.counterSamples), ev.filter((e) => e.ph === 'C').length)
+  t.deepEqual(sections, ['Timeline', 'Slices by name'])
+  const names = await page.$$eval('section:nth-of-type(2) tbody tr td:first-child', (tds) => tds.map((d) => d.textContent))
+  for (const op of ['ln1', 'q_proj', 'softmax']) t.true(names.includes(op), `${op} missing from ${names}`)
+  // Zooming in on the left quarter draws fewer slices; a double-click restores all.
+  const box = await (await page.$('section canvas')).boundingBox()
+  await page.mouse.move(box.x + 180 + (box.width - 194) * 0.05, box.y + 40)
+  for (let i = 0; i < 4; i++) await page.mouse.wheel({ deltaY: -400 })
+  await page.waitForFunction((n) => Number(document.body.dataset.slices) < n, {}, slices.length)
+  await page.mouse.click(box.x + box.width / 2, box.y + 40, { clickCount: 2 })
+  await page.waitForFunction((n) => Number(document.body.dataset.slices) === n, {}, slices.length)
+  finish()
+})
+
+test.serial('CLI: `wgalloc view` replays an alloc/free trace through the device heap; `replay --snapshot` saves one', async (t) => {
+  const mix = join(BENCH, 'traces/ppocr-mobile-v2-cls.mix.trace.json')
+  let trace = mix
+  if (!existsSync(mix)) {
+    // Without the bench data: the eager trace of the demo graph's tensors.
+    const recs = (await planMemory(graph(shapes({ seq: 8, dim: 16, heads: 2 })), { strategy: 'naive' })).records
+    const steps = Math.max(...recs.map((r) => r.last)) + 1
+    const events = []
+    for (let s = 0; s < steps; s++) {
+      for (const r of recs) if (r.first === s) events.push({ op: 'alloc', id: r.id, size: r.size })
+      for (const r of recs) if (r.last === s) events.push({ op: 'free', id: r.id })
+    }
+    trace = join(dir, 'demo.trace.json')
+    writeFileSync(trace, JSON.stringify({ events }))
+  }
+  const allocs = readJsonFile(trace).events.filter((e) => e.op === 'alloc').length
+  const r = await cli(['view', trace, '-o', 'replayed.html'])
+  t.is(r.code, 0, r.stderr)
+  t.regex(r.stdout, /wrote replayed\.html \(memory history/)
+  const { counts, finish } = await open(t, readFileSync(join(dir, 'replayed.html'), 'utf8'), 'replayed')
+  t.is(Number(counts.timelineBlocks), allocs)
+  t.true(Number(counts.segments) > 0 && Number(counts.segmentBlocks) > 0)
+  finish()
+
+  const saved = await cli(['replay', trace, '--snapshot', 'snap.json'])
+  t.is(saved.code, 0, saved.stderr)
+  const snap = readJsonFile(join(dir, 'snap.json'))
+  t.is(detectKind(snap), 'snapshot')
+  t.is(snap.history.filter((e) => e.action === 'alloc').length, allocs)
+})
+
+test('bad input: typed errors naming the accepted kinds, the file, or the bad field', async (t) => {
+  const e = t.throws(() => detectKind({ hello: 1 }), { code: 'INVALID_ARGUMENT' })
+  for (const kind of ['heap snapshot', 'alloc/free trace', 'memory plan', 'profiler trace']) t.true(e.message.includes(kind), e.message)
+  t.throws(() => renderHtml(42), { code: 'INVALID_ARGUMENT' })
+  const bad = join(dir, 'broken.json')
+  writeFileSync(bad, '{"segments": [')
+  t.throws(() => readJsonFile(bad), { code: 'PARSE_ERROR', message: new RegExp(`${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is not valid JSON`) })
+  t.throws(() => readJsonFile(join(dir, 'missing.json')), { code: 'IO_ERROR' })
+  t.throws(() => renderHtml([{ id: 1, pool: 'device-small', size: 1024, blocks: [{ blockId: 1, offset: 0, size: -5, state: 'active' }] }]),
+    { code: 'INVALID_ARGUMENT', message: /segments\[0\]\.blocks\[0\]\.size/ })
+  t.throws(() => renderHtml({ events: [{ op: 'free', id: 'x' }] }), { code: 'INVALID_ARGUMENT', message: /events\[0\].*unknown id x/ })
+  t.throws(() => renderHtml({ records: [{ id: 'a', size: 4, first: 3, last: 1, offset: 0 }], slabSize: 4 }), { code: 'INVALID_ARGUMENT', message: /records\[0\]/ })
+  t.throws(() => renderHtml({ traceEvents: [{ ph: 'X', ts: 'soon', dur: 1 }] }), { code: 'INVALID_ARGUMENT', message: /traceEvents\[0\]\.ts/ })
+  const r = await cli(['view', bad])
+  t.is(r.code, 1)
+  t.true(r.stderr.includes('[PARSE_ERROR]') && r.stderr.includes('broken.json'), r.stderr)
+  const unknown = join(dir, 'unknown.json')
+  writeFileSync(unknown, '{"rows": []}')
+  const u = await cli(['view', unknown])
+  t.is(u.code, 1)
+  t.regex(u.stderr, /\[INVALID_ARGUMENT\] cannot tell what this JSON is/)
+})
+
+test.serial('page text is escaped: ids cannot inject markup', async (t) => {
+  const plan = (await planMemory([{ id: '</script><img src=x onerror=alert(1)>', size: 64, first: 0, last: 2 }, { id: 'b&c', size: 32, first: 1, last: 3 }])).toJSON()
+  const { page, counts, finish } = await open(t, renderHtml(plan, { title: '<b>title</b>' }), 'escaped')
+  t.is(Number(counts.records), 2)
+  t.is(await page.title(), '<b>title</b>')
+  t.is(await page.$$eval('img', (i) => i.length), 0)
+  finish()
+})
