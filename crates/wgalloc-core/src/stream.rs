@@ -195,14 +195,37 @@ impl Stream {
     /// Records a buffer copy, timed with encoder timestamps while the profiler is on.
     pub(crate) fn encode_copy(&mut self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, size: u64, info: CopyInfo) -> Result<()> {
         let start = std::time::Instant::now();
+        // wgpu refuses any copy within one buffer, even between disjoint ranges, and heap
+        // blocks of one segment share a buffer: hop through a scratch buffer (kept alive
+        // by the command buffer until the copy ran).
+        let scratch = if std::ptr::eq(src, dst) {
+            let device = self.gpu().device().clone();
+            Some(guarded(&device, "creating a scratch buffer for a copy within one buffer", || {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgalloc copy scratch"),
+                    size,
+                    usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?)
+        } else {
+            None
+        };
+        let copy = |encoder: &mut wgpu::CommandEncoder| match &scratch {
+            Some(tmp) => {
+                encoder.copy_buffer_to_buffer(src, src_offset, tmp, 0, size);
+                encoder.copy_buffer_to_buffer(tmp, 0, dst, dst_offset, size);
+            }
+            None => encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size),
+        };
         match self.parts()? {
-            (encoder, None) => encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size),
+            (encoder, None) => copy(encoder),
             (encoder, Some((p, batch))) => {
                 let pair = p.reserve(batch, Writes::Encoder);
                 if let Some(pair) = pair {
                     encoder.write_timestamp(batch.query_set(pair), pair.begin());
                 }
-                encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size);
+                copy(encoder);
                 if let Some(pair) = pair {
                     encoder.write_timestamp(batch.query_set(pair), pair.end());
                 }

@@ -115,6 +115,26 @@ fn once_a_read_resolved_earlier_frees_are_reusable() {
 }
 
 #[test]
+fn copies_between_blocks_of_one_segment_work() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let a = heap.malloc(4096, Usage::Device).unwrap();
+    let b = heap.malloc(4096, Usage::Device).unwrap();
+    assert_eq!(a.info().unwrap().segment_id, b.info().unwrap().segment_id, "small blocks share a segment");
+    let data = fill(4096, 3);
+    a.write(&data, 0).unwrap();
+    let mut s = gpu.create_stream().unwrap();
+    b.copy_from_on(&mut s, &a, 0, 0, 4096).unwrap();
+    // A copy within one block, between disjoint halves, takes the same path.
+    a.copy_from_on(&mut s, &a, 0, 2048, 2048).unwrap();
+    assert!(s.submit().unwrap().wait_blocking(Duration::from_secs(30)).unwrap());
+    assert_eq!(pollster::block_on(b.read(0, 4096)).unwrap(), data);
+    let a_back = pollster::block_on(a.read(0, 4096)).unwrap();
+    assert_eq!(&a_back[..2048], &data[..2048]);
+    assert_eq!(&a_back[2048..], &data[..2048]);
+}
+
+#[test]
 fn freed_block_waits_for_recorded_stream_work() {
     let gpu = gpu_with_budget(None);
     let heap = gpu.heap().unwrap();
