@@ -2,7 +2,7 @@
 // JS side of plan execution: graphs as objects, typed-array inputs and outputs,
 // profile-guided planning (`plan: 'observe'`), disposal and inspect output.
 const { inspect } = require('node:util')
-const { WgallocError } = require('./errors.cjs')
+const { WgallocError, parseJson, shown } = require('./errors.cjs')
 
 const TYPED = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, u16: Uint16Array, f16: Uint16Array, i8: Int8Array, u8: Uint8Array }
 
@@ -10,12 +10,17 @@ function graphJson(graph) {
   if (typeof graph === 'string') return graph
   if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
   // Typed-array params become byte arrays.
-  return JSON.stringify(graph, (key, value) => (ArrayBuffer.isView(value) ? Array.from(new Uint8Array(value.buffer, value.byteOffset, value.byteLength)) : value))
+  return JSON.stringify(graph, (key, value) => (ArrayBuffer.isView(value) ? Array.from(bytesOf(value, `graph field '${key}'`)) : value))
 }
 
 function bytesOf(value, what) {
-  if (value instanceof ArrayBuffer) return new Uint8Array(value)
-  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  try {
+    if (value instanceof ArrayBuffer) return new Uint8Array(value)
+    if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  } catch (err) {
+    // A view of a transferred (detached) buffer cannot be read.
+    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${err.message}`, { cause: err })
+  }
   throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
 }
 
@@ -34,7 +39,7 @@ function typed(buffer, dtype) {
 }
 
 function dtypes(graph) {
-  const parsed = typeof graph === 'string' ? JSON.parse(graph) : graph
+  const parsed = typeof graph === 'string' ? parseJson(graph, 'the graph') : graph
   return new Map((parsed.tensors ?? []).map((t) => [t.id, t.dtype]))
 }
 
@@ -63,12 +68,12 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
       const json = graphJson(graph)
       const native = { ...rest, params: byteMap(params, 'params') }
       if (plan === 'observe') {
-        const parsed = JSON.parse(json)
+        const parsed = parseJson(json, 'the graph')
         const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : Object.fromEntries((parsed.tensors ?? []).filter((t) => t.kind === 'input').map((t) => [t.id, new Uint8Array(t.size)]))
         const seen = await runEagerGraph.call(this, json, inputs, native.params, true)
         native.recordsJson = JSON.stringify(seen.observation.usageRecords.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
       } else if (plan !== 'static') {
-        throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got '${plan}'`)
+        throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got ${shown(plan)}`)
       }
       const exe = await compileGraph.call(this, json, native)
       executorTypes.set(exe, dtypes(json))

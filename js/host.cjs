@@ -61,6 +61,14 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
     return callWithSignal(this.downloadRange, this, [block, offset, length], { signal })
   }
 
+  // napi-rs reads a required options object without checking it is one: undefined
+  // would throw a bare TypeError from inside the conversion.
+  const configure = Host.prototype.configure
+  Host.prototype.configure = function (options) {
+    if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'host.configure: pass an options object, e.g. { maxCachedBytes }')
+    return configure.call(this, options)
+  }
+
   addSignal(HostBlock.prototype, 'map', 0)
   HostBlock.prototype[dispose] = function () {
     if (!this.freed) this.free()

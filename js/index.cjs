@@ -8,15 +8,42 @@ const { WgallocError, CODES, toWgallocError, abortError } = require('./errors.cj
 const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose')
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 
+// Functions that wrap a native method (the native checks its own receiver).
+const nativeWrappers = new WeakSet()
+
 function mapped(fn) {
-  return function (...args) {
+  const wrapper = function (...args) {
     let result
     try {
       result = fn.apply(this, args)
     } catch (err) {
-      throw toWgallocError(err)
+      throw toWgallocError(err, true)
     }
-    return result && typeof result.then === 'function' ? result.then(undefined, (e) => Promise.reject(toWgallocError(e))) : result
+    return result && typeof result.then === 'function' ? result.then(undefined, (e) => Promise.reject(toWgallocError(e, true))) : result
+  }
+  if (/\[native code\]\s*}$/.test(Function.prototype.toString.call(fn))) nativeWrappers.add(wrapper)
+  return wrapper
+}
+
+/**
+ * Methods written in JS check their receiver as native ones do: a method called on
+ * something else (`const { free } = block; free()`) throws V8's 'Illegal invocation'
+ * TypeError instead of failing somewhere inside the facade.
+ */
+function guardReceivers(cls) {
+  const proto = cls.prototype
+  for (const key of Reflect.ownKeys(proto)) {
+    const d = Object.getOwnPropertyDescriptor(proto, key)
+    const fn = d.value
+    if (key === 'constructor' || typeof fn !== 'function' || nativeWrappers.has(fn)) continue
+    const name = `${cls.name}.${String(key)}`
+    d.value = {
+      [fn.name || String(key)](...args) {
+        if (!(this instanceof cls)) throw new TypeError(`Illegal invocation: ${name} called on ${this === null ? 'null' : typeof this}`)
+        return fn.apply(this, args)
+      },
+    }[fn.name || String(key)]
+    Object.defineProperty(proto, key, d)
   }
 }
 
@@ -146,5 +173,7 @@ wrapClass(MemoryPlan)
 MemoryPlan.prototype[inspect.custom] = function () {
   return `MemoryPlan { strategy: '${this.strategy}', slabSize: ${this.slabSize}, lowerBound: ${this.lowerBound}, ratio: ${this.ratio.toFixed(4)}, optimal: ${this.optimal} }`
 }
+
+for (const cls of [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan]) guardReceivers(cls)
 
 module.exports = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES: CODES }

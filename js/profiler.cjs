@@ -10,7 +10,7 @@ function installProfiler({ Gpu, Profiler, WgallocError }) {
   const start = Profiler.prototype.start
   Profiler.prototype.start = function (options) {
     if (options != null && typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: options must be { mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean }")
-    if (options?.mode != null && typeof options.mode !== 'string') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
+    if (options?.mode !== undefined && typeof options.mode !== 'string') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
     return start.call(this, options ?? undefined)
   }
 
