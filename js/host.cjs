@@ -57,7 +57,12 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, add
   }
   /** Reads a device block through the host cache: `{ offset, length, signal }`. */
   Gpu.prototype.download = function (block, options) {
-    const { offset, length, signal } = options ?? {}
+    let offset, length, signal
+    try {
+      ;({ offset, length, signal } = options ?? {})
+    } catch (err) {
+      return Promise.reject(err)
+    }
     return callWithSignal(this.downloadRange, this, [block, offset, length], { signal })
   }
 

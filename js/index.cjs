@@ -61,34 +61,48 @@ function wrapClass(cls) {
   return cls
 }
 
-/** Calls an async native method with `{ signal }`; sync throws become rejections. */
+/**
+ * Calls an async native method with `{ signal }`; sync throws become rejections. The
+ * signal is read and checked before the work starts: a promise started and then
+ * dropped would end the process with an unhandled rejection if it failed later.
+ */
 function callWithSignal(fn, self, args, options) {
   let promise
+  let signal
   try {
+    signal = options.signal
+    checkSignal(signal)
     promise = fn.apply(self, args)
   } catch (err) {
     return Promise.reject(err)
   }
-  return withSignal(promise, options.signal)
+  return withSignal(promise, signal)
+}
+
+function checkSignal(signal) {
+  if (signal != null && (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function' || typeof signal.removeEventListener !== 'function')) {
+    throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+  }
 }
 
 /** Races `promise` against `signal`: rejects with ABORTED once the signal fires. */
 function withSignal(promise, signal) {
   if (signal == null) return promise
-  if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-    return Promise.reject(new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal'))
-  }
-  if (signal.aborted) {
-    promise.catch(() => {})
-    return Promise.reject(abortError(signal))
-  }
   return new Promise((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal))
+    let onAbort = null
+    const settle = (done, value) => {
+      try {
+        if (onAbort) signal.removeEventListener('abort', onAbort)
+      } finally {
+        done(value)
+      }
+    }
+    // Handled first, whatever the signal does next: the work's own outcome is never dropped.
+    promise.then((v) => settle(resolve, v), (e) => settle(reject, e))
+    checkSignal(signal)
+    if (signal.aborted) return reject(abortError(signal))
+    onAbort = () => reject(abortError(signal))
     signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (v) => { signal.removeEventListener('abort', onAbort); resolve(v) },
-      (e) => { signal.removeEventListener('abort', onAbort); reject(e) },
-    )
   })
 }
 

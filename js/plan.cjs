@@ -41,7 +41,9 @@ async function planMemory(input, options = {}) {
   if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'planMemory options must be an object')
   const { signal, onProgress, ...rest } = options
   if (onProgress != null && typeof onProgress !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'onProgress must be a function')
-  if (signal != null && typeof signal.aborted !== 'boolean') throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+  if (signal != null && (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function' || typeof signal.removeEventListener !== 'function')) {
+    throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+  }
   let job
   try {
     const [format, text] = encodeInput(input)
@@ -51,8 +53,13 @@ async function planMemory(input, options = {}) {
   }
   const onAbort = () => job.cancel()
   if (signal) {
-    if (signal.aborted) job.cancel()
-    else signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      if (signal.aborted) job.cancel()
+      else signal.addEventListener('abort', onAbort, { once: true })
+    } catch (err) {
+      job.cancel() // a signal that throws: stop the search rather than leave it running
+      throw err
+    }
   }
   let last
   let failed // { err } once onProgress threw: the search stops and planMemory rejects with it

@@ -82,7 +82,7 @@ function mutate(g, m) {
   switch (m.kind) {
     case 'tensor': if (t) t[m.field] = m.value; break
     case 'op': if (o) o[m.field] = m.value; break
-    case 'kernel': g.kernels.add.source = BAD_KERNELS[m.source]; break
+    case 'kernel': if (g.kernels.add) g.kernels.add.source = BAD_KERNELS[m.source]; break
     case 'dropTensor': if (t) g.tensors.splice(m.at % g.tensors.length, 1); break
     case 'dupTensor': if (t) g.tensors.push({ ...t }); break
     case 'cycle': if (o) o.inputs = [...(o.outputs ?? []), 'w']; break

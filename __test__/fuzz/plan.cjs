@@ -159,7 +159,14 @@ async function run({ fc, check, counts, trace }) {
     counts.operations++
     counts.badInputs++
     let input = rs
-    for (const m of ms) input = typeof input === 'object' && Array.isArray(input) ? mutate(input, m, ctx) : input
+    for (const m of ms) {
+      try {
+        input = Array.isArray(input) ? mutate(input, m, ctx) : input
+      } catch (err) {
+        if (err instanceof Hostile) break // copying a hostile record here, not in wgalloc
+        throw err
+      }
+    }
     const opts = optRecipes ? Object.fromEntries(optRecipes.map(([k, r]) => [k, build(r, ctx)])) : { strategy: 'greedyBySize' }
     if (typeof opts.timeLimitMs !== 'number' || !(opts.timeLimitMs <= 50)) opts.timeLimitMs = 20
     trace.line(`malformed ${show(input)} ${show(opts)}`)
