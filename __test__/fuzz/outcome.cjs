@@ -2,8 +2,9 @@
 // What a fuzzed call may end in, and the counters every suite keeps.
 const { WgallocError, ERROR_CODES } = require('../../js/index.cjs')
 const { Hostile } = require('./values.cjs')
+const KNOWN = require('./known.cjs')
 
-const KNOWN = new Set(ERROR_CODES)
+const CODES = new Set(ERROR_CODES)
 // TypeErrors and RangeErrors thrown by JS code tripping over a value (a facade bug),
 // as opposed to ones that validate an argument on purpose.
 const ACCIDENTAL = /Cannot (read|set) propert|Cannot destructure|is not a function|is not iterable|is not a constructor|Cannot convert|circular structure|serialize a BigInt|Invalid typed array length|Maximum call stack|Invalid array length|Cannot create property|Cannot mix BigInt|Cannot access|before initialization|undefined is not|detached/
@@ -11,11 +12,13 @@ const ACCIDENTAL = /Cannot (read|set) propert|Cannot destructure|is not a functi
 /**
  * 'typed': a WgallocError with a known code; 'standard': a deliberate TypeError or
  * RangeError; 'hostile': the error a hostile argument threw, passed through; 'bad':
- * anything else (an untyped error, an unknown code, a facade crash).
+ * anything else (an untyped error, an unknown code, a facade crash); 'known': an
+ * untyped error listed in known.cjs.
  */
 function classify(err) {
   if (err instanceof Hostile) return 'hostile'
-  if (err instanceof WgallocError) return KNOWN.has(err.code) ? 'typed' : 'bad'
+  if (KNOWN.classConstructorUntyped && err instanceof Error && /^Class contains no `constructor`/.test(err.message)) return 'known'
+  if (err instanceof WgallocError) return CODES.has(err.code) ? 'typed' : 'bad'
   if ((err instanceof TypeError || err instanceof RangeError) && !ACCIDENTAL.test(err.message)) return 'standard'
   return 'bad'
 }
@@ -38,7 +41,7 @@ function newCounts() {
     runs: 0,
     operations: 0, // calls or commands executed
     badInputs: 0, // calls whose arguments were random or deliberately invalid
-    errors: { typed: 0, standard: 0, hostile: 0, bad: 0 },
+    errors: { typed: 0, standard: 0, hostile: 0, known: 0, bad: 0 }, // known: a defect listed in known.cjs
     codes: {}, // typed errors by code
     faults: {}, // injected faults by kind (double free, use after free, foreign free, device loss, OOM, abort, ...)
     reads: 0, // read-backs checked against expected bytes
