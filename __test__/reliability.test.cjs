@@ -15,8 +15,8 @@ const OPS = knob('WGALLOC_STRESS_OPS', 300, 20_000)
 const WORKERS = knob('WGALLOC_STRESS_WORKERS', 4, 4)
 const CYCLES = knob('WGALLOC_STRESS_CYCLES', 50_000, 1_000_000)
 // Fuzzers: runs per property are multiplied by the scale and capped in time per property.
-const FUZZ_SCALE = knob('WGALLOC_FUZZ_SCALE', 1, 20)
-const FUZZ_TIME_MS = knob('WGALLOC_FUZZ_TIME_MS', 5_000, 90_000)
+const FUZZ_SCALE = knob('WGALLOC_FUZZ_SCALE', 1, 50)
+const FUZZ_TIME_MS = knob('WGALLOC_FUZZ_TIME_MS', 5_000, 120_000)
 const ENTRY = JSON.stringify(require.resolve('../js/index.cjs'))
 
 /** A worker: random heap / host / executor work on the shared device, every byte checked. */
