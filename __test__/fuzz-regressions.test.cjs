@@ -111,3 +111,14 @@ test('a bad or hostile signal is refused before the work starts, so no promise i
   process.off('unhandledRejection', onUnhandled)
   t.deepEqual(unhandled, [])
 })
+
+test('runEager with null options, and plan: observe with a size that is no size, fail typed', async (t) => {
+  const g = await gpu()
+  const x = new Uint32Array(64)
+  const { outputs } = await g.runEager(GRAPH, { x }, null)
+  t.deepEqual(Array.from(outputs.y.slice(0, 2)), [1, 1])
+  await t.throwsAsync(g.runEager(GRAPH, { x }, 5), { code: 'INVALID_ARGUMENT' })
+  const bad = { ...GRAPH, tensors: [{ ...GRAPH.tensors[0], size: -1 }, GRAPH.tensors[1]] }
+  await t.throwsAsync(g.compile(bad, { plan: 'observe' }), { code: 'INVALID_ARGUMENT', message: /size/ })
+  await t.throwsAsync(g.compile({ ...GRAPH, tensors: {} }, { plan: 'observe' }), { instanceOf: WgallocError })
+})

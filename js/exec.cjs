@@ -38,9 +38,25 @@ function typed(buffer, dtype) {
   return new T(aligned.buffer, aligned.byteOffset, usable / T.BYTES_PER_ELEMENT)
 }
 
+/** The graph's tensors, whatever shape the (not yet validated) graph has. */
+function tensorsOf(graph) {
+  return Array.isArray(graph?.tensors) ? graph.tensors.filter((t) => t && typeof t === 'object') : []
+}
+
 function dtypes(graph) {
-  const parsed = typeof graph === 'string' ? parseJson(graph, 'the graph') : graph
-  return new Map((parsed.tensors ?? []).map((t) => [t.id, t.dtype]))
+  return new Map(tensorsOf(typeof graph === 'string' ? parseJson(graph, 'the graph') : graph).map((t) => [t.id, t.dtype]))
+}
+
+/** Zero bytes for every input, to observe a run with; a size that is no size is refused here. */
+function zeroInputs(graph) {
+  return Object.fromEntries(tensorsOf(graph).filter((t) => t.kind === 'input').map((t) => {
+    if (!Number.isSafeInteger(t.size) || t.size < 0) throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(t.size)}`)
+    try {
+      return [t.id, new Uint8Array(t.size)]
+    } catch (err) {
+      throw new WgallocError('OUT_OF_MEMORY', `plan: 'observe' cannot make ${t.size} zero bytes for input ${shown(t.id)}: ${err.message}`, { cause: err })
+    }
+  }))
 }
 
 function shapeResult(r, types) {
@@ -68,8 +84,7 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
       const json = graphJson(graph)
       const native = { ...rest, params: byteMap(params, 'params') }
       if (plan === 'observe') {
-        const parsed = parseJson(json, 'the graph')
-        const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : Object.fromEntries((parsed.tensors ?? []).filter((t) => t.kind === 'input').map((t) => [t.id, new Uint8Array(t.size)]))
+        const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : zeroInputs(parseJson(json, 'the graph'))
         const seen = await runEagerGraph.call(this, json, inputs, native.params, true)
         native.recordsJson = JSON.stringify(seen.observation.usageRecords.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
       } else if (plan !== 'static') {
@@ -86,6 +101,8 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
   /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
   Gpu.prototype.runEager = async function (graph, inputs, options = {}) {
     try {
+      options ??= {}
+      if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'runEager options must be an object')
       const json = graphJson(graph)
       const r = await runEagerGraph.call(this, json, byteMap(inputs, 'inputs'), byteMap(options.params, 'params'), Boolean(options.observe))
       return shapeResult(r, dtypes(json))

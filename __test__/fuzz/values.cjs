@@ -46,7 +46,9 @@ const recipe = fc.letrec((tie) => ({
     { weight: 4, arbitrary: fc.constantFrom(...NUMBERS).map((v) => ({ k: 'num', v })) },
     { weight: 1, arbitrary: fc.oneof(fc.integer(), fc.double()).map((v) => ({ k: 'num', v })) },
     { weight: 3, arbitrary: fc.constantFrom(...STRINGS).map((v) => ({ k: 'str', v })) },
-    { weight: 1, arbitrary: fc.string({ maxLength: 12 }).map((v) => ({ k: 'str', v })) },
+    // No slash: a random string may become a file path (profiler exports), and must stay
+    // inside the run's scratch directory.
+    { weight: 1, arbitrary: fc.string({ maxLength: 12 }).map((v) => ({ k: 'str', v: v.replace(/[/\\]/g, '_') })) },
     { weight: 3, arbitrary: fc.constantFrom(...SPECIAL).map((v) => ({ k: 'special', v })) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('typed'), v: fc.constantFrom(...TYPED), len: fc.nat(70) }) },
     { weight: 4, arbitrary: fc.constantFrom(...REFS).map((v) => ({ k: 'ref', v })) },
