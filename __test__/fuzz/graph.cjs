@@ -98,6 +98,12 @@ function mutate(g, m) {
   return g
 }
 
+/** Whether some op writes a view (the graph itself aliases that output with its base). */
+function writesView(g) {
+  const views = new Set(g.tensors.filter((t) => t && t.viewOf != null).map((t) => t.id))
+  return g.ops.some((o) => Array.isArray(o?.outputs) && o.outputs.some((id) => views.has(id)))
+}
+
 const CPU = (n, x, w) => x.map((v, i) => v + n * w[i])
 
 /**
@@ -184,7 +190,10 @@ async function run({ fc, check, counts, trace }) {
           const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
           if ('error' in planned) refused(planned.error, `run ${what}`)
           if ('error' in eager) refused(eager.error, `runEager ${what}`)
-          if (checkPlan && 'error' in planned && planned.error.code === 'PLAN_INVALID') throw new Error(`checkPlan found the plan unsound: ${planned.error.message}`)
+          if (checkPlan && 'error' in planned && planned.error.code === 'PLAN_INVALID') {
+            if (KNOWN.checkPlanBlamesDeclaredViews && writesView(g)) fault(counts, 'known defect: checkPlan blames a declared view')
+            else throw new Error(`checkPlan found the plan unsound: ${planned.error.message}`)
+          }
           if (!('error' in planned) && !('error' in eager) && comparable(ms)) {
             counts.reads++
             for (const id of Object.keys(planned.value.outputs)) {

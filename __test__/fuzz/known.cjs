@@ -24,6 +24,11 @@ module.exports = {
   // "Class contains no `constructor`, can not new it!" Error. The API fuzzer meets it
   // when a class is passed where a callback goes (profile(Gpu)).
   classConstructorUntyped: true,
+  // checkPlan (Executor::check_plan, crates/wgalloc-core/src/exec/executor.rs ~411-440)
+  // counts as "written by the op" only the tensors the op brings to life; an op whose
+  // output is a view of a tensor that is already live (the graph declares the aliasing)
+  // is reported as PLAN_INVALID "the plan places overlapping live tensors".
+  checkPlanBlamesDeclaredViews: true,
   // Not a flag the fuzzers read: op params shorter than the kernel's uniform struct are
   // zero-padded to 16 bytes (op_uniform in crates/wgalloc-core/src/exec/bind.rs) and
   // run, so the kernel reads zeros. graph.cjs compares eager and planned outputs only
