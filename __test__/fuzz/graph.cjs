@@ -85,7 +85,7 @@ function mutate(g, m) {
     case 'kernel': if (g.kernels.add) g.kernels.add.source = BAD_KERNELS[m.source]; break
     case 'dropTensor': if (t) g.tensors.splice(m.at % g.tensors.length, 1); break
     case 'dupTensor': if (t) g.tensors.push({ ...t }); break
-    case 'cycle': if (o) o.inputs = [...(o.outputs ?? []), 'w']; break
+    case 'cycle': if (o) o.inputs = [...(Array.isArray(o.outputs) ? o.outputs : []), 'w']; break
     case 'dropOp': if (o) g.ops.splice(m.at % g.ops.length, 1); break
     case 'dropKernel': delete g.kernels.add; break
     case 'noOps': g.ops = []; break
