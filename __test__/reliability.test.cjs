@@ -34,7 +34,7 @@ const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\\n@gr
     ops: [{ kernel: 'k', inputs: ['x'], outputs: ['t'], dispatch: [4] }, { kernel: 'k', inputs: ['t'], outputs: ['y'], dispatch: [4] }] }
   const exe = await gpu.compile(graph)
   const live = []
-  const counts = { ops: 0, corrupted: 0 }
+  const counts = { ops: 0, reads: 0, corrupted: 0 }
   for (let i = 0; i < ops; i++) {
     counts.ops++
     const r = rnd(10)
@@ -47,20 +47,24 @@ const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\\n@gr
     } else if (r < 6) {
       const { b, size, tag } = live.splice(rnd(live.length), 1)[0]
       const back = await b.read()
+      counts.reads++
       if (Buffer.compare(back, Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
       b.free()
     } else if (r < 8) {
       const { b, size, tag } = live[rnd(live.length)]
       const back = await gpu.download(b)
+      counts.reads++
       if (Buffer.compare(Buffer.from(back), Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
     } else {
       const x = Uint32Array.from({ length: 256 }, (_, k) => k + i)
       const { outputs } = await exe.run({ x })
+      counts.reads++
       if (outputs.y.some((v, k) => v !== k + i + 2 * seed)) counts.corrupted++
     }
   }
   for (const { b, size, tag } of live) {
     const back = await b.read()
+    counts.reads++
     if (Buffer.compare(back, Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
     b.free()
   }
@@ -98,7 +102,7 @@ test("worker threads share one device; every block holds its owner's bytes; noth
   }
   t.is(gpu.heap.stats().reservedBytes.current, 0, 'emptyCache returns reserved bytes to zero')
   const after = gpu.heap.stats()
-  record('workers', { operations: total, threads: WORKERS, corruptedReads: corrupted, leakedBytes: after.allocatedBytes.current + after.reservedBytes.current }, gpu)
+  record('workers', { operations: total, threads: WORKERS, reads: results.reduce((n, r) => n + r.reads, 0), corruptedReads: corrupted, leakedBytes: after.allocatedBytes.current + after.reservedBytes.current }, gpu)
   gpu.destroy()
 })
 

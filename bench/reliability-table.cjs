@@ -24,7 +24,7 @@ function row(mode, tests) {
     badInputs: (misuse?.badInputs ?? 0) + sum(fuzz, 'badInputs'),
     crashes: sum([exit, ...fuzz], 'crashes'),
     hangs: sum(fuzz, 'hangs'),
-    reads: sum(fuzz, 'reads'),
+    reads: sum([workers, ...fuzz], 'reads'),
     corruptedReads: sum([workers, ...fuzz], 'corruptedReads'),
     leakedBytes: sum([workers, gc, cycles, ...fuzz], 'leakedBytes'),
   }
@@ -36,7 +36,7 @@ function row(mode, tests) {
   const bad = [misuse ? `${n(misuse.badInputs)} random calls` : null, fuzz.length ? `${n(sum(fuzz, 'badInputs'))} fuzzed` : null].filter(Boolean).join(' + ')
   const threads = `${figures.threads} workers${fuzz.length ? ` + ${fuzz.length} fuzz processes` : ''}`
   const cells = [mode, parts.join(' + '), threads, faultText || '-', `${n(figures.badInputs)} (${bad})`, n(figures.crashes + figures.hangs),
-    `${n(figures.corruptedReads)} of ${n(figures.reads + (workers?.operations ?? 0))}`, n(figures.leakedBytes)]
+    `${n(figures.corruptedReads)} of ${n(figures.reads)}`, n(figures.leakedBytes)]
   return { cells, figures }
 }
 
@@ -48,7 +48,8 @@ function main() {
     console.error(`no reliability report at ${FILE} (${err.code ?? err.message}); run \`npx ava __test__/reliability.test.cjs\` or \`npm run stress\` first`)
     return 1
   }
-  const rows = Object.entries(report.modes).map(([mode, m]) => ({ mode, ...row(mode, m.tests) }))
+  const order = (mode) => ['short', 'stress'].indexOf(mode) >>> 0 // the known modes first, in this order
+  const rows = Object.entries(report.modes).sort(([a], [b]) => order(a) - order(b)).map(([mode, m]) => ({ mode, ...row(mode, m.tests) }))
   if (process.argv.includes('--json')) {
     console.log(JSON.stringify({ machine: report.machine, adapter: report.adapter, rows: rows.map(({ mode, figures }) => ({ mode, ...figures })) }, null, 2))
     return 0

@@ -7,11 +7,12 @@
 // allocators are back to exactly where they were.
 const { planMemory } = require('../../js/index.cjs')
 const { args: argsArb, recipe, build, show } = require('./values.cjs')
-const { classify, describe, settle, note, fault, problem } = require('./outcome.cjs')
+const { describe, settle, note, fault, problem } = require('./outcome.cjs')
 const { openWorld, fixtures, endRun } = require('./world.cjs')
 
 const HANG_MS = 20_000
-// Methods that end the fixture a target names; the world keeps these alive.
+// Objects calls are made on; `skip` names methods that would end an object the world
+// keeps for every run (the main device, its executor).
 const TARGETS = {
   gpu: { weight: 3, get: (fx) => fx.gpu, skip: ['destroy', 'dispose'] },
   gpu2: { weight: 1, get: (fx) => fx.gpu2 }, // may be destroyed: the rest of the run sees DEVICE_LOST
@@ -35,8 +36,7 @@ const NAMES = Object.keys(TARGETS)
 const methodCache = new Map()
 /** Methods and getters of `obj`'s class (own statics for a class), sorted so indices are stable. */
 function members(target, obj) {
-  const key = target
-  if (methodCache.has(key)) return methodCache.get(key)
+  if (methodCache.has(target)) return methodCache.get(target)
   const spec = TARGETS[target]
   const holder = spec.statics ? obj : Object.getPrototypeOf(obj)
   const list = []
@@ -48,11 +48,11 @@ function members(target, obj) {
     else if (typeof d.get === 'function') list.push({ name, getter: d.get })
   }
   list.sort((a, b) => String(a.name).localeCompare(String(b.name)))
-  methodCache.set(key, list)
+  methodCache.set(target, list)
   return list
 }
 
-const call = fc => fc.record({
+const call = (fc) => fc.record({
   target: fc.oneof(...NAMES.map((n) => ({ weight: Math.max(1, Math.round(TARGETS[n].weight * 5)), arbitrary: fc.constant(n) }))),
   method: fc.nat(),
   args: argsArb(4),
@@ -130,4 +130,4 @@ async function run({ fc, check, counts, trace }) {
   if (outputs.y.some((v, i) => v !== i + 2)) counts.corruptedReads++
 }
 
-module.exports = { run, classify }
+module.exports = { run }
