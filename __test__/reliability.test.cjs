@@ -1,13 +1,22 @@
 'use strict'
 // Reliability: concurrency across worker threads, the GC safety net, exit with
-// GPU work pending, and random misuse of the public API. Longer runs: `npm run stress`.
+// GPU work pending, random misuse of the public API, and the fast-check fuzzers of
+// __test__/fuzz/ (each in a child process, so a crash or a hang is reported as such).
+// `npm test` runs the short mode; `npm run stress` (WGALLOC_STRESS=1) the long one.
+// Every test records its counts for the README table (reliability-report.cjs).
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
 const { spawnSync } = require('node:child_process')
 const { Gpu, WgallocError, ERROR_CODES, planMemory } = require('../js/index.cjs')
+const { record, knob, MODE } = require('./reliability-report.cjs')
+const { runSuite } = require('./fuzz/spawn.cjs')
 
-const OPS = Number(process.env.WGALLOC_STRESS_OPS ?? 300)
-const WORKERS = Number(process.env.WGALLOC_STRESS_WORKERS ?? 4)
+const OPS = knob('WGALLOC_STRESS_OPS', 300, 20_000)
+const WORKERS = knob('WGALLOC_STRESS_WORKERS', 4, 4)
+const CYCLES = knob('WGALLOC_STRESS_CYCLES', 50_000, 1_000_000)
+// Fuzzers: runs per property are multiplied by the scale and capped in time per property.
+const FUZZ_SCALE = knob('WGALLOC_FUZZ_SCALE', 1, 50)
+const FUZZ_TIME_MS = knob('WGALLOC_FUZZ_TIME_MS', 5_000, 120_000)
 const ENTRY = JSON.stringify(require.resolve('../js/index.cjs'))
 
 /** A worker: random heap / host / executor work on the shared device, every byte checked. */
@@ -25,7 +34,7 @@ const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\\n@gr
     ops: [{ kernel: 'k', inputs: ['x'], outputs: ['t'], dispatch: [4] }, { kernel: 'k', inputs: ['t'], outputs: ['y'], dispatch: [4] }] }
   const exe = await gpu.compile(graph)
   const live = []
-  const counts = { ops: 0, corrupted: 0 }
+  const counts = { ops: 0, reads: 0, corrupted: 0 }
   for (let i = 0; i < ops; i++) {
     counts.ops++
     const r = rnd(10)
@@ -38,20 +47,24 @@ const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\\n@gr
     } else if (r < 6) {
       const { b, size, tag } = live.splice(rnd(live.length), 1)[0]
       const back = await b.read()
+      counts.reads++
       if (Buffer.compare(back, Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
       b.free()
     } else if (r < 8) {
       const { b, size, tag } = live[rnd(live.length)]
       const back = await gpu.download(b)
+      counts.reads++
       if (Buffer.compare(Buffer.from(back), Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
     } else {
       const x = Uint32Array.from({ length: 256 }, (_, k) => k + i)
       const { outputs } = await exe.run({ x })
+      counts.reads++
       if (outputs.y.some((v, k) => v !== k + i + 2 * seed)) counts.corrupted++
     }
   }
   for (const { b, size, tag } of live) {
     const back = await b.read()
+    counts.reads++
     if (Buffer.compare(back, Buffer.from(fill(size, tag))) !== 0) counts.corrupted++
     b.free()
   }
@@ -79,6 +92,7 @@ test("worker threads share one device; every block holds its owner's bytes; noth
   t.is(s.activeBlocks.current, 0)
   t.is(s.allocatedBytes.current, 0)
   t.log(`${total} operations on ${WORKERS} threads; peak reserved ${s.reservedBytes.peak} bytes`)
+  const corrupted = results.reduce((n, r) => n + r.corrupted, 0)
   gpu.heap.emptyCache()
   // Scalar blocks of executors (uniforms) are freed with the executor objects, by the GC.
   for (let i = 0; i < 10 && gpu.heap.stats().reservedBytes.current > 0; i++) {
@@ -87,6 +101,8 @@ test("worker threads share one device; every block holds its owner's bytes; noth
     gpu.heap.emptyCache()
   }
   t.is(gpu.heap.stats().reservedBytes.current, 0, 'emptyCache returns reserved bytes to zero')
+  const after = gpu.heap.stats()
+  record('workers', { operations: total, threads: WORKERS, reads: results.reduce((n, r) => n + r.reads, 0), corruptedReads: corrupted, leakedBytes: after.allocatedBytes.current + after.reservedBytes.current }, gpu)
   gpu.destroy()
 })
 
@@ -111,6 +127,7 @@ test('host blocks and executors dropped without free() are reclaimed by the GC',
   const before = gpu.host.stats().numHostAlloc
   gpu.host.alloc(65536, { direction: 'upload' }).free()
   t.is(gpu.host.stats().numHostAlloc, before, 'their memory is reused')
+  record('gc', { faults: { 'executors and host blocks dropped without free()': 25 }, leakedBytes: gpu.heap.stats().allocatedBytes.current + gpu.host.stats().activeBytes.current })
   gpu.destroy()
 })
 
@@ -132,6 +149,7 @@ test.serial('a process exits promptly with GPU work pending and the poller runni
   const ms = exited - submitted
   t.log(`exited ${ms} ms after submitting 1 GiB of copies`)
   t.true(ms < 2000, `exit took ${ms} ms`)
+  record('exit', { faults: { 'process exit with 1 GiB of copies in flight': 1 }, exitMs: ms, crashes: r.status === 0 ? 0 : 1 })
 })
 
 test('random misuse of the public API never kills the process; every error is typed', async (t) => {
@@ -178,11 +196,12 @@ test('random misuse of the public API never kills the process; every error is ty
   b.write(new Uint8Array(1024).fill(5))
   t.true((await b.read()).every((x) => x === 5), 'still computes correctly after the fuzzing')
   t.log(`${calls} random calls, ${typed} typed errors`)
+  record('misuse', { badInputs: calls, typedErrors: typed })
   gpu.destroy()
 })
 
 test.serial('cached alloc/free cycles: driver allocations and RSS stay flat after warm-up', async (t) => {
-  const cycles = Number(process.env.WGALLOC_STRESS_CYCLES ?? 50_000)
+  const cycles = CYCLES
   const gpu = await Gpu.request()
   const heap = gpu.heap
   const sizes = [256, 4096, 65536, 1 << 20]
@@ -207,5 +226,55 @@ test.serial('cached alloc/free cycles: driver allocations and RSS stay flat afte
   t.log(`${cycles} cycles; RSS slope ${slope.toFixed(3)} bytes/cycle; driver allocations ${first.driver} -> ${last.driver}`)
   t.is(last.driver, first.driver, 'no driver allocation after warm-up')
   t.true(slope < 64, `RSS grows ${slope.toFixed(1)} bytes per cycle`)
+  record('cycles', { operations: cycles, rssSlopeBytesPerCycle: slope, driverAllocations: [first.driver, last.driver], leakedBytes: heap.stats().allocatedBytes.current })
   gpu.destroy()
 })
+
+// ---- fast-check fuzzers (__test__/fuzz/), each in a child process --------------------
+// Two children at a time: the machine this must run on has two cores.
+let running = 0
+const queue = []
+async function slot(fn) {
+  if (running >= 2) await new Promise((r) => queue.push(r))
+  running++
+  try {
+    return await fn()
+  } finally {
+    running--
+    queue.shift()?.()
+  }
+}
+
+const SUITES = {
+  api: 'random calls with random arguments across the whole public API',
+  heap: 'heap / host cache / streams model: double free, use after free, cross-device calls, exact stats',
+  lost: 'device destroyed in the middle of work: every waiter settles, every later call is DEVICE_LOST',
+  graph: 'compile / run / runEager with malformed graphs: typed refusals, planned == eager',
+  plan: 'planMemory with random and malformed records, graphs and CSV, aborts',
+  profiler: 'profiler sessions, captures and exports with bad modes and paths',
+}
+for (const [suite, what] of Object.entries(SUITES)) {
+  test(`fuzz ${suite}: ${what}`, async (t) => {
+    t.timeout(Math.max(120_000, FUZZ_TIME_MS * 12 + 60_000))
+    const env = { WGALLOC_FUZZ_SCALE: String(FUZZ_SCALE), WGALLOC_FUZZ_TIME_MS: String(FUZZ_TIME_MS) }
+    const { summary, crash } = await slot(() => runSuite(suite, { env, timeoutMs: FUZZ_TIME_MS * 10 + 60_000 }))
+    const c = summary?.counts
+    record(`fuzz-${suite}`, {
+      runs: c?.runs ?? 0, operations: c?.operations ?? 0, badInputs: c?.badInputs ?? 0, errors: c?.errors, codes: c?.codes,
+      faults: c?.faults ?? {}, reads: c?.reads ?? 0, corruptedReads: c?.corruptedReads ?? 0, leakedBytes: c?.leakedBytes ?? 0,
+      hangs: (c?.hangs ?? 0) + (crash?.hung ? 1 : 0), crashes: crash && !crash.hung ? 1 : 0, seed: summary?.seed, ms: summary?.ms,
+    })
+    if (crash) {
+      const how = crash.hung ? 'hung (killed)' : crash.signal ? `died of ${crash.signal}` : `exited ${crash.code} without a summary`
+      return t.fail(`the ${suite} fuzzer ${how}; replay with WGALLOC_FUZZ_SEED=${summary?.seed ?? '<see stderr>'} node --expose-gc __test__/fuzz/run.cjs ${suite}\nlast steps:\n${crash.lastSteps}\nstderr:\n${crash.stderr}`)
+    }
+    t.log(`${MODE}: ${c.runs} sequences, ${c.operations} operations, ${c.badInputs} bad inputs, ${c.reads} reads checked, seed ${summary.seed}, ${summary.ms} ms`)
+    if (c.problems.length) t.log(`notes: ${c.problems.join('; ')}`)
+    t.deepEqual(summary.failures, [], `replay with WGALLOC_FUZZ_SEED=${summary.seed} node --expose-gc __test__/fuzz/run.cjs ${suite}`)
+    t.is(c.errors.bad, 0, 'every error typed')
+    t.is(c.hangs, 0)
+    t.is(c.corruptedReads, 0)
+    t.is(c.leakedBytes, 0)
+    t.true(c.operations > 0)
+  })
+}

@@ -2,7 +2,7 @@
 // JS side of plan execution: graphs as objects, typed-array inputs and outputs,
 // profile-guided planning (`plan: 'observe'`), disposal and inspect output.
 const { inspect } = require('node:util')
-const { WgallocError } = require('./errors.cjs')
+const { WgallocError, parseJson, shown } = require('./errors.cjs')
 const { checkSignal, withSignal } = require('./signal.cjs')
 
 const TYPED = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, u16: Uint16Array, f16: Uint16Array, i8: Int8Array, u8: Uint8Array }
@@ -11,12 +11,17 @@ function graphJson(graph) {
   if (typeof graph === 'string') return graph
   if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
   // Typed-array params become byte arrays.
-  return JSON.stringify(graph, (key, value) => (ArrayBuffer.isView(value) ? Array.from(new Uint8Array(value.buffer, value.byteOffset, value.byteLength)) : value))
+  return JSON.stringify(graph, (key, value) => (ArrayBuffer.isView(value) ? Array.from(bytesOf(value, `graph field '${key}'`)) : value))
 }
 
 function bytesOf(value, what) {
-  if (value instanceof ArrayBuffer) return new Uint8Array(value)
-  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  try {
+    if (value instanceof ArrayBuffer) return new Uint8Array(value)
+    if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  } catch (err) {
+    // A view of a transferred (detached) buffer cannot be read.
+    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${err.message}`, { cause: err })
+  }
   throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
 }
 
@@ -34,9 +39,25 @@ function typed(buffer, dtype) {
   return new T(aligned.buffer, aligned.byteOffset, usable / T.BYTES_PER_ELEMENT)
 }
 
+/** The graph's tensors, whatever shape the (not yet validated) graph has. */
+function tensorsOf(graph) {
+  return Array.isArray(graph?.tensors) ? graph.tensors.filter((t) => t && typeof t === 'object') : []
+}
+
 function dtypes(graph) {
-  const parsed = typeof graph === 'string' ? JSON.parse(graph) : graph
-  return new Map((parsed.tensors ?? []).map((t) => [t.id, t.dtype]))
+  return new Map(tensorsOf(typeof graph === 'string' ? parseJson(graph, 'the graph') : graph).map((t) => [t.id, t.dtype]))
+}
+
+/** Zero bytes for every input, to observe a run with; a size that is no size is refused here. */
+function zeroInputs(graph) {
+  return Object.fromEntries(tensorsOf(graph).filter((t) => t.kind === 'input').map((t) => {
+    if (!Number.isSafeInteger(t.size) || t.size < 0) throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(t.size)}`)
+    try {
+      return [t.id, new Uint8Array(t.size)]
+    } catch (err) {
+      throw new WgallocError('OUT_OF_MEMORY', `plan: 'observe' cannot make ${t.size} zero bytes for input ${shown(t.id)}: ${err.message}`, { cause: err })
+    }
+  }))
 }
 
 function shapeResult(r, types) {
@@ -64,12 +85,11 @@ function installExec({ Gpu, Executor, dispose, asyncDispose, toWgallocError }) {
       const json = graphJson(graph)
       const native = { ...rest, params: byteMap(params, 'params') }
       if (plan === 'observe') {
-        const parsed = JSON.parse(json)
-        const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : Object.fromEntries((parsed.tensors ?? []).filter((t) => t.kind === 'input').map((t) => [t.id, new Uint8Array(t.size)]))
+        const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : zeroInputs(parseJson(json, 'the graph'))
         const seen = await withSignal(runEagerGraph.call(this, json, inputs, native.params, true), signal)
         native.recordsJson = JSON.stringify(seen.observation.usageRecords.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
       } else if (plan !== 'static') {
-        throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got '${plan}'`)
+        throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got ${shown(plan)}`)
       }
       checkSignal(signal)
       // An executor finished after an abort is released at once (its slabs go back to the heap).

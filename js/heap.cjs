@@ -5,6 +5,7 @@
 const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
 const { addSignal } = require('./signal.cjs')
+const { shown } = require('./errors.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
 
@@ -70,16 +71,20 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
    * retries once. Listeners run synchronously after the call that caused the event.
    * Returns a function that removes the listener.
    */
+  const checkKind = (kind) => {
+    if (!EVENT_KINDS.includes(kind)) throw toWgallocError(new Error(`[INVALID_ARGUMENT] unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`))
+  }
   Heap.prototype.on = function (kind, fn) {
+    checkKind(kind)
     const l = state(this).listeners
-    if (!EVENT_KINDS.includes(kind)) throw toWgallocError(new Error(`[INVALID_ARGUMENT] unknown heap event '${kind}'; use one of ${EVENT_KINDS.join(', ')}`))
     if (typeof fn !== 'function') throw toWgallocError(new Error('[INVALID_ARGUMENT] listener must be a function'))
     l[kind].add(fn)
     syncRecording(this)
     return () => this.off(kind, fn)
   }
   Heap.prototype.off = function (kind, fn) {
-    state(this).listeners[kind]?.delete(fn)
+    checkKind(kind)
+    state(this).listeners[kind].delete(fn)
     syncRecording(this)
   }
   /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `fn` instead of stderr (null restores stderr). */

@@ -91,9 +91,22 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
   }
   /** Reads a device block through the host cache: `{ offset, length, signal }`. */
   Gpu.prototype.download = function (block, options) {
-    const { offset, length, signal } = options ?? {}
+    let offset, length, signal
+    try {
+      ;({ offset, length, signal } = options ?? {})
+    } catch (err) {
+      return Promise.reject(err)
+    }
     const started = process.hrtime.bigint()
     return transferred(callWithSignal(this.downloadRange, this, [block, offset, length], { signal }), 'download', this, undefined, 1, started)
+  }
+
+  // napi-rs reads a required options object without checking it is one: undefined
+  // would throw a bare TypeError from inside the conversion.
+  const configure = Host.prototype.configure
+  Host.prototype.configure = function (options) {
+    if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'host.configure: pass an options object, e.g. { maxCachedBytes }')
+    return configure.call(this, options)
   }
 
   addSignal(HostBlock.prototype, 'map', 0)

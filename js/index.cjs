@@ -18,17 +18,22 @@ const mappedOf = new WeakMap()
 /**
  * Wraps `fn` so errors (thrown or rejected) become WgallocErrors. With `report`,
  * they are also published on `wgalloc:device` as thrown by `call` (public entry
- * points only, so internal calls do not report a second name).
+ * points only, so internal calls do not report a second name). `native`: `fn` is a
+ * native method, so a conversion TypeError it throws is napi-rs refusing an argument.
+ * `receiver`: a method written in JS checks its receiver as native ones do (`const {
+ * free } = block; free()` throws V8's 'Illegal invocation' instead of failing inside
+ * the facade).
  */
-function mapped(fn, call, report = false) {
-  const fail = report
-    ? (err) => {
-        const e = toWgallocError(err)
-        diag.errorThrown(e, call)
-        return e
-      }
-    : toWgallocError
+function mapped(fn, call, { report = false, native = false, receiver = null } = {}) {
+  const fail = (err) => {
+    const e = toWgallocError(err, native)
+    if (report) diag.errorThrown(e, call)
+    return e
+  }
   const wrapper = function (...args) {
+    if (receiver !== null && !(this instanceof receiver)) {
+      throw new TypeError(`Illegal invocation: ${call} called on ${this === null ? 'null' : typeof this}`)
+    }
     let result
     try {
       result = fn.apply(this, args)
@@ -37,25 +42,31 @@ function mapped(fn, call, report = false) {
     }
     return result && typeof result.then === 'function' ? result.then(undefined, (e) => Promise.reject(fail(e))) : result
   }
-  mappedOf.set(wrapper, { fn, call })
+  mappedOf.set(wrapper, { fn, call, native })
   return wrapper
 }
 
 function eachMember(cls, visit) {
   for (const target of [cls.prototype, cls]) {
-    for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(target))) {
+    // Symbol keys too: `[inspect.custom]` and `[Symbol.dispose]` are methods as well.
+    for (const name of Reflect.ownKeys(target)) {
       if (name === 'constructor' || name === 'prototype' || name === 'length' || name === 'name') continue
-      if (d.configurable) visit(target, name, d, `${cls.name}.${name}`)
+      const d = Object.getOwnPropertyDescriptor(target, name)
+      if (d.configurable) visit(target, name, d, `${cls.name}.${typeof name === 'symbol' ? `[${name.description}]` : name}`)
     }
   }
 }
 
-/** Wraps every method, getter and static method of a native class so errors are typed. */
+const isNative = (f) => typeof f === 'function' && /\[native code\]\s*}$/.test(Function.prototype.toString.call(f))
+
+/** Wraps every native method, getter and static method of a class so errors are typed. */
 function wrapClass(cls) {
   eachMember(cls, (target, name, d, call) => {
-    if (typeof d.value === 'function') d.value = mapped(d.value, call)
-    if (typeof d.get === 'function') d.get = mapped(d.get, call)
-    if (typeof d.set === 'function') d.set = mapped(d.set, call)
+    // Only native members: methods the facade wrote (before this ran) are wrapped, with
+    // a receiver check, by `finalizeClass`.
+    if (isNative(d.value)) d.value = mapped(d.value, call, { native: true })
+    if (isNative(d.get)) d.get = mapped(d.get, call, { native: true })
+    if (isNative(d.set)) d.set = mapped(d.set, call, { native: true })
     Object.defineProperty(target, name, d)
   })
   return cls
@@ -66,13 +77,13 @@ function wrapClass(cls) {
  * the errors it throws on `wgalloc:device`. Native methods stay one wrapper deep.
  */
 function finalizeClass(cls) {
-  const rewrap = (f, call) => {
+  const rewrap = (f, call, receiver = null) => {
     if (typeof f !== 'function') return f
     const m = mappedOf.get(f)
-    return m ? mapped(m.fn, m.call, true) : mapped(f, call, true)
+    return m ? mapped(m.fn, m.call, { report: true, native: m.native }) : mapped(f, call, { report: true, receiver })
   }
   eachMember(cls, (target, name, d, call) => {
-    if ('value' in d) d.value = rewrap(d.value, call)
+    if ('value' in d) d.value = rewrap(d.value, call, target === cls.prototype ? cls : null)
     else {
       d.get = rewrap(d.get, call)
       d.set = rewrap(d.set, call)
@@ -168,8 +179,20 @@ MemoryPlan.prototype[inspect.custom] = function () {
 }
 
 for (const cls of CLASSES) finalizeClass(cls)
+
+// napi-rs answers `new Gpu()` (or a class called as a function) with an untyped Error;
+// the exported classes say how to get an instance instead.
+const HOW = {
+  Gpu: 'await Gpu.request()', GpuBuffer: 'gpu.createBuffer()', GpuEvent: 'stream.submit()', Stream: 'gpu.createStream()',
+  Heap: 'gpu.heap', DeviceBlock: 'gpu.heap.malloc()', Executor: 'await gpu.compile()', Host: 'gpu.host',
+  HostBlock: 'gpu.host.alloc()', Profiler: 'gpu.profiler', ComputeKernel: 'gpu.createKernel()', MemoryPlan: 'await planMemory()',
+}
+const exported = Object.fromEntries(CLASSES.map((cls) => {
+  const refuse = () => { throw new WgallocError('INVALID_ARGUMENT', `${cls.name} has no public constructor; use ${HOW[cls.name]}`) }
+  return [cls.name, new Proxy(cls, { construct: refuse, apply: refuse })]
+}))
 module.exports = {
-  Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan,
-  planMemory: mapped(planMemory, 'planMemory', true),
+  ...exported,
+  planMemory: mapped(planMemory, 'planMemory', { report: true }),
   STRATEGIES, WgallocError, ERROR_CODES: CODES, CHANNELS: diag.CHANNELS,
 }

@@ -2,7 +2,7 @@
 // planMemory(): the static planner, run off the main thread, with { signal,
 // onProgress } and a Plan whose toJSON() is a plain object.
 const native = require('./native.cjs')
-const { WgallocError, toWgallocError } = require('./errors.cjs')
+const { WgallocError, toWgallocError, parseJson } = require('./errors.cjs')
 const { checkSignal } = require('./signal.cjs')
 
 const { MemoryPlan } = native
@@ -16,7 +16,7 @@ MemoryPlan.prototype.toJSON = function () {
 function encodeInput(input) {
   if (typeof input === 'string') {
     const trimmed = input.trimStart()
-    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return encodeInput(JSON.parse(input))
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return encodeInput(parseJson(input, 'planMemory input text'))
     return ['csv', input]
   }
   if (Array.isArray(input)) return ['records', JSON.stringify(input)]
@@ -52,13 +52,25 @@ async function planMemory(input, options = {}) {
     throw toWgallocError(err)
   }
   const onAbort = () => job.cancel()
-  signal?.addEventListener('abort', onAbort, { once: true })
+  try {
+    signal?.addEventListener('abort', onAbort, { once: true })
+  } catch (err) {
+    job.cancel() // a signal that throws: stop the search rather than leave it running
+    throw err
+  }
   let last
+  let failed // { err } once onProgress threw: the search stops and planMemory rejects with it
   const report = () => {
     const p = job.progress()
-    if (p && (!last || p.best !== last.best || p.lowerBound !== last.lowerBound)) {
+    if (p && !failed && (!last || p.best !== last.best || p.lowerBound !== last.lowerBound)) {
       last = p
-      onProgress(p)
+      try {
+        onProgress(p)
+      } catch (err) {
+        // Thrown from a timer, it would be an uncaught exception that ends the process.
+        failed = { err }
+        job.cancel()
+      }
     }
   }
   const timer = onProgress ? setInterval(report, PROGRESS_POLL_MS) : null
@@ -66,6 +78,12 @@ async function planMemory(input, options = {}) {
   try {
     const plan = await job.wait()
     if (onProgress) report()
+    if (failed) throw failed.err
+    // The planner works in u64; JS numbers are exact only up to 2^53 - 1, so a larger
+    // slab would come back with rounded offsets.
+    if (!(plan.slabSize <= Number.MAX_SAFE_INTEGER)) {
+      throw new WgallocError('SIZE_OVERFLOW', `the plan's slab (${plan.slabSize} bytes) exceeds 2^53 - 1, beyond what JS numbers hold exactly`)
+    }
     return plan
   } catch (err) {
     throw toWgallocError(err)

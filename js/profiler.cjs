@@ -13,7 +13,7 @@ function installProfiler({ Gpu, Profiler, WgallocError, diag }) {
   const start = Profiler.prototype.start
   Profiler.prototype.start = function (options) {
     if (options != null && typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: options must be { mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }")
-    if (options?.mode != null && typeof options.mode !== 'string') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
+    if (options?.mode !== undefined && typeof options.mode !== 'string') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
     let native
     if (options != null) {
       const { signal, ...rest } = options // profile() passes its options through

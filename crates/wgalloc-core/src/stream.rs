@@ -244,6 +244,7 @@ impl Stream {
     /// (or one for all prior device work), so `submit()` is always safe to await.
     pub fn submit(&mut self) -> Result<Event> {
         let Some(encoder) = self.encoder.take() else {
+            self.gpu.check_alive()?;
             return Ok(self.last.clone().unwrap_or_else(|| self.gpu.current_event()));
         };
         self.pending_commands = 0;

@@ -77,7 +77,7 @@ pub struct Executor {
     /// Slabs then, if any params, the constant region.
     slabs: Vec<DeviceBlock>,
     constants: Option<DeviceBlock>,
-    _uniforms: Vec<DeviceBlock>,
+    uniforms: Vec<DeviceBlock>,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
     place: Vec<Option<Place>>,
     steps: Vec<Option<Step>>,
@@ -269,7 +269,7 @@ impl Executor {
             plan,
             slabs,
             constants,
-            _uniforms: uniforms,
+            uniforms,
             place,
             steps,
             readback,
@@ -423,8 +423,13 @@ impl Executor {
                 bind::encode(stream, &[step])?;
             }
             stream.submit()?;
+            // Everything the op writes, through views too: a view of a tensor that is
+            // already live is aliasing the graph declares, not a plan fault.
+            let mut written: Vec<usize> = op.outputs.iter().map(|id| g.root[g.index[id]]).collect();
+            written.sort_unstable();
+            written.dedup();
             // Tensors live across this op that it does not write must be unchanged.
-            let live: Vec<usize> = snapshots.keys().copied().filter(|&r| g.last[r] >= k && !outs.contains(&r)).collect();
+            let live: Vec<usize> = snapshots.keys().copied().filter(|&r| g.last[r] >= k && written.binary_search(&r).is_err()).collect();
             for r in live {
                 let (buffer, offset, size) = self.range(r)?;
                 let now = self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?;
@@ -435,7 +440,7 @@ impl Executor {
                     )));
                 }
             }
-            for &r in &outs {
+            for &r in written.iter().filter(|&&r| !matches!(g.tensors[r].kind, TensorKind::Param)) {
                 let (buffer, offset, size) = self.range(r)?;
                 snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
             }
@@ -449,7 +454,7 @@ impl Executor {
         if self.released.swap(true, Ordering::AcqRel) {
             return false;
         }
-        for s in self.slabs.iter().chain(self.constants.iter()) {
+        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()) {
             let _ = s.free();
         }
         true

@@ -150,6 +150,10 @@ impl DeviceBlock {
     /// Marks the block as used by `stream`: a later free waits for that stream's work.
     pub fn record_stream(&self, stream: &Stream) -> Result<()> {
         self.live()?;
+        if !Arc::ptr_eq(&self.heap.gpu.shared, &stream.gpu().shared) {
+            // Its submission numbers count another device's work.
+            return Err(Error::invalid("recordStream: the stream belongs to another device"));
+        }
         self.heap.record_stream(self.id, stream.marks())
     }
 

@@ -244,6 +244,10 @@ impl HostBlock {
     /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
     pub fn record_stream(&self, stream: &Stream) -> Result<()> {
         let mut st = self.live()?;
+        if !Arc::ptr_eq(&self.host.gpu.shared, &stream.gpu().shared) {
+            // Its submission numbers count another device's work.
+            return Err(Error::invalid("recordStream: the stream belongs to another device"));
+        }
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
         }

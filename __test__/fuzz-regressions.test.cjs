@@ -1,0 +1,157 @@
+'use strict'
+// Defects the fuzzers (__test__/fuzz/) found in the JS facade, each pinned by a direct
+// test: every one used to end in an untyped error, an uncaught exception or a silently
+// rounded result.
+const test = require('ava')
+const { Gpu, Heap, DeviceBlock, WgallocError, planMemory } = require('../js/index.cjs')
+const { gpu } = require('./helpers.cjs')
+
+const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
+const GRAPH = {
+  kernels: { k: { source: ADD } },
+  tensors: [{ id: 'x', size: 256, kind: 'input', dtype: 'u32' }, { id: 'y', size: 256, kind: 'output', dtype: 'u32' }],
+  ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+}
+
+test('a facade method called on something else is a TypeError, as a native one is', async (t) => {
+  const g = await gpu()
+  for (const fn of [Heap.prototype.on, Heap.prototype.off, Heap.prototype.malloc, DeviceBlock.prototype.free, Gpu.prototype.upload, Gpu.prototype.download]) {
+    t.throws(() => fn.call(0, 'FREED', () => {}), { instanceOf: TypeError, message: /Illegal invocation/ }, fn.name)
+  }
+  const { free } = g.heap.malloc(64)
+  t.throws(() => free(), { instanceOf: TypeError })
+})
+
+test('a BigInt or a cycle where napi-rs expects another type is INVALID_ARGUMENT, not a JSON TypeError', async (t) => {
+  const g = await gpu()
+  const cyclic = {}
+  cyclic.self = cyclic
+  for (const v of [new BigInt64Array(1), [1n], { a: 1n }, cyclic]) {
+    t.throws(() => g.profiler.startCapture(v), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  }
+  await t.throwsAsync(g.compile({ ...GRAPH, extra: 1n }), { code: 'INVALID_ARGUMENT' })
+})
+
+test('a missing required options object or map is INVALID_ARGUMENT', async (t) => {
+  const g = await gpu()
+  t.throws(() => g.host.configure(), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => g.host.configure(null), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => g.runEagerGraph(JSON.stringify(GRAPH)), { code: 'INVALID_ARGUMENT' })
+})
+
+test('values that cannot be printed still get a typed error', async (t) => {
+  const g = await gpu()
+  const nullProto = Object.create(null)
+  for (const kind of [Symbol('k'), nullProto, [nullProto]]) {
+    t.throws(() => g.heap.on(kind, () => {}), { code: 'INVALID_ARGUMENT' })
+    t.throws(() => g.heap.off(kind, () => {}), { code: 'INVALID_ARGUMENT' })
+  }
+  await t.throwsAsync(g.compile(GRAPH, { plan: Symbol('p') }), { code: 'INVALID_ARGUMENT', message: /Symbol\(p\)/ })
+})
+
+test('JSON text that does not parse is PARSE_ERROR', async (t) => {
+  const g = await gpu()
+  await t.throwsAsync(planMemory('['), { instanceOf: WgallocError, code: 'PARSE_ERROR' })
+  await t.throwsAsync(planMemory('{"records": ['), { code: 'PARSE_ERROR' })
+  await t.throwsAsync(g.compile('{"tensors": [', { plan: 'observe' }), { code: 'PARSE_ERROR' })
+})
+
+test('a typed array over a transferred buffer is INVALID_ARGUMENT', async (t) => {
+  const g = await gpu()
+  const buffer = new ArrayBuffer(256)
+  const x = new Uint32Array(buffer)
+  structuredClone(buffer, { transfer: [buffer] })
+  await t.throwsAsync(g.runEager(x, {}), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.runEager(GRAPH, { x }), { code: 'INVALID_ARGUMENT', message: /detached/ })
+  const exe = await g.compile(GRAPH)
+  await t.throwsAsync(exe.run({ x }), { code: 'INVALID_ARGUMENT' })
+  exe.release()
+})
+
+test('a plan whose slab JS numbers cannot hold exactly is SIZE_OVERFLOW, not rounded offsets', async (t) => {
+  const records = [{ id: 'a', size: 2 ** 52, first: 0, last: 0 }, { id: 'b', size: 2 ** 52, first: 0, last: 0 }, { id: 'c', size: 12, first: 0, last: 0 }]
+  await t.throwsAsync(planMemory(records, { strategy: 'naive' }), { code: 'SIZE_OVERFLOW' })
+  const ok = await planMemory(records.slice(0, 1), { strategy: 'naive' })
+  t.is(ok.slabSize, 2 ** 52)
+})
+
+test('an onProgress that throws rejects planMemory with its error instead of ending the process', async (t) => {
+  // Hard enough that the search runs past the first progress poll (50 ms).
+  const records = Array.from({ length: 400 }, (_, i) => ({ id: `r${i}`, size: 1 + ((i * 7919) % 5000), first: i % 37, last: (i % 37) + (i % 11) }))
+  const boom = new Error('boom in onProgress')
+  let calls = 0
+  const started = Date.now()
+  const err = await t.throwsAsync(planMemory(records, { strategy: 'exact', timeLimitMs: 5000, onProgress: () => { calls++; throw boom } }))
+  t.is(err, boom)
+  t.is(calls, 1, 'no progress after the callback threw')
+  t.true(Date.now() - started < 4000, 'the search stopped')
+})
+
+test('profiler.start({ mode: null }) is refused by the facade, as the types say', async (t) => {
+  const g = await gpu()
+  t.throws(() => g.profiler.start({ mode: null }), { code: 'INVALID_ARGUMENT', message: /mode must be/ })
+  t.false(g.profiler.active)
+})
+
+test('a bad or hostile signal is refused before the work starts, so no promise is left to reject unhandled', async (t) => {
+  const g = await gpu()
+  const unhandled = []
+  const onUnhandled = (reason) => unhandled.push(reason)
+  process.on('unhandledRejection', onUnhandled)
+  const hostile = new Proxy({}, { get: () => { throw new Error('hostile signal') } })
+  const host = g.host.alloc(64, { direction: 'download' })
+  const block = g.heap.malloc(64)
+  await t.throwsAsync(host.map(hostile), { message: 'hostile signal' })
+  await t.throwsAsync(block.read(0, 4, { signal: {} }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.download(block, { signal: { aborted: false } }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.download(block, hostile), { message: 'hostile signal' })
+  host.free() // a map() left running would now fail with USE_AFTER_FREE
+  block.free()
+  await new Promise((r) => setTimeout(r, 50))
+  process.off('unhandledRejection', onUnhandled)
+  t.deepEqual(unhandled, [])
+})
+
+test('runEager with null options, and plan: observe with a size that is no size, fail typed', async (t) => {
+  const g = await gpu()
+  const x = new Uint32Array(64)
+  const { outputs } = await g.runEager(GRAPH, { x }, null)
+  t.deepEqual(Array.from(outputs.y.slice(0, 2)), [1, 1])
+  await t.throwsAsync(g.runEager(GRAPH, { x }, 5), { code: 'INVALID_ARGUMENT' })
+  const bad = { ...GRAPH, tensors: [{ ...GRAPH.tensors[0], size: -1 }, GRAPH.tensors[1]] }
+  await t.throwsAsync(g.compile(bad, { plan: 'observe' }), { code: 'INVALID_ARGUMENT', message: /size/ })
+  await t.throwsAsync(g.compile({ ...GRAPH, tensors: {} }, { plan: 'observe' }), { instanceOf: WgallocError })
+})
+
+// Core defects the fuzzers found (their flags in __test__/fuzz/known.cjs are now off).
+test('core: no public constructors; cross-device recordStream refused; release frees uniforms; idle stream after loss', async (t) => {
+  t.throws(() => new Gpu(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /Gpu\.request\(\)/ })
+  t.throws(() => DeviceBlock(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  const g = await gpu()
+  const other = await Gpu.request()
+  const block = g.heap.malloc(256)
+  t.throws(() => block.recordStream(other.createStream()), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  block.free()
+  const before = g.heap.stats().activeBlocks.current
+  const exe = await g.compile({ ...GRAPH, ops: [{ ...GRAPH.ops[0], params: new Uint8Array(16) }] })
+  t.true(g.heap.stats().activeBlocks.current > before)
+  exe.release()
+  t.is(g.heap.stats().activeBlocks.current, before, 'slabs, constants and uniforms all go back')
+  const idle = other.createStream()
+  other.destroy()
+  await t.throwsAsync(idle.synchronize(), { instanceOf: WgallocError, code: 'DEVICE_LOST' })
+})
+
+test('core: checkPlan accepts an op that writes a view of a live tensor', async (t) => {
+  const { chain } = require('./fuzz/graph.cjs')
+  const graph = chain(2)
+  const y = graph.tensors.find((x) => x.id === 'y')
+  y.viewOf = 't0'
+  const g = await gpu()
+  const exe = await g.compile(graph, { params: Object.fromEntries(graph.tensors.filter((x) => x.kind === 'param').map((x) => [x.id, new Uint8Array(x.size)])) })
+  const inputs = Object.fromEntries(graph.tensors.filter((x) => x.kind === 'input').map((x) => [x.id, new Uint8Array(x.size).fill(1)]))
+  const checked = await exe.run(inputs, { checkPlan: true })
+  const plain = await exe.run(inputs)
+  t.deepEqual(Buffer.from(checked.outputs.y.buffer), Buffer.from(plain.outputs.y.buffer))
+  exe.release()
+})

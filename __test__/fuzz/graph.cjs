@@ -1,0 +1,238 @@
+'use strict'
+// compile / run / runEager fuzzing: a small valid graph (a chain of adds with a param,
+// a view and a uniform) broken by random mutations: bad sizes, kinds, dtypes, ids,
+// dangling and cyclic references, dispatches beyond the limits, kernels that do not
+// compile or do not match their bindings, params of the wrong size, hostile options and
+// inputs. Every refusal must be typed. A graph that compiles must run to the same bytes
+// as its eager run (and, unmutated, to the CPU's numbers); `checkPlan` must find the
+// plan sound; after release, the heap is back where it was.
+const { recipe, build, show } = require('./values.cjs')
+const { describe, settle, note, fault, problem } = require('./outcome.cjs')
+const { openWorld, quiet, settled, restore } = require('./world.cjs')
+const KNOWN = require('./known.cjs')
+
+const HANG_MS = 30_000
+const LEN = 64 // elements per tensor
+
+const ADD = `
+@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+struct P { scale: f32, n: u32 }
+@group(0) @binding(3) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < p.n) { c[g.x] = (a[g.x] + b[g.x]) * p.scale; }
+}`
+// Kernels that must fail their own compile (or validation), never the process. No
+// kernel loops: lavapipe runs shaders on the CPU, and an endless one would hang it.
+const BAD_KERNELS = [
+  '',
+  'fn main( {',
+  ADD.replace('fn main', 'fn other'),
+  ADD.replace('@binding(2)', '@binding(1)'),
+  ADD.replace('var<uniform> p: P', 'var<storage, read_write> p: P'),
+  ADD.replace('array<f32>;\n@group(0) @binding(1)', 'array<f32>;\n@group(1) @binding(1)'),
+  ADD.replace('struct P { scale: f32, n: u32 }', 'struct P { scale: f32, n: u32, pad: array<vec4<f32>, 64> }'),
+  ADD.replace('@workgroup_size(64)', '@workgroup_size(1024)'),
+]
+
+function params(scale, n) {
+  const buf = new ArrayBuffer(16)
+  new Float32Array(buf, 0, 1)[0] = scale
+  new Uint32Array(buf, 4, 1)[0] = n
+  return new Uint8Array(buf)
+}
+
+/** x -> t0 -> ... -> y; each op (prev + w) * 1; op 1 reads its input through a view. */
+function chain(n) {
+  const bytes = LEN * 4
+  const tensors = [{ id: 'x', size: bytes, kind: 'input', dtype: 'f32' }, { id: 'w', size: bytes, kind: 'param', dtype: 'f32' }]
+  const ops = []
+  let prev = 'x'
+  for (let i = 0; i < n; i++) {
+    const out = i === n - 1 ? 'y' : `t${i}`
+    tensors.push({ id: out, size: bytes, kind: i === n - 1 ? 'output' : 'intermediate', dtype: 'f32' })
+    let input = prev
+    if (i === 1) {
+      tensors.push({ id: `${prev}_view`, size: bytes, viewOf: prev })
+      input = `${prev}_view`
+    }
+    ops.push({ name: `add${i}`, kernel: 'add', inputs: [input, 'w'], outputs: [out], dispatch: [1], params: params(1, LEN) })
+    prev = out
+  }
+  return { kernels: { add: { source: ADD } }, tensors, ops }
+}
+
+const TENSOR_FIELDS = ['id', 'size', 'kind', 'dtype', 'viewOf']
+const OP_FIELDS = ['kernel', 'inputs', 'outputs', 'dispatch', 'params', 'workspace', 'name']
+const VALUES = [-1, 0, 1, 3, 4, 1.5, 256, 257, 2 ** 31, 2 ** 53, 'x', 'y', 'w', 't0', 'ghost', '', 'f64', 'bogus', 'input', 'output', 'param', null, true,
+  [], ['x'], ['y'], ['ghost'], ['x', 'x'], [0], [65536], [1, 1, 1, 1], [-1], [1.5], [70000, 1], [1, 65536], [2, 2, 2]]
+
+const mutation = (fc) => fc.oneof(
+  fc.record({ kind: fc.constant('tensor'), at: fc.nat(), field: fc.constantFrom(...TENSOR_FIELDS), value: fc.constantFrom(...VALUES) }),
+  fc.record({ kind: fc.constant('op'), at: fc.nat(), field: fc.constantFrom(...OP_FIELDS), value: fc.constantFrom(...VALUES) }),
+  fc.record({ kind: fc.constant('kernel'), source: fc.nat(BAD_KERNELS.length - 1) }),
+  fc.record({ kind: fc.constantFrom('dropTensor', 'dupTensor', 'cycle', 'dropOp', 'dropKernel', 'noOps', 'shortParams', 'random'), at: fc.nat(), value: recipe }),
+)
+
+function mutate(g, m) {
+  const t = g.tensors.length ? g.tensors[m.at % g.tensors.length] : null
+  const o = g.ops.length ? g.ops[m.at % g.ops.length] : null
+  switch (m.kind) {
+    case 'tensor': if (t) t[m.field] = m.value; break
+    case 'op': if (o) o[m.field] = m.value; break
+    case 'kernel': if (g.kernels.add) g.kernels.add.source = BAD_KERNELS[m.source]; break
+    case 'dropTensor': if (t) g.tensors.splice(m.at % g.tensors.length, 1); break
+    case 'dupTensor': if (t) g.tensors.push({ ...t }); break
+    case 'cycle': if (o) o.inputs = [...(Array.isArray(o.outputs) ? o.outputs : []), 'w']; break
+    case 'dropOp': if (o) g.ops.splice(m.at % g.ops.length, 1); break
+    case 'dropKernel': delete g.kernels.add; break
+    case 'noOps': g.ops = []; break
+    case 'shortParams': if (o) o.params = new Uint8Array(m.at % 8); break
+    default: {
+      const v = build(m.value, { ref: () => undefined })
+      if (o) o[OP_FIELDS[m.at % OP_FIELDS.length]] = v
+    }
+  }
+  return g
+}
+
+/** Whether some op writes a view (the graph itself aliases that output with its base). */
+function writesView(g) {
+  const views = new Set(g.tensors.filter((t) => t && t.viewOf != null).map((t) => t.id))
+  return g.ops.some((o) => Array.isArray(o?.outputs) && o.outputs.some((id) => views.has(id)))
+}
+
+const CPU = (n, x, w) => x.map((v, i) => v + n * w[i])
+
+/**
+ * Whether every op still writes all of its outputs, so a planned run and an eager run
+ * must agree byte for byte. Mutated dispatches, params (too short: the uniform is
+ * zero-padded, see known.cjs), sizes, or an op reading its own output leave bytes
+ * unwritten, and unwritten bytes differ between runs.
+ */
+function comparable(ms) {
+  return ms.every((m) => m.kind === 'kernel' || m.kind === 'dropKernel' || m.kind === 'noOps' || m.kind === 'dupTensor' || m.kind === 'dropTensor' ||
+    (m.kind === 'tensor' && m.field !== 'size'))
+}
+
+async function run({ fc, check, counts, trace }) {
+  const world = await openWorld()
+  const gpu = world.gpu
+  let runIndex = 0
+  const timed = async (p, what) => {
+    const s = await settle(Promise.resolve(p), HANG_MS)
+    if (s.hang) {
+      counts.hangs++
+      throw new Error(`${what} did not settle within ${HANG_MS} ms`)
+    }
+    return s
+  }
+  const refused = (err, what) => {
+    const kind = note(counts, err)
+    if (kind !== 'typed' && kind !== 'hostile') throw new Error(`${what} threw ${describe(err)}`)
+    if (err.code === 'INTERNAL') problem(counts, `INTERNAL from ${what}: ${err.message.split('\n')[0]}`)
+  }
+
+  const property = fc.asyncProperty(
+    fc.integer({ min: 1, max: 5 }),
+    fc.oneof({ weight: 2, arbitrary: fc.constant([]) }, { weight: 3, arbitrary: fc.array(mutation(fc), { minLength: 1, maxLength: 2 }) }),
+    fc.record({
+      strategy: fc.constantFrom(undefined, undefined, undefined, 'best', 'greedyBySize', 'naive', 'exact', 'bogus'),
+      maxSlabSize: fc.constantFrom(undefined, undefined, undefined, undefined, undefined, 256, 1024, 2 ** 20, 1, -1),
+      plan: fc.constantFrom(undefined, undefined, undefined, 'static', 'observe', 'observe', 'bogus'),
+    }),
+    fc.constantFrom('good', 'good', 'good', 'missing', 'extra', 'short', 'notTyped', 'u8'),
+    fc.boolean(),
+    async (n, ms, opts, inputKind, checkPlan) => {
+      counts.runs++
+      trace.reset(`graph run ${++runIndex}`)
+      const g = ms.reduce(mutate, chain(n))
+      const w = new Float32Array(LEN).fill(0.25)
+      const x = Float32Array.from({ length: LEN }, (_, i) => i)
+      const inputs = { good: { x }, missing: {}, extra: { x, ghost: x }, short: { x: x.subarray(0, 7) }, notTyped: { x: [1, 2] }, u8: { x: new Uint8Array(x.buffer) } }[inputKind]
+      const options = { timeLimitMs: 20, params: { w } }
+      for (const [k, v] of Object.entries(opts)) if (v !== undefined) options[k] = v
+      const what = `graph(${n} ops, ${JSON.stringify(ms)}) ${show(opts)}`
+      const before = await settled(gpu)
+      // In a function of its own: once it returns, nothing of the run (results, errors
+      // whose stack frames hold the executor) is reachable for the leak check below.
+      await exercise(g, inputs, options, what, ms, n, inputKind, checkPlan, x, w, before)
+      restore(gpu, world.gpuDefaults)
+      const u = await quiet(gpu, () => ({ blocks: before.blocks, bytes: before.bytes, hostRequests: before.hostRequests, hostBytes: before.hostBytes }))
+      const leak = { blocks: u.blocks - before.blocks, bytes: u.bytes - before.bytes, hostRequests: u.hostRequests - before.hostRequests, hostBytes: u.hostBytes - before.hostBytes }
+      if (Object.values(leak).some((v) => v !== 0)) {
+        counts.leakedBytes += Math.max(0, leak.bytes) + Math.max(0, leak.hostBytes)
+        counts.leakedBlocks += Math.max(0, leak.blocks) + Math.max(0, leak.hostRequests)
+        throw new Error(`leak after ${what}: ${JSON.stringify(leak)}`)
+      }
+      if (gpu.lost) throw new Error(`the device was lost by ${what}`)
+    },
+  )
+
+  async function exercise(g, inputs, options, what, ms, n, inputKind, checkPlan, x, w, before) {
+      trace.line(`compile ${what}`)
+      counts.operations++
+      if (ms.length) counts.badInputs++
+      const compiled = await timed(gpu.compile(g, options), `compile ${what}`)
+      let exe = null
+      if ('error' in compiled) refused(compiled.error, `compile ${what}`)
+      else exe = compiled.value
+      delete compiled.value
+      try {
+        if (exe) {
+          trace.line(`run ${inputKind} checkPlan=${checkPlan}`)
+          counts.operations++
+          if (inputKind !== 'good') counts.badInputs++
+          const planned = await timed(exe.run(inputs, { checkPlan }), `run ${what}`)
+          counts.operations++
+          const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
+          if ('error' in planned) refused(planned.error, `run ${what}`)
+          if ('error' in eager) refused(eager.error, `runEager ${what}`)
+          if (checkPlan && 'error' in planned && planned.error.code === 'PLAN_INVALID') {
+            if (KNOWN.checkPlanBlamesDeclaredViews && writesView(g)) fault(counts, 'known defect: checkPlan blames a declared view')
+            else throw new Error(`checkPlan found the plan unsound: ${planned.error.message}`)
+          }
+          if (!('error' in planned) && !('error' in eager) && comparable(ms)) {
+            counts.reads++
+            for (const id of Object.keys(planned.value.outputs)) {
+              const a = Buffer.from(planned.value.outputs[id].buffer, planned.value.outputs[id].byteOffset, planned.value.outputs[id].byteLength)
+              const b = Buffer.from(eager.value.outputs[id].buffer, eager.value.outputs[id].byteOffset, eager.value.outputs[id].byteLength)
+              if (!a.equals(b)) {
+                counts.corruptedReads++
+                throw new Error(`output ${id}: planned and eager runs differ`)
+              }
+            }
+            if (!ms.length && inputKind === 'good') {
+              const want = CPU(n, x, w)
+              if (planned.value.outputs.y.some((v, i) => v !== want[i])) {
+                counts.corruptedReads++
+                throw new Error(`y differs from the CPU reference: ${planned.value.outputs.y.slice(0, 4)} vs ${want.slice(0, 4)}`)
+              }
+            }
+          }
+        } else {
+          // A graph that does not compile may still run eagerly, or fail typed.
+          counts.operations++
+          const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
+          if ('error' in eager) refused(eager.error, `runEager ${what}`)
+        }
+      } finally {
+        if (exe) exe.release()
+      }
+      if (exe) {
+        const again = await timed(exe.run({ x }), 'run after release')
+        if (!('error' in again) || again.error.code !== 'USE_AFTER_FREE') throw new Error(`run after release: ${'error' in again ? describe(again.error) : 'succeeded'}`)
+        note(counts, again.error)
+        fault(counts, 'use after free')
+        if (!KNOWN.releaseKeepsUniforms) {
+          const u = await quiet(gpu, () => ({}))
+          if (u.blocks !== before.blocks) throw new Error(`release() left ${u.blocks - before.blocks} blocks active`)
+        }
+      }
+  }
+  await check('compile / run / runEager with malformed graphs', property, 60)
+}
+
+module.exports = { run, chain }

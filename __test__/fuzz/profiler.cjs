@@ -1,0 +1,214 @@
+'use strict'
+// Model-based fuzzing of the profiler: sessions and captures started and stopped in any
+// order with good and bad modes, exports to good and bad paths, flushes, CPU-fallback
+// marks, scoped profile() with work that throws, and real GPU work in between. The model
+// knows which calls must succeed and with which code the others fail; every trace
+// written must be a Chrome trace document; fallback counts must match.
+const fs = require('node:fs')
+const { recipe, build, show, Hostile } = require('./values.cjs')
+const { describe, settle, note, fault } = require('./outcome.cjs')
+const { openWorld, restore } = require('./world.cjs')
+
+const HANG_MS = 20_000
+const MODES = [undefined, 'interval', 'event', 'interval,event', 'event,interval', ' event ', 'interval,interval', '', 'bogus', 'interval,', 'INTERVAL', 7, null]
+const NAMES = ['trace-a', 'trace-b.json', 'sub/none/t.json', '/nonexistent-wgalloc/t.json', '', 'x\0y', 'dir']
+
+const validMode = (m) => m === undefined || (typeof m === 'string' && m.split(',').every((p) => p.trim() === 'interval' || p.trim() === 'event'))
+/** Whether writing a trace to `name` (relative to the run's directory) can succeed. */
+const writable = (name) => typeof name === 'string' && name !== '' && !name.includes('\0') && !name.includes('/') && !['dir', '.', '..'].includes(name) &&
+  Buffer.byteLength(name) <= 250
+
+async function attemptAsync(fn) {
+  try {
+    const s = await settle(Promise.resolve().then(fn), HANG_MS)
+    if (s.hang) throw new Error(`did not settle within ${HANG_MS} ms`)
+    return 'error' in s ? { ok: false, error: s.error } : { ok: true, value: s.value }
+  } catch (error) {
+    return { ok: false, error }
+  }
+}
+
+function expect(S, r, codes, what) {
+  if (codes === null) {
+    if (!r.ok) {
+      note(S.counts, r.error)
+      throw new Error(`${what} failed: ${describe(r.error)}`)
+    }
+    return r.value
+  }
+  S.counts.badInputs++
+  if (r.ok) throw new Error(`${what} succeeded; expected ${codes.join(' or ')}`)
+  const kind = note(S.counts, r.error)
+  if (kind !== 'typed' || !codes.includes(r.error.code)) throw new Error(`${what}: expected ${codes.join(' or ')}, got ${describe(r.error)}`)
+  return undefined
+}
+
+function checkTrace(path, what) {
+  let doc
+  try {
+    doc = JSON.parse(fs.readFileSync(path, 'utf8'))
+  } catch (err) {
+    throw new Error(`${what}: ${path} is not a readable JSON trace: ${err.message}`)
+  }
+  const events = Array.isArray(doc) ? doc : doc.traceEvents
+  if (!Array.isArray(events) || events.some((e) => typeof e.ph !== 'string' || typeof e.name !== 'string')) throw new Error(`${what}: ${path} is not a Chrome trace`)
+  fs.rmSync(path)
+}
+
+class Command {
+  constructor(name, p, check, body) {
+    Object.assign(this, { name, p, checkFn: check, body })
+  }
+  check(S) { return this.checkFn(S) }
+  async run(S) {
+    S.counts.operations++
+    S.trace.line(this.toString())
+    await this.body(S, this.p)
+    const i = S.profiler.info
+    if (i.session !== S.session || i.capturing !== (S.capture !== null) || i.active !== (S.session || S.capture !== null)) {
+      throw new Error(`after ${this}: info says session ${i.session} capturing ${i.capturing} active ${i.active}; the model session ${S.session} capture ${S.capture}`)
+    }
+  }
+  toString() { return `${this.name}(${show(this.p)})` }
+}
+
+function commands(fc) {
+  const c = (name, arb, body) => arb.map((p) => new Command(name, p, () => true, body))
+  return [
+    c('start', fc.record({ mode: fc.constantFrom(...MODES), statsOnly: fc.boolean(), wait: fc.boolean(), shape: fc.constantFrom('object', 'object', 'object', 'none', 'number') }), async (S, p) => {
+      const options = { object: { mode: p.mode, statsOnly: p.statsOnly, waitUntilCompleted: p.wait }, none: undefined, number: 5 }[p.shape]
+      const r = await attemptAsync(() => S.profiler.start(options))
+      const bad = p.shape === 'number' || (p.shape === 'object' && !validMode(p.mode))
+      expect(S, r, bad ? ['INVALID_ARGUMENT'] : S.session ? ['PROFILER_STATE'] : null, `start(${show(options)})`)
+      if (!bad && !S.session) S.session = true
+      else fault(S.counts, 'profiler misuse')
+    }),
+    c('stop', fc.constant({}), async (S) => {
+      expect(S, await attemptAsync(() => S.profiler.stop()), S.session ? null : ['PROFILER_STATE'], 'stop()')
+      if (!S.session) fault(S.counts, 'profiler misuse')
+      S.session = false
+    }),
+    c('startCapture', fc.record({ name: fc.oneof(fc.constantFrom(...NAMES), recipe) }), async (S, p) => {
+      const name = typeof p.name === 'string' ? p.name : build(p.name, { ref: () => undefined })
+      const r = await attemptAsync(() => S.profiler.startCapture(name))
+      if (!r.ok && r.error instanceof Hostile) return note(S.counts, r.error) // a hostile value's own error, passed through
+      const bad = typeof name !== 'string' || name === ''
+      expect(S, r, bad ? ['INVALID_ARGUMENT'] : S.capture !== null ? ['PROFILER_STATE'] : null, `startCapture(${show(name)})`)
+      if (!bad && S.capture === null) S.capture = name
+      else fault(S.counts, 'profiler misuse')
+    }),
+    c('stopCapture', fc.constant({}), async (S) => {
+      const name = S.capture
+      const r = await attemptAsync(() => S.profiler.stopCapture())
+      S.capture = null
+      if (name === null) return expect(S, r, ['PROFILER_STATE'], 'stopCapture() without a capture')
+      if (!writable(name)) {
+        // The capture ends either way; writing it where no file can go fails typed.
+        if (!r.ok) expect(S, r, ['IO_ERROR', 'INVALID_ARGUMENT'], `stopCapture() to ${show(name)}`)
+        return
+      }
+      const path = expect(S, r, null, `stopCapture() of ${show(name)}`)
+      checkTrace(path, 'stopCapture')
+    }),
+    c('exportTrace', fc.record({ name: fc.oneof(fc.constantFrom(...NAMES), recipe) }), async (S, p) => {
+      const name = typeof p.name === 'string' ? p.name : build(p.name, { ref: () => undefined })
+      const r = await attemptAsync(() => S.profiler.exportTrace(name))
+      if (!r.ok && r.error instanceof Hostile) return note(S.counts, r.error)
+      if (typeof name !== 'string' || name === '') return expect(S, r, ['INVALID_ARGUMENT'], `exportTrace(${show(name)})`)
+      if (!writable(name)) return expect(S, r, ['IO_ERROR', 'INVALID_ARGUMENT'], `exportTrace(${show(name)})`)
+      expect(S, r, null, `exportTrace(${show(name)})`)
+      checkTrace(name, 'exportTrace')
+    }),
+    c('flush', fc.constantFrom(undefined, 0, 10, 5000, -1, NaN, 'x'), async (S, t) => {
+      const bad = t !== undefined && !(Number.isInteger(t) && t >= 0)
+      const r = await attemptAsync(() => S.profiler.flush(t))
+      const done = expect(S, r, bad ? ['INVALID_ARGUMENT'] : null, `flush(${t})`)
+      if (!bad && typeof done !== 'boolean') throw new Error(`flush resolved ${done}`)
+    }),
+    c('fallback', fc.record({ name: fc.constantFrom('topk', 'nms', '', 5), bytes: fc.constantFrom(undefined, 0, 64, -1, 1.5) }), async (S, p) => {
+      const bad = typeof p.name !== 'string' || p.name === '' || (p.bytes !== undefined && !(Number.isInteger(p.bytes) && p.bytes >= 0))
+      expect(S, await attemptAsync(() => S.profiler.markCpuFallback(p.name, p.bytes)), bad ? ['INVALID_ARGUMENT'] : null, `markCpuFallback(${show(p.name)}, ${p.bytes})`)
+      if (!bad) S.fallbacks.set(p.name, (S.fallbacks.get(p.name) ?? 0) + 1)
+      const seen = new Map(S.profiler.stats().fallbacks.map((f) => [f.name, f.runs]))
+      for (const [name, runs] of S.fallbacks) if (seen.get(name) !== runs) throw new Error(`fallback '${name}': stats say ${seen.get(name)} runs, the model ${runs}`)
+    }),
+    c('resetStats', fc.constant({}), async (S) => {
+      S.profiler.resetStats()
+      S.fallbacks.clear()
+      if (S.profiler.stats().fallbacks.length) throw new Error('resetStats left fallbacks')
+    }),
+    c('work', fc.constantFrom('copy', 'run', 'upload', 'download'), async (S, kind) => {
+      const { gpu, executor } = S.world
+      const before = S.profiler.stats()
+      if (kind === 'copy') {
+        const a = gpu.heap.malloc(1 << 16, { usage: 'shared' })
+        const b = gpu.heap.malloc(1 << 16)
+        const s = gpu.createStream()
+        s.copy(a, b)
+        expect(S, await attemptAsync(() => s.synchronize()), null, 'profiled copy')
+        a.free()
+        b.free()
+      } else if (kind === 'run') {
+        const r = expect(S, await attemptAsync(() => executor.run({ x: new Uint32Array(64).fill(1) })), null, 'profiled run')
+        S.counts.reads++
+        if (r.outputs.y.some((v) => v !== 3)) {
+          S.counts.corruptedReads++
+          throw new Error('a profiled run computed the wrong numbers')
+        }
+      } else {
+        const b = gpu.heap.malloc(4096)
+        const data = Uint8Array.from({ length: 4096 }, (_, i) => i & 0xff)
+        expect(S, await attemptAsync(() => gpu.upload(b, data)), null, 'profiled upload')
+        if (kind === 'download') {
+          const got = expect(S, await attemptAsync(() => gpu.download(b)), null, 'profiled download')
+          S.counts.reads++
+          if (Buffer.compare(Buffer.from(got), Buffer.from(data)) !== 0) {
+            S.counts.corruptedReads++
+            throw new Error('a profiled download returned the wrong bytes')
+          }
+        }
+        b.free()
+      }
+      await S.profiler.flush()
+      const after = S.profiler.stats()
+      const total = (st) => st.operations.reduce((n, o) => n + o.runs, 0) + st.copies.reduce((n, o) => n + o.count, 0)
+      if ((S.session || S.capture !== null) && total(after) <= total(before)) throw new Error(`profiled ${kind} was not counted`)
+      if (!(S.session || S.capture !== null) && total(after) !== total(before)) throw new Error(`unprofiled ${kind} was counted`)
+    }),
+    c('profile', fc.record({ outcome: fc.constantFrom('value', 'throws', 'rejects', 'notFunction'), mode: fc.constantFrom(undefined, 'event', 'bogus') }), async (S, p) => {
+      const fn = { value: async () => 42, throws: () => { throw new Hostile('profile body') }, rejects: async () => { throw new Hostile('profile body') }, notFunction: 42 }[p.outcome]
+      const r = await attemptAsync(() => S.profiler.profile(fn, p.mode ? { mode: p.mode } : undefined))
+      if (p.outcome === 'notFunction' || p.mode === 'bogus') return expect(S, r, ['INVALID_ARGUMENT'], 'profile() with bad arguments')
+      if (S.session) return expect(S, r, ['PROFILER_STATE'], 'profile() inside a session')
+      if (p.outcome === 'value') {
+        if (expect(S, r, null, 'profile()') !== 42) throw new Error('profile() lost the result')
+      } else if (r.ok || !(r.error instanceof Hostile)) {
+        throw new Error(`profile() of a throwing body: ${r.ok ? 'resolved' : describe(r.error)}`)
+      } else {
+        note(S.counts, r.error)
+      }
+    }),
+  ]
+}
+
+async function run({ fc, check, counts, trace }) {
+  const world = await openWorld()
+  fs.mkdirSync('dir', { recursive: true }) // a directory where a trace file was asked for
+  let n = 0
+  const property = fc.asyncProperty(fc.commands(commands(fc), { maxCommands: 40, size: 'max' }), async (cmds) => {
+    counts.runs++
+    trace.reset(`profiler run ${++n}`)
+    const S = { world, counts, trace, profiler: world.gpu.profiler, session: false, capture: null, fallbacks: new Map() }
+    S.profiler.resetStats()
+    try {
+      await fc.asyncModelRun(() => ({ model: S, real: {} }), cmds)
+    } finally {
+      restore(world.gpu, world.gpuDefaults)
+      S.profiler.resetStats()
+    }
+    if (world.gpu.lost) throw new Error('the device was lost')
+  })
+  await check('profiler sessions, captures and exports', property, 40)
+}
+
+module.exports = { run }

@@ -1,0 +1,41 @@
+'use strict'
+// Child-process entry of the fuzzers: `node --expose-gc __test__/fuzz/run.cjs <suite>`.
+// Runs one suite under fast-check and prints `FUZZ-SUMMARY <json>` as its last line;
+// exits 1 when a property failed. reliability.test.cjs runs each suite in a child so a
+// crash or a hang is caught and reported instead of taking the test runner down.
+// Env: WGALLOC_FUZZ_SEED (replays a run), WGALLOC_FUZZ_SCALE (multiplies the runs per
+// property), WGALLOC_FUZZ_TIME_MS (time cap per property), WGALLOC_FUZZ_TRACE (step log).
+const fc = require('fast-check')
+const trace = require('./trace.cjs')
+const { newCounts } = require('./outcome.cjs')
+
+const SUITES = ['api', 'heap', 'plan', 'graph', 'profiler', 'lost']
+
+async function main(name) {
+  if (!SUITES.includes(name)) throw new Error(`unknown suite '${name}'; use one of ${SUITES.join(', ')}`)
+  const suite = require(`./${name}.cjs`)
+  const seed = process.env.WGALLOC_FUZZ_SEED ? Number(process.env.WGALLOC_FUZZ_SEED) : (Date.now() ^ Math.floor(Math.random() * 2 ** 31)) >>> 0
+  const scale = Number(process.env.WGALLOC_FUZZ_SCALE ?? 1)
+  const timeMs = Number(process.env.WGALLOC_FUZZ_TIME_MS ?? 8000)
+  trace.open(process.env.WGALLOC_FUZZ_TRACE)
+  const counts = newCounts()
+  const started = Date.now()
+  const failures = []
+  /** Checks one property: `runs` scaled, capped at `timeMs`; a failure is recorded, not thrown. */
+  const check = async (label, property, runs) => {
+    try {
+      await fc.assert(property, { seed, numRuns: Math.max(1, Math.round(runs * scale)), plugins: [fc.interruptAfterTimeLimit(timeMs)] })
+    } catch (err) {
+      failures.push(`${label}: ${err.message}${err.cause ? `\nGot: ${err.cause.message ?? err.cause}` : ''}`)
+    }
+  }
+  await suite.run({ fc, check, counts, trace })
+  const summary = { suite: name, seed, scale, ms: Date.now() - started, counts, failures }
+  process.stdout.write(`\nFUZZ-SUMMARY ${JSON.stringify(summary)}\n`)
+  process.exitCode = failures.length ? 1 : 0
+}
+
+main(process.argv[2]).catch((err) => {
+  process.stderr.write(`fuzz harness error: ${err && err.stack}\n`)
+  process.exitCode = 2
+})
