@@ -288,6 +288,24 @@ const V = (() => {
     ctx.restore()
   }
 
+  /**
+   * A bytes-over-steps plot: axes for steps `z.lo..z.hi` and bytes `0..maxY` inside margins
+   * `M` of a `W` x `H` canvas, then a clip to the plot area (the caller restores it).
+   * Returns the plot box and the step -> x and bytes -> y scales.
+   */
+  function bytePlot(ctx, { W, H, M, z, maxY }) {
+    const x0 = M.l, x1 = W - M.r, y0 = H - M.b, y1 = M.t
+    const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
+    const ys = (v) => y0 - (v / maxY) * (y0 - y1)
+    axisY(ctx, { x0, x1, y0, y1, lo: 0, hi: maxY, format: bytes, binary: true })
+    axisX(ctx, { x0, x1, y: y0, top: y1, lo: z.lo, hi: z.hi, format: (v) => int(v) })
+    ctx.save()
+    ctx.beginPath()
+    ctx.rect(x0, y1, x1 - x0, y0 - y1)
+    ctx.clip()
+    return { x0, x1, y0, y1, xs, ys }
+  }
+
   /** What was drawn, as data- attributes on <body> (read by tests and tools); redraws after `done` refresh them. */
   function update(counts) {
     if (document.body.dataset.rendered) done(counts)
@@ -300,5 +318,5 @@ const V = (() => {
   }
 
   return { data, main, theme, max, colourRgba, bytes, bytesLong, int, time, ticks, colour, esc, el, section, legend, cards, canvas, plotWidth,
-    tip, hideTip, throttle, onResize, xzoom, axisX, axisY, done, update, formatValue }
+    tip, hideTip, throttle, onResize, xzoom, axisX, axisY, bytePlot, done, update, formatValue }
 })()

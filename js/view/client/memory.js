@@ -189,15 +189,7 @@
       const H = Math.round(Math.min(Math.max(window.innerHeight * 0.42, 260), 520))
       cv.size(W, H)
       const ctx = cv.ctx
-      const x0 = M.l, x1 = W - M.r, y0 = H - M.b, y1 = M.t
-      const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
-      const ys = (v) => y0 - (v / maxY) * (y0 - y1)
-      V.axisY(ctx, { x0, x1, y0, y1, lo: 0, hi: maxY, format: V.bytes, binary: true })
-      V.axisX(ctx, { x0, x1, y: y0, top: y1, lo: z.lo, hi: z.hi, format: (v) => V.int(v) })
-      ctx.save()
-      ctx.beginPath()
-      ctx.rect(x0, y1, x1 - x0, y0 - y1)
-      ctx.clip()
+      const { x0, x1, y0, y1, xs, ys } = V.bytePlot(ctx, { W, H, M, z, maxY })
       let drawn = 0
       if (layout) {
         const seen = new Uint8Array(n)

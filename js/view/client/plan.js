@@ -47,16 +47,8 @@
     const H = Math.round(Math.min(Math.max(window.innerHeight * 0.5, 280), 640))
     cv.size(W, H)
     const ctx = cv.ctx
-    const x0 = M.l, x1 = W - M.r, y0 = H - M.b, y1 = M.t
-    const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
-    const ys = (v) => y0 - (v / maxY) * (y0 - y1)
+    const { x0, x1, y0, y1, xs, ys } = V.bytePlot(ctx, { W, H, M, z, maxY })
     geom = { xs, ys }
-    V.axisY(ctx, { x0, x1, y0, y1, lo: 0, hi: maxY, format: V.bytes, binary: true })
-    V.axisX(ctx, { x0, x1, y: y0, top: y1, lo: z.lo, hi: z.hi, format: (v) => V.int(v) })
-    ctx.save()
-    ctx.beginPath()
-    ctx.rect(x0, y1, x1 - x0, y0 - y1)
-    ctx.clip()
     let drawn = 0
     for (let i = 0; i < n; i++) {
       if (R.last[i] + 1 < z.lo || R.first[i] > z.hi) continue
@@ -90,15 +82,7 @@
     const H = 150
     lv.size(W, H)
     const ctx = lv.ctx
-    const x0 = M.l, x1 = W - M.r, y0 = H - M.b, y1 = M.t
-    const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
-    const ys = (v) => y0 - (v / maxLive) * (y0 - y1)
-    V.axisY(ctx, { x0, x1, y0, y1, lo: 0, hi: maxLive, format: V.bytes, binary: true })
-    V.axisX(ctx, { x0, x1, y: y0, top: y1, lo: z.lo, hi: z.hi, format: (v) => V.int(v) })
-    ctx.save()
-    ctx.beginPath()
-    ctx.rect(x0, y1, x1 - x0, y0 - y1)
-    ctx.clip()
+    const { x0, x1, y0, y1, xs, ys } = V.bytePlot(ctx, { W, H, M, z, maxY: maxLive })
     ctx.fillStyle = t.accent
     for (let s = Math.max(0, Math.floor(z.lo)); s < Math.min(D.steps, Math.ceil(z.hi)); s++) {
       const xa = xs(s)
