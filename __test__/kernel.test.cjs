@@ -53,6 +53,9 @@ test('bad input is typed and records nothing', async (t) => {
   t.is(code(() => s.dispatch(axpy, [a], 1, new Float32Array(4))), 'INVALID_ARGUMENT')
   t.is(code(() => s.dispatch(axpy, [a, b], 1)), 'INVALID_ARGUMENT')
   t.is(code(() => s.dispatch(axpy, [a, b], [], new Float32Array(4))), 'INVALID_ARGUMENT')
+  // Shorter than the shader's uniform struct: the kernel would read zeros.
+  const wide = g.createKernel({ source: AXPY.replace('alpha: f32 }', 'alpha: f32, beta: vec4<f32> }'), bindings: 2, uniform: true })
+  t.regex(t.throws(() => s.dispatch(wide, [a, b], 1, new Float32Array(4))).message, /uniform declares 32/)
   t.is(code(() => s.dispatch(axpy, [a, b], 2 ** 31, new Float32Array(4))), 'INVALID_ARGUMENT')
   t.is(code(() => g.createKernel({ source: 'fn main( {', bindings: 1 })), 'GPU_VALIDATION')
   t.is(code(() => g.createKernel({ source: AXPY, bindings: 0, uniform: true })), 'INVALID_ARGUMENT')

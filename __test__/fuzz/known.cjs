@@ -29,8 +29,6 @@ module.exports = {
   // output is a view of a tensor that is already live (the graph declares the aliasing)
   // is reported as PLAN_INVALID "the plan places overlapping live tensors".
   checkPlanBlamesDeclaredViews: false,
-  // Not a flag the fuzzers read: op params shorter than the kernel's uniform struct are
-  // zero-padded to 16 bytes (op_uniform in crates/wgalloc-core/src/exec/bind.rs) and
-  // run, so the kernel reads zeros. graph.cjs compares eager and planned outputs only
-  // for graphs whose params were not cut.
+  // Fixed too: op params shorter than the kernel's uniform struct (sized by naga's
+  // reflection) are INVALID_ARGUMENT; they used to be zero-padded and run.
 }

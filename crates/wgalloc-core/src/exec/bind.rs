@@ -53,12 +53,23 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
     gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some)
 }
 
+/// Refuses `len` bytes of uniform data for a pipeline whose uniform declares more.
+pub(crate) fn check_uniform_len(pipeline: &Pipeline, len: usize, what: &str) -> Result<()> {
+    match pipeline.uniform_size {
+        Some(need) if (len as u64) < need => Err(Error::invalid(format!(
+            "{what}: {len} bytes of params, but the kernel's uniform declares {need} (the rest would read as zeros)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The op's uniform, holding its params (from the heap's scalar pool).
-pub(crate) fn op_uniform(gpu: &Gpu, op: &Op) -> Result<Option<DeviceBlock>> {
+pub(crate) fn op_uniform(gpu: &Gpu, op: &Op, pipeline: &Pipeline) -> Result<Option<DeviceBlock>> {
     match &op.params {
         None => Ok(None),
         Some(p) if p.is_empty() => Err(Error::invalid(format!("op '{}': params must not be empty", op.name))),
         Some(p) => {
+            check_uniform_len(pipeline, p.len(), &format!("op '{}'", op.name))?;
             let mut padded = p.clone();
             padded.resize(align_up(p.len() as u64, 16)? as usize, 0); // uniform structs are 16-byte multiples
             gpu.heap()?.alloc_scalar(&padded).map(Some)

@@ -78,7 +78,7 @@ impl Gpu {
                 if let Some((buffer, offset, _)) = ws {
                     storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
                 }
-                let uniform = bind::op_uniform(self, op)?;
+                let uniform = bind::op_uniform(self, op, &pipeline)?;
                 let bind_group = bind::bind_group(self, &op.name, &pipeline, &storage, uniform.as_ref())?;
                 bind::encode(&mut stream, &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }])?;
                 uniforms.extend(uniform);

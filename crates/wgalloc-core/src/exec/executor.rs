@@ -228,7 +228,7 @@ impl Executor {
                 let (buffer, offset, _) = workspace.as_ref().expect("allocated above").binding()?;
                 storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
             }
-            let uniform = bind::op_uniform(gpu, op)?;
+            let uniform = bind::op_uniform(gpu, op, &pipeline)?;
             let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
             bind_groups += 1;
             steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }));

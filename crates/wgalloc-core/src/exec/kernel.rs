@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::bind::{bind_group, binding_size, encode, Range, Step};
+use super::bind::{bind_group, binding_size, check_uniform_len, encode, Range, Step};
 use super::pipelines::Pipeline;
 use crate::context::Gpu;
 use crate::error::{align_up, Error, Result};
@@ -66,6 +66,7 @@ impl Stream {
             (true, None) => return Err(Error::invalid(format!("dispatch: kernel '{}' takes a uniform; pass its bytes", kernel.name))),
             (false, Some(_)) => return Err(Error::invalid(format!("dispatch: kernel '{}' takes no uniform", kernel.name))),
             (true, Some(u)) if u.is_empty() => return Err(Error::invalid("dispatch: the uniform must not be empty")),
+            (true, Some(u)) => check_uniform_len(&kernel.pipeline, u.len(), &format!("dispatch of '{}'", kernel.name))?,
             _ => {}
         }
         let limits = gpu.limits();

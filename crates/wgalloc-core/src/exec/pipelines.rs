@@ -27,6 +27,9 @@ pub struct Pipeline {
     pub label: String,
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
+    /// Bytes the shader's uniform (at the binding after the storage ones) declares, if
+    /// it has one: shorter params would leave the kernel reading zeros.
+    pub uniform_size: Option<u64>,
 }
 
 #[derive(Default)]
@@ -86,11 +89,33 @@ impl Gpu {
                 compilation_options: Default::default(),
                 cache: None,
             });
-            Pipeline { label: label.to_string(), pipeline, layout }
+            Pipeline { label: label.to_string(), pipeline, layout, uniform_size: None }
         })?;
+        let pipeline = Pipeline { uniform_size: if uniform { uniform_size(source, storage_bindings) } else { None }, ..pipeline };
         cache.created.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());
         Ok(p)
+    }
+}
+
+/// Size of the `var<uniform>` at `@group(0) @binding(binding)` of a WGSL source, from
+/// naga's reflection (the source already compiled, so a parse failure just says nothing).
+fn uniform_size(source: &str, binding: u32) -> Option<u64> {
+    use wgpu::naga;
+    let module = naga::front::wgsl::parse_str(source).ok()?;
+    let (_, var) = module.global_variables.iter().find(|(_, v)| {
+        v.space == naga::AddressSpace::Uniform && v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding == binding)
+    })?;
+    Some(u64::from(module.types[var.ty].inner.size(module.to_ctx())))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uniform_size_comes_from_the_shader() {
+        let src = "struct P { a: f32, b: vec4<f32> }\n@group(0) @binding(1) var<uniform> p: P;\n@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(1) fn main() { x[0] = p.a + p.b.x; }";
+        assert_eq!(super::uniform_size(src, 1), Some(32));
+        assert_eq!(super::uniform_size(src, 0), None);
     }
 }
