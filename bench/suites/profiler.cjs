@@ -40,7 +40,7 @@ module.exports = [
       const runs = 20
       const loop = async () => { for (let i = 0; i < runs; i++) await exe.run(data.inputs) }
       const profiled = (opts) => async () => { p.start(opts); await loop(); await p.flush(); p.stop(); p.resetStats() }
-      const [off, statsOnly, on, traced] = await compare([loop, profiled({ statsOnly: true }), profiled({ mode: 'interval' }), profiled({ mode: 'interval,event' })], 5, timeIt)
+      const [off, statsOnly, on, traced] = await compare([loop, profiled({ statsOnly: true }), profiled({ mode: 'interval' }), profiled({ mode: 'interval,event' })], 15, timeIt)
       exe.release()
       return [
         {
