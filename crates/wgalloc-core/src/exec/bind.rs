@@ -125,10 +125,19 @@ pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
         }
         (encoder, Some((profiler, batch))) if profiler.times_inside_passes() => {
             let mut pass = run_pass(encoder);
-            for s in steps {
+            // One timestamp before the first dispatch and one after each: an op's end is
+            // the next op's begin. Without room for the chain, a pair per op.
+            let chain = profiler.reserve_chain(batch, steps.len());
+            if let Some(first) = chain.as_ref().and_then(|c| c.first()) {
+                pass.write_timestamp(batch.query_set(*first), first.begin());
+            }
+            for (i, s) in steps.iter().enumerate() {
                 let start = std::time::Instant::now();
-                let pair = profiler.reserve(batch, Writes::InsidePass);
-                if let Some(p) = pair {
+                let pair = match &chain {
+                    Some(c) => Some(c[i]),
+                    None => profiler.reserve(batch, Writes::InsidePass),
+                };
+                if let (Some(p), None) = (pair, &chain) {
                     pass.write_timestamp(batch.query_set(p), p.begin());
                 }
                 dispatch(&mut pass, s);

@@ -197,17 +197,34 @@ impl ProfilerCore {
         if !ok || self.stats_only() {
             return None;
         }
-        if batch.chunks.last().is_none_or(|c| c.used >= queries::PAIRS) {
-            if batch.chunks.len() >= queries::MAX_CHUNKS_PER_SUBMIT {
-                lock(&self.state).agg.untimed += 1;
-                return None;
-            }
-            batch.chunks.push(self.pool.take(&self.device));
+        self.chain(batch, 2).map(|mut pairs| pairs.remove(0))
+    }
+
+    /// Timestamp pairs for `dispatches` consecutive dispatches in one pass, written
+    /// between them (`dispatches + 1` queries, not `2 * dispatches`: on drivers that
+    /// settle the work before each write, every write costs). `None` as for [`reserve`].
+    pub(crate) fn reserve_chain(&self, batch: &mut Batch, dispatches: usize) -> Option<Vec<Pair>> {
+        if !self.support.inside_passes || self.stats_only() {
+            return None;
         }
-        let chunk = batch.chunks.len() - 1;
-        let c = &mut batch.chunks[chunk];
-        c.used += 1;
-        Some(Pair { chunk, index: c.used - 1 })
+        self.chain(batch, u32::try_from(dispatches).ok()?.checked_add(1)?)
+    }
+
+    /// `n` consecutive queries in the batch's last chunk, taking a fresh chunk if needed.
+    fn chain(&self, batch: &mut Batch, n: u32) -> Option<Vec<Pair>> {
+        if n > queries::QUERIES {
+            return None;
+        }
+        let index = batch.chunks.len();
+        if let Some(pairs) = batch.chunks.last_mut().and_then(|c| c.take_chain(index - 1, n)) {
+            return Some(pairs);
+        }
+        if batch.chunks.len() >= queries::MAX_CHUNKS_PER_SUBMIT {
+            lock(&self.state).agg.untimed += 1;
+            return None;
+        }
+        batch.chunks.push(self.pool.take(&self.device));
+        batch.chunks.last_mut().expect("just pushed").take_chain(index, n)
     }
 
     /// Whether the running session counts and CPU-times only (no timestamp queries).
@@ -287,7 +304,7 @@ impl ProfilerCore {
         self.tracker.track_map(&slot);
         let done = slot.clone();
         let readback = chunk.readback.clone();
-        let n = u64::from(chunk.used) * 2 * wgpu::QUERY_SIZE as u64;
+        let n = u64::from(chunk.used) * wgpu::QUERY_SIZE as u64;
         readback.clone().map_async(wgpu::MapMode::Read, ..n, move |r| {
             let ticks = r.ok().and_then(|_| {
                 let view = readback.get_mapped_range(..n).ok()?;

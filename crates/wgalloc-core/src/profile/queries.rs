@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use crate::signal::lock;
 
-/// Timestamp pairs per chunk (two queries each).
-pub(crate) const PAIRS: u32 = 128;
+/// Timestamp queries per chunk.
+pub(crate) const QUERIES: u32 = 256;
 /// Free chunks kept for reuse; more are dropped.
 const KEEP: usize = 32;
 /// Chunks a single submission may take before further work goes untimed.
@@ -17,14 +17,14 @@ pub(crate) struct Chunk {
     pub set: wgpu::QuerySet,
     pub resolve: wgpu::Buffer,
     pub readback: wgpu::Buffer,
-    /// Pairs handed out since the chunk was taken.
+    /// Queries handed out since the chunk was taken.
     pub used: u32,
 }
 
 impl Chunk {
     fn new(device: &wgpu::Device) -> Chunk {
-        let bytes = u64::from(PAIRS) * 2 * wgpu::QUERY_SIZE as u64;
-        let set = device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgalloc profiler"), ty: wgpu::QueryType::Timestamp, count: PAIRS * 2 });
+        let bytes = u64::from(QUERIES) * wgpu::QUERY_SIZE as u64;
+        let set = device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgalloc profiler"), ty: wgpu::QueryType::Timestamp, count: QUERIES });
         let buffer = |usage, label| device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: bytes, usage, mapped_at_creation: false });
         Chunk {
             set,
@@ -36,7 +36,7 @@ impl Chunk {
 
     /// Resolves the used queries and copies them to the read-back buffer.
     pub fn encode_resolve(&self, encoder: &mut wgpu::CommandEncoder) {
-        let n = self.used * 2;
+        let n = self.used;
         encoder.resolve_query_set(&self.set, 0..n, &self.resolve, 0);
         encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, u64::from(n) * wgpu::QUERY_SIZE as u64);
     }
@@ -71,18 +71,33 @@ impl QueryPool {
     }
 }
 
-/// Where a timed entry's pair lives: chunk index within the batch, pair index within the chunk.
+/// Where a timed entry's two timestamps live: chunk index within the batch, and the
+/// begin and end query indices within the chunk (consecutive dispatches share one: an
+/// op's end is the next op's begin).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pair {
     pub chunk: usize,
-    pub index: u32,
+    begin: u32,
+    end: u32,
 }
 
 impl Pair {
     pub fn begin(self) -> u32 {
-        self.index * 2
+        self.begin
     }
     pub fn end(self) -> u32 {
-        self.index * 2 + 1
+        self.end
+    }
+}
+
+impl Chunk {
+    /// `n` timestamps in a row, if the chunk has room: `n - 1` pairs sharing their ends.
+    pub fn take_chain(&mut self, chunk: usize, n: u32) -> Option<Vec<Pair>> {
+        if n < 2 || self.used + n > QUERIES {
+            return None;
+        }
+        let first = self.used;
+        self.used += n;
+        Some((first..first + n - 1).map(|q| Pair { chunk, begin: q, end: q + 1 }).collect())
     }
 }
