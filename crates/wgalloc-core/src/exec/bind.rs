@@ -41,12 +41,7 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
     let kernel = &graph.kernels[kid];
     let storage = op.inputs.len() + op.outputs.len() + usize::from(op.workspace > 0);
     let limits = gpu.limits();
-    if let Some(d) = op.dispatch.iter().find(|&&d| d > limits.max_compute_workgroups_per_dimension) {
-        return Err(Error::invalid(format!(
-            "op '{}': dispatch size {d} exceeds the device's maxComputeWorkgroupsPerDimension ({})",
-            op.name, limits.max_compute_workgroups_per_dimension
-        )));
-    }
+    check_workgroups(gpu, &op.dispatch, &format!("op '{}'", op.name))?;
     if storage as u32 > limits.max_storage_buffers_per_shader_stage {
         return Err(Error::invalid(format!("op '{}' binds {storage} storage buffers; the device allows {}", op.name, limits.max_storage_buffers_per_shader_stage)));
     }
@@ -70,11 +65,26 @@ pub(crate) fn op_uniform(gpu: &Gpu, op: &Op, pipeline: &Pipeline) -> Result<Opti
         Some(p) if p.is_empty() => Err(Error::invalid(format!("op '{}': params must not be empty", op.name))),
         Some(p) => {
             check_uniform_len(pipeline, p.len(), &format!("op '{}'", op.name))?;
-            let mut padded = p.clone();
-            padded.resize(align_up(p.len() as u64, 16)? as usize, 0); // uniform structs are 16-byte multiples
-            gpu.heap()?.alloc_scalar(&padded).map(Some)
+            uniform_block(gpu, p).map(Some)
         }
     }
+}
+
+/// Refuses a dispatch size above the device's per-dimension limit.
+pub(crate) fn check_workgroups(gpu: &Gpu, dispatch: &[u32], what: &str) -> Result<()> {
+    let max = gpu.limits().max_compute_workgroups_per_dimension;
+    match dispatch.iter().find(|&&d| d > max) {
+        Some(d) => Err(Error::invalid(format!("{what}: dispatch size {d} exceeds the device's maxComputeWorkgroupsPerDimension ({max})"))),
+        None => Ok(()),
+    }
+}
+
+/// A block of the heap's scalar pool holding `bytes`, zero-padded to a 16-byte multiple
+/// (uniform structs are).
+pub(crate) fn uniform_block(gpu: &Gpu, bytes: &[u8]) -> Result<DeviceBlock> {
+    let mut padded = bytes.to_vec();
+    padded.resize(align_up(bytes.len() as u64, 16)? as usize, 0);
+    gpu.heap()?.alloc_scalar(&padded)
 }
 
 /// Binds `storage` then `uniform` for op (or kernel) `name`.

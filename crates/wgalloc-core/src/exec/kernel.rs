@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use super::bind::{bind_group, binding_size, check_uniform_len, encode, Range, Step};
+use super::bind::{bind_group, binding_size, check_uniform_len, check_workgroups, encode, uniform_block, Range, Step};
 use super::pipelines::Pipeline;
 use crate::context::Gpu;
-use crate::error::{align_up, Error, Result};
+use crate::error::{Error, Result};
 use crate::heap::DeviceBlock;
 use crate::stream::Stream;
 
@@ -69,13 +69,8 @@ impl Stream {
             (true, Some(u)) => check_uniform_len(&kernel.pipeline, u.len(), &format!("dispatch of '{}'", kernel.name))?,
             _ => {}
         }
+        check_workgroups(&gpu, &workgroups, &format!("dispatch of '{}'", kernel.name))?;
         let limits = gpu.limits();
-        if let Some(d) = workgroups.iter().find(|&&d| d > limits.max_compute_workgroups_per_dimension) {
-            return Err(Error::invalid(format!(
-                "dispatch: {d} workgroups exceeds the device's maxComputeWorkgroupsPerDimension ({})",
-                limits.max_compute_workgroups_per_dimension
-            )));
-        }
         let mut ranges = Vec::with_capacity(blocks.len());
         for (i, b) in blocks.iter().enumerate() {
             if !Arc::ptr_eq(&gpu.shared, &b.heap().gpu().shared) {
@@ -91,16 +86,9 @@ impl Stream {
             }
             ranges.push(Range { buffer, offset, size });
         }
-        // Uniform structs are 16-byte multiples; the scalar block is freed with this
-        // stream recorded, so it is reused only after the dispatch ran.
-        let uniform = match uniform {
-            Some(u) => {
-                let mut padded = u.to_vec();
-                padded.resize(align_up(u.len() as u64, 16)? as usize, 0);
-                Some(gpu.heap()?.alloc_scalar(&padded)?)
-            }
-            None => None,
-        };
+        // The uniform's scalar block is freed with this stream recorded, so it is reused
+        // only after the dispatch ran.
+        let uniform = uniform.map(|u| uniform_block(&gpu, u)).transpose()?;
         let step = Step {
             bind_group: bind_group(&gpu, &kernel.name, &kernel.pipeline, &ranges, uniform.as_ref())?,
             pipeline: kernel.pipeline.clone(),
