@@ -197,7 +197,7 @@ impl ProfilerCore {
         if !ok || self.stats_only() {
             return None;
         }
-        self.chain(batch, 2).map(|mut pairs| pairs.remove(0))
+        self.queries(batch, 2).map(|(chunk, q)| Pair::at(chunk, q))
     }
 
     /// Timestamp pairs for `dispatches` consecutive dispatches in one pass, written
@@ -207,24 +207,27 @@ impl ProfilerCore {
         if !self.support.inside_passes || self.stats_only() {
             return None;
         }
-        self.chain(batch, u32::try_from(dispatches).ok()?.checked_add(1)?)
+        let n = u32::try_from(dispatches).ok()?;
+        let (chunk, first) = self.queries(batch, n.checked_add(1)?)?;
+        Some((first..first + n).map(|q| Pair::at(chunk, q)).collect())
     }
 
-    /// `n` consecutive queries in the batch's last chunk, taking a fresh chunk if needed.
-    fn chain(&self, batch: &mut Batch, n: u32) -> Option<Vec<Pair>> {
+    /// `n` consecutive queries in the batch's last chunk, taking a fresh chunk if needed:
+    /// the chunk's index in the batch and the first query's index in the chunk.
+    fn queries(&self, batch: &mut Batch, n: u32) -> Option<(usize, u32)> {
         if n > queries::QUERIES {
             return None;
         }
-        let index = batch.chunks.len();
-        if let Some(pairs) = batch.chunks.last_mut().and_then(|c| c.take_chain(index - 1, n)) {
-            return Some(pairs);
+        if let Some(q) = batch.chunks.last_mut().and_then(|c| c.take(n)) {
+            return Some((batch.chunks.len() - 1, q));
         }
         if batch.chunks.len() >= queries::MAX_CHUNKS_PER_SUBMIT {
             lock(&self.state).agg.untimed += 1;
             return None;
         }
         batch.chunks.push(self.pool.take(&self.device));
-        batch.chunks.last_mut().expect("just pushed").take_chain(index, n)
+        let q = batch.chunks.last_mut().expect("just pushed").take(n)?;
+        Some((batch.chunks.len() - 1, q))
     }
 
     /// Whether the running session counts and CPU-times only (no timestamp queries).

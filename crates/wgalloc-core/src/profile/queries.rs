@@ -90,14 +90,19 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// The pair of queries `q` and `q + 1` of batch chunk `chunk`.
+    pub fn at(chunk: usize, q: u32) -> Pair {
+        Pair { chunk, begin: q, end: q + 1 }
+    }
+}
+
 impl Chunk {
-    /// `n` timestamps in a row, if the chunk has room: `n - 1` pairs sharing their ends.
-    pub fn take_chain(&mut self, chunk: usize, n: u32) -> Option<Vec<Pair>> {
-        if n < 2 || self.used + n > QUERIES {
-            return None;
-        }
-        let first = self.used;
-        self.used += n;
-        Some((first..first + n - 1).map(|q| Pair { chunk, begin: q, end: q + 1 }).collect())
+    /// Takes `n` queries in a row if the chunk has room; returns the first one's index.
+    pub fn take(&mut self, n: u32) -> Option<u32> {
+        (self.used + n <= QUERIES).then(|| {
+            self.used += n;
+            self.used - n
+        })
     }
 }
