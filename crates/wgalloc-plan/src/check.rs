@@ -1,6 +1,7 @@
 //! Independent plan checker: alignment, bounds, overflow, and disjointness of
 //! every pair of records whose lifetimes overlap. Sweep over time with the live
 //! records kept sorted by offset, so checking neighbours suffices (O(n log n)).
+//! Indices stay below 2^63 (they index a slice), which the event packing relies on.
 
 use crate::error::PlanError;
 use crate::record::UsageRecord;
@@ -32,33 +33,37 @@ pub fn check_offsets(
             None => return bad(format!("record {:?}: offset + size overflows", r.id)),
         }
     }
-    // Events: starts at `first` sort before ends at the same index (inclusive lifetimes).
-    let mut ev: Vec<(u64, u8, usize)> = Vec::with_capacity(2 * records.len());
+    // Events packed as (time, kind, index) in one u128 for a fast sort: starts (kind 0)
+    // at `first` come before ends (kind 1) at the same index (inclusive lifetimes).
+    let mut ev: Vec<u128> = Vec::with_capacity(2 * records.len());
     for (i, r) in records.iter().enumerate() {
         if r.size > 0 {
-            ev.push((r.first, 0, i));
-            ev.push((r.last, 1, i));
+            ev.push((r.first as u128) << 64 | i as u128);
+            ev.push((r.last as u128) << 64 | 1 << 63 | i as u128);
         }
     }
     ev.sort_unstable();
-    let mut live: BTreeMap<(u64, usize), u64> = BTreeMap::new(); // (offset, idx) -> end
-    for (_, kind, i) in ev {
+    // Live records by offset -> (end, index). Live ranges are disjoint (each was checked
+    // on insertion), so an overlap with the newcomer shows at a neighbour.
+    let mut live: BTreeMap<u64, (u64, usize)> = BTreeMap::new();
+    for e in ev {
+        let i = (e as u64 & !(1 << 63)) as usize;
         let (o, end) = (offsets[i], offsets[i] + records[i].size);
-        if kind == 1 {
-            live.remove(&(o, i));
+        if e as u64 & 1 << 63 != 0 {
+            live.remove(&o);
             continue;
         }
-        if let Some((&(_, j), &pend)) = live.range(..(o, i)).next_back() {
+        if let Some((_, &(pend, j))) = live.range(..=o).next_back() {
             if pend > o {
                 return bad(format!("records {:?} and {:?} overlap in time and memory", records[j].id, records[i].id));
             }
         }
-        if let Some((&(po, j), _)) = live.range((o, i)..).next() {
+        if let Some((&po, &(_, j))) = live.range(o..).next() {
             if po < end {
                 return bad(format!("records {:?} and {:?} overlap in time and memory", records[i].id, records[j].id));
             }
         }
-        live.insert((o, i), end);
+        live.insert(o, (end, i));
     }
     Ok(())
 }

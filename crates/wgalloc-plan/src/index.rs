@@ -1,14 +1,16 @@
-//! Occupancy index for greedy placement: a segment tree over compressed time whose
-//! nodes keep *merged* unions of occupied byte ranges. `own` holds records stored at
-//! the node (they cover its whole time range), `sub` the union over its subtree.
-//! The bytes occupied anywhere during `[l, r]` are then the union of O(log T) lists,
-//! and in a tight packing those unions collapse to a few ranges, so a query costs
-//! O(log T) small merges instead of a scan over every overlapping record.
+//! Occupancy index for greedy placement: which bytes are taken at any point of a
+//! time window by the records placed so far.
 //!
-//! Layout: a perfect tree (leaves rounded up to a power of two), 20-byte nodes, and
-//! every list in one shared pool (no allocation per node). Inserts go bottom-up from
-//! the canonical nodes and stop at the first ancestor whose union already holds the
-//! range; a `below` flag replaces comparing `own` with `sub` at query time.
+//! Time is cut into buckets of `width` points. A record covering a whole bucket goes
+//! into that bucket's `full` union (merged, so a tight packing stays a few ranges);
+//! one touching part of a bucket goes into its `partial` list with its lifetime, to
+//! be filtered exactly. A perfect tree over buckets keeps, per node, the union of the
+//! records touching any of its buckets. A query `[l, r]` takes the two edge buckets'
+//! `full` and filtered `partial` lists plus the O(log) tree unions of the buckets in
+//! between, and merges those sorted runs pairwise: no sort, and a short query (the
+//! common case in DNN traces) reads just two or four lists.
+//!
+//! Every list of ranges lives in one shared pool (no allocation per node).
 
 /// A sorted, disjoint, non-touching list of byte ranges `[start, end)` stored in the
 /// shared pool at `at..at + len`. Its capacity is implied by `len` (see [`cap_of`]), so
@@ -72,42 +74,147 @@ fn add(pool: &mut Vec<(u64, u64)>, list: &mut List, s: u64, e: u64) -> bool {
     true
 }
 
-#[derive(Default, Clone, Copy)]
-struct Node {
-    /// Records stored here (they cover the node's whole time range), merged.
-    own: List,
-    /// Union over the subtree, `own` included.
-    sub: List,
-    /// Whether `sub` holds bytes that `own` lacks (else nothing below adds anything).
-    below: bool,
+/// A record touching a bucket without covering it: its bytes and lifetime.
+#[derive(Clone, Copy)]
+struct Partial {
+    s: u64,
+    e: u64,
+    first: u32,
+    last: u32,
 }
 
 pub(crate) struct Occupancy {
-    /// Leaves of the (perfect) tree: `points` rounded up to a power of two.
+    points: usize,
+    /// Time points per bucket.
+    width: usize,
+    /// Leaves of the (perfect) bucket tree: the bucket count rounded up to a power of two.
     leaves: usize,
-    nodes: Vec<Node>,
+    /// Per tree node: union of the records touching any of its buckets.
+    sub: Vec<List>,
+    /// Per bucket: union of the records covering all of it.
+    full: Vec<List>,
+    /// Per bucket: records touching part of it, by start offset.
+    partial: Vec<Vec<Partial>>,
     pool: Vec<(u64, u64)>,
-    /// Lists gathered by a query.
-    lists: Vec<List>,
+    /// Ranges gathered by a query: sorted runs ending at the offsets in `runs`.
     scratch: Vec<(u64, u64)>,
+    runs: Vec<usize>,
+    spare: Vec<(u64, u64)>,
+}
+
+/// Appends the union of two start-ordered lists to `out`, coalesced.
+fn merge_union(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut Vec<(u64, u64)>) {
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    let mut cur: Option<(u64, u64)> = None;
+    loop {
+        let x = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) => {
+                if x.0 <= y.0 {
+                    i += 1;
+                    x
+                } else {
+                    j += 1;
+                    y
+                }
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (None, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (None, None) => break,
+        };
+        cur = match cur {
+            Some(c) if x.0 <= c.1 => Some((c.0, c.1.max(x.1))),
+            Some(c) => {
+                out.push(c);
+                Some(x)
+            }
+            None => Some(x),
+        };
+    }
+    out.extend(cur);
+}
+
+/// Replaces `buf` (sorted runs ending at the offsets in `runs`) by the union of its
+/// ranges, sorted and coalesced: runs merge pairwise, O(n log runs).
+fn union_runs(buf: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, spare: &mut Vec<(u64, u64)>) {
+    if runs.is_empty() {
+        return;
+    }
+    loop {
+        spare.clear();
+        let mut start = 0;
+        let mut w = 0;
+        for k in (0..runs.len()).step_by(2) {
+            let mid = runs[k];
+            let end = runs.get(k + 1).copied().unwrap_or(mid);
+            merge_union(&buf[start..mid], &buf[mid..end], spare);
+            runs[w] = spare.len();
+            w += 1;
+            start = end;
+        }
+        runs.truncate(w);
+        std::mem::swap(buf, spare);
+        if w == 1 {
+            return;
+        }
+    }
 }
 
 impl Occupancy {
-    pub fn new(points: usize) -> Self {
-        let leaves = points.max(1).next_power_of_two();
+    pub fn new(points: usize, width: usize) -> Self {
+        let points = points.max(1);
+        let width = width.clamp(1, points);
+        let buckets = points.div_ceil(width);
+        let leaves = buckets.next_power_of_two();
         Occupancy {
+            points,
+            width,
             leaves,
-            nodes: vec![Node::default(); 2 * leaves],
+            sub: vec![List::default(); 2 * leaves],
+            full: vec![List::default(); buckets],
+            partial: vec![Vec::new(); buckets],
             pool: Vec::new(),
-            lists: Vec::new(),
             scratch: Vec::new(),
+            runs: Vec::new(),
+            spare: Vec::new(),
         }
+    }
+
+    /// Points `[start, end]` of bucket `b`.
+    fn span(&self, b: usize) -> (usize, usize) {
+        (b * self.width, ((b + 1) * self.width).min(self.points) - 1)
     }
 
     /// Marks bytes `[s, e)` occupied during points `[l, r]`.
     pub fn insert(&mut self, l: usize, r: usize, s: u64, e: u64) {
-        // Canonical nodes of `[l, r]`, bottom-up.
-        let (mut a, mut b) = (l + self.leaves, r + self.leaves + 1);
+        let (bl, br) = (l / self.width, r / self.width);
+        for b in bl..=br {
+            let (bs, be) = self.span(b);
+            if l <= bs && be <= r {
+                add(&mut self.pool, &mut self.full[b], s, e);
+            } else {
+                let v = &mut self.partial[b];
+                let i = v.partition_point(|x| x.s < s);
+                // Points are below 2^32: `List` offsets into the pool already assume it.
+                v.insert(
+                    i,
+                    Partial {
+                        s,
+                        e,
+                        first: l as u32,
+                        last: r as u32,
+                    },
+                );
+            }
+        }
+        // Canonical nodes of `[bl, br]`, bottom-up.
+        let (mut a, mut b) = (bl + self.leaves, br + self.leaves + 1);
         while a < b {
             if a & 1 == 1 {
                 self.put(a, s, e);
@@ -122,78 +229,67 @@ impl Occupancy {
         }
     }
 
-    /// Stores `[s, e)` at canonical node `c` and adds it to the subtree unions above.
-    fn put(&mut self, c: usize, s: u64, e: u64) {
-        let pool = &mut self.pool;
-        let node = &mut self.nodes[c];
-        let grew = add(pool, &mut node.sub, s, e);
-        add(pool, &mut node.own, s, e);
-        // Only growing `own` can make the two equal again.
-        if node.below && node.own.len == node.sub.len {
-            node.below = slice(pool, node.own) != slice(pool, node.sub);
+    /// Adds `[s, e)` to the union at node `c` and its ancestors.
+    fn put(&mut self, mut c: usize, s: u64, e: u64) {
+        while c >= 1 && add(&mut self.pool, &mut self.sub[c], s, e) {
+            c >>= 1; // unions only grow upwards: stop at the first that holds it
         }
-        if !grew {
-            return; // every ancestor's union already holds it too
+    }
+
+    /// Appends a sorted run to the gathered ranges.
+    fn gather(&mut self, run: List) {
+        if run.len > 0 {
+            self.scratch.extend_from_slice(slice(&self.pool, run));
+            self.runs.push(self.scratch.len());
         }
-        let mut p = c >> 1;
-        while p >= 1 {
-            let node = &mut self.nodes[p];
-            if !add(pool, &mut node.sub, s, e) {
-                break; // unions only grow upwards: the rest hold it already
-            }
-            node.below = true; // `sub` now holds bytes outside `own` (a subset of the old `sub`)
-            p >>= 1;
+    }
+
+    fn gather_bucket(&mut self, b: usize, l: usize, r: usize) {
+        self.gather(self.full[b]);
+        let (l, r) = (l as u32, r as u32);
+        // Branch-free filter: write every entry, keep those overlapping `[l, r]`.
+        let v = &self.partial[b];
+        let scratch = &mut self.scratch;
+        let base = scratch.len();
+        scratch.resize(base + v.len(), (0, 0));
+        let out = &mut scratch[base..];
+        let mut w = 0;
+        for x in v {
+            out[w] = (x.s, x.e);
+            w += usize::from(x.first <= r && l <= x.last);
+        }
+        scratch.truncate(base + w);
+        if w > 0 {
+            self.runs.push(base + w);
         }
     }
 
     /// Merged byte ranges occupied at any point of `[l, r]`, sorted.
     pub fn occupied(&mut self, l: usize, r: usize) -> &[(u64, u64)] {
-        let mut lists = std::mem::take(&mut self.lists);
-        lists.clear();
-        self.collect(1, 0, self.leaves - 1, l, r, &mut lists);
-        let out = &mut self.scratch;
-        out.clear();
-        for &list in &lists {
-            out.extend_from_slice(slice(&self.pool, list));
-        }
-        if lists.len() > 1 {
-            // Coalescing needs only start order (ties in any order merge the same way).
-            out.sort_unstable_by_key(|x| x.0);
-            let mut w = 0;
-            for k in 0..out.len() {
-                if w > 0 && out[k].0 <= out[w - 1].1 {
-                    out[w - 1].1 = out[w - 1].1.max(out[k].1);
-                } else {
-                    out[w] = out[k];
-                    w += 1;
+        self.scratch.clear();
+        self.runs.clear();
+        let (bl, br) = (l / self.width, r / self.width);
+        self.gather_bucket(bl, l, r);
+        if br != bl {
+            self.gather_bucket(br, l, r);
+            // Whole buckets strictly inside. Records stored above their canonical nodes
+            // touch bucket `bl` or `br` too, so the edge lists above already hold them.
+            let (mut a, mut b) = (bl + 1 + self.leaves, br + self.leaves);
+            while a < b {
+                if a & 1 == 1 {
+                    self.gather(self.sub[a]);
+                    a += 1;
                 }
+                if b & 1 == 1 {
+                    b -= 1;
+                    self.gather(self.sub[b]);
+                }
+                a >>= 1;
+                b >>= 1;
             }
-            out.truncate(w);
         }
-        self.lists = lists;
+        union_runs(&mut self.scratch, &mut self.runs, &mut self.spare);
         &self.scratch
-    }
-
-    fn collect(&self, n: usize, nl: usize, nr: usize, l: usize, r: usize, out: &mut Vec<List>) {
-        if r < nl || nr < l {
-            return;
-        }
-        let node = &self.nodes[n];
-        if l <= nl && nr <= r {
-            if node.sub.len > 0 {
-                out.push(node.sub);
-            }
-            return;
-        }
-        if node.own.len > 0 {
-            out.push(node.own);
-        }
-        if !node.below {
-            return; // nothing stored below that `own` does not already cover
-        }
-        let m = (nl + nr) / 2;
-        self.collect(2 * n, nl, m, l, r, out);
-        self.collect(2 * n + 1, m + 1, nr, l, r, out);
     }
 }
 
@@ -207,7 +303,10 @@ pub(crate) struct Stabbing {
 impl Stabbing {
     pub fn new(points: usize, first: &[usize], last: &[usize]) -> Self {
         let points = points.max(1);
-        let mut s = Stabbing { points, lists: vec![Vec::new(); 4 * points] };
+        let mut s = Stabbing {
+            points,
+            lists: vec![Vec::new(); 4 * points],
+        };
         for i in 0..first.len() {
             s.add(1, 0, points - 1, first[i], last[i], i);
         }
@@ -254,7 +353,11 @@ mod tests {
 
     /// Union of the byte ranges of `placed` records overlapping `[l, r]` in time.
     fn brute(placed: &[(usize, usize, u64, u64)], l: usize, r: usize) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = placed.iter().filter(|p| p.0 <= r && l <= p.1).map(|p| (p.2, p.3)).collect();
+        let mut v: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|p| p.0 <= r && l <= p.1)
+            .map(|p| (p.2, p.3))
+            .collect();
         v.sort_unstable();
         let mut out: Vec<(u64, u64)> = Vec::new();
         for (s, e) in v {
@@ -275,13 +378,20 @@ mod tests {
             x ^= x << 17;
             x % m
         };
-        for points in [1usize, 2, 3, 7, 8, 33, 100] {
-            let mut occ = Occupancy::new(points);
+        for (points, width) in [1usize, 2, 3, 7, 8, 33, 100]
+            .into_iter()
+            .flat_map(|p| [1usize, 2, 3, 5, 16, 200].map(|w| (p, w)))
+        {
+            let mut occ = Occupancy::new(points, width);
             let mut placed = Vec::new();
             for _ in 0..300 {
                 let l = next(points as u64) as usize;
                 let r = (l + next(1 + points as u64 / 3) as usize).min(points - 1);
-                assert_eq!(occ.occupied(l, r), brute(&placed, l, r).as_slice(), "points {points} query [{l}, {r}]");
+                assert_eq!(
+                    occ.occupied(l, r),
+                    brute(&placed, l, r).as_slice(),
+                    "points {points} width {width} query [{l}, {r}]"
+                );
                 // Overlaps with earlier ranges are allowed here: the index must still merge.
                 let s = next(200);
                 let e = s + 1 + next(30);

@@ -3,6 +3,7 @@
 use crate::error::{add, PlanError};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// One buffer to place: `size` bytes live over the op indices `[first, last]` (inclusive).
 ///
@@ -39,6 +40,32 @@ pub(crate) fn check_alignment(what: &str, alignment: u64) -> Result<(), PlanErro
     }
 }
 
+/// FxHash (rustc's): ids are hashed once each to find duplicates, where SipHash's
+/// flood resistance buys nothing (the caller supplies both the ids and the work).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        for &b in chunks.remainder() {
+            self.mix(u64::from(b));
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl IdHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 /// Records validated and reduced to what placement needs: sizes, effective
 /// alignments and lifetimes compressed to dense point indices (order-preserving,
 /// so overlap is unchanged).
@@ -64,7 +91,7 @@ impl Problem {
     /// a record's effective alignment is the larger of the two (both powers of two).
     pub fn new(records: &[UsageRecord], default_align: u64) -> Result<Problem, PlanError> {
         check_alignment("plan options", default_align)?;
-        let mut ids = HashSet::with_capacity(records.len());
+        let mut ids: HashSet<&str, BuildHasherDefault<IdHasher>> = HashSet::with_capacity_and_hasher(records.len(), Default::default());
         let mut total = 0u64;
         let mut align = Vec::with_capacity(records.len());
         for r in records {
