@@ -1,81 +1,135 @@
-//! Free-range bookkeeping for the segments of one pool: best-fit lookup ordered by
+//! Range bookkeeping for the segments of one pool: best-fit lookup ordered by
 //! (size, segment, offset), block split on allocation and coalescing of free
 //! neighbours on release. Pure logic (no wgpu) so it is unit-tested and
 //! benchmarked on its own; the allocator owns the GPU buffers.
+//!
+//! As in PyTorch's CUDA caching allocator, every range of a segment, free or
+//! taken, is a node in an address-ordered list, so freeing finds its neighbours
+//! through two links instead of a search. Best fit comes from [`SizeBins`]. A cached
+//! malloc + free walks no tree and hashes nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::HashMap;
 
-/// A free range: `size` bytes at `offset` inside segment `segment`.
+use super::size_bins::SizeBins;
+
+/// A free range: `size` bytes at `offset` inside segment `segment`, held by `node`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FreeRange {
     pub size: u64,
     pub segment: u32,
     pub offset: u64,
+    pub node: u32,
 }
 
-/// Free ranges of every segment of a pool.
+/// Handle to a taken range, returned by [`FreeList::take`] and given back to
+/// [`FreeList::give_back`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeId(u32);
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    segment: u32,
+    offset: u64,
+    size: u64,
+    /// Neighbours by address within the segment (NIL at the ends).
+    prev: u32,
+    next: u32,
+    free: bool,
+}
+
+/// Ranges of every segment of a pool.
 #[derive(Debug, Default)]
 pub struct FreeList {
-    /// Best-fit index: smallest size first, then lowest segment and address.
-    by_size: BTreeSet<FreeRange>,
-    /// Free ranges by (segment, offset), for coalescing neighbours. One flat map:
-    /// a nested map per segment doubled the tree walks on the alloc/free fast path.
-    by_offset: BTreeMap<(u32, u64), u64>,
+    nodes: Vec<Node>,
+    /// Slots of `nodes` to reuse.
+    spare: Vec<u32>,
+    /// Best-fit index of the free nodes: smallest size first, then lowest segment and address.
+    by_size: SizeBins,
+    /// First node (offset 0) of each segment; it is never merged away.
+    heads: HashMap<u32, u32>,
     free_bytes: u64,
 }
 
 impl FreeList {
     /// Adds a whole new segment as one free range.
     pub fn add_segment(&mut self, segment: u32, size: u64) {
-        self.insert(FreeRange { size, segment, offset: 0 });
+        let n = self.new_node(Node { segment, offset: 0, size, prev: NIL, next: NIL, free: true });
+        self.heads.insert(segment, n);
+        self.by_size.insert(self.range(n));
+        self.free_bytes += size;
     }
 
     /// Removes a segment that is entirely free. Returns false if any of it is in use.
     pub fn remove_segment(&mut self, segment: u32, size: u64) -> bool {
-        let whole = self.is_segment_free(segment, size);
-        if whole {
-            self.remove(FreeRange { size, segment, offset: 0 });
+        if !self.is_segment_free(segment, size) {
+            return false;
         }
-        whole
+        let n = self.heads.remove(&segment).expect("free segment has a head");
+        self.by_size.remove(&self.range(n));
+        self.free_bytes -= size;
+        self.spare.push(n);
+        true
     }
 
     /// Best fit: the smallest free range of at least `size` bytes, split so the
     /// front is returned and the tail stays free. `size` must be a multiple of the
     /// pool's alignment, which keeps every offset aligned.
-    pub fn take(&mut self, size: u64) -> Option<(u32, u64)> {
-        let found = *self.by_size.range(FreeRange { size, segment: 0, offset: 0 }..).next()?;
-        self.remove(found);
+    pub fn take(&mut self, size: u64) -> Option<(u32, u64, RangeId)> {
+        let found = self.by_size.best_fit(size)?;
+        self.by_size.remove(&found);
+        let n = found.node;
         if found.size > size {
-            self.insert(FreeRange { size: found.size - size, segment: found.segment, offset: found.offset + size });
+            // The node keeps the front; a new node after it holds the free tail.
+            let node = self.nodes[n as usize];
+            let tail = self.new_node(Node {
+                segment: node.segment,
+                offset: node.offset + size,
+                size: node.size - size,
+                prev: n,
+                next: node.next,
+                free: true,
+            });
+            if node.next != NIL {
+                self.nodes[node.next as usize].prev = tail;
+            }
+            let front = &mut self.nodes[n as usize];
+            front.next = tail;
+            front.size = size;
+            self.by_size.insert(self.range(tail));
         }
-        Some((found.segment, found.offset))
+        self.nodes[n as usize].free = false;
+        self.free_bytes -= size;
+        Some((found.segment, found.offset, RangeId(n)))
     }
 
-    /// Returns `[offset, offset+size)` of `segment`, merged with free neighbours.
-    pub fn give_back(&mut self, segment: u32, offset: u64, size: u64) {
-        let mut start = offset;
-        let mut len = size;
-        let prev = self.by_offset.range((segment, 0)..(segment, offset)).next_back().map(|(&(_, o), &s)| (o, s));
-        let next = self.by_offset.get(&(segment, offset + size)).copied();
-        // Merged neighbours are removed in place (no allocation on the free fast path).
-        if let Some((po, ps)) = prev {
-            if po + ps == offset {
-                self.remove(FreeRange { size: ps, segment, offset: po });
-                start = po;
-                len += ps;
-            }
+    /// Returns a taken range, merged with its free neighbours.
+    pub fn give_back(&mut self, id: RangeId) {
+        let mut n = id.0;
+        let node = &mut self.nodes[n as usize];
+        debug_assert!(!node.free, "range given back twice");
+        node.free = true;
+        self.free_bytes += node.size;
+        let (prev, next) = (node.prev, node.next);
+        if next != NIL && self.nodes[next as usize].free {
+            self.by_size.remove(&self.range(next));
+            self.absorb_next(n);
         }
-        if let Some(ns) = next {
-            self.remove(FreeRange { size: ns, segment, offset: offset + size });
-            len += ns;
+        if prev != NIL && self.nodes[prev as usize].free {
+            self.by_size.remove(&self.range(prev));
+            self.absorb_next(prev);
+            n = prev;
         }
-        self.insert(FreeRange { size: len, segment, offset: start });
+        self.by_size.insert(self.range(n));
     }
 
     /// True if the segment is one free range of `size` bytes (nothing allocated in it).
     pub fn is_segment_free(&self, segment: u32, size: u64) -> bool {
-        // A free range starting at 0 spanning the whole segment can only be the only one.
-        self.by_offset.get(&(segment, 0)) == Some(&size)
+        self.heads.get(&segment).is_some_and(|&n| {
+            let node = &self.nodes[n as usize];
+            node.free && node.size == size
+        })
     }
 
     pub fn free_bytes(&self) -> u64 {
@@ -84,24 +138,53 @@ impl FreeList {
 
     /// The largest free range (the fragmentation figure in out-of-memory messages).
     pub fn largest(&self) -> u64 {
-        self.by_size.iter().next_back().map_or(0, |r| r.size)
+        self.by_size.largest().map_or(0, |r| r.size)
     }
 
     /// Free ranges of one segment, by offset.
     pub fn segment_ranges(&self, segment: u32) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.by_offset.range((segment, 0)..=(segment, u64::MAX)).map(|(&(_, o), &s)| (o, s))
+        let mut n = self.heads.get(&segment).copied().unwrap_or(NIL);
+        std::iter::from_fn(move || {
+            while n != NIL {
+                let node = &self.nodes[n as usize];
+                n = node.next;
+                if node.free {
+                    return Some((node.offset, node.size));
+                }
+            }
+            None
+        })
     }
 
-    fn insert(&mut self, r: FreeRange) {
-        self.by_size.insert(r);
-        self.by_offset.insert((r.segment, r.offset), r.size);
-        self.free_bytes += r.size;
+    fn range(&self, n: u32) -> FreeRange {
+        let node = &self.nodes[n as usize];
+        FreeRange { size: node.size, segment: node.segment, offset: node.offset, node: n }
     }
 
-    fn remove(&mut self, r: FreeRange) {
-        self.by_size.remove(&r);
-        self.by_offset.remove(&(r.segment, r.offset));
-        self.free_bytes -= r.size;
+    fn new_node(&mut self, node: Node) -> u32 {
+        match self.spare.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = node;
+                n
+            }
+            None => {
+                self.nodes.push(node);
+                u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 heap ranges")
+            }
+        }
+    }
+
+    /// Merges node `n`'s successor into `n` and recycles the successor's slot.
+    fn absorb_next(&mut self, n: u32) {
+        let next = self.nodes[n as usize].next;
+        let gone = self.nodes[next as usize];
+        if gone.next != NIL {
+            self.nodes[gone.next as usize].prev = n;
+        }
+        let node = &mut self.nodes[n as usize];
+        node.size += gone.size;
+        node.next = gone.next;
+        self.spare.push(next);
     }
 }
 
@@ -115,21 +198,27 @@ mod tests {
         f.add_segment(0, 1024);
         f.add_segment(1, 256);
         // Best fit picks the smaller segment for a request that fits it.
-        assert_eq!(f.take(256), Some((1, 0)));
-        assert_eq!(f.take(128), Some((0, 0)));
-        assert_eq!(f.take(128), Some((0, 128)));
+        let take = |f: &mut FreeList, size| f.take(size).map(|(s, o, id)| ((s, o), id));
+        let (at, x) = take(&mut f, 256).unwrap();
+        assert_eq!(at, (1, 0));
+        let (at, a) = take(&mut f, 128).unwrap();
+        assert_eq!(at, (0, 0));
+        let (at, b) = take(&mut f, 128).unwrap();
+        assert_eq!(at, (0, 128));
         assert_eq!(f.take(2048), None);
         assert_eq!(f.free_bytes(), 1024 - 256);
         assert!(!f.is_segment_free(0, 1024));
-        f.give_back(0, 0, 128);
+        f.give_back(a);
         assert_eq!(f.largest(), 768);
-        f.give_back(0, 128, 128); // merges with both neighbours
+        assert_eq!(f.segment_ranges(0).collect::<Vec<_>>(), vec![(0, 128), (256, 768)]);
+        f.give_back(b); // merges with both neighbours
         assert!(f.is_segment_free(0, 1024));
         assert!(f.remove_segment(0, 1024));
         assert!(!f.remove_segment(1, 256), "segment 1 is still in use");
-        f.give_back(1, 0, 256);
+        f.give_back(x);
         assert!(f.remove_segment(1, 256));
         assert_eq!(f.free_bytes(), 0);
+        assert_eq!(f.largest(), 0);
     }
 
     #[test]
@@ -140,10 +229,10 @@ mod tests {
         let _b = f.take(100).unwrap();
         let c = f.take(300).unwrap();
         let _d = f.take(100).unwrap();
-        f.give_back(0, a.1, 100); // hole of 100 at 0
-        f.give_back(0, c.1, 300); // hole of 300 at 200
-        assert_eq!(f.take(90), Some((0, 0)), "tightest hole first");
-        assert_eq!(f.take(250), Some((0, 200)));
+        f.give_back(a.2); // hole of 100 at 0
+        f.give_back(c.2); // hole of 300 at 200
+        assert_eq!(f.take(90).map(|t| (t.0, t.1)), Some((0, 0)), "tightest hole first");
+        assert_eq!(f.take(250).map(|t| (t.0, t.1)), Some((0, 200)));
     }
 
     /// Random alloc/free sequences never hand out overlapping ranges and conserve bytes.
@@ -159,23 +248,28 @@ mod tests {
         let mut f = FreeList::default();
         f.add_segment(0, 1 << 16);
         f.add_segment(1, 1 << 14);
-        let mut live: Vec<(u32, u64, u64)> = Vec::new();
+        let mut live: Vec<(u32, u64, u64, RangeId)> = Vec::new();
         for _ in 0..5000 {
             if rnd() % 3 != 0 || live.is_empty() {
                 let size = 16 * (1 + rnd() % 64);
-                if let Some((s, o)) = f.take(size) {
-                    for &(ls, lo, lz) in &live {
+                if let Some((s, o, id)) = f.take(size) {
+                    for &(ls, lo, lz, _) in &live {
                         assert!(ls != s || o + size <= lo || lo + lz <= o, "overlap");
                     }
-                    live.push((s, o, size));
+                    live.push((s, o, size, id));
                 }
             } else {
                 let i = (rnd() as usize) % live.len();
-                let (s, o, z) = live.swap_remove(i);
-                f.give_back(s, o, z);
+                let (_, _, _, id) = live.swap_remove(i);
+                f.give_back(id);
             }
             let used: u64 = live.iter().map(|l| l.2).sum();
             assert_eq!(used + f.free_bytes(), (1 << 16) + (1 << 14));
+            // Free ranges never touch (they would have been merged) and tile with the live ones.
+            for seg in [0u32, 1] {
+                let ranges: Vec<(u64, u64)> = f.segment_ranges(seg).collect();
+                assert!(ranges.windows(2).all(|w| w[0].0 + w[0].1 < w[1].0), "unmerged neighbours {ranges:?}");
+            }
         }
     }
 }

@@ -10,11 +10,15 @@
 mod block;
 pub mod config;
 mod free_list;
+mod id_hash;
+mod size_bins;
 pub mod pool;
 mod stats;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
+
+use id_hash::IdHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -130,6 +134,8 @@ struct Segment {
 
 struct BlockRec {
     segment: u32,
+    /// The block's range in its pool's free list (given back on release).
+    range: free_list::RangeId,
     offset: u64,
     size: u64,
     requested: u64,
@@ -141,28 +147,6 @@ struct BlockRec {
     streams: Vec<Arc<StreamMarks>>,
     /// Set once freed while GPU work may still use it.
     pending: Option<Vec<StreamUse>>,
-}
-
-/// Block and segment ids are sequential integers: a multiplicative hash is enough
-/// and much cheaper than SipHash on the allocation fast path.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
 }
 
 type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
@@ -364,7 +348,7 @@ impl Heap {
     /// Best fit in the pool's cached ranges; reports the segment needed otherwise.
     /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
     fn place(&self, st: &mut State, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
-        let Some((segment, offset)) = st.free[pool.index()].take(aligned) else {
+        let Some((segment, offset, range)) = st.free[pool.index()].take(aligned) else {
             let pool_reserved = st.stats.pool(pool).reserved_bytes.current;
             let (size, dedicated) = pool::segment_size(pool, aligned, pool_reserved, self.core.max_buffer_size, self.core.max_binding);
             return Placement::NeedsSegment { size, dedicated };
@@ -377,6 +361,7 @@ impl Heap {
         let buffer = seg.buffer.clone();
         st.blocks.insert(id, BlockRec {
             segment,
+            range,
             offset,
             size: aligned,
             requested,
@@ -561,7 +546,7 @@ impl Heap {
     }
 
     fn return_to_pool(&self, st: &mut State, id: u64, rec: &BlockRec) {
-        st.free[rec.pool.index()].give_back(rec.segment, rec.offset, rec.size);
+        st.free[rec.pool.index()].give_back(rec.range);
         if let Some(seg) = st.segments.get_mut(&rec.segment) {
             seg.live_blocks -= 1;
         }

@@ -1,0 +1,149 @@
+//! Best-fit index over free ranges: size-class bins (8 per power of two, as in
+//! TLSF) each kept sorted by (size, segment, offset), plus a bitmap of non-empty
+//! bins. The smallest range of at least `size` bytes is in `size`'s own bin or is
+//! the first entry of the next non-empty bin, so lookups are exact best fit, and an
+//! insert or remove moves only the entries of one small bin (a B-tree spent most of
+//! a cached malloc + free rebalancing).
+
+use super::free_list::FreeRange;
+
+/// Bins per power of two, as a shift.
+const SUB: u32 = 3;
+/// Bins for sizes below 2^SUB (one each), then 2^SUB per power of two up to 2^63.
+const BINS: usize = ((64 - SUB as usize) << SUB) + (1 << SUB);
+
+/// The bin of `size`: monotonic, so larger bins hold only larger sizes.
+fn bin(size: u64) -> usize {
+    if size < 1 << SUB {
+        return size as usize;
+    }
+    let top = 63 - size.leading_zeros(); // >= SUB
+    let sub = (size >> (top - SUB)) & ((1 << SUB) - 1);
+    (((top - SUB + 1) << SUB) as u64 + sub) as usize
+}
+
+#[derive(Debug)]
+pub struct SizeBins {
+    bins: Vec<Vec<FreeRange>>,
+    /// Bit `i` set when bin `i` is non-empty.
+    occupied: [u64; BINS.div_ceil(64)],
+}
+
+impl Default for SizeBins {
+    fn default() -> Self {
+        SizeBins { bins: vec![Vec::new(); BINS], occupied: [0; BINS.div_ceil(64)] }
+    }
+}
+
+impl SizeBins {
+    pub fn insert(&mut self, r: FreeRange) {
+        let b = bin(r.size);
+        let v = &mut self.bins[b];
+        let i = v.partition_point(|x| *x < r);
+        v.insert(i, r);
+        self.occupied[b / 64] |= 1 << (b % 64);
+    }
+
+    /// Removes `r`; returns false if it was not present.
+    pub fn remove(&mut self, r: &FreeRange) -> bool {
+        let b = bin(r.size);
+        let v = &mut self.bins[b];
+        let i = v.partition_point(|x| x < r);
+        if v.get(i) != Some(r) {
+            return false;
+        }
+        v.remove(i);
+        if v.is_empty() {
+            self.occupied[b / 64] &= !(1 << (b % 64));
+        }
+        true
+    }
+
+    /// The smallest range of at least `size` bytes (lowest segment and offset on ties).
+    pub fn best_fit(&self, size: u64) -> Option<FreeRange> {
+        let b = bin(size);
+        let v = &self.bins[b];
+        let i = v.partition_point(|x| x.size < size);
+        if let Some(&r) = v.get(i) {
+            return Some(r);
+        }
+        self.next_nonempty(b + 1).map(|n| self.bins[n][0])
+    }
+
+    /// The largest range.
+    pub fn largest(&self) -> Option<FreeRange> {
+        let word = self.occupied.iter().rposition(|&w| w != 0)?;
+        let b = word * 64 + 63 - self.occupied[word].leading_zeros() as usize;
+        self.bins[b].last().copied()
+    }
+
+    /// First non-empty bin at or after `from`.
+    fn next_nonempty(&self, from: usize) -> Option<usize> {
+        let mut word = from / 64;
+        if word >= self.occupied.len() {
+            return None;
+        }
+        let mut bits = self.occupied[word] & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
+            }
+            word += 1;
+            bits = *self.occupied.get(word)?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn bins_are_monotonic_and_in_range() {
+        let mut last = 0;
+        for size in (0..4096u64).chain((12..64).flat_map(|s| [(1u64 << s) - 1, 1 << s, (1 << s) + (1 << (s - 3))])) {
+            let b = bin(size);
+            assert!(b < BINS, "size {size}");
+            if size < 4096 {
+                assert!(b >= last, "bin({size}) = {b} < {last}");
+                last = b;
+            }
+        }
+        assert_eq!(bin(u64::MAX), BINS - 1);
+    }
+
+    /// Best fit agrees with a B-tree (the ordered set it replaces) on random traffic.
+    #[test]
+    fn matches_an_ordered_set() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let (mut bins, mut set) = (SizeBins::default(), BTreeSet::new());
+        for step in 0..20_000u64 {
+            let size = match next(4) {
+                0 => 1 + next(64),
+                1 => 256 * (1 + next(64)),
+                2 => 1 << next(40),
+                _ => 1 + next(1 << 30),
+            };
+            let r = FreeRange { size, segment: next(4) as u32, offset: 16 * step, node: step as u32 };
+            if next(3) == 0 && !set.is_empty() {
+                let victim = *set.iter().nth(next(set.len() as u64) as usize).unwrap();
+                assert!(bins.remove(&victim));
+                set.remove(&victim);
+                assert!(!bins.remove(&victim), "removed twice");
+            } else {
+                bins.insert(r);
+                set.insert(r);
+            }
+            let want = set.range(FreeRange { size, segment: 0, offset: 0, node: 0 }..).next().copied();
+            assert_eq!(bins.best_fit(size), want, "step {step}");
+            assert_eq!(bins.largest(), set.iter().next_back().copied());
+        }
+    }
+}
