@@ -371,13 +371,7 @@ mod tests {
 
     #[test]
     fn occupancy_matches_brute_force() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = crate::test_rng::below(0x2545_F491_4F6C_DD1Du64);
         for (points, width) in [1usize, 2, 3, 7, 8, 33, 100]
             .into_iter()
             .flat_map(|p| [1usize, 2, 3, 5, 16, 200].map(|w| (p, w)))

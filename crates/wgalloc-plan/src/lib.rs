@@ -38,6 +38,8 @@ mod record;
 mod strategies;
 mod strategy;
 mod svg;
+#[cfg(test)]
+mod test_rng;
 
 pub use bound::lower_bound;
 pub use check::check_offsets;

@@ -114,13 +114,7 @@ mod tests {
 
     #[test]
     fn matches_reference_greedy_at_every_bucket_width() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = crate::test_rng::below(0x9E37_79B9_7F4A_7C15u64);
         for round in 0..40 {
             let n = 1 + next(300) as usize;
             let horizon = 1 + next(400);
