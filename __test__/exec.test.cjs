@@ -4,46 +4,9 @@ const { readFileSync, readdirSync, existsSync } = require('node:fs')
 const { join } = require('node:path')
 const { Gpu, WgallocError } = require('../js/index.cjs')
 const { checkGraph, sampleInputs } = require('../js/check.cjs')
+const { chain } = require('./graphs.cjs')
 
 const MODELS = join(__dirname, '../../shared/bench/models')
-
-const ADD = `
-@group(0) @binding(0) var<storage, read_write> a: array<f32>;
-@group(0) @binding(1) var<storage, read_write> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
-struct P { scale: f32, n: u32 }
-@group(0) @binding(3) var<uniform> p: P;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < p.n) { c[g.x] = (a[g.x] + b[g.x]) * p.scale; }
-}`
-
-function params(scale, n) {
-  const buf = new ArrayBuffer(16)
-  new Float32Array(buf, 0, 1)[0] = scale
-  new Uint32Array(buf, 4, 1)[0] = n
-  return new Uint8Array(buf)
-}
-
-/** x -> t0 -> ... -> y, each step (prev + w) * 1, w a param; t2 is read through a view. */
-function chain(n, len = 256) {
-  const bytes = len * 4
-  const tensors = [{ id: 'x', size: bytes, kind: 'input', dtype: 'f32' }, { id: 'w', size: bytes, kind: 'param', dtype: 'f32' }]
-  const ops = []
-  let prev = 'x'
-  for (let i = 0; i < n; i++) {
-    const out = i === n - 1 ? 'y' : `t${i}`
-    tensors.push({ id: out, size: bytes, kind: i === n - 1 ? 'output' : 'intermediate', dtype: 'f32' })
-    let input = prev
-    if (i === 3) {
-      tensors.push({ id: `${prev}_view`, size: bytes, viewOf: prev })
-      input = `${prev}_view`
-    }
-    ops.push({ name: `add${i}`, kernel: 'add', inputs: [input, 'w'], outputs: [out], dispatch: [Math.ceil(len / 64)], params: params(1, len) })
-    prev = out
-  }
-  return { kernels: { add: { source: ADD } }, tensors, ops }
-}
 
 test('a compiled graph computes the right numbers, reuses memory and creates nothing per run', async (t) => {
   const gpu = await Gpu.request()

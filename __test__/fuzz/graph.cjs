@@ -10,20 +10,13 @@ const { recipe, build, show } = require('./values.cjs')
 const { describe, settle, note, fault, problem } = require('./outcome.cjs')
 const { openWorld, quiet, settled, restore } = require('./world.cjs')
 const KNOWN = require('./known.cjs')
+const { ADD, chain: addChain } = require('../graphs.cjs')
 
 const HANG_MS = 30_000
 const LEN = 64 // elements per tensor
+/** x -> t0 -> ... -> y over LEN elements; op 1 reads its input through a view. */
+const chain = (n) => addChain(n, { len: LEN, viewAt: 1 })
 
-const ADD = `
-@group(0) @binding(0) var<storage, read_write> a: array<f32>;
-@group(0) @binding(1) var<storage, read_write> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
-struct P { scale: f32, n: u32 }
-@group(0) @binding(3) var<uniform> p: P;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < p.n) { c[g.x] = (a[g.x] + b[g.x]) * p.scale; }
-}`
 // Kernels that must fail their own compile (or validation), never the process. No
 // kernel loops: lavapipe runs shaders on the CPU, and an endless one would hang it.
 const BAD_KERNELS = [
@@ -36,33 +29,6 @@ const BAD_KERNELS = [
   ADD.replace('struct P { scale: f32, n: u32 }', 'struct P { scale: f32, n: u32, pad: array<vec4<f32>, 64> }'),
   ADD.replace('@workgroup_size(64)', '@workgroup_size(1024)'),
 ]
-
-function params(scale, n) {
-  const buf = new ArrayBuffer(16)
-  new Float32Array(buf, 0, 1)[0] = scale
-  new Uint32Array(buf, 4, 1)[0] = n
-  return new Uint8Array(buf)
-}
-
-/** x -> t0 -> ... -> y; each op (prev + w) * 1; op 1 reads its input through a view. */
-function chain(n) {
-  const bytes = LEN * 4
-  const tensors = [{ id: 'x', size: bytes, kind: 'input', dtype: 'f32' }, { id: 'w', size: bytes, kind: 'param', dtype: 'f32' }]
-  const ops = []
-  let prev = 'x'
-  for (let i = 0; i < n; i++) {
-    const out = i === n - 1 ? 'y' : `t${i}`
-    tensors.push({ id: out, size: bytes, kind: i === n - 1 ? 'output' : 'intermediate', dtype: 'f32' })
-    let input = prev
-    if (i === 1) {
-      tensors.push({ id: `${prev}_view`, size: bytes, viewOf: prev })
-      input = `${prev}_view`
-    }
-    ops.push({ name: `add${i}`, kernel: 'add', inputs: [input, 'w'], outputs: [out], dispatch: [1], params: params(1, LEN) })
-    prev = out
-  }
-  return { kernels: { add: { source: ADD } }, tensors, ops }
-}
 
 const TENSOR_FIELDS = ['id', 'size', 'kind', 'dtype', 'viewOf']
 const OP_FIELDS = ['kernel', 'inputs', 'outputs', 'dispatch', 'params', 'workspace', 'name']

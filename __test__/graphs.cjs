@@ -1,0 +1,48 @@
+'use strict'
+// A small compute graph for executor tests and the graph fuzzer: a chain of
+// elementwise adds over f32 tensors, one of them read through a view.
+
+/** c = (a + b) * scale over the first n elements. */
+const ADD = `
+@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+struct P { scale: f32, n: u32 }
+@group(0) @binding(3) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < p.n) { c[g.x] = (a[g.x] + b[g.x]) * p.scale; }
+}`
+
+/** ADD's uniform block: scale, n. */
+function params(scale, n) {
+  const buf = new ArrayBuffer(16)
+  new Float32Array(buf, 0, 1)[0] = scale
+  new Uint32Array(buf, 4, 1)[0] = n
+  return new Uint8Array(buf)
+}
+
+/**
+ * x -> t0 -> ... -> y, each step (prev + w) * 1 with w a param, over `len` f32s;
+ * op `viewAt` reads its input through a view.
+ */
+function chain(n, { len = 256, viewAt = 3 } = {}) {
+  const bytes = len * 4
+  const tensors = [{ id: 'x', size: bytes, kind: 'input', dtype: 'f32' }, { id: 'w', size: bytes, kind: 'param', dtype: 'f32' }]
+  const ops = []
+  let prev = 'x'
+  for (let i = 0; i < n; i++) {
+    const out = i === n - 1 ? 'y' : `t${i}`
+    tensors.push({ id: out, size: bytes, kind: i === n - 1 ? 'output' : 'intermediate', dtype: 'f32' })
+    let input = prev
+    if (i === viewAt) {
+      tensors.push({ id: `${prev}_view`, size: bytes, viewOf: prev })
+      input = `${prev}_view`
+    }
+    ops.push({ name: `add${i}`, kernel: 'add', inputs: [input, 'w'], outputs: [out], dispatch: [Math.ceil(len / 64)], params: params(1, len) })
+    prev = out
+  }
+  return { kernels: { add: { source: ADD } }, tensors, ops }
+}
+
+module.exports = { ADD, params, chain }
