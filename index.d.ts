@@ -33,8 +33,6 @@ export declare class DeviceBlock {
   get pool(): string
   /** From a `shared` pool (mappable where the adapter has MAPPABLE_PRIMARY_BUFFERS). */
   get isShared(): boolean
-  /** True once `free()` ran (reuse still waits for the block's GPU work). */
-  get freed(): boolean
   /** What the heap knows about the block. `USE_AFTER_FREE` once freed. */
   info(): BlockInfo
   /** Shape metadata set at `malloc()` or with `setShape()`, or null. `USE_AFTER_FREE` once freed. */
@@ -52,8 +50,6 @@ export declare class DeviceBlock {
   copyFrom(src: DeviceBlock): GpuEvent
   /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
   recordStream(stream: Stream): void
-  /** Returns the block to the heap; a second call fails with `DOUBLE_FREE`. */
-  free(): void
 }
 
 /** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */
@@ -196,23 +192,27 @@ export declare class GpuEvent {
 /** The device's caching allocator (`gpu.heap`). */
 export declare class Heap {
   /**
-   * Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
-   * Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
-   * watermark or the driver refuses, after releasing cached segments and retrying (the message
-   * names requested, allocated, cached, reserved and budget bytes).
-   * @example
-   * ```js
-   * const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
-   * block.write(new Uint8Array(1 << 20))
-   * const head = await block.read(0, 16)
-   * block.free() // or `using block = ...`
-   * ```
+   * Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
+   * @internal
    */
-  malloc(size: number, options?: MallocOptions | undefined | null): DeviceBlock
-  /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
-  allocScalar(value: Uint8Array): DeviceBlock
-  /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
-  free(block: DeviceBlock): void
+  get slot(): number
+  /**
+   * Native form of `allocScalar(value)`: a scalar-pool block holding `value`, as an id in
+   * this heap's table.
+   * @internal
+   */
+  allocScalarId(value: Uint8Array): number
+  /**
+   * The native handle of a live block of this heap's table (`USE_AFTER_FREE` if not there).
+   * @internal
+   */
+  blockHandle(id: number): DeviceBlock
+  /**
+   * Frees a block the garbage collector found unreachable without `free()` (no error if it
+   * was freed meanwhile).
+   * @internal
+   */
+  releaseBlock(id: number): void
   /** Releases idle cached segments to the driver; returns the bytes released. */
   emptyCache(): number
   /** Returns freed blocks whose GPU work completed to their pools. */
@@ -684,6 +684,12 @@ export interface HeapEventBatch {
   logs: Array<string>
 }
 
+/**
+ * Names of the pools, indexed as `heapMalloc` reports them.
+ * @internal
+ */
+export declare function heapPoolNames(): Array<string>
+
 /** Allocator statistics; all numbers. */
 export interface HeapStats {
   /** Bytes of active blocks (allocated sizes). */
@@ -804,14 +810,6 @@ export interface KernelOptions {
   uniform?: boolean
   /** Name in errors and profiles (default: the entry point). */
   name?: string
-}
-
-/** Options of `heap.malloc()`. */
-export interface MallocOptions {
-  /** `'device'` (default) or `'shared'` (mappable and bindable where the adapter allows). */
-  usage?: string
-  /** Optional shape metadata kept with the block. */
-  shape?: Array<number>
 }
 
 /** The memory budget and where it came from. */

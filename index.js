@@ -848,4 +848,5 @@ module.exports.MemoryPlan = nativeBinding.MemoryPlan
 module.exports.PlanJob = nativeBinding.PlanJob
 module.exports.Profiler = nativeBinding.Profiler
 module.exports.Stream = nativeBinding.Stream
+module.exports.heapPoolNames = nativeBinding.heapPoolNames
 module.exports.startPlan = nativeBinding.startPlan

@@ -6,10 +6,11 @@ const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
 const { addSignal } = require('./signal.cjs')
 const { shown } = require('./errors.cjs')
+const { DeviceBlock, HeapTable, mallocBlock, adoptBlock, usageCode, heapOf } = require('./device-block.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
 
-function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) {
+function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag }) {
   memoizeGetter(Gpu.prototype, 'heap')
   /** Allocator events are also published here, for tools that listen process-wide. */
   const channel = diag.channels.heap
@@ -18,7 +19,8 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
   // WeakMap lookup on the malloc/free hot path, and blocks point at their heap the same
   // way: a WeakMap entry per block made short-lived blocks costly to collect).
   const kState = Symbol('wgalloc.heapState')
-  const kHeap = Symbol('wgalloc.blockHeap')
+  const kTable = Symbol('wgalloc.heapTable')
+  const tableOf = (heap) => heap[kTable] ?? Object.defineProperty(heap, kTable, { value: new HeapTable(heap) })[kTable]
   const state = (heap) => {
     let st = heap[kState]
     if (!st) {
@@ -96,7 +98,7 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
   }
 
   // Every call that can allocate or free delivers the events it caused.
-  for (const name of ['free', 'emptyCache', 'freeInactiveBuffers']) {
+  for (const name of ['emptyCache', 'freeInactiveBuffers']) {
     const original = Heap.prototype[name]
     Heap.prototype[name] = function (...args) {
       if (!busy(this)) return original.apply(this, args)
@@ -108,42 +110,56 @@ function installHeap({ Gpu, Heap, DeviceBlock, dispose, toWgallocError, diag }) 
       }
     }
   }
-  const malloc = Heap.prototype.malloc
+  /** Runs `fn` (which allocates), delivering its events, and retrying once when an
+   * ALLOCATION_FAILED listener was told of an OUT_OF_MEMORY (it may have freed memory). */
+  const allocating = (heap, fn) => {
+    if (!busy(heap)) return fn()
+    follow(heap)
+    try {
+      return fn()
+    } catch (err) {
+      dispatch(heap) // ALLOCATION_FAILED listeners may free memory now
+      const e = toWgallocError(err, true)
+      if (e.code !== 'OUT_OF_MEMORY' || !state(heap).listeners.ALLOCATION_FAILED.size) throw e
+      return fn()
+    } finally {
+      dispatch(heap)
+    }
+  }
+  /**
+   * Allocates a block of at least `size` bytes from the pool for `options.usage` ('device',
+   * the default, or 'shared') and the size; `options.shape` is kept as metadata.
+   */
   Heap.prototype.malloc = function (size, options) {
-    let block
-    if (!busy(this)) {
-      block = malloc.call(this, size, options)
-    } else {
-      follow(this)
+    const usage = usageCode(options)
+    const table = tableOf(this)
+    const block = allocating(this, () => mallocBlock(table, size, usage))
+    const shape = options?.shape
+    if (shape !== undefined && shape !== null) {
       try {
-        block = malloc.call(this, size, options)
+        block.setShape(shape)
       } catch (err) {
-        dispatch(this) // ALLOCATION_FAILED listeners may free memory now
-        if (err.code !== 'OUT_OF_MEMORY' || !state(this).listeners.ALLOCATION_FAILED.size) throw err
-        block = malloc.call(this, size, options)
-      } finally {
-        dispatch(this)
+        block.free()
+        throw err
       }
     }
-    // Blocks remember their heap so `block.free()` can deliver the events it caused.
-    block[kHeap] = this
     return block
   }
-  const allocScalar = Heap.prototype.allocScalar
+  /** A block from the scalar pool already holding `value` (1 byte to 64 KiB). */
   Heap.prototype.allocScalar = function (value) {
-    follow(this)
-    try {
-      const block = allocScalar.call(this, value)
-      block[kHeap] = this
-      return block
-    } finally {
-      dispatch(this)
-    }
+    const table = tableOf(this)
+    return allocating(this, () => adoptBlock(table, this.allocScalarId(value)))
+  }
+  /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
+  Heap.prototype.free = function (block) {
+    if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
+    if (heapOf(block) !== this) throw new WgallocError('INVALID_ARGUMENT', 'the block belongs to another device\'s heap')
+    return block.free()
   }
   const blockFree = DeviceBlock.prototype.free
   DeviceBlock.prototype.free = function () {
-    const heap = this[kHeap]
-    if (heap === undefined || !busy(heap)) return blockFree.call(this)
+    const heap = heapOf(this)
+    if (!busy(heap)) return blockFree.call(this)
     follow(heap)
     try {
       return blockFree.call(this)

@@ -92,10 +92,28 @@ function finalizeClass(cls) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel } = native
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, Executor, Host, HostBlock, Profiler, ComputeKernel } = native
 const { planMemory, MemoryPlan, STRATEGIES } = require('./plan.cjs')
+// The public DeviceBlock is a JS object (js/device-block.cjs); the native class is the
+// handle its operations use, wrapped for typed errors but never handed out.
+const { DeviceBlock, handleOf } = require('./device-block.cjs')
 const CLASSES = [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan]
-for (const cls of CLASSES) wrapClass(cls)
+for (const cls of [...CLASSES, native.DeviceBlock]) wrapClass(cls)
+// Native methods that take blocks get their handles.
+const withHandles = (cls, name, convert) => {
+  const original = cls.prototype[name]
+  cls.prototype[name] = function (...args) {
+    return original.apply(this, convert(args))
+  }
+}
+const handles = (list) => (Array.isArray(list) ? list.map(handleOf) : list)
+withHandles(Gpu, 'submitUpload', ([b, ...rest]) => [handleOf(b), ...rest])
+withHandles(Gpu, 'submitUploadBatch', ([bs, ...rest]) => [handles(bs), ...rest])
+withHandles(Gpu, 'downloadRange', ([b, ...rest]) => [handleOf(b), ...rest])
+withHandles(Stream, 'copyBlocks', ([src, dst, ...rest]) => [handleOf(src), handleOf(dst), ...rest])
+withHandles(Stream, 'copyToDevice', ([src, dst, ...rest]) => [src, handleOf(dst), ...rest])
+withHandles(Stream, 'copyToHost', ([src, ...rest]) => [handleOf(src), ...rest])
+withHandles(Stream, 'dispatch', ([kernel, blocks, ...rest]) => [kernel, handles(blocks), ...rest])
 const facade = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, WgallocError, dispose, asyncDispose, toWgallocError, diag }
 require('./heap.cjs').installHeap(facade)
 require('./host.cjs').installHost(facade)

@@ -42,7 +42,6 @@ export type {
   FallbackStats,
   TimestampHygiene,
   KernelOptions,
-  MallocOptions,
   MemoryBudget,
   PlanMemoryOptions,
   PlanProgress,
@@ -53,6 +52,14 @@ export type {
 } from '../index.js'
 export { ComputeKernel, DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, Stream } from '../index.js'
 export type { ExecutorStats, Observation, ObservedEvent, ObservedRecord } from '../index.js'
+
+/** Options of `heap.malloc()`. */
+export interface MallocOptions {
+  /** `'device'` (default) or `'shared'` (mappable and bindable where the adapter allows). */
+  usage?: 'device' | 'shared'
+  /** Optional shape metadata kept with the block. */
+  shape?: number[]
+}
 
 /** Transfer direction of a host block. */
 export type HostDirection = 'upload' | 'download'
@@ -525,6 +532,24 @@ declare module '../index.js' {
   }
   interface Heap {
     /**
+     * Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
+     * Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
+     * watermark or the driver refuses, after releasing cached segments and retrying (the message
+     * names requested, allocated, cached, reserved and budget bytes, and the largest free block).
+     * @example
+     * ```js
+     * const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
+     * block.write(new Uint8Array(1 << 20))
+     * const head = await block.read(0, 16)
+     * block.free() // or `using block = ...`
+     * ```
+     */
+    malloc(size: number, options?: MallocOptions): DeviceBlock
+    /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
+    allocScalar(value: Uint8Array): DeviceBlock
+    /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
+    free(block: DeviceBlock): void
+    /**
      * Listens for allocator events; returns a function that removes the listener. Listeners
      * run synchronously after the call that caused the event; an `ALLOCATION_FAILED`
      * listener may free blocks, and `malloc()` then retries once. `INVALID_ARGUMENT` for an
@@ -537,6 +562,13 @@ declare module '../index.js' {
     setLogger(logger: ((line: string) => void) | null): void
   }
   interface DeviceBlock {
+    /** True once `free()` ran (reuse still waits for the block's GPU work). */
+    readonly freed: boolean
+    /**
+     * Returns the block to the heap; a second call fails with `DOUBLE_FREE`. A block the
+     * garbage collector finds unreachable without `free()` goes back to its pool as well.
+     */
+    free(): void
     /**
      * Reads `length` bytes (default: to the end) at `offset` (default 0, any alignment) once
      * earlier work completed. `USE_AFTER_FREE` once freed, `INVALID_ARGUMENT` out of range.

@@ -192,7 +192,7 @@ impl Gpu {
     /// The device's caching allocator.
     #[napi(getter)]
     pub fn heap(&self) -> Result<Heap> {
-        Ok(Heap { inner: self.inner.heap().napi()? })
+        Ok(Heap::new(self.inner.heap().napi()?))
     }
 
     /// The device's profiler. `INVALID_ARGUMENT` if `WGALLOC_PROFILE` holds an unknown flag.

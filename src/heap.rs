@@ -4,19 +4,11 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, PoolKind, Usage};
+use wgalloc_core::heap::{self as core_heap, PoolKind};
 
+use crate::block_table::Slot;
 use crate::error::{coded, to_u64, IntoNapi};
 use crate::stream::{GpuEvent, Stream};
-
-/// Options of `heap.malloc()`.
-#[napi(object)]
-pub struct MallocOptions {
-    /// `'device'` (default) or `'shared'` (mappable and bindable where the adapter allows).
-    pub usage: Option<String>,
-    /// Optional shape metadata kept with the block.
-    pub shape: Option<Vec<f64>>,
-}
 
 /// Current, peak and cumulative figures of one quantity.
 #[napi(object)]
@@ -190,57 +182,61 @@ fn shape_from_js(shape: Vec<f64>) -> Result<Vec<u64>> {
 }
 
 /// The device's caching allocator (`gpu.heap`).
+// `malloc`, `allocScalar` and `free` are the facade's (js/heap.cjs): blocks are ids in this
+// heap's table (see block_table.rs), and their types are declared in js/index.d.ts.
 #[napi]
 pub struct Heap {
     pub(crate) inner: core_heap::Heap,
+    slot: Slot,
+}
+
+impl Heap {
+    pub(crate) fn new(inner: core_heap::Heap) -> Heap {
+        Heap { slot: Slot::new(inner.clone()), inner }
+    }
 }
 
 #[napi]
 impl Heap {
-    /// Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
-    /// Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
-    /// watermark or the driver refuses, after releasing cached segments and retrying (the message
-    /// names requested, allocated, cached, reserved and budget bytes).
-    /// @example
-    /// ```js
-    /// const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
-    /// block.write(new Uint8Array(1 << 20))
-    /// const head = await block.read(0, 16)
-    /// block.free() // or `using block = ...`
-    /// ```
-    #[napi]
-    pub fn malloc(&self, size: f64, options: Option<MallocOptions>) -> Result<DeviceBlock> {
-        let size = to_u64(size, "size")?;
-        let (usage, shape) = match options {
-            Some(o) => (o.usage, o.shape),
-            None => (None, None),
-        };
-        let usage = match usage.as_deref() {
-            None => Usage::Device,
-            Some(name) => Usage::parse(name)
-                .ok_or_else(|| coded("INVALID_ARGUMENT", &format!("unknown usage '{name}'; use 'device' or 'shared'")))?,
-        };
-        let shape = shape.map(shape_from_js).transpose()?;
-        let block = self.inner.malloc(size, usage).napi()?;
-        if shape.is_some() {
-            block.set_shape(shape).napi()?;
-        }
-        Ok(DeviceBlock { inner: Arc::new(block) })
+    /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
+    /// @internal
+    #[napi(getter)]
+    pub fn slot(&self) -> u32 {
+        self.slot.index
     }
 
-    /// A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable).
+    /// Native form of `allocScalar(value)`: a scalar-pool block holding `value`, as an id in
+    /// this heap's table.
+    /// @internal
     #[napi]
-    pub fn alloc_scalar(&self, value: Uint8Array) -> Result<DeviceBlock> {
-        Ok(DeviceBlock { inner: Arc::new(self.inner.alloc_scalar(&value).napi()?) })
+    pub fn alloc_scalar_id(&self, value: Uint8Array) -> Result<f64> {
+        let block = self.inner.alloc_scalar(&value).napi()?;
+        Ok(self.slot.table.insert(block) as f64)
     }
 
-    /// Frees `block` (same as `block.free()`), checking that it belongs to this heap.
+    /// The native handle of a live block of this heap's table (`USE_AFTER_FREE` if not there).
+    /// @internal
     #[napi]
-    pub fn free(&self, block: &DeviceBlock) -> Result<()> {
-        if !block.inner.heap().same_heap(&self.inner) {
-            return Err(coded("INVALID_ARGUMENT", "the block belongs to another device's heap"));
+    pub fn block_handle(&self, id: f64) -> Result<DeviceBlock> {
+        let id = to_u64(id, "id")?;
+        match self.slot.table.get(id) {
+            Some(inner) => Ok(DeviceBlock { inner }),
+            None => Err(coded("USE_AFTER_FREE", &format!("block {id} was freed; allocate a new block"))),
         }
-        block.inner.free().napi()
+    }
+
+    /// Frees a block the garbage collector found unreachable without `free()` (no error if it
+    /// was freed meanwhile).
+    /// @internal
+    #[napi]
+    pub fn release_block(&self, id: f64) -> Result<()> {
+        if let Some(block) = self.slot.table.remove(to_u64(id, "id")?) {
+            if !block.is_freed() {
+                // Its only failure is a double free, which `is_freed` just ruled out.
+                let _ = block.free();
+            }
+        }
+        Ok(())
     }
 
     /// Releases idle cached segments to the driver; returns the bytes released.
@@ -408,6 +404,9 @@ impl Heap {
 }
 
 /// One block of the device heap: `size` bytes at `offset` in a segment buffer.
+// The public `DeviceBlock` is the facade's JS object (js/device-block.cjs), which holds the
+// block's id and fields; this native handle gives its operations the buffer. `free()` and
+// `freed` are declared in js/index.d.ts.
 #[napi]
 pub struct DeviceBlock {
     pub(crate) inner: Arc<wgalloc_core::DeviceBlock>,
@@ -449,12 +448,6 @@ impl DeviceBlock {
     #[napi(getter)]
     pub fn is_shared(&self) -> bool {
         self.inner.pool().is_shared()
-    }
-
-    /// True once `free()` ran (reuse still waits for the block's GPU work).
-    #[napi(getter)]
-    pub fn freed(&self) -> bool {
-        self.inner.is_freed()
     }
 
     /// What the heap knows about the block. `USE_AFTER_FREE` once freed.
@@ -504,11 +497,5 @@ impl DeviceBlock {
     #[napi]
     pub fn record_stream(&self, stream: &Stream) -> Result<()> {
         stream.with(|s| self.inner.record_stream(s))
-    }
-
-    /// Returns the block to the heap; a second call fails with `DOUBLE_FREE`.
-    #[napi]
-    pub fn free(&self) -> Result<()> {
-        self.inner.free().napi()
     }
 }

@@ -1,6 +1,8 @@
 //! Node bindings for wgalloc: thin `#[napi]` wrappers over `wgalloc-core` and
-//! `wgalloc-plan`. No logic lives here beyond argument conversion and error mapping.
+//! `wgalloc-plan`. No logic lives here beyond argument conversion, error mapping and
+//! the id table that lets JS hold heap blocks as numbers (`block_table`).
 
+mod block_table;
 mod buffer;
 mod error;
 mod exec;

@@ -7,7 +7,7 @@ use std::hash::Hasher;
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
 
 #[derive(Default)]
-pub(crate) struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl IdHasher {
     fn mix(&mut self, n: u64) {

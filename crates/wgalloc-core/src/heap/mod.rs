@@ -18,7 +18,7 @@ mod stats;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use id_hash::IdHasher;
+pub use id_hash::IdHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -149,7 +149,8 @@ struct BlockRec {
     pending: Option<Vec<StreamUse>>,
 }
 
-type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by allocator-issued ids (cheap hashing; the keys never come from an adversary).
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 struct State {
     segments: IdMap<u32, Segment>,

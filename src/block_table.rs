@@ -1,0 +1,206 @@
+//! Device blocks as numeric ids on the JS hot path.
+//!
+//! A napi-rs class instance per block costs a wrapped object, and every `#[napi]` method call
+//! goes through napi-rs's global borrow registry (a `Mutex<HashMap>` insert and remove).
+//! Together they cost several times the allocator itself. So a block lives in its heap's table
+//! under its id: `heapMalloc` and `heapFree` are two raw N-API functions taking numbers, the
+//! facade's `DeviceBlock` is a plain JS object holding the id, and it asks for a native handle
+//! (`heap.blockHandle(id)`) only when an operation needs the block's buffer.
+
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::{Arc, Mutex, RwLock};
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+use wgalloc_core::heap::{self as core_heap, IdMap, PoolKind, Usage};
+
+use crate::error::{coded, to_u64, IntoNapi};
+
+type Block = Arc<wgalloc_core::DeviceBlock>;
+
+/// The live blocks a JS heap object handed out, by id. Dropping the table drops the handles,
+/// and a handle dropped without `free()` returns its block to the pool.
+pub(crate) struct BlockTable {
+    pub(crate) heap: core_heap::Heap,
+    blocks: Mutex<IdMap<u64, Block>>,
+}
+
+impl BlockTable {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdMap<u64, Block>> {
+        // A panic while holding the lock cannot leave the map half-updated (single calls).
+        self.blocks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn insert(&self, block: wgalloc_core::DeviceBlock) -> u64 {
+        let id = block.id();
+        self.lock().insert(id, Arc::new(block));
+        id
+    }
+
+    pub(crate) fn get(&self, id: u64) -> Option<Block> {
+        self.lock().get(&id).cloned()
+    }
+
+    pub(crate) fn remove(&self, id: u64) -> Option<Block> {
+        self.lock().remove(&id)
+    }
+}
+
+/// Tables by slot: the raw functions receive the slot as a number (no napi object to unwrap).
+static TABLES: RwLock<Vec<Option<Arc<BlockTable>>>> = RwLock::new(Vec::new());
+
+/// A table's place in [`TABLES`], released when the JS heap object is collected.
+pub(crate) struct Slot {
+    pub(crate) index: u32,
+    pub(crate) table: Arc<BlockTable>,
+}
+
+impl Slot {
+    pub(crate) fn new(heap: core_heap::Heap) -> Slot {
+        let table = Arc::new(BlockTable { heap, blocks: Mutex::new(IdMap::default()) });
+        let mut tables = TABLES.write().unwrap_or_else(|p| p.into_inner());
+        let index = match tables.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                tables.push(None);
+                tables.len() - 1
+            }
+        };
+        tables[index] = Some(table.clone());
+        Slot { index: index as u32, table }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut tables = TABLES.write().unwrap_or_else(|p| p.into_inner());
+        tables[self.index as usize] = None;
+    }
+}
+
+fn with_table<R>(slot: f64, f: impl FnOnce(&BlockTable) -> Result<R>) -> Result<R> {
+    let tables = TABLES.read().unwrap_or_else(|p| p.into_inner());
+    match tables.get(slot as usize).and_then(Option::as_ref) {
+        Some(t) if slot.fract() == 0.0 && slot >= 0.0 => f(t),
+        _ => Err(coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)")),
+    }
+}
+
+/// Names of the pools, indexed as `heapMalloc` reports them.
+/// @internal
+#[napi]
+pub fn heap_pool_names() -> Vec<&'static str> {
+    PoolKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// Raw N-API plumbing: argument reads and the error throw, with panics caught at the boundary.
+mod raw {
+    use super::*;
+
+    pub(super) unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info) -> [sys::napi_value; N] {
+        let mut argc = N;
+        let mut argv = [ptr::null_mut(); N];
+        sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut());
+        argv
+    }
+
+    pub(super) unsafe fn number(env: sys::napi_env, value: sys::napi_value, what: &str) -> Result<f64> {
+        let mut out = 0.0;
+        if value.is_null() || sys::napi_get_value_double(env, value, &mut out) != sys::Status::napi_ok {
+            return Err(coded("INVALID_ARGUMENT", &format!("{what} must be a number")));
+        }
+        Ok(out)
+    }
+
+    /// The four f64 slots the facade passes for a block's fields.
+    pub(super) unsafe fn scratch<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut [f64; 4]> {
+        let (mut kind, mut len, mut data) = (0, 0usize, ptr::null_mut());
+        let status = sys::napi_get_typedarray_info(env, value, &mut kind, &mut len, &mut data, ptr::null_mut(), ptr::null_mut());
+        if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || len < 4 || data.is_null() {
+            return Err(coded("INVALID_ARGUMENT", "scratch must be a Float64Array of 4 (internal)"));
+        }
+        Ok(&mut *(data as *mut [f64; 4]))
+    }
+
+    /// Runs `f`, returning its number or throwing its error (a panic becomes a thrown error,
+    /// not an abort across the FFI boundary).
+    pub(super) unsafe fn finish(env: sys::napi_env, f: impl FnOnce() -> Result<Option<f64>>) -> sys::napi_value {
+        let result = catch_unwind(AssertUnwindSafe(f))
+            .unwrap_or_else(|_| Err(coded("INTERNAL", "wgalloc panicked in a heap call; please report it")));
+        let mut out = ptr::null_mut();
+        match result {
+            Ok(Some(v)) => {
+                sys::napi_create_double(env, v, &mut out);
+            }
+            Ok(None) => {
+                sys::napi_get_undefined(env, &mut out);
+            }
+            Err(e) => {
+                let msg = CString::new(e.reason.replace('\0', " ")).unwrap_or_default();
+                sys::napi_throw_error(env, ptr::null(), msg.as_ptr());
+            }
+        }
+        out
+    }
+}
+
+/// `heapMalloc(slot, size, usage, scratch)`: allocates, keeps the block in the slot's table,
+/// writes `[size, requestedSize, offset, pool index]` into `scratch` and returns the id.
+/// `usage`: 0 device, 1 shared.
+unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let [slot, size, usage, scratch] = raw::args::<4>(env, info);
+    raw::finish(env, || {
+        let slot = raw::number(env, slot, "slot")?;
+        let size = to_u64(raw::number(env, size, "size")?, "size")?;
+        let usage = match raw::number(env, usage, "usage")? {
+            u if u == 0.0 => Usage::Device,
+            u if u == 1.0 => Usage::Shared,
+            _ => return Err(coded("INVALID_ARGUMENT", "usage must be 'device' or 'shared'")),
+        };
+        let out = raw::scratch(env, scratch)?;
+        with_table(slot, |table| {
+            let block = table.heap.malloc(size, usage).napi()?;
+            *out = [block.size() as f64, block.requested_size() as f64, block.offset() as f64, block.pool().index() as f64];
+            Ok(Some(table.insert(block) as f64))
+        })
+    })
+}
+
+/// `heapFree(slot, id)`: frees a block of the slot's table (`DOUBLE_FREE` if it is not there).
+unsafe extern "C" fn heap_free(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let [slot, id] = raw::args::<2>(env, info);
+    raw::finish(env, || {
+        let slot = raw::number(env, slot, "slot")?;
+        let id = to_u64(raw::number(env, id, "id")?, "id")?;
+        let block = with_table(slot, |table| Ok(table.remove(id)))?;
+        let block = block.ok_or_else(|| coded("DOUBLE_FREE", &format!("block {id} was already freed")))?;
+        block.free().napi()?;
+        Ok(None)
+    })
+}
+
+/// Adds `heapMalloc` and `heapFree` to the module's exports (once per JS environment, so
+/// worker threads get them too).
+#[napi(module_exports)]
+pub fn register_block_functions(exports: Object) -> Result<()> {
+    let value = exports.value();
+    let functions: [(&str, sys::napi_callback); 2] = [("heapMalloc", Some(heap_malloc)), ("heapFree", Some(heap_free))];
+    for (name, cb) in functions {
+        let mut f = ptr::null_mut();
+        // SAFETY: env and exports come from napi-rs's module init; the callbacks are 'static.
+        unsafe {
+            let status = sys::napi_create_function(value.env, name.as_ptr().cast(), name.len() as isize, cb, ptr::null_mut(), &mut f);
+            if status != sys::Status::napi_ok {
+                return Err(coded("INTERNAL", &format!("could not create {name}")));
+            }
+            let key = CString::new(name).expect("no NUL in a function name");
+            if sys::napi_set_named_property(value.env, value.value, key.as_ptr(), f) != sys::Status::napi_ok {
+                return Err(coded("INTERNAL", &format!("could not export {name}")));
+            }
+        }
+    }
+    Ok(())
+}
