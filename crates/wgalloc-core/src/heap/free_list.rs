@@ -78,10 +78,10 @@ impl FreeList {
     /// pool's alignment, which keeps every offset aligned.
     pub fn take(&mut self, size: u64) -> Option<(u32, u64, RangeId)> {
         let found = self.by_size.best_fit(size)?;
-        self.by_size.remove(&found);
         let n = found.node;
         if found.size > size {
-            // The node keeps the front; a new node after it holds the free tail.
+            // The node keeps the front; a new node after it holds the free tail, which
+            // takes the found range's place in the size index.
             let node = self.nodes[n as usize];
             let tail = self.new_node(Node {
                 segment: node.segment,
@@ -97,14 +97,15 @@ impl FreeList {
             let front = &mut self.nodes[n as usize];
             front.next = tail;
             front.size = size;
-            self.by_size.insert(self.range(tail));
+            self.by_size.replace(&found, self.range(tail));
+        } else {
+            self.by_size.remove(&found);
         }
         self.nodes[n as usize].free = false;
         self.free_bytes -= size;
         Some((found.segment, found.offset, RangeId(n)))
     }
 
-    /// Returns a taken range, merged with its free neighbours.
     pub fn give_back(&mut self, id: RangeId) {
         let mut n = id.0;
         let node = &mut self.nodes[n as usize];
@@ -112,19 +113,28 @@ impl FreeList {
         node.free = true;
         self.free_bytes += node.size;
         let (prev, next) = (node.prev, node.next);
+        // The free neighbours leave the size index; the merged range takes the place of one.
+        let mut absorbed = [None; 2];
         if next != NIL && self.nodes[next as usize].free {
-            self.by_size.remove(&self.range(next));
+            absorbed[0] = Some(self.range(next));
             self.absorb_next(n);
         }
         if prev != NIL && self.nodes[prev as usize].free {
-            self.by_size.remove(&self.range(prev));
+            absorbed[1] = Some(self.range(prev));
             self.absorb_next(prev);
             n = prev;
         }
-        self.by_size.insert(self.range(n));
+        let merged = self.range(n);
+        match absorbed {
+            [None, None] => self.by_size.insert(merged),
+            [Some(old), None] | [None, Some(old)] => self.by_size.replace(&old, merged),
+            [Some(a), Some(b)] => {
+                self.by_size.remove(&a);
+                self.by_size.replace(&b, merged);
+            }
+        }
     }
 
-    /// True if the segment is one free range of `size` bytes (nothing allocated in it).
     pub fn is_segment_free(&self, segment: u32, size: u64) -> bool {
         self.heads.get(&segment).is_some_and(|&n| {
             let node = &self.nodes[n as usize];

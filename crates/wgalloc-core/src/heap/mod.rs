@@ -557,9 +557,14 @@ impl Heap {
     /// Frees block `id`. Its memory is reused once the GPU work recorded on it completed.
     pub(crate) fn free_id(&self, id: u64) -> Result<()> {
         let mut st = self.state();
-        let rec = match st.blocks.get_mut(&id) {
+        // Taken out of the map at once: the common case (no GPU work pending) returns it to
+        // its pool; a block with pending work goes back in, marked.
+        let mut rec = match st.blocks.remove(&id) {
             Some(rec) if rec.pending.is_none() => rec,
-            Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed"))),
+            Some(rec) => {
+                st.blocks.insert(id, rec);
+                return Err(Error::DoubleFree(format!("block {id} was already freed")));
+            }
             None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)"))),
         };
         let uses: Vec<StreamUse> =
@@ -577,10 +582,10 @@ impl Heap {
         p.allocated_bytes.sub(size);
         p.active_blocks.sub(1);
         if idle {
-            let rec = st.blocks.remove(&id).expect("looked up above");
             self.return_to_pool(&mut st, id, &rec);
         } else {
-            st.blocks.get_mut(&id).expect("looked up above").pending = Some(uses);
+            rec.pending = Some(uses);
+            st.blocks.insert(id, rec);
             st.pending.push(id);
             st.stats.pending_free_bytes += size;
             st.stats.pending_free_blocks += 1;
@@ -737,7 +742,17 @@ impl Heap {
         self.core.debug
     }
 
+    /// Records an event for listeners and the debug log; inline so the common case (nobody
+    /// listening, no debug mask) costs two tests on the malloc/free path.
+    #[inline]
     fn emit(&self, st: &mut State, kind: HeapEventKind, block_id: Option<u64>, segment_id: Option<u32>, size: u64, pool: PoolKind) {
+        if st.record_events || self.core.debug != 0 {
+            self.emit_slow(st, kind, block_id, segment_id, size, pool);
+        }
+    }
+
+    #[cold]
+    fn emit_slow(&self, st: &mut State, kind: HeapEventKind, block_id: Option<u64>, segment_id: Option<u32>, size: u64, pool: PoolKind) {
         if st.record_events {
             st.events.push(HeapEvent { kind, block_id, segment_id, size, pool });
         }

@@ -59,6 +59,31 @@ impl SizeBins {
         true
     }
 
+    /// Replaces `old` by `new` (`old` must be present). A split or a merge usually leaves a
+    /// range in its bin, and then this is one search and a write instead of a remove and an
+    /// insert that each shift the bin.
+    pub fn replace(&mut self, old: &FreeRange, new: FreeRange) {
+        let b = bin(old.size);
+        if bin(new.size) != b {
+            let present = self.remove(old);
+            debug_assert!(present, "replaced range is in its bin");
+            return self.insert(new);
+        }
+        let v = &mut self.bins[b];
+        let mut i = v.partition_point(|x| x < old);
+        debug_assert_eq!(v.get(i), Some(old), "replaced range is in its bin");
+        v[i] = new;
+        // Restore the order: `new` moves past the neighbours it now sorts beyond.
+        while i + 1 < v.len() && v[i + 1] < v[i] {
+            v.swap(i, i + 1);
+            i += 1;
+        }
+        while i > 0 && v[i - 1] > v[i] {
+            v.swap(i - 1, i);
+            i -= 1;
+        }
+    }
+
     /// The smallest range of at least `size` bytes (lowest segment and offset on ties).
     pub fn best_fit(&self, size: u64) -> Option<FreeRange> {
         let b = bin(size);
@@ -132,11 +157,19 @@ mod tests {
                 _ => 1 + next(1 << 30),
             };
             let r = FreeRange { size, segment: next(4) as u32, offset: 16 * step, node: step as u32 };
-            if next(3) == 0 && !set.is_empty() {
+            let pick = next(4);
+            if pick == 0 && !set.is_empty() {
                 let victim = *set.iter().nth(next(set.len() as u64) as usize).unwrap();
                 assert!(bins.remove(&victim));
                 set.remove(&victim);
                 assert!(!bins.remove(&victim), "removed twice");
+            } else if pick == 1 && !set.is_empty() {
+                // A split or merge: the same node, often the same bin, sometimes another.
+                let old = *set.iter().nth(next(set.len() as u64) as usize).unwrap();
+                let new = FreeRange { size: if next(2) == 0 { old.size + next(old.size / 4 + 1) } else { size }, ..old };
+                bins.replace(&old, new);
+                set.remove(&old);
+                set.insert(new);
             } else {
                 bins.insert(r);
                 set.insert(r);
