@@ -1,7 +1,8 @@
 'use strict'
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
-const { Gpu, WgallocError } = require('../js/index.cjs')
+const wgalloc = require('../js/index.cjs')
+const { Gpu, WgallocError } = wgalloc
 const { pattern } = require('./helpers.cjs')
 
 const MiB = 2 ** 20
@@ -48,6 +49,42 @@ test('blocks are aligned, never overlap while live, and hold their data', async 
   t.true(heap.emptyCache() > 0)
   t.is(heap.stats().reservedBytes.current, 0)
   t.is(heap.stats().segments.current, 0)
+  gpu.destroy()
+})
+
+test('a block is a plain handle: no constructor, no reachable internals, fields kept after free, accepted wherever blocks go', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const b = heap.malloc(1000, { usage: 'shared', shape: [10, 100] })
+  t.deepEqual(Object.keys(b), [], 'no enumerable internals (id, slot or native handle)')
+  t.throws(() => new (Object.getPrototypeOf(b).constructor)(), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => new wgalloc.DeviceBlock(), { code: 'INVALID_ARGUMENT' })
+  const info = b.info()
+  t.like(info, { id: b.id, size: b.size, requestedSize: 1000, offset: b.offset, pool: b.pool, isShared: b.isShared, shape: [10, 100] })
+  // The same block through every kind of operation that takes one: stream copy, upload,
+  // batch upload, download, kernel dispatch.
+  const c = heap.malloc(1024)
+  await gpu.upload(b, pattern(1000, 3))
+  const s = gpu.createStream()
+  s.copy(b, c)
+  await s.submit().wait()
+  t.deepEqual(new Uint8Array(await gpu.download(c, { length: 1000 })), pattern(1000, 3))
+  await gpu.uploadBatch([{ block: c, data: pattern(16, 5) }])
+  const k = gpu.createKernel({ source: '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@compute @workgroup_size(1) fn main() { a[0] = a[0] + 1u; }', bindings: 1 })
+  s.dispatch(k, [c], 1)
+  await s.submit().wait()
+  const head = new Uint8Array(await c.read(0, 4))
+  t.deepEqual(Array.from(head), [pattern(16, 5)[0] + 1, ...pattern(16, 5).slice(1, 4)])
+  const { id, size, offset, pool } = b
+  b.free()
+  t.true(b.freed)
+  t.like(b, { id, size, offset, pool }, 'fields stay readable after free')
+  t.throws(() => s.copy(b, c), { code: 'USE_AFTER_FREE' })
+  t.throws(() => s.dispatch(k, [b], 1), { code: 'USE_AFTER_FREE' })
+  await t.throwsAsync(gpu.download(b), { code: 'USE_AFTER_FREE' })
+  t.throws(() => heap.free({ id }), { code: 'INVALID_ARGUMENT' }, 'a look-alike object is not a block')
+  c.free()
+  t.is(heap.stats().activeBlocks.current, 0)
   gpu.destroy()
 })
 
