@@ -215,10 +215,29 @@ impl HeapCore {
 }
 
 /// A device's caching allocator. Cheap to clone; all clones share one heap.
+// One `Arc` around both parts: every block holds a clone of its heap, and one reference count
+// to bump and drop per malloc + free instead of two is measurable on that path.
 #[derive(Clone)]
-pub struct Heap {
+pub struct Heap(Arc<HeapParts>);
+
+/// What a [`Heap`] shares among its clones (fields are crate-private).
+#[doc(hidden)]
+pub struct HeapParts {
     pub(crate) gpu: Gpu,
     pub(crate) core: Arc<HeapCore>,
+}
+
+impl std::ops::Deref for Heap {
+    type Target = HeapParts;
+    fn deref(&self) -> &HeapParts {
+        &self.0
+    }
+}
+
+impl Heap {
+    pub(crate) fn from_parts(gpu: Gpu, core: Arc<HeapCore>) -> Heap {
+        Heap(Arc::new(HeapParts { gpu, core }))
+    }
 }
 
 /// Stream marks a block keeps before it drops those of retired streams.
@@ -237,7 +256,7 @@ impl Gpu {
                 self.shared.heap.get_or_init(|| core).clone()
             }
         };
-        Ok(Heap { gpu: self.clone(), core })
+        Ok(Heap::from_parts(self.clone(), core))
     }
 }
 

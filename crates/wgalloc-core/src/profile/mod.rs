@@ -445,7 +445,7 @@ impl ProfilerCore {
     fn sample_memory(&self, gpu: &Gpu, st: &mut State, ts_us: f64) {
         let counter = |name: &str, values: Value| TraceEvent { name: name.into(), cat: "memory", ph: 'C', ts_us, dur_us: None, tid: TID_COUNTERS, args: values.as_object().cloned().unwrap_or_default() };
         if let Some(core) = gpu.shared.heap.get() {
-            let s = crate::heap::Heap { gpu: gpu.clone(), core: core.clone() }.stats();
+            let s = crate::heap::Heap::from_parts(gpu.clone(), core.clone()).stats();
             st.trace.push(counter("heap bytes", json!({"allocated": s.allocated_bytes.current, "reserved": s.reserved_bytes.current})));
             let (ooms, gcs) = st.heap_seen;
             for (n, what) in [(s.ooms.saturating_sub(ooms), "heap OOM"), (s.gc_runs.saturating_sub(gcs), "heap gc")] {
