@@ -5,7 +5,7 @@
 // raw native calls on numbers, and operations that need the block's buffer fetch a native
 // handle once (`heap.blockHandle(id)`).
 const native = require('./native.cjs')
-const { WgallocError } = require('./errors.cjs')
+const { WgallocError, shown } = require('./errors.cjs')
 
 const POOLS = native.heapPoolNames()
 const SHARED = new Set(['shared-small', 'shared-large'])
@@ -144,8 +144,7 @@ function usageCode(options) {
   const usage = options.usage
   if (usage === undefined || usage === null || usage === 'device') return 0
   if (usage === 'shared') return 1
-  const shown = typeof usage === 'string' ? `'${usage.slice(0, 60)}'` : typeof usage
-  throw new WgallocError('INVALID_ARGUMENT', `unknown usage ${shown}; use 'device' or 'shared'`)
+  throw new WgallocError('INVALID_ARGUMENT', `unknown usage ${shown(usage)}; use 'device' or 'shared'`)
 }
 
 /** Allocates a block of `table`'s heap (the native call throws `[CODE] message` errors). */

@@ -97,33 +97,30 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
     syncRecording(this)
   }
 
-  // Every call that can allocate or free delivers the events it caused.
-  for (const name of ['emptyCache', 'freeInactiveBuffers']) {
-    const original = Heap.prototype[name]
-    Heap.prototype[name] = function (...args) {
-      if (!busy(this)) return original.apply(this, args)
-      follow(this)
-      try {
-        return original.apply(this, args)
-      } finally {
-        dispatch(this)
-      }
-    }
-  }
-  /** Runs `fn` (which allocates), delivering its events, and retrying once when an
-   * ALLOCATION_FAILED listener was told of an OUT_OF_MEMORY (it may have freed memory). */
-  const allocating = (heap, fn) => {
+  /**
+   * Runs `fn`, a call that can allocate or free, and delivers the events it caused. With
+   * `retryOnOom`, an OUT_OF_MEMORY that ALLOCATION_FAILED listeners were told of is retried
+   * once: they may have freed memory.
+   */
+  const delivering = (heap, fn, retryOnOom = false) => {
     if (!busy(heap)) return fn()
     follow(heap)
     try {
       return fn()
     } catch (err) {
+      if (!retryOnOom) throw err
       dispatch(heap) // ALLOCATION_FAILED listeners may free memory now
       const e = toWgallocError(err, true)
       if (e.code !== 'OUT_OF_MEMORY' || !state(heap).listeners.ALLOCATION_FAILED.size) throw e
       return fn()
     } finally {
       dispatch(heap)
+    }
+  }
+  for (const name of ['emptyCache', 'freeInactiveBuffers']) {
+    const original = Heap.prototype[name]
+    Heap.prototype[name] = function (...args) {
+      return delivering(this, () => original.apply(this, args))
     }
   }
   /**
@@ -133,7 +130,7 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   Heap.prototype.malloc = function (size, options) {
     const usage = usageCode(options)
     const table = tableOf(this)
-    const block = allocating(this, () => mallocBlock(table, size, usage))
+    const block = delivering(this, () => mallocBlock(table, size, usage), true)
     const shape = options?.shape
     if (shape !== undefined && shape !== null) {
       try {
@@ -148,7 +145,7 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB). */
   Heap.prototype.allocScalar = function (value) {
     const table = tableOf(this)
-    return allocating(this, () => adoptBlock(table, this.allocScalarId(value)))
+    return delivering(this, () => adoptBlock(table, this.allocScalarId(value)), true)
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   Heap.prototype.free = function (block) {
@@ -159,13 +156,7 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   const blockFree = DeviceBlock.prototype.free
   DeviceBlock.prototype.free = function () {
     const heap = heapOf(this)
-    if (!busy(heap)) return blockFree.call(this)
-    follow(heap)
-    try {
-      return blockFree.call(this)
-    } finally {
-      dispatch(heap)
-    }
+    return busy(heap) ? delivering(heap, () => blockFree.call(this)) : blockFree.call(this)
   }
 
   addSignal(DeviceBlock.prototype, 'read', 2)

@@ -83,9 +83,10 @@ impl Drop for Slot {
 
 fn with_table<R>(slot: f64, f: impl FnOnce(&BlockTable) -> Result<R>) -> Result<R> {
     let tables = TABLES.read().unwrap_or_else(|p| p.into_inner());
-    match tables.get(slot as usize).and_then(Option::as_ref) {
-        Some(t) if slot.fract() == 0.0 && slot >= 0.0 => f(t),
-        _ => Err(coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)")),
+    let index = (slot >= 0.0 && slot.fract() == 0.0).then_some(slot as usize);
+    match index.and_then(|i| tables.get(i)).and_then(Option::as_ref) {
+        Some(t) => f(t),
+        None => Err(coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)")),
     }
 }
 
