@@ -167,7 +167,10 @@ fn union_runs(buf: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, spare: &mut Vec<
 }
 
 /// Calls `f` on the ranges of two start-ordered lists in start order, not coalesced,
-/// until it returns false. One call site, so `f` inlines.
+/// until it returns false. One call site, so `f` inlines; and inlined itself (with
+/// `scan`) into the caller, whose loop state then stays in registers, not behind the
+/// closure's references (measured: 4% faster on random10k).
+#[inline(always)]
 fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut(u64, u64) -> bool) {
     let (mut i, mut j) = (0, 0);
     loop {
@@ -300,7 +303,16 @@ impl Occupancy {
 
     /// Calls `f(start, end)` on the byte ranges occupied at any point of `[l, r]`, by
     /// start (ties in no fixed order), until it returns false. Ranges may overlap or touch.
+    #[inline]
     pub fn scan(&mut self, l: usize, r: usize, f: impl FnMut(u64, u64) -> bool) {
+        let (mid, end) = self.gather_query(l, r);
+        let (a, b) = self.scratch[..end].split_at(mid);
+        merge_each(a, b, f);
+    }
+
+    /// Gathers the runs of a query and merges them down to two, `scratch[..mid]` and
+    /// `scratch[mid..end]`; returns `(mid, end)`.
+    fn gather_query(&mut self, l: usize, r: usize) -> (usize, usize) {
         self.used = 0;
         self.runs.clear();
         let (bl, br) = (l / self.width, r / self.width);
@@ -324,8 +336,7 @@ impl Occupancy {
             }
         }
         let end = union_runs(&mut self.scratch, &mut self.runs, &mut self.spare);
-        let (a, b) = self.scratch[..end].split_at(self.runs.first().copied().unwrap_or(0));
-        merge_each(a, b, f);
+        (self.runs.first().copied().unwrap_or(0), end)
     }
 }
 

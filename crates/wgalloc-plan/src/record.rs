@@ -63,7 +63,8 @@ impl Hasher for IdHasher {
         }
     }
     fn finish(&self) -> u64 {
-        self.0
+        // A product's high bits are its well-mixed ones; the table indexes by the low bits.
+        self.0.rotate_left(26)
     }
 }
 
