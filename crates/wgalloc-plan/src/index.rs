@@ -106,61 +106,49 @@ pub(crate) struct Occupancy {
     spare: Vec<(u64, u64)>,
 }
 
-/// Appends the union of two start-ordered lists to `out`, coalesced.
-fn merge_union(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut Vec<(u64, u64)>) {
-    out.reserve(a.len() + b.len());
+/// Writes the union of two start-ordered lists to `out` (room for both), coalesced;
+/// returns its length.
+fn merge_union(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut [(u64, u64)]) -> usize {
     let (mut i, mut j) = (0, 0);
-    let mut cur: Option<(u64, u64)> = None;
-    loop {
-        let x = match (a.get(i), b.get(j)) {
-            (Some(&x), Some(&y)) => {
-                if x.0 <= y.0 {
-                    i += 1;
-                    x
-                } else {
-                    j += 1;
-                    y
-                }
-            }
-            (Some(&x), None) => {
-                i += 1;
-                x
-            }
-            (None, Some(&y)) => {
-                j += 1;
-                y
-            }
-            (None, None) => break,
-        };
-        cur = match cur {
-            Some(c) if x.0 <= c.1 => Some((c.0, c.1.max(x.1))),
-            Some(c) => {
-                out.push(c);
-                Some(x)
-            }
-            None => Some(x),
-        };
+    let mut next = || {
+        let take_a = j == b.len() || (i < a.len() && a[i].0 <= b[j].0);
+        let x = if take_a { a.get(i) } else { b.get(j) };
+        (i, j) = if take_a { (i + 1, j) } else { (i, j + 1) };
+        x.copied()
+    };
+    let Some((mut cs, mut ce)) = next() else { return 0 };
+    let mut w = 0;
+    while let Some((s, e)) = next() {
+        if s <= ce {
+            ce = ce.max(e);
+        } else {
+            out[w] = (cs, ce);
+            w += 1;
+            (cs, ce) = (s, e);
+        }
     }
-    out.extend(cur);
+    out[w] = (cs, ce);
+    w + 1
 }
 
 /// Merges the sorted runs of `buf` (ending at the offsets in `runs`) pairwise, each
 /// pair into its coalesced union, until at most two runs remain. Returns where the
-/// last run ends (`buf` may be longer).
+/// last run ends. Both buffers keep their length (no clearing per query).
 fn union_runs(buf: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, spare: &mut Vec<(u64, u64)>) -> usize {
     while runs.len() > 2 {
-        spare.clear();
-        let mut start = 0;
-        let mut w = 0;
+        let total = runs[runs.len() - 1];
+        if spare.len() < total {
+            spare.resize(total, (0, 0));
+        }
+        let (mut start, mut w) = (0, 0);
         for k in (0..runs.len()).step_by(2) {
             let mid = runs[k];
             let end = runs.get(k + 1).copied().unwrap_or(mid);
-            merge_union(&buf[start..mid], &buf[mid..end], spare);
-            runs[w] = spare.len();
-            w += 1;
+            w += merge_union(&buf[start..mid], &buf[mid..end], &mut spare[w..]);
+            runs[k / 2] = w;
             start = end;
         }
-        runs.truncate(w);
+        runs.truncate(runs.len().div_ceil(2));
         std::mem::swap(buf, spare);
     }
     runs.last().copied().unwrap_or(0)

@@ -7,7 +7,7 @@ const DIGIT: u32 = 11;
 const MASK: usize = (1 << DIGIT) - 1;
 
 /// Sorts `v` by key (the first of each pair), stably. Only the digits in which
-/// keys differ take a pass; one read counts them all.
+/// keys differ take a pass; each pass also counts the next digit.
 pub(crate) fn sort_by_key(v: &mut Vec<(u64, u64)>) {
     let (mut any, mut all) = (0u64, !0u64);
     for &(k, _) in v.iter() {
@@ -16,24 +16,28 @@ pub(crate) fn sort_by_key(v: &mut Vec<(u64, u64)>) {
     }
     let differ = any ^ all;
     let shifts: Vec<u32> = (0..64).step_by(DIGIT as usize).filter(|&s| (differ >> s) as usize & MASK != 0).collect();
-    let mut count = vec![[0usize; MASK + 1]; shifts.len()];
+    let Some(&first) = shifts.first() else { return };
+    let (mut at, mut next) = (vec![0usize; MASK + 1], vec![0usize; MASK + 1]);
     for &(k, _) in v.iter() {
-        for (c, &s) in count.iter_mut().zip(&shifts) {
-            c[(k >> s) as usize & MASK] += 1;
-        }
+        at[(k >> first) as usize & MASK] += 1;
     }
     let mut buf = vec![(0, 0); v.len()];
-    for (at, &s) in count.iter_mut().zip(&shifts) {
+    for (d, &s) in shifts.iter().enumerate() {
         let mut sum = 0;
         for a in at.iter_mut() {
             (*a, sum) = (sum, sum + *a);
         }
+        next.fill(0);
+        // The last pass counts a digit nobody reads (cheaper than a second loop).
+        let ns = shifts.get(d + 1).copied().unwrap_or(0);
         for &x in v.iter() {
-            let d = (x.0 >> s) as usize & MASK;
-            buf[at[d]] = x;
-            at[d] += 1;
+            let k = (x.0 >> s) as usize & MASK;
+            buf[at[k]] = x;
+            at[k] += 1;
+            next[(x.0 >> ns) as usize & MASK] += 1;
         }
         std::mem::swap(v, &mut buf);
+        std::mem::swap(&mut at, &mut next);
     }
     debug_assert!(v.is_sorted_by_key(|x| x.0));
 }
