@@ -10,7 +10,8 @@
 //! between, and merges those sorted runs pairwise: no sort, and a short query (the
 //! common case in DNN traces) reads just two or four lists. The last merge is lazy and
 //! does not coalesce: the caller's gap scan only needs ranges by start (overlaps are
-//! fine), so a query within one bucket just filters its partial list.
+//! fine), so a query within one bucket filters its partial list and reads it together
+//! with its full list in one pass, copying nothing else.
 //!
 //! Every list of ranges lives in one shared pool (no allocation per node).
 
