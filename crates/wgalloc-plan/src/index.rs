@@ -8,7 +8,10 @@
 //! records touching any of its buckets. A query `[l, r]` takes the two edge buckets'
 //! `full` and filtered `partial` lists plus the O(log) tree unions of the buckets in
 //! between, and merges those sorted runs pairwise: no sort, and a short query (the
-//! common case in DNN traces) reads just two or four lists.
+//! common case in DNN traces) reads just two or four lists. The last merge is lazy and
+//! does not coalesce: the caller's gap scan only needs ranges by start (overlaps are
+//! fine), so a query within one bucket filters its partial list and reads it together
+//! with its full list in one pass, copying nothing else.
 //!
 //! Every list of ranges lives in one shared pool (no allocation per node).
 
@@ -96,29 +99,76 @@ pub(crate) struct Occupancy {
     /// Per bucket: records touching part of it, by start offset.
     partial: Vec<Vec<Partial>>,
     pool: Vec<(u64, u64)>,
-    /// Ranges gathered by a query: sorted runs ending at the offsets in `runs`.
+    /// Ranges gathered by a query: `scratch[..used]`, sorted runs ending at the
+    /// offsets in `runs`. Gathering overwrites `scratch` in place (no clearing per query).
     scratch: Vec<(u64, u64)>,
+    used: usize,
     runs: Vec<usize>,
     spare: Vec<(u64, u64)>,
 }
 
-/// Appends the union of two start-ordered lists to `out`, coalesced.
-fn merge_union(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut Vec<(u64, u64)>) {
-    out.reserve(a.len() + b.len());
+/// Writes the union of two start-ordered lists to `out` (room for both), coalesced;
+/// returns its length.
+fn merge_union(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut [(u64, u64)]) -> usize {
     let (mut i, mut j) = (0, 0);
-    let mut cur: Option<(u64, u64)> = None;
+    let mut next = || {
+        let take_a = j == b.len() || (i < a.len() && a[i].0 <= b[j].0);
+        let x = if take_a { a.get(i) } else { b.get(j) };
+        (i, j) = if take_a { (i + 1, j) } else { (i, j + 1) };
+        x.copied()
+    };
+    let Some((mut cs, mut ce)) = next() else { return 0 };
+    let mut w = 0;
+    while let Some((s, e)) = next() {
+        if s <= ce {
+            ce = ce.max(e);
+        } else {
+            out[w] = (cs, ce);
+            w += 1;
+            (cs, ce) = (s, e);
+        }
+    }
+    out[w] = (cs, ce);
+    w + 1
+}
+
+/// Merges the sorted runs of `buf` (ending at the offsets in `runs`) pairwise, each
+/// pair into its coalesced union, until at most two runs remain. Returns where the
+/// last run ends. Both buffers keep their length (no clearing per query).
+fn union_runs(buf: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, spare: &mut Vec<(u64, u64)>) -> usize {
+    while runs.len() > 2 {
+        let total = runs[runs.len() - 1];
+        if spare.len() < total {
+            spare.resize(total, (0, 0));
+        }
+        let (mut start, mut w) = (0, 0);
+        for k in (0..runs.len()).step_by(2) {
+            let mid = runs[k];
+            let end = runs.get(k + 1).copied().unwrap_or(mid);
+            w += merge_union(&buf[start..mid], &buf[mid..end], &mut spare[w..]);
+            runs[k / 2] = w;
+            start = end;
+        }
+        runs.truncate(runs.len().div_ceil(2));
+        std::mem::swap(buf, spare);
+    }
+    runs.last().copied().unwrap_or(0)
+}
+
+/// Calls `f` on the ranges of two start-ordered lists in start order, not coalesced,
+/// until it returns false. One call site, so `f` inlines; and inlined itself (with
+/// `scan`) into the caller, whose loop state then stays in registers, not behind the
+/// closure's references (measured: 4% faster on random10k).
+#[inline(always)]
+fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut(u64, u64) -> bool) {
+    let (mut i, mut j) = (0, 0);
     loop {
-        let x = match (a.get(i), b.get(j)) {
-            (Some(&x), Some(&y)) => {
-                if x.0 <= y.0 {
-                    i += 1;
-                    x
-                } else {
-                    j += 1;
-                    y
-                }
+        let (s, e) = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if y.0 < x.0 => {
+                j += 1;
+                y
             }
-            (Some(&x), None) => {
+            (Some(&x), _) => {
                 i += 1;
                 x
             }
@@ -126,41 +176,9 @@ fn merge_union(a: &[(u64, u64)], b: &[(u64, u64)], out: &mut Vec<(u64, u64)>) {
                 j += 1;
                 y
             }
-            (None, None) => break,
+            (None, None) => return,
         };
-        cur = match cur {
-            Some(c) if x.0 <= c.1 => Some((c.0, c.1.max(x.1))),
-            Some(c) => {
-                out.push(c);
-                Some(x)
-            }
-            None => Some(x),
-        };
-    }
-    out.extend(cur);
-}
-
-/// Replaces `buf` (sorted runs ending at the offsets in `runs`) by the union of its
-/// ranges, sorted and coalesced: runs merge pairwise, O(n log runs).
-fn union_runs(buf: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, spare: &mut Vec<(u64, u64)>) {
-    if runs.is_empty() {
-        return;
-    }
-    loop {
-        spare.clear();
-        let mut start = 0;
-        let mut w = 0;
-        for k in (0..runs.len()).step_by(2) {
-            let mid = runs[k];
-            let end = runs.get(k + 1).copied().unwrap_or(mid);
-            merge_union(&buf[start..mid], &buf[mid..end], spare);
-            runs[w] = spare.len();
-            w += 1;
-            start = end;
-        }
-        runs.truncate(w);
-        std::mem::swap(buf, spare);
-        if w == 1 {
+        if !f(s, e) {
             return;
         }
     }
@@ -181,6 +199,7 @@ impl Occupancy {
             partial: vec![Vec::new(); buckets],
             pool: Vec::new(),
             scratch: Vec::new(),
+            used: 0,
             runs: Vec::new(),
             spare: Vec::new(),
         }
@@ -236,37 +255,54 @@ impl Occupancy {
         }
     }
 
+    /// Makes room for `n` more gathered ranges at `scratch[used..]`.
+    fn room(&mut self, n: usize) {
+        if self.scratch.len() < self.used + n {
+            self.scratch.resize(self.used + n, (0, 0));
+        }
+    }
+
     /// Appends a sorted run to the gathered ranges.
     fn gather(&mut self, run: List) {
         if run.len > 0 {
-            self.scratch.extend_from_slice(slice(&self.pool, run));
-            self.runs.push(self.scratch.len());
+            let n = run.len as usize;
+            self.room(n);
+            self.scratch[self.used..self.used + n].copy_from_slice(slice(&self.pool, run));
+            self.used += n;
+            self.runs.push(self.used);
         }
     }
 
     fn gather_bucket(&mut self, b: usize, l: usize, r: usize) {
         self.gather(self.full[b]);
         let (l, r) = (l as u32, r as u32);
-        // Branch-free filter: write every entry, keep those overlapping `[l, r]`.
-        let v = &self.partial[b];
-        let scratch = &mut self.scratch;
-        let base = scratch.len();
-        scratch.resize(base + v.len(), (0, 0));
-        let out = &mut scratch[base..];
+        // Branch-free filter (`&`, not `&&`): write every entry, keep those overlapping `[l, r]`.
+        self.room(self.partial[b].len());
+        let out = &mut self.scratch[self.used..];
         let mut w = 0;
-        for x in v {
+        for x in &self.partial[b] {
             out[w] = (x.s, x.e);
-            w += usize::from(x.first <= r && l <= x.last);
+            w += usize::from((x.first <= r) & (l <= x.last));
         }
-        scratch.truncate(base + w);
         if w > 0 {
-            self.runs.push(base + w);
+            self.used += w;
+            self.runs.push(self.used);
         }
     }
 
-    /// Merged byte ranges occupied at any point of `[l, r]`, sorted.
-    pub fn occupied(&mut self, l: usize, r: usize) -> &[(u64, u64)] {
-        self.scratch.clear();
+    /// Calls `f(start, end)` on the byte ranges occupied at any point of `[l, r]`, by
+    /// start (ties in no fixed order), until it returns false. Ranges may overlap or touch.
+    #[inline]
+    pub fn scan(&mut self, l: usize, r: usize, f: impl FnMut(u64, u64) -> bool) {
+        let (mid, end) = self.gather_query(l, r);
+        let (a, b) = self.scratch[..end].split_at(mid);
+        merge_each(a, b, f);
+    }
+
+    /// Gathers the runs of a query and merges them down to two, `scratch[..mid]` and
+    /// `scratch[mid..end]`; returns `(mid, end)`.
+    fn gather_query(&mut self, l: usize, r: usize) -> (usize, usize) {
+        self.used = 0;
         self.runs.clear();
         let (bl, br) = (l / self.width, r / self.width);
         self.gather_bucket(bl, l, r);
@@ -288,8 +324,8 @@ impl Occupancy {
                 b >>= 1;
             }
         }
-        union_runs(&mut self.scratch, &mut self.runs, &mut self.spare);
-        &self.scratch
+        let end = union_runs(&mut self.scratch, &mut self.runs, &mut self.spare);
+        (self.runs.first().copied().unwrap_or(0), end)
     }
 }
 
@@ -351,14 +387,8 @@ impl Stabbing {
 mod tests {
     use super::Occupancy;
 
-    /// Union of the byte ranges of `placed` records overlapping `[l, r]` in time.
-    fn brute(placed: &[(usize, usize, u64, u64)], l: usize, r: usize) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|p| p.0 <= r && l <= p.1)
-            .map(|p| (p.2, p.3))
-            .collect();
-        v.sort_unstable();
+    /// Coalesced union of start-ordered ranges.
+    fn coalesce(v: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         for (s, e) in v {
             match out.last_mut() {
@@ -367,6 +397,17 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Union of the byte ranges of `placed` records overlapping `[l, r]` in time.
+    fn brute(placed: &[(usize, usize, u64, u64)], l: usize, r: usize) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|p| p.0 <= r && l <= p.1)
+            .map(|p| (p.2, p.3))
+            .collect();
+        v.sort_unstable();
+        coalesce(v)
     }
 
     #[test]
@@ -381,11 +422,14 @@ mod tests {
             for _ in 0..300 {
                 let l = next(points as u64) as usize;
                 let r = (l + next(1 + points as u64 / 3) as usize).min(points - 1);
-                assert_eq!(
-                    occ.occupied(l, r),
-                    brute(&placed, l, r).as_slice(),
-                    "points {points} width {width} query [{l}, {r}]"
-                );
+                let mut got = Vec::new();
+                occ.scan(l, r, |s, e| {
+                    got.push((s, e));
+                    true
+                });
+                let what = format!("points {points} width {width} query [{l}, {r}]");
+                assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "{what}: not by start");
+                assert_eq!(coalesce(got), brute(&placed, l, r), "{what}");
                 // Overlaps with earlier ranges are allowed here: the index must still merge.
                 let s = next(200);
                 let e = s + 1 + next(30);

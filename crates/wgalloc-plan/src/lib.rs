@@ -34,6 +34,8 @@ pub mod json;
 mod options;
 mod plan;
 mod planner;
+mod radix;
+mod rank_set;
 mod record;
 mod strategies;
 mod strategy;

@@ -1,6 +1,7 @@
 //! Usage records and their validation into the dense form the planners use.
 
 use crate::error::{add, PlanError};
+use crate::radix::sort_by_key;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -40,8 +41,9 @@ pub(crate) fn check_alignment(what: &str, alignment: u64) -> Result<(), PlanErro
     }
 }
 
-/// FxHash (rustc's): ids are hashed once each to find duplicates, where SipHash's
-/// flood resistance buys nothing (the caller supplies both the ids and the work).
+/// FxHash (rustc's mixing, a string's tail taken as one word): ids are hashed once
+/// each to find duplicates, where SipHash's flood resistance buys nothing (the caller
+/// supplies both the ids and the work).
 #[derive(Default)]
 struct IdHasher(u64);
 
@@ -51,12 +53,18 @@ impl Hasher for IdHasher {
         for c in &mut chunks {
             self.mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
         }
-        for &b in chunks.remainder() {
-            self.mix(u64::from(b));
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            // One word for the tail (short ids are all tail), its length in the top byte.
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            word[7] = rest.len() as u8;
+            self.mix(u64::from_le_bytes(word));
         }
     }
     fn finish(&self) -> u64 {
-        self.0
+        // A product's high bits are its well-mixed ones; the table indexes by the low bits.
+        self.0.rotate_left(26)
     }
 }
 
@@ -92,9 +100,12 @@ impl Problem {
     pub fn new(records: &[UsageRecord], default_align: u64) -> Result<Problem, PlanError> {
         check_alignment("plan options", default_align)?;
         let mut ids: HashSet<&str, BuildHasherDefault<IdHasher>> = HashSet::with_capacity_and_hasher(records.len(), Default::default());
+        let n = records.len();
         let mut total = 0u64;
-        let mut align = Vec::with_capacity(records.len());
-        for r in records {
+        let (mut size, mut align) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        // Lifetime ends as (time, slot): slot 2i is record i's first, 2i + 1 its last.
+        let mut ends: Vec<(u64, u64)> = Vec::with_capacity(2 * n);
+        for (i, r) in records.iter().enumerate() {
             if r.first > r.last {
                 return Err(PlanError::InvalidLifetime { id: r.id.clone(), first: r.first, last: r.last });
             }
@@ -109,21 +120,25 @@ impl Problem {
                 None => default_align,
             };
             align.push(a);
+            size.push(r.size);
             // Bounding the plain sum bounds every plan's height (before alignment padding).
             total = add(total, r.size, "sum of record sizes")?;
+            ends.push((r.first, 2 * i as u64));
+            ends.push((r.last, 2 * i as u64 + 1));
         }
-        let mut pts: Vec<u64> = records.iter().flat_map(|r| [r.first, r.last]).collect();
-        pts.sort_unstable();
-        pts.dedup();
-        let idx = |t: u64| pts.partition_point(|&p| p < t);
-        Ok(Problem {
-            size: records.iter().map(|r| r.size).collect(),
-            align,
-            first: records.iter().map(|r| idx(r.first)).collect(),
-            last: records.iter().map(|r| idx(r.last)).collect(),
-            points: pts.len(),
-            times: pts,
-        })
+        // Compress time: a point per distinct end time, in order.
+        sort_by_key(&mut ends);
+        let (mut first, mut last) = (vec![0; n], vec![0; n]);
+        let mut times: Vec<u64> = Vec::new();
+        for (t, slot) in ends {
+            if times.last() != Some(&t) {
+                times.push(t);
+            }
+            let slot = slot as usize;
+            let point = if slot % 2 == 1 { &mut last[slot / 2] } else { &mut first[slot / 2] };
+            *point = times.len() - 1;
+        }
+        Ok(Problem { size, align, first, last, points: times.len(), times })
     }
 
     /// Lifetime length in compressed points (>= 1).

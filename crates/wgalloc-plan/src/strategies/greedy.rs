@@ -44,25 +44,40 @@ fn place_with(p: &Problem, order: &[usize], fit: Fit, width: usize) -> Result<Ve
         if size == 0 {
             continue; // needs no bytes; offset 0 is aligned and overlaps nothing
         }
-        let mut prev = 0u64;
+        let mut prev = 0u64; // highest end so far
         let mut best: Option<(u64, u64)> = None; // (gap length, offset)
-        for &(s, e) in occ.occupied(p.first[i], p.last[i]) {
-            let cand = align_up(prev, a)?;
-            if cand < s && s - cand >= size {
-                let gap = s - prev;
-                match fit {
-                    Fit::First => {
-                        best = Some((gap, cand));
-                        break;
+        let mut failed = None;
+        // Ranges come by start but may overlap, so a free gap `[prev, s)` opens only
+        // where `s > prev`: exactly the gaps of their coalesced union.
+        occ.scan(p.first[i], p.last[i], |s, e| {
+            if s > prev {
+                let cand = match align_up(prev, a) {
+                    Ok(c) => c,
+                    Err(err) => {
+                        failed = Some(err);
+                        return false;
                     }
-                    Fit::Best => {
-                        if best.is_none_or(|(g, _)| gap < g) {
+                };
+                if cand < s && s - cand >= size {
+                    let gap = s - prev;
+                    match fit {
+                        Fit::First => {
                             best = Some((gap, cand));
+                            return false;
+                        }
+                        Fit::Best => {
+                            if best.is_none_or(|(g, _)| gap < g) {
+                                best = Some((gap, cand));
+                            }
                         }
                     }
                 }
             }
             prev = prev.max(e);
+            true
+        });
+        if let Some(err) = failed {
+            return Err(err);
         }
         let o = match best {
             Some((_, o)) => o,

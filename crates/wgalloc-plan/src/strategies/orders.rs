@@ -2,6 +2,7 @@
 
 use crate::bound::load_profile;
 use crate::index::Stabbing;
+use crate::radix::sort_by_key;
 use crate::record::Problem;
 use std::cmp::Reverse;
 
@@ -35,7 +36,7 @@ impl Order {
     pub fn compute(self, p: &Problem) -> Vec<usize> {
         let mut v: Vec<usize> = (0..p.len()).collect();
         match self {
-            Order::Size => v.sort_by_key(|&i| Reverse(p.size[i])),
+            Order::Size => return size_order(p),
             Order::Lifetime => v.sort_by_key(|&i| (Reverse(p.span(i)), Reverse(p.size[i]))),
             Order::Area => v.sort_by_key(|&i| (Reverse(p.size[i] as u128 * p.span(i) as u128), Reverse(p.size[i]))),
             Order::Conflict => {
@@ -46,6 +47,13 @@ impl Order {
         }
         v
     }
+}
+
+/// Records by size, non-increasing, ties by index: a stable radix sort by `!size`.
+fn size_order(p: &Problem) -> Vec<usize> {
+    let mut v: Vec<(u64, u64)> = (0..p.len()).map(|i| (!p.size[i], i as u64)).collect();
+    sort_by_key(&mut v);
+    v.into_iter().map(|(_, i)| i as usize).collect()
 }
 
 /// For each record, the total size of all records overlapping it (itself included):
