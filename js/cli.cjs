@@ -21,6 +21,24 @@ const COMMANDS = {
   demo: { run: require('./cli/demo.cjs'), summary: 'transformer block on the device: every strategy, eager vs planned memory and time, CPU check' },
 }
 
+/**
+ * Parses a command's arguments: its `options` plus `--help`, and exactly `files` positional
+ * file names (0 or 1). Returns `{ values, positionals }`, or `{ exit }` once it printed the
+ * command's usage: 0 for `--help`, 2 for a wrong number of files.
+ */
+function parseCommand(argv, { options, usage, files = 0 }) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: files > 0,
+    options: { ...options, help: { type: 'boolean', short: 'h', default: false } },
+  })
+  if (values.help || positionals.length !== files) {
+    console.log(usage)
+    return { exit: values.help ? 0 : 2 }
+  }
+  return { values, positionals }
+}
+
 function usage() {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`)
   return `usage: wgalloc <command> [options]\n\ncommands:\n${lines.join('\n')}\n\nRun 'wgalloc <command> --help' for a command's options.`
@@ -37,7 +55,7 @@ async function main(argv) {
     console.error(`wgalloc: unknown command '${name}'\n\n${usage()}`)
     return 2
   }
-  return command.run(rest, { parseArgs })
+  return command.run(rest, { parseCommand })
 }
 
 main(process.argv.slice(2)).then(

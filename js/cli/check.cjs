@@ -6,24 +6,22 @@ const { Gpu } = require('../index.cjs')
 const { checkGraph } = require('../check.cjs')
 const { table, bytes } = require('./table.cjs')
 
-module.exports = async function check(argv, { parseArgs }) {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
+const USAGE = 'usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
+  '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (shared/bench/models format, run with checksum kernels)\n' +
+  '  --verify: also poison and check every tensor on the device after each op'
+
+module.exports = async function check(argv, { parseCommand }) {
+  const { values, positionals, exit } = parseCommand(argv, {
+    usage: USAGE,
+    files: 1,
     options: {
       strategy: { type: 'string', default: 'best' },
       runs: { type: 'string', default: '5' },
       verify: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   })
-  if (values.help || positionals.length !== 1) {
-    console.log('usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
-      '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (shared/bench/models format, run with checksum kernels)\n' +
-      '  --verify: also poison and check every tensor on the device after each op')
-    return values.help ? 0 : 2
-  }
+  if (exit !== undefined) return exit
   const text = readFileSync(positionals[0], 'utf8')
   const gpu = await Gpu.request()
   const parsed = JSON.parse(text)

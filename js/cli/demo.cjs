@@ -62,9 +62,9 @@ function report(f) {
   return out.join('\n')
 }
 
-module.exports = async function demo(argv, { parseArgs }) {
-  const { values } = parseArgs({
-    args: argv,
+module.exports = async function demo(argv, { parseCommand }) {
+  const { values, exit } = parseCommand(argv, {
+    usage: USAGE,
     options: {
       seq: { type: 'string', default: '64' },
       dim: { type: 'string', default: '128' },
@@ -75,13 +75,9 @@ module.exports = async function demo(argv, { parseArgs }) {
       svg: { type: 'string', default: 'plan.svg' },
       trace: { type: 'string', default: 'trace.json' },
       json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   })
-  if (values.help) {
-    console.log(USAGE)
-    return 0
-  }
+  if (exit !== undefined) return exit
   let figures
   try {
     figures = await runDemo({

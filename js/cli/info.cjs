@@ -3,21 +3,17 @@
 const { Gpu } = require('../index.cjs')
 const { table, bytes } = require('./table.cjs')
 
-module.exports = async function info(argv, { parseArgs }) {
-  const { values } = parseArgs({
-    args: argv,
+module.exports = async function info(argv, { parseCommand }) {
+  const { values, exit } = parseCommand(argv, {
+    usage: 'usage: wgalloc info [--json] [--backend vulkan|metal|dx12] [--adapter NAME] [--fallback]',
     options: {
       json: { type: 'boolean', default: false },
       backend: { type: 'string', multiple: true },
       adapter: { type: 'string' },
       fallback: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   })
-  if (values.help) {
-    console.log('usage: wgalloc info [--json] [--backend vulkan|metal|dx12] [--adapter NAME] [--fallback]')
-    return 0
-  }
+  if (exit !== undefined) return exit
   const gpu = await Gpu.request({
     backends: values.backend,
     adapterName: values.adapter,

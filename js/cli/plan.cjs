@@ -35,23 +35,19 @@ function progressBar(strategy) {
   }
 }
 
-module.exports = async function plan(argv, { parseArgs }) {
+module.exports = async function plan(argv, { parseCommand }) {
   const { args, json, jsonFile } = splitJsonFlag(argv)
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
+  const { values, positionals, exit } = parseCommand(args, {
+    usage: USAGE,
+    files: 1,
     options: {
       strategy: { type: 'string', default: 'best' },
       'time-limit': { type: 'string', default: '10s' },
       alignment: { type: 'string', default: '1' },
       svg: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   })
-  if (values.help || positionals.length !== 1) {
-    console.log(USAGE)
-    return values.help ? 0 : 2
-  }
+  if (exit !== undefined) return exit
   const file = positionals[0]
   const text = readFileSync(file, 'utf8')
   const input = file.endsWith('.csv') ? text : JSON.parse(text)

@@ -9,16 +9,13 @@ const { replayHistory } = require('../view/history.cjs')
 const { readJsonFile } = require('../view/index.cjs')
 const { table, bytes } = require('./table.cjs')
 
-module.exports = async function replay(argv, { parseArgs }) {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { json: { type: 'boolean', default: false }, snapshot: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false } },
+module.exports = async function replay(argv, { parseCommand }) {
+  const { values, positionals, exit } = parseCommand(argv, {
+    usage: 'usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })',
+    files: 1,
+    options: { json: { type: 'boolean', default: false }, snapshot: { type: 'string' } },
   })
-  if (values.help || positionals.length !== 1) {
-    console.log('usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })')
-    return values.help ? 0 : 2
-  }
+  if (exit !== undefined) return exit
   const trace = readJsonFile(positionals[0])
   const gpu = await Gpu.request()
   let ours

@@ -16,21 +16,17 @@ const USAGE = `usage: wgalloc view <file.json> [-o out.html] [--no-replay] [--ti
   --no-replay draw an alloc/free trace as is, without replaying it through the device heap
               (no segment map then)`
 
-module.exports = async function view(argv, { parseArgs }) {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
+module.exports = async function view(argv, { parseCommand }) {
+  const { values, positionals, exit } = parseCommand(argv, {
+    usage: USAGE,
+    files: 1,
     options: {
       output: { type: 'string', short: 'o' },
       'no-replay': { type: 'boolean', default: false },
       title: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
     },
   })
-  if (values.help || positionals.length !== 1) {
-    console.log(USAGE)
-    return values.help ? 0 : 2
-  }
+  if (exit !== undefined) return exit
   const file = positionals[0]
   let json = readJsonFile(file)
   let kind = detectKind(json)
