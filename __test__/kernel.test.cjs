@@ -2,19 +2,14 @@
 // Kernels dispatched directly on heap blocks: results read back from the GPU, stream
 // ordering, deferred frees, and typed errors for bad input.
 const test = require('ava')
+const { readFileSync } = require('node:fs')
+const { join } = require('node:path')
 const { inspect } = require('node:util')
 const { Gpu, ComputeKernel } = require('../js/index.cjs')
 const { gpu } = require('./helpers.cjs')
 
-const AXPY = `
-struct P { alpha: f32 }
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> p: P;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < arrayLength(&y)) { y[g.x] = p.alpha * x[g.x] + y[g.x]; }
-}`
+// The Rust kernel tests use the same kernel.
+const AXPY = readFileSync(join(__dirname, '../crates/wgalloc-core/tests/kernels/axpy.wgsl'), 'utf8')
 
 const f32 = (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
 

@@ -130,15 +130,8 @@ fn checked_runs_equal_plain_runs() {
     }
 }
 
-const AXPY: &str = r#"
-struct P { alpha: f32 }
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> p: P;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < arrayLength(&y)) { y[g.x] = p.alpha * x[g.x] + y[g.x]; }
-}"#;
+/// Shared with the JS kernel tests (`__test__/kernel.test.cjs`).
+const AXPY: &str = include_str!("kernels/axpy.wgsl");
 
 #[test]
 fn kernels_dispatch_on_heap_blocks_and_freed_blocks_wait_for_them() {
