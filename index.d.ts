@@ -758,6 +758,11 @@ export interface HostConfig {
   backgroundThread?: boolean
   /** `false` makes `bytes` a copy instead of a view of mapped memory (the fallback path). */
   zeroCopy?: boolean
+  /**
+   * `upload`/`uploadBatch` stage and submit at most this many bytes at a time (default
+   * 4 MiB), so the device copies one piece while the host writes the next. A multiple of 4.
+   */
+  pipelineBytes?: number
 }
 
 /** Host-cache statistics (PyTorch HostStats). */

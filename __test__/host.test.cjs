@@ -259,7 +259,7 @@ test('bad input: typed errors, nothing corrupted, stats exact', async (t) => {
   gpu.destroy()
 })
 
-test('uploadBatch uploads many ranges with one submission, and the cache stays warm', async (t) => {
+test('uploadBatch packs many ranges into few blocks, and the cache stays warm', async (t) => {
   const gpu = await Gpu.request()
   const { host, heap } = gpu
   const chunk = 64 * 1024
@@ -295,5 +295,29 @@ test('uploadBatch uploads many ranges with one submission, and the cache stays w
   await t.throwsAsync(gpu.uploadBatch(items, { signal: ac.signal }), { code: 'ABORTED' })
   dev.free()
   odd.free()
+  gpu.destroy()
+})
+
+test('large uploads go in pipelined pieces of pipelineBytes', async (t) => {
+  const gpu = await Gpu.request()
+  const { host, heap } = gpu
+  t.is(host.config.pipelineBytes, 4 * MiB)
+  const piece = 64 * 1024
+  host.configure({ pipelineBytes: piece })
+  t.is(host.config.pipelineBytes, piece)
+  // 16 full pieces and a 6-byte tail that ends at the block's end.
+  const size = 16 * piece + 6
+  const dev = heap.malloc(size)
+  const data = pattern(size, 5)
+  await gpu.upload(dev, data)
+  const largest = Math.max(...host.stats().buckets.map((b) => b.size))
+  t.is(largest, piece, 'no upload block larger than a piece')
+  t.true(Buffer.compare(await gpu.download(dev), Buffer.from(data)) === 0)
+  // Bad settings: typed errors, and the setting in force stays.
+  for (const bad of [0, 6, -4, 1.5, NaN]) {
+    t.throws(() => host.configure({ pipelineBytes: bad }), { code: 'INVALID_ARGUMENT' }, `pipelineBytes ${bad}`)
+  }
+  t.is(host.config.pipelineBytes, piece)
+  dev.free()
   gpu.destroy()
 })

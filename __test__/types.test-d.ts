@@ -34,7 +34,7 @@ void heapAndPlan
 import type { HostBlock, HostStats } from '../js/index.js'
 async function hostCache(gpu: Gpu): Promise<number> {
   const host = gpu.host
-  host.configure({ maxCachedBytes: 64 << 20, roundThreshold: 32 << 20, backgroundThread: false, zeroCopy: true })
+  host.configure({ maxCachedBytes: 64 << 20, roundThreshold: 32 << 20, backgroundThread: false, zeroCopy: true, pipelineBytes: 4 << 20 })
   const up: HostBlock = host.alloc(1024, { direction: 'upload' })
   up.bytes.fill(1)
   const dev = gpu.heap.malloc(1024)

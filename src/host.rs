@@ -37,6 +37,9 @@ pub struct HostConfig {
     pub background_thread: Option<bool>,
     /// `false` makes `bytes` a copy instead of a view of mapped memory (the fallback path).
     pub zero_copy: Option<bool>,
+    /// `upload`/`uploadBatch` stage and submit at most this many bytes at a time (default
+    /// 4 MiB), so the device copies one piece while the host writes the next. A multiple of 4.
+    pub pipeline_bytes: Option<f64>,
 }
 
 /// Count, total and longest duration of a driver operation, in nanoseconds.
@@ -269,6 +272,7 @@ impl Host {
             round_threshold: Some(bytes(c.round_threshold)),
             background_thread: Some(c.background_thread),
             zero_copy: Some(c.zero_copy),
+            pipeline_bytes: Some(c.pipeline_bytes as f64),
         }
     }
 
@@ -288,6 +292,9 @@ impl Host {
         }
         if let Some(v) = options.zero_copy {
             c.zero_copy = v;
+        }
+        if let Some(v) = options.pipeline_bytes {
+            c.pipeline_bytes = to_u64(v, "pipelineBytes")?;
         }
         self.inner.configure(c).napi()
     }

@@ -41,12 +41,15 @@ module.exports = [
       for (const chunk of [...new Set(rows.filter((x) => x.kind === 'upload').map((x) => x.chunk))]) {
         const ups = rows.filter((x) => x.kind === 'upload' && x.chunk === chunk)
         const ours = ups.find((x) => x.method === 'd')
-        const best = ups.filter((x) => x.method !== 'd').reduce((a, b) => (b.mibPerS > a.mibPerS ? b : a))
+        // The target is against (a)-(c); the batched belt (e) is our own reference, reported beside it.
+        const best = ups.filter((x) => 'abc'.includes(x.method)).reduce((a, b) => (b.mibPerS > a.mibPerS ? b : a))
+        const batched = ups.find((x) => x.method === 'e')
         out.push({
           measured: { value: ours.mibPerS, unit: `MiB/s upload, ${chunk >> 10} KiB chunks` },
           baseline: { value: best.mibPerS, unit: 'MiB/s', what: NAMES[best.method] },
           ratio: ours.mibPerS / best.mibPerS,
-          ratioMeaning: 'host cache / best baseline throughput (target >= 1)',
+          ratioMeaning: 'host cache / best of write_buffer, StagingBelt, fresh buffer (target >= 1)',
+          vsBatchedBelt: ours.mibPerS / batched.mibPerS,
           driverCreationsSteadyState: ours.driverCreations,
           rows: ups,
         })

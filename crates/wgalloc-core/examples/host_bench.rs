@@ -1,9 +1,9 @@
 //! Staging benchmarks (`cargo run --release -p wgalloc-core --example host_bench [-- --json]`):
 //! upload 256 MiB in chunks through (a) `Queue::write_buffer`, (b) `wgpu::util::StagingBelt`
-//! (one submission per chunk), (e) the same belt batched like (d) (one submission per 2 MiB),
-//! (c) a fresh mapped buffer per chunk, (d) the host cache through `Host::upload_many`, one
-//! submission per 2 MiB batch of chunks (a belt, too, is made to record many copies per
-//! submission); downloads through (c) and (d) with
+//! (one submission per chunk), (e) the same belt batched like (d) (one submission per 4 MiB),
+//! (c) a fresh mapped buffer per chunk, (d) the host cache through `Host::upload_many`, which
+//! packs chunks into (or splits them into) 4 MiB pieces and submits each as it is written;
+//! downloads through (c) and (d) with
 //! per-readback latency; and cached `alloc`+`free` without GPU work. Every upload is
 //! verified by reading the target back and comparing it with the source. Each figure is the
 //! median of `--reps N` (default 5) timed passes, the methods interleaved.
@@ -16,10 +16,11 @@ use wgalloc_core::{DeviceBlock, Gpu, GpuOptions};
 
 const TOTAL: u64 = 256 << 20;
 const CHUNKS: [u64; 3] = [64 << 10, 1 << 20, 16 << 20];
-/// Bytes per `upload_many` call in (d). Small batches keep the staging block warm in the CPU
-/// cache between the memcpy and the copy, which matters on lavapipe (it runs copies on the
-/// CPU at submit); 16 MiB batches measured 0.90x at 1 MiB chunks there, 2 MiB ones 1.10x.
-const BATCH: u64 = 2 << 20;
+/// Bytes of chunks per `upload_many` call in (d); the cache itself stages and submits them
+/// in pieces of its `pipeline_bytes` (4 MiB by default).
+const CALL_BYTES: u64 = 16 << 20;
+/// Bytes per submission of the batched belt (e): the cache's default piece.
+const BATCH: u64 = wgalloc_core::host::config::DEFAULT_PIPELINE_BYTES;
 
 fn source() -> Vec<u8> {
     (0..TOTAL as usize).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect()
@@ -99,10 +100,10 @@ fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char, be
                 staging.destroy();
             }
             _ => {
-                // Like the belt, one submission records many copies: a batch of chunks
-                // (2 MiB, or one chunk if larger) goes through `upload_many`.
+                // 16 MiB of chunks (or one larger chunk) per call; `upload_many` submits
+                // them in pipelined pieces.
                 batch.push(UploadItem { dst, offset: off, data: part });
-                if batch.len() as u64 * chunk >= BATCH || off + chunk == TOTAL {
+                if batch.len() as u64 * chunk >= CALL_BYTES || off + chunk == TOTAL {
                     host.upload_many(&batch).unwrap();
                     batch.clear();
                 }

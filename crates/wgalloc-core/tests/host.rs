@@ -233,7 +233,9 @@ fn settled(host: &wgalloc_core::Host) -> wgalloc_core::HostStats {
 fn upload_many_packs_items_into_few_blocks_and_submits_once() {
     let gpu = gpu();
     let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
-    // Odd lengths end at their block's end (the padding rule); one item is larger than a batch block.
+    // Pieces as large as the whole batch: everything packs into one block and one submission.
+    host.configure(HostConfig { pipeline_bytes: 32 << 20, ..host.config() }).unwrap();
+    // Odd lengths end at their block's end (the padding rule).
     let sizes = [1usize, 3, 4, 5, 100, 4096, 65_537, 1 << 20, (17 << 20) + 2, 6];
     let targets: Vec<_> = sizes.iter().map(|&n| heap.malloc(n as u64 + 8, Usage::Device).unwrap()).collect();
     let data: Vec<_> = sizes.iter().enumerate().map(|(i, &n)| fill(n, i as u64 + 7)).collect();
@@ -248,8 +250,7 @@ fn upload_many_packs_items_into_few_blocks_and_submits_once() {
         assert!(&back == d, "item {i} (size {})", d.len());
     }
     let st = settled(&host);
-    // The 17 MiB item has its own block; the rest share one before it and one after it.
-    assert_eq!(st.num_host_alloc, 3, "items packed back to back");
+    assert_eq!(st.num_host_alloc, 1, "items packed back to back");
     assert_eq!((st.active_requests.current, st.pending_blocks), (0, 0), "every block is back in the cache");
     // Steady state: the same batch again takes no driver call.
     for _ in 0..3 {
@@ -257,7 +258,43 @@ fn upload_many_packs_items_into_few_blocks_and_submits_once() {
         settled(&host);
     }
     let st = host.stats();
-    assert_eq!(st.num_host_alloc, 3);
+    assert_eq!(st.num_host_alloc, 1);
+}
+
+#[test]
+fn large_uploads_go_in_pipelined_pieces() {
+    let gpu = gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    let piece = 64u64 << 10;
+    host.configure(HostConfig { pipeline_bytes: piece, ..host.config() }).unwrap();
+    // 10 full pieces and an odd tail that ends at the target's end; then a packed pair.
+    let big = fill(10 * piece as usize + 6, 3);
+    let target = heap.malloc(big.len() as u64 + 4, Usage::Device).unwrap();
+    let small = [fill(1000, 4), fill(2000, 5)];
+    let pair = heap.malloc(3000, Usage::Device).unwrap();
+    let items = [
+        UploadItem { dst: &target, offset: 4, data: &big },
+        UploadItem { dst: &pair, offset: 0, data: &small[0] },
+        UploadItem { dst: &pair, offset: 1000, data: &small[1] },
+    ];
+    let before = gpu.current_event().seq();
+    let event = host.upload_many(&items).unwrap();
+    // 10 full pieces, then the tail and the pair share the last piece.
+    assert_eq!(event.seq(), before + 11, "one submission per piece");
+    pollster::block_on(event.wait()).unwrap();
+    assert!(pollster::block_on(target.read(4, big.len() as u64)).unwrap() == big);
+    assert!(pollster::block_on(pair.read(0, 3000)).unwrap() == [&small[0][..], &small[1][..]].concat());
+    let st = settled(&host);
+    let largest = st.buckets.iter().rposition(|b| b.allocations.peak > 0).unwrap();
+    assert_eq!(1u64 << largest, piece, "no staging block is larger than a piece");
+    // `upload` takes the same path; a wrong setting is refused and changes nothing.
+    pollster::block_on(host.upload(&target, 4, &big).unwrap().wait()).unwrap();
+    assert!(pollster::block_on(target.read(4, big.len() as u64)).unwrap() == big);
+    for bad in [0, 6] {
+        let err = host.configure(HostConfig { pipeline_bytes: bad, ..host.config() }).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "pipeline_bytes {bad}");
+    }
+    assert_eq!(host.config().pipeline_bytes, piece);
 }
 
 #[test]

@@ -13,6 +13,9 @@ pub const MIN_BLOCK: u64 = 16;
 pub const ROUND_GRANULE: u64 = 2 << 20;
 /// Default threshold: a 33 MiB request becomes 34 MiB, not 64 MiB.
 pub const DEFAULT_ROUND_THRESHOLD: u64 = 32 << 20;
+/// Default bytes per upload submission. On lavapipe 4 MiB pieces upload 256 MiB in
+/// 19-20 ms against 24-25 ms for 16 MiB ones and 24 ms for 2 MiB ones (more submissions).
+pub const DEFAULT_PIPELINE_BYTES: u64 = 4 << 20;
 
 /// Transfer direction of a staging block: it decides the buffer's usages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,17 +66,27 @@ pub struct HostConfig {
     pub background_thread: bool,
     /// Expose mapped memory to JS without a copy (external ArrayBuffers). Off forces the copy path.
     pub zero_copy: bool,
+    /// `upload`/`upload_many` stage and submit at most this many bytes at a time, so the
+    /// device copies one piece while the host writes the next and a piece is still in the
+    /// CPU cache when it is copied. A non-zero multiple of 4.
+    pub pipeline_bytes: u64,
 }
 
 impl Default for HostConfig {
     fn default() -> Self {
-        HostConfig { max_cached_bytes: u64::MAX, round_threshold: DEFAULT_ROUND_THRESHOLD, background_thread: false, zero_copy: true }
+        HostConfig {
+            max_cached_bytes: u64::MAX,
+            round_threshold: DEFAULT_ROUND_THRESHOLD,
+            background_thread: false,
+            zero_copy: true,
+            pipeline_bytes: DEFAULT_PIPELINE_BYTES,
+        }
     }
 }
 
 impl HostConfig {
     /// Defaults overridden by `WGALLOC_HOST_BACKGROUND_THREAD`, `WGALLOC_HOST_MAX_CACHED_BYTES`,
-    /// `WGALLOC_HOST_ROUND_THRESHOLD` and `WGALLOC_HOST_ZERO_COPY`.
+    /// `WGALLOC_HOST_ROUND_THRESHOLD`, `WGALLOC_HOST_ZERO_COPY` and `WGALLOC_HOST_PIPELINE_BYTES`.
     pub fn from_env() -> Result<Self> {
         let mut c = HostConfig::default();
         if let Some(v) = env_flag("WGALLOC_HOST_BACKGROUND_THREAD")? {
@@ -88,7 +101,22 @@ impl HostConfig {
         if let Some(v) = env_u64("WGALLOC_HOST_ROUND_THRESHOLD")? {
             c.round_threshold = v;
         }
+        if let Some(v) = env_u64("WGALLOC_HOST_PIPELINE_BYTES")? {
+            c.pipeline_bytes = v;
+        }
+        c.validate()?;
         Ok(c)
+    }
+
+    /// Rejects settings the cache cannot work with.
+    pub fn validate(&self) -> Result<()> {
+        if self.pipeline_bytes == 0 || !self.pipeline_bytes.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
+            return Err(Error::invalid(format!(
+                "pipelineBytes {} must be a non-zero multiple of 4 (the default is {DEFAULT_PIPELINE_BYTES})",
+                self.pipeline_bytes
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -4,13 +4,10 @@
 use std::sync::Arc;
 
 use super::{Direction, Host, HostBlock};
-use crate::error::{checked_add, Error, Result};
+use crate::error::{align_up, Error, Result};
 use crate::heap::DeviceBlock;
 use crate::stream::{Event, Stream};
 use crate::transfer::{aligned_range, WORD};
-
-/// Most bytes `upload_many` packs into one staging block; a larger item gets a block of its own.
-pub const BATCH_BLOCK_BYTES: u64 = 16 << 20;
 
 /// One copy of an `upload_many` batch: `data` goes to `dst` at byte `offset`.
 #[derive(Clone, Copy)]
@@ -20,34 +17,40 @@ pub struct UploadItem<'a> {
     pub data: &'a [u8],
 }
 
+/// A validated item, or a slice of one, with its length padded to whole words.
+struct Piece<'a> {
+    item: UploadItem<'a>,
+    padded: u64,
+}
+
 impl Host {
-    /// Copies `data` into `dst` at `offset` through a cached upload block and submits.
-    /// Returns the submission's event; the staging block is back in the cache once it ran.
+    /// Copies `data` into `dst` at `offset` through cached upload blocks and submits,
+    /// in pieces of `pipeline_bytes` (see [`Host::upload_many`]). Returns the last
+    /// submission's event; the staging blocks are back in the cache once it ran.
     pub fn upload(&self, dst: &DeviceBlock, offset: u64, data: &[u8]) -> Result<Event> {
         if data.is_empty() {
             return Err(Error::invalid("upload: data must hold at least 1 byte"));
         }
-        let len = data.len() as u64;
-        let block = self.alloc(len, Direction::Upload)?;
-        block.write(data, 0)?;
-        let mut stream = self.gpu.create_stream()?;
-        block.copy_to_device_on(&mut stream, dst, 0, offset, len)?;
-        let event = stream.submit()?;
-        block.free()?;
-        Ok(event)
+        self.upload_many(&[UploadItem { dst, offset, data }])
     }
 
-    /// Uploads every item with one submission: the items are packed back to back into
-    /// as few cached staging blocks as fit (up to [`BATCH_BLOCK_BYTES`] each, one block
-    /// per larger item), then one copy per item is recorded and submitted together.
-    /// Returns the submission's event; the blocks are back in the cache once it ran.
+    /// Uploads every item. The items are split into pieces of at most `pipeline_bytes`
+    /// and packed back to back into cached staging blocks of that size; each block is
+    /// submitted as soon as it is written, so the device copies it while the host writes
+    /// the next. Returns the last submission's event (queue order makes it cover all).
+    /// Every item is checked before anything is written; a failure later (out of
+    /// memory, a lost device) can leave the pieces before it uploaded.
     pub fn upload_many(&self, items: &[UploadItem<'_>]) -> Result<Event> {
+        let pieces = self.pieces(items)?;
         let mut stream = self.gpu.create_stream()?;
-        let blocks = self.stage_many(&mut stream, items)?;
-        let event = stream.submit();
-        // Freed after the submit, so each block's remap is requested at once.
-        free_all(blocks)?;
-        event
+        let mut event = None;
+        for run in runs(&pieces, self.pipeline_bytes()) {
+            let block = self.stage_run(&mut stream, run)?;
+            event = Some(stream.submit()?);
+            // Freed after the submit, so the block's remap is requested at once.
+            block.free()?;
+        }
+        event.ok_or_else(|| Error::invalid("upload_many: pass at least one item"))
     }
 
     /// As [`Host::upload_many`], recording the copies on `stream` without submitting.
@@ -55,62 +58,60 @@ impl Host {
     /// the stream's next submission ran and the block is mapped again. Every item is
     /// checked before anything is recorded, so an invalid item leaves the stream untouched.
     pub fn upload_many_on(&self, stream: &mut Stream, items: &[UploadItem<'_>]) -> Result<()> {
-        free_all(self.stage_many(stream, items)?)
+        let pieces = self.pieces(items)?;
+        for run in runs(&pieces, self.pipeline_bytes()) {
+            self.stage_run(stream, run)?.free()?;
+        }
+        Ok(())
     }
 
-    /// Validates the items, writes them into staging blocks, records their copies on
-    /// `stream`; returns the blocks (dropping them frees them).
-    fn stage_many(&self, stream: &mut Stream, items: &[UploadItem<'_>]) -> Result<Vec<HostBlock>> {
+    /// Validates the items and slices each into pieces of at most `pipeline_bytes`.
+    /// Every slice but an item's last is a whole number of words, so every piece keeps
+    /// the alignment its item had.
+    fn pieces<'a>(&self, items: &[UploadItem<'a>]) -> Result<Vec<Piece<'a>>> {
         if items.is_empty() {
             return Err(Error::invalid("upload_many: pass at least one item"));
         }
-        // Validate everything first; the padded lengths lay the items out in the blocks.
-        let mut padded = Vec::with_capacity(items.len());
+        let limit = self.pipeline_bytes();
+        let mut pieces = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
             if !Arc::ptr_eq(&self.gpu.shared, &it.dst.heap().gpu().shared) {
                 return Err(Error::invalid(format!("upload_many: item {i}: the device block belongs to another device")));
             }
             it.dst.binding()?;
             let what = format!("upload_many: item {i}");
-            padded.push(aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), &what)?);
-        }
-        let mut blocks = Vec::new();
-        let mut start = 0;
-        while start < items.len() {
-            // The run [start, end) shares one staging block.
-            let mut end = start + 1;
-            let mut bytes = padded[start];
-            while end < items.len() {
-                let next = checked_add(bytes, padded[end], "upload_many")?;
-                if next > BATCH_BLOCK_BYTES {
-                    break;
-                }
-                bytes = next;
-                end += 1;
+            let padded = aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), &what)?;
+            if padded <= limit {
+                pieces.push(Piece { item: *it, padded });
+                continue;
             }
-            blocks.push(self.stage_run(stream, &items[start..end], &padded[start..end], bytes)?);
-            start = end;
+            for (k, data) in it.data.chunks(limit as usize).enumerate() {
+                let offset = it.offset + k as u64 * limit;
+                pieces.push(Piece { item: UploadItem { dst: it.dst, offset, data }, padded: align_up(data.len() as u64, WORD)? });
+            }
         }
-        Ok(blocks)
+        Ok(pieces)
     }
 
-    /// Writes one run of items into one block and records their copies.
-    fn stage_run(&self, stream: &mut Stream, items: &[UploadItem<'_>], padded: &[u64], bytes: u64) -> Result<HostBlock> {
+    /// Writes one run of pieces into one block and records their copies; returns the
+    /// block (dropping it frees it).
+    fn stage_run(&self, stream: &mut Stream, run: &[Piece<'_>]) -> Result<HostBlock> {
+        let bytes = run.iter().map(|p| p.padded).sum();
         let block = self.alloc(bytes, Direction::Upload)?;
         let mut at = 0;
-        for (it, &p) in items.iter().zip(padded) {
-            let len = it.data.len() as u64;
-            block.write(it.data, at)?;
+        for p in run {
+            let len = p.item.data.len() as u64;
+            block.write(p.item.data, at)?;
             // The padding is copied too (into the destination's own padding): keep it zero.
-            if p > len {
-                block.write(&[0; WORD as usize][..(p - len) as usize], at + len)?;
+            if p.padded > len {
+                block.write(&[0; WORD as usize][..(p.padded - len) as usize], at + len)?;
             }
-            at += p;
+            at += p.padded;
         }
         let mut at = 0;
-        for (it, &p) in items.iter().zip(padded) {
-            block.copy_to_device_on(stream, it.dst, at, it.offset, it.data.len() as u64)?;
-            at += p;
+        for p in run {
+            block.copy_to_device_on(stream, p.item.dst, at, p.item.offset, p.item.data.len() as u64)?;
+            at += p.padded;
         }
         Ok(block)
     }
@@ -128,6 +129,22 @@ impl Host {
     }
 }
 
-fn free_all(blocks: Vec<HostBlock>) -> Result<()> {
-    blocks.iter().try_for_each(HostBlock::free)
+/// Splits pieces into consecutive runs of at most `limit` padded bytes (every piece fits
+/// alone): each run is one staging block.
+fn runs<'p, 'a>(pieces: &'p [Piece<'a>], limit: u64) -> impl Iterator<Item = &'p [Piece<'a>]> {
+    let mut rest = pieces;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let n = rest.iter().take_while(|p| {
+            bytes += p.padded;
+            bytes <= limit
+        });
+        let n = n.count().max(1);
+        let (run, tail) = rest.split_at(n);
+        rest = tail;
+        Some(run)
+    })
 }

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 pub use block::HostBlock;
 pub use config::{Direction, HostConfig};
-pub use helpers::{UploadItem, BATCH_BLOCK_BYTES};
+pub use helpers::UploadItem;
 pub use stats::{BucketStats, DurationStat, HostStats, Stat};
 
 use background::Background;
@@ -61,6 +61,7 @@ pub(crate) struct HostCore {
     max_cached: AtomicU64,
     round_threshold: AtomicU64,
     zero_copy: AtomicBool,
+    pipeline_bytes: AtomicU64,
     next_id: AtomicU64,
     max_buffer_size: u64,
     background: Mutex<Option<Background>>,
@@ -80,6 +81,7 @@ impl HostCore {
             max_cached: AtomicU64::new(c.max_cached_bytes),
             round_threshold: AtomicU64::new(c.round_threshold),
             zero_copy: AtomicBool::new(c.zero_copy),
+            pipeline_bytes: AtomicU64::new(c.pipeline_bytes),
             next_id: AtomicU64::new(1),
             max_buffer_size: gpu.limits().max_buffer_size,
             background: Mutex::new(None),
@@ -527,12 +529,15 @@ impl Host {
             round_threshold: c.round_threshold.load(Ordering::Relaxed),
             background_thread: c.background_on.load(Ordering::Relaxed),
             zero_copy: c.zero_copy.load(Ordering::Relaxed),
+            pipeline_bytes: c.pipeline_bytes.load(Ordering::Relaxed),
         }
     }
 
     /// Applies new settings. Lowering `max_cached_bytes` releases idle blocks over it.
     pub fn configure(&self, config: HostConfig) -> Result<()> {
+        config.validate()?;
         let c = &self.core;
+        c.pipeline_bytes.store(config.pipeline_bytes, Ordering::Relaxed);
         c.max_cached.store(config.max_cached_bytes, Ordering::Relaxed);
         c.round_threshold.store(config.round_threshold, Ordering::Relaxed);
         c.zero_copy.store(config.zero_copy, Ordering::Relaxed);
@@ -563,6 +568,12 @@ impl Host {
                 pool.put(size_index(s.size), s);
             }
         }
+    }
+
+    /// Bytes staged per upload submission: the `pipelineBytes` setting, within the buffer limit.
+    pub(crate) fn pipeline_bytes(&self) -> u64 {
+        let max = self.core.max_buffer_size / wgpu::COPY_BUFFER_ALIGNMENT * wgpu::COPY_BUFFER_ALIGNMENT;
+        self.core.pipeline_bytes.load(Ordering::Relaxed).min(max)
     }
 
     /// Whether zero-copy JS views are allowed (the `zeroCopy` setting).
