@@ -191,28 +191,6 @@ export declare class GpuEvent {
 
 /** The device's caching allocator (`gpu.heap`). */
 export declare class Heap {
-  /**
-   * Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
-   * @internal
-   */
-  get slot(): number
-  /**
-   * Native form of `allocScalar(value)`: a scalar-pool block holding `value`, as an id in
-   * this heap's table.
-   * @internal
-   */
-  allocScalarId(value: Uint8Array): number
-  /**
-   * The native handle of a live block of this heap's table (`USE_AFTER_FREE` if not there).
-   * @internal
-   */
-  blockHandle(id: number): DeviceBlock
-  /**
-   * Frees a block the garbage collector found unreachable without `free()` (no error if it
-   * was freed meanwhile).
-   * @internal
-   */
-  releaseBlock(id: number): void
   /** Releases idle cached segments to the driver; returns the bytes released. */
   emptyCache(): number
   /** Returns freed blocks whose GPU work completed to their pools. */

@@ -20,6 +20,28 @@ test('a facade method called on something else is a TypeError, as a native one i
   }
   const { free } = g.heap.malloc(64)
   t.throws(() => free(), { instanceOf: TypeError })
+  // Getters written in JS too (they read private fields, which failed with another TypeError).
+  for (const name of ['freed', 'id', 'size', 'pool', 'shape']) {
+    const { get } = Object.getOwnPropertyDescriptor(DeviceBlock.prototype, name)
+    for (const self of [undefined, null, {}, g.heap]) {
+      t.throws(() => get.call(self), { instanceOf: TypeError, message: /Illegal invocation/ }, `${name} on ${typeof self}`)
+    }
+  }
+})
+
+test('the heap\'s native block-table helpers are not reachable (calling one leaked a block)', async (t) => {
+  const g = await Gpu.request() // its own: the counts below must see no other test's blocks
+  const before = g.heap.stats()
+  for (const name of ['slot', 'allocScalarId', 'blockHandle', 'releaseBlock']) {
+    t.false(name in g.heap, name)
+    t.false(name in Heap.prototype, name)
+  }
+  // What they served still works: scalars, handles for operations, and the GC net.
+  const b = g.heap.allocScalar(new Uint8Array([1, 2, 3, 4]))
+  t.deepEqual([...(await b.read(0, 4))], [1, 2, 3, 4])
+  b.free()
+  t.is(g.heap.stats().activeBlocks.current, before.activeBlocks.current)
+  g.destroy()
 })
 
 test('a BigInt or a cycle where napi-rs expects another type is INVALID_ARGUMENT, not a JSON TypeError', async (t) => {

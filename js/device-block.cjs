@@ -3,9 +3,30 @@
 // fields malloc reported. A napi object per block, and napi-rs's per-call borrow registry,
 // cost several times the allocator itself (src/block_table.rs), so malloc and free are two
 // raw native calls on numbers, and operations that need the block's buffer fetch a native
-// handle once (`heap.blockHandle(id)`).
+// handle once (`blockHandle`).
 const native = require('./native.cjs')
-const { WgallocError, shown } = require('./errors.cjs')
+const { WgallocError, shown, toWgallocError } = require('./errors.cjs')
+
+/**
+ * The heap's native helpers for blocks, taken off the public prototype before anything else
+ * sees it: user code calling them could put blocks in the table that nothing frees, or free a
+ * block under its JS object. Each is called as `fn(heap, ...args)`.
+ */
+const { slot, allocScalarId, blockHandle, releaseBlock } = Object.fromEntries(
+  ['slot', 'allocScalarId', 'blockHandle', 'releaseBlock'].map((name) => {
+    const proto = native.Heap.prototype
+    const d = Object.getOwnPropertyDescriptor(proto, name)
+    const fn = d.get ?? d.value
+    delete proto[name]
+    return [name, (heap, ...args) => {
+      try {
+        return fn.apply(heap, args)
+      } catch (err) {
+        throw toWgallocError(err, true)
+      }
+    }]
+  }),
+)
 
 const POOLS = native.heapPoolNames()
 const SHARED = new Set(['shared-small', 'shared-large'])
@@ -20,11 +41,11 @@ const kCreate = Symbol('DeviceBlock.create')
 class HeapTable {
   constructor(heap) {
     this.heap = heap
-    this.slot = heap.slot
+    this.slot = slot(heap)
     this.scratch = new Float64Array(4)
     this.registry = new FinalizationRegistry((id) => {
       try {
-        heap.releaseBlock(id)
+        releaseBlock(heap, id)
       } catch {
         // Nothing to report to: the block's owner is gone, and the heap may be too.
       }
@@ -64,7 +85,7 @@ class DeviceBlock {
 
   #native() {
     if (this.#freed) throw new WgallocError('USE_AFTER_FREE', `block ${this.#id} was freed; allocate a new block`)
-    return (this.#handle ??= this.#table.heap.blockHandle(this.#id))
+    return (this.#handle ??= blockHandle(this.#table.heap, this.#id))
   }
 
   /** Block id (as in heap events, snapshots and `heap.getBlockInfo()`). */
@@ -154,10 +175,11 @@ function mallocBlock(table, size, usage) {
   return new DeviceBlock(kCreate, table, id, s[0], s[1], s[2], s[3])
 }
 
-/** Wraps a block the heap already placed in its table (scalar blocks). */
-function adoptBlock(table, id) {
+/** A block of `table`'s scalar pool already holding `value`. */
+function scalarBlock(table, value) {
+  const id = allocScalarId(table.heap, value)
   const info = table.heap.getBlockInfo(id)
   return new DeviceBlock(kCreate, table, id, info.size, info.requestedSize, info.offset, POOLS.indexOf(info.pool))
 }
 
-module.exports = { DeviceBlock, HeapTable, mallocBlock, adoptBlock, usageCode, handleOf, heapOf: (b) => tableOf(b).heap }
+module.exports = { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, handleOf, heapOf: (b) => tableOf(b).heap }

@@ -6,7 +6,7 @@ const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
 const { addSignal } = require('./signal.cjs')
 const { shown } = require('./errors.cjs')
-const { DeviceBlock, HeapTable, mallocBlock, adoptBlock, usageCode, heapOf } = require('./device-block.cjs')
+const { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, heapOf } = require('./device-block.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
 
@@ -145,7 +145,7 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB). */
   Heap.prototype.allocScalar = function (value) {
     const table = tableOf(this)
-    return delivering(this, () => adoptBlock(table, this.allocScalarId(value)), true)
+    return delivering(this, () => scalarBlock(table, value), true)
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   Heap.prototype.free = function (block) {

@@ -83,10 +83,12 @@ function finalizeClass(cls) {
     return m ? mapped(m.fn, m.call, { report: true, native: m.native }) : mapped(f, call, { report: true, receiver })
   }
   eachMember(cls, (target, name, d, call) => {
-    if ('value' in d) d.value = rewrap(d.value, call, target === cls.prototype ? cls : null)
+    // Instance members written in JS check their receiver; static ones have none to check.
+    const receiver = target === cls.prototype ? cls : null
+    if ('value' in d) d.value = rewrap(d.value, call, receiver)
     else {
-      d.get = rewrap(d.get, call)
-      d.set = rewrap(d.set, call)
+      d.get = rewrap(d.get, call, receiver)
+      d.set = rewrap(d.set, call, receiver)
     }
     Object.defineProperty(target, name, d)
   })

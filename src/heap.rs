@@ -198,25 +198,25 @@ impl Heap {
 
 #[napi]
 impl Heap {
+    // The four helpers below are for js/device-block.cjs only: it takes them off the public
+    // prototype at load, and they are left out of the generated types.
+
     /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
-    /// @internal
-    #[napi(getter)]
+    #[napi(getter, skip_typescript)]
     pub fn slot(&self) -> u32 {
         self.slot.index
     }
 
     /// Native form of `allocScalar(value)`: a scalar-pool block holding `value`, as an id in
     /// this heap's table.
-    /// @internal
-    #[napi]
+    #[napi(skip_typescript)]
     pub fn alloc_scalar_id(&self, value: Uint8Array) -> Result<f64> {
         let block = self.inner.alloc_scalar(&value).napi()?;
         Ok(self.slot.table.insert(block) as f64)
     }
 
     /// The native handle of a live block of this heap's table (`USE_AFTER_FREE` if not there).
-    /// @internal
-    #[napi]
+    #[napi(skip_typescript)]
     pub fn block_handle(&self, id: f64) -> Result<DeviceBlock> {
         let id = to_u64(id, "id")?;
         match self.slot.table.get(id) {
@@ -227,8 +227,7 @@ impl Heap {
 
     /// Frees a block the garbage collector found unreachable without `free()` (no error if it
     /// was freed meanwhile).
-    /// @internal
-    #[napi]
+    #[napi(skip_typescript)]
     pub fn release_block(&self, id: f64) -> Result<()> {
         if let Some(block) = self.slot.table.remove(to_u64(id, "id")?) {
             if !block.is_freed() {
