@@ -5,19 +5,37 @@
 // crash or a hang is caught and reported instead of taking the test runner down.
 // Env: WGALLOC_FUZZ_SEED (replays a run), WGALLOC_FUZZ_SCALE (multiplies the runs per
 // property), WGALLOC_FUZZ_TIME_MS (time cap per property), WGALLOC_FUZZ_TRACE (step log).
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
 const fc = require('fast-check')
 const trace = require('./trace.cjs')
 const { newCounts } = require('./outcome.cjs')
+
+/**
+ * Random calls write files under random names (profiler exports, CLI outputs) relative to the
+ * working directory. spawn.cjs starts the child in a scratch directory; a run started by hand
+ * (a replay from the repository root) gets one too, removed at exit, so nothing lands in the tree.
+ */
+function intoScratch() {
+  if (fs.realpathSync(process.cwd()).startsWith(fs.realpathSync(os.tmpdir()) + path.sep)) return
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-fuzz-replay-'))
+  process.chdir(dir)
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
+}
 
 const SUITES = ['api', 'heap', 'plan', 'graph', 'profiler', 'lost']
 
 async function main(name) {
   if (!SUITES.includes(name)) throw new Error(`unknown suite '${name}'; use one of ${SUITES.join(', ')}`)
+  // Relative to where the run was started, not to the scratch directory.
+  const traceFile = process.env.WGALLOC_FUZZ_TRACE && path.resolve(process.env.WGALLOC_FUZZ_TRACE)
+  intoScratch()
   const suite = require(`./${name}.cjs`)
   const seed = process.env.WGALLOC_FUZZ_SEED ? Number(process.env.WGALLOC_FUZZ_SEED) : (Date.now() ^ Math.floor(Math.random() * 2 ** 31)) >>> 0
   const scale = Number(process.env.WGALLOC_FUZZ_SCALE ?? 1)
   const timeMs = Number(process.env.WGALLOC_FUZZ_TIME_MS ?? 8000)
-  trace.open(process.env.WGALLOC_FUZZ_TRACE)
+  trace.open(traceFile)
   const counts = newCounts()
   const started = Date.now()
   const failures = []
