@@ -309,7 +309,8 @@ impl HostBlock {
             let Some(staging) = st.staging.take() else {
                 return Err(Error::DoubleFree(format!("host block {} was already freed", self.id)));
             };
-            let uses = st.streams.drain(..).map(|m| StreamUse::capture(&m)).collect();
+            // Most blocks were used on no stream: skip building an empty list.
+            let uses = if st.streams.is_empty() { Vec::new() } else { st.streams.drain(..).map(|m| StreamUse::capture(&m)).collect() };
             Pending { staging, uses, requested: self.requested }
         };
         self.host.on_free(pending);

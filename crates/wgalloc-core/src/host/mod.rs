@@ -184,14 +184,21 @@ impl Host {
         }
         let core = &self.core;
         let rounded = round_size(size, core.round_threshold.load(Ordering::Relaxed), core.max_buffer_size)?;
-        let pool = core.current_pool();
+        // The default pool by reference: a clone of its Arc would cost two atomics per alloc.
+        let private;
+        let pool: &BlockPool = if core.capturing.load(Ordering::Relaxed) {
+            private = core.current_pool();
+            &private
+        } else {
+            &core.default_pool
+        };
         // The background thread serves the default pool; private pools are always processed inline.
         if pool.id != 0 || !self.ensure_background() {
-            self.process_pool(&pool);
+            self.process_pool(pool);
         }
         let index = size_index(rounded);
         let mut hit = pool.take(dir, index, rounded);
-        if hit.is_none() && self.collect_ready(&pool) {
+        if hit.is_none() && self.collect_ready(pool) {
             hit = pool.take(dir, index, rounded);
         }
         let staging = match hit {
@@ -202,7 +209,7 @@ impl Host {
                 s
             }
             None => {
-                let s = self.create(&pool, dir, rounded)?;
+                let s = self.create(pool, dir, rounded)?;
                 let mut st = core.stats();
                 st.cache_misses += 1;
                 st.activate(index, s.size, size);
@@ -217,7 +224,7 @@ impl Host {
     /// of work that already finished (the poller thread may not have got to them yet),
     /// then the pending list is processed again. Returns whether any block became free.
     fn collect_ready(&self, pool: &BlockPool) -> bool {
-        let before = lock(&pool.pending).len();
+        let before = pool.pending_len();
         if before == 0 {
             return false;
         }
@@ -228,7 +235,7 @@ impl Host {
     }
 
     /// Creates a staging buffer; on a driver out-of-memory, releases idle cached blocks and retries once.
-    fn create(&self, pool: &Arc<BlockPool>, dir: Direction, size: u64) -> Result<Staging> {
+    fn create(&self, pool: &BlockPool, dir: Direction, size: u64) -> Result<Staging> {
         let device = self.gpu.device();
         let attempt = || {
             let t0 = Instant::now();
@@ -284,10 +291,13 @@ impl Host {
     }
 
     /// A block became reusable: back to its free list, or to the driver above `max_cached_bytes`.
-    fn recycle(&self, pool: &BlockPool, staging: Staging) {
+    /// `requested`: the bytes its caller asked for, when it is being freed now (0 when those
+    /// were already released, as for a block that waited in the pending list).
+    fn recycle(&self, pool: &BlockPool, staging: Staging, requested: u64) {
         let index = size_index(staging.size);
         let over = {
             let mut st = self.core.stats();
+            st.requested_bytes.sub(requested);
             st.deactivate(index, staging.size);
             st.cached_bytes() > self.core.max_cached.load(Ordering::Relaxed)
         };
@@ -305,30 +315,42 @@ impl Host {
 
     /// Takes a freed block back (called by `HostBlock::free`).
     pub(crate) fn on_free(&self, mut p: Pending) {
-        self.core.stats().requested_bytes.sub(p.requested);
-        let Some(pool) = self.core.pool_of(p.staging.pool) else {
+        let requested = p.requested;
+        let private;
+        let pool: &BlockPool = if p.staging.pool == 0 {
+            &self.core.default_pool
+        } else if let Some(found) = self.core.pool_of(p.staging.pool) {
+            private = found;
+            &private
+        } else {
             // Its private pool is gone (cannot happen while the pool counts the block live).
+            self.core.stats().requested_bytes.sub(requested);
             self.discard(None, p.staging);
             return;
         };
         // A mapped buffer cannot be in use by the GPU: reusable at once.
-        if let MapState::Mapped(_) = p.staging.map {
+        let step = if let MapState::Mapped(_) = p.staging.map {
             if p.staging.dir == Direction::Download {
                 p.staging.unmap();
             }
-            self.recycle(&pool, p.staging);
-            return;
-        }
-        match self.advance(p) {
-            Step::Ready(s) => self.recycle(&pool, s),
-            Step::Discard(s) => self.discard(Some(&pool), s),
+            Step::Ready(p.staging)
+        } else {
+            self.advance(p)
+        };
+        match step {
+            Step::Ready(s) => self.recycle(pool, s, requested),
+            Step::Discard(s) => {
+                self.core.stats().requested_bytes.sub(requested);
+                self.discard(Some(pool), s);
+            }
             Step::Wait(p) => {
                 {
                     let mut st = self.core.stats();
+                    st.requested_bytes.sub(requested);
                     st.pending_blocks += 1;
                     st.pending_bytes += p.staging.size;
                 }
-                lock(&pool.pending).push(p);
+                pool.push_pending(p);
                 self.core.notify_background();
             }
         }
@@ -383,7 +405,7 @@ impl Host {
 
     /// Processes `pool`'s pending blocks; returns how many are still waiting.
     fn process_pool(&self, pool: &BlockPool) -> usize {
-        let batch = std::mem::take(&mut *lock(&pool.pending));
+        let batch = pool.take_pending();
         if batch.is_empty() {
             return 0;
         }
@@ -395,7 +417,7 @@ impl Host {
                     waiting.push(p);
                     continue;
                 }
-                Step::Ready(s) => self.recycle(pool, s),
+                Step::Ready(s) => self.recycle(pool, s, 0),
                 Step::Discard(s) => self.discard(Some(pool), s),
             }
             let mut st = self.core.stats();
@@ -403,7 +425,7 @@ impl Host {
             st.pending_bytes -= size;
         }
         let n = waiting.len();
-        lock(&pool.pending).extend(waiting);
+        pool.restore_pending(waiting);
         n
     }
 

@@ -3,7 +3,7 @@
 //! plus the list of freed blocks still waiting for their GPU work.
 
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::config::{Direction, NUM_CLASSES};
@@ -104,7 +104,10 @@ impl Pending {
 pub(crate) struct BlockPool {
     pub id: u64,
     free: [Vec<Mutex<Vec<Staging>>>; 2],
-    pub pending: Mutex<Vec<Pending>>,
+    pending: Mutex<Vec<Pending>>,
+    /// `pending.len()`, written under its lock: every alloc checks for pending blocks,
+    /// and most find none, so they skip the lock.
+    pending_len: AtomicUsize,
     /// Staging buffers this pool owns, in any state.
     pub live: AtomicU64,
 }
@@ -112,7 +115,13 @@ pub(crate) struct BlockPool {
 impl BlockPool {
     pub fn new(id: u64) -> Self {
         let lists = || (0..NUM_CLASSES).map(|_| Mutex::new(Vec::new())).collect();
-        BlockPool { id, free: [lists(), lists()], pending: Mutex::new(Vec::new()), live: AtomicU64::new(0) }
+        BlockPool {
+            id,
+            free: [lists(), lists()],
+            pending: Mutex::new(Vec::new()),
+            pending_len: AtomicUsize::new(0),
+            live: AtomicU64::new(0),
+        }
     }
 
     /// A cached block of class `index` holding at least `size` bytes: the most
@@ -128,6 +137,37 @@ impl BlockPool {
 
     pub fn put(&self, index: usize, staging: Staging) {
         lock(&self.free[staging.dir.index()][index]).push(staging);
+    }
+
+    /// Freed blocks waiting for their GPU work (a moment's reading).
+    pub fn pending_len(&self) -> usize {
+        self.pending_len.load(Ordering::Acquire)
+    }
+
+    pub fn push_pending(&self, p: Pending) {
+        let mut list = lock(&self.pending);
+        list.push(p);
+        self.pending_len.store(list.len(), Ordering::Release);
+    }
+
+    /// Takes the pending list to process it (without locking when it looked empty).
+    pub fn take_pending(&self) -> Vec<Pending> {
+        if self.pending_len() == 0 {
+            return Vec::new();
+        }
+        let mut list = lock(&self.pending);
+        self.pending_len.store(0, Ordering::Release);
+        std::mem::take(&mut *list)
+    }
+
+    /// Puts back what `take_pending` took and is still waiting.
+    pub fn restore_pending(&self, waiting: Vec<Pending>) {
+        if waiting.is_empty() {
+            return;
+        }
+        let mut list = lock(&self.pending);
+        list.extend(waiting);
+        self.pending_len.store(list.len(), Ordering::Release);
     }
 
     /// Empties every free list.
