@@ -4,9 +4,12 @@
 //! the submit lock and registers `Queue::on_submitted_work_done` right after it:
 //! the callback for sequence `n` fires once submission `n` finished, and callbacks
 //! fire in submission order. The poller thread calls `Device::poll` only while
-//! something is outstanding, so an idle device costs nothing.
+//! something is outstanding, so an idle device costs nothing, and waits for the
+//! oldest outstanding submission rather than the newest: with several in flight,
+//! each one's completions fire as soon as it finishes (a pipelined download reads
+//! its first piece while the device copies the next ones).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -26,6 +29,8 @@ struct State {
     waiters: BTreeMap<u64, Vec<Arc<Slot<Completion>>>>,
     /// Map requests in flight; failed with the device if it is lost.
     maps: Vec<Weak<Slot<Completion>>>,
+    /// wgpu's index of each submission not yet complete, oldest first: what the poller waits for.
+    indices: VecDeque<(u64, wgpu::SubmissionIndex)>,
 }
 
 #[derive(Default)]
@@ -40,11 +45,16 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Reserves the next sequence number. Call under the submit lock.
-    pub(crate) fn next_seq(&self) -> u64 {
+    /// Reserves the next sequence number for a submission wgpu numbered `index` (`None`
+    /// when the submit failed: its callback still fires in order). Call under the submit lock.
+    pub(crate) fn next_seq(&self, index: Option<wgpu::SubmissionIndex>) -> u64 {
         let mut s = lock(&self.state);
         s.submitted += 1;
-        s.submitted
+        let seq = s.submitted;
+        if let Some(index) = index {
+            s.indices.push_back((seq, index));
+        }
+        seq
     }
 
     pub(crate) fn complete(&self, seq: u64) {
@@ -52,6 +62,10 @@ impl Tracker {
             let mut s = lock(&self.state);
             s.completed = s.completed.max(seq);
             self.completed.store(s.completed, Ordering::Release);
+            let done = s.completed;
+            while s.indices.front().is_some_and(|(q, _)| *q <= done) {
+                s.indices.pop_front();
+            }
             let first_pending = s.completed + 1;
             let rest = s.waiters.split_off(&first_pending);
             std::mem::replace(&mut s.waiters, rest)
@@ -154,14 +168,16 @@ impl Tracker {
             && (s.submitted > s.completed || s.maps.iter().any(|w| w.upgrade().is_some_and(|m| !m.is_done())))
     }
 
-    /// Parks the poller until something is outstanding or `timeout` passes.
-    fn park_until_outstanding(&self, timeout: Duration, stop: &AtomicBool) -> bool {
+    /// Parks the poller until something is outstanding or `timeout` passes. Returns what
+    /// to wait for: the oldest outstanding submission's index (`Some(None)` when only map
+    /// requests are outstanding: the newest work, then), or `None` when nothing is.
+    fn park_until_outstanding(&self, timeout: Duration, stop: &AtomicBool) -> Option<Option<wgpu::SubmissionIndex>> {
         let s = lock(&self.state);
         let (s, _) = self
             .cv
             .wait_timeout_while(s, timeout, |s| !Self::has_outstanding(s) && !stop.load(Ordering::Acquire))
             .unwrap_or_else(|p| p.into_inner());
-        Self::has_outstanding(&s)
+        Self::has_outstanding(&s).then(|| s.indices.front().map(|(_, index)| index.clone()))
     }
 
     pub(crate) fn notify(&self) {
@@ -224,13 +240,15 @@ impl Drop for Poller {
 /// Polls until `stop`; returns (dropping its device handle) right after.
 fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
-        if !tracker.park_until_outstanding(Duration::from_millis(100), &stop) {
+        let Some(oldest) = tracker.park_until_outstanding(Duration::from_millis(100), &stop) else {
             continue;
-        }
+        };
         // Wait without a timeout: wgpu-core 30.0.1 can panic when a timed-out wait races
         // another thread's queue maintenance (gfx-rs/wgpu#9958). The wait returns when the
-        // last submission completes (or the device is lost), and completions fire then.
-        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(wgpu::PollType::wait_indefinitely())));
+        // oldest outstanding submission completes (or the device is lost), and the
+        // completions of everything finished by then fire.
+        let wait = wgpu::PollType::Wait { submission_index: oldest, timeout: None };
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(wait)));
         match polled {
             Ok(Ok(_)) | Ok(Err(wgpu::PollError::Timeout)) => {}
             Ok(Err(e)) => tracker.mark_lost(format!("device poll failed: {e}")),
@@ -248,7 +266,7 @@ mod tests {
     #[test]
     fn waiters_complete_in_order_and_fail_on_loss() {
         let t = Tracker::default();
-        let (a, b) = (t.next_seq(), t.next_seq());
+        let (a, b) = (t.next_seq(None), t.next_seq(None));
         let wa = t.waiter(a);
         let wb = t.waiter(b);
         t.complete(a);

@@ -53,10 +53,8 @@ impl Gpu {
         let shared = &self.shared;
         let seq = {
             let _order = lock(&shared.submit_lock);
-            let submitted = guarded(&shared.device, "queue submit", || {
-                shared.queue.submit(commands);
-            });
-            let seq = shared.tracker.next_seq();
+            let submitted = guarded(&shared.device, "queue submit", || shared.queue.submit(commands));
+            let seq = shared.tracker.next_seq(submitted.as_ref().ok().cloned());
             let tracker = shared.tracker.clone();
             // Registered right after the submit, under the lock: fires when *this* submission is done.
             shared.queue.on_submitted_work_done(move || tracker.complete(seq));
