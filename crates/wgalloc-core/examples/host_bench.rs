@@ -3,7 +3,7 @@
 //! (one submission per chunk), (e) the same belt batched like (d) (one submission per 4 MiB),
 //! (c) a fresh mapped buffer per chunk, (d) the host cache through `Host::upload_many`, which
 //! packs chunks into (or splits them into) 4 MiB pieces and submits each as it is written;
-//! downloads through (c) and (d) with
+//! downloads through (c), (d) and the pipelined `Host::download` helper (h) with
 //! per-readback latency; and cached `alloc`+`free` without GPU work. Every upload is
 //! verified by reading the target back and comparing it with the source. Each figure is the
 //! median of `--reps N` (default 5) timed passes, the methods interleaved.
@@ -114,7 +114,9 @@ fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char, be
     t0.elapsed().as_secs_f64()
 }
 
-fn download(gpu: &Gpu, src: &DeviceBlock, chunk: u64, cached: bool) -> (f64, Vec<f64>) {
+/// One readback per chunk through (c) a fresh buffer, (d) a cached block read in place, or
+/// (h) the `Host::download` helper, which pipelines chunks above `pipeline_bytes` and returns a `Vec`.
+fn download(gpu: &Gpu, src: &DeviceBlock, chunk: u64, method: char) -> (f64, Vec<f64>) {
     let (buf, base, _) = src.binding().unwrap();
     let device = gpu.device();
     let host = gpu.host().unwrap();
@@ -123,7 +125,10 @@ fn download(gpu: &Gpu, src: &DeviceBlock, chunk: u64, cached: bool) -> (f64, Vec
     let t0 = Instant::now();
     for off in (0..TOTAL).step_by(chunk as usize) {
         let t = Instant::now();
-        if cached {
+        if method == 'h' {
+            let bytes = pollster::block_on(host.download(src, off, chunk)).unwrap();
+            sum += bytes.iter().map(|&x| x as u64).sum::<u64>();
+        } else if method == 'd' {
             let b = host.alloc(chunk, Direction::Download).unwrap();
             let mut s = gpu.create_stream().unwrap();
             b.copy_from_device_on(&mut s, src, off, 0, chunk).unwrap();
@@ -210,14 +215,14 @@ fn main() {
                 mib / secs
             ));
         }
-        for cached in [false, true] {
-            download(&gpu, &dst, chunk, cached);
-            let mut runs: Vec<_> = (0..reps).map(|_| download(&gpu, &dst, chunk, cached)).collect();
+        for method in ['c', 'd', 'h'] {
+            download(&gpu, &dst, chunk, method);
+            let mut runs: Vec<_> = (0..reps).map(|_| download(&gpu, &dst, chunk, method)).collect();
             runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
             let (secs, lat) = runs.swap_remove(runs.len() / 2);
             rows.push(format!(
                 "{{\"kind\":\"download\",\"method\":\"{}\",\"chunk\":{chunk},\"ms\":{:.1},\"mibPerS\":{:.0},\"p50Ms\":{:.3},\"p99Ms\":{:.3}}}",
-                if cached { 'd' } else { 'c' },
+                method,
                 secs * 1e3,
                 mib / secs,
                 pct(&lat, 0.5),

@@ -298,6 +298,34 @@ fn large_uploads_go_in_pipelined_pieces() {
 }
 
 #[test]
+fn large_downloads_go_in_pipelined_pieces() {
+    let gpu = gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    let piece = 64u64 << 10;
+    host.configure(HostConfig { pipeline_bytes: piece, ..host.config() }).unwrap();
+    // An odd length that ends at the block's end, read from offset 4: 16 pieces and a tail.
+    let data = fill(16 * piece as usize + 10, 9);
+    let src = heap.malloc(data.len() as u64, Usage::Device).unwrap();
+    src.write(&data, 0).unwrap();
+    let before = settled(&host).num_host_alloc;
+    let back = pollster::block_on(host.download(&src, 4, data.len() as u64 - 4)).unwrap();
+    assert!(back == data[4..], "the pieces come back in order, byte for byte");
+    let st = settled(&host);
+    let created = st.num_host_alloc - before;
+    // At most DOWNLOAD_DEPTH full pieces in flight, plus the 6-byte tail's block of a smaller class.
+    assert!((2..=wgalloc_core::host::DOWNLOAD_DEPTH as u64 + 1).contains(&created), "{created} staging blocks for 17 pieces");
+    let largest = st.buckets.iter().rposition(|b| b.allocations.peak > 0).unwrap();
+    assert_eq!(1u64 << largest, piece, "no staging block is larger than a piece");
+    assert_eq!((st.active_requests.current, st.pending_blocks), (0, 0));
+    // A bad range is refused before any piece is copied.
+    for (offset, len) in [(0, data.len() as u64 + 4), (2, 8), (0, 0)] {
+        let err = pollster::block_on(host.download(&src, offset, len)).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "offset {offset} len {len}");
+    }
+    assert_eq!(host.stats().num_host_alloc, st.num_host_alloc, "no block taken for a bad range");
+}
+
+#[test]
 fn upload_many_does_not_reuse_a_block_before_its_copies_ran() {
     let gpu = gpu();
     let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());

@@ -144,6 +144,12 @@ impl HostBlock {
 
     /// Copies `len` bytes at `offset` out of a mapped download block.
     pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.read_with(offset, len, <[u8]>::to_vec)
+    }
+
+    /// Lends `len` mapped bytes at `offset` of a download block to `f` (under the block's lock,
+    /// so they stay mapped while `f` runs).
+    pub(crate) fn read_with<R>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let st = self.live()?;
         let end = checked_add(offset, len, "host block read")?;
         if end > self.requested {
@@ -155,7 +161,7 @@ impl HostBlock {
         match st.staging.as_ref().expect("live").map {
             MapState::Mapped(p) if self.dir == Direction::Download => {
                 // SAFETY: the buffer is mapped (state lock held) and the range lies inside it.
-                Ok(unsafe { std::slice::from_raw_parts(p.0.as_ptr().add(offset as usize), len as usize) }.to_vec())
+                Ok(f(unsafe { std::slice::from_raw_parts(p.0.as_ptr().add(offset as usize), len as usize) }))
             }
             MapState::Mapped(_) => Err(Error::invalid(format!(
                 "host block {} is an upload block; read download blocks (mapped upload memory may be write-combined)",

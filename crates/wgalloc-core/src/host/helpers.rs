@@ -1,13 +1,18 @@
 //! One-call transfers through the cache: what most users want instead of
 //! managing blocks and streams themselves.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::{Direction, Host, HostBlock};
 use crate::error::{align_up, Error, Result};
 use crate::heap::DeviceBlock;
 use crate::stream::{Event, Stream};
-use crate::transfer::{aligned_range, WORD};
+use crate::transfer::{aligned_range, check_copy_source, WORD};
+
+/// Pieces of a pipelined `download` in flight at once: enough to keep the device copying while
+/// the host reads the oldest, few enough to bound staging memory (3 x `pipeline_bytes`).
+pub const DOWNLOAD_DEPTH: usize = 3;
 
 /// One copy of an `upload_many` batch: `data` goes to `dst` at byte `offset`.
 #[derive(Clone, Copy)]
@@ -116,16 +121,39 @@ impl Host {
         Ok(block)
     }
 
-    /// Reads `len` bytes of `src` at `offset` through a cached download block.
+    /// Reads `len` bytes of `src` at `offset` through cached download blocks, in pieces of
+    /// `pipeline_bytes` with up to [`DOWNLOAD_DEPTH`] in flight: the device copies the next
+    /// pieces while the host reads the oldest, and staging stays bounded however long the range.
     pub async fn download(&self, src: &DeviceBlock, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let block = self.alloc(len, Direction::Download)?;
+        // The whole range is checked before any piece is copied.
+        if !Arc::ptr_eq(&self.gpu.shared, &src.heap().gpu().shared) {
+            return Err(Error::invalid("download: the device block belongs to another device"));
+        }
+        if len == 0 {
+            return Err(Error::invalid("download: length must be at least 1 byte"));
+        }
+        let (_, _, allocated) = src.binding()?;
+        check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), allocated, "download")?;
+        let piece = self.pipeline_bytes();
+        let mut out = Vec::with_capacity(usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?);
         let mut stream = self.gpu.create_stream()?;
-        block.copy_from_device(&mut stream, src, offset, 0, len, true)?;
-        stream.submit()?;
-        block.map().await?;
-        let bytes = block.read(0, len)?;
-        block.free()?;
-        Ok(bytes)
+        let mut in_flight = VecDeque::with_capacity(DOWNLOAD_DEPTH);
+        let mut next = 0;
+        loop {
+            while in_flight.len() < DOWNLOAD_DEPTH && next < len {
+                let n = piece.min(len - next);
+                let block = self.alloc(n, Direction::Download)?;
+                block.copy_from_device(&mut stream, src, offset + next, 0, n, true)?;
+                stream.submit()?;
+                in_flight.push_back((block, n));
+                next += n;
+            }
+            let Some((block, n)) = in_flight.pop_front() else { break };
+            block.map().await?;
+            block.read_with(0, n, |bytes| out.extend_from_slice(bytes))?;
+            block.free()?;
+        }
+        Ok(out)
     }
 }
 

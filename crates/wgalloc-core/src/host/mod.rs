@@ -26,7 +26,7 @@ use std::time::Instant;
 
 pub use block::HostBlock;
 pub use config::{Direction, HostConfig};
-pub use helpers::UploadItem;
+pub use helpers::{UploadItem, DOWNLOAD_DEPTH};
 pub use stats::{BucketStats, DurationStat, HostStats, Stat};
 
 use background::Background;
