@@ -140,8 +140,8 @@ export declare class Gpu {
    */
   submitUpload(block: DeviceBlock, data: Uint8Array, offset?: number | undefined | null): GpuEvent
   /**
-   * Uploads `data[i]` into `blocks[i]` at `offsets[i]`, every range with one submission
-   * through the host cache (items packed into few staging blocks); returns its event.
+   * Uploads `data[i]` into `blocks[i]` at `offsets[i]` through the host cache, in staging
+   * blocks of `pipelineBytes` submitted as they are written; returns the last one's event.
    * Positional form of the facade's `uploadBatch(items)`.
    */
   submitUploadBatch(blocks: Array<DeviceBlock>, data: Array<Uint8Array>, offsets: Array<number>): GpuEvent

@@ -63,8 +63,9 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
     }
   }
   /**
-   * Uploads many `{ block, data, offset }` items with one submission through the host cache
-   * (packed into few staging blocks); resolves once the GPU has them all.
+   * Uploads many `{ block, data, offset }` items through the host cache, packed into (or split
+   * into) staging blocks of `pipelineBytes`, each submitted as it is written; resolves once the
+   * GPU has them all.
    */
   Gpu.prototype.uploadBatch = function (items, options) {
     try {

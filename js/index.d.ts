@@ -495,8 +495,9 @@ declare module '../index.js' {
      */
     upload(block: DeviceBlock, data: Uint8Array, options?: UploadOptions): Promise<void>
     /**
-     * Uploads every item with one submission through the host cache (the items are packed
-     * into few staging blocks); resolves once the GPU has them all.
+     * Uploads every item through the host cache: small items are packed into shared staging
+     * blocks, large ones split, each block at most `host.config.pipelineBytes` (default 4 MiB)
+     * and submitted as soon as it is written; resolves once the GPU has them all.
      */
     uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void>
     /** Reads a device block through the host cache (`length` bytes at `offset`, default: all of it). */

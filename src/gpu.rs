@@ -216,8 +216,8 @@ impl Gpu {
         Ok(GpuEvent::from(host.upload(&block.inner, offset, &data).napi()?))
     }
 
-    /// Uploads `data[i]` into `blocks[i]` at `offsets[i]`, every range with one submission
-    /// through the host cache (items packed into few staging blocks); returns its event.
+    /// Uploads `data[i]` into `blocks[i]` at `offsets[i]` through the host cache, in staging
+    /// blocks of `pipelineBytes` submitted as they are written; returns the last one's event.
     /// Positional form of the facade's `uploadBatch(items)`.
     #[napi]
     pub fn submit_upload_batch(&self, blocks: Vec<ClassInstance<'_, DeviceBlock>>, data: Vec<Uint8Array>, offsets: Vec<f64>) -> Result<GpuEvent> {
