@@ -70,6 +70,24 @@ pub(crate) struct HostCore {
     wake: (Mutex<()>, Condvar),
 }
 
+/// A pool found for an alloc or a free: the default pool is borrowed, because cloning its
+/// `Arc` would cost two atomics on every alloc and free; a private one is held.
+enum PoolRef<'a> {
+    Default(&'a BlockPool),
+    Private(Arc<BlockPool>),
+}
+
+impl std::ops::Deref for PoolRef<'_> {
+    type Target = BlockPool;
+
+    fn deref(&self) -> &BlockPool {
+        match self {
+            PoolRef::Default(p) => p,
+            PoolRef::Private(p) => p,
+        }
+    }
+}
+
 impl HostCore {
     fn new(gpu: &Gpu) -> Result<HostCore> {
         let c = HostConfig::from_env()?;
@@ -103,23 +121,24 @@ impl HostCore {
         self.pools.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn current_pool(&self) -> Arc<BlockPool> {
+    /// The pool allocations go to now.
+    fn current_pool(&self) -> PoolRef<'_> {
         if !self.capturing.load(Ordering::Relaxed) {
-            return self.default_pool.clone();
+            return PoolRef::Default(&self.default_pool);
         }
         let pools = self.pools_read();
         pools
             .capturing
             .last()
             .and_then(|id| pools.private.get(id))
-            .map_or_else(|| self.default_pool.clone(), |p| p.pool.clone())
+            .map_or(PoolRef::Default(&self.default_pool), |p| PoolRef::Private(p.pool.clone()))
     }
 
-    fn pool_of(&self, id: u64) -> Option<Arc<BlockPool>> {
+    fn pool_of(&self, id: u64) -> Option<PoolRef<'_>> {
         if id == 0 {
-            return Some(self.default_pool.clone());
+            return Some(PoolRef::Default(&self.default_pool));
         }
-        self.pools_read().private.get(&id).map(|p| p.pool.clone())
+        self.pools_read().private.get(&id).map(|p| PoolRef::Private(p.pool.clone()))
     }
 
     fn notify_background(&self) {
@@ -184,21 +203,14 @@ impl Host {
         }
         let core = &self.core;
         let rounded = round_size(size, core.round_threshold.load(Ordering::Relaxed), core.max_buffer_size)?;
-        // The default pool by reference: a clone of its Arc would cost two atomics per alloc.
-        let private;
-        let pool: &BlockPool = if core.capturing.load(Ordering::Relaxed) {
-            private = core.current_pool();
-            &private
-        } else {
-            &core.default_pool
-        };
+        let pool = core.current_pool();
         // The background thread serves the default pool; private pools are always processed inline.
         if pool.id != 0 || !self.ensure_background() {
-            self.process_pool(pool);
+            self.process_pool(&pool);
         }
         let index = size_index(rounded);
         let mut hit = pool.take(dir, index, rounded);
-        if hit.is_none() && self.collect_ready(pool) {
+        if hit.is_none() && self.collect_ready(&pool) {
             hit = pool.take(dir, index, rounded);
         }
         let staging = match hit {
@@ -209,7 +221,7 @@ impl Host {
                 s
             }
             None => {
-                let s = self.create(pool, dir, rounded)?;
+                let s = self.create(&pool, dir, rounded)?;
                 let mut st = core.stats();
                 st.cache_misses += 1;
                 st.activate(index, s.size, size);
@@ -308,24 +320,22 @@ impl Host {
         }
     }
 
-    fn discard(&self, pool: Option<&BlockPool>, staging: Staging) {
-        self.core.stats().deactivate(size_index(staging.size), staging.size);
+    /// A block that cannot be reused goes back to the driver; `requested` as for `recycle`.
+    fn discard(&self, pool: Option<&BlockPool>, staging: Staging, requested: u64) {
+        {
+            let mut st = self.core.stats();
+            st.requested_bytes.sub(requested);
+            st.deactivate(size_index(staging.size), staging.size);
+        }
         self.release(pool, staging);
     }
 
     /// Takes a freed block back (called by `HostBlock::free`).
     pub(crate) fn on_free(&self, mut p: Pending) {
         let requested = p.requested;
-        let private;
-        let pool: &BlockPool = if p.staging.pool == 0 {
-            &self.core.default_pool
-        } else if let Some(found) = self.core.pool_of(p.staging.pool) {
-            private = found;
-            &private
-        } else {
+        let Some(pool) = self.core.pool_of(p.staging.pool) else {
             // Its private pool is gone (cannot happen while the pool counts the block live).
-            self.core.stats().requested_bytes.sub(requested);
-            self.discard(None, p.staging);
+            self.discard(None, p.staging, requested);
             return;
         };
         // A mapped buffer cannot be in use by the GPU: reusable at once.
@@ -338,11 +348,8 @@ impl Host {
             self.advance(p)
         };
         match step {
-            Step::Ready(s) => self.recycle(pool, s, requested),
-            Step::Discard(s) => {
-                self.core.stats().requested_bytes.sub(requested);
-                self.discard(Some(pool), s);
-            }
+            Step::Ready(s) => self.recycle(&pool, s, requested),
+            Step::Discard(s) => self.discard(Some(&pool), s, requested),
             Step::Wait(p) => {
                 {
                     let mut st = self.core.stats();
@@ -418,7 +425,7 @@ impl Host {
                     continue;
                 }
                 Step::Ready(s) => self.recycle(pool, s, 0),
-                Step::Discard(s) => self.discard(Some(pool), s),
+                Step::Discard(s) => self.discard(Some(pool), s, 0),
             }
             let mut st = self.core.stats();
             st.pending_blocks -= 1;
