@@ -101,7 +101,10 @@ pub fn heap_pool_names() -> Vec<&'static str> {
 mod raw {
     use super::*;
 
-    pub(super) unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info) -> [sys::napi_value; N] {
+    pub(super) unsafe fn args<const N: usize>(
+        env: sys::napi_env,
+        info: sys::napi_callback_info,
+    ) -> [sys::napi_value; N] {
         let mut argc = N;
         let mut argv = [ptr::null_mut(); N];
         sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut());
@@ -119,7 +122,8 @@ mod raw {
     /// The four f64 slots the facade passes for a block's fields.
     pub(super) unsafe fn scratch<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut [f64; 4]> {
         let (mut kind, mut len, mut data) = (0, 0usize, ptr::null_mut());
-        let status = sys::napi_get_typedarray_info(env, value, &mut kind, &mut len, &mut data, ptr::null_mut(), ptr::null_mut());
+        let status =
+            sys::napi_get_typedarray_info(env, value, &mut kind, &mut len, &mut data, ptr::null_mut(), ptr::null_mut());
         if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || len < 4 || data.is_null() {
             return Err(coded("INVALID_ARGUMENT", "scratch must be a Float64Array of 4 (internal)"));
         }
@@ -164,7 +168,12 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
         let out = raw::scratch(env, scratch)?;
         with_table(slot, |table| {
             let block = table.heap.malloc(size, usage).napi()?;
-            *out = [block.size() as f64, block.requested_size() as f64, block.offset() as f64, block.pool().index() as f64];
+            *out = [
+                block.size() as f64,
+                block.requested_size() as f64,
+                block.offset() as f64,
+                block.pool().index() as f64,
+            ];
             Ok(Some(table.insert(block) as f64))
         })
     })
@@ -193,7 +202,14 @@ pub fn register_block_functions(exports: Object) -> Result<()> {
         let mut f = ptr::null_mut();
         // SAFETY: env and exports come from napi-rs's module init; the callbacks are 'static.
         unsafe {
-            let status = sys::napi_create_function(value.env, name.as_ptr().cast(), name.len() as isize, cb, ptr::null_mut(), &mut f);
+            let status = sys::napi_create_function(
+                value.env,
+                name.as_ptr().cast(),
+                name.len() as isize,
+                cb,
+                ptr::null_mut(),
+                &mut f,
+            );
             if status != sys::Status::napi_ok {
                 return Err(coded("INTERNAL", &format!("could not create {name}")));
             }

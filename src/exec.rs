@@ -118,7 +118,11 @@ pub struct ExecutorStats {
 fn observation(o: core_exec::Observation) -> Observation {
     Observation {
         ops: o.ops as u32,
-        usage_records: o.to_usage_records().into_iter().map(|r| ObservedRecord { id: r.id, size: r.size as f64, first: r.first as f64, last: r.last as f64 }).collect(),
+        usage_records: o
+            .to_usage_records()
+            .into_iter()
+            .map(|r| ObservedRecord { id: r.id, size: r.size as f64, first: r.first as f64, last: r.last as f64 })
+            .collect(),
         peak_live_bytes: o.peak_live_bytes() as f64,
         events: o
             .events
@@ -221,7 +225,13 @@ impl Gpu {
     #[napi]
     pub async fn compile_graph(&self, graph_json: String, options: Option<CompileGraphOptions>) -> Result<Executor> {
         let gpu = self.inner.clone();
-        let o = options.unwrap_or(CompileGraphOptions { strategy: None, time_limit_ms: None, max_slab_size: None, params: None, records_json: None });
+        let o = options.unwrap_or(CompileGraphOptions {
+            strategy: None,
+            time_limit_ms: None,
+            max_slab_size: None,
+            params: None,
+            records_json: None,
+        });
         let strategy = match o.strategy.as_deref() {
             None => wgalloc_plan::Strategy::Best,
             Some(s) => s.parse().map_err(|e: wgalloc_plan::PlanError| coded(e.code(), &e.to_string()))?,
@@ -245,19 +255,27 @@ impl Gpu {
     /// Native form of the facade's `runEager()`.
     /// @internal
     #[napi]
-    pub async fn run_eager_graph(&self, graph_json: String, inputs: HashMap<String, Uint8Array>, params: Option<HashMap<String, Uint8Array>>, observe: Option<bool>) -> Result<RunResult> {
+    pub async fn run_eager_graph(
+        &self,
+        graph_json: String,
+        inputs: HashMap<String, Uint8Array>,
+        params: Option<HashMap<String, Uint8Array>>,
+        observe: Option<bool>,
+    ) -> Result<RunResult> {
         let gpu = self.inner.clone();
         let inputs = owned(Some(inputs));
         let params = owned(params);
         let graph = parse_graph(&graph_json)?;
-        let out = gpu.run_eager(&graph, &inputs, &params, EagerOptions { observe: observe.unwrap_or(false) }).await.napi()?;
+        let out =
+            gpu.run_eager(&graph, &inputs, &params, EagerOptions { observe: observe.unwrap_or(false) }).await.napi()?;
         Ok(result(out))
     }
 
     /// The checksum graph of a model graph (`shared/bench/models` format), as executable graph JSON.
     #[napi]
     pub fn checksum_graph(&self, model_json: String) -> Result<String> {
-        let g = core_exec::checksum::from_model(&model_json, self.inner.info().max_compute_workgroups_per_dimension).napi()?;
+        let g = core_exec::checksum::from_model(&model_json, self.inner.info().max_compute_workgroups_per_dimension)
+            .napi()?;
         Ok(g.to_json())
     }
 }

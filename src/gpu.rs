@@ -220,9 +220,17 @@ impl Gpu {
     /// blocks of `pipelineBytes` submitted as they are written; returns the last one's event.
     /// Positional form of the facade's `uploadBatch(items)`.
     #[napi]
-    pub fn submit_upload_batch(&self, blocks: Vec<ClassInstance<'_, DeviceBlock>>, data: Vec<Uint8Array>, offsets: Vec<f64>) -> Result<GpuEvent> {
+    pub fn submit_upload_batch(
+        &self,
+        blocks: Vec<ClassInstance<'_, DeviceBlock>>,
+        data: Vec<Uint8Array>,
+        offsets: Vec<f64>,
+    ) -> Result<GpuEvent> {
         if blocks.len() != data.len() || blocks.len() != offsets.len() {
-            return Err(coded("INVALID_ARGUMENT", "submitUploadBatch: blocks, data and offsets must have the same length"));
+            return Err(coded(
+                "INVALID_ARGUMENT",
+                "submitUploadBatch: blocks, data and offsets must have the same length",
+            ));
         }
         let host = self.inner.host().napi()?;
         let items = blocks
@@ -238,7 +246,12 @@ impl Gpu {
     /// host cache (positional form of the facade's `download(block, { offset, length })`).
     /// @internal
     #[napi]
-    pub async fn download_range(&self, block: &DeviceBlock, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
+    pub async fn download_range(
+        &self,
+        block: &DeviceBlock,
+        offset: Option<f64>,
+        length: Option<f64>,
+    ) -> Result<Buffer> {
         let (host, block) = (self.inner.host().napi()?, block.inner.clone());
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
         let length = match length {

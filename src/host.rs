@@ -155,8 +155,9 @@ impl Host {
         let size = to_u64(size, "size")?;
         let dir = match options.and_then(|o| o.direction).as_deref() {
             None => Direction::Upload,
-            Some(name) => Direction::parse(name)
-                .ok_or_else(|| coded("INVALID_ARGUMENT", &format!("unknown direction '{name}'; use 'upload' or 'download'")))?,
+            Some(name) => Direction::parse(name).ok_or_else(|| {
+                coded("INVALID_ARGUMENT", &format!("unknown direction '{name}'; use 'upload' or 'download'"))
+            })?,
         };
         let block = self.inner.alloc(size, dir).napi()?;
         Ok(HostBlock::new(block))
@@ -219,7 +220,9 @@ impl Host {
             .buckets
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.allocations.allocated > 0 || b.allocations.current > 0 || b.active_requests.allocated > 0)
+            .filter(|(_, b)| {
+                b.allocations.allocated > 0 || b.allocations.current > 0 || b.active_requests.allocated > 0
+            })
             .map(|(i, b)| HostBucketStats {
                 index: i as u32,
                 size: 2f64.powi(i as i32),
@@ -353,8 +356,11 @@ unsafe fn release_view(view: View, write_back: Option<(*mut u8, usize)>) {
     unsafe {
         let mut array = ptr::null_mut();
         if sys::napi_get_reference_value(view.env, view.array, &mut array) == sys::Status::napi_ok && !array.is_null() {
-            let (mut kind, mut len, mut data, mut buffer, mut offset) = (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
-            if sys::napi_get_typedarray_info(view.env, array, &mut kind, &mut len, &mut data, &mut buffer, &mut offset) == sys::Status::napi_ok {
+            let (mut kind, mut len, mut data, mut buffer, mut offset) =
+                (0, 0usize, ptr::null_mut(), ptr::null_mut(), 0usize);
+            if sys::napi_get_typedarray_info(view.env, array, &mut kind, &mut len, &mut data, &mut buffer, &mut offset)
+                == sys::Status::napi_ok
+            {
                 if let (true, Some((dst, n))) = (view.copied, write_back) {
                     if !data.is_null() {
                         ptr::copy_nonoverlapping(data.cast::<u8>(), dst, n.min(len));
@@ -403,7 +409,14 @@ impl HostBlock {
         unsafe {
             if !copied {
                 let hint = Box::into_raw(Box::new(self.inner.clone()));
-                let status = sys::napi_create_external_arraybuffer(raw, p.as_ptr().cast(), len, Some(drop_block_hint), hint.cast(), &mut buffer);
+                let status = sys::napi_create_external_arraybuffer(
+                    raw,
+                    p.as_ptr().cast(),
+                    len,
+                    Some(drop_block_hint),
+                    hint.cast(),
+                    &mut buffer,
+                );
                 if status == sys::Status::napi_no_external_buffers_allowed {
                     drop(Box::from_raw(hint));
                     copied = true;
@@ -418,7 +431,10 @@ impl HostBlock {
                 ptr::copy_nonoverlapping(p.as_ptr(), data.cast::<u8>(), len);
             }
             let mut array = ptr::null_mut();
-            check(sys::napi_create_typedarray(raw, sys::TypedarrayType::uint8_array, len, buffer, 0, &mut array), "creating the bytes view")?;
+            check(
+                sys::napi_create_typedarray(raw, sys::TypedarrayType::uint8_array, len, buffer, 0, &mut array),
+                "creating the bytes view",
+            )?;
             let mut reference = ptr::null_mut();
             check(sys::napi_create_reference(raw, array, 1, &mut reference), "referencing the bytes view")?;
             *self.view.borrow_mut() = Some(View { env: raw, array: reference, copied });
@@ -505,7 +521,10 @@ impl HostBlock {
     pub fn write(&self, data: Uint8Array, offset: Option<f64>) -> Result<()> {
         // A copied view would overwrite this on unmap: fold it in first.
         if self.view.borrow().as_ref().is_some_and(|v| v.copied) {
-            return Err(coded("INVALID_ARGUMENT", "write(): this block's bytes view is a copy; write through block.bytes instead"));
+            return Err(coded(
+                "INVALID_ARGUMENT",
+                "write(): this block's bytes view is a copy; write through block.bytes instead",
+            ));
         }
         self.inner.write(&data, to_u64(offset.unwrap_or(0.0), "offset")?).napi()
     }
@@ -553,12 +572,26 @@ impl HostBlock {
 }
 
 impl Stream {
-    pub(crate) fn copy_host_to_device(&self, src: &HostBlock, dst: &DeviceBlock, src_offset: u64, dst_offset: u64, size: u64) -> Result<()> {
+    pub(crate) fn copy_host_to_device(
+        &self,
+        src: &HostBlock,
+        dst: &DeviceBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
         src.detach();
         self.with(|s| src.inner.copy_to_device_on(s, &dst.inner, src_offset, dst_offset, size))
     }
 
-    pub(crate) fn copy_device_to_host(&self, src: &DeviceBlock, dst: &HostBlock, src_offset: u64, dst_offset: u64, size: u64) -> Result<()> {
+    pub(crate) fn copy_device_to_host(
+        &self,
+        src: &DeviceBlock,
+        dst: &HostBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
         dst.detach();
         self.with(|s| dst.inner.copy_from_device_on(s, &src.inner, src_offset, dst_offset, size))
     }

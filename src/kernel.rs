@@ -57,7 +57,10 @@ impl Gpu {
     pub fn create_kernel(&self, options: KernelOptions) -> Result<ComputeKernel> {
         let entry = options.entry_point.unwrap_or_else(|| "main".into());
         let name = options.name.unwrap_or_else(|| entry.clone());
-        let inner = self.inner.compute_kernel(&name, &options.source, &entry, options.bindings, options.uniform.unwrap_or(false)).napi()?;
+        let inner = self
+            .inner
+            .compute_kernel(&name, &options.source, &entry, options.bindings, options.uniform.unwrap_or(false))
+            .napi()?;
         Ok(ComputeKernel { inner })
     }
 }
@@ -68,7 +71,13 @@ impl Stream {
     /// `workgroups` ([x, y?, z?]) and, if the kernel takes one, `uniform` bytes. Every
     /// block is recorded as used by this stream, so freeing it waits for the dispatch.
     #[napi]
-    pub fn dispatch(&self, kernel: &ComputeKernel, blocks: Vec<ClassInstance<'_, DeviceBlock>>, workgroups: Vec<u32>, uniform: Option<Uint8Array>) -> Result<()> {
+    pub fn dispatch(
+        &self,
+        kernel: &ComputeKernel,
+        blocks: Vec<ClassInstance<'_, DeviceBlock>>,
+        workgroups: Vec<u32>,
+        uniform: Option<Uint8Array>,
+    ) -> Result<()> {
         if workgroups.is_empty() || workgroups.len() > 3 {
             return Err(coded("INVALID_ARGUMENT", "dispatch: workgroups must be [x], [x, y] or [x, y, z]"));
         }

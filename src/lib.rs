@@ -15,11 +15,11 @@ mod profiler;
 mod stream;
 
 pub use buffer::GpuBuffer;
-pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
 pub use exec::Executor;
+pub use gpu::{Gpu, GpuInfo, GpuRequestOptions, MemoryBudget};
 pub use heap::{DeviceBlock, Heap};
 pub use host::{Host, HostBlock};
 pub use kernel::ComputeKernel;
-pub use profiler::Profiler;
 pub use plan::{start_plan, MemoryPlan, PlanJob};
+pub use profiler::Profiler;
 pub use stream::{CopyOptions, GpuEvent, Stream};

@@ -67,7 +67,11 @@ impl PlanJob {
     #[napi]
     pub fn progress(&self) -> Option<PlanProgress> {
         let p = (*self.progress.lock().ok()?)?;
-        Some(PlanProgress { best: p.best as f64, lower_bound: p.lower_bound as f64, elapsed_ms: p.elapsed.as_secs_f64() * 1e3 })
+        Some(PlanProgress {
+            best: p.best as f64,
+            lower_bound: p.lower_bound as f64,
+            elapsed_ms: p.elapsed.as_secs_f64() * 1e3,
+        })
     }
 
     /// True once the plan (or an error) is ready.
@@ -90,7 +94,13 @@ impl PlanJob {
 /// @internal
 #[napi]
 pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOptions>) -> Result<PlanJob> {
-    let o = options.unwrap_or(PlanMemoryOptions { strategy: None, alignment: None, time_limit_ms: None, workspace: None, multistream: None });
+    let o = options.unwrap_or(PlanMemoryOptions {
+        strategy: None,
+        alignment: None,
+        time_limit_ms: None,
+        workspace: None,
+        multistream: None,
+    });
     let strategy = match o.strategy.as_deref() {
         None => Strategy::Best,
         Some(s) => s.parse::<Strategy>().map_err(plan_err)?,
@@ -101,14 +111,23 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         None | Some("shared") => WorkspaceMode::Shared,
         Some("unique") => WorkspaceMode::Unique,
         Some("inSlab") => WorkspaceMode::InSlab,
-        Some(w) => return Err(coded("INVALID_ARGUMENT", &format!("unknown workspace mode '{w}'; use shared, unique or inSlab"))),
+        Some(w) => {
+            return Err(coded(
+                "INVALID_ARGUMENT",
+                &format!("unknown workspace mode '{w}'; use shared, unique or inSlab"),
+            ))
+        }
     };
     let (records, graph): (Vec<UsageRecord>, Option<GraphRecords>) = match format.as_str() {
         "records" => (wgalloc_plan::json::parse_records(&text).map_err(plan_err)?, None),
         "csv" => (wgalloc_plan::csv::parse(&text).map_err(plan_err)?, None),
         "graph" => {
             let g = graph::parse(&text).map_err(plan_err)?;
-            let opts = GraphOptions { workspace, multistream: o.multistream.unwrap_or(false), constant_alignment: alignment.max(1) };
+            let opts = GraphOptions {
+                workspace,
+                multistream: o.multistream.unwrap_or(false),
+                constant_alignment: alignment.max(1),
+            };
             let built = graph::build_records(&g, &opts).map_err(plan_err)?;
             (built.records.clone(), Some(built))
         }

@@ -189,7 +189,13 @@ impl Profiler {
     pub fn start(&self, options: Option<ProfilerStartOptions>) -> Result<()> {
         let o = options.unwrap_or_default();
         let mode = Mode::parse(o.mode.as_deref().unwrap_or("interval")).napi()?;
-        self.inner.start(StartOptions { mode, wait_until_completed: o.wait_until_completed.unwrap_or(false), stats_only: o.stats_only.unwrap_or(false) }).napi()
+        self.inner
+            .start(StartOptions {
+                mode,
+                wait_until_completed: o.wait_until_completed.unwrap_or(false),
+                stats_only: o.stats_only.unwrap_or(false),
+            })
+            .napi()
     }
 
     /// Ends the session. `PROFILER_STATE` without one.
@@ -233,7 +239,11 @@ impl Profiler {
                     bandwidth_gbps: c.bandwidth_gbps(),
                 })
                 .collect(),
-            fallbacks: s.fallbacks.iter().map(|f| FallbackStats { name: f.name.clone(), runs: f.runs as f64, bytes: f.bytes as f64 }).collect(),
+            fallbacks: s
+                .fallbacks
+                .iter()
+                .map(|f| FallbackStats { name: f.name.clone(), runs: f.runs as f64, bytes: f.bytes as f64 })
+                .collect(),
             timestamps: TimestampHygiene {
                 valid: s.timestamps.valid as f64,
                 zero: s.timestamps.zero as f64,
@@ -264,7 +274,9 @@ impl Profiler {
     pub async fn flush(&self, timeout_ms: Option<f64>) -> Result<bool> {
         let timeout = Duration::from_millis(to_u64(timeout_ms.unwrap_or(10_000.0), "timeoutMs")?);
         let p = self.inner.clone();
-        spawn_blocking(move || p.flush_blocking(timeout)).await.map_err(|e| coded("INTERNAL", &format!("profiler flush failed: {e}")))
+        spawn_blocking(move || p.flush_blocking(timeout))
+            .await
+            .map_err(|e| coded("INTERNAL", &format!("profiler flush failed: {e}")))
     }
 
     /// Writes the trace recorded so far to `path` without waiting for outstanding timestamps

@@ -7,9 +7,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::buffer::GpuBuffer;
+use crate::error::{coded, to_u64, IntoNapi};
 use crate::heap::DeviceBlock;
 use crate::host::HostBlock;
-use crate::error::{coded, to_u64, IntoNapi};
 
 /// The completion of one submission.
 #[napi]
@@ -110,7 +110,11 @@ impl Stream {
         let dst_offset = to_u64(o.dst_offset.unwrap_or(0.0), "dstOffset")?;
         let size = match o.size {
             Some(s) => to_u64(s, "size")?,
-            None => src.inner.requested_size().saturating_sub(src_offset).min(dst.inner.requested_size().saturating_sub(dst_offset)),
+            None => src
+                .inner
+                .requested_size()
+                .saturating_sub(src_offset)
+                .min(dst.inner.requested_size().saturating_sub(dst_offset)),
         };
         self.with(|s| dst.inner.copy_from_on(s, &src.inner, src_offset, dst_offset, size))
     }
@@ -120,7 +124,8 @@ impl Stream {
     /// block's `bytes`; both blocks are recorded as used by this stream.
     #[napi]
     pub fn copy_to_device(&self, src: &HostBlock, dst: &DeviceBlock, options: Option<CopyOptions>) -> Result<()> {
-        let (src_offset, dst_offset, size) = copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
+        let (src_offset, dst_offset, size) =
+            copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
         self.copy_host_to_device(src, dst, src_offset, dst_offset, size)
     }
 
@@ -128,7 +133,8 @@ impl Stream {
     /// submitting to read it. Both blocks are recorded as used by this stream.
     #[napi]
     pub fn copy_to_host(&self, src: &DeviceBlock, dst: &HostBlock, options: Option<CopyOptions>) -> Result<()> {
-        let (src_offset, dst_offset, size) = copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
+        let (src_offset, dst_offset, size) =
+            copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
         self.copy_device_to_host(src, dst, src_offset, dst_offset, size)
     }
 

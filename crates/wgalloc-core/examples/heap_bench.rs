@@ -39,8 +39,14 @@ fn main() {
     }
     let driver_ns = t0.elapsed().as_nanos() as f64 / m as f64;
     if json {
-        println!("{{\"cachedNs\":{cached_ns:.1},\"driverNs\":{driver_ns:.1},\"speedup\":{:.1}}}", driver_ns / cached_ns);
+        println!(
+            "{{\"cachedNs\":{cached_ns:.1},\"driverNs\":{driver_ns:.1},\"speedup\":{:.1}}}",
+            driver_ns / cached_ns
+        );
     } else {
-        println!("cached malloc+free: {cached_ns:.1} ns; create_buffer+destroy: {driver_ns:.1} ns; speed-up {:.1}x", driver_ns / cached_ns);
+        println!(
+            "cached malloc+free: {cached_ns:.1} ns; create_buffer+destroy: {driver_ns:.1} ns; speed-up {:.1}x",
+            driver_ns / cached_ns
+        );
     }
 }

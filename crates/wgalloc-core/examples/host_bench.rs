@@ -67,7 +67,8 @@ fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char, be
             'b' => {
                 let belt = &mut belts.per_chunk;
                 let mut enc = device.create_command_encoder(&Default::default());
-                belt.write_buffer(&mut enc, buf, base + off, wgpu::BufferSize::new(chunk).unwrap()).copy_from_slice(part);
+                belt.write_buffer(&mut enc, buf, base + off, wgpu::BufferSize::new(chunk).unwrap())
+                    .copy_from_slice(part);
                 belt.finish();
                 queue.submit([enc.finish()]);
                 belt.recall();
@@ -174,7 +175,11 @@ fn main() {
     let json = std::env::args().any(|a| a == "--json");
     // `--reps N`: timed passes per method and chunk size (the median is reported).
     let args: Vec<String> = std::env::args().collect();
-    let reps = args.iter().position(|a| a == "--reps").and_then(|i| args.get(i + 1)).map_or(5, |n| n.parse().expect("--reps N"));
+    let reps = args
+        .iter()
+        .position(|a| a == "--reps")
+        .and_then(|i| args.get(i + 1))
+        .map_or(5, |n| n.parse().expect("--reps N"));
     let gpu = pollster::block_on(Gpu::request(GpuOptions::default())).expect("a GPU adapter");
     let heap = gpu.heap().unwrap();
     let host = gpu.host().unwrap();
@@ -182,8 +187,18 @@ fn main() {
     let dst = heap.malloc(TOTAL, Usage::Device).unwrap();
     let mib = (TOTAL >> 20) as f64;
     // `--methods de` / `--chunk BYTES`: a subset, for profiling one path.
-    let methods: Vec<char> = args.iter().position(|a| a == "--methods").and_then(|i| args.get(i + 1)).map_or("abcde".into(), |m| m.clone()).chars().collect();
-    let chunks: Vec<u64> = args.iter().position(|a| a == "--chunk").and_then(|i| args.get(i + 1)).map_or(CHUNKS.to_vec(), |c| vec![c.parse().expect("--chunk BYTES")]);
+    let methods: Vec<char> = args
+        .iter()
+        .position(|a| a == "--methods")
+        .and_then(|i| args.get(i + 1))
+        .map_or("abcde".into(), |m| m.clone())
+        .chars()
+        .collect();
+    let chunks: Vec<u64> = args
+        .iter()
+        .position(|a| a == "--chunk")
+        .and_then(|i| args.get(i + 1))
+        .map_or(CHUNKS.to_vec(), |c| vec![c.parse().expect("--chunk BYTES")]);
     let mut rows = Vec::new();
     for chunk in chunks {
         // Timed passes interleave the methods, so load from elsewhere on the machine hits all

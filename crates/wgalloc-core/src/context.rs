@@ -143,15 +143,15 @@ impl Gpu {
         let power_preference = parse_power_preference(options.power_preference.as_deref())?;
         let required = parse_features(&options.required_features)?;
         let optional = parse_features(&options.optional_features)?;
-        let name_filter = std::env::var("WGPU_ADAPTER_NAME")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .or(options.adapter_name.clone());
+        let name_filter =
+            std::env::var("WGPU_ADAPTER_NAME").ok().filter(|s| !s.is_empty()).or(options.adapter_name.clone());
 
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = backends;
         let instance = wgpu::Instance::new(desc);
-        let adapter = pick_adapter(&instance, backends, power_preference, options.force_fallback_adapter, name_filter.as_deref()).await?;
+        let adapter =
+            pick_adapter(&instance, backends, power_preference, options.force_fallback_adapter, name_filter.as_deref())
+                .await?;
 
         let available = adapter.features();
         let missing = required - available;
@@ -232,11 +232,13 @@ impl Gpu {
     /// The device behind a handle from [`Gpu::share_handle`], if it is still open.
     pub fn attach(handle: u64) -> Result<Gpu> {
         let reg = lock(&REGISTRY);
-        reg.iter()
-            .find(|(h, _)| *h == handle)
-            .and_then(|(_, w)| w.upgrade())
-            .map(|shared| Gpu { shared })
-            .ok_or_else(|| Error::invalid(format!("no open device has handle {handle}; share it with gpu.shareHandle() while it is open")))
+        reg.iter().find(|(h, _)| *h == handle).and_then(|(_, w)| w.upgrade()).map(|shared| Gpu { shared }).ok_or_else(
+            || {
+                Error::invalid(format!(
+                    "no open device has handle {handle}; share it with gpu.shareHandle() while it is open"
+                ))
+            },
+        )
     }
 
     /// Identifies the device: equal for all clones of one `Gpu`.
@@ -320,10 +322,12 @@ async fn pick_adapter(
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::AdapterNotFound(format!(
-                "no GPU adapter found for backends {backends:?} ({e}); install a Vulkan, Metal or DX12 driver \
+            .map_err(|e| {
+                Error::AdapterNotFound(format!(
+                    "no GPU adapter found for backends {backends:?} ({e}); install a Vulkan, Metal or DX12 driver \
                  (on Linux without a GPU: the mesa-vulkan-drivers package provides lavapipe)"
-            )));
+                ))
+            });
     };
     let needle = filter.to_lowercase();
     let adapters = instance.enumerate_adapters(backends).await;
@@ -334,10 +338,9 @@ async fn pick_adapter(
             let info = a.get_info();
             info.name.to_lowercase().contains(&needle) && (!force_fallback || info.device_type == wgpu::DeviceType::Cpu)
         })
-        .ok_or_else(|| Error::AdapterNotFound(format!(
-            "no adapter name contains '{filter}'; available: [{}]",
-            names.join(", ")
-        )))
+        .ok_or_else(|| {
+            Error::AdapterNotFound(format!("no adapter name contains '{filter}'; available: [{}]", names.join(", ")))
+        })
 }
 
 fn parse_backends(names: Option<&[String]>) -> Result<wgpu::Backends> {

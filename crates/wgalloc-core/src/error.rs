@@ -80,8 +80,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Overflow-checked `a + b` for sizes and offsets.
 pub fn checked_add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b)
-        .ok_or_else(|| Error::invalid(format!("{what}: {a} + {b} overflows u64")))
+    a.checked_add(b).ok_or_else(|| Error::invalid(format!("{what}: {a} + {b} overflows u64")))
 }
 
 /// Round `value` up to a multiple of `align` (a power of two), overflow-checked.

@@ -35,7 +35,7 @@ pub use error::{Error, Result};
 pub use exec::ComputeKernel;
 pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
 pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
-pub use profile::{Profiler, ProfileStats};
+pub use profile::{ProfileStats, Profiler};
 pub use stream::{Event, Stream};
 pub use transfer::GpuBuffer;
 pub use wgpu;

@@ -21,10 +21,7 @@ pub struct Slot<T> {
 
 impl<T> Slot<T> {
     pub fn new() -> Arc<Self> {
-        Arc::new(Slot {
-            state: Mutex::new(State { value: None, done: false, wakers: Vec::new() }),
-            cv: Condvar::new(),
-        })
+        Arc::new(Slot { state: Mutex::new(State { value: None, done: false, wakers: Vec::new() }), cv: Condvar::new() })
     }
 
     /// Stores `value` if the slot is still open. Returns whether it was stored.
@@ -50,10 +47,7 @@ impl<T> Slot<T> {
     /// Blocks until completed or `timeout` passes; takes the value if completed.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<T> {
         let guard = lock(&self.state);
-        let (mut guard, _) = self
-            .cv
-            .wait_timeout_while(guard, timeout, |s| !s.done)
-            .unwrap_or_else(|p| p.into_inner());
+        let (mut guard, _) = self.cv.wait_timeout_while(guard, timeout, |s| !s.done).unwrap_or_else(|p| p.into_inner());
         guard.value.take()
     }
 

@@ -72,7 +72,15 @@ impl Gpu {
     pub fn create_stream(&self) -> Result<Stream> {
         self.check_alive()?;
         let id = NEXT_STREAM.fetch_add(1, Ordering::Relaxed);
-        Ok(Stream { gpu: self.clone(), encoder: None, pending_commands: 0, last: None, marks: Arc::default(), id, profile: None })
+        Ok(Stream {
+            gpu: self.clone(),
+            encoder: None,
+            pending_commands: 0,
+            last: None,
+            marks: Arc::default(),
+            id,
+            profile: None,
+        })
     }
 }
 
@@ -91,7 +99,9 @@ impl StreamMarks {
     /// (so it records nothing more) with no unsubmitted work, and its last submission
     /// completed. A block may then forget it.
     pub(crate) fn retired(&self, completed: u64) -> bool {
-        self.dropped.load(Ordering::Acquire) && !self.has_pending.load(Ordering::Acquire) && self.last_seq.load(Ordering::Acquire) <= completed
+        self.dropped.load(Ordering::Acquire)
+            && !self.has_pending.load(Ordering::Acquire)
+            && self.last_seq.load(Ordering::Acquire) <= completed
     }
 }
 
@@ -164,9 +174,8 @@ impl Stream {
         self.gpu.check_alive()?;
         if self.encoder.is_none() {
             let device = &self.gpu.shared.device;
-            self.encoder = Some(device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgalloc stream"),
-            }));
+            self.encoder =
+                Some(device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgalloc stream") }));
         }
         self.pending_commands += 1;
         self.marks.has_pending.store(true, Ordering::Release);
@@ -191,7 +200,15 @@ impl Stream {
     }
 
     /// Records a buffer copy, timed with encoder timestamps while the profiler is on.
-    pub(crate) fn encode_copy(&mut self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, size: u64, info: CopyInfo) -> Result<()> {
+    pub(crate) fn encode_copy(
+        &mut self,
+        src: &wgpu::Buffer,
+        src_offset: u64,
+        dst: &wgpu::Buffer,
+        dst_offset: u64,
+        size: u64,
+        info: CopyInfo,
+    ) -> Result<()> {
         let start = std::time::Instant::now();
         // wgpu refuses any copy within one buffer, even between disjoint ranges, and heap
         // blocks of one segment share a buffer: hop through a scratch buffer (kept alive

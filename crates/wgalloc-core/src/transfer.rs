@@ -94,7 +94,14 @@ pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Res
 
 /// A copy may read the source into its own padding, never past its allocation:
 /// `[offset, offset+len)` inside the `logical` bytes, `[offset, offset+padded)` inside `allocated`.
-pub(crate) fn check_copy_source(offset: u64, len: u64, padded: u64, logical: u64, allocated: u64, what: &str) -> Result<()> {
+pub(crate) fn check_copy_source(
+    offset: u64,
+    len: u64,
+    padded: u64,
+    logical: u64,
+    allocated: u64,
+    what: &str,
+) -> Result<()> {
     let end = checked_add(offset, len, what)?;
     let padded_end = checked_add(offset, padded, what)?;
     if !offset.is_multiple_of(WORD) || end > logical || padded_end > allocated {
@@ -108,7 +115,15 @@ pub(crate) fn check_copy_source(offset: u64, len: u64, padded: u64, logical: u64
 impl Gpu {
     /// Queues `data` at `at` of `buffer`, zero-padded to `padded` bytes (the caller checked
     /// with [`aligned_range`] that the padding is private), and records it when profiling.
-    pub(crate) fn write_words(&self, buffer: &wgpu::Buffer, at: u64, data: &[u8], padded: u64, what: &str, block: Option<u64>) -> Result<()> {
+    pub(crate) fn write_words(
+        &self,
+        buffer: &wgpu::Buffer,
+        at: u64,
+        data: &[u8],
+        padded: u64,
+        what: &str,
+        block: Option<u64>,
+    ) -> Result<()> {
         let start = std::time::Instant::now();
         let r = guarded(self.device(), what, || {
             if padded == data.len() as u64 {
@@ -171,7 +186,13 @@ impl Gpu {
     /// stay inside its allocation once widened to whole words) into a fresh
     /// staging buffer. The caller may record the returned event, then `finish()`.
     /// `src_block` is the heap block id of `raw`'s range, for the profiler.
-    pub(crate) fn submit_readback(&self, raw: &wgpu::Buffer, offset: u64, len: u64, src_block: Option<u64>) -> Result<Readback> {
+    pub(crate) fn submit_readback(
+        &self,
+        raw: &wgpu::Buffer,
+        offset: u64,
+        len: u64,
+        src_block: Option<u64>,
+    ) -> Result<Readback> {
         let start = offset - offset % WORD;
         let span = align_up(checked_add(offset, len, "read")?, WORD)? - start;
         let staging = guarded(self.device(), "creating a read-back buffer", || {
@@ -183,7 +204,14 @@ impl Gpu {
             })
         })?;
         let mut stream = self.create_stream()?;
-        let info = CopyInfo { kind: CopyKind::Download, bytes: span, blocking: true, via_host: false, src_block, dst_block: None };
+        let info = CopyInfo {
+            kind: CopyKind::Download,
+            bytes: span,
+            blocking: true,
+            via_host: false,
+            src_block,
+            dst_block: None,
+        };
         stream.encode_copy(raw, start, &staging, 0, span, info)?;
         let event = stream.submit()?;
         Ok(Readback { gpu: self.clone(), staging, event, skip: (offset - start) as usize, len: len as usize })
@@ -233,7 +261,14 @@ impl Readback {
 
 impl Stream {
     /// Records a copy of `len` bytes; runs when the stream is submitted.
-    pub fn copy_buffer(&mut self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, len: u64) -> Result<()> {
+    pub fn copy_buffer(
+        &mut self,
+        src: &GpuBuffer,
+        src_offset: u64,
+        dst: &GpuBuffer,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<()> {
         self.gpu().check_alive()?;
         src.check_same_device(self.gpu())?;
         dst.check_same_device(self.gpu())?;
@@ -243,7 +278,14 @@ impl Stream {
             return Err(Error::invalid("copy: source and destination ranges overlap in the same buffer"));
         }
         let (s, d) = (src.raw()?, dst.raw()?);
-        let info = CopyInfo { kind: CopyKind::DeviceToDevice, bytes: padded, blocking: false, via_host: false, src_block: None, dst_block: None };
+        let info = CopyInfo {
+            kind: CopyKind::DeviceToDevice,
+            bytes: padded,
+            blocking: false,
+            via_host: false,
+            src_block: None,
+            dst_block: None,
+        };
         self.encode_copy(s, src_offset, d, dst_offset, padded, info)?;
         Ok(())
     }

@@ -4,14 +4,16 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use wgalloc_core::exec::{checksum, CompileOptions, EagerOptions, ExecGraph, RunOptions};
 use common::gpu;
+use wgalloc_core::exec::{checksum, CompileOptions, EagerOptions, ExecGraph, RunOptions};
 
 mod common;
 
 fn models() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/models");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect()).unwrap_or_default();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect())
+        .unwrap_or_default();
     files.sort();
     files
 }
@@ -44,7 +46,10 @@ fn a_planned_chain_computes_the_right_numbers_and_reuses_memory() {
         pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
     }
     let after = exe.stats();
-    assert_eq!((after.pipelines_created, after.bind_groups_created, after.buffers_created), (stats.pipelines_created, stats.bind_groups_created, stats.buffers_created));
+    assert_eq!(
+        (after.pipelines_created, after.bind_groups_created, after.buffers_created),
+        (stats.pipelines_created, stats.bind_groups_created, stats.buffers_created)
+    );
     assert_eq!(after.runs, 4);
     // The plan also holds on the device.
     pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: true })).unwrap();
@@ -64,14 +69,29 @@ fn planned_runs_equal_eager_runs_on_every_model_graph() {
         let text = std::fs::read_to_string(&file).unwrap();
         let graph = checksum::from_model(&text, gpu.info().max_compute_workgroups_per_dimension).unwrap();
         let inputs = checksum::sample_inputs(&graph);
-        let eager = pollster::block_on(gpu.run_eager(&graph, &inputs, &HashMap::new(), EagerOptions { observe: true })).unwrap();
+        let eager = pollster::block_on(gpu.run_eager(&graph, &inputs, &HashMap::new(), EagerOptions { observe: true }))
+            .unwrap();
         let exe = gpu.compile(graph.clone(), CompileOptions::default()).unwrap();
         let planned = pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
         assert_eq!(planned.outputs, eager.outputs, "{}: planned outputs differ from eager", file.display());
         assert!(!planned.outputs.is_empty());
         // Observed eager lifetimes give records a planner accepts, and the same bound.
         let records = eager.observation.unwrap().to_usage_records();
-        let observed = gpu.compile(graph, CompileOptions { records: Some(records.into_iter().map(|mut r| { r.size = r.size.div_ceil(4) * 4; r }).collect()), ..Default::default() });
+        let observed = gpu.compile(
+            graph,
+            CompileOptions {
+                records: Some(
+                    records
+                        .into_iter()
+                        .map(|mut r| {
+                            r.size = r.size.div_ceil(4) * 4;
+                            r
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+        );
         let observed = observed.unwrap();
         assert_eq!(pollster::block_on(observed.run(&inputs, RunOptions::default())).unwrap().outputs, eager.outputs);
         exe.release();
@@ -111,7 +131,10 @@ fn bad_graphs_and_inputs_are_typed_errors_and_leave_the_device_usable() {
     let exe = gpu.compile(ExecGraph::parse(&chain_graph(2)).unwrap(), CompileOptions::default()).unwrap();
     let short = HashMap::from([("x".to_string(), vec![0u8; 10])]);
     assert_eq!(pollster::block_on(exe.run(&short, RunOptions::default())).unwrap_err().code(), "INVALID_ARGUMENT");
-    assert_eq!(pollster::block_on(exe.run(&HashMap::new(), RunOptions::default())).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        pollster::block_on(exe.run(&HashMap::new(), RunOptions::default())).unwrap_err().code(),
+        "INVALID_ARGUMENT"
+    );
     let ok = HashMap::from([("x".to_string(), vec![0u8; 1024])]);
     assert!(pollster::block_on(exe.run(&ok, RunOptions::default())).is_ok());
 }
@@ -141,7 +164,8 @@ fn kernels_dispatch_on_heap_blocks_and_freed_blocks_wait_for_them() {
     let n = 1000usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let y0: Vec<f32> = (0..n).map(|i| 1.0 - i as f32 * 0.5).collect();
-    let (bx, by) = (heap.malloc(4 * n as u64, Usage::Device).unwrap(), heap.malloc(4 * n as u64, Usage::Device).unwrap());
+    let (bx, by) =
+        (heap.malloc(4 * n as u64, Usage::Device).unwrap(), heap.malloc(4 * n as u64, Usage::Device).unwrap());
     bx.write(&f32s(&x), 0).unwrap();
     by.write(&f32s(&y0), 0).unwrap();
     let axpy = gpu.compute_kernel("axpy", AXPY, "main", 2, true).unwrap();
@@ -175,7 +199,9 @@ fn kernels_dispatch_on_heap_blocks_and_freed_blocks_wait_for_them() {
     assert!(err(s.dispatch(&axpy, &[&by, &bz], None, groups)).contains("takes a uniform"));
     assert!(err(s.dispatch(&add, &[&by, &bz, &bz], Some(&[0; 4]), groups)).contains("takes no uniform"));
     assert!(err(s.dispatch(&add, &[&by, &bz, &bx], None, groups)).contains("freed"));
-    assert!(err(s.dispatch(&add, &[&by, &bz, &bz], None, [u32::MAX, 1, 1])).contains("maxComputeWorkgroupsPerDimension"));
+    assert!(
+        err(s.dispatch(&add, &[&by, &bz, &bz], None, [u32::MAX, 1, 1])).contains("maxComputeWorkgroupsPerDimension")
+    );
     assert!(gpu.compute_kernel("bad", "fn main( {", "main", 1, false).is_err());
     assert!(gpu.compute_kernel("zero", AXPY, "main", 0, true).is_err());
     let other = common::gpu();

@@ -6,7 +6,8 @@ use wgalloc_core::heap::{HeapEventKind, PoolKind, Usage};
 use wgalloc_core::{Gpu, GpuOptions};
 
 fn gpu_with_budget(budget: Option<u64>) -> Gpu {
-    pollster::block_on(Gpu::request(GpuOptions { memory_budget: budget, ..Default::default() })).expect("a Vulkan adapter")
+    pollster::block_on(Gpu::request(GpuOptions { memory_budget: budget, ..Default::default() }))
+        .expect("a Vulkan adapter")
 }
 
 fn fill(size: usize, seed: u64) -> Vec<u8> {
@@ -198,7 +199,7 @@ fn low_watermark_collects_idle_segments() {
     let heap = gpu.heap().unwrap();
     heap.set_high_watermark_ratio(2.0).unwrap();
     heap.set_low_watermark_ratio(0.5).unwrap(); // 32 MiB
-    // Each request gets a dedicated segment too small for the next one; freed ones stay cached.
+                                                // Each request gets a dedicated segment too small for the next one; freed ones stay cached.
     for mib in [11u64, 13, 15, 17, 19] {
         heap.malloc(mib << 20, Usage::Device).unwrap().free().unwrap();
     }

@@ -313,7 +313,10 @@ fn large_downloads_go_in_pipelined_pieces() {
     let st = settled(&host);
     let created = st.num_host_alloc - before;
     // At most DOWNLOAD_DEPTH full pieces in flight, plus the 6-byte tail's block of a smaller class.
-    assert!((2..=wgalloc_core::host::DOWNLOAD_DEPTH as u64 + 1).contains(&created), "{created} staging blocks for 17 pieces");
+    assert!(
+        (2..=wgalloc_core::host::DOWNLOAD_DEPTH as u64 + 1).contains(&created),
+        "{created} staging blocks for 17 pieces"
+    );
     let largest = st.buckets.iter().rposition(|b| b.allocations.peak > 0).unwrap();
     assert_eq!(1u64 << largest, piece, "no staging block is larger than a piece");
     assert_eq!((st.active_requests.current, st.pending_blocks), (0, 0));
@@ -335,7 +338,8 @@ fn upload_many_does_not_reuse_a_block_before_its_copies_ran() {
     let mut s = gpu.create_stream().unwrap();
     for (k, t) in targets.iter().enumerate() {
         let data: Vec<_> = (0..n).map(|i| fill(chunk as usize, k as u64 * 1000 + i)).collect();
-        let items: Vec<_> = data.iter().enumerate().map(|(i, d)| UploadItem { dst: t, offset: i as u64 * chunk, data: d }).collect();
+        let items: Vec<_> =
+            data.iter().enumerate().map(|(i, d)| UploadItem { dst: t, offset: i as u64 * chunk, data: d }).collect();
         host.upload_many_on(&mut s, &items).unwrap();
         if k % 2 == 1 {
             s.submit().unwrap();

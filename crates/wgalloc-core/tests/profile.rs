@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::gpu;
 use serde_json::Value;
 use wgalloc_core::exec::{CompileOptions, EagerOptions, ExecGraph, RunOptions};
 use wgalloc_core::profile::{Mode, StartOptions};
-use common::gpu;
 use wgalloc_core::Usage;
 
 mod common;
@@ -53,7 +53,8 @@ fn kernels_and_copies_get_positive_gpu_times_and_a_valid_trace() {
 
     p.start(StartOptions { mode: Mode::parse("interval,event").unwrap(), ..Default::default() }).unwrap();
     let on = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
-    let eager = pollster::block_on(gpu.run_eager(&chain_graph(4), &inputs(), &params, EagerOptions::default())).unwrap();
+    let eager =
+        pollster::block_on(gpu.run_eager(&chain_graph(4), &inputs(), &params, EagerOptions::default())).unwrap();
     let heap = gpu.heap().unwrap();
     let (a, b) = (heap.malloc(1 << 20, Usage::Device).unwrap(), heap.malloc(1 << 20, Usage::Device).unwrap());
     let mut s = gpu.create_stream().unwrap();
@@ -76,7 +77,10 @@ fn kernels_and_copies_get_positive_gpu_times_and_a_valid_trace() {
         assert!(op.scheduling_total_ns > 0);
     }
     let kinds: Vec<&str> = st.copies.iter().map(|c| c.kind.as_str()).collect();
-    assert!(kinds.contains(&"device-to-device") && kinds.contains(&"download") && kinds.contains(&"upload"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"device-to-device") && kinds.contains(&"download") && kinds.contains(&"upload"),
+        "{kinds:?}"
+    );
     let d2d = st.copies.iter().find(|c| c.kind == "device-to-device").unwrap();
     assert_eq!(d2d.bytes, 1 << 20);
     assert!(d2d.gpu_total_ns > 0 && d2d.bandwidth_gbps() > 0.0, "{d2d:?}");
@@ -92,8 +96,16 @@ fn kernels_and_copies_get_positive_gpu_times_and_a_valid_trace() {
     std::fs::remove_file(&path).ok();
     check_trace(&doc);
     let events = doc["traceEvents"].as_array().unwrap();
-    let has = |ph: &str, name: &str| events.iter().any(|e| e["ph"] == ph && e["name"].as_str().is_some_and(|n| n.starts_with(name)));
-    assert!(has("X", "add0") && has("i", "add0") && has("X", "encode+submit") && has("C", "heap bytes") && has("C", "host cache bytes"));
+    let has = |ph: &str, name: &str| {
+        events.iter().any(|e| e["ph"] == ph && e["name"].as_str().is_some_and(|n| n.starts_with(name)))
+    };
+    assert!(
+        has("X", "add0")
+            && has("i", "add0")
+            && has("X", "encode+submit")
+            && has("C", "heap bytes")
+            && has("C", "host cache bytes")
+    );
     // GPU work on stream tracks, CPU encode/submit on its own.
     assert!(events.iter().any(|e| e["name"] == "add0" && e["tid"].as_u64().unwrap() >= 100));
 }

@@ -21,17 +21,8 @@ fn criterion_set() -> Vec<UsageRecord> {
     (0..10_000u64)
         .map(|i| {
             let first = i;
-            let len = if next().is_multiple_of(20) {
-                next() % 2_000
-            } else {
-                next() % 40
-            };
-            UsageRecord::new(
-                format!("t{i}"),
-                256 * (1 + next() % 4096),
-                first,
-                first + len,
-            )
+            let len = if next().is_multiple_of(20) { next() % 2_000 } else { next() % 40 };
+            UsageRecord::new(format!("t{i}"), 256 * (1 + next() % 4096), first, first + len)
         })
         .collect()
 }
@@ -66,10 +57,7 @@ fn long_set() -> Vec<UsageRecord> {
 }
 
 fn main() {
-    let reps: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let reps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(5);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/idealloc");
     let only = std::env::args().nth(2).unwrap_or_default();
     let mut sets = vec![
@@ -77,11 +65,7 @@ fn main() {
         ("js10k".to_string(), js_set()),
         ("long20k".to_string(), long_set()),
     ];
-    for f in [
-        "somas_tensors/pangu_2.6B.csv",
-        "iopddl/S_1.csv",
-        "iopddl/Y_1.csv",
-    ] {
+    for f in ["somas_tensors/pangu_2.6B.csv", "iopddl/S_1.csv", "iopddl/Y_1.csv"] {
         if let Ok(t) = std::fs::read_to_string(root.join(f)) {
             sets.push((f.to_string(), wgalloc_plan::csv::parse(&t).expect("csv")));
         }
@@ -91,10 +75,7 @@ fn main() {
         let mut slab = 0;
         for _ in 0..reps {
             let t = Instant::now();
-            let strat = std::env::var("STRAT")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(Strategy::GreedyBySize);
+            let strat = std::env::var("STRAT").ok().and_then(|s| s.parse().ok()).unwrap_or(Strategy::GreedyBySize);
             let p = plan(recs, PlanOptions::with_strategy(strat)).expect("plan");
             best = best.min(t.elapsed().as_secs_f64() * 1e3);
             slab = p.slab_size();

@@ -12,20 +12,33 @@ use wgalloc_plan::{plan, PlanOptions, Strategy, UsageRecord};
 
 fn instances(root: &Path) -> Vec<(String, Vec<UsageRecord>)> {
     let mut out = Vec::new();
-    let csvs = ["pisarchyk_fig6", "minimalloc/examples", "minimalloc/challenging", "idealloc/somas_tensors", "idealloc/iopddl"];
+    let csvs = [
+        "pisarchyk_fig6",
+        "minimalloc/examples",
+        "minimalloc/challenging",
+        "idealloc/somas_tensors",
+        "idealloc/iopddl",
+    ];
     for dir in csvs {
         let Ok(rd) = std::fs::read_dir(root.join(dir)) else { continue };
-        let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect();
+        let mut files: Vec<PathBuf> =
+            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect();
         files.sort();
         for f in files {
-            match std::fs::read_to_string(&f).map_err(|e| e.to_string()).and_then(|t| wgalloc_plan::csv::parse(&t).map_err(|e| e.to_string())) {
+            match std::fs::read_to_string(&f)
+                .map_err(|e| e.to_string())
+                .and_then(|t| wgalloc_plan::csv::parse(&t).map_err(|e| e.to_string()))
+            {
                 Ok(r) => out.push((f.file_stem().unwrap_or_default().to_string_lossy().into_owned(), r)),
                 Err(e) => eprintln!("skip {}: {e}", f.display()),
             }
         }
     }
     if let Ok(rd) = std::fs::read_dir(root.join("models")) {
-        let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
         files.sort();
         for f in files {
             let r = std::fs::read_to_string(&f)
@@ -50,17 +63,30 @@ fn main() {
         None => Strategy::ALL.to_vec(),
     };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench");
-    println!("{:<34} {:<16} {:>16} {:>16} {:>8} {:>5} {:>10}", "instance", "strategy", "slab", "lowerBound", "ratio", "opt", "ms");
+    println!(
+        "{:<34} {:<16} {:>16} {:>16} {:>8} {:>5} {:>10}",
+        "instance", "strategy", "slab", "lowerBound", "ratio", "opt", "ms"
+    );
     for (name, recs) in instances(&root) {
         if !name.contains(&filter) {
             continue;
         }
         for &s in &strategies {
-            let opts = PlanOptions { strategy: s, time_limit: Some(Duration::from_secs_f64(secs)), ..Default::default() };
+            let opts =
+                PlanOptions { strategy: s, time_limit: Some(Duration::from_secs_f64(secs)), ..Default::default() };
             match plan(&recs, opts) {
                 Ok(p) => {
                     let ms = p.elapsed().as_secs_f64() * 1e3;
-                    println!("{:<34} {:<16} {:>16} {:>16} {:>8.4} {:>5} {:>10.1}", name, s.as_str(), p.slab_size(), p.lower_bound(), p.ratio(), p.optimal(), ms);
+                    println!(
+                        "{:<34} {:<16} {:>16} {:>16} {:>8.4} {:>5} {:>10.1}",
+                        name,
+                        s.as_str(),
+                        p.slab_size(),
+                        p.lower_bound(),
+                        p.ratio(),
+                        p.optimal(),
+                        ms
+                    );
                     println!(
                         "{}",
                         serde_json::json!({"instance": name, "strategy": s.as_str(), "slabSize": p.slab_size(), "lowerBound": p.lower_bound(), "ratio": p.ratio(), "optimal": p.optimal(), "timeMs": ms, "method": p.method()})

@@ -31,9 +31,9 @@ pub fn parse(text: &str) -> Result<Vec<UsageRecord>, PlanError> {
             return Err(PlanError::parse(ln, "", format!("expected {} fields, found {}", cols.len(), fields.len())));
         }
         let num = |c: usize| -> Result<u64, PlanError> {
-            fields[c].parse::<u64>().map_err(|_| {
-                PlanError::parse(ln, cols[c], format!("{:?} is not a non-negative integer", fields[c]))
-            })
+            fields[c]
+                .parse::<u64>()
+                .map_err(|_| PlanError::parse(ln, cols[c], format!("{:?} is not a non-negative integer", fields[c])))
         };
         let (lo, hi) = (num(lo_c)?, num(hi_c)?);
         let last = if inclusive {
@@ -79,7 +79,8 @@ pub fn write(records: &[UsageRecord], offsets: Option<&[u64]>) -> Result<String,
         if r.id.contains([',', '\n', '\r']) {
             return Err(PlanError::InvalidArgument(format!("id {:?} cannot be written to CSV", r.id)));
         }
-        let upper = r.last.checked_add(1).ok_or_else(|| PlanError::SizeOverflow(format!("record {:?}: last + 1", r.id)))?;
+        let upper =
+            r.last.checked_add(1).ok_or_else(|| PlanError::SizeOverflow(format!("record {:?}: last + 1", r.id)))?;
         let _ = write!(s, "{},{},{},{}", r.id, r.first, upper, r.size);
         if with_align {
             let _ = write!(s, ",{}", r.alignment.map(|a| a.to_string()).unwrap_or_default());

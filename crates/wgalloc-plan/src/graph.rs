@@ -127,7 +127,9 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
                     .iter()
                     .enumerate()
                     .map(|(k, s)| {
-                        s.as_str().map(str::to_string).ok_or_else(|| PlanError::parse(0, format!("{path}.{key}[{k}]"), "expected a string"))
+                        s.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| PlanError::parse(0, format!("{path}.{key}[{k}]"), "expected a string"))
                     })
                     .collect(),
             }
@@ -145,7 +147,13 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
         let o = obj(t, &path)?;
         let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
         let kind = match o.get("kind").and_then(Value::as_str) {
-            None => if is_output { TensorKind::Output } else { TensorKind::Intermediate },
+            None => {
+                if is_output {
+                    TensorKind::Output
+                } else {
+                    TensorKind::Intermediate
+                }
+            }
             Some("input") => TensorKind::Input,
             Some("param") => TensorKind::Param,
             Some("intermediate") => TensorKind::Intermediate,
@@ -183,7 +191,12 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
         let mut out = Vec::new();
         for (i, s) in arr(list, "steps")?.iter().enumerate() {
             let ops = arr(s, &format!("steps[{i}]"))?;
-            out.push(ops.iter().enumerate().map(|(k, x)| as_u64(x, &format!("steps[{i}][{k}]")).map(|x| x as usize)).collect::<Result<Vec<_>, _>>()?);
+            out.push(
+                ops.iter()
+                    .enumerate()
+                    .map(|(k, x)| as_u64(x, &format!("steps[{i}][{k}]")).map(|x| x as usize))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
         }
         g.steps = Some(out);
     }
@@ -249,7 +262,9 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         let mut chain = vec![i];
         let mut cur = i;
         while let Some(base) = &g.tensors[cur].view_of {
-            cur = *by_id.get(base.as_str()).ok_or_else(|| PlanError::UnknownView { id: g.tensors[cur].id.clone(), view_of: base.clone() })?;
+            cur = *by_id
+                .get(base.as_str())
+                .ok_or_else(|| PlanError::UnknownView { id: g.tensors[cur].id.clone(), view_of: base.clone() })?;
             if chain.contains(&cur) || chain.len() > g.tensors.len() {
                 return Err(PlanError::ViewCycle { id: g.tensors[i].id.clone() });
             }

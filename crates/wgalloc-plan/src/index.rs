@@ -221,15 +221,7 @@ impl Occupancy {
                 let v = &mut self.partial[b];
                 let i = v.partition_point(|x| x.s < s);
                 // Points are below 2^32: `List` offsets into the pool already assume it.
-                v.insert(
-                    i,
-                    Partial {
-                        s,
-                        e,
-                        first: l as u32,
-                        last: r as u32,
-                    },
-                );
+                v.insert(i, Partial { s, e, first: l as u32, last: r as u32 });
             }
         }
         // Canonical nodes of `[bl, br]`, bottom-up.
@@ -339,10 +331,7 @@ pub(crate) struct Stabbing {
 impl Stabbing {
     pub fn new(points: usize, first: &[usize], last: &[usize]) -> Self {
         let points = points.max(1);
-        let mut s = Stabbing {
-            points,
-            lists: vec![Vec::new(); 4 * points],
-        };
+        let mut s = Stabbing { points, lists: vec![Vec::new(); 4 * points] };
         for i in 0..first.len() {
             s.add(1, 0, points - 1, first[i], last[i], i);
         }
@@ -401,11 +390,7 @@ mod tests {
 
     /// Union of the byte ranges of `placed` records overlapping `[l, r]` in time.
     fn brute(placed: &[(usize, usize, u64, u64)], l: usize, r: usize) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|p| p.0 <= r && l <= p.1)
-            .map(|p| (p.2, p.3))
-            .collect();
+        let mut v: Vec<(u64, u64)> = placed.iter().filter(|p| p.0 <= r && l <= p.1).map(|p| (p.2, p.3)).collect();
         v.sort_unstable();
         coalesce(v)
     }
@@ -413,9 +398,8 @@ mod tests {
     #[test]
     fn occupancy_matches_brute_force() {
         let mut next = crate::test_rng::below(0x2545_F491_4F6C_DD1Du64);
-        for (points, width) in [1usize, 2, 3, 7, 8, 33, 100]
-            .into_iter()
-            .flat_map(|p| [1usize, 2, 3, 5, 16, 200].map(|w| (p, w)))
+        for (points, width) in
+            [1usize, 2, 3, 7, 8, 33, 100].into_iter().flat_map(|p| [1usize, 2, 3, 5, 16, 200].map(|w| (p, w)))
         {
             let mut occ = Occupancy::new(points, width);
             let mut placed = Vec::new();

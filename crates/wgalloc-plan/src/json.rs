@@ -8,7 +8,11 @@ use serde_json::{Map, Value};
 
 /// Parses text into a JSON value; syntax errors carry serde's line number.
 pub(crate) fn parse_value(text: &str) -> Result<Value, PlanError> {
-    serde_json::from_str(text).map_err(|e| PlanError::Parse { line: e.line(), field: String::new(), message: e.to_string() })
+    serde_json::from_str(text).map_err(|e| PlanError::Parse {
+        line: e.line(),
+        field: String::new(),
+        message: e.to_string(),
+    })
 }
 
 pub(crate) fn obj<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>, PlanError> {
@@ -41,7 +45,9 @@ pub(crate) fn as_u64(v: &Value, path: &str) -> Result<u64, PlanError> {
 pub(crate) fn str_field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a str, PlanError> {
     match o.get(key) {
         None => Err(PlanError::parse(0, format!("{path}.{key}"), "missing field")),
-        Some(v) => v.as_str().ok_or_else(|| PlanError::parse(0, format!("{path}.{key}"), format!("expected a string, found {v}"))),
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| PlanError::parse(0, format!("{path}.{key}"), format!("expected a string, found {v}"))),
     }
 }
 

@@ -50,9 +50,8 @@ mod tests {
     fn matches_a_stable_sort() {
         let mut next = crate::test_rng::below(0x9E37_79B9_7F4A_7C15u64);
         for (n, bits) in [(0, 64), (1, 64), (500, 1), (500, 5), (2000, 11), (2000, 12), (2000, 40), (3000, 64)] {
-            let mut v: Vec<(u64, u64)> = (0..n)
-                .map(|i| (if bits == 64 { next(u64::MAX) } else { (1 << 50) + next(1 << bits) }, i))
-                .collect();
+            let mut v: Vec<(u64, u64)> =
+                (0..n).map(|i| (if bits == 64 { next(u64::MAX) } else { (1 << 50) + next(1 << bits) }, i)).collect();
             let mut want = v.clone();
             want.sort_by_key(|x| x.0);
             sort_by_key(&mut v);

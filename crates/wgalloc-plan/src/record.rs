@@ -99,7 +99,8 @@ impl Problem {
     /// a record's effective alignment is the larger of the two (both powers of two).
     pub fn new(records: &[UsageRecord], default_align: u64) -> Result<Problem, PlanError> {
         check_alignment("plan options", default_align)?;
-        let mut ids: HashSet<&str, BuildHasherDefault<IdHasher>> = HashSet::with_capacity_and_hasher(records.len(), Default::default());
+        let mut ids: HashSet<&str, BuildHasherDefault<IdHasher>> =
+            HashSet::with_capacity_and_hasher(records.len(), Default::default());
         let n = records.len();
         let mut total = 0u64;
         let (mut size, mut align) = (Vec::with_capacity(n), Vec::with_capacity(n));

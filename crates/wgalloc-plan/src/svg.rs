@@ -33,10 +33,7 @@ pub(crate) fn render(plan: &Plan) -> String {
         plan.lower_bound(),
         plan.ratio()
     );
-    let _ = write!(
-        s,
-        r##"<rect x="{MARGIN}" y="{MARGIN}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##
-    );
+    let _ = write!(s, r##"<rect x="{MARGIN}" y="{MARGIN}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##);
     for (i, (r, &o)) in recs.iter().zip(plan.offsets()).enumerate() {
         let x = MARGIN + (r.first - t0) as f64 / span * pw;
         let w = (r.last - r.first) as f64 + 1.0;
@@ -54,12 +51,7 @@ pub(crate) fn render(plan: &Plan) -> String {
             r.last
         );
     }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">op index ({t0}..{t1})</text>"#,
-        W / 2.0,
-        H - 20.0
-    );
+    let _ = write!(s, r#"<text x="{}" y="{}" text-anchor="middle">op index ({t0}..{t1})</text>"#, W / 2.0, H - 20.0);
     let _ = write!(
         s,
         r#"<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">offset (bytes, 0..{})</text>"#,

@@ -65,7 +65,10 @@ fn empty_input_is_empty_plan() {
 #[test]
 fn csv_errors_name_line_and_field() {
     let e = csv::parse("id,lower,upper,size\na,0,2,4\nb,0,2,-4\n").unwrap_err();
-    assert_eq!(e, PlanError::Parse { line: 3, field: "size".into(), message: "\"-4\" is not a non-negative integer".into() });
+    assert_eq!(
+        e,
+        PlanError::Parse { line: 3, field: "size".into(), message: "\"-4\" is not a non-negative integer".into() }
+    );
     assert_eq!(code(csv::parse("id,lower,upper,size\na,0,2,1.5\n")), "PARSE_ERROR");
     assert_eq!(code(csv::parse("id,lower,upper,size\na,0,2\n")), "PARSE_ERROR");
     assert_eq!(code(csv::parse("id,lower,size\na,0,2\n")), "PARSE_ERROR");
@@ -110,7 +113,10 @@ fn graph_errors() {
     let g = parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"viewOf":"b"},{"id":"b","size":4,"first":0,"last":0,"viewOf":"a"}]}"#).unwrap();
     assert!(matches!(build_records(&g, &GraphOptions::default()), Err(PlanError::ViewCycle { .. })));
     assert_eq!(code(parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":-4,"first":0,"last":0}]}"#)), "PARSE_ERROR");
-    assert_eq!(code(parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"kind":"weird"}]}"#)), "PARSE_ERROR");
+    assert_eq!(
+        code(parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"kind":"weird"}]}"#)),
+        "PARSE_ERROR"
+    );
 }
 
 #[test]
@@ -124,9 +130,15 @@ fn strategy_names_round_trip() {
 
 #[test]
 fn cancel_returns_best_so_far() {
-    let r: Vec<_> = (0..40).map(|i| UsageRecord::new(format!("r{i}"), 1 + (i * 7919 % 13), i % 9, i % 9 + i % 5)).collect();
+    let r: Vec<_> =
+        (0..40).map(|i| UsageRecord::new(format!("r{i}"), 1 + (i * 7919 % 13), i % 9, i % 9 + i % 5)).collect();
     let cancel = Arc::new(AtomicBool::new(true));
-    let opts = PlanOptions { strategy: Strategy::Exact, cancel: Some(cancel), time_limit: Some(Duration::from_secs(60)), ..Default::default() };
+    let opts = PlanOptions {
+        strategy: Strategy::Exact,
+        cancel: Some(cancel),
+        time_limit: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
     let p = plan(&r, opts).unwrap();
     assert!(p.validate().is_ok());
 }

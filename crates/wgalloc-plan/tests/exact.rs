@@ -19,7 +19,11 @@ fn brute_force(r: &[UsageRecord]) -> u64 {
             if used[i] {
                 continue;
             }
-            let o = (0..r.len()).filter(|&j| used[j] && r[j].overlaps(&r[i])).map(|j| off[j] + r[j].size).max().unwrap_or(0);
+            let o = (0..r.len())
+                .filter(|&j| used[j] && r[j].overlaps(&r[i]))
+                .map(|j| off[j] + r[j].size)
+                .max()
+                .unwrap_or(0);
             used[i] = true;
             off[i] = o;
             go(r, used, off, height.max(o + r[i].size), best);

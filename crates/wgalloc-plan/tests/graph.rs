@@ -73,7 +73,10 @@ fn multistream_widens_to_steps() {
     assert_eq!((rec(&r, "c").first, rec(&r, "c").last), (2, 3));
     assert_eq!(rec(&r, "d").first, 3);
     let bad = parse(&G.replace(r#"[[0],[1,2],[3],[4,5]]"#, "[[0],[1,2],[3],[4,4]]")).unwrap();
-    assert_eq!(build_records(&bad, &GraphOptions { multistream: true, ..Default::default() }).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        build_records(&bad, &GraphOptions { multistream: true, ..Default::default() }).unwrap_err().code(),
+        "INVALID_ARGUMENT"
+    );
 }
 
 #[test]

@@ -43,7 +43,10 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
     let limits = gpu.limits();
     check_workgroups(gpu, &op.dispatch, &format!("op '{}'", op.name))?;
     if storage as u32 > limits.max_storage_buffers_per_shader_stage {
-        return Err(Error::invalid(format!("op '{}' binds {storage} storage buffers; the device allows {}", op.name, limits.max_storage_buffers_per_shader_stage)));
+        return Err(Error::invalid(format!(
+            "op '{}' binds {storage} storage buffers; the device allows {}",
+            op.name, limits.max_storage_buffers_per_shader_stage
+        )));
     }
     gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some)
 }
@@ -74,7 +77,9 @@ pub(crate) fn op_uniform(gpu: &Gpu, op: &Op, pipeline: &Pipeline) -> Result<Opti
 pub(crate) fn check_workgroups(gpu: &Gpu, dispatch: &[u32], what: &str) -> Result<()> {
     let max = gpu.limits().max_compute_workgroups_per_dimension;
     match dispatch.iter().find(|&&d| d > max) {
-        Some(d) => Err(Error::invalid(format!("{what}: dispatch size {d} exceeds the device's maxComputeWorkgroupsPerDimension ({max})"))),
+        Some(d) => Err(Error::invalid(format!(
+            "{what}: dispatch size {d} exceeds the device's maxComputeWorkgroupsPerDimension ({max})"
+        ))),
         None => Ok(()),
     }
 }
@@ -88,25 +93,43 @@ pub(crate) fn uniform_block(gpu: &Gpu, bytes: &[u8]) -> Result<DeviceBlock> {
 }
 
 /// Binds `storage` then `uniform` for op (or kernel) `name`.
-pub(crate) fn bind_group(gpu: &Gpu, name: &str, pipeline: &Pipeline, storage: &[Range<'_>], uniform: Option<&DeviceBlock>) -> Result<wgpu::BindGroup> {
+pub(crate) fn bind_group(
+    gpu: &Gpu,
+    name: &str,
+    pipeline: &Pipeline,
+    storage: &[Range<'_>],
+    uniform: Option<&DeviceBlock>,
+) -> Result<wgpu::BindGroup> {
     let uniform = uniform.map(|u| u.binding()).transpose()?;
     let mut entries: Vec<wgpu::BindGroupEntry> = storage
         .iter()
         .enumerate()
         .map(|(i, r)| wgpu::BindGroupEntry {
             binding: i as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: r.buffer, offset: r.offset, size: NonZeroU64::new(r.size) }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: r.buffer,
+                offset: r.offset,
+                size: NonZeroU64::new(r.size),
+            }),
         })
         .collect();
     if let Some((buffer, offset, size)) = uniform {
         entries.push(wgpu::BindGroupEntry {
             binding: storage.len() as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: NonZeroU64::new(size) }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer,
+                offset,
+                size: NonZeroU64::new(size),
+            }),
         });
     }
     let device = gpu.device();
     guarded(device, &format!("binding the tensors of op '{name}'"), || {
-        device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(name), layout: &pipeline.layout, entries: &entries })
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(name),
+            layout: &pipeline.layout,
+            entries: &entries,
+        })
     })
 }
 
@@ -167,7 +190,8 @@ pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
                         beginning_of_pass_write_index: Some(p.begin()),
                         end_of_pass_write_index: Some(p.end()),
                     });
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(&s.name), timestamp_writes });
+                    let mut pass = encoder
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(&s.name), timestamp_writes });
                     dispatch(&mut pass, s);
                 }
                 batch.record(what(s), pair, start);

@@ -54,7 +54,8 @@ pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
     let mut views = HashSet::new();
     let field_u64 = |t: &Value, k: &str| t.get(k).and_then(Value::as_u64);
     for t in root.get("graphInputs").and_then(Value::as_array).into_iter().flatten() {
-        let id = t.get("id").and_then(Value::as_str).ok_or_else(|| Error::invalid("graphInputs[].id must be a string"))?;
+        let id =
+            t.get("id").and_then(Value::as_str).ok_or_else(|| Error::invalid("graphInputs[].id must be a string"))?;
         let size = field_u64(t, "size").ok_or_else(|| Error::invalid(format!("graph input '{id}' needs a size")))?;
         tensors.push(Tensor { id: id.into(), size: size.max(1), kind: TensorKind::Input, view_of: None, dtype: None });
     }
@@ -65,14 +66,24 @@ pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
         if view_of.is_some() {
             views.insert(id.to_string());
         }
-        let kind = if t.get("isOutput").and_then(Value::as_bool).unwrap_or(false) { TensorKind::Output } else { TensorKind::Intermediate };
+        let kind = if t.get("isOutput").and_then(Value::as_bool).unwrap_or(false) {
+            TensorKind::Output
+        } else {
+            TensorKind::Intermediate
+        };
         tensors.push(Tensor { id: id.into(), size: size.max(1), kind, view_of, dtype: None });
     }
     let known: HashSet<String> = tensors.iter().map(|t| t.id.clone()).collect();
     let mut kernels = HashMap::new();
     let mut ops = Vec::new();
     let max_dim = u64::from(max_dim);
-    for (k, op) in root.get("ops").and_then(Value::as_array).ok_or_else(|| Error::invalid("ops must be an array"))?.iter().enumerate() {
+    for (k, op) in root
+        .get("ops")
+        .and_then(Value::as_array)
+        .ok_or_else(|| Error::invalid("ops must be an array"))?
+        .iter()
+        .enumerate()
+    {
         let names = |key: &str| -> Vec<String> {
             let mut seen = HashSet::new();
             op.get(key)
@@ -89,20 +100,43 @@ pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
         let (view_outs, real_outs): (Vec<String>, Vec<String>) = outputs.into_iter().partition(|o| views.contains(o));
         let inputs: Vec<String> = names("inputs").into_iter().filter(|i| !real_outs.contains(i)).collect();
         if !view_outs.is_empty() {
-            ops.push(Op { name: format!("{name} (views)"), kernel: None, inputs: Vec::new(), outputs: view_outs, dispatch: [1, 1, 1], params: None, workspace: 0 });
+            ops.push(Op {
+                name: format!("{name} (views)"),
+                kernel: None,
+                inputs: Vec::new(),
+                outputs: view_outs,
+                dispatch: [1, 1, 1],
+                params: None,
+                workspace: 0,
+            });
         }
         if real_outs.is_empty() {
             continue;
         }
-        let words = real_outs.iter().map(|o| tensors.iter().find(|t| &t.id == o).map_or(1, |t| t.size.div_ceil(4))).max().unwrap_or(1);
+        let words = real_outs
+            .iter()
+            .map(|o| tensors.iter().find(|t| &t.id == o).map_or(1, |t| t.size.div_ceil(4)))
+            .max()
+            .unwrap_or(1);
         let (dispatch, row) = dispatch_for(words, max_dim);
         let kid = format!("checksum_{}_{}", inputs.len(), real_outs.len());
-        kernels.entry(kid.clone()).or_insert_with(|| Kernel { source: kernel_source(inputs.len(), real_outs.len()), entry_point: "main".into() });
+        kernels.entry(kid.clone()).or_insert_with(|| Kernel {
+            source: kernel_source(inputs.len(), real_outs.len()),
+            entry_point: "main".into(),
+        });
         let mut params = Vec::with_capacity(16);
         for word in [k as u32 ^ 0x9e37_79b9, words as u32, row, 0] {
             params.extend_from_slice(&word.to_le_bytes());
         }
-        ops.push(Op { name, kernel: Some(kid), inputs, outputs: real_outs, dispatch, params: Some(params), workspace: 0 });
+        ops.push(Op {
+            name,
+            kernel: Some(kid),
+            inputs,
+            outputs: real_outs,
+            dispatch,
+            params: Some(params),
+            workspace: 0,
+        });
     }
     // Drop views nobody produces or reads (their ops had no known outputs).
     ExecGraph::new(tensors, ops, kernels)
@@ -114,7 +148,8 @@ pub fn sample_inputs(graph: &ExecGraph) -> HashMap<String, Vec<u8>> {
         .inputs()
         .map(|t| {
             let seed = t.id.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-            let bytes = (0..t.size).map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect();
+            let bytes =
+                (0..t.size).map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect();
             (t.id.clone(), bytes)
         })
         .collect()

@@ -20,23 +20,30 @@ pub struct EagerOptions {
 
 impl Gpu {
     /// Runs `graph` eagerly on `inputs` with `params` (missing params are zero).
-    pub async fn run_eager(&self, graph: &ExecGraph, inputs: &HashMap<String, Vec<u8>>, params: &HashMap<String, Vec<u8>>, options: EagerOptions) -> Result<RunOutput> {
+    pub async fn run_eager(
+        &self,
+        graph: &ExecGraph,
+        inputs: &HashMap<String, Vec<u8>>,
+        params: &HashMap<String, Vec<u8>>,
+        options: EagerOptions,
+    ) -> Result<RunOutput> {
         self.check_alive()?;
         check_inputs(graph, inputs)?;
         let heap = self.heap()?;
         let n = graph.ops.len();
         let mut obs = options.observe.then(|| Observation { events: Vec::new(), ops: n });
         let mut blocks: Vec<Option<DeviceBlock>> = (0..graph.tensors.len()).map(|_| None).collect();
-        let alloc = |i: usize, op: usize, blocks: &mut Vec<Option<DeviceBlock>>, obs: &mut Option<Observation>| -> Result<()> {
-            let t = &graph.tensors[i];
-            let block = heap.malloc(binding_size(t.size)?, Usage::Device)?;
-            if let Some(o) = obs.as_mut() {
-                let op_name = graph.ops.get(op).map_or("", |o| o.name.as_str());
-                o.record(op, op_name, ObservedKind::Alloc, &t.id, t.size, block.id(), block.offset());
-            }
-            blocks[i] = Some(block);
-            Ok(())
-        };
+        let alloc =
+            |i: usize, op: usize, blocks: &mut Vec<Option<DeviceBlock>>, obs: &mut Option<Observation>| -> Result<()> {
+                let t = &graph.tensors[i];
+                let block = heap.malloc(binding_size(t.size)?, Usage::Device)?;
+                if let Some(o) = obs.as_mut() {
+                    let op_name = graph.ops.get(op).map_or("", |o| o.name.as_str());
+                    o.record(op, op_name, ObservedKind::Alloc, &t.id, t.size, block.id(), block.offset());
+                }
+                blocks[i] = Some(block);
+                Ok(())
+            };
         // Inputs and params exist before the first op.
         for (i, t) in graph.tensors.iter().enumerate() {
             if graph.root[i] != i {
@@ -57,7 +64,8 @@ impl Gpu {
         }
         let block_of = |blocks: &Vec<Option<DeviceBlock>>, id: &str| -> Result<(usize, wgpu::Buffer, u64, u64)> {
             let i = graph.index[id];
-            let b = blocks[graph.root[i]].as_ref().ok_or_else(|| Error::Internal(format!("tensor '{id}' has no block")))?;
+            let b =
+                blocks[graph.root[i]].as_ref().ok_or_else(|| Error::Internal(format!("tensor '{id}' has no block")))?;
             let (buffer, offset, _) = b.binding()?;
             Ok((graph.root[i], buffer.clone(), offset, binding_size(graph.tensors[i].size)?))
         };
@@ -70,17 +78,25 @@ impl Gpu {
                     alloc(r, k, &mut blocks, &mut obs)?;
                 }
             }
-            let workspace = if op.workspace > 0 { Some(heap.malloc(binding_size(op.workspace)?, Usage::Device)?) } else { None };
+            let workspace =
+                if op.workspace > 0 { Some(heap.malloc(binding_size(op.workspace)?, Usage::Device)?) } else { None };
             if let Some(pipeline) = bind::op_pipeline(self, graph, op)? {
-                let bound = op.inputs.iter().chain(&op.outputs).map(|id| block_of(&blocks, id)).collect::<Result<Vec<_>>>()?;
-                let mut storage: Vec<Range> = bound.iter().map(|(_, buffer, offset, size)| Range { buffer, offset: *offset, size: *size }).collect();
+                let bound =
+                    op.inputs.iter().chain(&op.outputs).map(|id| block_of(&blocks, id)).collect::<Result<Vec<_>>>()?;
+                let mut storage: Vec<Range> = bound
+                    .iter()
+                    .map(|(_, buffer, offset, size)| Range { buffer, offset: *offset, size: *size })
+                    .collect();
                 let ws = workspace.as_ref().map(DeviceBlock::binding).transpose()?;
                 if let Some((buffer, offset, _)) = ws {
                     storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
                 }
                 let uniform = bind::op_uniform(self, op, &pipeline)?;
                 let bind_group = bind::bind_group(self, &op.name, &pipeline, &storage, uniform.as_ref())?;
-                bind::encode(&mut stream, &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }])?;
+                bind::encode(
+                    &mut stream,
+                    &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }],
+                )?;
                 uniforms.extend(uniform);
             }
             let event = stream.submit()?;
@@ -100,7 +116,15 @@ impl Gpu {
             for r in (0..graph.tensors.len()).filter(|&r| graph.root[r] == r && graph.last[r] == k && k + 1 < n) {
                 if let Some(b) = blocks[r].take() {
                     if let Some(o) = obs.as_mut() {
-                        o.record(k, &op.name, ObservedKind::Free, &graph.tensors[r].id, graph.tensors[r].size, b.id(), b.offset());
+                        o.record(
+                            k,
+                            &op.name,
+                            ObservedKind::Free,
+                            &graph.tensors[r].id,
+                            graph.tensors[r].size,
+                            b.id(),
+                            b.offset(),
+                        );
                     }
                     b.free()?;
                 }
@@ -110,7 +134,9 @@ impl Gpu {
         let mut reads = Vec::new();
         for t in graph.outputs() {
             let i = graph.index[&t.id];
-            let b = blocks[graph.root[i]].as_ref().ok_or_else(|| Error::Internal(format!("output '{}' has no block", t.id)))?;
+            let b = blocks[graph.root[i]]
+                .as_ref()
+                .ok_or_else(|| Error::Internal(format!("output '{}' has no block", t.id)))?;
             reads.push((t.id.clone(), b.start_read(0, t.size)?));
         }
         let mut outputs = Vec::with_capacity(reads.len());

@@ -120,26 +120,48 @@ impl Executor {
             Some(r) => r,
             None => graph
                 .placed_roots()
-                .map(|i| Ok(UsageRecord::new(graph.tensors[i].id.clone(), binding_size(graph.tensors[i].size)?, graph.first[i] as u64, graph.last[i] as u64)))
+                .map(|i| {
+                    Ok(UsageRecord::new(
+                        graph.tensors[i].id.clone(),
+                        binding_size(graph.tensors[i].size)?,
+                        graph.first[i] as u64,
+                        graph.last[i] as u64,
+                    ))
+                })
                 .collect::<Result<Vec<_>>>()?,
         };
         // Params live in the constant region: records for them (an observed run has some) are skipped.
-        let records: Vec<UsageRecord> = records
-            .into_iter()
-            .filter(|r| graph.tensor(&r.id).is_none_or(|t| t.kind != TensorKind::Param))
-            .collect();
+        let records: Vec<UsageRecord> =
+            records.into_iter().filter(|r| graph.tensor(&r.id).is_none_or(|t| t.kind != TensorKind::Param)).collect();
         for r in &records {
-            let Some(&i) = graph.index.get(&r.id) else { return Err(Error::invalid(format!("usage record '{}' names no tensor of the graph", r.id))) };
+            let Some(&i) = graph.index.get(&r.id) else {
+                return Err(Error::invalid(format!("usage record '{}' names no tensor of the graph", r.id)));
+            };
             if graph.root[i] != i || r.size < graph.tensors[i].size {
-                return Err(Error::invalid(format!("usage record '{}' ({} bytes) does not match the graph's tensor ({} bytes, {})", r.id, r.size, graph.tensors[i].size, if graph.root[i] != i { "a view" } else { "a root" })));
+                return Err(Error::invalid(format!(
+                    "usage record '{}' ({} bytes) does not match the graph's tensor ({} bytes, {})",
+                    r.id,
+                    r.size,
+                    graph.tensors[i].size,
+                    if graph.root[i] != i { "a view" } else { "a root" }
+                )));
             }
         }
         if let Some(missing) = graph.placed_roots().find(|&i| !records.iter().any(|r| r.id == graph.tensors[i].id)) {
             return Err(Error::invalid(format!("no usage record for tensor '{}'", graph.tensors[missing].id)));
         }
         let alignment = heap.alignment();
-        let plan = wgalloc_plan::plan(&records, PlanOptions { strategy: options.strategy, alignment, time_limit: options.time_limit, cancel: None, progress: None })
-            .map_err(|e| Error::PlanInvalid(format!("planning failed: {e}")))?;
+        let plan = wgalloc_plan::plan(
+            &records,
+            PlanOptions {
+                strategy: options.strategy,
+                alignment,
+                time_limit: options.time_limit,
+                cancel: None,
+                progress: None,
+            },
+        )
+        .map_err(|e| Error::PlanInvalid(format!("planning failed: {e}")))?;
         plan.validate().map_err(|e| Error::PlanInvalid(e.to_string()))?;
 
         // Split into slabs no larger than the cap (records keep their relative offsets).
@@ -152,7 +174,10 @@ impl Executor {
             let (offset, size) = (plan.offsets()[i], records[i].size);
             let end = checked_add(offset, size, "slab")?;
             if size > cap {
-                return Err(Error::invalid(format!("tensor '{}' ({size} bytes) is larger than maxSlabSize ({cap})", records[i].id)));
+                return Err(Error::invalid(format!(
+                    "tensor '{}' ({size} bytes) is larger than maxSlabSize ({cap})",
+                    records[i].id
+                )));
             }
             match bases.last_mut() {
                 Some((base, len)) if end - *base <= cap => *len = (*len).max(end - *base),
@@ -161,7 +186,8 @@ impl Executor {
             let slab = bases.len() - 1;
             place[graph.index[&records[i].id]] = Some(Place { slab, offset: offset - bases[slab].0 });
         }
-        let slabs = bases.iter().map(|&(_, size)| heap.malloc(size.max(4), Usage::Device)).collect::<Result<Vec<_>>>()?;
+        let slabs =
+            bases.iter().map(|&(_, size)| heap.malloc(size.max(4), Usage::Device)).collect::<Result<Vec<_>>>()?;
 
         // Constant region: params, written once.
         let mut constant_size = 0u64;
@@ -176,7 +202,11 @@ impl Executor {
         for id in options.params.keys() {
             match graph.tensor(id) {
                 Some(t) if t.kind == TensorKind::Param => {}
-                _ => return Err(Error::invalid(format!("params names '{id}', which is not a param tensor of the graph"))),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "params names '{id}', which is not a param tensor of the graph"
+                    )))
+                }
             }
         }
         let constants = if constant_size > 0 { Some(heap.malloc(constant_size, Usage::Device)?) } else { None };
@@ -186,7 +216,12 @@ impl Executor {
                 let t = &graph.tensors[i];
                 let mut bytes = options.params.get(&t.id).cloned().unwrap_or_else(|| vec![0; t.size as usize]);
                 if bytes.len() as u64 != t.size {
-                    return Err(Error::invalid(format!("param '{}' needs {} bytes, got {}", t.id, t.size, bytes.len())));
+                    return Err(Error::invalid(format!(
+                        "param '{}' needs {} bytes, got {}",
+                        t.id,
+                        t.size,
+                        bytes.len()
+                    )));
                 }
                 bytes.resize(binding_size(t.size)? as usize, 0);
                 block.write(&bytes, at)?;
@@ -210,7 +245,8 @@ impl Executor {
         };
         // Ops run one after another on one queue, so one region serves every op's workspace.
         let max_workspace = graph.ops.iter().map(|o| o.workspace).max().unwrap_or(0);
-        let workspace = if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
+        let workspace =
+            if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
         for op in &graph.ops {
             let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? else {
                 steps.push(None);
@@ -219,7 +255,11 @@ impl Executor {
             let mut storage: Vec<Range> = ranges(&mut op.inputs.iter().chain(&op.outputs))?
                 .into_iter()
                 .map(|(slab, offset, size)| {
-                    let block = if slab == CONSTANTS { constants.as_ref().expect("params are in the constant region") } else { &slabs[slab] };
+                    let block = if slab == CONSTANTS {
+                        constants.as_ref().expect("params are in the constant region")
+                    } else {
+                        &slabs[slab]
+                    };
                     let (buffer, base, _) = block.binding()?;
                     Ok(Range { buffer, offset: base + offset, size })
                 })
@@ -302,7 +342,8 @@ impl Executor {
 
     fn range(&self, tensor: usize) -> Result<(&wgpu::Buffer, u64, u64)> {
         let p = self.place[tensor].ok_or_else(|| Error::Internal("tensor without placement".into()))?;
-        let block = if p.slab == CONSTANTS { self.constants.as_ref().expect("constant region") } else { &self.slabs[p.slab] };
+        let block =
+            if p.slab == CONSTANTS { self.constants.as_ref().expect("constant region") } else { &self.slabs[p.slab] };
         let (buffer, base, _) = block.binding()?;
         Ok((buffer, base + p.offset, binding_size(self.graph.tensors[tensor].size)?))
     }
@@ -355,7 +396,14 @@ impl Executor {
         }
         for &(i, at) in &self.readback_layout {
             let (buffer, offset, size) = self.range(i)?;
-            let info = crate::profile::CopyInfo { kind: crate::profile::CopyKind::Download, bytes: size, blocking: true, via_host: false, src_block: None, dst_block: None };
+            let info = crate::profile::CopyInfo {
+                kind: crate::profile::CopyKind::Download,
+                bytes: size,
+                blocking: true,
+                via_host: false,
+                src_block: None,
+                dst_block: None,
+            };
             stream.encode_copy(buffer, offset, &self.readback, at, size, info)?;
         }
         let event = stream.submit()?;
@@ -367,7 +415,10 @@ impl Executor {
         }
         self.gpu.map_read(&self.readback).await?;
         let outputs = {
-            let view = self.readback.get_mapped_range(..).map_err(|e| Error::Internal(format!("output mapping failed: {e}")))?;
+            let view = self
+                .readback
+                .get_mapped_range(..)
+                .map_err(|e| Error::Internal(format!("output mapping failed: {e}")))?;
             self.readback_layout
                 .iter()
                 .map(|&(i, at)| {
@@ -387,11 +438,27 @@ impl Executor {
         for (k, op) in g.ops.iter().enumerate() {
             for i in g.placed_roots().filter(|&i| g.first[i] == k) {
                 let p = self.place[i].expect("placed");
-                obs.record(k, &op.name, ObservedKind::Alloc, &g.tensors[i].id, g.tensors[i].size, p.slab as u64, p.offset);
+                obs.record(
+                    k,
+                    &op.name,
+                    ObservedKind::Alloc,
+                    &g.tensors[i].id,
+                    g.tensors[i].size,
+                    p.slab as u64,
+                    p.offset,
+                );
             }
             for i in g.placed_roots().filter(|&i| g.last[i] == k && k + 1 < g.ops.len()) {
                 let p = self.place[i].expect("placed");
-                obs.record(k, &op.name, ObservedKind::Free, &g.tensors[i].id, g.tensors[i].size, p.slab as u64, p.offset);
+                obs.record(
+                    k,
+                    &op.name,
+                    ObservedKind::Free,
+                    &g.tensors[i].id,
+                    g.tensors[i].size,
+                    p.slab as u64,
+                    p.offset,
+                );
             }
         }
     }
@@ -412,7 +479,9 @@ impl Executor {
                 .outputs
                 .iter()
                 .map(|id| g.root[g.index[id]])
-                .filter(|&r| g.first[r] == k && matches!(g.tensors[r].kind, TensorKind::Intermediate | TensorKind::Output))
+                .filter(|&r| {
+                    g.first[r] == k && matches!(g.tensors[r].kind, TensorKind::Intermediate | TensorKind::Output)
+                })
                 .collect();
             for &r in &outs {
                 let (buffer, offset, size) = self.range(r)?;
@@ -429,7 +498,8 @@ impl Executor {
             written.sort_unstable();
             written.dedup();
             // Tensors live across this op that it does not write must be unchanged.
-            let live: Vec<usize> = snapshots.keys().copied().filter(|&r| g.last[r] >= k && written.binary_search(&r).is_err()).collect();
+            let live: Vec<usize> =
+                snapshots.keys().copied().filter(|&r| g.last[r] >= k && written.binary_search(&r).is_err()).collect();
             for r in live {
                 let (buffer, offset, size) = self.range(r)?;
                 let now = self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?;

@@ -75,7 +75,9 @@ fn string(v: &Value, path: &str) -> Result<String> {
 }
 
 fn uint(v: &Value, path: &str) -> Result<u64> {
-    v.as_u64().filter(|&n| n <= crate::MAX_SAFE_INTEGER).ok_or_else(|| bad(format!("{path} must be a non-negative integer below 2^53")))
+    v.as_u64()
+        .filter(|&n| n <= crate::MAX_SAFE_INTEGER)
+        .ok_or_else(|| bad(format!("{path} must be a non-negative integer below 2^53")))
 }
 
 fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>> {
@@ -97,18 +99,31 @@ impl ExecGraph {
         let root = v.as_object().ok_or_else(|| bad("a graph is an object with tensors, ops and kernels"))?;
         let mut kernels = HashMap::new();
         if let Some(ks) = root.get("kernels") {
-            let ks = ks.as_object().ok_or_else(|| bad("kernels must be an object of { id: { source, entryPoint } }"))?;
+            let ks =
+                ks.as_object().ok_or_else(|| bad("kernels must be an object of { id: { source, entryPoint } }"))?;
             for (id, k) in ks {
                 let path = format!("kernels.{id}");
                 let k = k.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
-                kernels.insert(id.clone(), Kernel {
-                    source: string(field(k, "source", &path)?, &format!("{path}.source"))?,
-                    entry_point: k.get("entryPoint").map(|e| string(e, &format!("{path}.entryPoint"))).transpose()?.unwrap_or_else(|| "main".into()),
-                });
+                kernels.insert(
+                    id.clone(),
+                    Kernel {
+                        source: string(field(k, "source", &path)?, &format!("{path}.source"))?,
+                        entry_point: k
+                            .get("entryPoint")
+                            .map(|e| string(e, &format!("{path}.entryPoint")))
+                            .transpose()?
+                            .unwrap_or_else(|| "main".into()),
+                    },
+                );
             }
         }
         let mut tensors = Vec::new();
-        for (i, t) in field(root, "tensors", "graph")?.as_array().ok_or_else(|| bad("graph.tensors must be an array"))?.iter().enumerate() {
+        for (i, t) in field(root, "tensors", "graph")?
+            .as_array()
+            .ok_or_else(|| bad("graph.tensors must be an array"))?
+            .iter()
+            .enumerate()
+        {
             let path = format!("tensors[{i}]");
             let o = t.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
             let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
@@ -118,7 +133,9 @@ impl ExecGraph {
                 Some("input") => TensorKind::Input,
                 Some("param") => TensorKind::Param,
                 Some("output") => TensorKind::Output,
-                Some(k) => return Err(bad(format!("{path}.kind: unknown kind '{k}' (input, param, intermediate, output)"))),
+                Some(k) => {
+                    return Err(bad(format!("{path}.kind: unknown kind '{k}' (input, param, intermediate, output)")))
+                }
             };
             let size = uint(field(o, "size", &path)?, &format!("{path}.size"))?;
             if size == 0 {
@@ -133,7 +150,9 @@ impl ExecGraph {
             });
         }
         let mut ops = Vec::new();
-        for (i, op) in field(root, "ops", "graph")?.as_array().ok_or_else(|| bad("graph.ops must be an array"))?.iter().enumerate() {
+        for (i, op) in
+            field(root, "ops", "graph")?.as_array().ok_or_else(|| bad("graph.ops must be an array"))?.iter().enumerate()
+        {
             let path = format!("ops[{i}]");
             let o = op.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
             let dispatch = match o.get("dispatch") {
@@ -141,7 +160,8 @@ impl ExecGraph {
                 Some(Value::Array(d)) if !d.is_empty() && d.len() <= 3 => {
                     let mut out = [1u32; 3];
                     for (k, x) in d.iter().enumerate() {
-                        out[k] = u32::try_from(uint(x, &format!("{path}.dispatch[{k}]"))?).map_err(|_| bad(format!("{path}.dispatch[{k}] is too large")))?;
+                        out[k] = u32::try_from(uint(x, &format!("{path}.dispatch[{k}]"))?)
+                            .map_err(|_| bad(format!("{path}.dispatch[{k}] is too large")))?;
                     }
                     out
                 }
@@ -153,7 +173,12 @@ impl ExecGraph {
                     bytes
                         .iter()
                         .enumerate()
-                        .map(|(k, b)| b.as_u64().filter(|&x| x < 256).map(|x| x as u8).ok_or_else(|| bad(format!("{path}.params[{k}] must be a byte (0-255)"))))
+                        .map(|(k, b)| {
+                            b.as_u64()
+                                .filter(|&x| x < 256)
+                                .map(|x| x as u8)
+                                .ok_or_else(|| bad(format!("{path}.params[{k}] must be a byte (0-255)")))
+                        })
                         .collect::<Result<Vec<u8>>>()?,
                 ),
                 Some(_) => return Err(bad(format!("{path}.params must be an array of bytes"))),
@@ -185,17 +210,25 @@ impl ExecGraph {
             let mut cur = i;
             let mut hops = 0;
             while let Some(base) = &tensors[cur].view_of {
-                cur = *index.get(base).ok_or_else(|| bad(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id)))?;
+                cur = *index
+                    .get(base)
+                    .ok_or_else(|| bad(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id)))?;
                 hops += 1;
                 if hops > tensors.len() {
                     return Err(bad(format!("tensor '{}' is part of a cycle of views", tensors[i].id)));
                 }
             }
             if tensors[cur].kind == TensorKind::Param && hops > 1 {
-                return Err(bad(format!("tensor '{}' is a view of a view of param '{}'; view the param directly", tensors[i].id, tensors[cur].id)));
+                return Err(bad(format!(
+                    "tensor '{}' is a view of a view of param '{}'; view the param directly",
+                    tensors[i].id, tensors[cur].id
+                )));
             }
             if tensors[i].size > tensors[cur].size {
-                return Err(bad(format!("view '{}' ({} bytes) is larger than its base '{}' ({} bytes)", tensors[i].id, tensors[i].size, tensors[cur].id, tensors[cur].size)));
+                return Err(bad(format!(
+                    "view '{}' ({} bytes) is larger than its base '{}' ({} bytes)",
+                    tensors[i].id, tensors[i].size, tensors[cur].id, tensors[cur].size
+                )));
             }
             root[i] = cur;
         }
@@ -218,9 +251,14 @@ impl ExecGraph {
             for id in &op.inputs {
                 let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' reads unknown tensor '{id}'", op.name)))?;
                 let r = root[t];
-                let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) || produced_at[t].is_some() || produced_at[r].is_some();
+                let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param)
+                    || produced_at[t].is_some()
+                    || produced_at[r].is_some();
                 if !available {
-                    return Err(bad(format!("op '{}' reads '{id}' before any op produces it (cycle or wrong op order)", op.name)));
+                    return Err(bad(format!(
+                        "op '{}' reads '{id}' before any op produces it (cycle or wrong op order)",
+                        op.name
+                    )));
                 }
                 last[r] = last[r].max(k);
             }
@@ -228,7 +266,10 @@ impl ExecGraph {
                 let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' writes unknown tensor '{id}'", op.name)))?;
                 let r = root[t];
                 if op.kernel.is_none() && r == t {
-                    return Err(bad(format!("op '{}' has no kernel, so it can only create views, but '{id}' is not a view", op.name)));
+                    return Err(bad(format!(
+                        "op '{}' has no kernel, so it can only create views, but '{id}' is not a view",
+                        op.name
+                    )));
                 }
                 if op.kernel.is_some() && matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
                     return Err(bad(format!("op '{}' writes '{id}', which is an input or param (read-only)", op.name)));
@@ -265,7 +306,10 @@ impl ExecGraph {
             let r = root[i];
             if r != i && tensors[i].kind == TensorKind::Output {
                 if produced_at[r].is_none() && !matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
-                    return Err(bad(format!("output '{}' views '{}', which is never produced", tensors[i].id, tensors[r].id)));
+                    return Err(bad(format!(
+                        "output '{}' views '{}', which is never produced",
+                        tensors[i].id, tensors[r].id
+                    )));
                 }
                 last[r] = n.saturating_sub(1);
             }
@@ -337,8 +381,11 @@ impl ExecGraph {
                 v
             })
             .collect();
-        let kernels: Map<String, Value> =
-            self.kernels.iter().map(|(id, k)| (id.clone(), json!({ "source": k.source, "entryPoint": k.entry_point }))).collect();
+        let kernels: Map<String, Value> = self
+            .kernels
+            .iter()
+            .map(|(id, k)| (id.clone(), json!({ "source": k.source, "entryPoint": k.entry_point })))
+            .collect();
         json!({ "tensors": tensors, "ops": ops, "kernels": kernels }).to_string()
     }
 }
@@ -371,13 +418,29 @@ mod tests {
         assert_eq!((ok.first[y], ok.last[y]), (1, 1), "an output starts at its producer");
         assert_eq!(ok.last[ok.index["y"]], 1);
         let cases = [
-            (r#"{"id":"x","size":16,"kind":"input"}"#, r#"{"kernel":"nope","inputs":["x"],"outputs":["x"]}"#, "unknown kernel"),
-            (r#"{"id":"a","size":16},{"id":"b","size":16}"#, r#"{"kernel":"k","inputs":["b"],"outputs":["a"]},{"kernel":"k","inputs":["a"],"outputs":["b"]}"#, "before any op"),
+            (
+                r#"{"id":"x","size":16,"kind":"input"}"#,
+                r#"{"kernel":"nope","inputs":["x"],"outputs":["x"]}"#,
+                "unknown kernel",
+            ),
+            (
+                r#"{"id":"a","size":16},{"id":"b","size":16}"#,
+                r#"{"kernel":"k","inputs":["b"],"outputs":["a"]},{"kernel":"k","inputs":["a"],"outputs":["b"]}"#,
+                "before any op",
+            ),
             (r#"{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":[],"outputs":[]}"#, "no outputs"),
-            (r#"{"id":"p","size":16,"kind":"param"},{"id":"v1","size":8,"viewOf":"p"},{"id":"v2","size":8,"viewOf":"v1"},{"id":"o","size":4}"#, r#"{"kernel":"k","inputs":["v2"],"outputs":["o"]}"#, "view of a view of param"),
+            (
+                r#"{"id":"p","size":16,"kind":"param"},{"id":"v1","size":8,"viewOf":"p"},{"id":"v2","size":8,"viewOf":"v1"},{"id":"o","size":4}"#,
+                r#"{"kernel":"k","inputs":["v2"],"outputs":["o"]}"#,
+                "view of a view of param",
+            ),
             (r#"{"id":"a","size":16,"viewOf":"b"},{"id":"b","size":16,"viewOf":"a"}"#, r#""#, "cycle"),
             (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
-            (r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#, r#"{"kernel":"k","inputs":["x"],"outputs":["a"],"dispatch":[0]}"#, "at least 1"),
+            (
+                r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#,
+                r#"{"kernel":"k","inputs":["x"],"outputs":["a"],"dispatch":[0]}"#,
+                "at least 1",
+            ),
         ];
         for (tensors, ops, needle) in cases {
             let err = graph_err(&graph(&base(tensors, ops)));

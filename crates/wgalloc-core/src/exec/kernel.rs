@@ -25,7 +25,14 @@ pub struct ComputeKernel {
 impl Gpu {
     /// Compiles `source` (entry point `entry_point`) for `bindings` storage buffers and,
     /// if `uniform`, a uniform after them. Compiles once per device and signature.
-    pub fn compute_kernel(&self, name: &str, source: &str, entry_point: &str, bindings: u32, uniform: bool) -> Result<ComputeKernel> {
+    pub fn compute_kernel(
+        &self,
+        name: &str,
+        source: &str,
+        entry_point: &str,
+        bindings: u32,
+        uniform: bool,
+    ) -> Result<ComputeKernel> {
         let max = self.limits().max_storage_buffers_per_shader_stage;
         if bindings == 0 || bindings > max {
             return Err(Error::invalid(format!("kernel '{name}': bindings must be 1 to {max} (the device's maxStorageBuffersPerShaderStage), got {bindings}")));
@@ -54,17 +61,35 @@ impl Stream {
     /// block's requested size rounded up to 4 bytes) with `uniform` bytes if the kernel
     /// takes one. Every block is recorded as used by this stream, so freeing it waits
     /// until the dispatch ran. Everything is checked before anything is recorded.
-    pub fn dispatch(&mut self, kernel: &ComputeKernel, blocks: &[&DeviceBlock], uniform: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
+    pub fn dispatch(
+        &mut self,
+        kernel: &ComputeKernel,
+        blocks: &[&DeviceBlock],
+        uniform: Option<&[u8]>,
+        workgroups: [u32; 3],
+    ) -> Result<()> {
         let gpu = self.gpu().clone();
         if !Arc::ptr_eq(&gpu.shared, &kernel.gpu.shared) {
             return Err(Error::invalid(format!("dispatch: kernel '{}' was compiled on another device", kernel.name)));
         }
         if blocks.len() != kernel.bindings as usize {
-            return Err(Error::invalid(format!("dispatch: kernel '{}' takes {} blocks, got {}", kernel.name, kernel.bindings, blocks.len())));
+            return Err(Error::invalid(format!(
+                "dispatch: kernel '{}' takes {} blocks, got {}",
+                kernel.name,
+                kernel.bindings,
+                blocks.len()
+            )));
         }
         match (kernel.uniform, uniform) {
-            (true, None) => return Err(Error::invalid(format!("dispatch: kernel '{}' takes a uniform; pass its bytes", kernel.name))),
-            (false, Some(_)) => return Err(Error::invalid(format!("dispatch: kernel '{}' takes no uniform", kernel.name))),
+            (true, None) => {
+                return Err(Error::invalid(format!(
+                    "dispatch: kernel '{}' takes a uniform; pass its bytes",
+                    kernel.name
+                )))
+            }
+            (false, Some(_)) => {
+                return Err(Error::invalid(format!("dispatch: kernel '{}' takes no uniform", kernel.name)))
+            }
             (true, Some(u)) if u.is_empty() => return Err(Error::invalid("dispatch: the uniform must not be empty")),
             (true, Some(u)) => check_uniform_len(&kernel.pipeline, u.len(), &format!("dispatch of '{}'", kernel.name))?,
             _ => {}

@@ -38,8 +38,25 @@ pub struct Observation {
 }
 
 impl Observation {
-    pub(crate) fn record(&mut self, op: usize, op_name: &str, kind: ObservedKind, tensor: &str, size: u64, location: u64, offset: u64) {
-        self.events.push(ObservedEvent { op, op_name: op_name.to_string(), kind, tensor: tensor.to_string(), size, location, offset });
+    pub(crate) fn record(
+        &mut self,
+        op: usize,
+        op_name: &str,
+        kind: ObservedKind,
+        tensor: &str,
+        size: u64,
+        location: u64,
+        offset: u64,
+    ) {
+        self.events.push(ObservedEvent {
+            op,
+            op_name: op_name.to_string(),
+            kind,
+            tensor: tensor.to_string(),
+            size,
+            location,
+            offset,
+        });
     }
 
     /// Usage records: each tensor lives from the op that allocated it to the op

@@ -48,7 +48,14 @@ impl PipelineCache {
 impl Gpu {
     /// The pipeline for `source`/`entry_point` with `storage_bindings` read-write storage
     /// buffers and an optional uniform; compiled on first use. WGSL errors are passed through.
-    pub fn pipeline(&self, label: &str, source: &str, entry_point: &str, storage_bindings: u32, uniform: bool) -> Result<Arc<Pipeline>> {
+    pub fn pipeline(
+        &self,
+        label: &str,
+        source: &str,
+        entry_point: &str,
+        storage_bindings: u32,
+        uniform: bool,
+    ) -> Result<Arc<Pipeline>> {
         self.check_alive()?;
         let key = Key { source: source.to_string(), entry_point: entry_point.to_string(), storage_bindings, uniform };
         let cache = &self.shared.pipelines;
@@ -60,7 +67,11 @@ impl Gpu {
             .map(|binding| wgpu::BindGroupLayoutEntry {
                 binding,
                 visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Storage { read_only: false }, has_dynamic_offset: false, min_binding_size: None },
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: false },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
                 count: None,
             })
             .collect();
@@ -68,14 +79,22 @@ impl Gpu {
             entries.push(wgpu::BindGroupLayoutEntry {
                 binding: storage_bindings,
                 visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: None },
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
                 count: None,
             });
         }
         let what = format!("compiling kernel '{label}'");
         let pipeline = guarded(device, &what, || {
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(source.into()) });
-            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            let layout = device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(label),
                 bind_group_layouts: &[Some(&layout)],
@@ -91,7 +110,8 @@ impl Gpu {
             });
             Pipeline { label: label.to_string(), pipeline, layout, uniform_size: None }
         })?;
-        let pipeline = Pipeline { uniform_size: if uniform { uniform_size(source, storage_bindings) } else { None }, ..pipeline };
+        let pipeline =
+            Pipeline { uniform_size: if uniform { uniform_size(source, storage_bindings) } else { None }, ..pipeline };
         cache.created.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());
@@ -105,7 +125,8 @@ fn uniform_size(source: &str, binding: u32) -> Option<u64> {
     use wgpu::naga;
     let module = naga::front::wgsl::parse_str(source).ok()?;
     let (_, var) = module.global_variables.iter().find(|(_, v)| {
-        v.space == naga::AddressSpace::Uniform && v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding == binding)
+        v.space == naga::AddressSpace::Uniform
+            && v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding == binding)
     })?;
     Some(u64::from(module.types[var.ty].inner.size(module.to_ctx())))
 }

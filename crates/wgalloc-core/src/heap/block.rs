@@ -22,7 +22,15 @@ pub struct DeviceBlock {
 
 impl DeviceBlock {
     /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
-    pub(crate) fn new(heap: Heap, id: u64, buffer: Arc<wgpu::Buffer>, offset: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
+    pub(crate) fn new(
+        heap: Heap,
+        id: u64,
+        buffer: Arc<wgpu::Buffer>,
+        offset: u64,
+        size: u64,
+        requested: u64,
+        pool: PoolKind,
+    ) -> Self {
         DeviceBlock { heap, id, buffer, offset, size, requested, pool, freed: AtomicBool::new(false) }
     }
 
@@ -112,7 +120,14 @@ impl DeviceBlock {
 
     /// Records a copy of `len` bytes from `src` into this block on `stream`; both blocks
     /// are recorded as used by the stream, so freeing either defers until it ran.
-    pub fn copy_from_on(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+    pub fn copy_from_on(
+        &self,
+        stream: &mut Stream,
+        src: &DeviceBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<()> {
         self.live()?;
         src.live()?;
         if !std::sync::Arc::ptr_eq(&self.heap.core, &src.heap.core) {
@@ -131,7 +146,14 @@ impl DeviceBlock {
             src_block: Some(src.id),
             dst_block: Some(self.id),
         };
-        stream.encode_copy(&src.buffer, src.offset + src_offset, &self.buffer, self.offset + dst_offset, padded, info)?;
+        stream.encode_copy(
+            &src.buffer,
+            src.offset + src_offset,
+            &self.buffer,
+            self.offset + dst_offset,
+            padded,
+            info,
+        )?;
         self.record_stream(stream)?;
         src.record_stream(stream)
     }

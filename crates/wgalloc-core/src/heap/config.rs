@@ -34,7 +34,8 @@ pub struct Watermarks {
 
 impl Watermarks {
     pub fn defaults(unified_memory: bool) -> Self {
-        let low = if unified_memory { DEFAULT_LOW_WATERMARK_RATIO_UNIFIED } else { DEFAULT_LOW_WATERMARK_RATIO_DISCRETE };
+        let low =
+            if unified_memory { DEFAULT_LOW_WATERMARK_RATIO_UNIFIED } else { DEFAULT_LOW_WATERMARK_RATIO_DISCRETE };
         Watermarks { high: DEFAULT_HIGH_WATERMARK_RATIO, low }
     }
 
@@ -85,11 +86,9 @@ impl Watermarks {
 
 fn env_ratio(name: &str) -> Result<Option<f64>> {
     match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<f64>()
-            .map(Some)
-            .map_err(|_| Error::invalid(format!("{name}={v:?} is not a number"))),
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse::<f64>().map(Some).map_err(|_| Error::invalid(format!("{name}={v:?} is not a number")))
+        }
         _ => Ok(None),
     }
 }

@@ -11,8 +11,8 @@ mod block;
 pub mod config;
 mod free_list;
 mod id_hash;
-mod size_bins;
 pub mod pool;
+mod size_bins;
 mod stats;
 
 use std::collections::HashMap;
@@ -370,7 +370,8 @@ impl Heap {
     fn place(&self, st: &mut State, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
         let Some((segment, offset, range)) = st.free[pool.index()].take(aligned) else {
             let pool_reserved = st.stats.pool(pool).reserved_bytes.current;
-            let (size, dedicated) = pool::segment_size(pool, aligned, pool_reserved, self.core.max_buffer_size, self.core.max_binding);
+            let (size, dedicated) =
+                pool::segment_size(pool, aligned, pool_reserved, self.core.max_buffer_size, self.core.max_binding);
             return Placement::NeedsSegment { size, dedicated };
         };
         let id = st.next_block;
@@ -379,18 +380,21 @@ impl Heap {
         seg.live_blocks += 1;
         seg.gc_age = 0;
         let buffer = seg.buffer.clone();
-        st.blocks.insert(id, BlockRec {
-            segment,
-            range,
-            offset,
-            size: aligned,
-            requested,
-            pool,
-            shape: None,
-            last_use: 0,
-            streams: Vec::new(),
-            pending: None,
-        });
+        st.blocks.insert(
+            id,
+            BlockRec {
+                segment,
+                range,
+                offset,
+                size: aligned,
+                requested,
+                pool,
+                shape: None,
+                last_use: 0,
+                streams: Vec::new(),
+                pending: None,
+            },
+        );
         let from_driver = fresh == Some(segment);
         let stats = &mut st.stats;
         if from_driver {
@@ -530,9 +534,10 @@ impl Heap {
             let rec = &st.blocks[&id];
             let done = lost
                 || (rec.last_use <= completed
-                    && rec.pending.as_ref().is_some_and(|uses| {
-                        uses.iter().all(|u| u.resolved_seq().is_some_and(|seq| seq <= completed))
-                    }));
+                    && rec
+                        .pending
+                        .as_ref()
+                        .is_some_and(|uses| uses.iter().all(|u| u.resolved_seq().is_some_and(|seq| seq <= completed))));
             if done {
                 st.pending.swap_remove(i);
                 let rec = st.blocks.remove(&id).expect("pending block is recorded");
@@ -586,8 +591,11 @@ impl Heap {
             }
             None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)"))),
         };
-        let uses: Vec<StreamUse> =
-            if rec.streams.is_empty() { Vec::new() } else { rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect() };
+        let uses: Vec<StreamUse> = if rec.streams.is_empty() {
+            Vec::new()
+        } else {
+            rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
+        };
         let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
         let tracker = &self.gpu.shared.tracker;
         let completed = tracker.completed();
@@ -764,14 +772,30 @@ impl Heap {
     /// Records an event for listeners and the debug log; inline so the common case (nobody
     /// listening, no debug mask) costs two tests on the malloc/free path.
     #[inline]
-    fn emit(&self, st: &mut State, kind: HeapEventKind, block_id: Option<u64>, segment_id: Option<u32>, size: u64, pool: PoolKind) {
+    fn emit(
+        &self,
+        st: &mut State,
+        kind: HeapEventKind,
+        block_id: Option<u64>,
+        segment_id: Option<u32>,
+        size: u64,
+        pool: PoolKind,
+    ) {
         if st.record_events || self.core.debug != 0 {
             self.emit_slow(st, kind, block_id, segment_id, size, pool);
         }
     }
 
     #[cold]
-    fn emit_slow(&self, st: &mut State, kind: HeapEventKind, block_id: Option<u64>, segment_id: Option<u32>, size: u64, pool: PoolKind) {
+    fn emit_slow(
+        &self,
+        st: &mut State,
+        kind: HeapEventKind,
+        block_id: Option<u64>,
+        segment_id: Option<u32>,
+        size: u64,
+        pool: PoolKind,
+    ) {
         if st.record_events {
             st.events.push(HeapEvent { kind, block_id, segment_id, size, pool });
         }

@@ -99,7 +99,13 @@ impl PoolKind {
 /// reserves `pool_reserved` bytes: MPS's heap sizes as the ceiling, reached by
 /// doubling, capped by the device's max buffer size. `dedicated` segments hold one
 /// block (requests too big for a shared heap, or above the binding limit).
-pub fn segment_size(pool: PoolKind, aligned_size: u64, pool_reserved: u64, max_buffer_size: u64, max_binding: u64) -> (u64, bool) {
+pub fn segment_size(
+    pool: PoolKind,
+    aligned_size: u64,
+    pool_reserved: u64,
+    max_buffer_size: u64,
+    max_binding: u64,
+) -> (u64, bool) {
     let round = |v: u64, to: u64| v.div_ceil(to).saturating_mul(to);
     if aligned_size > max_binding {
         return (aligned_size, true);
@@ -108,7 +114,9 @@ pub fn segment_size(pool: PoolKind, aligned_size: u64, pool_reserved: u64, max_b
     let (size, dedicated) = match pool {
         PoolKind::Scalar => (SCALAR_HEAP, false),
         PoolKind::DeviceSmall | PoolKind::SharedSmall => (grown(SMALL_HEAP_MIN, SMALL_HEAP), false),
-        _ if aligned_size < MIN_LARGE_ALLOC => (round(grown(LARGE_HEAP_MIN, LARGE_HEAP).max(aligned_size), ROUND_LARGE), false),
+        _ if aligned_size < MIN_LARGE_ALLOC => {
+            (round(grown(LARGE_HEAP_MIN, LARGE_HEAP).max(aligned_size), ROUND_LARGE), false)
+        }
         _ => (round(aligned_size, ROUND_LARGE), true),
     };
     // A heap never exceeds the device's max buffer size, nor is smaller than the request.

@@ -166,7 +166,8 @@ mod tests {
             } else if pick == 1 && !set.is_empty() {
                 // A split or merge: the same node, often the same bin, sometimes another.
                 let old = *set.iter().nth(next(set.len() as u64) as usize).unwrap();
-                let new = FreeRange { size: if next(2) == 0 { old.size + next(old.size / 4 + 1) } else { size }, ..old };
+                let new =
+                    FreeRange { size: if next(2) == 0 { old.size + next(old.size / 4 + 1) } else { size }, ..old };
                 bins.replace(&old, new);
                 set.remove(&old);
                 set.insert(new);

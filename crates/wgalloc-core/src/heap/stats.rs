@@ -103,9 +103,17 @@ impl HeapStats {
     }
 
     fn stats_mut(&mut self) -> impl Iterator<Item = &mut Stat> {
-        let top = [&mut self.allocated_bytes, &mut self.reserved_bytes, &mut self.active_blocks, &mut self.segments, &mut self.requested_bytes];
-        top.into_iter().chain(self.pools.iter_mut().flat_map(|p| {
-            [&mut p.allocated_bytes, &mut p.reserved_bytes, &mut p.active_blocks, &mut p.segments]
-        }))
+        let top = [
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_blocks,
+            &mut self.segments,
+            &mut self.requested_bytes,
+        ];
+        top.into_iter().chain(
+            self.pools
+                .iter_mut()
+                .flat_map(|p| [&mut p.allocated_bytes, &mut p.reserved_bytes, &mut p.active_blocks, &mut p.segments]),
+        )
     }
 }

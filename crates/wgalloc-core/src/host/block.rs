@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::config::Direction;
 use super::pool::{MapState, Pending, Staging};
 use super::Host;
-use crate::profile::{CopyInfo, CopyKind};
 use crate::error::{checked_add, Error, Result};
 use crate::heap::DeviceBlock;
+use crate::profile::{CopyInfo, CopyKind};
 use crate::signal::lock;
 use crate::stream::{Stream, StreamMarks, StreamUse};
 use crate::transfer::{aligned_range, check_copy_source};
@@ -123,7 +123,10 @@ impl HostBlock {
     pub fn write(&self, data: &[u8], offset: u64) -> Result<()> {
         let st = self.live()?;
         if self.dir != Direction::Upload {
-            return Err(Error::invalid(format!("host block {} is a download block; write into upload blocks", self.id)));
+            return Err(Error::invalid(format!(
+                "host block {} is a download block; write into upload blocks",
+                self.id
+            )));
         }
         let end = checked_add(offset, data.len() as u64, "host block write")?;
         if end > self.requested {
@@ -193,7 +196,14 @@ impl HostBlock {
     /// Records a copy of `len` bytes from this upload block into `dst` on `stream`.
     /// Unmaps the block (its bytes are final once copied); both blocks are recorded
     /// as used by the stream, so freeing either waits until the copy ran.
-    pub fn copy_to_device_on(&self, stream: &mut Stream, dst: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+    pub fn copy_to_device_on(
+        &self,
+        stream: &mut Stream,
+        dst: &DeviceBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<()> {
         let mut st = self.live()?;
         if self.dir != Direction::Upload {
             return Err(Error::invalid(format!(
@@ -208,7 +218,14 @@ impl HostBlock {
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
         let at = checked_add(dst_base, dst_offset, "copy (destination)")?;
-        let info = CopyInfo { kind: CopyKind::Upload, bytes: padded, blocking: false, via_host: true, src_block: None, dst_block: Some(dst.id()) };
+        let info = CopyInfo {
+            kind: CopyKind::Upload,
+            bytes: padded,
+            blocking: false,
+            via_host: true,
+            src_block: None,
+            dst_block: Some(dst.id()),
+        };
         stream.encode_copy(&staging.buffer, src_offset, dst_buf, at, padded, info)?;
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
@@ -218,12 +235,27 @@ impl HostBlock {
     }
 
     /// Records a copy of `len` bytes from `src` into this download block on `stream`.
-    pub fn copy_from_device_on(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64) -> Result<()> {
+    pub fn copy_from_device_on(
+        &self,
+        stream: &mut Stream,
+        src: &DeviceBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<()> {
         self.copy_from_device(stream, src, src_offset, dst_offset, len, false)
     }
 
     /// `blocking`: the caller waits for this copy (the download helper), for the profiler.
-    pub(crate) fn copy_from_device(&self, stream: &mut Stream, src: &DeviceBlock, src_offset: u64, dst_offset: u64, len: u64, blocking: bool) -> Result<()> {
+    pub(crate) fn copy_from_device(
+        &self,
+        stream: &mut Stream,
+        src: &DeviceBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        len: u64,
+        blocking: bool,
+    ) -> Result<()> {
         let mut st = self.live()?;
         if self.dir != Direction::Download {
             return Err(Error::invalid(format!(
@@ -238,7 +270,14 @@ impl HostBlock {
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
         let from = checked_add(src_base, src_offset, "copy (source)")?;
-        let info = CopyInfo { kind: CopyKind::Download, bytes: padded, blocking, via_host: true, src_block: Some(src.id()), dst_block: None };
+        let info = CopyInfo {
+            kind: CopyKind::Download,
+            bytes: padded,
+            blocking,
+            via_host: true,
+            src_block: Some(src.id()),
+            dst_block: None,
+        };
         stream.encode_copy(src_buf, from, &staging.buffer, dst_offset, padded, info)?;
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
@@ -316,7 +355,11 @@ impl HostBlock {
                 return Err(Error::DoubleFree(format!("host block {} was already freed", self.id)));
             };
             // Most blocks were used on no stream: skip building an empty list.
-            let uses = if st.streams.is_empty() { Vec::new() } else { st.streams.drain(..).map(|m| StreamUse::capture(&m)).collect() };
+            let uses = if st.streams.is_empty() {
+                Vec::new()
+            } else {
+                st.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
+            };
             Pending { staging, uses, requested: self.requested }
         };
         self.host.on_free(pending);

@@ -81,7 +81,9 @@ impl Host {
         let mut pieces = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
             if !Arc::ptr_eq(&self.gpu.shared, &it.dst.heap().gpu().shared) {
-                return Err(Error::invalid(format!("upload_many: item {i}: the device block belongs to another device")));
+                return Err(Error::invalid(format!(
+                    "upload_many: item {i}: the device block belongs to another device"
+                )));
             }
             it.dst.binding()?;
             let what = format!("upload_many: item {i}");
@@ -92,7 +94,10 @@ impl Host {
             }
             for (k, data) in it.data.chunks(limit as usize).enumerate() {
                 let offset = it.offset + k as u64 * limit;
-                pieces.push(Piece { item: UploadItem { dst: it.dst, offset, data }, padded: align_up(data.len() as u64, WORD)? });
+                pieces.push(Piece {
+                    item: UploadItem { dst: it.dst, offset, data },
+                    padded: align_up(data.len() as u64, WORD)?,
+                });
             }
         }
         Ok(pieces)
@@ -135,7 +140,9 @@ impl Host {
         let (_, _, allocated) = src.binding()?;
         check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), allocated, "download")?;
         let piece = self.pipeline_bytes();
-        let mut out = Vec::with_capacity(usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?);
+        let mut out = Vec::with_capacity(
+            usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?,
+        );
         let mut stream = self.gpu.create_stream()?;
         let mut in_flight = VecDeque::with_capacity(DOWNLOAD_DEPTH);
         let mut next = 0;

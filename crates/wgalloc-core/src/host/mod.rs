@@ -453,14 +453,8 @@ impl Host {
             self.process_pool(pool);
             self.release_cached(pool)
         };
-        let freeable: Vec<_> = self
-            .core
-            .pools_read()
-            .private
-            .values()
-            .filter(|p| p.use_count == 0)
-            .map(|p| p.pool.clone())
-            .collect();
+        let freeable: Vec<_> =
+            self.core.pools_read().private.values().filter(|p| p.use_count == 0).map(|p| p.pool.clone()).collect();
         for pool in &freeable {
             self.process_pool(pool);
             released += self.release_cached(pool);
@@ -477,7 +471,9 @@ impl Host {
         }
         let mut pools = self.core.pools_write();
         if pools.capturing.contains(&id) {
-            return Err(Error::invalid(format!("beginAllocateToPool: already allocating to pool {id}; call endAllocateToPool({id}) first")));
+            return Err(Error::invalid(format!(
+                "beginAllocateToPool: already allocating to pool {id}; call endAllocateToPool({id}) first"
+            )));
         }
         pools
             .private
@@ -509,9 +505,7 @@ impl Host {
                 p.use_count -= 1;
                 Ok(())
             }
-            _ => Err(Error::invalid(format!(
-                "releasePool: pool {id} is not held (never begun, or already released)"
-            ))),
+            _ => Err(Error::invalid(format!("releasePool: pool {id} is not held (never begun, or already released)"))),
         }
     }
 

@@ -153,11 +153,17 @@ impl HostStats {
     }
 
     fn stats_mut(&mut self) -> impl Iterator<Item = &mut Stat> {
-        let top = [&mut self.allocations, &mut self.allocated_bytes, &mut self.active_requests, &mut self.active_bytes, &mut self.requested_bytes];
+        let top = [
+            &mut self.allocations,
+            &mut self.allocated_bytes,
+            &mut self.active_requests,
+            &mut self.active_bytes,
+            &mut self.requested_bytes,
+        ];
         top.into_iter().chain(
-            self.buckets
-                .iter_mut()
-                .flat_map(|b| [&mut b.allocations, &mut b.allocated_bytes, &mut b.active_requests, &mut b.active_bytes]),
+            self.buckets.iter_mut().flat_map(|b| {
+                [&mut b.allocations, &mut b.allocated_bytes, &mut b.active_requests, &mut b.active_bytes]
+            }),
         )
     }
 }

@@ -27,8 +27,8 @@ use crate::error::{Error, Result};
 use crate::signal::{lock, Slot};
 pub use options::{flags, Mode};
 use queries::{Chunk, Pair, QueryPool};
-pub use stats::{CopyInfo, CopyKind, CopyStats, FallbackStats, Hygiene, OpStats, ProfileStats};
 use stats::Aggregates;
+pub use stats::{CopyInfo, CopyKind, CopyStats, FallbackStats, Hygiene, OpStats, ProfileStats};
 use trace::{Trace, TraceEvent, TID_COUNTERS, TID_CPU, TID_STREAM_BASE};
 
 /// Stream id of work recorded outside streams (drawn on the CPU track).
@@ -279,7 +279,15 @@ impl ProfilerCore {
                 args.insert("seq".into(), json!(seq));
                 args.insert("entries".into(), json!(timed.len() + untimed.len()));
                 let start = self.now_us(batch.opened);
-                st.trace.push(TraceEvent { name: format!("encode+submit #{seq}"), cat: "cpu", ph: 'X', ts_us: start, dur_us: Some(submit_us - start), tid: TID_CPU, args });
+                st.trace.push(TraceEvent {
+                    name: format!("encode+submit #{seq}"),
+                    cat: "cpu",
+                    ph: 'X',
+                    ts_us: start,
+                    dur_us: Some(submit_us - start),
+                    tid: TID_CPU,
+                    args,
+                });
                 self.sample_memory(gpu, &mut st, submit_us);
             }
             for e in &untimed {
@@ -301,7 +309,14 @@ impl ProfilerCore {
         }
     }
 
-    fn collect_on_completion(self: &Arc<Self>, chunk: Chunk, entries: Vec<Entry>, seq: u64, stream: u64, submit_us: f64) {
+    fn collect_on_completion(
+        self: &Arc<Self>,
+        chunk: Chunk,
+        entries: Vec<Entry>,
+        seq: u64,
+        stream: u64,
+        submit_us: f64,
+    ) {
         let weak: Weak<ProfilerCore> = Arc::downgrade(self);
         let slot = Slot::new();
         self.tracker.track_map(&slot);
@@ -311,7 +326,8 @@ impl ProfilerCore {
         readback.clone().map_async(wgpu::MapMode::Read, ..n, move |r| {
             let ticks = r.ok().and_then(|_| {
                 let view = readback.get_mapped_range(..n).ok()?;
-                let t: Vec<u64> = view.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+                let t: Vec<u64> =
+                    view.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
                 drop(view);
                 readback.unmap();
                 Some(t)
@@ -361,19 +377,35 @@ impl ProfilerCore {
 
     /// Aggregates one entry, prints its info line if asked, and traces it.
     #[allow(clippy::too_many_arguments)]
-    fn record(&self, st: &mut State, tracing: Option<Mode>, e: &Entry, gpu: Option<(f64, u64)>, gpu_ns: Option<u64>, seq: u64, stream: u64) {
+    fn record(
+        &self,
+        st: &mut State,
+        tracing: Option<Mode>,
+        e: &Entry,
+        gpu: Option<(f64, u64)>,
+        gpu_ns: Option<u64>,
+        seq: u64,
+        stream: u64,
+    ) {
         let f = self.flags();
         match &e.what {
             What::Op { name, pipeline } => {
                 let run = st.agg.op(name, pipeline, gpu_ns, e.sched_ns);
                 if f & flags::OPERATION_INFO != 0 {
-                    eprintln!("wgalloc profiler: op '{name}' (pipeline '{pipeline}') run {run}{}", self.times(gpu_ns, e.sched_ns));
+                    eprintln!(
+                        "wgalloc profiler: op '{name}' (pipeline '{pipeline}') run {run}{}",
+                        self.times(gpu_ns, e.sched_ns)
+                    );
                 }
             }
             What::Copy(c) => {
                 let count = st.agg.copy(c, gpu_ns, e.sched_ns);
                 if f & flags::COPY_INFO != 0 {
-                    let ids = if f & flags::INCLUDE_BUFFER_ID != 0 { format!(", src block {:?}, dst block {:?}", c.src_block, c.dst_block) } else { String::new() };
+                    let ids = if f & flags::INCLUDE_BUFFER_ID != 0 {
+                        format!(", src block {:?}, dst block {:?}", c.src_block, c.dst_block)
+                    } else {
+                        String::new()
+                    };
                     eprintln!(
                         "wgalloc profiler: copy {} #{count}: {} bytes{}{}{ids}{}",
                         c.kind.as_str(),
@@ -422,7 +454,15 @@ impl ProfilerCore {
         };
         let tid = if stream == CPU_STREAM { TID_CPU } else { TID_STREAM_BASE + stream };
         if mode.event {
-            st.trace.push(TraceEvent { name: name.clone(), cat, ph: 'i', ts_us: ts, dur_us: None, tid, args: args.clone() });
+            st.trace.push(TraceEvent {
+                name: name.clone(),
+                cat,
+                ph: 'i',
+                ts_us: ts,
+                dur_us: None,
+                tid,
+                args: args.clone(),
+            });
         }
         if mode.interval {
             st.trace.push(TraceEvent { name, cat, ph: 'X', ts_us: ts, dur_us: Some(dur), tid, args });
@@ -438,19 +478,42 @@ impl ProfilerCore {
         if f & flags::INCLUDE_KERNEL_TIME != 0 {
             parts.push(format!("SCHED={:.3} ms", sched_ns as f64 / 1e6));
         }
-        if parts.is_empty() { String::new() } else { format!(" [{}]", parts.join(", ")) }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", parts.join(", "))
+        }
     }
 
     /// Counter samples of heap and host-cache bytes, and instants for new OOMs and GCs.
     fn sample_memory(&self, gpu: &Gpu, st: &mut State, ts_us: f64) {
-        let counter = |name: &str, values: Value| TraceEvent { name: name.into(), cat: "memory", ph: 'C', ts_us, dur_us: None, tid: TID_COUNTERS, args: values.as_object().cloned().unwrap_or_default() };
+        let counter = |name: &str, values: Value| TraceEvent {
+            name: name.into(),
+            cat: "memory",
+            ph: 'C',
+            ts_us,
+            dur_us: None,
+            tid: TID_COUNTERS,
+            args: values.as_object().cloned().unwrap_or_default(),
+        };
         if let Some(core) = gpu.shared.heap.get() {
             let s = crate::heap::Heap::from_parts(gpu.clone(), core.clone()).stats();
-            st.trace.push(counter("heap bytes", json!({"allocated": s.allocated_bytes.current, "reserved": s.reserved_bytes.current})));
+            st.trace.push(counter(
+                "heap bytes",
+                json!({"allocated": s.allocated_bytes.current, "reserved": s.reserved_bytes.current}),
+            ));
             let (ooms, gcs) = st.heap_seen;
             for (n, what) in [(s.ooms.saturating_sub(ooms), "heap OOM"), (s.gc_runs.saturating_sub(gcs), "heap gc")] {
                 for _ in 0..n.min(100) {
-                    st.trace.push(TraceEvent { name: what.into(), cat: "memory", ph: 'i', ts_us, dur_us: None, tid: TID_CPU, args: Map::new() });
+                    st.trace.push(TraceEvent {
+                        name: what.into(),
+                        cat: "memory",
+                        ph: 'i',
+                        ts_us,
+                        dur_us: None,
+                        tid: TID_CPU,
+                        args: Map::new(),
+                    });
                 }
             }
             st.heap_seen = (s.ooms, s.gc_runs);
@@ -463,7 +526,13 @@ impl ProfilerCore {
 
     /// Records work that bypasses streams (queue writes): CPU time only, on the CPU track.
     pub(crate) fn record_now(&self, what: What, start: Instant) {
-        let e = Entry { what, pair: None, cpu_start: start, cpu_end: Instant::now(), sched_ns: start.elapsed().as_nanos() as u64 };
+        let e = Entry {
+            what,
+            pair: None,
+            cpu_start: start,
+            cpu_end: Instant::now(),
+            sched_ns: start.elapsed().as_nanos() as u64,
+        };
         let mut st = lock(&self.state);
         let tracing = Self::tracing(&st, self.env);
         self.record(&mut st, tracing, &e, None, None, 0, CPU_STREAM);
@@ -485,7 +554,14 @@ impl Gpu {
     /// Records a queue write of `bytes` (an upload that bypasses streams) while profiling.
     pub(crate) fn profile_queue_write(&self, start: Instant, bytes: u64, dst_block: Option<u64>) {
         if let Some(p) = self.profiling() {
-            let info = CopyInfo { kind: CopyKind::Upload, bytes, blocking: false, via_host: false, src_block: None, dst_block };
+            let info = CopyInfo {
+                kind: CopyKind::Upload,
+                bytes,
+                blocking: false,
+                via_host: false,
+                src_block: None,
+                dst_block,
+            };
             p.record_now(What::Copy(info), start);
         }
     }
@@ -498,7 +574,11 @@ impl Gpu {
 
     /// The device's profiler. Fails if `WGALLOC_PROFILE` holds an unknown flag.
     pub fn profiler(&self) -> Result<Profiler> {
-        let core = self.shared.profiler.get_or_init(|| Arc::new(ProfilerCore::new(&self.shared.device, &self.shared.queue, &self.shared.tracker))).clone();
+        let core = self
+            .shared
+            .profiler
+            .get_or_init(|| Arc::new(ProfilerCore::new(&self.shared.device, &self.shared.queue, &self.shared.tracker)))
+            .clone();
         if let Some(e) = &core.env_error {
             return Err(e.clone());
         }
@@ -538,7 +618,9 @@ impl Profiler {
     pub fn start(&self, options: StartOptions) -> Result<()> {
         let mut st = lock(&self.core.state);
         if st.session.is_some() {
-            return Err(Error::ProfilerState("the profiler is already started; call stop() before starting it again (sessions do not nest)".into()));
+            return Err(Error::ProfilerState(
+                "the profiler is already started; call stop() before starting it again (sessions do not nest)".into(),
+            ));
         }
         st.session = Some(options);
         if st.capture.is_none() {
@@ -583,7 +665,15 @@ impl Profiler {
             let mut args = Map::new();
             args.insert("bytes".into(), json!(bytes));
             let ts = c.now_us(Instant::now());
-            st.trace.push(TraceEvent { name: format!("cpu fallback {name}"), cat: "fallback", ph: 'i', ts_us: ts, dur_us: None, tid: TID_CPU, args });
+            st.trace.push(TraceEvent {
+                name: format!("cpu fallback {name}"),
+                cat: "fallback",
+                ph: 'i',
+                ts_us: ts,
+                dur_us: None,
+                tid: TID_CPU,
+                args,
+            });
         }
         Ok(())
     }
@@ -619,7 +709,12 @@ impl Profiler {
             return None;
         }
         let all = f & flags::ALL_STATS != 0;
-        Some(stats::format_tables(&self.stats(), all || f & flags::OPERATION_STATS != 0, all || f & flags::COPY_STATS != 0, all || f & flags::FALLBACK_STATS != 0))
+        Some(stats::format_tables(
+            &self.stats(),
+            all || f & flags::OPERATION_STATS != 0,
+            all || f & flags::COPY_STATS != 0,
+            all || f & flags::FALLBACK_STATS != 0,
+        ))
     }
 
     /// All stats tables.
@@ -649,7 +744,9 @@ impl Profiler {
         }
         let mut st = lock(&self.core.state);
         if let Some((current, _)) = &st.capture {
-            return Err(Error::ProfilerState(format!("a capture ('{current}') is already running; call stopCapture() first")));
+            return Err(Error::ProfilerState(format!(
+                "a capture ('{current}') is already running; call stopCapture() first"
+            )));
         }
         let from = st.trace.events.len();
         st.capture = Some((name.to_string(), from));

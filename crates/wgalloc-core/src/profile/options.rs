@@ -76,7 +76,10 @@ pub fn parse_flags(value: &str) -> Result<u32> {
     for raw in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let name = raw.to_lowercase().replace('_', "-");
         bits |= match name.as_str() {
-            "all" => flags::NAMES.iter().filter(|(n, _)| !matches!(*n, "wait-until-completed" | "event")).fold(0, |a, (_, b)| a | b),
+            "all" => flags::NAMES
+                .iter()
+                .filter(|(n, _)| !matches!(*n, "wait-until-completed" | "event"))
+                .fold(0, |a, (_, b)| a | b),
             _ => flags::NAMES.iter().find(|(n, _)| *n == name).map(|(_, b)| *b).ok_or_else(|| {
                 let valid: Vec<&str> = flags::NAMES.iter().map(|(n, _)| *n).collect();
                 Error::invalid(format!("unknown WGALLOC_PROFILE flag '{raw}'; valid flags: all, {}", valid.join(", ")))

@@ -24,11 +24,25 @@ pub(crate) struct Chunk {
 impl Chunk {
     fn new(device: &wgpu::Device) -> Chunk {
         let bytes = u64::from(QUERIES) * wgpu::QUERY_SIZE as u64;
-        let set = device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgalloc profiler"), ty: wgpu::QueryType::Timestamp, count: QUERIES });
-        let buffer = |usage, label| device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: bytes, usage, mapped_at_creation: false });
+        let set = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("wgalloc profiler"),
+            ty: wgpu::QueryType::Timestamp,
+            count: QUERIES,
+        });
+        let buffer = |usage, label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
         Chunk {
             set,
-            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC, "wgalloc profiler resolve"),
+            resolve: buffer(
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                "wgalloc profiler resolve",
+            ),
             readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, "wgalloc profiler readback"),
             used: 0,
         }

@@ -107,7 +107,11 @@ pub struct CopyStats {
 impl CopyStats {
     /// GB/s over GPU-timed copies (0 without timestamps).
     pub fn bandwidth_gbps(&self) -> f64 {
-        if self.gpu_total_ns == 0 { 0.0 } else { self.gpu_timed_bytes as f64 / self.gpu_total_ns as f64 }
+        if self.gpu_total_ns == 0 {
+            0.0
+        } else {
+            self.gpu_timed_bytes as f64 / self.gpu_total_ns as f64
+        }
     }
 }
 
@@ -158,7 +162,10 @@ impl Aggregates {
     }
 
     pub fn copy(&mut self, info: &CopyInfo, gpu_ns: Option<u64>, sched_ns: u64) -> u64 {
-        let s = self.copies.entry(info.kind).or_insert_with(|| CopyStats { kind: info.kind.as_str().into(), ..Default::default() });
+        let s = self
+            .copies
+            .entry(info.kind)
+            .or_insert_with(|| CopyStats { kind: info.kind.as_str().into(), ..Default::default() });
         s.count += 1;
         s.bytes += info.bytes;
         s.blocking += u64::from(info.blocking);
@@ -173,7 +180,10 @@ impl Aggregates {
     }
 
     pub fn fallback(&mut self, name: &str, bytes: u64) -> u64 {
-        let s = self.fallbacks.entry(name.to_string()).or_insert_with(|| FallbackStats { name: name.to_string(), ..Default::default() });
+        let s = self
+            .fallbacks
+            .entry(name.to_string())
+            .or_insert_with(|| FallbackStats { name: name.to_string(), ..Default::default() });
         s.runs += 1;
         s.bytes += bytes;
         s.runs
@@ -202,7 +212,8 @@ fn table(title: &str, header: &[&str], rows: Vec<Vec<String>>) -> String {
             *w = (*w).max(c.len());
         }
     }
-    let line = |cells: Vec<&str>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
+    let line =
+        |cells: Vec<&str>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
     let mut out = format!("{title}\n{}\n", line(header.to_vec()));
     for r in &rows {
         out += &line(r.iter().map(String::as_str).collect());
@@ -217,15 +228,39 @@ pub fn format_tables(s: &ProfileStats, ops: bool, copies: bool, fallbacks: bool)
     if ops {
         let rows = s.ops.iter().map(|o| {
             let mean = if o.gpu_timed_runs > 0 { o.gpu_total_ns / o.gpu_timed_runs } else { 0 };
-            vec![o.name.clone(), o.pipeline.clone(), o.runs.to_string(), ms(o.gpu_total_ns), ms(mean), ms(o.gpu_max_ns), ms(o.scheduling_total_ns)]
+            vec![
+                o.name.clone(),
+                o.pipeline.clone(),
+                o.runs.to_string(),
+                ms(o.gpu_total_ns),
+                ms(mean),
+                ms(o.gpu_max_ns),
+                ms(o.scheduling_total_ns),
+            ]
         });
-        out += &table("wgalloc profiler: operations", &["op", "pipeline", "runs", "gpu total ms", "gpu mean ms", "gpu max ms", "sched total ms"], rows.collect());
+        out += &table(
+            "wgalloc profiler: operations",
+            &["op", "pipeline", "runs", "gpu total ms", "gpu mean ms", "gpu max ms", "sched total ms"],
+            rows.collect(),
+        );
     }
     if copies {
         let rows = s.copies.iter().map(|c| {
-            vec![c.kind.clone(), c.count.to_string(), c.bytes.to_string(), c.blocking.to_string(), c.via_host.to_string(), ms(c.gpu_total_ns), format!("{:.3}", c.bandwidth_gbps())]
+            vec![
+                c.kind.clone(),
+                c.count.to_string(),
+                c.bytes.to_string(),
+                c.blocking.to_string(),
+                c.via_host.to_string(),
+                ms(c.gpu_total_ns),
+                format!("{:.3}", c.bandwidth_gbps()),
+            ]
         });
-        out += &table("wgalloc profiler: copies", &["kind", "count", "bytes", "blocking", "via host", "gpu ms", "GB/s"], rows.collect());
+        out += &table(
+            "wgalloc profiler: copies",
+            &["kind", "count", "bytes", "blocking", "via host", "gpu ms", "GB/s"],
+            rows.collect(),
+        );
     }
     if fallbacks {
         let rows = s.fallbacks.iter().map(|f| vec![f.name.clone(), f.runs.to_string(), f.bytes.to_string()]);
@@ -233,7 +268,10 @@ pub fn format_tables(s: &ProfileStats, ops: bool, copies: bool, fallbacks: bool)
     }
     let h = s.timestamps;
     if h.dropped() > 0 {
-        out += &format!("wgalloc profiler: dropped timestamp pairs: {} zero, {} reversed, {} overflowing\n", h.zero, h.reversed, h.overflow);
+        out += &format!(
+            "wgalloc profiler: dropped timestamp pairs: {} zero, {} reversed, {} overflowing\n",
+            h.zero, h.reversed, h.overflow
+        );
     }
     out
 }
@@ -259,7 +297,14 @@ mod tests {
         let mut a = Aggregates::default();
         a.op("add", "k", Some(10), 5);
         a.op("add", "k", None, 5);
-        let info = CopyInfo { kind: CopyKind::Download, bytes: 1000, blocking: true, via_host: false, src_block: None, dst_block: None };
+        let info = CopyInfo {
+            kind: CopyKind::Download,
+            bytes: 1000,
+            blocking: true,
+            via_host: false,
+            src_block: None,
+            dst_block: None,
+        };
         a.copy(&info, Some(500), 1);
         a.fallback("topk", 64);
         let s = a.snapshot(0);

@@ -81,7 +81,9 @@ impl Trace {
 
 /// Writes `doc` to `path`; the error says which path and why.
 pub(crate) fn write(path: &Path, doc: &Value) -> Result<()> {
-    let io = |e: std::io::Error| Error::Io(format!("cannot write the trace to '{}': {e}; pass a path in a writable directory", path.display()));
+    let io = |e: std::io::Error| {
+        Error::Io(format!("cannot write the trace to '{}': {e}; pass a path in a writable directory", path.display()))
+    };
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
     serde_json::to_writer(&mut f, doc).map_err(|e| io(e.into()))?;
     f.flush().map_err(io)

@@ -29,8 +29,15 @@ pub fn chain_graph_json(n: usize, bytes: usize) -> String {
         let out = if i + 1 == n { "y".to_string() } else { format!("t{i}") };
         let kind = if i + 1 == n { "output" } else { "intermediate" };
         tensors.push(format!(r#"{{"id":"{out}","size":{bytes},"kind":"{kind}"}}"#));
-        ops.push(format!(r#"{{"name":"add{i}","kernel":"add","inputs":["{prev}","w"],"outputs":["{out}"],"dispatch":[{groups}]}}"#));
+        ops.push(format!(
+            r#"{{"name":"add{i}","kernel":"add","inputs":["{prev}","w"],"outputs":["{out}"],"dispatch":[{groups}]}}"#
+        ));
         prev = out;
     }
-    format!(r#"{{"kernels":{{"add":{{"source":{}}}}},"tensors":[{}],"ops":[{}]}}"#, serde_json::to_string(ADD).unwrap(), tensors.join(","), ops.join(","))
+    format!(
+        r#"{{"kernels":{{"add":{{"source":{}}}}},"tensors":[{}],"ops":[{}]}}"#,
+        serde_json::to_string(ADD).unwrap(),
+        tensors.join(","),
+        ops.join(",")
+    )
 }

@@ -402,7 +402,9 @@ impl Search<'_> {
         let mut ord: Vec<(u64, usize)> = Vec::with_capacity(items.len());
         match parent {
             None => {
-                ord.extend(items.iter().enumerate().filter(|&(_, &b)| !self.placed[b]).map(|(k, &b)| (self.minoff[b], k)));
+                ord.extend(
+                    items.iter().enumerate().filter(|&(_, &b)| !self.placed[b]).map(|(k, &b)| (self.minoff[b], k)),
+                );
                 ord.sort_unstable();
             }
             Some(parent) => {

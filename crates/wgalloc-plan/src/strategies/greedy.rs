@@ -113,10 +113,7 @@ mod tests {
             let (mut prev, mut best) = (0u64, None::<(u64, u64)>);
             for (s, e) in live {
                 let cand = prev.div_ceil(p.align[i]) * p.align[i];
-                if cand < s
-                    && s - cand >= p.size[i]
-                    && best.is_none_or(|(g, _)| fit == Fit::Best && s - prev < g)
-                {
+                if cand < s && s - cand >= p.size[i] && best.is_none_or(|(g, _)| fit == Fit::Best && s - prev < g) {
                     best = Some((s - prev, cand));
                 }
                 prev = prev.max(e);
@@ -136,11 +133,7 @@ mod tests {
             let recs: Vec<UsageRecord> = (0..n)
                 .map(|i| {
                     let first = next(horizon);
-                    let len = if next(8) == 0 {
-                        next(horizon)
-                    } else {
-                        next(12)
-                    };
+                    let len = if next(8) == 0 { next(horizon) } else { next(12) };
                     let mut r = UsageRecord::new(format!("r{i}"), next(5000), first, first + len);
                     r.alignment = Some(1 << next(5));
                     r

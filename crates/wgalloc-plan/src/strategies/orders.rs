@@ -66,7 +66,12 @@ fn conflict_weights(p: &Problem) -> Vec<u128> {
     by_last.sort_unstable();
     let prefix = |v: &[(usize, u128)]| {
         let mut acc = 0u128;
-        std::iter::once(0).chain(v.iter().map(|x| { acc += x.1; acc })).collect::<Vec<_>>()
+        std::iter::once(0)
+            .chain(v.iter().map(|x| {
+                acc += x.1;
+                acc
+            }))
+            .collect::<Vec<_>>()
     };
     let (pf, pl) = (prefix(&by_first), prefix(&by_last));
     (0..n)

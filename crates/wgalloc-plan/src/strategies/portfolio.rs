@@ -33,7 +33,11 @@ pub(crate) fn plan(p: &Problem) -> Result<Candidate, PlanError> {
             let offsets = place(p, &ord, fit)?;
             let h = height(p, &offsets);
             if best.as_ref().is_none_or(|b| h < b.height) {
-                best = Some(Candidate { offsets, height: h, method: format!("greedy({},{})", order.as_str(), fit.as_str()) });
+                best = Some(Candidate {
+                    offsets,
+                    height: h,
+                    method: format!("greedy({},{})", order.as_str(), fit.as_str()),
+                });
             }
         }
     }
