@@ -86,7 +86,7 @@ export declare class Gpu {
    * @internal
    */
   runEagerGraph(graphJson: string, inputs: Record<string, Uint8Array>, params?: Record<string, Uint8Array> | undefined | null, observe?: boolean | undefined | null): Promise<RunResult>
-  /** The checksum graph of a model graph (`shared/bench/models` format), as executable graph JSON. */
+  /** The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON. */
   checksumGraph(modelJson: string): string
   /**
    * Opens an adapter and a device.

@@ -1,12 +1,12 @@
 'use strict'
 const test = require('ava')
-const { readFileSync, readdirSync, existsSync } = require('node:fs')
+const { readFileSync, readdirSync } = require('node:fs')
 const { join } = require('node:path')
 const { Gpu, WgallocError } = require('../js/index.cjs')
 const { checkGraph, sampleInputs } = require('../js/check.cjs')
 const { chain } = require('./graphs.cjs')
 
-const MODELS = join(__dirname, '../../shared/bench/models')
+const MODELS = join(__dirname, '../bench/data/models')
 
 test('a compiled graph computes the right numbers, reuses memory and creates nothing per run', async (t) => {
   const gpu = await Gpu.request()
@@ -54,7 +54,6 @@ test('plan: "observe" plans from an eager run and gives the same results', async
 })
 
 test('planned runs equal eager runs bit for bit on every model graph; planned memory is smaller', async (t) => {
-  if (!existsSync(MODELS)) return t.pass('shared/bench/models missing')
   const gpu = await Gpu.request()
   for (const file of readdirSync(MODELS).filter((f) => f.endsWith('.json'))) {
     const graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8')))

@@ -1,14 +1,13 @@
 import test from 'ava'
-import { readFileSync, existsSync, mkdtempSync } from 'node:fs'
+import { readFileSync, mkdtempSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { planMemory, STRATEGIES, WgallocError } from '../js/index.mjs'
 
-const bench = fileURLToPath(new URL('../../shared/bench/', import.meta.url))
+const bench = fileURLToPath(new URL('../bench/data/', import.meta.url))
 const cli = fileURLToPath(new URL('../js/cli.cjs', import.meta.url))
-const haveBench = existsSync(bench)
 const read = (p) => readFileSync(join(bench, p), 'utf8')
 
 /** Independent check: records live at the same time never share bytes; offsets aligned. */
@@ -26,7 +25,6 @@ function assertValid(t, records, offsets, alignment = 1) {
 }
 
 test('Pisarchyk & Lee Figure 6: greedyBySize gives 124 with the published offsets', async (t) => {
-  if (!haveBench) return t.pass('shared/bench missing')
   const plan = await planMemory(read('pisarchyk_fig6/fig6.csv'), { strategy: 'greedyBySize' })
   t.is(plan.slabSize, 124)
   t.deepEqual(plan.offsets, [0, 32, 64, 100, 116, 0, 104, 64])
@@ -55,7 +53,6 @@ test('every strategy gives a valid, aligned plan no smaller than the lower bound
 })
 
 test('a model graph: views, outputs and params handled; offsets and aliases in toJSON', async (t) => {
-  if (!haveBench) return t.pass('shared/bench missing')
   const graph = JSON.parse(read('models/ppocr-mobile-v2-cls.1x3x48x192.json'))
   const plan = await planMemory(graph, { alignment: 16 })
   t.is(plan.lowerBound, graph.lowerBound)
@@ -67,7 +64,6 @@ test('a model graph: views, outputs and params handled; offsets and aliases in t
 })
 
 test('abort returns the best plan so far; onProgress reports improvements', async (t) => {
-  if (!haveBench) return t.pass('shared/bench missing')
   const csv = read('minimalloc/challenging/K.1048576.csv')
   const ac = new AbortController()
   const reports = []
@@ -104,7 +100,6 @@ test('bad input gives typed errors', async (t) => {
 })
 
 test('`wgalloc plan --strategy all --json` prints one object per strategy', (t) => {
-  if (!haveBench) return t.pass('shared/bench missing')
   const out = execFileSync(process.execPath, [cli, 'plan', join(bench, 'minimalloc/examples/input.12.csv'), '--strategy', 'all', '--time-limit', '1s', '--json'], { encoding: 'utf8' })
   const rows = out.trim().split('\n').map((l) => JSON.parse(l))
   t.deepEqual(rows.map((r) => r.strategy), STRATEGIES)

@@ -17,7 +17,7 @@ const { shapes, graph, weights } = require('../js/demo/model.cjs')
 const { gpu } = require('./helpers.cjs')
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium'
-const BENCH = join(__dirname, '../../shared/bench')
+const BENCH = join(__dirname, '../bench/data')
 const CLI = resolve(__dirname, '..', 'js', 'cli.cjs')
 const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
 
@@ -211,7 +211,7 @@ test.serial('recorded history: one band per allocation; a click shows the blocks
 
 test.serial('plan of a model graph: one rectangle per buffer; hover names id, size, offset and lifetime', async (t) => {
   const model = join(BENCH, 'models/ppocr-mobile-v2-cls.1x3x48x192.json')
-  const input = existsSync(model) ? JSON.parse(readFileSync(model, 'utf8')) : graph(shapes({ seq: 8, dim: 16, heads: 2 }))
+  const input = JSON.parse(readFileSync(model, 'utf8'))
   const plan = (await planMemory(input, { strategy: 'greedyBySize' })).toJSON()
   t.is(detectKind(plan), 'plan')
   const { page, counts, sections, finish } = await open(t, renderHtml(plan), 'plan')
@@ -263,19 +263,7 @@ test.serial('profiler trace of a real run: a track per stream, every slice and c
 
 test.serial('CLI: `wgalloc view` replays an alloc/free trace through the device heap; `replay --snapshot` saves one', async (t) => {
   const mix = join(BENCH, 'traces/ppocr-mobile-v2-cls.mix.trace.json')
-  let trace = mix
-  if (!existsSync(mix)) {
-    // Without the bench data: the eager trace of the demo graph's tensors.
-    const recs = (await planMemory(graph(shapes({ seq: 8, dim: 16, heads: 2 })), { strategy: 'naive' })).records
-    const steps = Math.max(...recs.map((r) => r.last)) + 1
-    const events = []
-    for (let s = 0; s < steps; s++) {
-      for (const r of recs) if (r.first === s) events.push({ op: 'alloc', id: r.id, size: r.size })
-      for (const r of recs) if (r.last === s) events.push({ op: 'free', id: r.id })
-    }
-    trace = join(dir, 'demo.trace.json')
-    writeFileSync(trace, JSON.stringify({ events }))
-  }
+  const trace = mix
   const allocs = readJsonFile(trace).events.filter((e) => e.op === 'alloc').length
   const r = await cli(['view', trace, '-o', 'replayed.html'])
   t.is(r.code, 0, r.stderr)

@@ -1,5 +1,5 @@
 'use strict'
-// Replays an eager alloc/free trace (shared/bench/traces format) through the
+// Replays an eager alloc/free trace (bench/data/traces format) through the
 // device heap, and through two simple caching policies for comparison:
 // an exact-size free list (tfjs-webgpu's buffer manager) and power-of-two
 // buckets (ORT-WebGPU's / CachingHostAllocator's). The baselines are simulated

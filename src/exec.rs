@@ -271,7 +271,7 @@ impl Gpu {
         Ok(result(out))
     }
 
-    /// The checksum graph of a model graph (`shared/bench/models` format), as executable graph JSON.
+    /// The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON.
     #[napi]
     pub fn checksum_graph(&self, model_json: String) -> Result<String> {
         let g = core_exec::checksum::from_model(&model_json, self.inner.info().max_compute_workgroups_per_dimension)

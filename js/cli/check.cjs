@@ -7,7 +7,7 @@ const { checkGraph } = require('../check.cjs')
 const { table, bytes } = require('./table.cjs')
 
 const USAGE = 'usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
-  '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (shared/bench/models format, run with checksum kernels)\n' +
+  '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (bench/data/models format, run with checksum kernels)\n' +
   '  --verify: also poison and check every tensor on the device after each op'
 
 module.exports = async function check(argv, { parseCommand }) {

@@ -11,7 +11,7 @@ const { table, bytes } = require('./table.cjs')
 
 module.exports = async function replay(argv, { parseCommand }) {
   const { values, positionals, exit } = parseCommand(argv, {
-    usage: 'usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: shared/bench/traces, events of { op: "alloc"|"free", id, size })',
+    usage: 'usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: bench/data/traces, events of { op: "alloc"|"free", id, size })',
     files: 1,
     options: { json: { type: 'boolean', default: false }, snapshot: { type: 'string' } },
   })

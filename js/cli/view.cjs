@@ -10,7 +10,7 @@ const { bytes } = require('./table.cjs')
 const USAGE = `usage: wgalloc view <file.json> [-o out.html] [--no-replay] [--title TEXT]
 
   file.json   a heap snapshot (gpu.heap.snapshot(), or \`wgalloc replay --snapshot\`),
-              an alloc/free trace (shared/bench/traces), a plan (\`wgalloc plan --json out.json\`),
+              an alloc/free trace (bench/data/traces), a plan (\`wgalloc plan --json out.json\`),
               or a profiler trace (gpu.profiler.exportTrace, \`wgalloc demo\`'s trace.json)
   -o FILE     output page (default: the input's name with .html, in the current directory)
   --no-replay draw an alloc/free trace as is, without replaying it through the device heap

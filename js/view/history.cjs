@@ -81,7 +81,7 @@ function recordMemoryHistory(heap) {
 }
 
 /**
- * Replays an alloc/free trace (shared/bench/traces format) through `heap` while
+ * Replays an alloc/free trace (bench/data/traces format) through `heap` while
  * recording, each block labelled with its trace id. The heap should start empty.
  */
 function replayHistory(heap, trace) {

@@ -29,7 +29,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| plan(black_box(&recs), PlanOptions::with_strategy(Strategy::GreedyBySize)).map(|p| p.slab_size()))
     });
     let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/idealloc/somas_tensors/resnet50.csv");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data/idealloc/somas_tensors/resnet50.csv");
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let r = wgalloc_plan::csv::parse(&text).expect("resnet50 csv");

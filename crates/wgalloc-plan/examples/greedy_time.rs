@@ -58,7 +58,7 @@ fn long_set() -> Vec<UsageRecord> {
 
 fn main() {
     let reps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(5);
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/idealloc");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data/idealloc");
     let only = std::env::args().nth(2).unwrap_or_default();
     let mut sets = vec![
         ("random10k".to_string(), criterion_set()),

@@ -62,7 +62,7 @@ fn main() {
         Some(list) => list.split(',').filter_map(|s| s.parse().ok()).collect(),
         None => Strategy::ALL.to_vec(),
     };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data");
     println!(
         "{:<34} {:<16} {:>16} {:>16} {:>8} {:>5} {:>10}",
         "instance", "strategy", "slab", "lowerBound", "ratio", "opt", "ms"

@@ -5,7 +5,7 @@
 //! ops grouped into parallel steps widen lifetimes to whole steps (AITemplate's
 //! simple multistream).
 //!
-//! Input: the JSON of `shared/bench/models/*.json` —
+//! Input: the JSON of `bench/data/models/*.json` —
 //! `ops: [{inputs, outputs, workspace?}]`, `tensors: [{id, size, first, last,
 //! viewOf?, isOutput?, kind?}]`, `graphInputs?: [{id, size}]`, `params?: [{id, size}]`,
 //! and optionally `steps` (alias `streams`): a list of parallel steps, each a list

@@ -3,13 +3,13 @@ mod common;
 use common::*;
 use wgalloc_plan::{plan, PlanOptions, Strategy};
 
-fn fig6() -> Option<Vec<wgalloc_plan::UsageRecord>> {
-    bench_dir("pisarchyk_fig6").map(|d| load_csv(&d.join("fig6.csv")))
+fn fig6() -> Vec<wgalloc_plan::UsageRecord> {
+    load_csv(&bench_dir("pisarchyk_fig6").join("fig6.csv"))
 }
 
 #[test]
 fn fig6_greedy_by_size_matches_paper() {
-    let Some(r) = fig6() else { return };
+    let r = fig6();
     let p = plan(&r, PlanOptions::with_strategy(Strategy::GreedyBySize)).unwrap();
     assert_eq!(p.slab_size(), 124);
     assert_eq!(p.offsets(), &[0, 32, 64, 100, 116, 0, 104, 64]);
@@ -19,7 +19,7 @@ fn fig6_greedy_by_size_matches_paper() {
 
 #[test]
 fn fig6_naive_is_sum() {
-    let Some(r) = fig6() else { return };
+    let r = fig6();
     let p = plan(&r, PlanOptions::with_strategy(Strategy::Naive)).unwrap();
     assert_eq!(p.slab_size(), 234);
     assert_eq!(p.lower_bound(), 124);
@@ -27,7 +27,7 @@ fn fig6_naive_is_sum() {
 
 #[test]
 fn fig6_every_strategy_valid() {
-    let Some(r) = fig6() else { return };
+    let r = fig6();
     for s in Strategy::ALL {
         let p = plan(&r, PlanOptions::with_strategy(s)).unwrap();
         check_plan(&p).unwrap();
@@ -37,7 +37,7 @@ fn fig6_every_strategy_valid() {
 
 #[test]
 fn minimalloc_example_at_lower_bound() {
-    let Some(d) = bench_dir("minimalloc/examples") else { return };
+    let d = bench_dir("minimalloc/examples");
     let r = load_csv(&d.join("input.12.csv"));
     let p = plan(&r, PlanOptions::with_strategy(Strategy::Best)).unwrap();
     assert_eq!(p.lower_bound(), 12);

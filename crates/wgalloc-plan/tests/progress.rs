@@ -29,9 +29,7 @@ fn records(n: usize, seed: u64) -> Vec<UsageRecord> {
 /// data is there, and a synthetic one.
 fn instances() -> Vec<Vec<UsageRecord>> {
     let mut v = vec![records(220, 0x2545_F491_4F6C_DD1D)];
-    if let Some(d) = bench_dir("minimalloc/challenging") {
-        v.push(load_csv(&d.join("D.1048576.csv")));
-    }
+    v.push(load_csv(&bench_dir("minimalloc/challenging").join("D.1048576.csv")));
     v
 }
 

@@ -1,4 +1,4 @@
-//! Checksum kernels: run any real graph (the `shared/bench/models` format) as if its
+//! Checksum kernels: run any real graph (the `bench/data/models` format) as if its
 //! ops were real. Each op reads all its inputs and writes a deterministic integer
 //! mix of them into every word of its outputs, so a planned run must reproduce the
 //! eager run's outputs bit for bit, and any overlap of live tensors shows.

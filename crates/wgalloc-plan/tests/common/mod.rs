@@ -5,15 +5,11 @@
 use std::path::PathBuf;
 use wgalloc_plan::{Plan, UsageRecord};
 
-/// /work/shared/bench, found relative to this crate; None (with a note) if absent.
-pub fn bench_dir(sub: &str) -> Option<PathBuf> {
-    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench").join(sub);
-    if d.exists() {
-        Some(d)
-    } else {
-        eprintln!("note: {} missing, skipping", d.display());
-        None
-    }
+/// A folder of the repository's `bench/data`. Missing data fails the test: it never skips.
+pub fn bench_dir(sub: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data").join(sub);
+    assert!(d.is_dir(), "benchmark data {} is missing from the repository", d.display());
+    d
 }
 
 pub fn load_csv(path: &std::path::Path) -> Vec<UsageRecord> {
