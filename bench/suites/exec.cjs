@@ -6,7 +6,7 @@ const { readFileSync, readdirSync, existsSync } = require('node:fs')
 const { join } = require('node:path')
 const { checkGraph } = require('../../js/check.cjs')
 
-const MODELS = join(__dirname, '../../../shared/bench/models')
+const MODELS = join(__dirname, '../data/models')
 
 module.exports = [
   {

@@ -6,7 +6,7 @@ const { join } = require('node:path')
 const { replayHeap, powerOfTwo, exactSize } = require('../../js/replay.cjs')
 const { Gpu } = require('../../js/index.cjs')
 
-const TRACES = join(__dirname, '../../../shared/bench/traces')
+const TRACES = join(__dirname, '../data/traces')
 const SIZES = [256, 4096, 65536, 1 << 20]
 
 module.exports = [
