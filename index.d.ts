@@ -42,7 +42,9 @@ export declare class DeviceBlock {
   /** Writes `data` at `offset` (default 0, a multiple of 4); ordered before later submissions. */
   write(data: Uint8Array, offset?: number | undefined | null): void
   /**
-   * Native form of `read(offset, length, { signal })`.
+   * Native form of `read(offset, length, { signal })`. The copy is submitted before this
+   * returns, so a `free()` right after defers until it ran and the read gets this block's
+   * bytes; the wait owns everything it needs.
    * @internal
    */
   read(offset?: number | undefined | null, length?: number | undefined | null): Promise<Buffer>
@@ -64,6 +66,8 @@ export declare class Executor {
   get released(): boolean
   /**
    * Native form of `run(inputs, { observe, checkPlan, signal })`.
+   * The inputs are copied before this returns: the caller may reuse, transfer or lose
+   * them (a terminated worker) while the run is in flight.
    * @internal
    */
   run(inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
@@ -78,11 +82,14 @@ export declare class Executor {
 export declare class Gpu {
   /**
    * Plans and compiles a graph given as JSON text (the facade's `compile()` accepts objects).
+   * Arguments are parsed and copied before this returns; planning and compiling run off
+   * the JS thread.
    * @internal
    */
   compileGraph(graphJson: string, options?: CompileGraphOptions | undefined | null): Promise<Executor>
   /**
-   * Native form of the facade's `runEager()`.
+   * Native form of the facade's `runEager()`. Inputs and params are copied before this
+   * returns.
    * @internal
    */
   runEagerGraph(graphJson: string, inputs: Record<string, Uint8Array>, params?: Record<string, Uint8Array> | undefined | null, observe?: boolean | undefined | null): Promise<RunResult>
@@ -124,7 +131,8 @@ export declare class Gpu {
    */
   writeBuffer(buffer: GpuBuffer, offset: number, data: Uint8Array): void
   /**
-   * Native form of `readBuffer(buffer, offset, size, { signal })`.
+   * Native form of `readBuffer(buffer, offset, size, { signal })`. The copy is submitted
+   * before this returns: a `destroy()` right after does not affect the read.
    * @internal
    */
   readBuffer(buffer: GpuBuffer, offset: number, size: number): Promise<Buffer>
@@ -148,6 +156,8 @@ export declare class Gpu {
   /**
    * Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
    * host cache (positional form of the facade's `download(block, { offset, length })`).
+   * The range is checked and the block held before this returns: a `free()` right after
+   * defers until the download ended.
    * @internal
    */
   downloadRange(block: DeviceBlock, offset?: number | undefined | null, length?: number | undefined | null): Promise<Buffer>
@@ -780,6 +790,12 @@ export interface HostStats {
   /** `bytes` views that map the staging memory directly. */
   zeroCopyViews: number
 }
+
+/**
+ * Registry entries on this thread (live and not yet pruned), for the leak test.
+ * @internal
+ */
+export declare function hostViewRegistryLength(): number
 
 /** Options of `gpu.createKernel()`. */
 export interface KernelOptions {

@@ -849,4 +849,5 @@ module.exports.PlanJob = nativeBinding.PlanJob
 module.exports.Profiler = nativeBinding.Profiler
 module.exports.Stream = nativeBinding.Stream
 module.exports.heapPoolNames = nativeBinding.heapPoolNames
+module.exports.hostViewRegistryLength = nativeBinding.hostViewRegistryLength
 module.exports.startPlan = nativeBinding.startPlan

@@ -314,7 +314,7 @@ test('large uploads go in pipelined pieces of pipelineBytes', async (t) => {
   t.is(largest, piece, 'no upload block larger than a piece')
   t.true(Buffer.compare(await gpu.download(dev), Buffer.from(data)) === 0)
   // Bad settings: typed errors, and the setting in force stays.
-  for (const bad of [0, 6, -4, 1.5, NaN]) {
+  for (const bad of [0, 4, 6, 65532, 65538, 2 ** 30 + 4, -4, 1.5, NaN]) {
     t.throws(() => host.configure({ pipelineBytes: bad }), { code: 'INVALID_ARGUMENT' }, `pipelineBytes ${bad}`)
   }
   t.is(host.config.pipelineBytes, piece)

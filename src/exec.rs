@@ -200,14 +200,21 @@ impl Executor {
     }
 
     /// Native form of `run(inputs, { observe, checkPlan, signal })`.
+    /// The inputs are copied before this returns: the caller may reuse, transfer or lose
+    /// them (a terminated worker) while the run is in flight.
     /// @internal
-    #[napi]
-    pub async fn run(&self, inputs: HashMap<String, Uint8Array>, options: Option<ExecRunOptions>) -> Result<RunResult> {
+    #[napi(ts_return_type = "Promise<RunResult>")]
+    pub fn run<'env>(
+        &self,
+        env: &'env Env,
+        inputs: HashMap<String, Uint8Array>,
+        options: Option<ExecRunOptions>,
+    ) -> Result<PromiseRaw<'env, RunResult>> {
         let exe = self.inner.clone();
         let inputs = owned(Some(inputs));
         let o = options.unwrap_or(ExecRunOptions { observe: None, check_plan: None });
         let opts = RunOptions { observe: o.observe.unwrap_or(false), check_plan: o.check_plan.unwrap_or(false) };
-        Ok(result(exe.run(&inputs, opts).await.napi()?))
+        env.spawn_future(async move { Ok(result(exe.run(&inputs, opts).await.napi()?)) })
     }
 
     /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
@@ -221,9 +228,16 @@ impl Executor {
 #[napi]
 impl Gpu {
     /// Plans and compiles a graph given as JSON text (the facade's `compile()` accepts objects).
+    /// Arguments are parsed and copied before this returns; planning and compiling run off
+    /// the JS thread.
     /// @internal
-    #[napi]
-    pub async fn compile_graph(&self, graph_json: String, options: Option<CompileGraphOptions>) -> Result<Executor> {
+    #[napi(ts_return_type = "Promise<Executor>")]
+    pub fn compile_graph<'env>(
+        &self,
+        env: &'env Env,
+        graph_json: String,
+        options: Option<CompileGraphOptions>,
+    ) -> Result<PromiseRaw<'env, Executor>> {
         let gpu = self.inner.clone();
         let o = options.unwrap_or(CompileGraphOptions {
             strategy: None,
@@ -236,39 +250,41 @@ impl Gpu {
             None => wgalloc_plan::Strategy::Best,
             Some(s) => s.parse().map_err(|e: wgalloc_plan::PlanError| coded(e.code(), &e.to_string()))?,
         };
-        let records = o
-            .records_json
-            .map(|j| wgalloc_plan::json::parse_records(&j).map_err(|e| coded(e.code(), &e.to_string())))
-            .transpose()?;
-        let options = CompileOptions {
-            strategy,
-            time_limit: o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?,
-            max_slab_size: o.max_slab_size.map(|b| to_u64(b, "maxSlabSize")).transpose()?,
-            params: owned(o.params),
-            records,
-        };
-        let graph = parse_graph(&graph_json)?;
-        let exe = gpu.compile(graph, options).napi()?;
-        Ok(Executor { inner: Arc::new(exe) })
+        let time_limit = o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?;
+        let max_slab_size = o.max_slab_size.map(|b| to_u64(b, "maxSlabSize")).transpose()?;
+        let params = owned(o.params);
+        let records_json = o.records_json;
+        env.spawn_future(async move {
+            let records = records_json
+                .map(|j| wgalloc_plan::json::parse_records(&j).map_err(|e| coded(e.code(), &e.to_string())))
+                .transpose()?;
+            let options = CompileOptions { strategy, time_limit, max_slab_size, params, records };
+            let graph = parse_graph(&graph_json)?;
+            let exe = gpu.compile(graph, options).napi()?;
+            Ok(Executor { inner: Arc::new(exe) })
+        })
     }
 
-    /// Native form of the facade's `runEager()`.
+    /// Native form of the facade's `runEager()`. Inputs and params are copied before this
+    /// returns.
     /// @internal
-    #[napi]
-    pub async fn run_eager_graph(
+    #[napi(ts_return_type = "Promise<RunResult>")]
+    pub fn run_eager_graph<'env>(
         &self,
+        env: &'env Env,
         graph_json: String,
         inputs: HashMap<String, Uint8Array>,
         params: Option<HashMap<String, Uint8Array>>,
         observe: Option<bool>,
-    ) -> Result<RunResult> {
+    ) -> Result<PromiseRaw<'env, RunResult>> {
         let gpu = self.inner.clone();
         let inputs = owned(Some(inputs));
         let params = owned(params);
-        let graph = parse_graph(&graph_json)?;
-        let out =
-            gpu.run_eager(&graph, &inputs, &params, EagerOptions { observe: observe.unwrap_or(false) }).await.napi()?;
-        Ok(result(out))
+        let options = EagerOptions { observe: observe.unwrap_or(false) };
+        env.spawn_future(async move {
+            let graph = parse_graph(&graph_json)?;
+            Ok(result(gpu.run_eager(&graph, &inputs, &params, options).await.napi()?))
+        })
     }
 
     /// The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON.

@@ -179,14 +179,20 @@ impl Gpu {
         self.inner.write_buffer(&buffer.inner, to_u64(offset, "offset")?, &data).napi()
     }
 
-    /// Native form of `readBuffer(buffer, offset, size, { signal })`.
+    /// Native form of `readBuffer(buffer, offset, size, { signal })`. The copy is submitted
+    /// before this returns: a `destroy()` right after does not affect the read.
     /// @internal
-    #[napi]
-    pub async fn read_buffer(&self, buffer: &GpuBuffer, offset: f64, size: f64) -> Result<Buffer> {
-        let (gpu, buf) = (self.inner.clone(), buffer.inner.clone());
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn read_buffer<'env>(
+        &self,
+        env: &'env Env,
+        buffer: &GpuBuffer,
+        offset: f64,
+        size: f64,
+    ) -> Result<PromiseRaw<'env, Buffer>> {
         let (offset, size) = (to_u64(offset, "offset")?, to_u64(size, "size")?);
-        let bytes = gpu.read_buffer(&buf, offset, size).await.napi()?;
-        Ok(bytes.into())
+        let readback = self.inner.start_read_buffer(&buffer.inner, offset, size).napi()?;
+        env.spawn_future(async move { Ok(readback.finish().await.napi()?.into()) })
     }
 
     /// The device's caching allocator.
@@ -244,21 +250,25 @@ impl Gpu {
 
     /// Reads `length` bytes (default: to the end) at `offset` (default 0) of `block` through the
     /// host cache (positional form of the facade's `download(block, { offset, length })`).
+    /// The range is checked and the block held before this returns: a `free()` right after
+    /// defers until the download ended.
     /// @internal
-    #[napi]
-    pub async fn download_range(
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn download_range<'env>(
         &self,
+        env: &'env Env,
         block: &DeviceBlock,
         offset: Option<f64>,
         length: Option<f64>,
-    ) -> Result<Buffer> {
-        let (host, block) = (self.inner.host().napi()?, block.inner.clone());
+    ) -> Result<PromiseRaw<'env, Buffer>> {
+        let host = self.inner.host().napi()?;
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
         let length = match length {
             Some(l) => to_u64(l, "length")?,
-            None => block.requested_size().saturating_sub(offset),
+            None => block.inner.requested_size().saturating_sub(offset),
         };
-        Ok(host.download(&block, offset, length).await.napi()?.into())
+        let download = host.start_download(&block.inner, offset, length).napi()?;
+        env.spawn_future(async move { Ok(download.finish().await.napi()?.into()) })
     }
 
     /// A process-wide handle: pass it to a worker thread and call `Gpu.attach(handle)` there

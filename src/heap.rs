@@ -473,17 +473,24 @@ impl DeviceBlock {
         self.inner.write(&data, to_u64(offset.unwrap_or(0.0), "offset")?).napi()
     }
 
-    /// Native form of `read(offset, length, { signal })`.
+    /// Native form of `read(offset, length, { signal })`. The copy is submitted before this
+    /// returns, so a `free()` right after defers until it ran and the read gets this block's
+    /// bytes; the wait owns everything it needs.
     /// @internal
-    #[napi]
-    pub async fn read(&self, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
-        let block = self.inner.clone();
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn read<'env>(
+        &self,
+        env: &'env Env,
+        offset: Option<f64>,
+        length: Option<f64>,
+    ) -> Result<PromiseRaw<'env, Buffer>> {
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
         let length = match length {
             Some(l) => to_u64(l, "length")?,
-            None => block.requested_size().saturating_sub(offset),
+            None => self.inner.requested_size().saturating_sub(offset),
         };
-        Ok(block.read(offset, length).await.napi()?.into())
+        let readback = self.inner.start_read(offset, length).napi()?;
+        env.spawn_future(async move { Ok(readback.finish().await.napi()?.into()) })
     }
 
     /// Copies `src` into this block (up to the smaller size) and submits; returns the event.

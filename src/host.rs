@@ -311,9 +311,43 @@ struct View {
     copied: bool,
 }
 
+type ViewCell = Rc<RefCell<Option<View>>>;
+
+/// The view cells of live host blocks by device, so `gpu.destroy()` can detach them before
+/// the driver frees the memory. One entry per block (not per view); entries of collected
+/// blocks are pruned as the list grows, so it stays proportional to the live blocks.
+struct ViewRegistry {
+    entries: Vec<(usize, Weak<RefCell<Option<View>>>)>,
+    prune_at: usize,
+}
+
+impl ViewRegistry {
+    const MIN_PRUNE_AT: usize = 64;
+
+    fn register(&mut self, key: usize, cell: &ViewCell) {
+        if self.entries.len() >= self.prune_at {
+            self.entries.retain(|(_, w)| w.strong_count() > 0);
+            self.prune_at = (self.entries.len() * 2).max(Self::MIN_PRUNE_AT);
+        }
+        self.entries.push((key, Rc::downgrade(cell)));
+    }
+
+    fn live_cells(&mut self, key: usize) -> Vec<ViewCell> {
+        self.entries.retain(|(_, w)| w.strong_count() > 0);
+        self.entries.iter().filter(|(k, _)| *k == key).filter_map(|(_, w)| w.upgrade()).collect()
+    }
+}
+
 thread_local! {
-    /// Views by device, so `gpu.destroy()` can detach them before the driver frees the memory.
-    static VIEWS: RefCell<Vec<(usize, Weak<RefCell<Option<View>>>)>> = const { RefCell::new(Vec::new()) };
+    static VIEWS: RefCell<ViewRegistry> =
+        const { RefCell::new(ViewRegistry { entries: Vec::new(), prune_at: ViewRegistry::MIN_PRUNE_AT }) };
+}
+
+/// Registry entries on this thread (live and not yet pruned), for the leak test.
+/// @internal
+#[napi]
+pub fn host_view_registry_length() -> u32 {
+    VIEWS.with(|v| v.borrow().entries.len() as u32)
 }
 
 fn device_key(block: &core_host::HostBlock) -> usize {
@@ -322,11 +356,7 @@ fn device_key(block: &core_host::HostBlock) -> usize {
 
 /// Detaches every live view of blocks on device `key` (before the device is destroyed).
 pub(crate) fn detach_device_views(key: usize) {
-    let cells: Vec<_> = VIEWS.with(|v| {
-        let mut v = v.borrow_mut();
-        v.retain(|(_, w)| w.strong_count() > 0);
-        v.iter().filter(|(k, _)| *k == key).filter_map(|(_, w)| w.upgrade()).collect()
-    });
+    let cells = VIEWS.with(|v| v.borrow_mut().live_cells(key));
     for cell in cells {
         if let Some(view) = cell.borrow_mut().take() {
             // The block is about to lose its memory: drop the view without writing back.
@@ -377,12 +407,14 @@ unsafe fn release_view(view: View, write_back: Option<(*mut u8, usize)>) {
 #[napi]
 pub struct HostBlock {
     pub(crate) inner: Arc<core_host::HostBlock>,
-    view: Rc<RefCell<Option<View>>>,
+    view: ViewCell,
+    /// Whether `view` is in the registry (once per block, however many views it makes).
+    registered: std::cell::Cell<bool>,
 }
 
 impl HostBlock {
     fn new(block: core_host::HostBlock) -> Self {
-        HostBlock { inner: Arc::new(block), view: Rc::new(RefCell::new(None)) }
+        HostBlock { inner: Arc::new(block), view: Rc::new(RefCell::new(None)), registered: std::cell::Cell::new(false) }
     }
 
     /// Detaches `bytes` (writing a copied view back into upload memory) before an unmap.
@@ -439,7 +471,9 @@ impl HostBlock {
             check(sys::napi_create_reference(raw, array, 1, &mut reference), "referencing the bytes view")?;
             *self.view.borrow_mut() = Some(View { env: raw, array: reference, copied });
             host.note_view(!copied);
-            VIEWS.with(|v| v.borrow_mut().push((device_key(&self.inner), Rc::downgrade(&self.view))));
+            if !self.registered.replace(true) {
+                VIEWS.with(|v| v.borrow_mut().register(device_key(&self.inner), &self.view));
+            }
             Ok(array)
         }
     }
@@ -526,7 +560,18 @@ impl HostBlock {
                 "write(): this block's bytes view is a copy; write through block.bytes instead",
             ));
         }
-        self.inner.write(&data, to_u64(offset.unwrap_or(0.0), "offset")?).napi()
+        let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
+        // `data` may view this very mapping (`block.bytes.subarray(...)`): write from a copy,
+        // so no Rust reference aliases the bytes being written.
+        let overlapping = self.inner.mapped_range().is_ok_and(|(p, n)| {
+            let (start, end) = (p.as_ptr() as usize, p.as_ptr() as usize + n);
+            let (d, len) = (data.as_ptr() as usize, data.len());
+            len > 0 && d < end && start < d + len
+        });
+        if overlapping {
+            return self.inner.write(&data.to_vec(), offset).napi();
+        }
+        self.inner.write(&data, offset).napi()
     }
 
     /// Copies `length` bytes (default: to the end) at `offset` out of a mapped download block.

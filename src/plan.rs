@@ -81,11 +81,13 @@ impl PlanJob {
     }
 
     /// Resolves with the validated plan.
-    #[napi]
-    pub async fn wait(&self) -> Result<MemoryPlan> {
+    #[napi(ts_return_type = "Promise<MemoryPlan>")]
+    pub fn wait<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, MemoryPlan>> {
         let outcome = self.outcome.clone();
-        let (plan, graph) = outcome.wait().await.map_err(plan_err)?;
-        Ok(MemoryPlan { inner: Arc::new(plan), graph: graph.map(Arc::new) })
+        env.spawn_future(async move {
+            let (plan, graph) = outcome.wait().await.map_err(plan_err)?;
+            Ok(MemoryPlan { inner: Arc::new(plan), graph: graph.map(Arc::new) })
+        })
     }
 }
 

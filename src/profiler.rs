@@ -270,13 +270,15 @@ impl Profiler {
 
     /// Native form of `flush({ timeoutMs, signal })`.
     /// @internal
-    #[napi]
-    pub async fn flush(&self, timeout_ms: Option<f64>) -> Result<bool> {
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn flush<'env>(&self, env: &'env Env, timeout_ms: Option<f64>) -> Result<PromiseRaw<'env, bool>> {
         let timeout = Duration::from_millis(to_u64(timeout_ms.unwrap_or(10_000.0), "timeoutMs")?);
         let p = self.inner.clone();
-        spawn_blocking(move || p.flush_blocking(timeout))
-            .await
-            .map_err(|e| coded("INTERNAL", &format!("profiler flush failed: {e}")))
+        env.spawn_future(async move {
+            spawn_blocking(move || p.flush_blocking(timeout))
+                .await
+                .map_err(|e| coded("INTERNAL", &format!("profiler flush failed: {e}")))
+        })
     }
 
     /// Writes the trace recorded so far to `path` without waiting for outstanding timestamps

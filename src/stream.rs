@@ -39,10 +39,10 @@ impl GpuEvent {
 
     /// Native form of `wait({ signal })`.
     /// @internal
-    #[napi]
-    pub async fn wait(&self) -> Result<()> {
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn wait<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let event = self.inner.clone();
-        event.wait().await.napi()
+        env.spawn_future(async move { event.wait().await.napi() })
     }
 
     /// Blocks the JS thread up to `timeoutMs`; returns whether the work completed.
@@ -152,10 +152,10 @@ impl Stream {
 
     /// Native form of `synchronize({ signal })`.
     /// @internal
-    #[napi]
-    pub async fn synchronize(&self) -> Result<()> {
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn synchronize<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let event = self.lock()?.submit().napi()?;
-        event.wait().await.napi()
+        env.spawn_future(async move { event.wait().await.napi() })
     }
 }
 

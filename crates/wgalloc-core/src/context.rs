@@ -100,7 +100,8 @@ pub(crate) struct Shared {
     /// is then released on the dropping thread.
     _poller: Poller,
     pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
+    /// Dropped by `Shared::drop` with a bounded wait (wgpu's own drop waits for idle forever).
+    pub queue: std::mem::ManuallyDrop<wgpu::Queue>,
     pub tracker: Arc<Tracker>,
     /// Serialises submit + completion-callback registration so sequence numbers match.
     pub submit_lock: Mutex<()>,
@@ -117,6 +118,36 @@ pub(crate) struct Shared {
     pub profiler: std::sync::OnceLock<Arc<crate::profile::ProfilerCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
+}
+
+/// How long dropping a device waits for its GPU work before leaving the queue to a thread
+/// of its own: a process with a busy GPU must still exit.
+const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; no other code runs on `self` after `drop`.
+        let queue = unsafe { std::mem::ManuallyDrop::take(&mut self.queue) };
+        let idle = !self.tracker.is_lost() && self.tracker.completed() >= self.tracker.submitted();
+        if idle {
+            drop(queue);
+            return;
+        }
+        // wgpu's `Queue::drop` waits for the queue to go idle without a limit. Drop it on a
+        // thread of its own and wait a bounded time; joined when done, so normally the
+        // teardown still ends before this returns, else it is left to finish (or to end with
+        // the process).
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("wgalloc-teardown".into()).spawn(move || {
+            drop(queue);
+            let _ = done_tx.send(());
+        });
+        if let Ok(handle) = spawned {
+            if done_rx.recv_timeout(TEARDOWN_WAIT).is_ok() {
+                let _ = handle.join();
+            }
+        }
+    }
 }
 
 /// An open GPU device. Cheap to clone; the device closes when the last clone drops.
@@ -188,7 +219,7 @@ impl Gpu {
             features: device.features(),
             limits: device.limits(),
             device,
-            queue,
+            queue: std::mem::ManuallyDrop::new(queue),
             tracker,
             submit_lock: Mutex::new(()),
             uncaptured,

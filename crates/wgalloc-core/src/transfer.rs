@@ -65,11 +65,10 @@ impl GpuBuffer {
     }
 }
 
-impl Drop for GpuBuffer {
-    fn drop(&mut self) {
-        self.destroy();
-    }
-}
+// Dropping without `destroy()` on purpose: `destroy` takes wgpu's device-wide resource lock
+// exclusively, which the poller holds while it waits for GPU work, so a finalizer (or process
+// exit) would stall until the GPU finished. A plain drop frees the memory once wgpu's own
+// references (submissions in flight) end.
 
 /// Validates `[offset, offset+len)` inside a buffer of `size` bytes under the
 /// alignment rule above; returns the padded length to encode.
@@ -170,6 +169,12 @@ impl Gpu {
 
     /// Reads `len` bytes at `offset` (any alignment) once all prior work completed.
     pub async fn read_buffer(&self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.start_read_buffer(buffer, offset, len)?.finish().await
+    }
+
+    /// Submits the copy of a `read_buffer` without waiting: once this returned, destroying
+    /// the buffer no longer affects the read (wgpu keeps it until the copy ran).
+    pub fn start_read_buffer(&self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<Readback> {
         self.check_alive()?;
         buffer.check_same_device(self)?;
         let end = checked_add(offset, len, "readBuffer")?;
@@ -179,7 +184,7 @@ impl Gpu {
                 buffer.size
             )));
         }
-        self.submit_readback(buffer.raw()?, offset, len, None)?.finish().await
+        self.submit_readback(buffer.raw()?, offset, len, None)
     }
 
     /// Encodes and submits a copy of `[offset, offset+len)` of `raw` (which must
@@ -230,11 +235,12 @@ impl Gpu {
     }
 }
 
-/// A submitted copy into a staging buffer, waiting to be mapped and read.
-pub(crate) struct Readback {
+/// A submitted copy into a staging buffer, waiting to be mapped and read. It owns all it
+/// needs, so it may outlive the handle it was started from.
+pub struct Readback {
     gpu: Gpu,
     staging: wgpu::Buffer,
-    pub event: crate::stream::Event,
+    pub(crate) event: crate::stream::Event,
     skip: usize,
     len: usize,
 }
@@ -254,7 +260,7 @@ impl Readback {
             view[self.skip..self.skip + self.len].to_vec()
         };
         self.staging.unmap();
-        self.staging.destroy();
+        // Dropped, not destroyed: see `GpuBuffer`'s note on wgpu's resource lock.
         Ok(bytes)
     }
 }

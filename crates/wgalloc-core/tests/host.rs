@@ -290,7 +290,7 @@ fn large_uploads_go_in_pipelined_pieces() {
     // `upload` takes the same path; a wrong setting is refused and changes nothing.
     pollster::block_on(host.upload(&target, 4, &big).unwrap().wait()).unwrap();
     assert!(pollster::block_on(target.read(4, big.len() as u64)).unwrap() == big);
-    for bad in [0, 6] {
+    for bad in [0, 4, 6, (64 << 10) - 4, (64 << 10) + 2, (1 << 30) + 4] {
         let err = host.configure(HostConfig { pipeline_bytes: bad, ..host.config() }).unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT", "pipeline_bytes {bad}");
     }

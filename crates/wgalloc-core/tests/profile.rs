@@ -152,13 +152,17 @@ fn stats_only_counts_ops_without_timestamps() {
     let off = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
     p.start(StartOptions { stats_only: true, ..Default::default() }).unwrap();
     let on = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
+    for _ in 0..20 {
+        pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
+    }
     assert!(p.flush_blocking(Duration::from_secs(10)));
+    assert_eq!(p.trace_events(), 0, "a stats-only session records no trace");
     p.stop().unwrap();
     assert_eq!(off.outputs, on.outputs);
     let st = p.stats();
     assert_eq!(st.ops.len(), 3);
     for op in &st.ops {
-        assert_eq!(op.runs, 1);
+        assert_eq!(op.runs, 21);
         assert_eq!(op.gpu_timed_runs, 0, "no timestamps in stats-only mode");
     }
 }

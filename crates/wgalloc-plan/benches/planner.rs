@@ -28,8 +28,7 @@ fn benches(c: &mut Criterion) {
     c.bench_function("greedyBySize/random10k", |b| {
         b.iter(|| plan(black_box(&recs), PlanOptions::with_strategy(Strategy::GreedyBySize)).map(|p| p.slab_size()))
     });
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data/idealloc/somas_tensors/resnet50.csv");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data/idealloc/somas_tensors/resnet50.csv");
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let r = wgalloc_plan::csv::parse(&text).expect("resnet50 csv");

@@ -64,6 +64,11 @@ impl DeviceBlock {
         &self.heap
     }
 
+    /// The segment buffer (whatever the block's state: callers check or hold it).
+    pub(crate) fn buffer(&self) -> &Arc<wgpu::Buffer> {
+        &self.buffer
+    }
+
     fn live(&self) -> Result<()> {
         if self.is_freed() {
             return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
@@ -102,8 +107,9 @@ impl DeviceBlock {
     }
 
     /// Submits the copy of a read without waiting for it, so several reads can be in
-    /// flight at once (their waits then overlap).
-    pub(crate) fn start_read(&self, offset: u64, len: u64) -> Result<crate::transfer::Readback> {
+    /// flight at once (their waits then overlap). The use is recorded before this returns:
+    /// a `free()` after it defers until the copy ran, so the read sees this block's bytes.
+    pub fn start_read(&self, offset: u64, len: u64) -> Result<crate::transfer::Readback> {
         self.live()?;
         self.heap.gpu.check_alive()?;
         let end = checked_add(offset, len, "block read")?;

@@ -147,6 +147,9 @@ struct BlockRec {
     streams: Vec<Arc<StreamMarks>>,
     /// Set once freed while GPU work may still use it.
     pending: Option<Vec<StreamUse>>,
+    /// Operations in flight that will still submit work on the block (a download's later
+    /// pieces): a free defers until the last one ended, whatever has completed.
+    holds: u32,
 }
 
 /// A map keyed by allocator-issued ids (cheap hashing; the keys never come from an adversary).
@@ -391,6 +394,7 @@ impl Heap {
                 pool,
                 shape: None,
                 last_use: 0,
+                holds: 0,
                 streams: Vec::new(),
                 pending: None,
             },
@@ -533,7 +537,8 @@ impl Heap {
             let id = st.pending[i];
             let rec = &st.blocks[&id];
             let done = lost
-                || (rec.last_use <= completed
+                || (rec.holds == 0
+                    && rec.last_use <= completed
                     && rec
                         .pending
                         .as_ref()
@@ -559,6 +564,10 @@ impl Heap {
                 .iter()
                 .filter_map(|id| {
                     let rec = &st.blocks[id];
+                    // A held block waits for its holder, not for a submission.
+                    if rec.holds > 0 {
+                        return None;
+                    }
                     let uses = rec.pending.as_ref()?;
                     let streams: Option<Vec<u64>> = uses.iter().map(StreamUse::resolved_seq).collect();
                     Some(streams?.into_iter().max().unwrap_or(0).max(rec.last_use))
@@ -600,7 +609,9 @@ impl Heap {
         let tracker = &self.gpu.shared.tracker;
         let completed = tracker.completed();
         let idle = tracker.is_lost()
-            || (rec.last_use <= completed && uses.iter().all(|u| u.resolved_seq().is_some_and(|s| s <= completed)));
+            || (rec.holds == 0
+                && rec.last_use <= completed
+                && uses.iter().all(|u| u.resolved_seq().is_some_and(|s| s <= completed)));
         let stats = &mut st.stats;
         stats.allocated_bytes.sub(size);
         stats.requested_bytes.sub(requested);
@@ -618,6 +629,24 @@ impl Heap {
             st.stats.pending_free_blocks += 1;
         }
         Ok(())
+    }
+
+    /// Keeps block `id` from reuse until the returned hold drops, even if it is freed
+    /// meanwhile: for operations that submit work on it later (a download's pieces).
+    pub(crate) fn hold(&self, id: u64) -> Result<BlockHold> {
+        let mut st = self.state();
+        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        rec.holds += 1;
+        Ok(BlockHold { heap: self.clone(), id })
+    }
+
+    fn release_hold(&self, id: u64) {
+        let mut st = self.state();
+        let Some(rec) = st.blocks.get_mut(&id) else { return };
+        rec.holds -= 1;
+        if rec.holds == 0 && rec.pending.is_some() {
+            self.sweep_pending(&mut st);
+        }
     }
 
     /// Records that submission `seq` uses block `id` (wgalloc's own operations).
@@ -842,6 +871,18 @@ impl Drop for HeapCore {
                 s.allocated_bytes.peak, s.reserved_bytes.peak, s.driver_allocations, s.driver_frees, s.cache_hits, s.cache_misses, s.retries, s.ooms
             );
         }
+    }
+}
+
+/// See [`Heap::hold`]: the block's memory stays out of the pools while this lives.
+pub(crate) struct BlockHold {
+    heap: Heap,
+    id: u64,
+}
+
+impl Drop for BlockHold {
+    fn drop(&mut self) {
+        self.heap.release_hold(self.id);
     }
 }
 

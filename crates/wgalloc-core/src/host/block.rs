@@ -137,8 +137,9 @@ impl HostBlock {
         }
         match st.staging.as_ref().expect("live").map {
             // SAFETY: the buffer is mapped (state lock held) and the range lies inside it.
+            // `copy`, not `copy_nonoverlapping`: `data` may be a view of this very mapping.
             MapState::Mapped(p) => unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), p.0.as_ptr().add(offset as usize), data.len());
+                std::ptr::copy(data.as_ptr(), p.0.as_ptr().add(offset as usize), data.len());
             },
             ref other => return Err(self.not_mapped_error(other)),
         }
@@ -256,6 +257,28 @@ impl HostBlock {
         len: u64,
         blocking: bool,
     ) -> Result<()> {
+        self.check_device(src, "copy")?;
+        let (src_buf, src_base, src_size) = src.binding()?;
+        let padded = aligned_range(dst_offset, len, self.requested, "copy (destination)")?;
+        check_copy_source(src_offset, len, padded, src.requested_size(), src_size, "copy")?;
+        let from = checked_add(src_base, src_offset, "copy (source)")?;
+        self.copy_from_range(stream, src_buf, from, dst_offset, padded, blocking, src.id())?;
+        src.record_stream(stream)
+    }
+
+    /// Encodes the copy of `padded` bytes at `from` in `src_buf` (checked by the caller, and
+    /// kept from reuse by it) into this block at `dst_offset`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy_from_range(
+        &self,
+        stream: &mut Stream,
+        src_buf: &wgpu::Buffer,
+        from: u64,
+        dst_offset: u64,
+        padded: u64,
+        blocking: bool,
+        src_block: u64,
+    ) -> Result<()> {
         let mut st = self.live()?;
         if self.dir != Direction::Download {
             return Err(Error::invalid(format!(
@@ -263,27 +286,21 @@ impl HostBlock {
                 self.id
             )));
         }
-        self.check_device(src, "copy")?;
-        let (src_buf, src_base, src_size) = src.binding()?;
-        let padded = aligned_range(dst_offset, len, self.requested, "copy (destination)")?;
-        check_copy_source(src_offset, len, padded, src.requested_size(), src_size, "copy")?;
         let staging = st.staging.as_mut().expect("live");
         self.unmap_for_copy(staging)?;
-        let from = checked_add(src_base, src_offset, "copy (source)")?;
         let info = CopyInfo {
             kind: CopyKind::Download,
             bytes: padded,
             blocking,
             via_host: true,
-            src_block: Some(src.id()),
+            src_block: Some(src_block),
             dst_block: None,
         };
         stream.encode_copy(src_buf, from, &staging.buffer, dst_offset, padded, info)?;
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
         }
-        drop(st);
-        src.record_stream(stream)
+        Ok(())
     }
 
     /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.

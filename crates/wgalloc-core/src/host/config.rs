@@ -16,6 +16,11 @@ pub const DEFAULT_ROUND_THRESHOLD: u64 = 32 << 20;
 /// Default bytes per upload submission. On lavapipe 4 MiB pieces upload 256 MiB in
 /// 19-20 ms against 24-25 ms for 16 MiB ones and 24 ms for 2 MiB ones (more submissions).
 pub const DEFAULT_PIPELINE_BYTES: u64 = 4 << 20;
+/// Smallest piece: below it every transfer costs one submission per few bytes (64 KiB in
+/// 4-byte pieces took seconds).
+pub const MIN_PIPELINE_BYTES: u64 = 64 << 10;
+/// Largest piece: staging memory per transfer stays bounded.
+pub const MAX_PIPELINE_BYTES: u64 = 1 << 30;
 
 /// Transfer direction of a staging block: it decides the buffer's usages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,10 +115,11 @@ impl HostConfig {
 
     /// Rejects settings the cache cannot work with.
     pub fn validate(&self) -> Result<()> {
-        if self.pipeline_bytes == 0 || !self.pipeline_bytes.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
+        let p = self.pipeline_bytes;
+        if !(MIN_PIPELINE_BYTES..=MAX_PIPELINE_BYTES).contains(&p) || !p.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
             return Err(Error::invalid(format!(
-                "pipelineBytes {} must be a non-zero multiple of 4 (the default is {DEFAULT_PIPELINE_BYTES})",
-                self.pipeline_bytes
+                "pipelineBytes {p} must be a multiple of 4 from {MIN_PIPELINE_BYTES} (64 KiB) to \
+                 {MAX_PIPELINE_BYTES} (1 GiB); the default is {DEFAULT_PIPELINE_BYTES} (4 MiB)"
             )));
         }
         Ok(())

@@ -130,6 +130,12 @@ impl Host {
     /// `pipeline_bytes` with up to [`DOWNLOAD_DEPTH`] in flight: the device copies the next
     /// pieces while the host reads the oldest, and staging stays bounded however long the range.
     pub async fn download(&self, src: &DeviceBlock, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.start_download(src, offset, len)?.finish().await
+    }
+
+    /// Checks a download and holds its source: once this returned, a `free()` of `src`
+    /// defers until the download ended, so it reads the block's bytes, never a next owner's.
+    pub fn start_download(&self, src: &DeviceBlock, offset: u64, len: u64) -> Result<Download> {
         // The whole range is checked before any piece is copied.
         if !Arc::ptr_eq(&self.gpu.shared, &src.heap().gpu().shared) {
             return Err(Error::invalid("download: the device block belongs to another device"));
@@ -137,20 +143,46 @@ impl Host {
         if len == 0 {
             return Err(Error::invalid("download: length must be at least 1 byte"));
         }
-        let (_, _, allocated) = src.binding()?;
+        let (_, base, allocated) = src.binding()?;
         check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), allocated, "download")?;
-        let piece = self.pipeline_bytes();
-        let mut out = Vec::with_capacity(
-            usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?,
-        );
-        let mut stream = self.gpu.create_stream()?;
+        usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?;
+        Ok(Download {
+            host: self.clone(),
+            buffer: src.buffer().clone(),
+            start: base + offset,
+            len,
+            src_block: src.id(),
+            _hold: src.heap().hold(src.id())?,
+        })
+    }
+}
+
+/// A checked download whose source block is held (see [`Host::start_download`]); `finish`
+/// copies it in pieces of `pipeline_bytes`, up to [`DOWNLOAD_DEPTH`] in flight.
+pub struct Download {
+    host: Host,
+    buffer: Arc<wgpu::Buffer>,
+    /// Byte offset of the range in `buffer`.
+    start: u64,
+    len: u64,
+    src_block: u64,
+    _hold: crate::heap::BlockHold,
+}
+
+impl Download {
+    pub async fn finish(self) -> Result<Vec<u8>> {
+        let (host, len) = (&self.host, self.len);
+        let piece = host.pipeline_bytes();
+        let mut out = Vec::with_capacity(len as usize);
+        let mut stream = host.gpu.create_stream()?;
         let mut in_flight = VecDeque::with_capacity(DOWNLOAD_DEPTH);
         let mut next = 0;
         loop {
             while in_flight.len() < DOWNLOAD_DEPTH && next < len {
                 let n = piece.min(len - next);
-                let block = self.alloc(n, Direction::Download)?;
-                block.copy_from_device(&mut stream, src, offset + next, 0, n, true)?;
+                let block = host.alloc(n, Direction::Download)?;
+                let padded = aligned_range(0, n, block.requested_size(), "download")?;
+                block.copy_from_range(&mut stream, &self.buffer, self.start + next, 0, padded, true, self.src_block)?;
                 stream.submit()?;
                 in_flight.push_back((block, n));
                 next += n;

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 pub use block::HostBlock;
 pub use config::{Direction, HostConfig};
-pub use helpers::{UploadItem, DOWNLOAD_DEPTH};
+pub use helpers::{Download, UploadItem, DOWNLOAD_DEPTH};
 pub use stats::{BucketStats, DurationStat, HostStats, Stat};
 
 use background::Background;
@@ -266,10 +266,7 @@ impl Host {
             if dir == Direction::Upload {
                 match staging.mapped_ptr() {
                     Ok(p) => staging.map = MapState::Mapped(p),
-                    Err(e) => {
-                        staging.buffer.destroy();
-                        return Err(e);
-                    }
+                    Err(e) => return Err(e),
                 }
             }
             Ok((staging, t0.elapsed()))
@@ -288,7 +285,8 @@ impl Host {
     fn release(&self, pool: Option<&BlockPool>, staging: Staging) -> u64 {
         let t0 = Instant::now();
         let size = staging.size;
-        staging.buffer.destroy();
+        // Dropped, not destroyed: the block owns the only handle, and `destroy` would wait
+        // for wgpu's resource lock, which the poller holds while the GPU is busy.
         drop(staging);
         let took = t0.elapsed();
         if let Some(p) = pool {

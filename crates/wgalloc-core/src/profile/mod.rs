@@ -245,7 +245,8 @@ impl ProfilerCore {
     }
 
     fn tracing(st: &State, env: u32) -> Option<Mode> {
-        if let Some(s) = st.session {
+        // A stats-only session records no trace events (a capture or the env still may).
+        if let Some(s) = st.session.filter(|s| !s.stats_only) {
             return Some(s.mode);
         }
         if st.capture.is_some() || env & (flags::TRACE_INTERVAL | flags::TRACE_EVENT) != 0 {
@@ -726,6 +727,11 @@ impl Profiler {
         self.core.sample_memory(&self.gpu, st, self.core.now_us(Instant::now()));
         let info = self.gpu.info();
         st.trace.to_json(from, json!({"adapter": info.adapter_name, "backend": info.backend, "droppedEvents": st.trace.dropped, "timestampPeriodNs": self.core.period_ns}))
+    }
+
+    /// Trace events held (what `export_trace` would write, less the final memory sample).
+    pub fn trace_events(&self) -> usize {
+        lock(&self.core.state).trace.events.len()
     }
 
     /// Writes everything traced so far (this session, or since the last start) to `path`.
