@@ -159,7 +159,15 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
     let [slot, size, usage, scratch] = raw::args::<4>(env, info);
     raw::finish(env, || {
         let slot = raw::number(env, slot, "slot")?;
-        let size = to_u64(raw::number(env, size, "size")?, "size")?;
+        // The same words as the heap's own check, so malloc(0) and malloc(-5) read alike.
+        let size = raw::number(env, size, "size")?;
+        if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
+            return Err(coded(
+                "INVALID_ARGUMENT",
+                &format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}"),
+            ));
+        }
+        let size = size as u64;
         let usage = match raw::number(env, usage, "usage")? {
             u if u == 0.0 => Usage::Device,
             u if u == 1.0 => Usage::Shared,

@@ -116,7 +116,7 @@ impl Stream {
                 .saturating_sub(src_offset)
                 .min(dst.inner.requested_size().saturating_sub(dst_offset)),
         };
-        self.with(|s| dst.inner.copy_from_on(s, &src.inner, src_offset, dst_offset, size))
+        self.with(|s| dst.inner.copy_on(s, &src.inner, src_offset, dst_offset, size, "copy"))
     }
 
     /// Records a copy from an upload block into a device block (offsets within the blocks;

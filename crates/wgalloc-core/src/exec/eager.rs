@@ -29,6 +29,7 @@ impl Gpu {
     ) -> Result<RunOutput> {
         self.check_alive()?;
         check_inputs(graph, inputs)?;
+        super::executor::check_binding_limit(graph, self.limits().max_storage_buffer_binding_size)?;
         let heap = self.heap()?;
         let n = graph.ops.len();
         let mut obs = options.observe.then(|| Observation { events: Vec::new(), ops: n });

@@ -99,6 +99,18 @@ impl Gpu {
     }
 }
 
+/// Refuses a graph with a tensor the device cannot bind, naming it (compile and eager runs).
+pub(crate) fn check_binding_limit(graph: &ExecGraph, max_binding: u64) -> Result<()> {
+    match graph.tensors.iter().find(|t| t.size > max_binding) {
+        Some(t) => Err(Error::invalid(format!(
+            "tensor '{}' is {} bytes; the device binds at most {max_binding} bytes per storage buffer \
+             (maxStorageBufferBindingSize): split the tensor",
+            t.id, t.size
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl Executor {
     fn new(gpu: &Gpu, graph: Arc<ExecGraph>, options: CompileOptions) -> Result<Executor> {
         gpu.check_alive()?;
@@ -106,15 +118,7 @@ impl Executor {
         let driver_before = heap.stats().driver_allocations;
         let pipelines_before = gpu.shared.pipelines.created();
         let limits = gpu.limits();
-        let max_binding = limits.max_storage_buffer_binding_size;
-        for t in &graph.tensors {
-            if t.size > max_binding {
-                return Err(Error::invalid(format!(
-                    "tensor '{}' is {} bytes; the device binds at most {max_binding} bytes per storage buffer (maxStorageBufferBindingSize): split the tensor",
-                    t.id, t.size
-                )));
-            }
-        }
+        check_binding_limit(&graph, limits.max_storage_buffer_binding_size)?;
         // Usage records: roots in the slab, sizes in whole words.
         let records = match options.records {
             Some(r) => r,

@@ -134,15 +134,28 @@ impl DeviceBlock {
         dst_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.copy_on(stream, src, src_offset, dst_offset, len, "copyFrom")
+    }
+
+    /// [`DeviceBlock::copy_from_on`], with `what` naming the caller's API in errors.
+    pub fn copy_on(
+        &self,
+        stream: &mut Stream,
+        src: &DeviceBlock,
+        src_offset: u64,
+        dst_offset: u64,
+        len: u64,
+        what: &str,
+    ) -> Result<()> {
         self.live()?;
         src.live()?;
         if !std::sync::Arc::ptr_eq(&self.heap.core, &src.heap.core) {
-            return Err(Error::invalid("copyFrom: the source block belongs to another device"));
+            return Err(Error::invalid(format!("{what}: the source block belongs to another device")));
         }
-        let padded = aligned_range(dst_offset, len, self.requested, "copyFrom (destination)")?;
-        check_copy_source(src_offset, len, padded, src.requested, src.size, "copyFrom")?;
+        let padded = aligned_range(dst_offset, len, self.requested, &format!("{what} (destination)"))?;
+        check_copy_source(src_offset, len, padded, src.requested, src.size, what)?;
         if self.id == src.id && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
-            return Err(Error::invalid("copyFrom: source and destination ranges overlap"));
+            return Err(Error::invalid(format!("{what}: source and destination ranges overlap")));
         }
         let info = crate::profile::CopyInfo {
             kind: crate::profile::CopyKind::DeviceToDevice,
@@ -168,7 +181,7 @@ impl DeviceBlock {
     pub fn copy_from(&self, src: &DeviceBlock) -> Result<crate::stream::Event> {
         let len = src.requested.min(self.requested);
         let mut stream = self.heap.gpu.create_stream()?;
-        self.copy_from_on(&mut stream, src, 0, 0, len)?;
+        self.copy_on(&mut stream, src, 0, 0, len, "copyFrom")?;
         let event = stream.submit()?;
         self.heap.record_use(self.id, event.seq());
         self.heap.record_use(src.id, event.seq());

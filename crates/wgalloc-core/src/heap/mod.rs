@@ -312,11 +312,12 @@ impl Heap {
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
         self.gpu.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
-            return Err(Error::invalid(format!("allocation size must be 1 to 2^53-1 bytes, got {size}")));
+            return Err(Error::invalid(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
         }
         if size > self.core.max_buffer_size {
-            return Err(Error::OutOfMemory(format!(
-                "cannot allocate {size} bytes: the device's max buffer size is {} bytes",
+            // Like `createBuffer`: no amount of freeing makes it fit.
+            return Err(Error::invalid(format!(
+                "malloc: {size} bytes exceeds the device's maxBufferSize limit of {} bytes; split the tensor",
                 self.core.max_buffer_size
             )));
         }

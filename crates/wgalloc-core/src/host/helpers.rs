@@ -36,7 +36,7 @@ impl Host {
         if data.is_empty() {
             return Err(Error::invalid("upload: data must hold at least 1 byte"));
         }
-        self.upload_many(&[UploadItem { dst, offset, data }])
+        self.upload_pieces(&[UploadItem { dst, offset, data }], "upload")
     }
 
     /// Uploads every item. The items are split into pieces of at most `pipeline_bytes`
@@ -46,7 +46,12 @@ impl Host {
     /// Every item is checked before anything is written; a failure later (out of
     /// memory, a lost device) can leave the pieces before it uploaded.
     pub fn upload_many(&self, items: &[UploadItem<'_>]) -> Result<Event> {
-        let pieces = self.pieces(items)?;
+        self.upload_pieces(items, "uploadBatch")
+    }
+
+    /// `what` names the caller's API in errors.
+    fn upload_pieces(&self, items: &[UploadItem<'_>], what: &str) -> Result<Event> {
+        let pieces = self.pieces(items, what)?;
         let mut stream = self.gpu.create_stream()?;
         let mut event = None;
         for run in runs(&pieces, self.pipeline_bytes()) {
@@ -63,7 +68,7 @@ impl Host {
     /// the stream's next submission ran and the block is mapped again. Every item is
     /// checked before anything is recorded, so an invalid item leaves the stream untouched.
     pub fn upload_many_on(&self, stream: &mut Stream, items: &[UploadItem<'_>]) -> Result<()> {
-        let pieces = self.pieces(items)?;
+        let pieces = self.pieces(items, "uploadBatch")?;
         for run in runs(&pieces, self.pipeline_bytes()) {
             self.stage_run(stream, run)?.free()?;
         }
@@ -73,20 +78,20 @@ impl Host {
     /// Validates the items and slices each into pieces of at most `pipeline_bytes`.
     /// Every slice but an item's last is a whole number of words, so every piece keeps
     /// the alignment its item had.
-    fn pieces<'a>(&self, items: &[UploadItem<'a>]) -> Result<Vec<Piece<'a>>> {
+    fn pieces<'a>(&self, items: &[UploadItem<'a>], what: &str) -> Result<Vec<Piece<'a>>> {
         if items.is_empty() {
-            return Err(Error::invalid("upload_many: pass at least one item"));
+            return Err(Error::invalid(format!("{what}: pass at least one item")));
         }
         let limit = self.pipeline_bytes();
         let mut pieces = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
+            // A single upload has no item index to name.
+            let what =
+                if items.len() == 1 && what == "upload" { what.to_string() } else { format!("{what}: items[{i}]") };
             if !Arc::ptr_eq(&self.gpu.shared, &it.dst.heap().gpu().shared) {
-                return Err(Error::invalid(format!(
-                    "upload_many: item {i}: the device block belongs to another device"
-                )));
+                return Err(Error::invalid(format!("{what}: the device block belongs to another device")));
             }
             it.dst.binding()?;
-            let what = format!("upload_many: item {i}");
             let padded = aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), &what)?;
             if padded <= limit {
                 pieces.push(Piece { item: *it, padded });
