@@ -1027,7 +1027,7 @@ export interface SnapshotSegment {
 
 /**
  * Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
- * Bad input fails here, before any thread starts.
+ * Bad options fail here; bad input, found while parsing on the planner thread, rejects `wait()`.
  * @internal
  */
 export declare function startPlan(format: string, text: string, options?: PlanMemoryOptions | undefined | null): PlanJob

@@ -92,7 +92,7 @@ impl PlanJob {
 }
 
 /// Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
-/// Bad input fails here, before any thread starts.
+/// Bad options fail here; bad input, found while parsing on the planner thread, rejects `wait()`.
 /// @internal
 #[napi]
 pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOptions>) -> Result<PlanJob> {
@@ -120,22 +120,25 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
             ))
         }
     };
-    let (records, graph): (Vec<UsageRecord>, Option<GraphRecords>) = match format.as_str() {
-        "records" => (wgalloc_plan::json::parse_records(&text).map_err(plan_err)?, None),
-        "csv" => (wgalloc_plan::csv::parse(&text).map_err(plan_err)?, None),
-        "graph" => {
-            let g = graph::parse(&text).map_err(plan_err)?;
-            let opts = GraphOptions {
-                workspace,
-                multistream: o.multistream.unwrap_or(false),
-                constant_alignment: alignment.max(1),
-            };
-            let built = graph::build_records(&g, &opts).map_err(plan_err)?;
-            (built.records.clone(), Some(built))
-        }
-        other => return Err(coded("INVALID_ARGUMENT", &format!("unknown input format '{other}'"))),
-    };
+    if !matches!(format.as_str(), "records" | "csv" | "graph") {
+        return Err(coded("INVALID_ARGUMENT", &format!("unknown input format '{format}'")));
+    }
 
+    // Parsing and checking a large input takes seconds: they run on the planner thread
+    // too, and their errors reject `wait()`.
+    let multistream = o.multistream.unwrap_or(false);
+    let parse = move || -> std::result::Result<(Vec<UsageRecord>, Option<GraphRecords>), PlanError> {
+        match format.as_str() {
+            "records" => Ok((wgalloc_plan::json::parse_records(&text)?, None)),
+            "csv" => Ok((wgalloc_plan::csv::parse(&text)?, None)),
+            _ => {
+                let g = graph::parse(&text)?;
+                let opts = GraphOptions { workspace, multistream, constant_alignment: alignment.max(1) };
+                let built = graph::build_records(&g, &opts)?;
+                Ok((built.records.clone(), Some(built)))
+            }
+        }
+    };
     let cancel = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Mutex::new(None));
     let outcome = Slot::new();
@@ -155,7 +158,7 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
     std::thread::Builder::new()
         .name("wgalloc-plan".into())
         .spawn(move || {
-            done.complete(wgalloc_plan::plan(&records, opts).map(|p| (p, graph)));
+            done.complete(parse().and_then(|(records, graph)| wgalloc_plan::plan(&records, opts).map(|p| (p, graph))));
         })
         .map_err(|e| coded("INTERNAL", &format!("cannot start the planner thread: {e}")))?;
     Ok(PlanJob { cancel, progress, outcome })
