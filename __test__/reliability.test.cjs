@@ -252,6 +252,7 @@ const SUITES = {
   graph: 'compile / run / runEager with malformed graphs: typed refusals, planned == eager',
   plan: 'planMemory with random and malformed records, graphs and CSV, aborts',
   profiler: 'profiler sessions, captures and exports with bad modes and paths',
+  boundary: 'async calls raced by free, GC and changed inputs; workers terminated mid-call; exit with the GPU busy',
 }
 for (const [suite, what] of Object.entries(SUITES)) {
   test(`fuzz ${suite}: ${what}`, async (t) => {
