@@ -29,6 +29,7 @@ export function rng(seed) {
 }
 
 function makeFeeds(inputShapes, dtypes, random) {
+  /** @type {Record<string, ort.Tensor>} */
   const feeds = {};
   for (const [name, dims] of Object.entries(inputShapes)) {
     const count = dims.reduce((a, b) => a * b, 1);
@@ -109,7 +110,7 @@ export async function profileRun(modelPath, inputShapes, seed) {
   if (ops.length === 0) throw new Error(`${tag}: profile has no node events`);
 
   const graphInputs = Object.entries(feeds).map(([name, t]) => ({
-    id: name, dtype: 'float', shape: [...t.dims], size: t.data.byteLength,
+    id: name, dtype: 'float', shape: [...t.dims], size: t.size * 4, // makeFeeds makes float32 tensors only
   }));
   const graphOutputs = graph.outputs;
   // The recorded shape of every graph output must be the shape the run returned.
