@@ -76,7 +76,7 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
     [bad((g) => { g.ops.reverse() }), 'INVALID_ARGUMENT', /before any op produces it/],
     [bad((g) => { g.ops[0].outputs = [] }), 'INVALID_ARGUMENT', /no outputs/],
     [bad((g) => { g.tensors.push({ id: 'v1', size: 4, viewOf: 'w' }, { id: 'v2', size: 4, viewOf: 'v1' }); g.ops[0].inputs.push('v2') }), 'INVALID_ARGUMENT', /view of a view of param/],
-    [bad((g) => { g.kernels.add.source = g.kernels.add.source.replace('p.scale', 'p.missing_field') }), 'GPU_VALIDATION', /missing_field/],
+    [bad((g) => { g.kernels.add.source = g.kernels.add.source.replace('p.scale', 'p.missing_field') }), 'SHADER_ERROR', /missing_field/],
     [bad((g) => { g.ops[0].dispatch = [0] }), 'INVALID_ARGUMENT', /at least 1/],
     [bad((g) => { g.ops[0].dispatch = [1e6] }), 'INVALID_ARGUMENT', /maxComputeWorkgroupsPerDimension/],
     ['{"tensors": 5}', 'INVALID_ARGUMENT', /tensors must be an array/],

@@ -16,6 +16,7 @@ const CODES = Object.freeze([
   'ABORTED',
   'PLAN_INVALID',
   'PROFILER_STATE',
+  'SHADER_ERROR',
   'IO_ERROR',
   'PARSE_ERROR',
   'SIZE_OVERFLOW',

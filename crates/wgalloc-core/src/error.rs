@@ -45,6 +45,10 @@ pub enum Error {
     /// A file could not be written (e.g. a trace export path).
     #[error("{0}")]
     Io(String),
+    /// A kernel's WGSL does not parse, or declares bindings or an entry point other than
+    /// what wgalloc supplies.
+    #[error("{0}")]
+    Shader(String),
     /// A map or wait failed for a reason other than device loss.
     #[error("{0}")]
     Internal(String),
@@ -67,6 +71,7 @@ impl Error {
             Error::Aborted => "ABORTED",
             Error::ProfilerState(_) => "PROFILER_STATE",
             Error::Io(_) => "IO_ERROR",
+            Error::Shader(_) => "SHADER_ERROR",
             Error::Internal(_) => "INTERNAL",
         }
     }

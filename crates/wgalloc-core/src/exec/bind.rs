@@ -48,7 +48,12 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
             op.name, limits.max_storage_buffers_per_shader_stage
         )));
     }
-    gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some)
+    gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some).map_err(|e| {
+        match e {
+            Error::Shader(m) => Error::Shader(format!("op '{}': {m}", op.name)),
+            e => e,
+        }
+    })
 }
 
 /// Refuses `len` bytes of uniform data for a pipeline whose uniform declares more.

@@ -11,6 +11,7 @@ pub mod graph;
 mod kernel;
 mod observer;
 pub mod pipelines;
+mod shader;
 
 pub use eager::EagerOptions;
 pub use executor::{CompileOptions, Executor, ExecutorStats, RunOptions, RunOutput};

@@ -87,11 +87,13 @@ impl Gpu {
                 count: None,
             });
         }
+        let prepared = super::shader::prepare(label, source, entry_point, storage_bindings, uniform)?;
+        let uniform_size = prepared.uniform_size;
         let what = format!("compiling kernel '{label}'");
         let pipeline = guarded(device, &what, || {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
+                source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(prepared.module)),
             });
             let layout = device
                 .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
@@ -110,33 +112,10 @@ impl Gpu {
             });
             Pipeline { label: label.to_string(), pipeline, layout, uniform_size: None }
         })?;
-        let pipeline =
-            Pipeline { uniform_size: if uniform { uniform_size(source, storage_bindings) } else { None }, ..pipeline };
+        let pipeline = Pipeline { uniform_size, ..pipeline };
         cache.created.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());
         Ok(p)
-    }
-}
-
-/// Size of the `var<uniform>` at `@group(0) @binding(binding)` of a WGSL source, from
-/// naga's reflection (the source already compiled, so a parse failure just says nothing).
-fn uniform_size(source: &str, binding: u32) -> Option<u64> {
-    use wgpu::naga;
-    let module = naga::front::wgsl::parse_str(source).ok()?;
-    let (_, var) = module.global_variables.iter().find(|(_, v)| {
-        v.space == naga::AddressSpace::Uniform
-            && v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding == binding)
-    })?;
-    Some(u64::from(module.types[var.ty].inner.size(module.to_ctx())))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn uniform_size_comes_from_the_shader() {
-        let src = "struct P { a: f32, b: vec4<f32> }\n@group(0) @binding(1) var<uniform> p: P;\n@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(1) fn main() { x[0] = p.a + p.b.x; }";
-        assert_eq!(super::uniform_size(src, 1), Some(32));
-        assert_eq!(super::uniform_size(src, 0), None);
     }
 }
