@@ -67,7 +67,8 @@ test('planned runs equal eager runs bit for bit on every model graph; planned me
 
 test('bad graphs, inputs and misuse give typed errors; the device and other executors are unharmed', async (t) => {
   const gpu = await Gpu.request()
-  const good = await gpu.compile(chain(3))
+  const params = { w: new Float32Array(256) }
+  const good = await gpu.compile(chain(3), { params })
   const x = new Float32Array(256)
   const bad = (mutate) => { const g = chain(3); mutate(g); return g }
   const cases = [
@@ -82,7 +83,7 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
     ['{"tensors": 5}', 'INVALID_ARGUMENT', /tensors must be an array/],
   ]
   for (const [graph, code, message] of cases) {
-    const err = await t.throwsAsync(gpu.compile(graph), { instanceOf: WgallocError })
+    const err = await t.throwsAsync(gpu.compile(graph, { params }), { instanceOf: WgallocError })
     t.is(err.code, code, err.message)
     t.regex(err.message, message)
   }
@@ -91,6 +92,11 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
   await t.throwsAsync(good.run({ x, extra: x }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(good.run({ x: 'text' }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(gpu.compile(chain(2), { params: { w: new Float32Array(3) } }), { code: 'INVALID_ARGUMENT' })
+  // A param without data would compute on zeros: refused by name, compiled or eager.
+  const noParam = await t.throwsAsync(gpu.compile(chain(2)), { code: 'INVALID_ARGUMENT' })
+  t.regex(noParam.message, /^param 'w' \(1024 bytes\) has no data/)
+  const noParamEager = await t.throwsAsync(gpu.runEager(chain(2), { x }), { code: 'INVALID_ARGUMENT' })
+  t.is(noParamEager.message, noParam.message)
   // Concurrent runs of one executor: overlapping calls are refused with EXECUTOR_BUSY
   // (which call wins is up to the scheduler), the winners complete normally.
   const settled = await Promise.allSettled(Array.from({ length: 8 }, () => good.run({ x }, { checkPlan: true })))
@@ -108,12 +114,13 @@ test('tensors larger than the binding limit are named; slabs split under maxSlab
   const gpu = await Gpu.request()
   const big = chain(2)
   big.tensors[2].size = gpu.info.maxStorageBufferBindingSize + 4
-  const err = await t.throwsAsync(gpu.compile(big), { code: 'INVALID_ARGUMENT' })
+  const params = { w: new Float32Array(256) }
+  const err = await t.throwsAsync(gpu.compile(big, { params }), { code: 'INVALID_ARGUMENT' })
   t.regex(err.message, /tensor 't0'/)
   const graph = chain(6)
   const x = Float32Array.from({ length: 256 }, (_, i) => i % 7)
-  const whole = await gpu.compile(graph)
-  const split = await gpu.compile(graph, { maxSlabSize: 1024 })
+  const whole = await gpu.compile(graph, { params })
+  const split = await gpu.compile(graph, { maxSlabSize: 1024, params })
   t.true(split.stats().slabs > 1)
   t.deepEqual(Array.from((await split.run({ x })).outputs.y), Array.from((await whole.run({ x })).outputs.y))
   gpu.destroy()

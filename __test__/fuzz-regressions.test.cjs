@@ -157,7 +157,9 @@ test('core: no public constructors; cross-device recordStream refused; release f
   // A device of its own: tests of this file run concurrently on the shared one.
   const mine = await Gpu.request()
   const before = mine.heap.stats().activeBlocks.current
-  const exe = await mine.compile({ ...GRAPH, ops: [{ ...GRAPH.ops[0], params: new Uint8Array(16) }] })
+  // The op's uniform needs a kernel that declares one.
+  const withUniform = ADD.replace('b[g.x] = a[g.x] + 1u;', 'b[g.x] = a[g.x] + u.add;') + '\nstruct U { add: u32 }\n@group(0) @binding(2) var<uniform> u: U;'
+  const exe = await mine.compile({ ...GRAPH, kernels: { k: { source: withUniform } }, ops: [{ ...GRAPH.ops[0], params: new Uint8Array(16) }] })
   t.true(mine.heap.stats().activeBlocks.current > before)
   exe.release()
   t.is(mine.heap.stats().activeBlocks.current, before, 'slabs, constants and uniforms all go back')

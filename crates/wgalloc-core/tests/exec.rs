@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use common::gpu;
+use common::{gpu, zero_w};
 use wgalloc_core::exec::{checksum, CompileOptions, EagerOptions, ExecGraph, RunOptions};
 
 mod common;
@@ -112,7 +112,9 @@ fn a_corrupted_plan_is_caught_on_the_device() {
             r
         })
         .collect();
-    let exe = gpu.compile(graph, CompileOptions { records: Some(records), ..Default::default() }).unwrap();
+    let exe = gpu
+        .compile(graph, CompileOptions { records: Some(records), params: zero_w(1024), ..Default::default() })
+        .unwrap();
     let inputs = HashMap::from([("x".to_string(), vec![1u8; 1024])]);
     let err = pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: false })).unwrap_err();
     assert_eq!(err.code(), "PLAN_INVALID", "{err}");
@@ -122,11 +124,12 @@ fn a_corrupted_plan_is_caught_on_the_device() {
 fn bad_graphs_and_inputs_are_typed_errors_and_leave_the_device_usable() {
     let gpu = gpu();
     let broken = chain_graph(2).replace("a[g.x] + b[g.x]", "a[g.x] + undefined_thing");
-    let err = gpu.compile(ExecGraph::parse(&broken).unwrap(), CompileOptions::default()).err().unwrap();
+    let with_w = || CompileOptions { params: zero_w(1024), ..Default::default() };
+    let err = gpu.compile(ExecGraph::parse(&broken).unwrap(), with_w()).err().unwrap();
     assert_eq!(err.code(), "SHADER_ERROR");
     let m = err.to_string();
     assert!(m.contains("undefined_thing") && m.contains("at line"), "compiler message with its place: {m}");
-    let exe = gpu.compile(ExecGraph::parse(&chain_graph(2)).unwrap(), CompileOptions::default()).unwrap();
+    let exe = gpu.compile(ExecGraph::parse(&chain_graph(2)).unwrap(), with_w()).unwrap();
     let short = HashMap::from([("x".to_string(), vec![0u8; 10])]);
     assert_eq!(pollster::block_on(exe.run(&short, RunOptions::default())).unwrap_err().code(), "INVALID_ARGUMENT");
     assert_eq!(

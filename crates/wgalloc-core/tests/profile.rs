@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::gpu;
+use common::{gpu, zero_w};
 use serde_json::Value;
 use wgalloc_core::exec::{CompileOptions, EagerOptions, ExecGraph, RunOptions};
 use wgalloc_core::profile::{Mode, StartOptions};
@@ -148,7 +148,7 @@ fn capture_writes_one_trace_file() {
 fn stats_only_counts_ops_without_timestamps() {
     let gpu = gpu();
     let p = gpu.profiler().unwrap();
-    let exe = gpu.compile(chain_graph(3), CompileOptions { ..Default::default() }).unwrap();
+    let exe = gpu.compile(chain_graph(3), CompileOptions { params: zero_w(65536), ..Default::default() }).unwrap();
     let off = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();
     p.start(StartOptions { stats_only: true, ..Default::default() }).unwrap();
     let on = pollster::block_on(exe.run(&inputs(), RunOptions::default())).unwrap();

@@ -19,7 +19,7 @@ pub struct EagerOptions {
 }
 
 impl Gpu {
-    /// Runs `graph` eagerly on `inputs` with `params` (missing params are zero).
+    /// Runs `graph` eagerly on `inputs` with `params` (one for every param tensor).
     pub async fn run_eager(
         &self,
         graph: &ExecGraph,
@@ -30,6 +30,7 @@ impl Gpu {
         self.check_alive()?;
         check_inputs(graph, inputs)?;
         super::executor::check_binding_limit(graph, self.limits().max_storage_buffer_binding_size)?;
+        super::executor::check_params_given(graph, params)?;
         let heap = self.heap()?;
         let n = graph.ops.len();
         let mut obs = options.observe.then(|| Observation { events: Vec::new(), ops: n });
@@ -52,7 +53,7 @@ impl Gpu {
             }
             let bytes = match t.kind {
                 TensorKind::Input => inputs[&t.id].clone(),
-                TensorKind::Param => params.get(&t.id).cloned().unwrap_or_else(|| vec![0; t.size as usize]),
+                TensorKind::Param => params[&t.id].clone(),
                 _ => continue,
             };
             if bytes.len() as u64 != t.size {

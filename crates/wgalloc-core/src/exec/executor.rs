@@ -26,7 +26,7 @@ pub struct CompileOptions {
     pub time_limit: Option<Duration>,
     /// Split the slab so no slab exceeds this (default: the device's max buffer size).
     pub max_slab_size: Option<u64>,
-    /// Values of param tensors (missing params are zero).
+    /// Values of param tensors; every param tensor of the graph needs one.
     pub params: HashMap<String, Vec<u8>>,
     /// Plan from these records (e.g. an observed eager run) instead of the graph's lifetimes.
     pub records: Option<Vec<UsageRecord>>,
@@ -106,6 +106,22 @@ pub(crate) fn check_binding_limit(graph: &ExecGraph, max_binding: u64) -> Result
             "tensor '{}' is {} bytes; the device binds at most {max_binding} bytes per storage buffer \
              (maxStorageBufferBindingSize): split the tensor",
             t.id, t.size
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a graph run without data for one of its params: it would compute on zeros.
+pub(crate) fn check_params_given(graph: &ExecGraph, params: &HashMap<String, Vec<u8>>) -> Result<()> {
+    let missing = graph
+        .tensors
+        .iter()
+        .enumerate()
+        .find(|&(i, t)| graph.root[i] == i && t.kind == TensorKind::Param && !params.contains_key(&t.id));
+    match missing {
+        Some((_, t)) => Err(Error::invalid(format!(
+            "param '{}' ({} bytes) has no data: pass it in params ({{ params: {{ '{}': bytes }} }})",
+            t.id, t.size, t.id
         ))),
         None => Ok(()),
     }
@@ -213,12 +229,13 @@ impl Executor {
                 }
             }
         }
+        check_params_given(&graph, &options.params)?;
         let constants = if constant_size > 0 { Some(heap.malloc(constant_size, Usage::Device)?) } else { None };
         if let Some(block) = &constants {
             for (&i, &at) in &const_at {
                 place[i] = Some(Place { slab: CONSTANTS, offset: at });
                 let t = &graph.tensors[i];
-                let mut bytes = options.params.get(&t.id).cloned().unwrap_or_else(|| vec![0; t.size as usize]);
+                let mut bytes = options.params[&t.id].clone();
                 if bytes.len() as u64 != t.size {
                     return Err(Error::invalid(format!(
                         "param '{}' needs {} bytes, got {}",

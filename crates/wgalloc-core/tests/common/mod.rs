@@ -16,6 +16,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (g.x < arrayLength(&c)) { c[g.x] = a[g.x] + b[g.x]; }
 }"#;
 
+/// Data for the chain graphs' param `w`: `bytes` of zeros.
+pub fn zero_w(bytes: usize) -> std::collections::HashMap<String, Vec<u8>> {
+    std::collections::HashMap::from([("w".to_string(), vec![0u8; bytes])])
+}
+
 /// x -> t0 = x + w -> t1 = t0 + w -> ... -> y (`n` ops), every tensor `bytes` long, w a param.
 pub fn chain_graph_json(n: usize, bytes: usize) -> String {
     let mut tensors = vec![
