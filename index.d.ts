@@ -96,6 +96,11 @@ export declare class Gpu {
   /** The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON. */
   checksumGraph(modelJson: string): string
   /**
+   * Every adapter wgpu can open (`backends` as in `request`), in the order `adapterIndex`
+   * counts, with the memory budget a device on it would get.
+   */
+  static enumerate(backends?: Array<string> | undefined | null): Promise<Array<AdapterDescription>>
+  /**
    * Opens an adapter and a device.
    * Fails with `ADAPTER_NOT_FOUND` when no adapter matches the options, `DEVICE_REQUEST_FAILED`
    * when the driver refuses the device (e.g. a missing required feature), `INVALID_ARGUMENT`
@@ -474,6 +479,30 @@ export declare class Stream {
   synchronize(): Promise<void>
 }
 
+/** One adapter as `Gpu.enumerate()` lists it. */
+export interface AdapterDescription {
+  /** Position in the list: `Gpu.request({ adapterIndex })` picks it. */
+  index: number
+  /** `backend:vendor:device:name`: `Gpu.request({ adapterId })` picks it. */
+  id: string
+  /** Adapter name as the driver reports it. */
+  name: string
+  /** PCI vendor id (0 where the backend has none). */
+  vendorId: number
+  /** PCI device id (0 where the backend has none). */
+  deviceId: number
+  /** `vulkan`, `metal`, `dx12`, ... */
+  backend: string
+  /** `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ... */
+  deviceType: string
+  /** Driver name (may be empty). */
+  driver: string
+  /** Driver version details (may be empty). */
+  driverInfo: string
+  /** What a device on it would budget, and where that figure comes from. */
+  memoryBudget: MemoryBudget
+}
+
 /** What the heap knows about a live block. */
 export interface BlockInfo {
   /** Block id. */
@@ -647,6 +676,10 @@ export interface GpuRequestOptions {
   optionalFeatures?: Array<string>
   /** Memory budget in bytes (integer, at most 2^53-1). Derived from the driver when absent. */
   memoryBudget?: number
+  /** Position in `Gpu.enumerate()`'s list. `WGALLOC_ADAPTER` (an index or an id) overrides. */
+  adapterIndex?: number
+  /** An `id` from `Gpu.enumerate()`. `WGALLOC_ADAPTER` overrides. */
+  adapterId?: string
 }
 
 /** An allocator event (see `heap.on()`). */

@@ -32,6 +32,35 @@ pub struct GpuRequestOptions {
     pub optional_features: Option<Vec<String>>,
     /// Memory budget in bytes (integer, at most 2^53-1). Derived from the driver when absent.
     pub memory_budget: Option<f64>,
+    /// Position in `Gpu.enumerate()`'s list. `WGALLOC_ADAPTER` (an index or an id) overrides.
+    pub adapter_index: Option<f64>,
+    /// An `id` from `Gpu.enumerate()`. `WGALLOC_ADAPTER` overrides.
+    pub adapter_id: Option<String>,
+}
+
+/// One adapter as `Gpu.enumerate()` lists it.
+#[napi(object)]
+pub struct AdapterDescription {
+    /// Position in the list: `Gpu.request({ adapterIndex })` picks it.
+    pub index: u32,
+    /// `backend:vendor:device:name`: `Gpu.request({ adapterId })` picks it.
+    pub id: String,
+    /// Adapter name as the driver reports it.
+    pub name: String,
+    /// PCI vendor id (0 where the backend has none).
+    pub vendor_id: u32,
+    /// PCI device id (0 where the backend has none).
+    pub device_id: u32,
+    /// `vulkan`, `metal`, `dx12`, ...
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
+    pub device_type: String,
+    /// Driver name (may be empty).
+    pub driver: String,
+    /// Driver version details (may be empty).
+    pub driver_info: String,
+    /// What a device on it would budget, and where that figure comes from.
+    pub memory_budget: MemoryBudget,
 }
 
 /// The adapter and the limits wgalloc depends on.
@@ -86,6 +115,31 @@ pub struct Gpu {
 
 #[napi]
 impl Gpu {
+    /// Every adapter wgpu can open (`backends` as in `request`), in the order `adapterIndex`
+    /// counts, with the memory budget a device on it would get.
+    #[napi(writable = true, configurable = true)]
+    pub async fn enumerate(backends: Option<Vec<String>>) -> Result<Vec<AdapterDescription>> {
+        let list = wgalloc_core::Gpu::enumerate(backends.as_deref()).await.napi()?;
+        Ok(list
+            .into_iter()
+            .map(|a| AdapterDescription {
+                index: a.index as u32,
+                id: a.id,
+                name: a.name,
+                vendor_id: a.vendor_id,
+                device_id: a.device_id,
+                backend: a.backend,
+                device_type: a.device_type,
+                driver: a.driver,
+                driver_info: a.driver_info,
+                memory_budget: MemoryBudget {
+                    bytes: a.memory_budget.bytes as f64,
+                    source: a.memory_budget.source.as_str().into(),
+                },
+            })
+            .collect())
+    }
+
     /// Opens an adapter and a device.
     /// Fails with `ADAPTER_NOT_FOUND` when no adapter matches the options, `DEVICE_REQUEST_FAILED`
     /// when the driver refuses the device (e.g. a missing required feature), `INVALID_ARGUMENT`
@@ -109,6 +163,15 @@ impl Gpu {
             required_features: o.required_features.unwrap_or_default(),
             optional_features: o.optional_features.unwrap_or_default(),
             memory_budget,
+            adapter_index: o
+                .adapter_index
+                .map(|i| {
+                    to_u64(i, "adapterIndex").and_then(|i| {
+                        usize::try_from(i).map_err(|_| coded("INVALID_ARGUMENT", "adapterIndex is too large"))
+                    })
+                })
+                .transpose()?,
+            adapter_id: o.adapter_id,
         };
         let gpu = wgalloc_core::Gpu::request(options).await.napi()?;
         Ok(Gpu { inner: Arc::new(gpu) })

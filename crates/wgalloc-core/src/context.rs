@@ -34,6 +34,10 @@ pub struct GpuOptions {
     pub optional_features: Vec<String>,
     /// Memory budget in bytes; derived from the backend when absent.
     pub memory_budget: Option<u64>,
+    /// Position in `Gpu::enumerate`'s list. `WGALLOC_ADAPTER` overrides.
+    pub adapter_index: Option<usize>,
+    /// An id from `Gpu::enumerate`. `WGALLOC_ADAPTER` overrides.
+    pub adapter_id: Option<String>,
 }
 
 /// Where the memory budget came from.
@@ -161,6 +165,13 @@ static REGISTRY: Mutex<Vec<(u64, std::sync::Weak<Shared>)>> = Mutex::new(Vec::ne
 static NEXT_HANDLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Gpu {
+    /// Every adapter wgpu can open on `backends` (default: the primary ones, or `WGPU_BACKEND`),
+    /// in the order `adapter_index` counts.
+    pub async fn enumerate(backends: Option<&[String]>) -> Result<Vec<crate::adapter::AdapterSummary>> {
+        let backends = parse_backends(backends)?.with_env();
+        Ok(crate::adapter::summaries(&instance(backends), backends).await)
+    }
+
     /// Opens an adapter and device as `options` ask.
     pub async fn request(options: GpuOptions) -> Result<Gpu> {
         if let Some(b) = options.memory_budget {
@@ -174,15 +185,16 @@ impl Gpu {
         let power_preference = parse_power_preference(options.power_preference.as_deref())?;
         let required = parse_features(&options.required_features)?;
         let optional = parse_features(&options.optional_features)?;
-        let name_filter =
-            std::env::var("WGPU_ADAPTER_NAME").ok().filter(|s| !s.is_empty()).or(options.adapter_name.clone());
-
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = backends;
-        let instance = wgpu::Instance::new(desc);
-        let adapter =
-            pick_adapter(&instance, backends, power_preference, options.force_fallback_adapter, name_filter.as_deref())
-                .await?;
+        let choice = crate::adapter::Choice {
+            index: options.adapter_index,
+            id: options.adapter_id.clone(),
+            name: options.adapter_name.clone(),
+            power_preference,
+            force_fallback: options.force_fallback_adapter,
+        }
+        .with_env();
+        let instance = instance(backends);
+        let adapter = crate::adapter::pick(&instance, backends, &choice).await?;
 
         let available = adapter.features();
         let missing = required - available;
@@ -338,40 +350,10 @@ fn install_handlers(device: &wgpu::Device, tracker: &Arc<Tracker>, uncaptured: &
     });
 }
 
-async fn pick_adapter(
-    instance: &wgpu::Instance,
-    backends: wgpu::Backends,
-    power_preference: wgpu::PowerPreference,
-    force_fallback: bool,
-    name_filter: Option<&str>,
-) -> Result<wgpu::Adapter> {
-    let Some(filter) = name_filter else {
-        return instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference,
-                force_fallback_adapter: force_fallback,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| {
-                Error::AdapterNotFound(format!(
-                    "no GPU adapter found for backends {backends:?} ({e}); install a Vulkan, Metal or DX12 driver \
-                 (on Linux without a GPU: the mesa-vulkan-drivers package provides lavapipe)"
-                ))
-            });
-    };
-    let needle = filter.to_lowercase();
-    let adapters = instance.enumerate_adapters(backends).await;
-    let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
-    adapters
-        .into_iter()
-        .find(|a| {
-            let info = a.get_info();
-            info.name.to_lowercase().contains(&needle) && (!force_fallback || info.device_type == wgpu::DeviceType::Cpu)
-        })
-        .ok_or_else(|| {
-            Error::AdapterNotFound(format!("no adapter name contains '{filter}'; available: [{}]", names.join(", ")))
-        })
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    wgpu::Instance::new(desc)
 }
 
 fn parse_backends(names: Option<&[String]>) -> Result<wgpu::Backends> {
@@ -445,7 +427,7 @@ fn gpu_info(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue)
 }
 
 /// Reads the budget from the driver where the backend exposes it.
-fn backend_budget(adapter: &wgpu::Adapter) -> MemoryBudget {
+pub(crate) fn backend_budget(adapter: &wgpu::Adapter) -> MemoryBudget {
     #[cfg(not(any(target_os = "macos", target_os = "ios")))]
     if let Some(bytes) = vulkan_device_local_heap(adapter) {
         return MemoryBudget { bytes: bytes.min(MAX_SAFE_INTEGER), source: BudgetSource::VulkanDeviceLocalHeap };

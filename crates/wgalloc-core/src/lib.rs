@@ -18,6 +18,7 @@
 //! # Ok::<(), wgalloc_core::Error>(()) });
 //! ```
 
+pub mod adapter;
 pub mod completion;
 pub mod context;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod signal;
 pub mod stream;
 pub mod transfer;
 
+pub use adapter::AdapterSummary;
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, Result};
 pub use exec::ComputeKernel;
