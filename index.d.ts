@@ -347,12 +347,25 @@ export declare class MemoryPlan {
   get method(): string
   /** Bytes of the slab: the highest offset + size over all records. */
   get slabSize(): number
-  /** Largest total size of records live at one time: no plan can be smaller. */
+  /**
+   * Lower bound on the slab: the largest total size live at one time, strengthened for alignment and raised by
+   * the exact search; the same figure `onProgress` ends on. No plan is smaller.
+   */
   get lowerBound(): number
   /** slabSize / lowerBound (1 is optimal). */
   get ratio(): number
-  /** Proven optimal. */
+  /** Optimal: `slabSize === lowerBound` (see `optimalBy`). */
   get optimal(): boolean
+  /**
+   * What proves it optimal: `lowerBound` (the slab meets the aligned lower bound) or `search` (the exact
+   * search proved no smaller slab exists and raised the bound to it); null when not optimal.
+   */
+  get optimalBy(): string | null
+  /**
+   * Memory spaces, in order of first appearance: each planned on its own, with its slab, lower bound and
+   * capacity. Offsets are within the record's space; `slabSize` is their sum.
+   */
+  get spaces(): Array<PlanSpace>
   /** Planning time, ms. */
   get timeMs(): number
   /** Every offset is a multiple of this many bytes. */
@@ -374,7 +387,10 @@ export declare class MemoryPlan {
  * @internal
  */
 export declare class PlanJob {
-  /** Stops the search; `wait()` then resolves with the best plan found so far. */
+  /**
+   * Stops the search; `wait()` then resolves with the best plan found so far, or rejects with
+   * `ABORTED` when there was none yet.
+   */
   cancel(): void
   /** The latest progress report, or null before the first. */
   progress(): PlanProgress | null
@@ -918,10 +934,24 @@ export interface OperationStats {
 
 /** Options of `planMemory()`. */
 export interface PlanMemoryOptions {
-  /** `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `portfolio`, `exact`, `best` (default). */
+  /** `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `greedyInputsFirst`, `portfolio`, `exact`, `best` (default). */
   strategy?: string
-  /** Offset alignment in bytes (a power of two); default 1, or the device's storage alignment when planning for wgpu. */
+  /**
+   * Offset alignment in bytes: any positive integer; default 1, or the device's storage alignment when planning for
+   * wgpu. A record's own `alignment` applies too: its offset is a multiple of both (the larger, for powers of two).
+   */
   alignment?: number
+  /**
+   * Capacity in bytes of the default memory space (records without `space`): a plan that cannot fit fails with
+   * `INFEASIBLE` (proven, naming the op index whose live bytes exceed it) or `CAPACITY_NOT_MET`.
+   */
+  capacity?: number
+  /** Capacities of named memory spaces (`space` of the records; `default` for records without one). */
+  capacities?: Record<string, number>
+  /** Refuse unknown record fields and CSV columns (default true); false ignores them. */
+  strict?: boolean
+  /** Graph inputs: let elementwise ops write their output over a same-sized input that dies there. */
+  inPlace?: boolean
   /** Search budget of `exact`/`best` in ms (default 1000). */
   timeLimitMs?: number
   /** Graph inputs: `shared` (default), `unique` or `inSlab` workspaces. */
@@ -938,6 +968,18 @@ export interface PlanProgress {
   lowerBound: number
   /** Milliseconds since planning started. */
   elapsedMs: number
+}
+
+/** One memory space of a plan. */
+export interface PlanSpace {
+  /** The records' `space` (`default` for records without one). */
+  name: string
+  /** Bytes of this space's slab. */
+  slabSize: number
+  /** Lower bound on this space's slab. */
+  lowerBound: number
+  /** The capacity it was planned against, if one was given. */
+  capacity?: number
 }
 
 /** Figures of one heap pool. */
@@ -1059,7 +1101,8 @@ export interface SnapshotSegment {
 }
 
 /**
- * Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
+ * Starts planning `text` (`format`: `records` JSON, `graph` JSON, `json` (either, told apart on the planner
+ * thread), or MiniMalloc `csv`).
  * Bad options fail here; bad input, found while parsing on the planner thread, rejects `wait()`.
  * @internal
  */

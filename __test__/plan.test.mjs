@@ -93,7 +93,8 @@ test('bad input gives typed errors', async (t) => {
     if (code) t.is(err.code, code, JSON.stringify(input))
     else t.true(['INVALID_ARGUMENT', 'PARSE_ERROR', 'SIZE_OVERFLOW'].includes(err.code), err.code)
   }
-  await t.throwsAsync(planMemory([], { alignment: 3 }), { code: 'INVALID_ARGUMENT' })
+  // Any positive integer alignment is accepted (3 included); zero is not.
+  await t.throwsAsync(planMemory([], { alignment: 0 }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(planMemory([], { strategy: 'magic' }), { instanceOf: WgallocError })
   const empty = await planMemory([])
   t.is(empty.slabSize, 0)

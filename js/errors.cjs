@@ -20,6 +20,8 @@ const CODES = Object.freeze([
   'IO_ERROR',
   'PARSE_ERROR',
   'SIZE_OVERFLOW',
+  'INFEASIBLE',
+  'CAPACITY_NOT_MET',
   'BINARY_NOT_FOUND',
   'INTERNAL',
 ])

@@ -19,9 +19,10 @@
  * @module
  */
 
-import type { Observation, Executor, CopyOptions, DeviceBlock, Gpu, Heap, HeapEvent, Host, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, Profiler, ProfilerStartOptions } from '../index.js'
+import type { Observation, Executor, CopyOptions, DeviceBlock, Gpu, Heap, HeapEvent, Host, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, PlanSpace, Profiler, ProfilerStartOptions } from '../index.js'
 
 export type {
+  AdapterDescription,
   BlockInfo,
   CopyOptions,
   GpuInfo,
@@ -45,6 +46,7 @@ export type {
   MemoryBudget,
   PlanMemoryOptions,
   PlanProgress,
+  PlanSpace,
   PoolStats,
   SnapshotBlock,
   SnapshotSegment,
@@ -115,6 +117,8 @@ export type WgallocErrorCode =
   | 'IO_ERROR'
   | 'PARSE_ERROR'
   | 'SIZE_OVERFLOW'
+  | 'INFEASIBLE'
+  | 'CAPACITY_NOT_MET'
   | 'BINARY_NOT_FOUND'
   | 'INTERNAL'
 
@@ -122,7 +126,7 @@ export type WgallocErrorCode =
 export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
 
 /** Planner strategies, in `STRATEGIES` order. */
-export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'portfolio' | 'exact' | 'best'
+export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'greedyInputsFirst' | 'portfolio' | 'exact' | 'best'
 /** Every planner strategy, fastest first (`best` runs the portfolio, then `exact`). */
 export declare const STRATEGIES: readonly Strategy[]
 
@@ -136,8 +140,21 @@ export interface UsageRecord {
   first: number
   /** Index of the last op that uses it (inclusive). */
   last: number
-  /** Offset alignment for this record in bytes (a power of two; default: the plan's). */
+  /**
+   * Offset alignment for this record in bytes: any positive integer. The plan's alignment applies too: the
+   * offset is a multiple of both (the larger of the two, for powers of two).
+   */
   alignment?: number
+  /** Fixed offset: kept by every strategy; fixed records overlapping while alive are INVALID_ARGUMENT. */
+  offset?: number
+  /** Offset kept where its bytes are free over the record's lifetime; otherwise placed as usual. */
+  preferredOffset?: number
+  /** Id of a record whose range this one reuses in place (lifetimes may touch at one op, not overlap). */
+  sharesWith?: string
+  /** Alias of `sharesWith`. */
+  inPlaceOf?: string
+  /** Memory space (planned as its own slab; default `"default"`). */
+  space?: string
 }
 
 /** Options of `planMemory()`. */
@@ -275,10 +292,21 @@ export interface FlushOptions extends AsyncOptions {
 /** Options of `profiler.profile()`: a session's options plus `signal`. */
 export interface ProfileOptions extends ProfilerStartOptions, AsyncOptions {}
 
-/** A record of `MemoryPlan.toJSON()`: a usage record and its offset. */
-export interface PlannedRecord extends UsageRecord {
-  /** Byte offset in the slab. */
+/**
+ * A record of `MemoryPlan.toJSON()`: a usage record and where it was placed. Integers past 2^53 - 1 are
+ * decimal strings (exact); planning a written plan again keeps every constraint.
+ */
+export interface PlannedRecord extends Omit<UsageRecord, 'size' | 'first' | 'last'> {
+  /** Bytes (a decimal string past 2^53 - 1). */
+  size: number | string
+  /** Index of the first op that uses it (a decimal string past 2^53 - 1). */
+  first: number | string
+  /** Index of the last op that uses it, inclusive (a decimal string past 2^53 - 1). */
+  last: number | string
+  /** Byte offset in the record's memory space. */
   offset: number
+  /** The record was fixed at `offset`. */
+  fixed?: true
 }
 
 /** `MemoryPlan.toJSON()`: the plan as a plain object. */
@@ -293,8 +321,12 @@ export interface MemoryPlanJSON {
   lowerBound: number
   /** `slabSize / lowerBound`. */
   ratio: number
-  /** Proven optimal. */
+  /** `slabSize === lowerBound`. */
   optimal: boolean
+  /** What proves it: the aligned lower bound itself, or the exact search (which raised the bound). */
+  optimalBy: 'lowerBound' | 'search' | null
+  /** Memory spaces, each its own slab (`slabSize` is their sum). */
+  spaces: PlanSpace[]
   /** Planning time, ms. */
   timeMs: number
   /** Offset alignment in bytes. */

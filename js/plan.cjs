@@ -2,27 +2,44 @@
 // planMemory(): the static planner, run off the main thread, with { signal,
 // onProgress } and a Plan whose toJSON() is a plain object.
 const native = require('./native.cjs')
-const { WgallocError, toWgallocError, parseJson } = require('./errors.cjs')
+const { WgallocError, toWgallocError } = require('./errors.cjs')
 const { checkSignal } = require('./signal.cjs')
 
 const { MemoryPlan } = native
 const PROGRESS_POLL_MS = 50
+const ABORT_GRACE_MS = 60
 
 MemoryPlan.prototype.toJSON = function () {
   return JSON.parse(this.toJsonString())
+}
+
+/**
+ * JSON text of `value` with exact integers: a BigInt is written as a decimal string (the
+ * planner reads those exactly); a number past 2^53 - 1 was already rounded, so it is refused.
+ */
+function exactJson(value) {
+  return JSON.stringify(value, (key, v) => {
+    if (typeof v === 'bigint') return v.toString()
+    if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
+      throw new WgallocError('SIZE_OVERFLOW', `planMemory input: ${key} = ${v} is past 2^53 - 1, where JS numbers round; pass a BigInt or a decimal string`)
+    }
+    return v
+  })
 }
 
 /** Decides the native input format of `input` and serialises it. */
 function encodeInput(input) {
   if (typeof input === 'string') {
     const trimmed = input.trimStart()
-    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return encodeInput(parseJson(input, 'planMemory input text'))
+    // JSON text goes to the planner as written, so integers past 2^53 stay exact.
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return ['json', input]
     return ['csv', input]
   }
-  if (Array.isArray(input)) return ['records', JSON.stringify(input)]
+  if (Array.isArray(input)) return ['records', exactJson(input)]
   if (input && typeof input === 'object') {
-    if (Array.isArray(input.tensors)) return ['graph', JSON.stringify(input)]
-    if (Array.isArray(input.records)) return ['records', JSON.stringify(input.records)]
+    if (Array.isArray(input.tensors)) return ['graph', exactJson(input)]
+    // The whole object: a written plan (with slabSize) is read back with its constraints.
+    if (Array.isArray(input.records)) return ['records', exactJson(input)]
   }
   throw new WgallocError(
     'INVALID_ARGUMENT',
@@ -32,12 +49,15 @@ function encodeInput(input) {
 
 /**
  * Plans offsets for tensor usage records (or a graph) in one slab.
- * @param {Array|object|string} input records `[{ id, size, first, last, alignment? }]`, a graph, or CSV text
+ * @param {Array|object|string} input records `[{ id, size, first, last, alignment?, offset?, preferredOffset?,
+ *   sharesWith?, space? }]` (integers may be BigInt or decimal strings), a graph, a written plan, or CSV/JSON text
  * @param {{ strategy?: string, alignment?: number, timeLimitMs?: number, workspace?: string,
- *           multistream?: boolean, signal?: AbortSignal,
+ *           multistream?: boolean, capacity?: number, capacities?: Record<string, number>, strict?: boolean,
+ *           inPlace?: boolean, signal?: AbortSignal,
  *           onProgress?: (p: { best: number, lowerBound: number, elapsedMs: number }) => void }} [options]
- * @returns {Promise<MemoryPlan>} aborting resolves with the best plan found so far; a
- *   signal aborted before the call rejects with ABORTED (no search ran).
+ * @returns {Promise<MemoryPlan>} aborting resolves with the best plan found so far, or rejects
+ *   with ABORTED when none existed yet (within 100 ms either way); a signal aborted before the
+ *   call rejects with ABORTED (no search ran).
  */
 async function planMemory(input, options = {}) {
   if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'planMemory options must be an object')
@@ -51,7 +71,17 @@ async function planMemory(input, options = {}) {
   } catch (err) {
     throw toWgallocError(err)
   }
-  const onAbort = () => job.cancel()
+  // Abort settles within ABORT_GRACE_MS: the search stops at its next check and resolves
+  // with its best plan; a phase that cannot stop that fast (parsing a huge input) rejects.
+  let abandon
+  const abandoned = new Promise((resolve, reject) => {
+    abandon = () => {
+      job.cancel()
+      setTimeout(() => reject(new WgallocError('ABORTED', 'planMemory was aborted before any plan existed')), ABORT_GRACE_MS).unref?.()
+    }
+  })
+  abandoned.catch(() => {})
+  const onAbort = () => abandon()
   try {
     signal?.addEventListener('abort', onAbort, { once: true })
   } catch (err) {
@@ -76,7 +106,7 @@ async function planMemory(input, options = {}) {
   const timer = onProgress ? setInterval(report, PROGRESS_POLL_MS) : null
   timer?.unref?.()
   try {
-    const plan = await job.wait()
+    const plan = await Promise.race([job.wait(), abandoned])
     if (onProgress) report()
     if (failed) throw failed.err
     // The planner works in u64; JS numbers are exact only up to 2^53 - 1, so a larger
@@ -93,6 +123,6 @@ async function planMemory(input, options = {}) {
   }
 }
 
-const STRATEGIES = Object.freeze(['naive', 'linearScan', 'greedyBySize', 'greedyByBreadth', 'portfolio', 'exact', 'best'])
+const STRATEGIES = Object.freeze(['naive', 'linearScan', 'greedyBySize', 'greedyByBreadth', 'greedyInputsFirst', 'portfolio', 'exact', 'best'])
 
 module.exports = { planMemory, MemoryPlan, STRATEGIES }

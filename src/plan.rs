@@ -1,6 +1,7 @@
 //! `planMemory` bindings: parse the input, run the planner on its own thread
 //! (the JS thread never blocks), expose progress, cancellation and the plan.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,16 +22,39 @@ fn plan_err(e: PlanError) -> napi::Error {
 /// Options of `planMemory()`.
 #[napi(object)]
 pub struct PlanMemoryOptions {
-    /// `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `portfolio`, `exact`, `best` (default).
+    /// `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `greedyInputsFirst`, `portfolio`, `exact`, `best` (default).
     pub strategy: Option<String>,
-    /// Offset alignment in bytes (a power of two); default 1, or the device's storage alignment when planning for wgpu.
+    /// Offset alignment in bytes: any positive integer; default 1, or the device's storage alignment when planning for
+    /// wgpu. A record's own `alignment` applies too: its offset is a multiple of both (the larger, for powers of two).
     pub alignment: Option<f64>,
+    /// Capacity in bytes of the default memory space (records without `space`): a plan that cannot fit fails with
+    /// `INFEASIBLE` (proven, naming the op index whose live bytes exceed it) or `CAPACITY_NOT_MET`.
+    pub capacity: Option<f64>,
+    /// Capacities of named memory spaces (`space` of the records; `default` for records without one).
+    pub capacities: Option<HashMap<String, f64>>,
+    /// Refuse unknown record fields and CSV columns (default true); false ignores them.
+    pub strict: Option<bool>,
+    /// Graph inputs: let elementwise ops write their output over a same-sized input that dies there.
+    pub in_place: Option<bool>,
     /// Search budget of `exact`/`best` in ms (default 1000).
     pub time_limit_ms: Option<f64>,
     /// Graph inputs: `shared` (default), `unique` or `inSlab` workspaces.
     pub workspace: Option<String>,
     /// Graph inputs: widen lifetimes to the graph's parallel `steps`.
     pub multistream: Option<bool>,
+}
+
+/// One memory space of a plan.
+#[napi(object)]
+pub struct PlanSpace {
+    /// The records' `space` (`default` for records without one).
+    pub name: String,
+    /// Bytes of this space's slab.
+    pub slab_size: f64,
+    /// Lower bound on this space's slab.
+    pub lower_bound: f64,
+    /// The capacity it was planned against, if one was given.
+    pub capacity: Option<f64>,
 }
 
 /// Search progress: best height so far and the proven lower bound.
@@ -57,7 +81,8 @@ pub struct PlanJob {
 
 #[napi]
 impl PlanJob {
-    /// Stops the search; `wait()` then resolves with the best plan found so far.
+    /// Stops the search; `wait()` then resolves with the best plan found so far, or rejects with
+    /// `ABORTED` when there was none yet.
     #[napi]
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
@@ -91,7 +116,8 @@ impl PlanJob {
     }
 }
 
-/// Starts planning `text` (`format`: `records` JSON, `graph` JSON, or MiniMalloc `csv`).
+/// Starts planning `text` (`format`: `records` JSON, `graph` JSON, `json` (either, told apart on the planner
+/// thread), or MiniMalloc `csv`).
 /// Bad options fail here; bad input, found while parsing on the planner thread, rejects `wait()`.
 /// @internal
 #[napi]
@@ -99,10 +125,22 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
     let o = options.unwrap_or(PlanMemoryOptions {
         strategy: None,
         alignment: None,
+        capacity: None,
+        capacities: None,
+        strict: None,
+        in_place: None,
         time_limit_ms: None,
         workspace: None,
         multistream: None,
     });
+    let strict = o.strict.unwrap_or(true);
+    let mut capacities: HashMap<String, u64> = HashMap::new();
+    for (name, c) in o.capacities.iter().flatten() {
+        capacities.insert(name.clone(), to_u64(*c, &format!("capacities.{name}"))?);
+    }
+    if let Some(c) = o.capacity {
+        capacities.insert(wgalloc_plan::DEFAULT_SPACE.to_string(), to_u64(c, "capacity")?);
+    }
     let strategy = match o.strategy.as_deref() {
         None => Strategy::Best,
         Some(s) => s.parse::<Strategy>().map_err(plan_err)?,
@@ -120,23 +158,33 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
             ))
         }
     };
-    if !matches!(format.as_str(), "records" | "csv" | "graph") {
+    if !matches!(format.as_str(), "records" | "csv" | "graph" | "json") {
         return Err(coded("INVALID_ARGUMENT", &format!("unknown input format '{format}'")));
     }
 
     // Parsing and checking a large input takes seconds: they run on the planner thread
     // too, and their errors reject `wait()`.
-    let multistream = o.multistream.unwrap_or(false);
+    let graph_options = GraphOptions {
+        workspace,
+        multistream: o.multistream.unwrap_or(false),
+        constant_alignment: alignment.max(1),
+        in_place: o.in_place.unwrap_or(false),
+    };
     let parse = move || -> std::result::Result<(Vec<UsageRecord>, Option<GraphRecords>), PlanError> {
+        // `json`: JSON text as the caller wrote it (integers above 2^53 stay exact): a graph
+        // when it has a `tensors` array, else records.
+        let graph_text = match format.as_str() {
+            "json" => wgalloc_plan::json::has_tensors_array(&text)?,
+            f => f == "graph",
+        };
         match format.as_str() {
-            "records" => Ok((wgalloc_plan::json::parse_records(&text)?, None)),
-            "csv" => Ok((wgalloc_plan::csv::parse(&text)?, None)),
-            _ => {
+            "csv" => Ok((wgalloc_plan::csv::parse_with(&text, strict)?, None)),
+            _ if graph_text => {
                 let g = graph::parse(&text)?;
-                let opts = GraphOptions { workspace, multistream, constant_alignment: alignment.max(1) };
-                let built = graph::build_records(&g, &opts)?;
+                let built = graph::build_records(&g, &graph_options)?;
                 Ok((built.records.clone(), Some(built)))
             }
+            _ => Ok((wgalloc_plan::json::parse_records_with(&text, strict)?, None)),
         }
     };
     let cancel = Arc::new(AtomicBool::new(false));
@@ -146,6 +194,7 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
     let opts = PlanOptions {
         strategy,
         alignment,
+        capacities,
         time_limit,
         cancel: Some(cancel.clone()),
         progress: Some(Box::new(move |p| {
@@ -158,7 +207,14 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
     std::thread::Builder::new()
         .name("wgalloc-plan".into())
         .spawn(move || {
-            done.complete(parse().and_then(|(records, graph)| wgalloc_plan::plan(&records, opts).map(|p| (p, graph))));
+            let cancelled = opts.cancel.clone();
+            done.complete(parse().and_then(|(records, graph)| {
+                // Parsing a large input takes seconds: a cancel meanwhile skips the planning.
+                if cancelled.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                    return Err(PlanError::Stopped);
+                }
+                wgalloc_plan::plan(&records, opts).map(|p| (p, graph))
+            }));
         })
         .map_err(|e| coded("INTERNAL", &format!("cannot start the planner thread: {e}")))?;
     Ok(PlanJob { cancel, progress, outcome })
@@ -194,7 +250,8 @@ impl MemoryPlan {
     pub fn slab_size(&self) -> f64 {
         self.inner.slab_size() as f64
     }
-    /// Largest total size of records live at one time: no plan can be smaller.
+    /// Lower bound on the slab: the largest total size live at one time, strengthened for alignment and raised by
+    /// the exact search; the same figure `onProgress` ends on. No plan is smaller.
     #[napi(getter)]
     pub fn lower_bound(&self) -> f64 {
         self.inner.lower_bound() as f64
@@ -204,10 +261,31 @@ impl MemoryPlan {
     pub fn ratio(&self) -> f64 {
         self.inner.ratio()
     }
-    /// Proven optimal.
+    /// Optimal: `slabSize === lowerBound` (see `optimalBy`).
     #[napi(getter)]
     pub fn optimal(&self) -> bool {
         self.inner.optimal()
+    }
+    /// What proves it optimal: `lowerBound` (the slab meets the aligned lower bound) or `search` (the exact
+    /// search proved no smaller slab exists and raised the bound to it); null when not optimal.
+    #[napi(getter)]
+    pub fn optimal_by(&self) -> Option<String> {
+        self.inner.optimal_by().map(|o| o.as_str().to_string())
+    }
+    /// Memory spaces, in order of first appearance: each planned on its own, with its slab, lower bound and
+    /// capacity. Offsets are within the record's space; `slabSize` is their sum.
+    #[napi(getter)]
+    pub fn spaces(&self) -> Vec<PlanSpace> {
+        self.inner
+            .spaces()
+            .iter()
+            .map(|s| PlanSpace {
+                name: s.name.clone(),
+                slab_size: s.slab_size as f64,
+                lower_bound: s.lower_bound as f64,
+                capacity: s.capacity.map(|c| c as f64),
+            })
+            .collect()
     }
     /// Planning time, ms.
     #[napi(getter)]
@@ -266,5 +344,6 @@ fn graph_json(g: &GraphRecords) -> Value {
         "aliases": aliases,
         "workspace": { "sharedSize": g.workspace.shared_size, "uniqueSize": g.workspace.unique_size },
         "steps": g.steps,
+        "inPlace": g.in_place.iter().map(|(id, base)| json!({ "id": id, "base": base })).collect::<Vec<_>>(),
     })
 }

@@ -50,7 +50,8 @@ module.exports = async function plan(argv, { parseCommand }) {
   if (exit !== undefined) return exit
   const file = positionals[0]
   const text = readFileSync(file, 'utf8')
-  const input = file.endsWith('.csv') ? text : JSON.parse(text)
+  // The text itself: the planner reads JSON exactly (integers past 2^53 included).
+  const input = text
   const strategies = values.strategy === 'all' ? STRATEGIES : [values.strategy]
   const timeLimitMs = parseDuration(values['time-limit'])
   const alignment = Number(values.alignment)

@@ -54,6 +54,13 @@ fn instances(root: &Path) -> Vec<(String, Vec<UsageRecord>)> {
     out
 }
 
+/// CPU time of this thread so far (Linux `/proc/thread-self/schedstat`, ns), so runs on
+/// a loaded machine can be compared; `None` elsewhere.
+fn thread_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok().map(Duration::from_nanos)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let secs: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(10.0);
@@ -64,8 +71,8 @@ fn main() {
     };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data");
     println!(
-        "{:<34} {:<16} {:>16} {:>16} {:>8} {:>5} {:>10}",
-        "instance", "strategy", "slab", "lowerBound", "ratio", "opt", "ms"
+        "{:<34} {:<16} {:>16} {:>16} {:>8} {:>5} {:>10} {:>10}",
+        "instance", "strategy", "slab", "lowerBound", "ratio", "opt", "ms", "cpu ms"
     );
     for (name, recs) in instances(&root) {
         if !name.contains(&filter) {
@@ -74,22 +81,25 @@ fn main() {
         for &s in &strategies {
             let opts =
                 PlanOptions { strategy: s, time_limit: Some(Duration::from_secs_f64(secs)), ..Default::default() };
+            let cpu0 = thread_cpu();
             match plan(&recs, opts) {
                 Ok(p) => {
                     let ms = p.elapsed().as_secs_f64() * 1e3;
+                    let cpu_ms = thread_cpu().zip(cpu0).map_or(f64::NAN, |(b, a)| (b - a).as_secs_f64() * 1e3);
                     println!(
-                        "{:<34} {:<16} {:>16} {:>16} {:>8.4} {:>5} {:>10.1}",
+                        "{:<34} {:<16} {:>16} {:>16} {:>8.4} {:>5} {:>10.1} {:>10.1}",
                         name,
                         s.as_str(),
                         p.slab_size(),
                         p.lower_bound(),
                         p.ratio(),
                         p.optimal(),
-                        ms
+                        ms,
+                        cpu_ms
                     );
                     println!(
                         "{}",
-                        serde_json::json!({"instance": name, "strategy": s.as_str(), "slabSize": p.slab_size(), "lowerBound": p.lower_bound(), "ratio": p.ratio(), "optimal": p.optimal(), "timeMs": ms, "method": p.method()})
+                        serde_json::json!({"instance": name, "strategy": s.as_str(), "slabSize": p.slab_size(), "lowerBound": p.lower_bound(), "ratio": p.ratio(), "optimal": p.optimal(), "optimalBy": p.optimal_by().map(|o| o.as_str()), "timeMs": ms, "cpuMs": cpu_ms, "method": p.method()})
                     );
                 }
                 Err(e) => println!("{name} {s}: error {} ({e})", e.code()),

@@ -6,10 +6,14 @@
 use crate::error::PlanError;
 use crate::radix::sort_by_key;
 use crate::rank_set::RankSet;
-use crate::record::UsageRecord;
+use crate::record::{lcm, share_groups, UsageRecord};
+use std::collections::HashMap;
 
 /// Checks `offsets` against `records` inside a slab of `slab_size` bytes.
-/// `default_align` is the plan-wide alignment (records may ask for more).
+/// `default_align` is the plan-wide alignment (records may ask for more; an offset
+/// must be a multiple of both). Fixed records must sit at their offset; records that
+/// share a range (`shares_with`) must have one offset, one space and lifetimes that
+/// at most touch; only records of the same memory space may not overlap.
 pub fn check_offsets(
     records: &[UsageRecord],
     offsets: &[u64],
@@ -20,13 +24,22 @@ pub fn check_offsets(
     if records.len() != offsets.len() {
         return bad(format!("{} records but {} offsets", records.len(), offsets.len()));
     }
+    if default_align == 0 {
+        return bad("plan alignment 0".into());
+    }
     for (r, &o) in records.iter().zip(offsets) {
         if r.first > r.last {
             return bad(format!("record {:?} has first > last", r.id));
         }
-        let a = r.alignment.unwrap_or(1).max(default_align);
-        if !a.is_power_of_two() || o % a != 0 {
+        let own = r.alignment.unwrap_or(1);
+        let Some(a) = (own > 0).then(|| lcm(own, default_align)).flatten() else {
+            return bad(format!("record {:?} has alignment {own}", r.id));
+        };
+        if o % a != 0 {
             return bad(format!("record {:?} at offset {o} is not aligned to {a}", r.id));
+        }
+        if r.offset.is_some_and(|f| f != o) {
+            return bad(format!("record {:?} is fixed at {} but placed at {o}", r.id, r.offset.unwrap_or(0)));
         }
         match o.checked_add(r.size) {
             Some(end) if end <= slab_size => {}
@@ -34,43 +47,80 @@ pub fn check_offsets(
             None => return bad(format!("record {:?}: offset + size overflows", r.id)),
         }
     }
-    // Records with bytes ranked by (offset, index): the live set is a set of ranks.
-    let mut by_offset: Vec<(u64, u64)> = Vec::with_capacity(records.len());
+    // Records sharing a range become one unit: one offset, the union of lifetimes.
+    let group = share_groups(records).map_err(|e| PlanError::PlanInvalid(e.to_string()))?;
+    let n = records.len();
+    let (mut first, mut last, mut size) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
     for (i, r) in records.iter().enumerate() {
-        if r.size > 0 {
+        (first[i], last[i], size[i]) = (r.first, r.last, r.size);
+    }
+    for (i, r) in records.iter().enumerate() {
+        let g = group[i];
+        if g == i {
+            continue;
+        }
+        if offsets[i] != offsets[g] || r.space_name() != records[g].space_name() {
+            return bad(format!(
+                "records {:?} and {:?} share a range but not its offset or space",
+                records[g].id, r.id
+            ));
+        }
+        first[g] = first[g].min(r.first);
+        last[g] = last[g].max(r.last);
+        size[g] = size[g].max(r.size);
+    }
+    let mut spaces: HashMap<&str, u64> = HashMap::new();
+    let mut space = Vec::with_capacity(n);
+    for r in records {
+        let k = spaces.len() as u64;
+        space.push(*spaces.entry(r.space_name()).or_insert(k));
+    }
+    // Units with bytes ranked by (space, offset, index): the live set is a set of ranks.
+    let mut by_offset: Vec<(u64, u64)> = Vec::with_capacity(n);
+    for i in 0..n {
+        if size[i] > 0 && group[i] == i {
             by_offset.push((offsets[i], i as u64));
         }
     }
     sort_by_key(&mut by_offset);
-    let mut rank = vec![0usize; records.len()];
+    let space_of = |i: usize| space[i];
+    if spaces.len() > 1 {
+        let mut keyed: Vec<(u64, u64)> = by_offset.iter().map(|&(_, i)| (space_of(i as usize), i)).collect();
+        sort_by_key(&mut keyed); // stable: offsets stay ascending within a space
+        by_offset = keyed.into_iter().map(|(_, i)| (offsets[i as usize], i)).collect();
+    }
+    let mut rank = vec![0usize; n];
     for (k, &(_, i)) in by_offset.iter().enumerate() {
         rank[i as usize] = k;
     }
     // Events (time, index | kind << 63): all starts (kind 0), then all ends (kind 1), so
     // the stable sort puts starts first at equal times (lifetimes are inclusive).
     let mut ev: Vec<(u64, u64)> = Vec::with_capacity(2 * by_offset.len());
-    ev.extend(by_offset.iter().map(|&(_, i)| (records[i as usize].first, i)));
-    ev.extend(by_offset.iter().map(|&(_, i)| (records[i as usize].last, i | 1 << 63)));
+    ev.extend(by_offset.iter().map(|&(_, i)| (first[i as usize], i)));
+    ev.extend(by_offset.iter().map(|&(_, i)| (last[i as usize], i | 1 << 63)));
     sort_by_key(&mut ev);
-    // Live ranges are disjoint (each was checked on insertion), so an overlap with the
-    // newcomer shows at its neighbour in offset order.
+    // Live ranges of a space are disjoint (each was checked on insertion), so an overlap
+    // with the newcomer shows at its neighbour in (space, offset) order.
     let mut live = RankSet::new(by_offset.len());
     let index = |k: usize| by_offset[k].1 as usize;
+    let collide = |a: usize, b: usize| {
+        bad(format!("records {:?} and {:?} overlap in time and memory", records[a].id, records[b].id))
+    };
     for (_, e) in ev {
         let i = (e & !(1 << 63)) as usize;
         if e & 1 << 63 != 0 {
             live.remove(rank[i]);
             continue;
         }
-        let (o, end) = (offsets[i], offsets[i] + records[i].size);
+        let (o, end) = (offsets[i], offsets[i] + size[i]);
         if let Some(j) = live.prev(rank[i]).map(index) {
-            if offsets[j] + records[j].size > o {
-                return bad(format!("records {:?} and {:?} overlap in time and memory", records[j].id, records[i].id));
+            if space_of(j) == space_of(i) && offsets[j] + size[j] > o {
+                return collide(j, i);
             }
         }
         if let Some(j) = live.next(rank[i]).map(index) {
-            if offsets[j] < end {
-                return bad(format!("records {:?} and {:?} overlap in time and memory", records[i].id, records[j].id));
+            if space_of(j) == space_of(i) && offsets[j] < end {
+                return collide(i, j);
             }
         }
         live.insert(rank[i]);

@@ -13,8 +13,8 @@ pub enum PlanError {
     /// Two records (or tensors) share an id.
     #[error("duplicate id {id:?}")]
     DuplicateId { id: String },
-    /// Alignment is zero or not a power of two.
-    #[error("{what}: alignment {alignment} is not a power of two")]
+    /// Alignment is zero.
+    #[error("{what}: alignment {alignment} is not a positive integer")]
     BadAlignment { what: String, alignment: u64 },
     /// A view names a tensor that does not exist.
     #[error("tensor {id:?} is a view of unknown tensor {view_of:?}")]
@@ -23,7 +23,8 @@ pub enum PlanError {
     #[error("tensor {id:?} is part of a view cycle")]
     ViewCycle { id: String },
     /// Any other argument the caller got wrong.
-    #[error("invalid argument: {0}")]
+    // The code says INVALID_ARGUMENT already; the message says what is wrong.
+    #[error("{0}")]
     InvalidArgument(String),
     /// Malformed CSV/JSON. `line` is 1-based (0 when unknown).
     #[error("parse error at line {line}, field {field:?}: {message}")]
@@ -31,6 +32,18 @@ pub enum PlanError {
     /// A size, offset or sum of sizes does not fit in u64.
     #[error("size overflow: {0}")]
     SizeOverflow(String),
+    /// No plan fits a memory space's capacity: proven by the live bytes at one
+    /// op index (named in the message) or by the exhaustive search.
+    #[error("infeasible: {0}")]
+    Infeasible(String),
+    /// A capacity was given, no plan within it was found in the time limit, and
+    /// infeasibility was not proven either.
+    #[error("capacity not met: {0}")]
+    CapacityNotMet(String),
+    /// Planning was cancelled before any plan existed. (A time limit reached that early falls
+    /// back to bump allocation instead, so a plan always comes back.)
+    #[error("planning was cancelled before any plan existed")]
+    Stopped,
     /// A plan failed the independent checker.
     #[error("plan invalid: {0}")]
     PlanInvalid(String),
@@ -49,6 +62,9 @@ impl PlanError {
             PlanError::Parse { .. } => "PARSE_ERROR",
             PlanError::SizeOverflow(_) => "SIZE_OVERFLOW",
             PlanError::PlanInvalid(_) => "PLAN_INVALID",
+            PlanError::Infeasible(_) => "INFEASIBLE",
+            PlanError::CapacityNotMet(_) => "CAPACITY_NOT_MET",
+            PlanError::Stopped => "ABORTED",
         }
     }
 
@@ -62,9 +78,15 @@ pub(crate) fn add(a: u64, b: u64, what: &str) -> Result<u64, PlanError> {
     a.checked_add(b).ok_or_else(|| PlanError::SizeOverflow(format!("{what}: {a} + {b}")))
 }
 
-/// Smallest multiple of `align` (a power of two) that is >= `x`.
+/// Smallest multiple of `align` (any positive integer) that is >= `x`.
+#[inline]
 pub(crate) fn align_up(x: u64, align: u64) -> Result<u64, PlanError> {
-    debug_assert!(align.is_power_of_two());
-    let mask = align - 1;
-    add(x, mask, "aligning an offset").map(|v| v & !mask)
+    debug_assert!(align > 0);
+    // Powers of two (the common case, 1 included) by mask: this sits in the search's inner loop.
+    let r = if align.is_power_of_two() { x & (align - 1) } else { x % align };
+    if r == 0 {
+        Ok(x)
+    } else {
+        add(x, align - r, "aligning an offset")
+    }
 }

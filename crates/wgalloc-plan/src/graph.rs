@@ -6,10 +6,17 @@
 //! simple multistream).
 //!
 //! Input: the JSON of `bench/data/models/*.json` —
-//! `ops: [{inputs, outputs, workspace?}]`, `tensors: [{id, size, first, last,
-//! viewOf?, isOutput?, kind?}]`, `graphInputs?: [{id, size}]`, `params?: [{id, size}]`,
+//! `ops: [{inputs, outputs, workspace?, type?}]`, `tensors: [{id, size, first, last,
+//! viewOf?, sharesWith? (alias inPlaceOf), isOutput?, kind?}]`, `graphInputs?: [{id, size}]`, `params?: [{id, size}]`,
 //! and optionally `steps` (alias `streams`): a list of parallel steps, each a list
 //! of op indices, covering every op exactly once, in execution order.
+//!
+//! In-place sharing generalises views: a tensor with `sharesWith` (or `inPlaceOf`)
+//! is its own record but reuses its base's range (one offset), its lifetime checked
+//! by the planner to only hand over from the base's. With [`GraphOptions::in_place`]
+//! the builder finds such pairs itself: an elementwise op (ONNX type in
+//! [`IN_PLACE_OPS`]) whose output has the size of an input that dies at that op, read
+//! by no other op of its step, writes over it.
 
 use crate::error::{add, align_up, PlanError};
 use crate::json::{arr, as_u64, obj, opt_u64_field, parse_value, str_field, u64_field};
@@ -35,6 +42,8 @@ pub struct Tensor {
     pub first: u64,
     pub last: u64,
     pub view_of: Option<String>,
+    /// Tensor whose range this one reuses in place (see the module docs).
+    pub shares_with: Option<String>,
     pub kind: TensorKind,
 }
 
@@ -45,7 +54,37 @@ pub struct Op {
     pub outputs: Vec<String>,
     /// Scratch bytes the op needs while it runs.
     pub workspace: u64,
+    /// Operator type (ONNX `op_type`), empty when not given.
+    pub op_type: String,
 }
+
+/// Elementwise ONNX op types that may write their output over a same-sized input.
+pub const IN_PLACE_OPS: [&str; 24] = [
+    "Abs",
+    "Add",
+    "BatchNormalization",
+    "Clip",
+    "Div",
+    "Dropout",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Log",
+    "Mul",
+    "Neg",
+    "Pow",
+    "Relu",
+    "Selu",
+    "Sigmoid",
+    "Softplus",
+    "Sqrt",
+    "Sub",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Graph {
@@ -74,6 +113,8 @@ pub struct GraphOptions {
     pub multistream: bool,
     /// Alignment of constant-region offsets (AITemplate uses 64).
     pub constant_alignment: u64,
+    /// Let elementwise ops write their output over a dying input (see the module docs).
+    pub in_place: bool,
 }
 
 /// Where a tensor's bytes are, for tensors that are not slab records.
@@ -110,6 +151,9 @@ pub struct GraphRecords {
     pub workspace: Workspace,
     /// Number of time steps (ops, or parallel steps in multistream mode).
     pub steps: u64,
+    /// Records written in place over another: (record id, base record id), declared
+    /// or found by [`GraphOptions::in_place`].
+    pub in_place: Vec<(String, String)>,
 }
 
 /// Parses the graph JSON. Errors name the JSON path of the bad field.
@@ -139,6 +183,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
             inputs: names("inputs")?,
             outputs: names("outputs")?,
             workspace: opt_u64_field(o, "workspace", &path)?.unwrap_or(0),
+            op_type: o.get("type").and_then(Value::as_str).unwrap_or("").to_string(),
         });
     }
     let mut push = |t: Tensor| g.tensors.push(t);
@@ -166,6 +211,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
             first: opt_u64_field(o, "first", &path)?.unwrap_or(0),
             last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
             view_of: o.get("viewOf").and_then(Value::as_str).map(str::to_string),
+            shares_with: o.get("sharesWith").or_else(|| o.get("inPlaceOf")).and_then(Value::as_str).map(str::to_string),
             kind,
         });
     }
@@ -181,6 +227,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
                     first: 0,
                     last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
                     view_of: None,
+                    shares_with: None,
                     kind,
                 });
             }
@@ -258,7 +305,7 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
     }
     // Resolve every view to its root; a view extends its root's lifetime.
     let mut root = vec![usize::MAX; g.tensors.len()];
-    for i in 0..g.tensors.len() {
+    for (i, slot) in root.iter_mut().enumerate() {
         let mut chain = vec![i];
         let mut cur = i;
         while let Some(base) = &g.tensors[cur].view_of {
@@ -270,7 +317,7 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
             }
             chain.push(cur);
         }
-        root[i] = cur;
+        *slot = cur;
     }
     for i in 0..g.tensors.len() {
         let r = root[i];
@@ -278,6 +325,7 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
             life[r].1 = life[r].1.max(life[i].1);
         }
     }
+    let shares = in_place_bases(g, opts, &by_id, &root, &life, &step_of)?;
     let mut out = GraphRecords { steps: n_steps, ..Default::default() };
     let mut coffset = 0u64;
     let mut const_at: HashMap<usize, u64> = HashMap::new();
@@ -294,7 +342,12 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
             }
             TensorKind::Input => {}
             TensorKind::Intermediate | TensorKind::Output => {
-                out.records.push(UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1));
+                let mut r = UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1);
+                if let Some(b) = shares[i] {
+                    r.shares_with = Some(g.tensors[b].id.clone());
+                    out.in_place.push((t.id.clone(), g.tensors[b].id.clone()));
+                }
+                out.records.push(r);
             }
         }
     }
@@ -325,4 +378,75 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         }
     }
     Ok(out)
+}
+
+/// For each tensor, the slab root whose range it reuses in place: declared
+/// (`sharesWith`, resolved through views) or, with `opts.in_place`, found at an
+/// elementwise op whose same-sized input dies there. Lifetimes are checked by the planner.
+fn in_place_bases(
+    g: &Graph,
+    opts: &GraphOptions,
+    by_id: &HashMap<&str, usize>,
+    root: &[usize],
+    life: &[(u64, u64)],
+    step_of: &[u64],
+) -> Result<Vec<Option<usize>>, PlanError> {
+    let slab = |i: usize| matches!(g.tensors[i].kind, TensorKind::Intermediate | TensorKind::Output);
+    let mut shares: Vec<Option<usize>> = vec![None; g.tensors.len()];
+    for (i, t) in g.tensors.iter().enumerate() {
+        let Some(base) = &t.shares_with else { continue };
+        let &b = by_id.get(base.as_str()).ok_or_else(|| {
+            PlanError::InvalidArgument(format!("tensor {:?} shares with unknown tensor {base:?}", t.id))
+        })?;
+        let b = root[b];
+        if root[i] != i || !slab(i) || !slab(b) || b == i {
+            return Err(PlanError::InvalidArgument(format!(
+                "tensor {:?} cannot share {base:?} in place: both must be slab tensors (not views, inputs or params)",
+                t.id
+            )));
+        }
+        shares[i] = Some(b);
+    }
+    if !opts.in_place {
+        return Ok(shares);
+    }
+    // Who reads each tensor, to see that an input dies at this op alone.
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.tensors.len()];
+    for (k, op) in g.ops.iter().enumerate() {
+        for name in &op.inputs {
+            if let Some(&x) = by_id.get(name.as_str()) {
+                readers[root[x]].push(k);
+            }
+        }
+    }
+    let mut taken = vec![false; g.tensors.len()];
+    for b in shares.iter().flatten() {
+        taken[*b] = true;
+    }
+    for (k, op) in g.ops.iter().enumerate() {
+        if !IN_PLACE_OPS.contains(&op.op_type.as_str()) {
+            continue;
+        }
+        let step = step_of[k];
+        for out_name in &op.outputs {
+            let Some(&o) = by_id.get(out_name.as_str()) else { continue };
+            if root[o] != o || !slab(o) || shares[o].is_some() || life[o].0 != step {
+                continue;
+            }
+            let base = op.inputs.iter().filter_map(|n| by_id.get(n.as_str()).copied()).find(|&x| {
+                root[x] == x
+                    && g.tensors[x].kind == TensorKind::Intermediate
+                    && !taken[x]
+                    && x != o
+                    && g.tensors[x].size == g.tensors[o].size
+                    && life[x].1 == step
+                    && readers[x].iter().all(|&r| r == k || step_of[r] < step)
+            });
+            if let Some(x) = base {
+                taken[x] = true;
+                shares[o] = Some(x);
+            }
+        }
+    }
+    Ok(shares)
 }

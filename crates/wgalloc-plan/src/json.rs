@@ -1,10 +1,89 @@
-//! Our JSON records format: an array of `{id, size, first, last, alignment?}`, or an
-//! object `{"records": [...]}`. Fields are read by hand from a `serde_json::Value`
-//! so that an error names the exact path (e.g. `records[3].size`).
+//! Our JSON records format: an array of `{id, size, first, last, alignment?, offset?,
+//! preferredOffset?, sharesWith? (alias inPlaceOf), space?}`, or an object
+//! `{"records": [...]}`, or a plan written by [`crate::Plan::to_json`] (an object with
+//! `slabSize`): there a record's `offset` is where it was placed, fixed only with
+//! `fixed: true`, and the plan's `alignment` is folded into every record's.
+//! Fields are read by hand from a `serde_json::Value` so that an error names the
+//! exact path (e.g. `records[3].size`).
+//!
+//! Integers are exact u64 end to end: numbers are read as integers (never through a
+//! float), decimal strings are accepted too, and [`int`] writes values above
+//! 2^53 - 1 (where JS numbers round) as strings.
+//!
+//! Strict mode (the default) refuses unknown fields, naming them.
 
 use crate::error::PlanError;
-use crate::record::UsageRecord;
+use crate::record::{lcm, UsageRecord};
 use serde_json::{Map, Value};
+
+/// Largest integer JS numbers hold exactly.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// An integer as JSON: a number up to 2^53 - 1, a decimal string above.
+pub fn int(x: u64) -> Value {
+    if x <= MAX_SAFE_INTEGER {
+        Value::from(x)
+    } else {
+        Value::String(x.to_string())
+    }
+}
+
+/// A record as JSON (only the fields it has), integers as [`int`] writes them.
+pub fn record_json(r: &UsageRecord) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), Value::String(r.id.clone()));
+    m.insert("size".into(), int(r.size));
+    m.insert("first".into(), int(r.first));
+    m.insert("last".into(), int(r.last));
+    if let Some(a) = r.alignment {
+        m.insert("alignment".into(), int(a));
+    }
+    if let Some(o) = r.offset {
+        m.insert("offset".into(), int(o));
+    }
+    if let Some(o) = r.preferred_offset {
+        m.insert("preferredOffset".into(), int(o));
+    }
+    if let Some(b) = &r.shares_with {
+        m.insert("sharesWith".into(), Value::String(b.clone()));
+    }
+    if let Some(sp) = &r.space {
+        m.insert("space".into(), Value::String(sp.clone()));
+    }
+    Value::Object(m)
+}
+
+const RECORD_FIELDS: [&str; 10] =
+    ["id", "size", "first", "last", "alignment", "offset", "preferredOffset", "sharesWith", "inPlaceOf", "space"];
+/// Extra fields of a record in a written plan.
+const PLAN_RECORD_FIELDS: [&str; 1] = ["fixed"];
+const PLAN_FIELDS: [&str; 13] = [
+    "strategy",
+    "method",
+    "slabSize",
+    "lowerBound",
+    "ratio",
+    "optimal",
+    "optimalBy",
+    "timeMs",
+    "alignment",
+    "offsets",
+    "spaces",
+    "records",
+    "graph",
+];
+
+/// Refuses the first key of `o` not in `known` (strict mode).
+pub(crate) fn refuse_unknown(o: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), PlanError> {
+    match o.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(PlanError::parse(
+            0,
+            format!("{path}.{k}"),
+            format!("unknown field {k:?} (known: {}); pass strict: false to ignore it", known.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// Parses text into a JSON value; syntax errors carry serde's line number.
 pub(crate) fn parse_value(text: &str) -> Result<Value, PlanError> {
@@ -38,8 +117,30 @@ pub(crate) fn opt_u64_field(o: &Map<String, Value>, key: &str, path: &str) -> Re
     }
 }
 
+/// A non-negative integer: a JSON integer or a decimal string (for values above
+/// 2^53 - 1 written by JS). Fractions, negatives, exponents and values past u64 fail.
 pub(crate) fn as_u64(v: &Value, path: &str) -> Result<u64, PlanError> {
-    v.as_u64().ok_or_else(|| PlanError::parse(0, path, format!("expected a non-negative integer, found {v}")))
+    let n = match v {
+        Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s.parse::<u64>().ok(),
+        _ => v.as_u64(),
+    };
+    n.ok_or_else(|| {
+        let big = matches!(v, Value::String(s) if s.bytes().all(|b| b.is_ascii_digit()))
+            || v.as_f64().is_some_and(|f| f >= 18446744073709551616.0);
+        if big {
+            PlanError::SizeOverflow(format!("{path}: {v} does not fit in 64 bits"))
+        } else {
+            PlanError::parse(0, path, format!("expected a non-negative integer, found {v}"))
+        }
+    })
+}
+
+fn opt_str_field(o: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, PlanError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(PlanError::parse(0, format!("{path}.{key}"), format!("expected a string, found {v}"))),
+    }
 }
 
 pub(crate) fn str_field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a str, PlanError> {
@@ -51,30 +152,84 @@ pub(crate) fn str_field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) ->
     }
 }
 
-/// Parses records JSON (array, or object with a `records` array).
+/// Parses records JSON (array, object with a `records` array, or a written plan),
+/// refusing unknown fields.
+/// Whether JSON `text` is a graph (an object with a `tensors` array) rather than records.
+pub fn has_tensors_array(text: &str) -> Result<bool, PlanError> {
+    Ok(parse_value(text)?.get("tensors").is_some_and(Value::is_array))
+}
+
 pub fn parse_records(text: &str) -> Result<Vec<UsageRecord>, PlanError> {
-    let v = parse_value(text)?;
-    let list = match &v {
-        Value::Object(o) => arr(o.get("records").unwrap_or(&Value::Null), "records")?,
-        other => arr(other, "records")?,
+    parse_records_with(text, true)
+}
+
+/// [`parse_records`]; with `strict` false unknown fields are ignored.
+pub fn parse_records_with(text: &str, strict: bool) -> Result<Vec<UsageRecord>, PlanError> {
+    records_from_value(&parse_value(text)?, strict)
+}
+
+pub(crate) fn records_from_value(v: &Value, strict: bool) -> Result<Vec<UsageRecord>, PlanError> {
+    let (list, plan_doc) = match v {
+        Value::Object(o) => {
+            let plan_doc = o.contains_key("slabSize");
+            if strict {
+                refuse_unknown(o, if plan_doc { &PLAN_FIELDS } else { &["records"] }, "$")?;
+            }
+            (arr(o.get("records").unwrap_or(&Value::Null), "records")?, plan_doc.then_some(o))
+        }
+        other => (arr(other, "records")?, None),
     };
+    let plan_align = match plan_doc {
+        Some(o) => opt_u64_field(o, "alignment", "$")?.unwrap_or(1),
+        None => 1,
+    };
+    let mut known: Vec<&str> = RECORD_FIELDS.to_vec();
+    if plan_doc.is_some() {
+        known.extend(PLAN_RECORD_FIELDS);
+    }
     list.iter()
         .enumerate()
         .map(|(i, r)| {
             let path = format!("records[{i}]");
             let o = obj(r, &path)?;
+            if strict {
+                refuse_unknown(o, &known, &path)?;
+            }
+            let shares = opt_str_field(o, "sharesWith", &path)?;
+            let in_place = opt_str_field(o, "inPlaceOf", &path)?;
+            if shares.is_some() && in_place.is_some() && shares != in_place {
+                return Err(PlanError::parse(0, format!("{path}.inPlaceOf"), "differs from sharesWith"));
+            }
+            let mut alignment = opt_u64_field(o, "alignment", &path)?;
+            let mut offset = opt_u64_field(o, "offset", &path)?;
+            if plan_doc.is_some() {
+                // A written plan: `offset` is the placement, fixed only when marked so.
+                if o.get("fixed").and_then(Value::as_bool) != Some(true) {
+                    offset = None;
+                }
+                if plan_align > 1 {
+                    let own = alignment.unwrap_or(1).max(1);
+                    alignment = Some(lcm(own, plan_align).ok_or_else(|| {
+                        PlanError::SizeOverflow(format!("{path}.alignment with the plan's {plan_align}"))
+                    })?);
+                }
+            }
             Ok(UsageRecord {
                 id: str_field(o, "id", &path)?.to_string(),
                 size: u64_field(o, "size", &path)?,
                 first: u64_field(o, "first", &path)?,
                 last: u64_field(o, "last", &path)?,
-                alignment: opt_u64_field(o, "alignment", &path)?,
+                alignment,
+                offset,
+                preferred_offset: opt_u64_field(o, "preferredOffset", &path)?,
+                shares_with: shares.or(in_place),
+                space: opt_str_field(o, "space", &path)?,
             })
         })
         .collect()
 }
 
-/// Writes records as a JSON array.
+/// Writes records as a JSON array (exact integers, see [`int`]).
 pub fn write_records(records: &[UsageRecord]) -> String {
-    serde_json::to_string(records).unwrap_or_default()
+    Value::Array(records.iter().map(record_json).collect()).to_string()
 }

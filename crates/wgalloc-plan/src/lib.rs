@@ -21,8 +21,9 @@
 //! stable `code()`), [`csv`] (MiniMalloc format), [`json`] (our records format)
 //! and [`graph`] (records from a tensor graph, as AITemplate builds them).
 //!
-//! Lower bound used everywhere: LOAD, the largest total size live at one op index,
-//! without alignment padding.
+//! Lower bound reported by plans: LOAD (the largest total size live at one op index)
+//! strengthened for alignment (see `bound.rs`) and raised by the exact search when it
+//! proves a height infeasible; [`lower_bound`] is plain LOAD.
 
 mod bound;
 mod check;
@@ -31,6 +32,7 @@ mod error;
 pub mod graph;
 mod index;
 pub mod json;
+mod layout;
 mod options;
 mod plan;
 mod planner;
@@ -47,7 +49,7 @@ pub use bound::lower_bound;
 pub use check::check_offsets;
 pub use error::PlanError;
 pub use options::{PlanOptions, Progress, ProgressFn, DEFAULT_TIME_LIMIT};
-pub use plan::Plan;
+pub use plan::{OptimalBy, Plan, SpacePlan};
 pub use planner::plan;
-pub use record::UsageRecord;
+pub use record::{UsageRecord, DEFAULT_SPACE};
 pub use strategy::Strategy;

@@ -1,14 +1,43 @@
-//! The result of planning: one offset per record inside a slab, with its quality
-//! figures. Fields are private so a `Plan` in hand has always passed the checker;
-//! plans computed elsewhere enter through [`Plan::from_parts`], which validates.
+//! The result of planning: one offset per record inside a slab (one slab per memory
+//! space), with its quality figures. Fields are private so a `Plan` in hand has
+//! always passed the checker; plans computed elsewhere enter through
+//! [`Plan::from_parts`], which validates.
 
-use crate::bound::{lower_bound, problem_lower_bound};
 use crate::check::check_offsets;
 use crate::error::PlanError;
-use crate::record::{Problem, UsageRecord};
+use crate::json::{int, record_json};
+use crate::layout::Layout;
+use crate::record::UsageRecord;
 use crate::strategy::Strategy;
-use serde::Serialize;
+use serde_json::{json, Map, Value};
 use std::time::Duration;
+
+/// What proves a plan optimal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptimalBy {
+    /// The slab equals the (aligned) lower bound.
+    LowerBound,
+    /// The exact search proved no smaller slab exists (the lower bound was raised to it).
+    Search,
+}
+
+impl OptimalBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OptimalBy::LowerBound => "lowerBound",
+            OptimalBy::Search => "search",
+        }
+    }
+}
+
+/// One memory space of a plan: its slab, lower bound and capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpacePlan {
+    pub name: String,
+    pub slab_size: u64,
+    pub lower_bound: u64,
+    pub capacity: Option<u64>,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -17,102 +46,92 @@ pub struct Plan {
     alignment: u64,
     slab_size: u64,
     lower_bound: u64,
-    optimal: bool,
+    optimal_by: Option<OptimalBy>,
     strategy: Strategy,
     method: String,
     elapsed: Duration,
-}
-
-/// JSON shape of a plan (camelCase, stable).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PlanJson<'a> {
-    strategy: &'static str,
-    method: &'a str,
-    slab_size: u64,
-    lower_bound: u64,
-    ratio: f64,
-    optimal: bool,
-    time_ms: f64,
-    alignment: u64,
-    offsets: &'a [u64],
-    records: Vec<PlacedJson<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PlacedJson<'a> {
-    id: &'a str,
-    size: u64,
-    first: u64,
-    last: u64,
-    offset: u64,
+    spaces: Vec<SpacePlan>,
 }
 
 impl Plan {
-    /// Builds and validates a plan. `pub(crate)`: planners use this.
+    /// Builds and validates a plan. `pub(crate)`: planners use this. `searched[k]`
+    /// says whether space k's bound was raised by the search.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
         records: &[UsageRecord],
-        problem: &Problem,
         offsets: Vec<u64>,
         alignment: u64,
-        optimal: bool,
+        spaces: Vec<SpacePlan>,
+        searched: bool,
         strategy: Strategy,
         method: String,
         elapsed: Duration,
     ) -> Result<Plan, PlanError> {
-        let lb = problem_lower_bound(problem);
-        let slab_size = slab_of(records, &offsets)?;
+        let slab_size = spaces.iter().try_fold(0u64, |s, x| crate::error::add(s, x.slab_size, "sum of space slabs"))?;
+        let lower_bound = spaces.iter().map(|x| x.lower_bound).sum();
+        let optimal_by =
+            (slab_size == lower_bound).then_some(if searched { OptimalBy::Search } else { OptimalBy::LowerBound });
         let plan = Plan {
             records: records.to_vec(),
             offsets,
             alignment,
             slab_size,
-            lower_bound: lb,
-            // A plan at LOAD is optimal whatever the search proved.
-            optimal: optimal || slab_size == lb,
+            lower_bound,
+            optimal_by,
             strategy,
             method,
             elapsed,
+            spaces,
         };
         plan.validate()?;
         Ok(plan)
     }
 
     /// Wraps offsets computed elsewhere (e.g. received from JS) and validates them.
-    /// The slab size is the highest `offset + size`.
+    /// Offsets are relative to each record's memory space; a space's slab is its
+    /// highest `offset + size`.
     pub fn from_parts(records: Vec<UsageRecord>, offsets: Vec<u64>, alignment: u64) -> Result<Plan, PlanError> {
         crate::record::check_alignment("plan", alignment)?;
         if records.len() != offsets.len() {
             return Err(PlanError::PlanInvalid(format!("{} records but {} offsets", records.len(), offsets.len())));
         }
-        let slab_size = slab_of(&records, &offsets)?;
-        let lb = lower_bound(&records)?;
-        let plan = Plan {
-            records,
-            offsets,
-            alignment,
-            slab_size,
-            lower_bound: lb,
-            optimal: slab_size == lb,
-            strategy: Strategy::Naive,
-            method: "external".into(),
-            elapsed: Duration::ZERO,
-        };
-        plan.validate()?;
-        Ok(plan)
+        let layout = Layout::new(&records, alignment)?;
+        let mut spaces: Vec<SpacePlan> = layout
+            .spaces
+            .iter()
+            .map(|s| SpacePlan { name: s.name.clone(), slab_size: 0, lower_bound: s.bound, capacity: None })
+            .collect();
+        for (i, r) in records.iter().enumerate() {
+            let end = offsets[i]
+                .checked_add(r.size)
+                .ok_or_else(|| PlanError::PlanInvalid(format!("record {:?}: offset + size overflows", r.id)))?;
+            let s = &mut spaces[layout.place[i].0];
+            s.slab_size = s.slab_size.max(end);
+        }
+        Plan::assemble(&records, offsets, alignment, spaces, false, Strategy::Naive, "external".into(), Duration::ZERO)
     }
 
-    /// Re-runs the independent checker: alignment, bounds, overflow, and
-    /// disjoint byte ranges for every pair of records with overlapping lifetimes.
+    /// Re-runs the independent checker: alignment, bounds, overflow, fixed offsets,
+    /// sharing, and disjoint byte ranges for every pair of records of one space with
+    /// overlapping lifetimes; and each space's slab against its capacity.
     pub fn validate(&self) -> Result<(), PlanError> {
         check_offsets(&self.records, &self.offsets, self.slab_size, self.alignment)?;
-        if self.slab_size < self.lower_bound {
-            return Err(PlanError::PlanInvalid(format!(
-                "slab {} is below the lower bound {}",
-                self.slab_size, self.lower_bound
-            )));
+        for (r, &o) in self.records.iter().zip(&self.offsets) {
+            let s = self.spaces.iter().find(|s| s.name == r.space_name());
+            if s.is_none_or(|s| o + r.size > s.slab_size) {
+                return Err(PlanError::PlanInvalid(format!("record {:?} ends past its space's slab", r.id)));
+            }
+        }
+        for s in &self.spaces {
+            if s.slab_size < s.lower_bound {
+                return Err(PlanError::PlanInvalid(format!(
+                    "space {:?}: slab {} is below the lower bound {}",
+                    s.name, s.slab_size, s.lower_bound
+                )));
+            }
+            if s.capacity.is_some_and(|c| s.slab_size > c) {
+                return Err(PlanError::PlanInvalid(format!("space {:?}: slab exceeds its capacity", s.name)));
+            }
         }
         Ok(())
     }
@@ -120,7 +139,7 @@ impl Plan {
     pub fn records(&self) -> &[UsageRecord] {
         &self.records
     }
-    /// Offset of each record, in the order of `records()`.
+    /// Offset of each record (within its memory space), in the order of `records()`.
     pub fn offsets(&self) -> &[u64] {
         &self.offsets
     }
@@ -128,10 +147,14 @@ impl Plan {
     pub fn offset_of(&self, id: &str) -> Option<u64> {
         self.records.iter().position(|r| r.id == id).map(|i| self.offsets[i])
     }
+    /// Bytes of the slab: the highest `offset + size`; with several memory spaces,
+    /// the sum of their slabs.
     pub fn slab_size(&self) -> u64 {
         self.slab_size
     }
-    /// LOAD: max live bytes at one op index (alignment padding not counted).
+    /// Lower bound on the slab (summed over spaces): the aligned bound (see
+    /// `bound.rs`), raised to what the exact search proved. The same figure the
+    /// progress reports end on.
     pub fn lower_bound(&self) -> u64 {
         self.lower_bound
     }
@@ -143,9 +166,13 @@ impl Plan {
             self.slab_size as f64 / self.lower_bound as f64
         }
     }
-    /// Proven optimal (at LOAD, or by exhausting the search).
+    /// Optimal: `slab_size == lower_bound`, by the bound itself or by the search
+    /// (see [`Plan::optimal_by`]).
     pub fn optimal(&self) -> bool {
-        self.optimal
+        self.optimal_by.is_some()
+    }
+    pub fn optimal_by(&self) -> Option<OptimalBy> {
+        self.optimal_by
     }
     pub fn strategy(&self) -> Strategy {
         self.strategy
@@ -160,41 +187,66 @@ impl Plan {
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }
+    /// The memory spaces, in order of first appearance.
+    pub fn spaces(&self) -> &[SpacePlan] {
+        &self.spaces
+    }
 
-    /// JSON: `strategy, method, slabSize, lowerBound, ratio, optimal, timeMs,
-    /// alignment, offsets, records[{id,size,first,last,offset}]`.
+    /// JSON: `strategy, method, slabSize, lowerBound, ratio, optimal, optimalBy,
+    /// timeMs, alignment, offsets, spaces[{name,slabSize,lowerBound,capacity?}],
+    /// records[{id,size,first,last,alignment?,preferredOffset?,sharesWith?,space?,
+    /// fixed?,offset}]`. Integers above 2^53 - 1 are decimal strings (exact in JS);
+    /// a record's `offset` is where it was placed, and `fixed: true` marks a fixed one.
+    /// [`crate::json::parse_records`] reads this back with every constraint.
     pub fn to_json(&self) -> String {
-        let json = PlanJson {
-            strategy: self.strategy.as_str(),
-            method: &self.method,
-            slab_size: self.slab_size,
-            lower_bound: self.lower_bound,
-            ratio: self.ratio(),
-            optimal: self.optimal,
-            time_ms: self.elapsed.as_secs_f64() * 1e3,
-            alignment: self.alignment,
-            offsets: &self.offsets,
-            records: self
-                .records
-                .iter()
-                .zip(&self.offsets)
-                .map(|(r, &offset)| PlacedJson { id: &r.id, size: r.size, first: r.first, last: r.last, offset })
-                .collect(),
-        };
-        // Serialising plain numbers and strings cannot fail.
-        serde_json::to_string(&json).unwrap_or_default()
+        let records: Vec<Value> = self
+            .records
+            .iter()
+            .zip(&self.offsets)
+            .map(|(r, &o)| {
+                let mut v = record_json(r);
+                if let Value::Object(m) = &mut v {
+                    if r.offset.is_some() {
+                        m.insert("fixed".into(), Value::Bool(true));
+                    }
+                    m.insert("offset".into(), int(o));
+                }
+                v
+            })
+            .collect();
+        let spaces: Vec<Value> = self
+            .spaces
+            .iter()
+            .map(|s| {
+                let mut m = Map::new();
+                m.insert("name".into(), Value::String(s.name.clone()));
+                m.insert("slabSize".into(), int(s.slab_size));
+                m.insert("lowerBound".into(), int(s.lower_bound));
+                if let Some(c) = s.capacity {
+                    m.insert("capacity".into(), int(c));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        json!({
+            "strategy": self.strategy.as_str(),
+            "method": self.method,
+            "slabSize": int(self.slab_size),
+            "lowerBound": int(self.lower_bound),
+            "ratio": self.ratio(),
+            "optimal": self.optimal(),
+            "optimalBy": self.optimal_by.map(OptimalBy::as_str),
+            "timeMs": self.elapsed.as_secs_f64() * 1e3,
+            "alignment": int(self.alignment),
+            "offsets": self.offsets.iter().map(|&o| int(o)).collect::<Vec<_>>(),
+            "spaces": spaces,
+            "records": records,
+        })
+        .to_string()
     }
 
     /// SVG picture: op index on x, offset on y, one rectangle per record.
     pub fn to_svg(&self) -> String {
         crate::svg::render(self)
     }
-}
-
-fn slab_of(records: &[UsageRecord], offsets: &[u64]) -> Result<u64, PlanError> {
-    records.iter().zip(offsets).try_fold(0u64, |m, (r, &o)| {
-        o.checked_add(r.size)
-            .map(|e| m.max(e))
-            .ok_or_else(|| PlanError::PlanInvalid(format!("record {:?}: offset {o} + size overflows", r.id)))
-    })
 }

@@ -2,43 +2,154 @@
 
 use crate::error::{add, PlanError};
 use crate::radix::sort_by_key;
-use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+
+/// Name of the memory space of records that name none.
+pub const DEFAULT_SPACE: &str = "default";
 
 /// One buffer to place: `size` bytes live over the op indices `[first, last]` (inclusive).
 ///
 /// Records are identified by `id`, never by lifetime: two records with the same
 /// lifetime are still distinct buffers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+///
+/// * `alignment`: any positive integer. The plan's own alignment applies too: the
+///   record's offset is a multiple of both (their least common multiple, which is the
+///   larger of the two when both are powers of two).
+/// * `offset`: a fixed offset the planner keeps (offline-planned tensors). Fixed
+///   records that overlap in time and memory are refused with `INVALID_ARGUMENT`.
+/// * `preferred_offset`: kept when its bytes are free over the record's lifetime
+///   (and aligned); otherwise the record is placed as usual.
+/// * `shares_with`: the id of a record whose bytes this one reuses in place (an op
+///   writing its output over a dead input). The two get one range; their lifetimes
+///   may touch at one op index but not overlap further.
+/// * `space`: memory space (a separate slab, planned on its own); default `"default"`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct UsageRecord {
     pub id: String,
     pub size: u64,
     pub first: u64,
     pub last: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alignment: Option<u64>,
+    pub offset: Option<u64>,
+    pub preferred_offset: Option<u64>,
+    pub shares_with: Option<String>,
+    pub space: Option<String>,
 }
 
 impl UsageRecord {
-    /// Record with no alignment of its own.
+    /// Record with no alignment, offset, sharing or space of its own.
     pub fn new(id: impl Into<String>, size: u64, first: u64, last: u64) -> Self {
-        UsageRecord { id: id.into(), size, first, last, alignment: None }
+        UsageRecord { id: id.into(), size, first, last, ..Default::default() }
     }
 
     /// Whether the two lifetimes share at least one op index.
     pub fn overlaps(&self, other: &UsageRecord) -> bool {
         self.first <= other.last && other.first <= self.last
     }
+
+    /// The memory space name (`"default"` when none is given).
+    pub fn space_name(&self) -> &str {
+        self.space.as_deref().unwrap_or(DEFAULT_SPACE)
+    }
 }
 
 pub(crate) fn check_alignment(what: &str, alignment: u64) -> Result<(), PlanError> {
-    if alignment.is_power_of_two() {
+    if alignment > 0 {
         Ok(())
     } else {
         Err(PlanError::BadAlignment { what: what.to_string(), alignment })
     }
+}
+
+pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Least common multiple of two positive alignments; `None` if it overflows u64.
+pub(crate) fn lcm(a: u64, b: u64) -> Option<u64> {
+    (a / gcd(a, b)).checked_mul(b)
+}
+
+/// Effective alignment of a record under a plan-wide alignment.
+pub(crate) fn effective_alignment(r: &UsageRecord, plan_align: u64) -> Result<u64, PlanError> {
+    let own = r.alignment.unwrap_or(1);
+    check_alignment(&format!("record {:?}", r.id), own)?;
+    lcm(own, plan_align.max(1)).ok_or_else(|| {
+        PlanError::SizeOverflow(format!("record {:?}: alignment {own} with the plan's {plan_align}", r.id))
+    })
+}
+
+/// Groups of records that share one range (`shares_with`, followed transitively):
+/// `group[i]` is the index of the group's root record. Errors name unknown ids,
+/// cycles, and members whose lifetimes overlap beyond one touching op index.
+pub(crate) fn share_groups(records: &[UsageRecord]) -> Result<Vec<usize>, PlanError> {
+    let n = records.len();
+    let mut group: Vec<usize> = (0..n).collect();
+    if records.iter().all(|r| r.shares_with.is_none()) {
+        return Ok(group);
+    }
+    let by_id: HashMap<&str, usize> = records.iter().enumerate().map(|(i, r)| (r.id.as_str(), i)).collect();
+    let mut parent: Vec<usize> = (0..n).collect();
+    for (i, r) in records.iter().enumerate() {
+        if let Some(base) = &r.shares_with {
+            let &j = by_id.get(base.as_str()).ok_or_else(|| {
+                PlanError::InvalidArgument(format!("record {:?} shares with unknown record {base:?}", r.id))
+            })?;
+            if j == i {
+                return Err(PlanError::InvalidArgument(format!("record {:?} shares with itself", r.id)));
+            }
+            parent[i] = j;
+        }
+    }
+    for i in 0..n {
+        // Follow the chain to its root; a chain longer than n loops.
+        let (mut cur, mut steps) = (i, 0);
+        while parent[cur] != cur {
+            cur = parent[cur];
+            steps += 1;
+            if steps > n {
+                return Err(PlanError::InvalidArgument(format!(
+                    "record {:?} is part of a sharesWith cycle",
+                    records[i].id
+                )));
+            }
+        }
+        group[i] = cur;
+    }
+    // Members of one group take turns: sorted by start, each starts no earlier than
+    // every earlier member ends (touching at one op index is the in-place hand-over).
+    let mut members: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, &g) in group.iter().enumerate() {
+        if g != i {
+            members.entry(g).or_default().push(i);
+        }
+    }
+    for (root, mut m) in members {
+        m.push(root);
+        m.sort_by_key(|&i| (records[i].first, records[i].last));
+        let mut reach: Option<(u64, usize)> = None;
+        for &i in &m {
+            if let Some((end, j)) = reach {
+                if records[i].first < end {
+                    return Err(PlanError::InvalidArgument(format!(
+                        "records {:?} and {:?} share one range but are both live over op {} to {}",
+                        records[j].id,
+                        records[i].id,
+                        records[i].first,
+                        end.min(records[i].last)
+                    )));
+                }
+            }
+            if reach.is_none_or(|(end, _)| records[i].last > end) {
+                reach = Some((records[i].last, i));
+            }
+        }
+    }
+    Ok(group)
 }
 
 /// FxHash (rustc's mixing, a string's tail taken as one word): ids are hashed once
@@ -87,6 +198,10 @@ pub(crate) struct Problem {
     pub points: usize,
     /// Original op index of each compressed point (ascending).
     pub times: Vec<u64>,
+    /// Fixed offset of each record, if any (kept by every strategy).
+    pub fixed: Vec<Option<u64>>,
+    /// Preferred offset of each record, if any (kept where it fits).
+    pub preferred: Vec<Option<u64>>,
 }
 
 impl Problem {
@@ -95,8 +210,8 @@ impl Problem {
     }
 
     /// Validates records (lifetimes, unique ids, alignments, total size fits u64)
-    /// and compresses time. `default_align` applies to records without their own;
-    /// a record's effective alignment is the larger of the two (both powers of two).
+    /// and compresses time. A record's effective alignment is the least common
+    /// multiple of its own and `default_align` (the larger, for powers of two).
     pub fn new(records: &[UsageRecord], default_align: u64) -> Result<Problem, PlanError> {
         check_alignment("plan options", default_align)?;
         let mut ids: HashSet<&str, BuildHasherDefault<IdHasher>> =
@@ -113,13 +228,16 @@ impl Problem {
             if !ids.insert(r.id.as_str()) {
                 return Err(PlanError::DuplicateId { id: r.id.clone() });
             }
-            let a = match r.alignment {
-                Some(a) => {
-                    check_alignment(&format!("record {:?}", r.id), a)?;
-                    a.max(default_align)
+            let a = effective_alignment(r, default_align)?;
+            if let Some(o) = r.offset {
+                if o % a != 0 {
+                    return Err(PlanError::InvalidArgument(format!(
+                        "record {:?}: fixed offset {o} is not a multiple of its alignment {a}",
+                        r.id
+                    )));
                 }
-                None => default_align,
-            };
+                add(o, r.size, &format!("record {:?}: fixed offset + size", r.id))?;
+            }
             align.push(a);
             size.push(r.size);
             // Bounding the plain sum bounds every plan's height (before alignment padding).
@@ -139,7 +257,15 @@ impl Problem {
             let point = if slot % 2 == 1 { &mut last[slot / 2] } else { &mut first[slot / 2] };
             *point = times.len() - 1;
         }
-        Ok(Problem { size, align, first, last, points: times.len(), times })
+        let fixed = records.iter().map(|r| r.offset).collect();
+        let preferred = records.iter().map(|r| r.preferred_offset).collect();
+        Ok(Problem { size, align, first, last, points: times.len(), times, fixed, preferred })
+    }
+
+    /// Whether some record has a fixed or preferred offset (the exact search and the
+    /// online linear scan assume every record is free to move).
+    pub fn pinned(&self, i: usize) -> bool {
+        self.fixed[i].is_some() || self.preferred[i].is_some()
     }
 
     /// Lifetime length in compressed points (>= 1).

@@ -15,6 +15,9 @@ pub enum Strategy {
     GreedyBySize,
     /// Pisarchyk & Lee, greedy by operator breadth.
     GreedyByBreadth,
+    /// TFLite's ArenaPlanner: records live over the whole run (graph inputs) first,
+    /// then greedy by size.
+    GreedyInputsFirst,
     /// Greedy placement under several orders and fit rules; keeps the smallest.
     Portfolio,
     /// Anytime exact search (MiniMalloc-style), seeded by the portfolio.
@@ -25,11 +28,12 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 7] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::Naive,
         Strategy::LinearScan,
         Strategy::GreedyBySize,
         Strategy::GreedyByBreadth,
+        Strategy::GreedyInputsFirst,
         Strategy::Portfolio,
         Strategy::Exact,
         Strategy::Best,
@@ -41,6 +45,7 @@ impl Strategy {
             Strategy::LinearScan => "linearScan",
             Strategy::GreedyBySize => "greedyBySize",
             Strategy::GreedyByBreadth => "greedyByBreadth",
+            Strategy::GreedyInputsFirst => "greedyInputsFirst",
             Strategy::Portfolio => "portfolio",
             Strategy::Exact => "exact",
             Strategy::Best => "best",

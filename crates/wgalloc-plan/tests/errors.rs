@@ -28,12 +28,14 @@ fn identical_lifetimes_are_distinct_records() {
 }
 
 #[test]
-fn non_power_of_two_alignment() {
+fn zero_alignment_refused_any_positive_accepted() {
     let mut r = vec![UsageRecord::new("a", 4, 0, 2)];
-    r[0].alignment = Some(3);
+    r[0].alignment = Some(0);
     assert!(matches!(plan(&r, PlanOptions::default()), Err(PlanError::BadAlignment { .. })));
     let opts = PlanOptions { alignment: 0, ..Default::default() };
     assert_eq!(code(plan(&[], opts)), "INVALID_ARGUMENT");
+    r[0].alignment = Some(3);
+    assert!(plan(&r, PlanOptions::default()).is_ok());
 }
 
 #[test]

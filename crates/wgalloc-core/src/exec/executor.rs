@@ -173,13 +173,7 @@ impl Executor {
         let alignment = heap.alignment();
         let plan = wgalloc_plan::plan(
             &records,
-            PlanOptions {
-                strategy: options.strategy,
-                alignment,
-                time_limit: options.time_limit,
-                cancel: None,
-                progress: None,
-            },
+            PlanOptions { strategy: options.strategy, alignment, time_limit: options.time_limit, ..Default::default() },
         )
         .map_err(|e| Error::PlanInvalid(format!("planning failed: {e}")))?;
         plan.validate().map_err(|e| Error::PlanInvalid(e.to_string()))?;

@@ -26,7 +26,7 @@
 //!   probe runs out of nodes.
 
 use super::portfolio::Candidate;
-use crate::bound::load_profile;
+use crate::bound::{granularity, load_profile};
 use crate::error::PlanError;
 use crate::options::Budget;
 use crate::record::Problem;
@@ -38,7 +38,8 @@ const FIRST_NODE_LIMIT: u64 = 4_000;
 
 pub(crate) struct Outcome {
     pub best: Candidate,
-    pub optimal: bool,
+    /// The best lower bound known at the end (>= the one passed in; = height when optimal).
+    pub lower_bound: u64,
 }
 
 /// One independent part of the problem (records whose lifetimes chain together).
@@ -55,13 +56,15 @@ enum Verdict {
     Unknown,
 }
 
-pub(crate) fn search(p: &Problem, seed: Candidate, budget: &mut Budget) -> Result<Outcome, PlanError> {
+/// Searches below the seed's height. `bound` is a lower bound already known (the
+/// aligned one); the search raises it when it proves a capacity infeasible.
+pub(crate) fn search(p: &Problem, seed: Candidate, bound: u64, budget: &mut Budget) -> Result<Outcome, PlanError> {
     let mut best = seed;
     let load = load_profile(p);
     let mut parts = split(p, &load, &best.offsets);
     let global_lb = parts.iter().map(|c| c.lb).max().unwrap_or(0);
     let g = granularity(p);
-    let mut lo = round_up(global_lb, g);
+    let mut lo = round_up(global_lb, g).max(bound);
     let mut hi = best.height;
     budget.report(hi, lo.min(hi));
     let mut limit = FIRST_NODE_LIMIT;
@@ -116,7 +119,7 @@ pub(crate) fn search(p: &Problem, seed: Candidate, budget: &mut Budget) -> Resul
         best.height = hi;
         best.method = format!("exact(from {})", best.method);
     }
-    Ok(Outcome { optimal: lo >= hi, best })
+    Ok(Outcome { lower_bound: lo.min(hi), best })
 }
 
 /// Tries to fit every part into `cap`; updates parts and offsets on success.
@@ -186,21 +189,10 @@ fn split(p: &Problem, load: &[u64], offsets: &[u64]) -> Vec<Part> {
             (c.ids.iter().map(|&i| p.first[i]).min().unwrap_or(0), c.ids.iter().map(|&i| p.last[i]).max().unwrap_or(0));
         c.lb = load[t0..=t1].iter().copied().max().unwrap_or(0);
         c.height = c.ids.iter().map(|&i| offsets[i] + p.size[i]).max().unwrap_or(0);
-        c.searchable = c.ids.len() <= MAX_SEARCH_BUFFERS;
+        // Fixed and preferred offsets stay where the seed put them.
+        c.searchable = c.ids.len() <= MAX_SEARCH_BUFFERS && !c.ids.iter().any(|&i| p.pinned(i));
     }
     parts
-}
-
-/// GCD of sizes and alignments: every canonical offset and height is a multiple.
-fn granularity(p: &Problem) -> u64 {
-    let gcd = |mut a: u64, mut b: u64| {
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a
-    };
-    let g = (0..p.len()).filter(|&i| p.size[i] > 0).fold(0, |g, i| gcd(gcd(g, p.size[i]), p.align[i]));
-    g.max(1)
 }
 
 fn round_up(x: u64, g: u64) -> u64 {
@@ -363,7 +355,7 @@ fn find(next: &mut [usize], mut s: usize) -> usize {
 
 fn align_to(x: u64, a: u64) -> u64 {
     // Heights stay <= cap (a u64), so only pathological inputs saturate; those prune.
-    x.checked_add(a - 1).map_or(u64::MAX, |v| v & !(a - 1))
+    crate::error::align_up(x, a).unwrap_or(u64::MAX)
 }
 
 impl Search<'_> {

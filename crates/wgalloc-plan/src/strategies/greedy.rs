@@ -2,6 +2,7 @@
 //! occupied by already placed, time-overlapping records, else on top of them.
 //! With `Fit::Best` and size order this is Pisarchyk & Lee's greedy by size.
 
+use super::{Stop, STOP_POLL};
 use crate::error::{add, align_up, PlanError};
 use crate::index::Occupancy;
 use crate::record::Problem;
@@ -32,17 +33,89 @@ fn bucket_width(p: &Problem) -> usize {
 }
 
 /// Places records in `order` (a permutation of `0..p.len()`); returns offsets.
-pub(crate) fn place(p: &Problem, order: &[usize], fit: Fit) -> Result<Vec<u64>, PlanError> {
-    place_with(p, order, fit, bucket_width(p))
+/// `stop` is polled every [`STOP_POLL`] records: once it says so, placement gives up with
+/// [`PlanError::Stopped`] (a million records take seconds; abort must not).
+pub(crate) fn place(p: &Problem, order: &[usize], fit: Fit, stop: Stop) -> Result<Vec<u64>, PlanError> {
+    place_with(p, order, fit, bucket_width(p), stop)
 }
 
-fn place_with(p: &Problem, order: &[usize], fit: Fit, width: usize) -> Result<Vec<u64>, PlanError> {
+fn place_with(p: &Problem, order: &[usize], fit: Fit, width: usize, stop: Stop) -> Result<Vec<u64>, PlanError> {
     let mut occ = Occupancy::new(p.points, width);
     let mut offsets = vec![0u64; p.len()];
+    let mut placed = vec![false; p.len()];
+    pin(p, &mut occ, &mut offsets, &mut placed)?;
+    for chunk in order.chunks(STOP_POLL) {
+        if stop() {
+            return Err(PlanError::Stopped);
+        }
+        place_into(p, &mut occ, chunk, fit, &mut offsets, &mut placed)?;
+    }
+    Ok(offsets)
+}
+
+/// Places fixed records at their offsets, then preferred ones where their bytes are
+/// still free over their lifetime (in index order), marking them placed.
+pub(crate) fn pin(p: &Problem, occ: &mut Occupancy, offsets: &mut [u64], placed: &mut [bool]) -> Result<(), PlanError> {
+    for i in 0..p.len() {
+        if let Some(o) = p.fixed[i] {
+            put(p, occ, i, o, offsets, placed)?;
+        }
+    }
+    for i in 0..p.len() {
+        let Some(o) = p.preferred[i] else { continue };
+        if placed[i] || !o.is_multiple_of(p.align[i]) {
+            continue;
+        }
+        let Some(end) = o.checked_add(p.size[i]) else { continue };
+        let mut free = true;
+        occ.scan(p.first[i], p.last[i], |s, e| {
+            if s >= end {
+                return false; // ranges come by start: none further can overlap
+            }
+            free &= e <= o;
+            free
+        });
+        if free {
+            put(p, occ, i, o, offsets, placed)?;
+        }
+    }
+    Ok(())
+}
+
+fn put(
+    p: &Problem,
+    occ: &mut Occupancy,
+    i: usize,
+    o: u64,
+    offsets: &mut [u64],
+    placed: &mut [bool],
+) -> Result<(), PlanError> {
+    if p.size[i] > 0 {
+        occ.insert(p.first[i], p.last[i], o, add(o, p.size[i], "pinned offset")?);
+    }
+    offsets[i] = o;
+    placed[i] = true;
+    Ok(())
+}
+
+/// Places the records of `order` not yet `placed` around those already in `occ`.
+pub(crate) fn place_into(
+    p: &Problem,
+    occ: &mut Occupancy,
+    order: &[usize],
+    fit: Fit,
+    offsets: &mut [u64],
+    placed: &mut [bool],
+) -> Result<(), PlanError> {
     for &i in order {
         let (size, a) = (p.size[i], p.align[i]);
+        if placed[i] {
+            continue;
+        }
+        placed[i] = true;
         if size == 0 {
-            continue; // needs no bytes; offset 0 is aligned and overlaps nothing
+            offsets[i] = 0; // needs no bytes; offset 0 is aligned and overlaps nothing
+            continue;
         }
         let mut prev = 0u64; // highest end so far
         let mut best: Option<(u64, u64)> = None; // (gap length, offset)
@@ -87,7 +160,7 @@ fn place_with(p: &Problem, order: &[usize], fit: Fit, width: usize) -> Result<Ve
         occ.insert(p.first[i], p.last[i], o, end);
         offsets[i] = o;
     }
-    Ok(offsets)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -135,7 +208,7 @@ mod tests {
                     let first = next(horizon);
                     let len = if next(8) == 0 { next(horizon) } else { next(12) };
                     let mut r = UsageRecord::new(format!("r{i}"), next(5000), first, first + len);
-                    r.alignment = Some(1 << next(5));
+                    r.alignment = Some(1 + next(24));
                     r
                 })
                 .collect();
@@ -146,7 +219,7 @@ mod tests {
                     let want = reference(&p, &ord, fit);
                     for width in [1, 2, 7, 64, bucket_width(&p), usize::MAX] {
                         assert_eq!(
-                            place_with(&p, &ord, fit, width).unwrap(),
+                            place_with(&p, &ord, fit, width, &|| false).unwrap(),
                             want,
                             "round {round} width {width} {fit:?}"
                         );

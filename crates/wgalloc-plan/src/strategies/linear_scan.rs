@@ -2,19 +2,30 @@
 //! whose lifetime ended, and give each new record the best-fitting free block,
 //! else grow the slab. An online policy: it never looks ahead.
 
+use super::{Stop, STOP_POLL};
 use crate::error::{add, align_up, PlanError};
 use crate::record::Problem;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-pub(crate) fn plan(p: &Problem) -> Result<Vec<u64>, PlanError> {
+/// With fixed or preferred offsets (which an online scan cannot see coming) it is
+/// greedy best-fit placement in the same start order, around the pinned records.
+pub(crate) fn plan(p: &Problem, stop: Stop) -> Result<Vec<u64>, PlanError> {
+    if (0..p.len()).any(|i| p.pinned(i)) {
+        let mut order: Vec<usize> = (0..p.len()).collect();
+        order.sort_by_key(|&i| (p.first[i], Reverse(p.last[i]), i));
+        return super::greedy::place(p, &order, super::greedy::Fit::Best, stop);
+    }
     let mut order: Vec<usize> = (0..p.len()).filter(|&i| p.size[i] > 0).collect();
     order.sort_by_key(|&i| (p.first[i], Reverse(p.last[i]), i));
     let mut offsets = vec![0u64; p.len()];
     let mut active: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new(); // (last, idx)
     let mut free: BTreeMap<u64, u64> = BTreeMap::new(); // start -> end, coalesced
     let mut top = 0u64;
-    for i in order {
+    for (k, i) in order.into_iter().enumerate() {
+        if k % STOP_POLL == 0 && stop() {
+            return Err(PlanError::Stopped);
+        }
         while let Some(&Reverse((last, j))) = active.peek() {
             if last >= p.first[i] {
                 break;

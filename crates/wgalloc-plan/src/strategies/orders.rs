@@ -18,10 +18,14 @@ pub(crate) enum Order {
     Conflict,
     /// Pisarchyk & Lee's operator breadth: ops by live bytes, their records by size.
     Breadth,
+    /// TFLite's ArenaPlanner: records live over the whole run (graph inputs kept to
+    /// the end) first, by index; then the rest by size, ties by start.
+    InputsFirst,
 }
 
 impl Order {
-    pub const ALL: [Order; 5] = [Order::Breadth, Order::Size, Order::Area, Order::Lifetime, Order::Conflict];
+    pub const ALL: [Order; 6] =
+        [Order::Breadth, Order::Size, Order::Area, Order::Lifetime, Order::Conflict, Order::InputsFirst];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -30,6 +34,7 @@ impl Order {
             Order::Area => "area",
             Order::Conflict => "conflict",
             Order::Breadth => "breadth",
+            Order::InputsFirst => "inputsFirst",
         }
     }
 
@@ -44,6 +49,13 @@ impl Order {
                 v.sort_by_key(|&i| (Reverse(w[i]), Reverse(p.size[i])));
             }
             Order::Breadth => return breadth_order(p),
+            Order::InputsFirst => {
+                let end = p.points.saturating_sub(1);
+                v.sort_by_key(|&i| {
+                    let whole = p.first[i] == 0 && p.last[i] == end;
+                    (!whole, if whole { 0 } else { !p.size[i] }, p.first[i], i)
+                });
+            }
         }
         v
     }
