@@ -77,6 +77,25 @@ test('abort returns the best plan so far; onProgress reports improvements', asyn
   for (let i = 1; i < reports.length; i++) t.true(reports[i].best <= reports[i - 1].best)
 })
 
+test('abort settles within 100 ms on a large input, whatever phase the planner is in', async (t) => {
+  // 300k records as JSON text: parsing, then placement, each take far longer than 100 ms here.
+  const records = []
+  for (let i = 0; i < 300_000; i++) records.push({ id: `r${i}`, size: 64 + ((i * 7919) % 4096), first: i % 50_000, last: (i % 50_000) + (i % 97) })
+  const text = JSON.stringify(records)
+  for (const delayMs of [20, 400, 1500]) {
+    const ac = new AbortController()
+    const pending = planMemory(text, { strategy: 'greedyBySize', signal: ac.signal })
+    await new Promise((resolve) => setTimeout(resolve, delayMs))
+    const abortedAt = performance.now()
+    ac.abort()
+    const outcome = await pending.then((plan) => plan, (err) => err)
+    const took = performance.now() - abortedAt
+    t.true(took < 100, `settled ${took.toFixed(0)} ms after an abort at ${delayMs} ms`)
+    if (outcome instanceof Error) t.is(outcome.code, 'ABORTED')
+    else outcome.validate()
+  }
+})
+
 test('bad input gives typed errors', async (t) => {
   const bad = [
     [[{ id: 'a', size: -1, first: 0, last: 1 }], null],

@@ -131,18 +131,66 @@ fn strategy_names_round_trip() {
 }
 
 #[test]
-fn cancel_returns_best_so_far() {
+fn cancel_before_any_plan_is_aborted() {
     let r: Vec<_> =
         (0..40).map(|i| UsageRecord::new(format!("r{i}"), 1 + (i * 7919 % 13), i % 9, i % 9 + i % 5)).collect();
-    let cancel = Arc::new(AtomicBool::new(true));
-    let opts = PlanOptions {
-        strategy: Strategy::Exact,
-        cancel: Some(cancel),
-        time_limit: Some(Duration::from_secs(60)),
-        ..Default::default()
+    for strategy in Strategy::ALL {
+        let opts = PlanOptions {
+            strategy,
+            cancel: Some(Arc::new(AtomicBool::new(true))),
+            time_limit: Some(Duration::from_secs(60)),
+            ..Default::default()
+        };
+        assert_eq!(code(plan(&r, opts)), "ABORTED", "{strategy:?}");
+    }
+}
+
+/// Many records, each long-lived enough that greedy placement takes a while.
+fn large(n: u64) -> Vec<UsageRecord> {
+    (0..n).map(|i| UsageRecord::new(format!("r{i}"), 64 + (i * 7919 % 4096), i % 50_000, i % 50_000 + i % 97)).collect()
+}
+
+#[test]
+fn a_time_limit_reached_before_the_first_plan_falls_back_to_bump_allocation() {
+    let r = large(200_000);
+    for strategy in [Strategy::Best, Strategy::GreedyBySize, Strategy::Portfolio, Strategy::LinearScan] {
+        let opts = PlanOptions { strategy, time_limit: Some(Duration::ZERO), ..Default::default() };
+        let p = plan(&r, opts).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.method(), "naive (time limit reached)", "{strategy:?}");
+    }
+}
+
+#[test]
+fn cancel_during_placement_stops_it_promptly() {
+    let r = large(400_000);
+    let full = {
+        let t = std::time::Instant::now();
+        plan(&r, PlanOptions::with_strategy(Strategy::GreedyBySize)).unwrap();
+        t.elapsed()
     };
-    let p = plan(&r, opts).unwrap();
-    assert!(p.validate().is_ok());
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let cancelled_at = Arc::new(std::sync::Mutex::new(None));
+    let at = cancelled_at.clone();
+    let timer = std::thread::spawn(move || {
+        std::thread::sleep(full / 4);
+        *at.lock().unwrap() = Some(std::time::Instant::now());
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let opts = PlanOptions { strategy: Strategy::GreedyBySize, cancel: Some(cancel), ..Default::default() };
+    let out = plan(&r, opts);
+    let done = std::time::Instant::now();
+    timer.join().unwrap();
+    let cancelled = *cancelled_at.lock().unwrap();
+    match cancelled {
+        // Placement runs for most of `full`; a cancel a quarter in must stop it well before the end.
+        Some(t) => {
+            assert_eq!(code(out), "ABORTED");
+            assert!(done - t < full / 2, "took {:?} after the cancel (a full run takes {full:?})", done - t);
+        }
+        None => panic!("the plan finished before the cancel ({full:?} for a full run)"),
+    }
 }
 
 #[test]
