@@ -169,8 +169,8 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
         }
         let size = size as u64;
         let usage = match raw::number(env, usage, "usage")? {
-            u if u == 0.0 => Usage::Device,
-            u if u == 1.0 => Usage::Shared,
+            0.0 => Usage::Device,
+            1.0 => Usage::Shared,
             _ => return Err(coded("INVALID_ARGUMENT", "usage must be 'device' or 'shared'")),
         };
         let out = raw::scratch(env, scratch)?;

@@ -569,6 +569,7 @@ impl HostBlock {
             len > 0 && d < end && start < d + len
         });
         if overlapping {
+            #[allow(clippy::unnecessary_to_owned)] // the copy is the point: source and target overlap
             return self.inner.write(&data.to_vec(), offset).napi();
         }
         self.inner.write(&data, offset).napi()

@@ -90,7 +90,7 @@ impl Stream {
             (false, Some(_)) => {
                 return Err(Error::invalid(format!("dispatch: kernel '{}' takes no uniform", kernel.name)))
             }
-            (true, Some(u)) if u.is_empty() => return Err(Error::invalid("dispatch: the uniform must not be empty")),
+            (true, Some([])) => return Err(Error::invalid("dispatch: the uniform must not be empty")),
             (true, Some(u)) => check_uniform_len(&kernel.pipeline, u.len(), &format!("dispatch of '{}'", kernel.name))?,
             _ => {}
         }
@@ -103,7 +103,7 @@ impl Stream {
             }
             let (buffer, offset, _) = b.binding()?;
             let size = binding_size(b.requested_size())?;
-            if size > u64::from(limits.max_storage_buffer_binding_size) {
+            if size > limits.max_storage_buffer_binding_size {
                 return Err(Error::invalid(format!(
                     "dispatch: block {i} ({size} bytes) exceeds the device's maxStorageBufferBindingSize ({})",
                     limits.max_storage_buffer_binding_size

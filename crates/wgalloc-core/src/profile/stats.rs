@@ -227,7 +227,7 @@ pub fn format_tables(s: &ProfileStats, ops: bool, copies: bool, fallbacks: bool)
     let mut out = String::new();
     if ops {
         let rows = s.ops.iter().map(|o| {
-            let mean = if o.gpu_timed_runs > 0 { o.gpu_total_ns / o.gpu_timed_runs } else { 0 };
+            let mean = o.gpu_total_ns.checked_div(o.gpu_timed_runs).unwrap_or(0);
             vec![
                 o.name.clone(),
                 o.pipeline.clone(),
