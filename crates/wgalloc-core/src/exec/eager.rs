@@ -28,7 +28,7 @@ impl Gpu {
         options: EagerOptions,
     ) -> Result<RunOutput> {
         self.check_alive()?;
-        check_inputs(graph, inputs)?;
+        check_inputs(graph, inputs, &HashMap::new())?;
         super::executor::check_binding_limit(graph, self.limits().max_storage_buffer_binding_size)?;
         super::executor::check_params_given(graph, params)?;
         let heap = self.heap()?;
@@ -151,6 +151,6 @@ impl Gpu {
         for b in blocks.into_iter().flatten() {
             b.free()?;
         }
-        Ok(RunOutput { outputs, observation: obs })
+        Ok(RunOutput { outputs, observation: obs, ..Default::default() })
     }
 }

@@ -35,9 +35,25 @@ pub struct CompileOptions {
 /// What a run returns.
 #[derive(Debug, Default)]
 pub struct RunOutput {
-    /// Output tensors in graph order.
+    /// Output tensors read back to the host, in graph order.
     pub outputs: Vec<(String, Vec<u8>)>,
+    /// Output tensors left on the device (see [`DeviceIo`]), in graph order: caller-given
+    /// blocks and new heap blocks alike.
+    pub device_outputs: Vec<(String, Arc<DeviceBlock>)>,
     pub observation: Option<Observation>,
+}
+
+/// Inputs and outputs of a run that stay on the GPU. Each block is copied on the GPU, in the
+/// run's submission, from or to the tensor's planned place, and recorded as used by it, so a
+/// free defers until the run's work completed and later submissions see the result.
+#[derive(Debug, Default)]
+pub struct DeviceIo {
+    /// Inputs read from blocks (at least the tensor's bytes) instead of host bytes.
+    pub inputs: HashMap<String, Arc<DeviceBlock>>,
+    /// Outputs written into these blocks (at least the tensor's bytes) and not read back.
+    pub outputs_into: HashMap<String, Arc<DeviceBlock>>,
+    /// Every other output goes into a new heap block instead of being read back.
+    pub outputs_on_device: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -365,20 +381,37 @@ impl Executor {
 
     /// Runs the graph on `inputs` (every input tensor, exact byte length) and returns the outputs.
     pub async fn run(&self, inputs: &HashMap<String, Vec<u8>>, options: RunOptions) -> Result<RunOutput> {
+        self.run_io(inputs, &DeviceIo::default(), options).await
+    }
+
+    /// [`Executor::run`] with inputs and outputs on the device as `io` says; `inputs` holds the
+    /// host bytes of every other input. When no output is read back, the run returns once its
+    /// work is submitted: blocks chained into the next run are ordered by the queue.
+    pub async fn run_io(
+        &self,
+        inputs: &HashMap<String, Vec<u8>>,
+        io: &DeviceIo,
+        options: RunOptions,
+    ) -> Result<RunOutput> {
         if self.released.load(Ordering::Acquire) {
             return Err(Error::UseAfterFree("this executor was released; compile the graph again".into()));
         }
         if self.running.swap(true, Ordering::AcqRel) {
             return Err(Error::Busy("this executor is already running; await the previous run (or compile one executor per concurrent caller)".into()));
         }
-        let result = self.run_inner(inputs, options).await;
+        let result = self.run_inner(inputs, io, options).await;
         self.running.store(false, Ordering::Release);
         result
     }
 
-    async fn run_inner(&self, inputs: &HashMap<String, Vec<u8>>, options: RunOptions) -> Result<RunOutput> {
+    async fn run_inner(
+        &self,
+        inputs: &HashMap<String, Vec<u8>>,
+        io: &DeviceIo,
+        options: RunOptions,
+    ) -> Result<RunOutput> {
         self.gpu.check_alive()?;
-        check_inputs(&self.graph, inputs)?;
+        check_io(&self.graph, inputs, io, &self.gpu.heap()?)?;
         // Inputs go through the host staging cache: a cache hit costs no driver call,
         // and each staging block is reused only once its copy ran.
         let mut stream = self.gpu.create_stream()?;
@@ -389,6 +422,11 @@ impl Executor {
             let i = self.graph.index[&t.id];
             let p = self.place[i].ok_or_else(|| Error::Internal(format!("input '{}' has no placement", t.id)))?;
             let size = binding_size(t.size)?;
+            if let Some(block) = io.inputs.get(&t.id) {
+                let what = format!("run input '{}'", t.id);
+                self.slabs[p.slab].copy_on(&mut stream, block, 0, p.offset, t.size, &what)?;
+                continue;
+            }
             let mut bytes = inputs[&t.id].clone();
             bytes.resize(size as usize, 0);
             let block = host.alloc(size, crate::host::Direction::Upload)?;
@@ -409,7 +447,28 @@ impl Executor {
             let steps: Vec<&Step> = self.steps.iter().flatten().collect();
             bind::encode(&mut stream, &steps)?;
         }
+        let mut device_outputs = Vec::new();
+        let mut read_back = Vec::new();
         for &(i, at) in &self.readback_layout {
+            let t = &self.graph.tensors[i];
+            let target = match io.outputs_into.get(&t.id) {
+                Some(block) => Some(block.clone()),
+                None if io.outputs_on_device => Some(Arc::new(self.gpu.heap()?.malloc(t.size.max(1), Usage::Device)?)),
+                None => None,
+            };
+            if let Some(block) = target {
+                let p = self.place[i].ok_or_else(|| Error::Internal(format!("output '{}' has no placement", t.id)))?;
+                let what = format!("run output '{}'", t.id);
+                let slab = if p.slab == CONSTANTS {
+                    self.constants.as_ref().expect("constant region")
+                } else {
+                    &self.slabs[p.slab]
+                };
+                block.copy_on(&mut stream, slab, p.offset, 0, t.size, &what)?;
+                device_outputs.push((t.id.clone(), block));
+                continue;
+            }
+            read_back.push((i, at));
             let (buffer, offset, size) = self.range(i)?;
             let info = crate::profile::CopyInfo {
                 kind: crate::profile::CopyKind::Download,
@@ -425,26 +484,30 @@ impl Executor {
         for block in staging {
             block.free()?;
         }
+        let heap = self.gpu.heap()?;
         for s in &self.slabs {
-            self.gpu.heap()?.record_use(s.id(), event.seq());
+            heap.record_use(s.id(), event.seq());
         }
-        self.gpu.map_read(&self.readback).await?;
-        let outputs = {
-            let view = self
-                .readback
-                .get_mapped_range(..)
-                .map_err(|e| Error::Internal(format!("output mapping failed: {e}")))?;
-            self.readback_layout
-                .iter()
-                .map(|&(i, at)| {
+        for block in io.inputs.values().chain(device_outputs.iter().map(|(_, b)| b)) {
+            heap.record_use(block.id(), event.seq());
+        }
+        let mut outputs = Vec::with_capacity(read_back.len());
+        if !read_back.is_empty() {
+            self.gpu.map_read(&self.readback).await?;
+            {
+                let view = self
+                    .readback
+                    .get_mapped_range(..)
+                    .map_err(|e| Error::Internal(format!("output mapping failed: {e}")))?;
+                for &(i, at) in &read_back {
                     let t = &self.graph.tensors[i];
-                    (t.id.clone(), view[at as usize..(at + t.size) as usize].to_vec())
-                })
-                .collect()
-        };
-        self.readback.unmap();
+                    outputs.push((t.id.clone(), view[at as usize..(at + t.size) as usize].to_vec()));
+                }
+            }
+            self.readback.unmap();
+        }
         self.runs.fetch_add(1, Ordering::Relaxed);
-        Ok(RunOutput { outputs, observation })
+        Ok(RunOutput { outputs, device_outputs, observation })
     }
 
     /// AllocateTensor at the producer, free after the last use, at planned offsets.
@@ -550,9 +613,58 @@ impl Executor {
     }
 }
 
-/// Every graph input present with its exact byte length, and nothing else.
-pub(crate) fn check_inputs(graph: &ExecGraph, inputs: &HashMap<String, Vec<u8>>) -> Result<()> {
-    for t in graph.inputs() {
+/// Host inputs as [`check_inputs`] wants them, each input given once (host or device), device
+/// blocks live, of this device and large enough, and output targets naming outputs.
+fn check_io(
+    graph: &ExecGraph,
+    inputs: &HashMap<String, Vec<u8>>,
+    io: &DeviceIo,
+    heap: &crate::heap::Heap,
+) -> Result<()> {
+    let blocks =
+        io.inputs.iter().map(|(id, b)| ("input", id, b)).chain(io.outputs_into.iter().map(|(id, b)| ("output", id, b)));
+    for (role, id, block) in blocks {
+        let t = graph.tensor(id).filter(|t| match role {
+            "input" => t.kind == TensorKind::Input,
+            _ => t.kind == TensorKind::Output,
+        });
+        let Some(t) = t else {
+            return Err(Error::invalid(format!("device {role} '{id}' is not an {role} tensor of the graph")));
+        };
+        if !t.size.is_multiple_of(4) {
+            return Err(Error::invalid(format!(
+                "{role} '{id}' is {} bytes: device {role}s must be a multiple of 4 bytes (GPU copies move whole words); \
+                 pass host bytes instead",
+                t.size
+            )));
+        }
+        if role == "input" && inputs.contains_key(id) {
+            return Err(Error::invalid(format!("input '{id}' is given twice: as host bytes and as a device block")));
+        }
+        if block.is_freed() {
+            return Err(Error::UseAfterFree(format!("the block given for {role} '{id}' was freed")));
+        }
+        if !block.heap().same_heap(heap) {
+            return Err(Error::invalid(format!("the block given for {role} '{id}' belongs to another device")));
+        }
+        if block.requested_size() < t.size {
+            return Err(Error::invalid(format!(
+                "the block given for {role} '{id}' holds {} bytes; the tensor needs {}",
+                block.requested_size(),
+                t.size
+            )));
+        }
+    }
+    check_inputs(graph, inputs, &io.inputs)
+}
+
+/// Every graph input not `on_device` present with its exact byte length, and nothing else.
+pub(crate) fn check_inputs(
+    graph: &ExecGraph,
+    inputs: &HashMap<String, Vec<u8>>,
+    on_device: &HashMap<String, Arc<DeviceBlock>>,
+) -> Result<()> {
+    for t in graph.inputs().filter(|t| !on_device.contains_key(&t.id)) {
         let Some(bytes) = inputs.get(&t.id) else {
             return Err(Error::invalid(format!("input '{}' is missing", t.id)));
         };

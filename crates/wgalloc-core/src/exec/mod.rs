@@ -14,7 +14,7 @@ pub mod pipelines;
 mod shader;
 
 pub use eager::EagerOptions;
-pub use executor::{CompileOptions, Executor, ExecutorStats, RunOptions, RunOutput};
+pub use executor::{CompileOptions, DeviceIo, Executor, ExecutorStats, RunOptions, RunOutput};
 pub use graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
 pub use kernel::ComputeKernel;
 pub use observer::{Observation, ObservedEvent, ObservedKind};

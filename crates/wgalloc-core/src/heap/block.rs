@@ -20,6 +20,17 @@ pub struct DeviceBlock {
     freed: AtomicBool,
 }
 
+impl std::fmt::Debug for DeviceBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBlock")
+            .field("id", &self.id)
+            .field("size", &self.requested)
+            .field("pool", &self.pool)
+            .field("freed", &self.is_freed())
+            .finish()
+    }
+}
+
 impl DeviceBlock {
     /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
     pub(crate) fn new(
