@@ -594,6 +594,22 @@ export interface CopyStats {
   bandwidthGbps: number
 }
 
+/** An output left on the device in a new heap block, with the fields the facade's `DeviceBlock` needs. */
+export interface DeviceOutput {
+  /** Output tensor id. */
+  tensor: string
+  /** Block id in the heap's table. */
+  id: number
+  /** Allocated bytes. */
+  size: number
+  /** Requested bytes (the tensor's size). */
+  requested: number
+  /** Offset in its segment. */
+  offset: number
+  /** Pool index (as `heapPoolNames()` lists them). */
+  pool: number
+}
+
 /** Count, total and longest duration of a driver operation, in nanoseconds. */
 export interface DurationStat {
   /** Operations timed. */
@@ -610,6 +626,14 @@ export interface ExecRunOptions {
   observe?: boolean
   /** Poison tensors before their producer and check after every op that no live tensor changed. */
   checkPlan?: boolean
+  /** Slot of the heap table the block ids below are in (the facade passes `gpu.heap`'s). */
+  heapSlot?: number
+  /** Inputs read from heap blocks on the GPU: tensor id -> block id. */
+  deviceInputs?: Record<string, number>
+  /** Outputs written into heap blocks on the GPU and not read back: tensor id -> block id. */
+  outputsInto?: Record<string, number>
+  /** `host` (default) reads outputs back; `device` leaves every other output in a new heap block. */
+  outputs?: string
 }
 
 /** What an executor created and ran. Runs create nothing: only `runs` and staging grow. */
@@ -1072,6 +1096,8 @@ export interface RunResult {
   outputOrder: Array<string>
   /** What the run allocated and freed, with `observe: true`. */
   observation?: Observation
+  /** Outputs left on the device in new heap blocks (`outputs: 'device'`), in graph order. */
+  deviceOutputs: Array<DeviceOutput>
 }
 
 /** One range of a segment in a snapshot (`blockId` 0 for free ranges). */

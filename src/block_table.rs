@@ -7,6 +7,7 @@
 //! facade's `DeviceBlock` is a plain JS object holding the id, and it asks for a native handle
 //! (`heap.blockHandle(id)`) only when an operation needs the block's buffer.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -37,6 +38,13 @@ impl BlockTable {
     pub(crate) fn insert(&self, block: wgalloc_core::DeviceBlock) -> u64 {
         let id = block.id();
         self.lock().insert(id, Arc::new(block));
+        id
+    }
+
+    /// Keeps a block the core handed out as shared (an executor's device output).
+    pub(crate) fn insert_shared(&self, block: Block) -> u64 {
+        let id = block.id();
+        self.lock().insert(id, block);
         id
     }
 
@@ -88,6 +96,28 @@ fn with_table<R>(slot: f64, f: impl FnOnce(&BlockTable) -> Result<R>) -> Result<
         Some(t) => f(t),
         None => Err(coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)")),
     }
+}
+
+/// The table at `slot`, for calls that take blocks by id.
+pub(crate) fn table(slot: u32) -> Result<Arc<BlockTable>> {
+    let tables = TABLES.read().unwrap_or_else(|p| p.into_inner());
+    tables
+        .get(slot as usize)
+        .cloned()
+        .flatten()
+        .ok_or_else(|| coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)"))
+}
+
+/// The live blocks named by `ids` (tensor -> block id), taken before the call returns.
+pub(crate) fn blocks(table: &BlockTable, ids: HashMap<String, f64>, what: &str) -> Result<HashMap<String, Block>> {
+    ids.into_iter()
+        .map(|(name, id)| match table.get(to_u64(id, what)?) {
+            Some(block) => Ok((name, block)),
+            None => {
+                Err(coded("USE_AFTER_FREE", &format!("{what} '{name}': block {id} was freed; allocate a new block")))
+            }
+        })
+        .collect()
 }
 
 /// Names of the pools, indexed as `heapMalloc` reports them.

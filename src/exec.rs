@@ -1,13 +1,15 @@
 //! `Executor`, eager runs and the memory observer in JS.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use wgalloc_core::exec::{self as core_exec, CompileOptions, EagerOptions, ExecGraph, RunOptions};
+use wgalloc_core::exec::{self as core_exec, CompileOptions, DeviceIo, EagerOptions, ExecGraph, RunOptions};
+use wgalloc_core::heap::PoolKind;
 
+use crate::block_table::{self, BlockTable};
 use crate::error::{coded, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 use crate::plan::MemoryPlan;
@@ -35,6 +37,31 @@ pub struct ExecRunOptions {
     pub observe: Option<bool>,
     /// Poison tensors before their producer and check after every op that no live tensor changed.
     pub check_plan: Option<bool>,
+    /// Slot of the heap table the block ids below are in (the facade passes `gpu.heap`'s).
+    pub heap_slot: Option<u32>,
+    /// Inputs read from heap blocks on the GPU: tensor id -> block id.
+    pub device_inputs: Option<HashMap<String, f64>>,
+    /// Outputs written into heap blocks on the GPU and not read back: tensor id -> block id.
+    pub outputs_into: Option<HashMap<String, f64>>,
+    /// `host` (default) reads outputs back; `device` leaves every other output in a new heap block.
+    pub outputs: Option<String>,
+}
+
+/// An output left on the device in a new heap block, with the fields the facade's `DeviceBlock` needs.
+#[napi(object)]
+pub struct DeviceOutput {
+    /// Output tensor id.
+    pub tensor: String,
+    /// Block id in the heap's table.
+    pub id: f64,
+    /// Allocated bytes.
+    pub size: f64,
+    /// Requested bytes (the tensor's size).
+    pub requested: f64,
+    /// Offset in its segment.
+    pub offset: f64,
+    /// Pool index (as `heapPoolNames()` lists them).
+    pub pool: u32,
 }
 
 /// One allocation or free attributed to an op.
@@ -92,6 +119,8 @@ pub struct RunResult {
     pub output_order: Vec<String>,
     /// What the run allocated and freed, with `observe: true`.
     pub observation: Option<Observation>,
+    /// Outputs left on the device in new heap blocks (`outputs: 'device'`), in graph order.
+    pub device_outputs: Vec<DeviceOutput>,
 }
 
 /// What an executor created and ran. Runs create nothing: only `runs` and staging grow.
@@ -140,12 +169,29 @@ fn observation(o: core_exec::Observation) -> Observation {
     }
 }
 
-fn result(out: core_exec::RunOutput) -> RunResult {
+fn result(out: core_exec::RunOutput, table: Option<&BlockTable>, given: &HashSet<String>) -> RunResult {
     let output_order = out.outputs.iter().map(|(id, _)| id.clone()).collect();
+    let device_outputs = match table {
+        Some(table) => out
+            .device_outputs
+            .into_iter()
+            .filter(|(tensor, _)| !given.contains(tensor))
+            .map(|(tensor, block)| DeviceOutput {
+                tensor,
+                size: block.size() as f64,
+                requested: block.requested_size() as f64,
+                offset: block.offset() as f64,
+                pool: PoolKind::ALL.iter().position(|&k| k == block.pool()).unwrap_or(0) as u32,
+                id: table.insert_shared(block) as f64,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     RunResult {
         outputs: out.outputs.into_iter().map(|(id, bytes)| (id, bytes.into())).collect(),
         output_order,
         observation: out.observation.map(observation),
+        device_outputs,
     }
 }
 
@@ -212,9 +258,43 @@ impl Executor {
     ) -> Result<PromiseRaw<'env, RunResult>> {
         let exe = self.inner.clone();
         let inputs = owned(Some(inputs));
-        let o = options.unwrap_or(ExecRunOptions { observe: None, check_plan: None });
+        let o = options.unwrap_or(ExecRunOptions {
+            observe: None,
+            check_plan: None,
+            heap_slot: None,
+            device_inputs: None,
+            outputs_into: None,
+            outputs: None,
+        });
         let opts = RunOptions { observe: o.observe.unwrap_or(false), check_plan: o.check_plan.unwrap_or(false) };
-        env.spawn_future(async move { Ok(result(exe.run(&inputs, opts).await.napi()?)) })
+        let outputs_on_device = match o.outputs.as_deref() {
+            None | Some("host") => false,
+            Some("device") => true,
+            Some(other) => {
+                return Err(coded("INVALID_ARGUMENT", &format!("outputs must be 'host' or 'device', not '{other}'")))
+            }
+        };
+        // Blocks are taken (shared handles) before the call returns: a free meanwhile defers.
+        let table = match o.heap_slot {
+            Some(slot) => Some(block_table::table(slot)?),
+            None if o.device_inputs.is_some() || o.outputs_into.is_some() || outputs_on_device => {
+                return Err(coded("INVALID_ARGUMENT", "device inputs and outputs need the heap's slot (internal)"))
+            }
+            None => None,
+        };
+        let io = match &table {
+            Some(t) => DeviceIo {
+                inputs: block_table::blocks(t, o.device_inputs.unwrap_or_default(), "input")?,
+                outputs_into: block_table::blocks(t, o.outputs_into.unwrap_or_default(), "output")?,
+                outputs_on_device,
+            },
+            None => DeviceIo::default(),
+        };
+        let given: HashSet<String> = io.outputs_into.keys().cloned().collect();
+        env.spawn_future(async move {
+            let out = exe.run_io(&inputs, &io, opts).await.napi()?;
+            Ok(result(out, table.as_deref(), &given))
+        })
     }
 
     /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
@@ -283,7 +363,7 @@ impl Gpu {
         let options = EagerOptions { observe: observe.unwrap_or(false) };
         env.spawn_future(async move {
             let graph = parse_graph(&graph_json)?;
-            Ok(result(gpu.run_eager(&graph, &inputs, &params, options).await.napi()?))
+            Ok(result(gpu.run_eager(&graph, &inputs, &params, options).await.napi()?, None, &HashSet::new()))
         })
     }
 
