@@ -177,6 +177,11 @@ export declare class Gpu {
   destroy(): void
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   createKernel(options: KernelOptions): ComputeKernel
+  /**
+   * Uploads `params` (param id -> bytes) once, for executors to share (`compile(graph, { weights })`).
+   * @internal
+   */
+  createWeightsNative(params: Record<string, Uint8Array>): Weights
 }
 
 /** A plain device-local buffer outside the heap (`gpu.createBuffer()`), for data movement. */
@@ -495,6 +500,32 @@ export declare class Stream {
   synchronize(): Promise<void>
 }
 
+/**
+ * Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
+ * executors, on this thread or on workers (`Weights.attach(weights.shareHandle())`), bind without
+ * copying. The copy goes back to the heap once `release()` ran and no executor uses it.
+ */
+export declare class Weights {
+  /** Device bytes of the one copy (0 once released). */
+  get deviceBytes(): number
+  /** The param ids the store holds, sorted. */
+  get ids(): Array<string>
+  /** True once `release()` ran. */
+  get released(): boolean
+  /**
+   * A process-wide handle: pass it to a worker and call `Weights.attach(handle)` there.
+   * It does not keep the weights alive.
+   */
+  shareHandle(): number
+  /** The weights behind a handle from `shareHandle()`, while something still holds them. */
+  static attach(handle: number): Weights
+  /**
+   * Lets go of this handle's reference; executors compiled with the weights keep theirs.
+   * Returns false if it was already released.
+   */
+  release(): boolean
+}
+
 /** One adapter as `Gpu.enumerate()` lists it. */
 export interface AdapterDescription {
   /** Position in the list: `Gpu.request({ adapterIndex })` picks it. */
@@ -560,6 +591,8 @@ export interface CompileGraphOptions {
   params?: Record<string, Uint8Array>
   /** Usage records (JSON) to plan from instead of the graph's lifetimes. */
   recordsJson?: string
+  /** Handle of shared weights (`weights.shareHandle()`): params not in `params` bind there. */
+  weightsHandle?: number
 }
 
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */
@@ -654,6 +687,8 @@ export interface ExecutorStats {
   slabBytes: number
   /** Bytes of the constant region (params). */
   constantBytes: number
+  /** Bytes of the shared weights the executor binds (held once for all their users). */
+  sharedWeightBytes: number
 }
 
 /** CPU fallbacks of one op (`profiler.markCpuFallback()`). */

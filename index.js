@@ -848,6 +848,7 @@ module.exports.MemoryPlan = nativeBinding.MemoryPlan
 module.exports.PlanJob = nativeBinding.PlanJob
 module.exports.Profiler = nativeBinding.Profiler
 module.exports.Stream = nativeBinding.Stream
+module.exports.Weights = nativeBinding.Weights
 module.exports.heapPoolNames = nativeBinding.heapPoolNames
 module.exports.hostViewRegistryLength = nativeBinding.hostViewRegistryLength
 module.exports.startPlan = nativeBinding.startPlan

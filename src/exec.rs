@@ -28,6 +28,8 @@ pub struct CompileGraphOptions {
     pub params: Option<HashMap<String, Uint8Array>>,
     /// Usage records (JSON) to plan from instead of the graph's lifetimes.
     pub records_json: Option<String>,
+    /// Handle of shared weights (`weights.shareHandle()`): params not in `params` bind there.
+    pub weights_handle: Option<f64>,
 }
 
 /// Options of a run (the facade adds `signal`).
@@ -142,6 +144,8 @@ pub struct ExecutorStats {
     pub slab_bytes: f64,
     /// Bytes of the constant region (params).
     pub constant_bytes: f64,
+    /// Bytes of the shared weights the executor binds (held once for all their users).
+    pub shared_weight_bytes: f64,
 }
 
 fn observation(o: core_exec::Observation) -> Observation {
@@ -230,6 +234,7 @@ impl Executor {
             slabs: s.slabs as f64,
             slab_bytes: s.slab_bytes as f64,
             constant_bytes: s.constant_bytes as f64,
+            shared_weight_bytes: s.shared_weight_bytes as f64,
         }
     }
 
@@ -325,6 +330,7 @@ impl Gpu {
             max_slab_size: None,
             params: None,
             records_json: None,
+            weights_handle: None,
         });
         let strategy = match o.strategy.as_deref() {
             None => wgalloc_plan::Strategy::Best,
@@ -334,11 +340,14 @@ impl Gpu {
         let max_slab_size = o.max_slab_size.map(|b| to_u64(b, "maxSlabSize")).transpose()?;
         let params = owned(o.params);
         let records_json = o.records_json;
+        // Taken now: the caller may release its handle while compiling.
+        let weights =
+            o.weights_handle.map(|h| wgalloc_core::exec::Weights::attach(to_u64(h, "weights")?).napi()).transpose()?;
         env.spawn_future(async move {
             let records = records_json
                 .map(|j| wgalloc_plan::json::parse_records(&j).map_err(|e| coded(e.code(), &e.to_string())))
                 .transpose()?;
-            let options = CompileOptions { strategy, time_limit, max_slab_size, params, records };
+            let options = CompileOptions { strategy, time_limit, max_slab_size, params, records, weights };
             let graph = parse_graph(&graph_json)?;
             let exe = gpu.compile(graph, options).napi()?;
             Ok(Executor { inner: Arc::new(exe) })

@@ -16,6 +16,7 @@ mod kernel;
 mod plan;
 mod profiler;
 mod stream;
+mod weights;
 
 pub use buffer::GpuBuffer;
 pub use exec::Executor;

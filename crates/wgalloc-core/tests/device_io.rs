@@ -101,3 +101,55 @@ fn bad_device_io_is_refused_with_typed_errors() {
     // The executor still runs after every refusal.
     assert_eq!(pollster::block_on(exe.run(&x, RunOptions::default())).unwrap().outputs[0].1.len(), BYTES);
 }
+
+#[test]
+fn four_threads_share_one_copy_of_the_weights() {
+    let gpu = gpu();
+    let w: Vec<u8> = f32s((0..BYTES / 4).map(|i| (i % 7) as f32 * 0.5));
+    let x = f32s((0..BYTES / 4).map(|i| i as f32));
+    let graph = || ExecGraph::parse(&common::chain_graph_json(3, BYTES)).unwrap();
+    let own = gpu
+        .compile(graph(), CompileOptions { params: HashMap::from([("w".into(), w.clone())]), ..Default::default() })
+        .unwrap();
+    let want = run_host(&own, &x);
+    let heap = gpu.heap().unwrap();
+    let before = heap.stats().allocated_bytes.current;
+
+    let weights = gpu.create_weights(HashMap::from([("w".to_string(), w.clone())])).unwrap();
+    let handle = weights.share_handle();
+    let device = gpu.share_handle();
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let x = x.clone();
+            std::thread::spawn(move || {
+                let gpu = Gpu::attach(device).unwrap();
+                let weights = wgalloc_core::exec::Weights::attach(handle).unwrap();
+                let exe =
+                    gpu.compile(graph(), CompileOptions { weights: Some(weights), ..Default::default() }).unwrap();
+                assert_eq!(exe.stats().constant_bytes, 0, "no private copy of the params");
+                (run_host(&exe, &x), exe)
+            })
+        })
+        .collect();
+    let executors: Vec<Executor> = workers
+        .into_iter()
+        .map(|h| {
+            let (out, exe) = h.join().unwrap();
+            assert_eq!(out, want);
+            exe
+        })
+        .collect();
+    // One copy resident: the store's block, not one per executor (slabs aside).
+    assert_eq!(weights.device_bytes(), BYTES as u64);
+    let own_bytes: u64 = executors.iter().map(Executor::device_bytes).sum();
+    assert_eq!(heap.stats().allocated_bytes.current - before, weights.device_bytes() + own_bytes);
+    // The creator lets go first: executors keep the store, and it goes once the last one does.
+    drop(weights);
+    assert_eq!(run_host(&executors[0], &x), want);
+    for e in &executors {
+        e.release();
+    }
+    drop(executors);
+    assert_eq!(heap.stats().allocated_bytes.current, before);
+    assert_eq!(wgalloc_core::exec::Weights::attach(handle).unwrap_err().code(), "INVALID_ARGUMENT");
+}

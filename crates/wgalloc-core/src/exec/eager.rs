@@ -30,7 +30,7 @@ impl Gpu {
         self.check_alive()?;
         check_inputs(graph, inputs, &HashMap::new())?;
         super::executor::check_binding_limit(graph, self.limits().max_storage_buffer_binding_size)?;
-        super::executor::check_params_given(graph, params)?;
+        super::executor::check_params_given(graph, params, None)?;
         let heap = self.heap()?;
         let n = graph.ops.len();
         let mut obs = options.observe.then(|| Observation { events: Vec::new(), ops: n });

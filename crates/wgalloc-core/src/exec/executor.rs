@@ -12,6 +12,7 @@ use wgalloc_plan::{PlanOptions, Strategy, UsageRecord};
 use super::bind::{self, binding_size, Range, Step};
 use super::graph::{ExecGraph, TensorKind};
 use super::observer::{Observation, ObservedKind};
+use super::weights::Weights;
 use crate::context::Gpu;
 use crate::error::{checked_add, Error, Result};
 use crate::heap::{DeviceBlock, Usage};
@@ -30,6 +31,8 @@ pub struct CompileOptions {
     pub params: HashMap<String, Vec<u8>>,
     /// Plan from these records (e.g. an observed eager run) instead of the graph's lifetimes.
     pub records: Option<Vec<UsageRecord>>,
+    /// Shared weights: param tensors not in `params` are bound in place from this store.
+    pub weights: Option<Arc<Weights>>,
 }
 
 /// What a run returns.
@@ -77,6 +80,8 @@ pub struct ExecutorStats {
     pub slabs: u64,
     pub slab_bytes: u64,
     pub constant_bytes: u64,
+    /// Bytes of the shared weights store the executor binds (held once for all its users).
+    pub shared_weight_bytes: u64,
 }
 
 /// Where a placed tensor's bytes are.
@@ -93,6 +98,7 @@ pub struct Executor {
     /// Slabs then, if any params, the constant region.
     slabs: Vec<DeviceBlock>,
     constants: Option<DeviceBlock>,
+    weights: Option<Arc<Weights>>,
     uniforms: Vec<DeviceBlock>,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
     place: Vec<Option<Place>>,
@@ -106,6 +112,21 @@ pub struct Executor {
 }
 
 const CONSTANTS: usize = usize::MAX;
+const WEIGHTS: usize = usize::MAX - 1;
+
+/// The block a [`Place`]'s `slab` index names: a slab, the constant region or the shared weights.
+fn region<'a>(
+    slabs: &'a [DeviceBlock],
+    constants: Option<&'a DeviceBlock>,
+    weights: Option<&'a Arc<Weights>>,
+    slab: usize,
+) -> &'a DeviceBlock {
+    match slab {
+        CONSTANTS => constants.expect("params are in the constant region"),
+        WEIGHTS => weights.expect("shared params are in the weights").block(),
+        i => &slabs[i],
+    }
+}
 
 impl Gpu {
     /// Plans `graph`, allocates its slab(s) and constants from the heap, and builds
@@ -128,12 +149,17 @@ pub(crate) fn check_binding_limit(graph: &ExecGraph, max_binding: u64) -> Result
 }
 
 /// Refuses a graph run without data for one of its params: it would compute on zeros.
-pub(crate) fn check_params_given(graph: &ExecGraph, params: &HashMap<String, Vec<u8>>) -> Result<()> {
+pub(crate) fn check_params_given(
+    graph: &ExecGraph,
+    params: &HashMap<String, Vec<u8>>,
+    weights: Option<&Weights>,
+) -> Result<()> {
+    let given = |id: &str| params.contains_key(id) || weights.is_some_and(|w| w.entry(id).is_some());
     let missing = graph
         .tensors
         .iter()
         .enumerate()
-        .find(|&(i, t)| graph.root[i] == i && t.kind == TensorKind::Param && !params.contains_key(&t.id));
+        .find(|&(i, t)| graph.root[i] == i && t.kind == TensorKind::Param && !given(&t.id));
     match missing {
         Some((_, t)) => Err(Error::invalid(format!(
             "param '{}' ({} bytes) has no data: pass it in params ({{ params: {{ '{}': bytes }} }})",
@@ -224,6 +250,18 @@ impl Executor {
         let mut const_at = HashMap::new();
         for (i, t) in graph.tensors.iter().enumerate() {
             if graph.root[i] == i && t.kind == TensorKind::Param {
+                if !options.params.contains_key(&t.id) {
+                    if let Some((at, len)) = options.weights.as_ref().and_then(|w| w.entry(&t.id)) {
+                        if len != t.size {
+                            return Err(Error::invalid(format!(
+                                "param '{}' needs {} bytes; the weights hold {len}",
+                                t.id, t.size
+                            )));
+                        }
+                        place[i] = Some(Place { slab: WEIGHTS, offset: at });
+                        continue;
+                    }
+                }
                 let at = crate::error::align_up(constant_size, alignment)?;
                 const_at.insert(i, at);
                 constant_size = checked_add(at, binding_size(t.size)?, "constant region")?;
@@ -239,7 +277,13 @@ impl Executor {
                 }
             }
         }
-        check_params_given(&graph, &options.params)?;
+        let weights = options.weights.clone();
+        if let Some(w) = &weights {
+            if !w.block().heap().same_heap(&heap) {
+                return Err(Error::invalid("compile: the weights belong to another device; create them on this one"));
+            }
+        }
+        check_params_given(&graph, &options.params, weights.as_deref())?;
         let constants = if constant_size > 0 { Some(heap.malloc(constant_size, Usage::Device)?) } else { None };
         if let Some(block) = &constants {
             for (&i, &at) in &const_at {
@@ -286,12 +330,7 @@ impl Executor {
             let mut storage: Vec<Range> = ranges(&mut op.inputs.iter().chain(&op.outputs))?
                 .into_iter()
                 .map(|(slab, offset, size)| {
-                    let block = if slab == CONSTANTS {
-                        constants.as_ref().expect("params are in the constant region")
-                    } else {
-                        &slabs[slab]
-                    };
-                    let (buffer, base, _) = block.binding()?;
+                    let (buffer, base, _) = region(&slabs, constants.as_ref(), weights.as_ref(), slab).binding()?;
                     Ok(Range { buffer, offset: base + offset, size })
                 })
                 .collect::<Result<_>>()?;
@@ -333,6 +372,7 @@ impl Executor {
             slabs: slabs.len() as u64,
             slab_bytes: slabs.iter().map(|s| s.size()).sum(),
             constant_bytes: constant_size,
+            shared_weight_bytes: weights.as_ref().map_or(0, |w| w.device_bytes()),
         };
         Ok(Executor {
             gpu: gpu.clone(),
@@ -340,6 +380,7 @@ impl Executor {
             plan,
             slabs,
             constants,
+            weights,
             uniforms,
             place,
             steps,
@@ -371,11 +412,13 @@ impl Executor {
         self.slabs.iter().map(DeviceBlock::size).sum::<u64>() + self.constants.as_ref().map_or(0, DeviceBlock::size)
     }
 
+    fn region(&self, slab: usize) -> &DeviceBlock {
+        region(&self.slabs, self.constants.as_ref(), self.weights.as_ref(), slab)
+    }
+
     fn range(&self, tensor: usize) -> Result<(&wgpu::Buffer, u64, u64)> {
         let p = self.place[tensor].ok_or_else(|| Error::Internal("tensor without placement".into()))?;
-        let block =
-            if p.slab == CONSTANTS { self.constants.as_ref().expect("constant region") } else { &self.slabs[p.slab] };
-        let (buffer, base, _) = block.binding()?;
+        let (buffer, base, _) = self.region(p.slab).binding()?;
         Ok((buffer, base + p.offset, binding_size(self.graph.tensors[tensor].size)?))
     }
 
@@ -459,12 +502,7 @@ impl Executor {
             if let Some(block) = target {
                 let p = self.place[i].ok_or_else(|| Error::Internal(format!("output '{}' has no placement", t.id)))?;
                 let what = format!("run output '{}'", t.id);
-                let slab = if p.slab == CONSTANTS {
-                    self.constants.as_ref().expect("constant region")
-                } else {
-                    &self.slabs[p.slab]
-                };
-                block.copy_on(&mut stream, slab, p.offset, 0, t.size, &what)?;
+                block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, t.size, &what)?;
                 device_outputs.push((t.id.clone(), block));
                 continue;
             }
@@ -485,7 +523,7 @@ impl Executor {
             block.free()?;
         }
         let heap = self.gpu.heap()?;
-        for s in &self.slabs {
+        for s in self.slabs.iter().chain(self.weights.as_ref().map(|w| w.block())) {
             heap.record_use(s.id(), event.seq());
         }
         for block in io.inputs.values().chain(device_outputs.iter().map(|(_, b)| b)) {
@@ -597,7 +635,8 @@ impl Executor {
         Ok(())
     }
 
-    /// Returns the slabs and constants to the heap (ReleaseSlab). Idempotent.
+    /// Returns the slabs and constants to the heap (ReleaseSlab). Idempotent. Shared weights
+    /// are let go when the executor is dropped.
     pub fn release(&self) -> bool {
         if self.released.swap(true, Ordering::AcqRel) {
             return false;

@@ -12,9 +12,11 @@ mod kernel;
 mod observer;
 pub mod pipelines;
 mod shader;
+mod weights;
 
 pub use eager::EagerOptions;
 pub use executor::{CompileOptions, DeviceIo, Executor, ExecutorStats, RunOptions, RunOutput};
 pub use graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
 pub use kernel::ComputeKernel;
 pub use observer::{Observation, ObservedEvent, ObservedKind};
+pub use weights::Weights;
