@@ -99,7 +99,7 @@ export declare class Gpu {
    * Every adapter wgpu can open (`backends` as in `request`), in the order `adapterIndex`
    * counts, with the memory budget a device on it would get.
    */
-  static enumerate(backends?: Array<string> | undefined | null): Promise<Array<AdapterDescription>>
+  static enumerate(options?: EnumerateOptions | undefined | null): Promise<Array<AdapterDescription>>
   /**
    * Opens an adapter and a device.
    * Fails with `ADAPTER_NOT_FOUND` when no adapter matches the options, `DEVICE_REQUEST_FAILED`
@@ -651,6 +651,12 @@ export interface DurationStat {
   totalNs: number
   /** The longest one, ns. */
   maxNs: number
+}
+
+/** Options of `Gpu.enumerate()`. */
+export interface EnumerateOptions {
+  /** Backends to list (as in `request`); default: every backend of the platform. */
+  backends?: Array<string>
 }
 
 /** Options of a run (the facade adds `signal`). */

@@ -52,6 +52,7 @@ function context() {
 /** Every public async call, given a signal (keys: `Class.method` as the types name them). */
 const ASYNC_CALLS = {
   'Gpu.request': (c, signal) => Gpu.request({ signal }),
+  'Gpu.enumerate': (c, signal) => Gpu.enumerate({ signal }),
   'Gpu.readBuffer': (c, signal) => c.gpu.readBuffer(c.buffer, 0, 16, { signal }),
   'Gpu.upload': (c, signal) => c.gpu.upload(c.block, new Uint8Array(256), { signal }),
   'Gpu.uploadBatch': (c, signal) => c.gpu.uploadBatch([{ block: c.block, data: new Uint8Array(64) }], { signal }),

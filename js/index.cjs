@@ -135,6 +135,16 @@ Gpu.request = function (options) {
     return gpu
   })
 }
+const enumerate = Gpu.enumerate
+Gpu.enumerate = function (options) {
+  let rest, signal
+  try {
+    ;({ signal, ...rest } = optionsObject(options, 'Gpu.enumerate'))
+  } catch (err) {
+    return Promise.reject(err)
+  }
+  return callWithSignal(enumerate, Gpu, [rest], { signal })
+}
 const attach = Gpu.attach
 Gpu.attach = function (handle) {
   const gpu = attach.call(this, handle)

@@ -23,6 +23,7 @@ import type { Observation, Executor, CopyOptions, DeviceBlock, Gpu, Heap, HeapEv
 
 export type {
   AdapterDescription,
+  EnumerateOptions,
   BlockInfo,
   CopyOptions,
   GpuInfo,
@@ -502,6 +503,10 @@ export type DeviceChannelMessage = DeviceOpenMessage | DeviceDestroyMessage | De
 declare module '../index.js' {
   interface GpuRequestOptions {
     /** Aborting rejects `Gpu.request()` with code `ABORTED`; a device that opens afterwards is destroyed. */
+    signal?: AbortSignal
+  }
+  interface EnumerateOptions {
+    /** Aborting rejects `Gpu.enumerate()` with code `ABORTED`. */
     signal?: AbortSignal
   }
   interface HostBlock {

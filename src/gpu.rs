@@ -38,6 +38,13 @@ pub struct GpuRequestOptions {
     pub adapter_id: Option<String>,
 }
 
+/// Options of `Gpu.enumerate()`.
+#[napi(object)]
+pub struct EnumerateOptions {
+    /// Backends to list (as in `request`); default: every backend of the platform.
+    pub backends: Option<Vec<String>>,
+}
+
 /// One adapter as `Gpu.enumerate()` lists it.
 #[napi(object)]
 pub struct AdapterDescription {
@@ -118,7 +125,8 @@ impl Gpu {
     /// Every adapter wgpu can open (`backends` as in `request`), in the order `adapterIndex`
     /// counts, with the memory budget a device on it would get.
     #[napi(writable = true, configurable = true)]
-    pub async fn enumerate(backends: Option<Vec<String>>) -> Result<Vec<AdapterDescription>> {
+    pub async fn enumerate(options: Option<EnumerateOptions>) -> Result<Vec<AdapterDescription>> {
+        let backends = options.and_then(|o| o.backends);
         let list = wgalloc_core::Gpu::enumerate(backends.as_deref()).await.napi()?;
         Ok(list
             .into_iter()
