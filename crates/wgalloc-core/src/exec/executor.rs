@@ -3,7 +3,7 @@
 //! bind groups built once, and runs that create nothing.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -105,10 +105,29 @@ pub struct Executor {
     steps: Vec<Option<Step>>,
     readback: wgpu::Buffer,
     readback_layout: Vec<(usize, u64)>,
-    running: AtomicBool,
-    released: AtomicBool,
+    life: Mutex<Life>,
     stats: Mutex<ExecutorStats>,
     runs: AtomicU64,
+}
+
+/// Whether a run is in flight and whether `release` ran: changed together, under one lock.
+#[derive(Debug, Default)]
+struct Life {
+    running: bool,
+    released: bool,
+}
+
+/// Ends a run, also when its future is dropped: a release meanwhile frees the blocks now.
+struct RunGuard<'a>(&'a Executor);
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        let mut life = lock(&self.0.life);
+        life.running = false;
+        if life.released {
+            self.0.free_blocks();
+        }
+    }
 }
 
 const CONSTANTS: usize = usize::MAX;
@@ -386,8 +405,7 @@ impl Executor {
             steps,
             readback,
             readback_layout,
-            running: AtomicBool::new(false),
-            released: AtomicBool::new(false),
+            life: Mutex::new(Life::default()),
             stats: Mutex::new(stats),
             runs: AtomicU64::new(0),
         })
@@ -436,15 +454,18 @@ impl Executor {
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        if self.released.load(Ordering::Acquire) {
-            return Err(Error::UseAfterFree("this executor was released; compile the graph again".into()));
+        {
+            let mut life = lock(&self.life);
+            if life.released {
+                return Err(Error::UseAfterFree("this executor was released; compile the graph again".into()));
+            }
+            if life.running {
+                return Err(Error::Busy("this executor is already running; await the previous run (or compile one executor per concurrent caller)".into()));
+            }
+            life.running = true;
         }
-        if self.running.swap(true, Ordering::AcqRel) {
-            return Err(Error::Busy("this executor is already running; await the previous run (or compile one executor per concurrent caller)".into()));
-        }
-        let result = self.run_inner(inputs, io, options).await;
-        self.running.store(false, Ordering::Release);
-        result
+        let _running = RunGuard(self);
+        self.run_inner(inputs, io, options).await
     }
 
     async fn run_inner(
@@ -638,17 +659,27 @@ impl Executor {
     /// Returns the slabs and constants to the heap (ReleaseSlab). Idempotent. Shared weights
     /// are let go when the executor is dropped.
     pub fn release(&self) -> bool {
-        if self.released.swap(true, Ordering::AcqRel) {
+        let mut life = lock(&self.life);
+        if life.released {
             return false;
         }
-        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()) {
-            let _ = s.free();
+        life.released = true;
+        // A run in flight has not recorded its submission on the slabs yet: it frees them when it ends.
+        if !life.running {
+            self.free_blocks();
         }
         true
     }
 
+    /// Frees the slabs, constants and uniforms (called once, under the `life` lock).
+    fn free_blocks(&self) {
+        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()) {
+            let _ = s.free();
+        }
+    }
+
     pub fn is_released(&self) -> bool {
-        self.released.load(Ordering::Acquire)
+        lock(&self.life).released
     }
 }
 

@@ -12,6 +12,7 @@ mod kernel;
 mod observer;
 pub mod pipelines;
 mod shader;
+pub mod shapes;
 mod weights;
 
 pub use eager::EagerOptions;
@@ -19,4 +20,5 @@ pub use executor::{CompileOptions, DeviceIo, Executor, ExecutorStats, RunOptions
 pub use graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
 pub use kernel::ComputeKernel;
 pub use observer::{Observation, ObservedEvent, ObservedKind};
+pub use shapes::{Dims, ShapeCache, ShapeCacheStats, ShapePolicy, SymbolicGraph};
 pub use weights::Weights;

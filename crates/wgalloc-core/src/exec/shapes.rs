@@ -1,0 +1,387 @@
+//! Changing shapes: a graph whose sizes and dispatch counts are expressions over named
+//! dimensions (`"dims": ["batch"]`, `"size": "batch * 1024"`, `"dispatch": ["batch * 4"]`),
+//! and a cache of executors keyed by the concrete dimensions a run asks for. Dimensions are
+//! taken exactly, or rounded up to buckets the caller chooses (then a bucketed dimension must
+//! be the outermost one of every tensor it sizes: inputs are zero-padded at the end and
+//! outputs cut to the requested size). Least recently used executors are released, so their
+//! slabs return to the heap and memory stays bounded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::executor::{CompileOptions, DeviceIo, Executor, RunOptions, RunOutput};
+use super::graph::ExecGraph;
+use crate::context::Gpu;
+use crate::error::{Error, Result};
+use crate::signal::lock;
+
+/// A graph with symbolic dimensions, instantiated per concrete shape.
+#[derive(Debug, Clone)]
+pub struct SymbolicGraph {
+    value: Value,
+    dims: Vec<String>,
+}
+
+/// Concrete values of every dimension, by name (sorted: usable as a cache key).
+pub type Dims = BTreeMap<String, u64>;
+
+impl SymbolicGraph {
+    /// Parses the graph and checks every expression names declared dimensions only
+    /// (by instantiating it with every dimension at 1).
+    pub fn parse(text: &str) -> Result<SymbolicGraph> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| Error::invalid(format!("graph is not valid JSON: {e}")))?;
+        let dims = match value.get("dims") {
+            Some(Value::Array(d)) if !d.is_empty() => d
+                .iter()
+                .enumerate()
+                .map(|(i, n)| match n.as_str() {
+                    Some(s) if is_name(s) => Ok(s.to_string()),
+                    _ => Err(Error::invalid(format!("graph.dims[{i}] must be a name (letters, digits, _)"))),
+                })
+                .collect::<Result<Vec<_>>>()?,
+            _ => {
+                return Err(Error::invalid("a graph with changing shapes names its dimensions: \"dims\": [\"batch\"]"))
+            }
+        };
+        let g = SymbolicGraph { value, dims };
+        g.instantiate(&g.dims.iter().map(|d| (d.clone(), 1)).collect())?;
+        Ok(g)
+    }
+
+    pub fn dims(&self) -> &[String] {
+        &self.dims
+    }
+
+    /// The graph at `dims` (every declared dimension, each at least 1).
+    pub fn instantiate(&self, dims: &Dims) -> Result<ExecGraph> {
+        self.check_dims(dims)?;
+        let mut v = self.value.clone();
+        if let Some(tensors) = v.get_mut("tensors").and_then(Value::as_array_mut) {
+            for (i, t) in tensors.iter_mut().enumerate() {
+                resolve(t.get_mut("size"), dims, &format!("tensors[{i}].size"))?;
+            }
+        }
+        if let Some(ops) = v.get_mut("ops").and_then(Value::as_array_mut) {
+            for (i, op) in ops.iter_mut().enumerate() {
+                resolve(op.get_mut("workspace"), dims, &format!("ops[{i}].workspace"))?;
+                if let Some(d) = op.get_mut("dispatch").and_then(Value::as_array_mut) {
+                    for (k, x) in d.iter_mut().enumerate() {
+                        resolve(Some(x), dims, &format!("ops[{i}].dispatch[{k}]"))?;
+                    }
+                }
+            }
+        }
+        ExecGraph::from_value(&v)
+    }
+
+    fn check_dims(&self, dims: &Dims) -> Result<()> {
+        if let Some(d) = self.dims.iter().find(|d| !dims.contains_key(*d)) {
+            return Err(Error::invalid(format!("dimension '{d}' has no value (the graph declares {:?})", self.dims)));
+        }
+        if let Some(d) = dims.keys().find(|d| !self.dims.contains(d)) {
+            return Err(Error::invalid(format!("'{d}' is not a dimension of the graph (it declares {:?})", self.dims)));
+        }
+        if let Some((d, _)) = dims.iter().find(|(_, &v)| v == 0 || v > crate::MAX_SAFE_INTEGER) {
+            return Err(Error::invalid(format!("dimension '{d}' must be a positive integer")));
+        }
+        Ok(())
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Replaces a string expression in place by its value; numbers stay as they are.
+fn resolve(slot: Option<&mut Value>, dims: &Dims, path: &str) -> Result<()> {
+    if let Some(v) = slot {
+        if let Value::String(expr) = v {
+            *v = Value::from(eval(expr, dims).map_err(|e| Error::invalid(format!("{path}: {e}")))?);
+        }
+    }
+    Ok(())
+}
+
+/// Evaluates `+ - * /` (integer, `/` rounding up, as sizes want), parentheses, integers and
+/// dimension names, with overflow and negative results refused.
+pub fn eval(expr: &str, dims: &Dims) -> std::result::Result<u64, String> {
+    let tokens = tokenize(expr)?;
+    let mut p = Parser { tokens: &tokens, at: 0, dims };
+    let v = p.sum()?;
+    if p.at != tokens.len() {
+        return Err(format!("unexpected '{}' in \"{expr}\"", tokens[p.at]));
+    }
+    u64::try_from(v).map_err(|_| format!("\"{expr}\" is negative ({v})"))
+}
+
+fn tokenize(expr: &str) -> std::result::Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = expr.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if "+-*/()".contains(c) {
+            out.push(c.to_string());
+            chars.next();
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let mut word = String::new();
+            while let Some(&c) = chars.peek().filter(|c| c.is_ascii_alphanumeric() || **c == '_') {
+                word.push(c);
+                chars.next();
+            }
+            out.push(word);
+        } else {
+            return Err(format!("unexpected character '{c}' in \"{expr}\""));
+        }
+    }
+    Ok(out)
+}
+
+struct Parser<'a> {
+    tokens: &'a [String],
+    at: usize,
+    dims: &'a Dims,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&str> {
+        self.tokens.get(self.at).map(String::as_str)
+    }
+
+    fn sum(&mut self) -> std::result::Result<i128, String> {
+        let mut v = self.product()?;
+        while let Some(op @ ("+" | "-")) = self.peek() {
+            let plus = op == "+";
+            self.at += 1;
+            let r = self.product()?;
+            v = if plus { v + r } else { v - r };
+            check(v)?;
+        }
+        Ok(v)
+    }
+
+    fn product(&mut self) -> std::result::Result<i128, String> {
+        let mut v = self.atom()?;
+        while let Some(op @ ("*" | "/")) = self.peek() {
+            let times = op == "*";
+            self.at += 1;
+            let r = self.atom()?;
+            v = if times {
+                v * r
+            } else if r == 0 {
+                return Err("division by zero".into());
+            } else {
+                (v + r - 1).div_euclid(r)
+            };
+            check(v)?;
+        }
+        Ok(v)
+    }
+
+    fn atom(&mut self) -> std::result::Result<i128, String> {
+        let Some(t) = self.peek().map(str::to_string) else { return Err("expression ends early".into()) };
+        self.at += 1;
+        if t == "(" {
+            let v = self.sum()?;
+            if self.peek() != Some(")") {
+                return Err("missing ')'".into());
+            }
+            self.at += 1;
+            return Ok(v);
+        }
+        if let Ok(n) = t.parse::<u64>() {
+            return Ok(n as i128);
+        }
+        match self.dims.get(&t) {
+            Some(&v) => Ok(v as i128),
+            None => Err(format!("unknown dimension '{t}'")),
+        }
+    }
+}
+
+fn check(v: i128) -> std::result::Result<(), String> {
+    if v.unsigned_abs() > crate::MAX_SAFE_INTEGER as u128 {
+        return Err("value exceeds 2^53 - 1".into());
+    }
+    Ok(())
+}
+
+/// How a run's dimensions map to a compiled shape.
+#[derive(Debug, Clone, Default)]
+pub enum ShapePolicy {
+    /// One executor per distinct shape.
+    #[default]
+    Exact,
+    /// Per dimension, sorted sizes: a value rounds up to the smallest bucket that holds it
+    /// (dimensions without buckets stay exact; above the largest bucket is refused).
+    Buckets(HashMap<String, Vec<u64>>),
+}
+
+/// How the cache has been used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShapeCacheStats {
+    /// Runs served by an executor compiled earlier.
+    pub hits: u64,
+    /// Runs that compiled a new executor.
+    pub misses: u64,
+    /// Executors released to stay within the capacity.
+    pub evictions: u64,
+    /// Executors held now.
+    pub cached: u64,
+    /// Device bytes the held executors hold (slabs and constants).
+    pub device_bytes: u64,
+}
+
+/// Executors of one symbolic graph by concrete shape, least recently used released first.
+pub struct ShapeCache {
+    gpu: Gpu,
+    graph: SymbolicGraph,
+    policy: ShapePolicy,
+    capacity: usize,
+    options: CompileOptions,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    /// Most recently used last.
+    entries: Vec<(Dims, Arc<Executor>)>,
+    stats: ShapeCacheStats,
+}
+
+impl ShapeCache {
+    /// `options` apply to every compile (`records` are refused: they describe one shape).
+    pub fn new(
+        gpu: &Gpu,
+        graph: SymbolicGraph,
+        policy: ShapePolicy,
+        capacity: usize,
+        options: CompileOptions,
+    ) -> Result<ShapeCache> {
+        if capacity == 0 {
+            return Err(Error::invalid("a shape cache holds at least 1 executor (capacity >= 1)"));
+        }
+        if options.records.is_some() {
+            return Err(Error::invalid("usage records describe one shape; a shape cache plans each shape itself"));
+        }
+        if let ShapePolicy::Buckets(b) = &policy {
+            for (d, sizes) in b {
+                if !graph.dims.contains(d) {
+                    return Err(Error::invalid(format!(
+                        "buckets given for '{d}', which is not a dimension of the graph"
+                    )));
+                }
+                if sizes.is_empty() || sizes.contains(&0) {
+                    return Err(Error::invalid(format!("buckets of '{d}' must be positive sizes")));
+                }
+            }
+        }
+        Ok(ShapeCache { gpu: gpu.clone(), graph, policy, capacity, options, state: Mutex::default() })
+    }
+
+    /// The shape `dims` runs at under the policy.
+    pub fn concrete(&self, dims: &Dims) -> Result<Dims> {
+        self.graph.check_dims(dims)?;
+        let ShapePolicy::Buckets(buckets) = &self.policy else { return Ok(dims.clone()) };
+        dims.iter()
+            .map(|(d, &v)| match buckets.get(d) {
+                None => Ok((d.clone(), v)),
+                Some(sizes) => match sizes.iter().copied().filter(|&b| b >= v).min() {
+                    Some(b) => Ok((d.clone(), b)),
+                    None => Err(Error::invalid(format!(
+                        "{d} = {v} is above its largest bucket ({}); add a bucket",
+                        sizes.iter().max().copied().unwrap_or(0)
+                    ))),
+                },
+            })
+            .collect()
+    }
+
+    /// The executor for `dims` (compiled on a miss), and the shape it runs at.
+    pub fn executor(&self, dims: &Dims) -> Result<(Arc<Executor>, Dims)> {
+        let shape = self.concrete(dims)?;
+        {
+            let mut st = lock(&self.state);
+            if let Some(k) = st.entries.iter().position(|(d, _)| *d == shape) {
+                let entry = st.entries.remove(k);
+                let exe = entry.1.clone();
+                st.entries.push(entry);
+                st.stats.hits += 1;
+                return Ok((exe, shape));
+            }
+        }
+        // Compiled outside the lock: other shapes keep running meanwhile.
+        let exe = Arc::new(self.gpu.compile(self.graph.instantiate(&shape)?, self.options.clone())?);
+        let mut st = lock(&self.state);
+        st.stats.misses += 1;
+        st.entries.push((shape.clone(), exe.clone()));
+        while st.entries.len() > self.capacity {
+            let (_, old) = st.entries.remove(0);
+            old.release();
+            st.stats.evictions += 1;
+        }
+        Ok((exe, shape))
+    }
+
+    /// Runs at `dims`: host inputs sized for `dims` are zero-padded to the compiled shape,
+    /// and outputs read back are cut to their size at `dims`.
+    pub async fn run(
+        &self,
+        dims: &Dims,
+        inputs: &HashMap<String, Vec<u8>>,
+        io: &DeviceIo,
+        options: RunOptions,
+    ) -> Result<RunOutput> {
+        let (exe, shape) = self.executor(dims)?;
+        let asked = self.graph.instantiate(dims)?;
+        let mut padded = HashMap::with_capacity(inputs.len());
+        for (id, bytes) in inputs {
+            let want = asked.tensor(id).map(|t| t.size);
+            if want.is_some_and(|w| w != bytes.len() as u64) {
+                return Err(Error::invalid(format!(
+                    "input '{id}' must be {} bytes at {dims:?}, got {}",
+                    want.unwrap_or(0),
+                    bytes.len()
+                )));
+            }
+            let mut b = bytes.clone();
+            if let Some(t) = exe.graph().tensor(id) {
+                b.resize(t.size as usize, 0);
+            }
+            padded.insert(id.clone(), b);
+        }
+        let mut out = exe.run_io(&padded, io, options).await?;
+        if shape != *dims {
+            for (id, bytes) in &mut out.outputs {
+                if let Some(t) = asked.tensor(id) {
+                    bytes.truncate(t.size as usize);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn stats(&self) -> ShapeCacheStats {
+        let st = lock(&self.state);
+        ShapeCacheStats {
+            cached: st.entries.len() as u64,
+            device_bytes: st.entries.iter().map(|(_, e)| e.device_bytes()).sum(),
+            ..st.stats
+        }
+    }
+
+    pub fn graph(&self) -> &SymbolicGraph {
+        &self.graph
+    }
+
+    /// Releases every executor (their slabs return to the heap).
+    pub fn clear(&self) {
+        for (_, e) in lock(&self.state).entries.drain(..) {
+            e.release();
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Changing shapes: one symbolic graph, executors cached by concrete shape (exact or
+//! bucketed), results equal to a graph compiled for that shape, memory bounded by the LRU.
+
+use std::collections::HashMap;
+
+use common::gpu;
+use wgalloc_core::exec::{
+    CompileOptions, DeviceIo, Dims, ExecGraph, RunOptions, ShapeCache, ShapePolicy, SymbolicGraph,
+};
+
+mod common;
+
+const ROW: usize = 1024; // bytes per batch row
+
+/// The chain-of-adds graph with every tensor `batch` rows long.
+fn symbolic_chain() -> String {
+    let concrete = common::chain_graph_json(3, ROW);
+    let groups = ROW / 4 / 64;
+    let mut v: serde_json::Value = serde_json::from_str(&concrete).unwrap();
+    for t in v["tensors"].as_array_mut().unwrap() {
+        if t["id"] != "w" {
+            t["size"] = format!("batch * {ROW}").into();
+        }
+    }
+    for op in v["ops"].as_array_mut().unwrap() {
+        op["dispatch"] = serde_json::json!([format!("batch * {groups}")]);
+    }
+    v["dims"] = serde_json::json!(["batch"]);
+    v.to_string()
+}
+
+fn dims(batch: u64) -> Dims {
+    Dims::from([("batch".to_string(), batch)])
+}
+
+fn x(batch: usize) -> Vec<u8> {
+    (0..batch * ROW / 4).flat_map(|i| (i as f32 * 0.5 - 3.0).to_le_bytes()).collect()
+}
+
+fn options() -> CompileOptions {
+    let w: Vec<u8> = (0..ROW / 4).flat_map(|i| ((i % 5) as f32).to_le_bytes()).collect();
+    CompileOptions { params: HashMap::from([("w".to_string(), w)]), ..Default::default() }
+}
+
+fn run(cache: &ShapeCache, batch: usize) -> Vec<u8> {
+    let inputs = HashMap::from([("x".to_string(), x(batch))]);
+    let out = pollster::block_on(cache.run(&dims(batch as u64), &inputs, &DeviceIo::default(), RunOptions::default()));
+    out.unwrap().outputs.remove(0).1
+}
+
+/// The same graph compiled by hand for `batch` rows.
+fn reference(batch: usize) -> Vec<u8> {
+    let g = SymbolicGraph::parse(&symbolic_chain()).unwrap().instantiate(&dims(batch as u64)).unwrap();
+    let exe = gpu().compile(g, options()).unwrap();
+    let inputs = HashMap::from([("x".to_string(), x(batch))]);
+    pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap().outputs.remove(0).1
+}
+
+#[test]
+fn exact_shapes_compile_once_each_and_match_a_graph_compiled_for_the_shape() {
+    let gpu = gpu();
+    let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
+    let cache = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 8, options()).unwrap();
+    for batch in [1, 3, 1, 5, 3, 3] {
+        assert_eq!(run(&cache, batch), reference(batch), "batch {batch}");
+    }
+    let s = cache.stats();
+    assert_eq!((s.misses, s.hits, s.evictions, s.cached), (3, 3, 0, 3));
+}
+
+#[test]
+fn buckets_pad_to_the_bucket_cut_outputs_back_and_the_lru_bounds_memory() {
+    let gpu = gpu();
+    let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
+    let policy = ShapePolicy::Buckets(HashMap::from([("batch".to_string(), vec![1, 2, 4, 8, 16])]));
+    let cache = ShapeCache::new(&gpu, graph, policy, 2, options()).unwrap();
+    let reserved_before = gpu.heap().unwrap().stats().allocated_bytes.current;
+    let mut max_bytes = 0;
+    for batch in [3, 4, 1, 7, 16, 2, 3, 9, 5] {
+        let out = run(&cache, batch);
+        assert_eq!(out.len(), batch * ROW);
+        assert_eq!(out, reference(batch), "batch {batch}");
+        max_bytes = max_bytes.max(cache.stats().device_bytes);
+    }
+    let s = cache.stats();
+    // Buckets 4, 4, 1, 8, 16, 2, 4, 16, 8: 2 held at most, so most shapes compile again.
+    assert_eq!(s.hits + s.misses, 9);
+    assert_eq!(s.hits, 1, "{s:?}");
+    assert_eq!(s.cached, 2);
+    assert_eq!(s.evictions, s.misses - 2);
+    // Never more than two executors' slabs: the two largest buckets' worth.
+    assert!(max_bytes <= 2 * (16 * ROW as u64 * 3 + ROW as u64 * 2), "{max_bytes}");
+    cache.clear();
+    assert_eq!(cache.stats().device_bytes, 0);
+    assert_eq!(gpu.heap().unwrap().stats().allocated_bytes.current, reserved_before);
+}
+
+#[test]
+fn bad_shapes_and_graphs_are_refused_with_typed_errors() {
+    let gpu = gpu();
+    let code = |r: Result<_, wgalloc_core::Error>| r.map(|_: ()| ()).unwrap_err().code();
+    assert_eq!(code(SymbolicGraph::parse(&common::chain_graph_json(1, ROW)).map(drop)), "INVALID_ARGUMENT");
+    let bad_expr = symbolic_chain().replace("batch * 1024", "batch ** 2");
+    assert_eq!(code(SymbolicGraph::parse(&bad_expr).map(drop)), "INVALID_ARGUMENT");
+    let unknown = symbolic_chain().replace("batch * 1024", "rows * 1024");
+    assert_eq!(code(SymbolicGraph::parse(&unknown).map(drop)), "INVALID_ARGUMENT");
+    let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
+    let policy = ShapePolicy::Buckets(HashMap::from([("batch".to_string(), vec![2, 4])]));
+    let cache = ShapeCache::new(&gpu, graph.clone(), policy, 2, options()).unwrap();
+    for d in [dims(0), dims(5), Dims::new(), Dims::from([("rows".to_string(), 1)])] {
+        assert_eq!(code(cache.executor(&d).map(drop)), "INVALID_ARGUMENT", "{d:?}");
+    }
+    let wrong = HashMap::from([("x".to_string(), x(3))]);
+    let r = pollster::block_on(cache.run(&dims(2), &wrong, &DeviceIo::default(), RunOptions::default()));
+    assert_eq!(r.unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        code(ShapeCache::new(&gpu, graph.clone(), ShapePolicy::Exact, 0, options()).map(drop)),
+        "INVALID_ARGUMENT"
+    );
+    let odd = ShapePolicy::Buckets(HashMap::from([("rows".to_string(), vec![2])]));
+    assert_eq!(code(ShapeCache::new(&gpu, graph, odd, 2, options()).map(drop)), "INVALID_ARGUMENT");
+    // A concrete graph is unaffected by a "dims" field it does not use.
+    assert!(ExecGraph::parse(&common::chain_graph_json(1, ROW)).is_ok());
+}
