@@ -178,6 +178,11 @@ export declare class Gpu {
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   createKernel(options: KernelOptions): ComputeKernel
   /**
+   * Native form of the facade's `compileShapes()`.
+   * @internal
+   */
+  compileShapesNative(graphJson: string, shape?: ShapeOptions | undefined | null, options?: CompileGraphOptions | undefined | null): ShapeExecutor
+  /**
    * Uploads `params` (param id -> bytes) once, for executors to share (`compile(graph, { weights })`).
    * @internal
    */
@@ -461,6 +466,27 @@ export declare class Profiler {
    * @internal
    */
   exitReport(): string | null
+}
+
+/**
+ * A graph with symbolic dimensions (`"dims": ["batch"]`, sizes and dispatch counts as
+ * expressions): each run names its dimensions, and the executor for that shape (exact, or
+ * rounded up to a bucket) is compiled once and kept while it is among the most recently used.
+ */
+export declare class ShapeExecutor {
+  /** The graph's dimension names. */
+  get dims(): Array<string>
+  /** The shape a run at `dims` uses (its buckets applied). */
+  shapeOf(dims: Record<string, number>): Record<string, number>
+  /**
+   * Native form of `run(dims, inputs, options)`: inputs sized for `dims`, outputs too.
+   * @internal
+   */
+  runNative(dims: Record<string, number>, inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
+  /** Hits, misses, evictions and what the cached executors hold. */
+  stats(): ShapeExecutorStats
+  /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
+  clear(): void
 }
 
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */
@@ -1139,6 +1165,31 @@ export interface RunResult {
   observation?: Observation
   /** Outputs left on the device in new heap blocks (`outputs: 'device'`), in graph order. */
   deviceOutputs: Array<DeviceOutput>
+}
+
+/** How a shape executor has been used. */
+export interface ShapeExecutorStats {
+  /** Runs served by an executor compiled earlier. */
+  hits: number
+  /** Runs that compiled a new executor. */
+  misses: number
+  /** Executors released to stay within the capacity. */
+  evictions: number
+  /** Executors held now. */
+  cached: number
+  /** Device bytes the held executors hold (slabs and constants). */
+  deviceBytes: number
+}
+
+/** How a shape executor maps dimensions to compiled shapes. */
+export interface ShapeOptions {
+  /**
+   * Per dimension, the sizes to round up to (e.g. `{ batch: [1, 2, 4, 8, 16] }`); dimensions
+   * without buckets compile per exact value.
+   */
+  buckets?: Record<string, Array<number>>
+  /** Executors kept at most; the least recently used is released first (default 8). */
+  capacity?: number
 }
 
 /** One range of a segment in a snapshot (`blockId` 0 for free ranges). */

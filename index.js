@@ -847,6 +847,7 @@ module.exports.HostBlock = nativeBinding.HostBlock
 module.exports.MemoryPlan = nativeBinding.MemoryPlan
 module.exports.PlanJob = nativeBinding.PlanJob
 module.exports.Profiler = nativeBinding.Profiler
+module.exports.ShapeExecutor = nativeBinding.ShapeExecutor
 module.exports.Stream = nativeBinding.Stream
 module.exports.Weights = nativeBinding.Weights
 module.exports.heapPoolNames = nativeBinding.heapPoolNames

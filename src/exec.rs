@@ -32,6 +32,36 @@ pub struct CompileGraphOptions {
     pub weights_handle: Option<f64>,
 }
 
+/// Compile options with params copied and shared weights taken before the call returns (the caller
+/// may reuse its bytes or release its weights handle meanwhile); records stay JSON text, for the
+/// caller to parse off the JS thread.
+pub(crate) fn compile_options(options: Option<CompileGraphOptions>) -> Result<(CompileOptions, Option<String>)> {
+    let o = options.unwrap_or(CompileGraphOptions {
+        strategy: None,
+        time_limit_ms: None,
+        max_slab_size: None,
+        params: None,
+        records_json: None,
+        weights_handle: None,
+    });
+    let strategy = match o.strategy.as_deref() {
+        None => wgalloc_plan::Strategy::Best,
+        Some(s) => s.parse().map_err(|e: wgalloc_plan::PlanError| coded(e.code(), &e.to_string()))?,
+    };
+    let options = CompileOptions {
+        strategy,
+        time_limit: o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?,
+        max_slab_size: o.max_slab_size.map(|b| to_u64(b, "maxSlabSize")).transpose()?,
+        params: owned(o.params),
+        records: None,
+        weights: o
+            .weights_handle
+            .map(|h| wgalloc_core::exec::Weights::attach(to_u64(h, "weights")?).napi())
+            .transpose()?,
+    };
+    Ok((options, o.records_json))
+}
+
 /// Options of a run (the facade adds `signal`).
 #[napi(object)]
 pub struct ExecRunOptions {
@@ -173,7 +203,7 @@ fn observation(o: core_exec::Observation) -> Observation {
     }
 }
 
-fn result(out: core_exec::RunOutput, table: Option<&BlockTable>, given: &HashSet<String>) -> RunResult {
+pub(crate) fn result(out: core_exec::RunOutput, table: Option<&BlockTable>, given: &HashSet<String>) -> RunResult {
     let output_order = out.outputs.iter().map(|(id, _)| id.clone()).collect();
     let device_outputs = match table {
         Some(table) => out
@@ -199,7 +229,7 @@ fn result(out: core_exec::RunOutput, table: Option<&BlockTable>, given: &HashSet
     }
 }
 
-fn owned(map: Option<HashMap<String, Uint8Array>>) -> HashMap<String, Vec<u8>> {
+pub(crate) fn owned(map: Option<HashMap<String, Uint8Array>>) -> HashMap<String, Vec<u8>> {
     map.unwrap_or_default().into_iter().map(|(k, v)| (k, v.to_vec())).collect()
 }
 
@@ -263,15 +293,36 @@ impl Executor {
     ) -> Result<PromiseRaw<'env, RunResult>> {
         let exe = self.inner.clone();
         let inputs = owned(Some(inputs));
-        let o = options.unwrap_or(ExecRunOptions {
-            observe: None,
-            check_plan: None,
-            heap_slot: None,
-            device_inputs: None,
-            outputs_into: None,
-            outputs: None,
-        });
-        let opts = RunOptions { observe: o.observe.unwrap_or(false), check_plan: o.check_plan.unwrap_or(false) };
+        let (opts, table, io, given) = run_arguments(options)?;
+        env.spawn_future(async move {
+            let out = exe.run_io(&inputs, &io, opts).await.napi()?;
+            Ok(result(out, table.as_deref(), &given))
+        })
+    }
+
+    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+    /// Returns false if it was already released.
+    #[napi]
+    pub fn release(&self) -> bool {
+        self.inner.release()
+    }
+}
+
+type RunArguments = (RunOptions, Option<Arc<BlockTable>>, DeviceIo, HashSet<String>);
+
+/// A run's options, with its device blocks taken (shared handles) before the call returns, so a
+/// free meanwhile defers; also the ids of outputs written into caller blocks.
+pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArguments> {
+    let o = options.unwrap_or(ExecRunOptions {
+        observe: None,
+        check_plan: None,
+        heap_slot: None,
+        device_inputs: None,
+        outputs_into: None,
+        outputs: None,
+    });
+    let opts = RunOptions { observe: o.observe.unwrap_or(false), check_plan: o.check_plan.unwrap_or(false) };
+    {
         let outputs_on_device = match o.outputs.as_deref() {
             None | Some("host") => false,
             Some("device") => true,
@@ -296,17 +347,7 @@ impl Executor {
             None => DeviceIo::default(),
         };
         let given: HashSet<String> = io.outputs_into.keys().cloned().collect();
-        env.spawn_future(async move {
-            let out = exe.run_io(&inputs, &io, opts).await.napi()?;
-            Ok(result(out, table.as_deref(), &given))
-        })
-    }
-
-    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
-    /// Returns false if it was already released.
-    #[napi]
-    pub fn release(&self) -> bool {
-        self.inner.release()
+        Ok((opts, table, io, given))
     }
 }
 
@@ -324,30 +365,11 @@ impl Gpu {
         options: Option<CompileGraphOptions>,
     ) -> Result<PromiseRaw<'env, Executor>> {
         let gpu = self.inner.clone();
-        let o = options.unwrap_or(CompileGraphOptions {
-            strategy: None,
-            time_limit_ms: None,
-            max_slab_size: None,
-            params: None,
-            records_json: None,
-            weights_handle: None,
-        });
-        let strategy = match o.strategy.as_deref() {
-            None => wgalloc_plan::Strategy::Best,
-            Some(s) => s.parse().map_err(|e: wgalloc_plan::PlanError| coded(e.code(), &e.to_string()))?,
-        };
-        let time_limit = o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?;
-        let max_slab_size = o.max_slab_size.map(|b| to_u64(b, "maxSlabSize")).transpose()?;
-        let params = owned(o.params);
-        let records_json = o.records_json;
-        // Taken now: the caller may release its handle while compiling.
-        let weights =
-            o.weights_handle.map(|h| wgalloc_core::exec::Weights::attach(to_u64(h, "weights")?).napi()).transpose()?;
+        let (mut options, records_json) = compile_options(options)?;
         env.spawn_future(async move {
-            let records = records_json
+            options.records = records_json
                 .map(|j| wgalloc_plan::json::parse_records(&j).map_err(|e| coded(e.code(), &e.to_string())))
                 .transpose()?;
-            let options = CompileOptions { strategy, time_limit, max_slab_size, params, records, weights };
             let graph = parse_graph(&graph_json)?;
             let exe = gpu.compile(graph, options).napi()?;
             Ok(Executor { inner: Arc::new(exe) })

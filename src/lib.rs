@@ -15,6 +15,7 @@ mod host;
 mod kernel;
 mod plan;
 mod profiler;
+mod shapes;
 mod stream;
 mod weights;
 
