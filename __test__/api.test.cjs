@@ -31,6 +31,13 @@ const GRAPH = {
   ops: [{ name: 'double', kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
 }
 const X = Float32Array.from({ length: 64 }, (_, i) => i)
+/** GRAPH with `batch` rows of 64 floats. */
+const SHAPES = {
+  ...GRAPH,
+  dims: ['batch'],
+  tensors: GRAPH.tensors.map((t) => ({ ...t, size: 'batch * 256' })),
+  ops: GRAPH.ops.map((op) => ({ ...op, dispatch: ['batch'] })),
+}
 
 let shared
 /** One device and one of everything, for the fixtures. */
@@ -44,7 +51,9 @@ function context() {
     const stream = gpu.createStream()
     const down = gpu.host.alloc(256, { direction: 'download' })
     const plan = await planMemory([{ id: 'a', size: 32, first: 0, last: 1 }, { id: 'b', size: 28, first: 1, last: 4 }])
-    return { gpu, exe, block, buffer, stream, down, plan, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
+    const shapes = gpu.compileShapes(SHAPES)
+    const weights = gpu.createWeights({ w: new Float32Array(4) })
+    return { gpu, exe, block, buffer, stream, down, plan, shapes, weights, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
   })()
   return shared
 }
@@ -60,6 +69,7 @@ const ASYNC_CALLS = {
   'Gpu.compile': (c, signal) => c.gpu.compile(GRAPH, { signal }),
   'Gpu.runEager': (c, signal) => c.gpu.runEager(GRAPH, { x: X }, { signal }),
   'Executor.run': (c, signal) => c.exe.run({ x: X }, { signal }),
+  'ShapeExecutor.run': (c, signal) => c.shapes.run({ batch: 1 }, { x: X }, { signal }),
   'DeviceBlock.read': (c, signal) => c.block.read(0, 16, { signal }),
   'HostBlock.map': (c, signal) => c.down.map({ signal }),
   'GpuEvent.wait': (c, signal) => c.stream.submit().wait({ signal }),
@@ -178,6 +188,15 @@ const HANDLES = {
   DeviceBlock: { make: (c) => c.gpu.heap.malloc(64), released: (b) => b.freed },
   HostBlock: { make: (c) => c.gpu.host.alloc(64), released: (b) => b.freed },
   Executor: { make: (c) => c.gpu.compile(GRAPH), released: (e) => e.released },
+  Weights: { make: (c) => c.gpu.createWeights({ w: new Float32Array(4) }), released: (w) => w.released },
+  ShapeExecutor: {
+    make: async (c) => {
+      const s = c.gpu.compileShapes(SHAPES)
+      await s.run({ batch: 2 }, { x: new Float32Array(128) })
+      return s
+    },
+    released: (s) => s.stats().cached === 0,
+  },
   Stream: {
     // A stream owns recorded work: disposal submits it.
     make: (c) => {
@@ -240,6 +259,8 @@ const PRINTS = {
   HostBlock: (c) => [c.down, /^HostBlock \{ id: \d+, direction: 'download', requestedSize: 256, size: 256, mapped: (true|false) \}$/],
   Profiler: (c) => [c.gpu.profiler, /^Profiler \{ active: false, timing: '.+' \}$/],
   ComputeKernel: (c) => [c.gpu.createKernel({ source: KERNEL, bindings: 1, name: 'fill' }), /^ComputeKernel \{ name: 'fill', bindings: 1, uniform: false \}$/],
+  Weights: (c) => [c.weights, /^Weights \{ ids: \['w'\], deviceBytes: [1-9]\d* \}$/],
+  ShapeExecutor: (c) => [c.shapes, /^ShapeExecutor \{ dims: \['batch'\], cached: \d+, hits: \d+, misses: \d+ \}$/],
   MemoryPlan: (c) => [c.plan, /^MemoryPlan \{ strategy: 'best', slabSize: 60, lowerBound: 60, ratio: 1\.0000, optimal: true \}$/],
 }
 
@@ -276,7 +297,7 @@ function plainNumbers(t, value, path) {
 
 test.serial('every stats() returns a plain object of numbers that survives JSON and structuredClone', async (t) => {
   const c = await context()
-  const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler }
+  const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler, ShapeExecutor: c.shapes }
   await c.gpu.profiler.profile(() => c.exe.run({ x: X }))
   c.gpu.profiler.markCpuFallback('topk', 64)
   const { classes } = apiSurface()

@@ -182,4 +182,16 @@ function scalarBlock(table, value) {
   return new DeviceBlock(kCreate, table, id, info.size, info.requestedSize, info.offset, POOLS.indexOf(info.pool))
 }
 
-module.exports = { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, handleOf, heapOf: (b) => tableOf(b).heap }
+/** A block the native side put in `table` (an executor's device output). */
+function adoptBlock(table, out) {
+  return new DeviceBlock(kCreate, table, out.id, out.size, out.requested, out.offset, out.pool)
+}
+
+/** `block`'s table and id, for native calls that take blocks by id; refuses non-blocks and freed blocks. */
+function blockRef(block, what) {
+  if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a DeviceBlock from gpu.heap.malloc()`)
+  if (block.freed) throw new WgallocError('USE_AFTER_FREE', `${what}: block ${block.id} was freed; allocate a new block`)
+  return { table: tableOf(block), id: block.id }
+}
+
+module.exports = { DeviceBlock, HeapTable, mallocBlock, scalarBlock, adoptBlock, blockRef, usageCode, handleOf, heapOf: (b) => tableOf(b).heap }

@@ -10,6 +10,10 @@ const { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, heapOf } = 
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
 
+// The blocks of one JS heap object live in its native table (see device-block.cjs).
+const kTable = Symbol('wgalloc.heapTable')
+const tableOf = (heap) => heap[kTable] ?? Object.defineProperty(heap, kTable, { value: new HeapTable(heap) })[kTable]
+
 function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag }) {
   memoizeGetter(Gpu.prototype, 'heap')
   /** Allocator events are also published here, for tools that listen process-wide. */
@@ -19,8 +23,6 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   // WeakMap lookup on the malloc/free hot path, and blocks point at their heap the same
   // way: a WeakMap entry per block made short-lived blocks costly to collect).
   const kState = Symbol('wgalloc.heapState')
-  const kTable = Symbol('wgalloc.heapTable')
-  const tableOf = (heap) => heap[kTable] ?? Object.defineProperty(heap, kTable, { value: new HeapTable(heap) })[kTable]
   const state = (heap) => {
     let st = heap[kState]
     if (!st) {
@@ -174,4 +176,4 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   }
 }
 
-module.exports = { installHeap, EVENT_KINDS }
+module.exports = { installHeap, EVENT_KINDS, tableOf }

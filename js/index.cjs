@@ -94,12 +94,12 @@ function finalizeClass(cls) {
   })
 }
 
-const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, Executor, Host, HostBlock, Profiler, ComputeKernel } = native
+const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, Executor, Host, HostBlock, Profiler, ComputeKernel, Weights, ShapeExecutor } = native
 const { planMemory, MemoryPlan, STRATEGIES } = require('./plan.cjs')
 // The public DeviceBlock is a JS object (js/device-block.cjs); the native class is the
 // handle its operations use, wrapped for typed errors but never handed out.
 const { DeviceBlock, handleOf } = require('./device-block.cjs')
-const CLASSES = [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan]
+const CLASSES = [Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan, Weights, ShapeExecutor]
 for (const cls of [...CLASSES, native.DeviceBlock]) wrapClass(cls)
 // Native methods that take blocks get their handles.
 const withHandles = (cls, name, convert) => {
@@ -116,7 +116,7 @@ withHandles(Stream, 'copyBlocks', ([src, dst, ...rest]) => [handleOf(src), handl
 withHandles(Stream, 'copyToDevice', ([src, dst, ...rest]) => [src, handleOf(dst), ...rest])
 withHandles(Stream, 'copyToHost', ([src, ...rest]) => [handleOf(src), ...rest])
 withHandles(Stream, 'dispatch', ([kernel, blocks, ...rest]) => [kernel, handles(blocks), ...rest])
-const facade = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Host, HostBlock, Profiler, MemoryPlan, WgallocError, dispose, asyncDispose, toWgallocError, diag }
+const facade = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Weights, ShapeExecutor, Host, HostBlock, Profiler, MemoryPlan, WgallocError, dispose, asyncDispose, toWgallocError, diag }
 require('./heap.cjs').installHeap(facade)
 require('./host.cjs').installHost(facade)
 require('./exec.cjs').installExec(facade)
@@ -216,6 +216,7 @@ const HOW = {
   Gpu: 'await Gpu.request()', GpuBuffer: 'gpu.createBuffer()', GpuEvent: 'stream.submit()', Stream: 'gpu.createStream()',
   Heap: 'gpu.heap', DeviceBlock: 'gpu.heap.malloc()', Executor: 'await gpu.compile()', Host: 'gpu.host',
   HostBlock: 'gpu.host.alloc()', Profiler: 'gpu.profiler', ComputeKernel: 'gpu.createKernel()', MemoryPlan: 'await planMemory()',
+  Weights: 'gpu.createWeights()', ShapeExecutor: 'gpu.compileShapes()',
 }
 const exported = Object.fromEntries(CLASSES.map((cls) => {
   const refuse = () => { throw new WgallocError('INVALID_ARGUMENT', `${cls.name} has no public constructor; use ${HOW[cls.name]}`) }

@@ -19,10 +19,11 @@
  * @module
  */
 
-import type { Observation, Executor, CopyOptions, DeviceBlock, Gpu, Heap, HeapEvent, Host, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, PlanSpace, Profiler, ProfilerStartOptions } from '../index.js'
+import type { Observation, Executor, CopyOptions, DeviceBlock, Weights, ShapeExecutor, Gpu, Heap, HeapEvent, Host, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, PlanSpace, Profiler, ProfilerStartOptions } from '../index.js'
 
 export type {
   AdapterDescription,
+  ShapeExecutorStats,
   EnumerateOptions,
   BlockInfo,
   CopyOptions,
@@ -53,7 +54,7 @@ export type {
   SnapshotSegment,
   Stat,
 } from '../index.js'
-export { ComputeKernel, DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, Stream } from '../index.js'
+export { ComputeKernel, DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, ShapeExecutor, Stream, Weights } from '../index.js'
 export type { ExecutorStats, Observation, ObservedEvent, ObservedRecord } from '../index.js'
 
 /** Options of `heap.malloc()`. */
@@ -189,8 +190,8 @@ export declare function planMemory(
 export interface GraphTensor {
   /** Unique id (the key of inputs, params and outputs). */
   id: string
-  /** Bytes. */
-  size: number
+  /** Bytes (in a `compileShapes()` graph, may be an expression such as `'batch * 1024'`). */
+  size: number | string
   /** Default `intermediate`. Inputs come with every run, params at compile time, outputs are returned. */
   kind?: 'input' | 'param' | 'intermediate' | 'output'
   /** Shares the bytes of this tensor (and extends its life). */
@@ -210,11 +211,11 @@ export interface GraphOp {
   /** Tensor ids bound after the inputs, in order. */
   outputs: string[]
   /** Workgroup counts (missing dimensions are 1). */
-  dispatch?: [number] | [number, number] | [number, number, number]
+  dispatch?: [number | string] | [number | string, number | string] | [number | string, number | string, number | string]
   /** Bytes of the op's uniform. */
   params?: ArrayBufferView | number[]
   /** Scratch bytes bound after the outputs. */
-  workspace?: number
+  workspace?: number | string
 }
 
 /** A WGSL compute kernel of a graph. */
@@ -233,6 +234,8 @@ export interface Graph {
   tensors: GraphTensor[]
   /** Ops in execution order. */
   ops: GraphOp[]
+  /** Dimension names for `gpu.compileShapes()`: sizes and dispatch counts may then be expressions over them. */
+  dims?: string[]
 }
 
 /** Tensor bytes: any typed array, DataView or ArrayBuffer. */
@@ -252,6 +255,16 @@ export interface CompileOptions extends AsyncOptions {
   plan?: 'static' | 'observe'
   /** Inputs for the observed run (zeros by default). */
   sampleInputs?: Record<string, TensorData>
+  /** Shared weights (`gpu.createWeights()`): params not in `params` are bound from them, without a copy. */
+  weights?: Weights
+}
+
+/** Options of `gpu.compileShapes()`: a compile's options plus how shapes map to executors. */
+export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sampleInputs' | 'signal'> {
+  /** Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value. */
+  buckets?: Record<string, number[]>
+  /** Executors kept; the least recently used is released first (default 8). */
+  capacity?: number
 }
 
 /** Options of `gpu.runEager()`. */
@@ -268,6 +281,10 @@ export interface RunOptions extends AsyncOptions {
   observe?: boolean
   /** Poison tensors before their producer and check after every op that no live tensor changed (`PLAN_INVALID` otherwise). */
   checkPlan?: boolean
+  /** `host` (default) reads outputs back; `device` leaves each output (not in `outputsInto`) in a new heap block, in `result.blocks`. */
+  outputs?: 'host' | 'device'
+  /** Outputs written on the GPU into these blocks (at least the tensor's bytes) and not read back. */
+  outputsInto?: Record<string, DeviceBlock>
 }
 
 /** Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked for. */
@@ -276,6 +293,8 @@ export interface ExecResult {
   outputs: Record<string, Float32Array | Uint32Array | Int32Array | Uint16Array | Int8Array | Uint8Array>
   /** What the run allocated and freed, with `observe: true`. */
   observation?: ExecObservation
+  /** Outputs left on the device (`outputs: 'device'`), by id: the caller frees them. */
+  blocks?: Record<string, DeviceBlock>
 }
 
 /** What the memory observer saw during one run. */
@@ -633,6 +652,16 @@ declare module '../index.js' {
      * ```
      */
     compile(graph: Graph | string, options?: CompileOptions): Promise<Executor>
+    /**
+     * Param bytes uploaded once into one heap block, for executors here and on worker threads to bind
+     * in place (`compile(graph, { weights })`). Freed when released and no executor uses them.
+     */
+    createWeights(params: Record<string, TensorData>): Weights
+    /**
+     * A graph with symbolic dimensions (`dims: ['batch']`; sizes, dispatch counts and workspaces as
+     * expressions such as `'batch * 1024'`), compiled once per shape and cached (LRU).
+     */
+    compileShapes(graph: Graph | string, options?: CompileShapesOptions): ShapeExecutor
     /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
     runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult>
   }
@@ -642,11 +671,24 @@ declare module '../index.js' {
      * while another run of this executor is in flight, `USE_AFTER_FREE` after `release()`,
      * `INVALID_ARGUMENT` for a missing or mis-sized input, `ABORTED` (the GPU work completes).
      */
-    run(inputs: Record<string, TensorData>, options?: RunOptions): Promise<ExecResult>
+    run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult>
     /** Releases the slabs (same as `release()`). */
     [Symbol.dispose](): void
     /** Releases the slabs (same as `release()`; nothing to wait for: freed slabs are reused only after their GPU work). */
     [Symbol.asyncDispose](): Promise<void>
+  }
+  interface Weights {
+    /** Lets go of this handle (same as `release()`). */
+    [Symbol.dispose](): void
+  }
+  interface ShapeExecutor {
+    /**
+     * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks of the bucket's
+     * size); outputs come back sized for `dims`. Compiles the shape's executor on first use.
+     */
+    run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult>
+    /** Releases every cached executor (same as `clear()`). */
+    [Symbol.dispose](): void
   }
   interface GpuEvent {
     /** Resolves once the GPU finished this submission. `DEVICE_LOST` if the device goes first. */

@@ -58,7 +58,7 @@ impl Weights {
     }
 
     /// The weights behind a handle from `shareHandle()`, while something still holds them.
-    #[napi]
+    #[napi(writable = true, configurable = true)]
     pub fn attach(handle: f64) -> Result<Weights> {
         let w = CoreWeights::attach(to_u64(handle, "handle")?).napi()?;
         Ok(Weights { inner: Mutex::new(Some(w)) })

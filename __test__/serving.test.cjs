@@ -1,0 +1,133 @@
+'use strict'
+// Serving-grade execution from JS: inputs and outputs kept on the GPU (chained executors,
+// state in one block across runs), weights shared by executors and workers, and graphs with
+// changing shapes, each bit for bit against the plain host path.
+const test = require('ava')
+const { Worker } = require('node:worker_threads')
+const { Gpu, Weights } = require('..')
+const { gpu } = require('./helpers.cjs')
+const { chain } = require('./graphs.cjs')
+
+const bytes = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+const graphOf = (n) => chain(n)
+const rowOf = (g) => g.tensors.find((t) => t.id === 'x').size
+const paramsOf = (g, value) => ({ w: new Float32Array(rowOf(g) / 4).fill(value) })
+
+test('two executors chain through a device block: no host round trip, same bytes', async (t) => {
+  const dev = await gpu()
+  const ga = graphOf(3)
+  const gb = graphOf(2)
+  const a = await dev.compile(ga, { params: paramsOf(ga, 0.5) })
+  const b = await dev.compile(gb, { params: paramsOf(gb, 1.25) })
+  const x = new Float32Array(rowOf(ga) / 4).map((_, i) => i * 0.37 - 11)
+  const viaHost = (await b.run({ x: Object.values((await a.run({ x })).outputs)[0] })).outputs
+  const first = await a.run({ x }, { outputs: 'device' })
+  t.deepEqual(Object.keys(first.outputs), [], 'nothing was read back')
+  const [name, block] = Object.entries(first.blocks)[0]
+  t.is(block.constructor.name, 'DeviceBlock')
+  const chained = (await b.run({ x: block })).outputs
+  t.deepEqual(bytes(Object.values(chained)[0]), bytes(Object.values(viaHost)[0]))
+  block.free()
+  t.true(typeof name === 'string')
+  // A freed block is refused, typed, before anything runs.
+  await t.throwsAsync(b.run({ x: block }), { code: 'USE_AFTER_FREE' })
+  await t.throwsAsync(b.run({ x: {} }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(b.run({ x }, { outputs: 'gpu' }), { code: 'INVALID_ARGUMENT' })
+  a.release()
+  b.release()
+})
+
+test('decoder-style state stays in one block across 100 runs, equal to the host loop', async (t) => {
+  const dev = await gpu()
+  const g = graphOf(1)
+  const step = await dev.compile(g, { params: paramsOf(g, 1) })
+  const x0 = new Float32Array(rowOf(g) / 4).map((_, i) => i * 0.25)
+  let host = x0
+  for (let i = 0; i < 100; i++) host = Object.values((await step.run({ x: host })).outputs)[0]
+  const out = Object.keys((await step.run({ x: x0 })).outputs)[0]
+  const state = dev.heap.malloc(x0.byteLength)
+  state.write(bytes(x0))
+  for (let i = 0; i < 100; i++) {
+    const r = await step.run({ x: state }, { outputsInto: { [out]: state } })
+    t.is(Object.keys(r.outputs).length, 0)
+  }
+  t.deepEqual(new Uint8Array(await state.read(0, x0.byteLength)), bytes(host))
+  state.free()
+  step.release()
+})
+
+test('shared weights: one copy for several executors and four workers', async (t) => {
+  const dev = await gpu()
+  const g = graphOf(3)
+  const w = paramsOf(g, 0.75)
+  const x = new Float32Array(rowOf(g) / 4).map((_, i) => i)
+  const own = await dev.compile(g, { params: w })
+  const want = bytes(Object.values((await own.run({ x })).outputs)[0])
+  own.release()
+  const weights = dev.createWeights(w)
+  t.is(weights.deviceBytes, w.w.byteLength)
+  const exes = await Promise.all([1, 2].map(() => dev.compile(g, { weights })))
+  for (const exe of exes) {
+    t.is(exe.stats().constantBytes, 0)
+    t.is(exe.stats().sharedWeightBytes, w.w.byteLength)
+    t.deepEqual(bytes(Object.values((await exe.run({ x })).outputs)[0]), want)
+  }
+  const script = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { Gpu, Weights } = require(${JSON.stringify(require.resolve('..'))})
+    ;(async () => {
+      const gpu = Gpu.attach(workerData.device)
+      const exe = await gpu.compile(workerData.graph, { weights: Weights.attach(workerData.weights) })
+      const r = await exe.run({ x: workerData.x })
+      parentPort.postMessage({ out: Object.values(r.outputs)[0], constant: exe.stats().constantBytes })
+      exe.release()
+    })().catch((e) => parentPort.postMessage({ error: e.code + ' ' + e.message }))`
+  const before = dev.heap.stats().allocatedBytes.current
+  const results = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
+    const worker = new Worker(script, { eval: true, workerData: { device: dev.shareHandle(), weights: weights.shareHandle(), graph: g, x } })
+    worker.once('message', (m) => { worker.terminate(); resolve(m) })
+    worker.once('error', reject)
+  })))
+  for (const r of results) {
+    t.is(r.error, undefined)
+    t.is(r.constant, 0, 'the worker bound the shared copy')
+    t.deepEqual(bytes(r.out), want)
+  }
+  t.true(dev.heap.stats().allocatedBytes.current <= before, 'workers added no weight copies that stayed')
+  weights.release()
+  t.is(weights.deviceBytes, 0)
+  t.throws(() => Weights.attach(-1), { code: 'INVALID_ARGUMENT' })
+  for (const exe of exes) exe.release()
+})
+
+test('changing shapes: one graph, executors per bucket, outputs cut to the asked shape', async (t) => {
+  const dev = await gpu()
+  const g = graphOf(2)
+  const row = rowOf(g)
+  const symbolic = structuredClone(g)
+  for (const x of symbolic.tensors) if (x.kind !== 'param') x.size = `batch * ${row}`
+  for (const op of symbolic.ops) op.dispatch = op.dispatch.map((d) => `batch * ${d}`)
+  symbolic.dims = ['batch']
+  const params = paramsOf(g, 0.5)
+  const shapes = dev.compileShapes(symbolic, { params, buckets: { batch: [2, 4, 8] }, capacity: 2 })
+  t.deepEqual(shapes.dims, ['batch'])
+  for (const batch of [1, 3, 3, 8, 2, 5]) {
+    const x = new Float32Array((batch * row) / 4).map((_, i) => i % 97)
+    const got = Object.values((await shapes.run({ batch }, { x })).outputs)[0]
+    const concrete = structuredClone(g)
+    for (const t2 of concrete.tensors) if (t2.kind !== 'param') t2.size = batch * row
+    for (const op of concrete.ops) op.dispatch = op.dispatch.map((d) => batch * d)
+    const exe = await dev.compile(concrete, { params })
+    t.deepEqual(bytes(got), bytes(Object.values((await exe.run({ x })).outputs)[0]), `batch ${batch}`)
+    exe.release()
+  }
+  t.deepEqual(shapes.shapeOf({ batch: 3 }), { batch: 4 })
+  const s = shapes.stats()
+  t.is(s.hits + s.misses, 6)
+  t.true(s.cached <= 2)
+  await t.throwsAsync(shapes.run({ batch: 9 }, { x: new Float32Array((9 * row) / 4) }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(shapes.run({ rows: 1 }, { x: new Float32Array(row / 4) }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => dev.compileShapes(g), { code: 'INVALID_ARGUMENT' }, 'a graph without dims')
+  shapes.clear()
+  t.is(shapes.stats().deviceBytes, 0)
+})
