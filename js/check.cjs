@@ -2,11 +2,16 @@
 // Eager vs planned execution of a graph, with checksum kernels standing in for a
 // model graph's ops: bitwise equality of outputs, slab vs lower bound, memory
 // and time of both modes. Used by `wgalloc check`, the tests and the benchmarks.
+const { WgallocError } = require('./errors.cjs')
 
 /** Deterministic bytes for every input of `graph`. */
 function sampleInputs(graph) {
   const inputs = {}
-  for (const t of graph.tensors.filter((x) => x.kind === 'input')) {
+  if (!Array.isArray(graph?.tensors)) throw new WgallocError('INVALID_ARGUMENT', 'the graph has no tensors array')
+  for (const t of graph.tensors.filter((x) => x?.kind === 'input')) {
+    if (!Number.isSafeInteger(t.size) || t.size < 1) {
+      throw new WgallocError('INVALID_ARGUMENT', `tensor ${JSON.stringify(t.id)}: size must be a positive integer, got ${JSON.stringify(t.size)}`)
+    }
     const bytes = new Uint8Array(t.size)
     let h = 2166136261
     for (const c of t.id) h = Math.imul(h ^ c.charCodeAt(0), 16777619)

@@ -94,4 +94,18 @@ function parseJson(text, what) {
   }
 }
 
-module.exports = { WgallocError, CODES, toWgallocError, abortError, parseJson, shown }
+/**
+ * JSON.stringify of caller input: input nested past what the stack holds (or cyclic) is
+ * INVALID_ARGUMENT naming `what`, not a bare RangeError or TypeError.
+ */
+function stringifyInput(value, what, replacer) {
+  try {
+    return JSON.stringify(value, replacer)
+  } catch (err) {
+    if (err instanceof RangeError) throw new WgallocError('INVALID_ARGUMENT', `${what}: nesting too deep to serialise (${err.message})`, { cause: err })
+    if (err instanceof TypeError && /circular/i.test(err.message)) throw new WgallocError('INVALID_ARGUMENT', `${what}: a circular reference cannot be serialised`, { cause: err })
+    throw err
+  }
+}
+
+module.exports = { WgallocError, CODES, toWgallocError, abortError, parseJson, shown, stringifyInput }

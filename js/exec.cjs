@@ -2,7 +2,7 @@
 // JS side of plan execution: graphs as objects, typed-array inputs and outputs,
 // profile-guided planning (`plan: 'observe'`), disposal and inspect output.
 const { inspect } = require('node:util')
-const { WgallocError, parseJson, shown } = require('./errors.cjs')
+const { WgallocError, parseJson, shown, stringifyInput } = require('./errors.cjs')
 const { checkSignal, withSignal } = require('./signal.cjs')
 const { DeviceBlock, adoptBlock, blockRef } = require('./device-block.cjs')
 const { tableOf } = require('./heap.cjs')
@@ -13,7 +13,7 @@ function graphJson(graph) {
   if (typeof graph === 'string') return graph
   if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
   // Typed-array params become byte arrays.
-  return JSON.stringify(graph, (key, value) => (ArrayBuffer.isView(value) ? Array.from(bytesOf(value, `graph field '${key}'`)) : value))
+  return stringifyInput(graph, 'the graph', (key, value) => (ArrayBuffer.isView(value) ? Array.from(bytesOf(value, `graph field '${key}'`)) : value))
 }
 
 function bytesOf(value, what) {

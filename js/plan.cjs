@@ -2,7 +2,7 @@
 // planMemory(): the static planner, run off the main thread, with { signal,
 // onProgress } and a Plan whose toJSON() is a plain object.
 const native = require('./native.cjs')
-const { WgallocError, toWgallocError } = require('./errors.cjs')
+const { WgallocError, toWgallocError, stringifyInput } = require('./errors.cjs')
 const { checkSignal } = require('./signal.cjs')
 
 const { MemoryPlan } = native
@@ -18,7 +18,7 @@ MemoryPlan.prototype.toJSON = function () {
  * planner reads those exactly); a number past 2^53 - 1 was already rounded, so it is refused.
  */
 function exactJson(value) {
-  return JSON.stringify(value, (key, v) => {
+  return stringifyInput(value, 'planMemory input', (key, v) => {
     if (typeof v === 'bigint') return v.toString()
     if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
       throw new WgallocError('SIZE_OVERFLOW', `planMemory input: ${key} = ${v} is past 2^53 - 1, where JS numbers round; pass a BigInt or a decimal string`)
@@ -27,19 +27,39 @@ function exactJson(value) {
   })
 }
 
+/** Records serialised this many at a time, yielding to the event loop in between. */
+const CHUNK = 20_000
+
+/** `exactJson` of an array, a chunk at a time: a million records must not block the thread for a second. */
+async function exactJsonChunked(array, stopped) {
+  const parts = []
+  for (let i = 0; i < array.length; i += CHUNK) {
+    if (i > 0) await new Promise((resolve) => setImmediate(resolve))
+    stopped()
+    const text = exactJson(array.slice(i, i + CHUNK))
+    parts.push(text.slice(1, -1))
+  }
+  return `[${parts.filter((p) => p.length > 0).join(',')}]`
+}
+
 /** Decides the native input format of `input` and serialises it. */
-function encodeInput(input) {
+async function encodeInput(input, stopped) {
   if (typeof input === 'string') {
     const trimmed = input.trimStart()
     // JSON text goes to the planner as written, so integers past 2^53 stay exact.
     if (trimmed.startsWith('{') || trimmed.startsWith('[')) return ['json', input]
     return ['csv', input]
   }
-  if (Array.isArray(input)) return ['records', exactJson(input)]
+  if (Array.isArray(input)) return ['records', await exactJsonChunked(input, stopped)]
   if (input && typeof input === 'object') {
     if (Array.isArray(input.tensors)) return ['graph', exactJson(input)]
     // The whole object: a written plan (with slabSize) is read back with its constraints.
-    if (Array.isArray(input.records)) return ['records', exactJson(input)]
+    if (Array.isArray(input.records)) {
+      const { records, ...rest } = input
+      const head = exactJson(rest)
+      const body = await exactJsonChunked(records, stopped)
+      return ['records', head === '{}' ? `{"records":${body}}` : `${head.slice(0, -1)},"records":${body}}`]
+    }
   }
   throw new WgallocError(
     'INVALID_ARGUMENT',
@@ -65,11 +85,17 @@ async function planMemory(input, options = {}) {
   if (onProgress != null && typeof onProgress !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'onProgress must be a function')
   checkSignal(signal)
   let job
+  // Objects are sent as JSON, which is ours: a bad field in them is the caller's argument, not a parse error.
+  const fromObjects = typeof input !== 'string'
+  const typed = (err) => {
+    const e = toWgallocError(err)
+    return fromObjects && e.code === 'PARSE_ERROR' ? new WgallocError('INVALID_ARGUMENT', e.message.replace(/^\[PARSE_ERROR\] /, ''), { cause: e }) : e
+  }
   try {
-    const [format, text] = encodeInput(input)
+    const [format, text] = await encodeInput(input, () => checkSignal(signal))
     job = native.startPlan(format, text, rest)
   } catch (err) {
-    throw toWgallocError(err)
+    throw typed(err)
   }
   // Abort settles within ABORT_GRACE_MS: the search stops at its next check and resolves
   // with its best plan; a phase that cannot stop that fast (parsing a huge input) rejects.
@@ -116,7 +142,7 @@ async function planMemory(input, options = {}) {
     }
     return plan
   } catch (err) {
-    throw toWgallocError(err)
+    throw typed(err)
   } finally {
     if (timer) clearInterval(timer)
     signal?.removeEventListener('abort', onAbort)

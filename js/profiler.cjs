@@ -93,12 +93,20 @@ function installProfiler({ Gpu, Profiler, WgallocError, diag }) {
 /** With `WGALLOC_PROFILE` asking for stats, prints every device's tables at exit and on SIGINT. */
 function installExitReport(Gpu, diag) {
   if (!process.env.WGALLOC_PROFILE) return
-  const live = new Set()
+  // Weak: the report must not keep dropped devices (and their threads) alive until exit.
+  const live = new Set() // WeakRef<Profiler>
+  const forget = new FinalizationRegistry((ref) => live.delete(ref))
+  const track = (gpu) => {
+    const p = gpu.profiler
+    const ref = new WeakRef(p)
+    live.add(ref)
+    forget.register(p, ref)
+  }
   const request = Gpu.request
   Gpu.request = async function (...args) {
     const gpu = await request.apply(this, args)
     // WGALLOC_PROFILE asked for stderr output, so this warning is printed as well as published.
-    try { live.add(gpu.profiler) } catch (err) {
+    try { track(gpu) } catch (err) {
       diag.warn(`wgalloc profiler disabled: ${err.message}`, { gpu, code: err.code })
       process.emitWarning(`wgalloc profiler disabled: ${err.message}`)
     }
@@ -107,14 +115,16 @@ function installExitReport(Gpu, diag) {
   const attach = Gpu.attach
   Gpu.attach = function (...args) {
     const gpu = attach.apply(this, args)
-    try { live.add(gpu.profiler) } catch {}
+    try { track(gpu) } catch {}
     return gpu
   }
   let printed = false
   const report = () => {
     if (printed) return
     printed = true
-    for (const p of live) {
+    for (const ref of live) {
+      const p = ref.deref()
+      if (!p) continue
       try {
         const text = p.exitReport()
         if (text) process.stderr.write(text)
@@ -122,14 +132,16 @@ function installExitReport(Gpu, diag) {
     }
   }
   process.on('exit', report)
-  // Our handler goes first, then whatever handled SIGINT before; with none, exit as Node would.
-  const previous = process.listeners('SIGINT')
-  process.removeAllListeners('SIGINT')
-  process.on('SIGINT', (signal) => {
+  // A library never ends the process: the report goes first, the application's own SIGINT
+  // handlers (added before or after this) then run as usual. With none, the signal is raised
+  // again without this handler, so Node ends the process as it would have.
+  const onSigint = () => {
     report()
-    if (previous.length === 0) process.exit(130)
-    for (const h of previous) h.call(process, signal)
-  })
+    if (process.listenerCount('SIGINT') > 1) return
+    process.removeListener('SIGINT', onSigint)
+    process.kill(process.pid, 'SIGINT')
+  }
+  process.prependListener('SIGINT', onSigint)
 }
 
 module.exports = { installProfiler }

@@ -1,7 +1,8 @@
 'use strict'
 // `wgalloc check <graph.json> [--strategy s] [--runs N] [--verify] [--json]`:
 // eager and planned runs of a graph (model graphs run with checksum kernels).
-const { readFileSync } = require('node:fs')
+const { readInputFile } = require('../input-file.cjs')
+const { WgallocError } = require('../errors.cjs')
 const { Gpu } = require('../index.cjs')
 const { checkGraph } = require('../check.cjs')
 const { table, bytes } = require('./table.cjs')
@@ -22,9 +23,14 @@ module.exports = async function check(argv, { parseCommand }) {
     },
   })
   if (exit !== undefined) return exit
-  const text = readFileSync(positionals[0], 'utf8')
+  const text = readInputFile(positionals[0])
+  let parsed
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    throw new WgallocError('PARSE_ERROR', `${positionals[0]} is not valid JSON: ${err.message}`, { cause: err })
+  }
   const gpu = await Gpu.request()
-  const parsed = JSON.parse(text)
   const graph = parsed.kernels ? parsed : JSON.parse(gpu.checksumGraph(text))
   const f = await checkGraph(gpu, graph, { strategy: values.strategy, runs: Number(values.runs), checkPlan: values.verify })
   gpu.destroy()

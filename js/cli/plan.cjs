@@ -1,7 +1,8 @@
 'use strict'
 // `wgalloc plan <file.json|file.csv> [--strategy s|all] [--time-limit 10s]
 //   [--alignment N] [--svg out.svg] [--json [out.json]]`
-const { readFileSync, writeFileSync } = require('node:fs')
+const { writeFileSync } = require('node:fs')
+const { readInputFile } = require('../input-file.cjs')
 const { planMemory, STRATEGIES } = require('../index.cjs')
 const { WgallocError } = require('../errors.cjs')
 const { table, bytes } = require('./table.cjs')
@@ -49,7 +50,7 @@ module.exports = async function plan(argv, { parseCommand }) {
   })
   if (exit !== undefined) return exit
   const file = positionals[0]
-  const text = readFileSync(file, 'utf8')
+  const text = readInputFile(file)
   // The text itself: the planner reads JSON exactly (integers past 2^53 included).
   const input = text
   const strategies = values.strategy === 'all' ? STRATEGIES : [values.strategy]

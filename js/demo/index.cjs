@@ -5,7 +5,7 @@
 // figure as one plain object (the CLI prints it; tests assert on it).
 const { writeFileSync } = require('node:fs')
 const { resolve } = require('node:path')
-const { Gpu, planMemory, STRATEGIES } = require('../index.cjs')
+const { Gpu, planMemory, STRATEGIES, WgallocError } = require('../index.cjs')
 const { shapes, graph: buildGraph, weights } = require('./model.cjs')
 const { reference } = require('./reference.cjs')
 const { median, equalOutputs } = require('../check.cjs')
@@ -110,7 +110,11 @@ async function runDemo(options = {}) {
     let svgPath = null
     if (svg) {
       svgPath = resolve(svg)
-      writeFileSync(svgPath, exe.plan.toSVG())
+      try {
+        writeFileSync(svgPath, exe.plan.toSVG())
+      } catch (err) {
+        throw new WgallocError('IO_ERROR', `cannot write ${svgPath}: ${err.message}`, { cause: err })
+      }
     }
     // One eager and one planned run under the profiler: per-kernel GPU time and the
     // heap's memory counters side by side in a Chrome trace / Perfetto file.

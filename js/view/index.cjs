@@ -3,7 +3,7 @@
 // network) for a heap snapshot, an alloc/free trace, a memory plan or a profiler
 // trace. The kind is read from the JSON's shape; each kind has a module that
 // checks its input and reduces it to the compact data its page script draws.
-const { readFileSync } = require('node:fs')
+const { readJsonFile } = require('../input-file.cjs')
 const { WgallocError } = require('../errors.cjs')
 const { page } = require('./shell.cjs')
 const memory = require('./memory.cjs')
@@ -35,21 +35,6 @@ function detectKind(json) {
   }
   const accepted = Object.values(KINDS).map((k) => `  - ${k}`).join('\n')
   throw new WgallocError('INVALID_ARGUMENT', `cannot tell what this JSON is; wgalloc view accepts:\n${accepted}`)
-}
-
-/** Reads and parses `file`: IO_ERROR when unreadable, PARSE_ERROR (naming the file) when not JSON. */
-function readJsonFile(file) {
-  let text
-  try {
-    text = readFileSync(file, 'utf8')
-  } catch (err) {
-    throw new WgallocError('IO_ERROR', `cannot read ${file}: ${err.message}`, { cause: err })
-  }
-  try {
-    return JSON.parse(text)
-  } catch (err) {
-    throw new WgallocError('PARSE_ERROR', `${file} is not valid JSON: ${err.message}`, { cause: err })
-  }
 }
 
 const MODULES = { snapshot: memory.fromSnapshot, trace: memory.fromTrace, plan: plan.fromPlan, profile: profile.fromTrace }

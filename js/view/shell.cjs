@@ -3,6 +3,7 @@
 // kind's page script and its data, all inline, so the file opens anywhere
 // with no network (a Content-Security-Policy forbids every fetch).
 const { readFileSync } = require('node:fs')
+const { stringifyInput } = require('../errors.cjs')
 const { join } = require('node:path')
 
 const cache = new Map()
@@ -14,7 +15,7 @@ function asset(name) {
 
 const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 /** JSON that cannot end the <script> element it sits in. */
-const scriptJson = (value) => JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
+const scriptJson = (value) => stringifyInput(value, 'the viewer input').replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
 
 /** `view`: { kind, title, subtitle, summary, ...data for the kind's script }. */
 function page(view) {

@@ -26,8 +26,8 @@ pub enum PlanError {
     // The code says INVALID_ARGUMENT already; the message says what is wrong.
     #[error("{0}")]
     InvalidArgument(String),
-    /// Malformed CSV/JSON. `line` is 1-based (0 when unknown).
-    #[error("parse error at line {line}, field {field:?}: {message}")]
+    /// Malformed CSV/JSON. `line` is 1-based; 0 for JSON, where `field` is the path.
+    #[error("{}", parse_message(*line, field, message))]
     Parse { line: usize, field: String, message: String },
     /// A size, offset or sum of sizes does not fit in u64.
     #[error("size overflow: {0}")]
@@ -47,6 +47,13 @@ pub enum PlanError {
     /// A plan failed the independent checker.
     #[error("plan invalid: {0}")]
     PlanInvalid(String),
+}
+
+fn parse_message(line: usize, field: &str, message: &str) -> String {
+    match line {
+        0 => format!("{field}: {message}"),
+        _ => format!("parse error at line {line}, field {field:?}: {message}"),
+    }
 }
 
 impl PlanError {

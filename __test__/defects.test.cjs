@@ -1,0 +1,127 @@
+'use strict'
+// Regression tests for defects found from outside (see also boundary.test.cjs): CLI input
+// that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
+// keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
+const test = require('ava')
+const { spawn, execFileSync } = require('node:child_process')
+const { mkdtempSync, writeFileSync } = require('node:fs')
+const { tmpdir } = require('node:os')
+const { join } = require('node:path')
+const { Gpu, planMemory } = require('..')
+
+const CLI = join(__dirname, '..', 'js', 'cli.cjs')
+const ENTRY = JSON.stringify(require.resolve('..'))
+
+/** Runs node with `args`; resolves { code, signal, stdout, stderr, ms }. */
+function node(args, { env = {}, timeoutMs = 60_000, onSpawn } = {}) {
+  return new Promise((resolve) => {
+    const started = Date.now()
+    const p = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    p.stdout.on('data', (d) => { stdout += d })
+    p.stderr.on('data', (d) => { stderr += d })
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
+    onSpawn?.(p)
+    p.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - started })
+    })
+  })
+}
+
+test('CLI commands refuse devices, pipes and oversized files with IO_ERROR at once', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-input-'))
+  const fifo = join(dir, 'fifo')
+  execFileSync('mkfifo', [fifo])
+  const big = join(dir, 'big.json')
+  writeFileSync(big, '[' + ' '.repeat(4096) + ']')
+  for (const command of ['plan', 'view', 'replay', 'check']) {
+    for (const file of ['/dev/zero', fifo]) {
+      const r = await node([CLI, command, file], { timeoutMs: 20_000 })
+      t.is(r.code, 1, `${command} ${file}`)
+      t.regex(r.stderr, /\[IO_ERROR\] cannot read .*not a regular file/, `${command} ${file}`)
+    }
+    const capped = await node([CLI, command, big], { env: { WGALLOC_MAX_INPUT_BYTES: '1024' } })
+    t.regex(capped.stderr, /\[IO_ERROR\] .*above the 1024-byte input limit \(raise it with WGALLOC_MAX_INPUT_BYTES\)/, command)
+  }
+})
+
+test('check on a negative size and demo writing to a missing folder give typed errors', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-input-'))
+  const graph = join(dir, 'neg.json')
+  writeFileSync(graph, JSON.stringify({ kernels: {}, tensors: [{ id: 'x', size: -4, kind: 'input' }], ops: [] }))
+  const check = await node([CLI, 'check', graph])
+  t.regex(check.stderr, /\[INVALID_ARGUMENT\] tensor "x": size must be a positive integer, got -4/)
+  const demo = await node([CLI, 'demo', '--runs', '1', '--svg', join(dir, 'missing', 'x.svg'), '--trace', join(dir, 't.json')])
+  t.regex(demo.stderr, /\[IO_ERROR\] cannot write .*missing\/x\.svg/)
+  t.notRegex(demo.stderr, /\[ENOENT\]/)
+})
+
+test('input nested too deep is INVALID_ARGUMENT, and a bad field of JS records names the record', async (t) => {
+  let deep = {}
+  for (let i = 0; i < 200_000; i++) deep = { a: deep }
+  await t.throwsAsync(planMemory([{ id: 'a', size: 4, first: 0, last: 1, x: deep }]), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
+  await t.throwsAsync(planMemory({ tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
+  const gpu = await Gpu.request()
+  await t.throwsAsync(gpu.compile({ kernels: {}, tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
+  gpu.destroy()
+  const err = await t.throwsAsync(planMemory([{ id: 'a', size: -1, first: 0, last: 1 }]), { code: 'INVALID_ARGUMENT' })
+  t.regex(err.message, /records\[0\]\.size/)
+  t.notRegex(err.message, /line 0/)
+})
+
+test('planMemory on many JS records keeps the event loop responsive and aborts within 100 ms', async (t) => {
+  const records = Array.from({ length: 300_000 }, (_, i) => ({ id: `r${i}`, size: 64 + ((i * 7919) % 4096), first: i % 50_000, last: (i % 50_000) + (i % 97) }))
+  let last = performance.now()
+  let gap = 0
+  const timer = setInterval(() => {
+    const now = performance.now()
+    gap = Math.max(gap, now - last)
+    last = now
+  }, 5)
+  const ac = new AbortController()
+  const pending = planMemory(records, { strategy: 'greedyBySize', signal: ac.signal })
+  await new Promise((resolve) => setTimeout(resolve, 150))
+  const abortedAt = performance.now()
+  ac.abort()
+  const outcome = await pending.then((p) => p, (e) => e)
+  const took = performance.now() - abortedAt
+  clearInterval(timer)
+  t.true(took < 100, `settled ${took.toFixed(0)} ms after the abort`)
+  if (outcome instanceof Error) t.is(outcome.code, 'ABORTED')
+  t.true(gap < 150, `the event loop stalled ${gap.toFixed(0)} ms`)
+})
+
+test('WGALLOC_PROFILE: the exit report keeps no dropped device alive', async (t) => {
+  const script = `const { Gpu } = require(${ENTRY})
+    const threads = () => require('node:fs').readdirSync('/proc/self/task').length
+    ;(async () => {
+      const base = threads()
+      for (let i = 0; i < 30; i++) { let g = await Gpu.request(); g = null; global.gc(); await new Promise((r) => setTimeout(r, 20)) }
+      for (let i = 0; i < 20; i++) { global.gc(); await new Promise((r) => setTimeout(r, 50)) }
+      console.log(JSON.stringify({ base, after: threads() }))
+    })()`
+  const r = await node(['--expose-gc', '-e', script], { env: { WGALLOC_PROFILE: 'operation-stats' }, timeoutMs: 120_000 })
+  const { base, after } = JSON.parse(r.stdout.trim().split('\n').pop())
+  // Each open device holds its own driver threads; 30 kept alive would add well over 100.
+  t.true(after - base < 60, `threads ${base} -> ${after}`)
+})
+
+test('WGALLOC_PROFILE: SIGINT prints the report and leaves the process to the application', async (t) => {
+  const script = (own) => `const { Gpu } = require(${ENTRY})
+    ${own ? "process.on('SIGINT', () => { console.log('app handled SIGINT'); setTimeout(() => { console.log('app exits on its own'); process.exit(0) }, 200) })" : ''}
+    Gpu.request().then(async (gpu) => { await gpu.heap.malloc(4096).read(0, 16); console.log('ready'); setInterval(() => {}, 1000) })`
+  for (const own of [true, false]) {
+    const r = await node(['-e', script(own)], {
+      env: { WGALLOC_PROFILE: 'operation-stats' },
+      onSpawn: (p) => p.stdout.on('data', (d) => { if (String(d).includes('ready')) p.kill('SIGINT') }),
+    })
+    if (own) {
+      t.regex(r.stdout, /app handled SIGINT\napp exits on its own/)
+      t.is(r.code, 0)
+    } else {
+      t.is(r.signal, 'SIGINT', 'with no handler of its own the process ends by the signal, as without wgalloc')
+    }
+  }
+})
