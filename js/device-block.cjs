@@ -12,8 +12,8 @@ const { WgallocError, shown, toWgallocError } = require('./errors.cjs')
  * sees it: user code calling them could put blocks in the table that nothing frees, or free a
  * block under its JS object. Each is called as `fn(heap, ...args)`.
  */
-const { slot, allocScalarId, blockHandle, releaseBlock } = Object.fromEntries(
-  ['slot', 'allocScalarId', 'blockHandle', 'releaseBlock'].map((name) => {
+const { slot, allocScalarId, blockHandle, releaseBlock, sameHeapAs } = Object.fromEntries(
+  ['slot', 'allocScalarId', 'blockHandle', 'releaseBlock', 'sameHeapAs'].map((name) => {
     const proto = native.Heap.prototype
     const d = Object.getOwnPropertyDescriptor(proto, name)
     const fn = d.get ?? d.value
@@ -194,4 +194,4 @@ function blockRef(block, what) {
   return { table: tableOf(block), id: block.id }
 }
 
-module.exports = { DeviceBlock, HeapTable, mallocBlock, scalarBlock, adoptBlock, blockRef, usageCode, handleOf, heapOf: (b) => tableOf(b).heap }
+module.exports = { sameHeapAs, DeviceBlock, HeapTable, mallocBlock, scalarBlock, adoptBlock, blockRef, usageCode, handleOf, heapOf: (b) => tableOf(b).heap }

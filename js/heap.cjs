@@ -6,7 +6,7 @@ const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
 const { addSignal } = require('./signal.cjs')
 const { shown } = require('./errors.cjs')
-const { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, heapOf } = require('./device-block.cjs')
+const { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, heapOf, sameHeapAs } = require('./device-block.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
 
@@ -152,7 +152,8 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   Heap.prototype.free = function (block) {
     if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
-    if (heapOf(block) !== this) throw new WgallocError('INVALID_ARGUMENT', 'the block belongs to another device\'s heap')
+    // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
+    if (heapOf(block) !== this && !sameHeapAs(this, heapOf(block))) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: the block belongs to another device\'s heap')
     return block.free()
   }
   const blockFree = DeviceBlock.prototype.free

@@ -225,6 +225,13 @@ impl Heap {
         }
     }
 
+    /// True when both heap objects reach one device heap (e.g. `gpu.heap` and the heap of a
+    /// `Gpu.attach` of the same device).
+    #[napi(skip_typescript)]
+    pub fn same_heap_as(&self, other: &Heap) -> bool {
+        self.inner.same_heap(&other.inner)
+    }
+
     /// Frees a block the garbage collector found unreachable without `free()` (no error if it
     /// was freed meanwhile).
     #[napi(skip_typescript)]
