@@ -232,3 +232,30 @@ fn requests_above_the_binding_limit_get_a_dedicated_segment() {
     let info = b.info().unwrap();
     assert!(info.dedicated && info.exceeds_binding_limit);
 }
+
+#[test]
+fn growth_falls_back_to_a_segment_that_fits_under_the_high_watermark() {
+    // 64 MiB limit: the large pool grows 4, 6, 10, 20, 32 MiB segments; once 32 MiB no longer
+    // fits, a 6 MiB request must still get a segment of its own size.
+    let gpu = gpu_with_budget(Some(64 << 20));
+    let heap = gpu.heap().unwrap();
+    heap.set_high_watermark_ratio(1.0).unwrap();
+    let request = 6u64 << 20;
+    let mut held = Vec::new();
+    let err = loop {
+        match heap.malloc(request, Usage::Device) {
+            Ok(b) => held.push(b),
+            Err(e) => break e,
+        }
+        assert!(held.len() < 64, "the limit never applied");
+    };
+    assert_eq!(err.code(), "OUT_OF_MEMORY");
+    let s = heap.stats();
+    // A failure is honest: the request plus what is reserved really exceeds the limit.
+    assert!(
+        s.reserved_bytes.current + request > 64 << 20,
+        "reserved {} + {request} fits under 64 MiB",
+        s.reserved_bytes.current
+    );
+    assert_eq!(held.len(), 10, "ten 6 MiB blocks fit in 64 MiB");
+}

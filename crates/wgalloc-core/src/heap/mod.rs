@@ -335,6 +335,13 @@ impl Heap {
                 Placement::NeedsSegment { size, dedicated } => (size, dedicated),
             };
             self.collect_garbage(&mut st, size);
+            // The growth policy's segment would cross the high watermark while one just big
+            // enough for this request would not: take the smaller one rather than fail.
+            let size = if !self.fits_high_watermark(&st, size) && self.fits_high_watermark(&st, aligned) {
+                aligned
+            } else {
+                size
+            };
             if self.fits_high_watermark(&st, size) {
                 match self.create_segment(&mut st, pool, size, dedicated) {
                     Ok(id) => {
