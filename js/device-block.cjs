@@ -6,6 +6,7 @@
 // handle once (`blockHandle`).
 const native = require('./native.cjs')
 const { WgallocError, shown, toWgallocError } = require('./errors.cjs')
+const { bytesOf } = require('./bytes.cjs')
 
 /**
  * The heap's native helpers for blocks, taken off the public prototype before anything else
@@ -128,9 +129,9 @@ class DeviceBlock {
   setShape(shape) {
     return this.#native().setShape(shape)
   }
-  /** Writes `data` at `offset` (default 0, a multiple of 4); ordered before later submissions. */
+  /** Writes `data` (any typed array, DataView or ArrayBuffer) at `offset` (default 0, a multiple of 4); ordered before later submissions. */
   write(data, offset) {
-    return this.#native().write(data, offset)
+    return this.#native().write(bytesOf(data, 'write: data'), offset)
   }
   /** Reads `length` bytes at `offset` once earlier work completed. */
   read(offset, length) {

@@ -5,6 +5,7 @@ const { inspect } = require('node:util')
 const { WgallocError, parseJson, shown, stringifyInput } = require('./errors.cjs')
 const { checkSignal, withSignal } = require('./signal.cjs')
 const { DeviceBlock, adoptBlock, blockRef } = require('./device-block.cjs')
+const { bytesOf } = require('./bytes.cjs')
 const { tableOf } = require('./heap.cjs')
 
 const TYPED = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, u16: Uint16Array, f16: Uint16Array, i8: Int8Array, u8: Uint8Array }
@@ -14,17 +15,6 @@ function graphJson(graph) {
   if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
   // Typed-array params become byte arrays.
   return stringifyInput(graph, 'the graph', (key, value) => (ArrayBuffer.isView(value) ? Array.from(bytesOf(value, `graph field '${key}'`)) : value))
-}
-
-function bytesOf(value, what) {
-  try {
-    if (value instanceof ArrayBuffer) return new Uint8Array(value)
-    if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
-  } catch (err) {
-    // A view of a transferred (detached) buffer cannot be read.
-    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${err.message}`, { cause: err })
-  }
-  throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
 }
 
 function byteMap(obj, what) {

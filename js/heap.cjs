@@ -6,6 +6,7 @@ const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
 const { addSignal } = require('./signal.cjs')
 const { shown } = require('./errors.cjs')
+const { checkAs, asTyped } = require('./bytes.cjs')
 const { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, heapOf, sameHeapAs } = require('./device-block.cjs')
 
 const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
@@ -163,6 +164,18 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   }
 
   addSignal(DeviceBlock.prototype, 'read', 2)
+  // `{ as: Float32Array }` returns that typed array instead of bytes.
+  const readBytes = DeviceBlock.prototype.read
+  DeviceBlock.prototype.read = function (offset, length, options) {
+    try {
+      const as = options?.as
+      checkAs(as, 'read')
+      const bytes = readBytes.call(this, offset, length, options)
+      return as === undefined ? bytes : bytes.then((b) => asTyped(b, as, 'read'))
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
   DeviceBlock.prototype[dispose] = function () {
     if (!this.freed) this.free()
   }

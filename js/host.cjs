@@ -5,10 +5,16 @@
 const { inspect } = require('node:util')
 const { memoizeGetter } = require('./memo.cjs')
 const { addSignal, callWithSignal, checkSignal } = require('./signal.cjs')
+const { bytesOf, checkAs, asTyped } = require('./bytes.cjs')
 
 function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dispose, WgallocError, diag }) {
   memoizeGetter(Gpu.prototype, 'host')
   const channel = diag.channels.host
+  // Any typed array, DataView or ArrayBuffer, as its bytes.
+  const hostWrite = HostBlock.prototype.write
+  HostBlock.prototype.write = function (data, offset) {
+    return hostWrite.call(this, bytesOf(data, 'write: data'), offset)
+  }
   const blockMessage = (kind, b) => ({ kind, id: b.id, direction: b.direction, requestedSize: b.requestedSize, size: b.size, poolId: b.poolId })
 
   // Block allocations and frees, published only while `wgalloc:host` has subscribers.
@@ -57,7 +63,8 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
       const { offset, signal } = options ?? {}
       checkSignal(signal)
       const started = process.hrtime.bigint()
-      return transferred(this.submitUpload(block, data, offset).wait({ signal }), 'upload', this, data.byteLength, 1, started)
+      const bytes = bytesOf(data, 'upload: data')
+      return transferred(this.submitUpload(block, bytes, offset).wait({ signal }), 'upload', this, bytes.byteLength, 1, started)
     } catch (err) {
       return Promise.reject(err)
     }
@@ -77,11 +84,11 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
       const offsets = new Array(items.length)
       for (let i = 0; i < items.length; i++) {
         const it = items[i]
-        if (!(it?.block instanceof DeviceBlock) || !(it.data instanceof Uint8Array)) {
-          throw new WgallocError('INVALID_ARGUMENT', `uploadBatch: item ${i} must be { block: DeviceBlock, data: Uint8Array, offset?: number }`)
+        if (!(it?.block instanceof DeviceBlock)) {
+          throw new WgallocError('INVALID_ARGUMENT', `uploadBatch: item ${i} must be { block: DeviceBlock, data: TypedArray, offset?: number }`)
         }
         blocks[i] = it.block
-        data[i] = it.data
+        data[i] = bytesOf(it.data, `uploadBatch: item ${i} data`)
         offsets[i] = it.offset ?? 0
       }
       const bytes = data.reduce((n, d) => n + d.byteLength, 0)
@@ -90,16 +97,18 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
       return Promise.reject(err)
     }
   }
-  /** Reads a device block through the host cache: `{ offset, length, signal }`. */
+  /** Reads a device block through the host cache: `{ offset, length, signal, as }` (`as: Float32Array` returns that type). */
   Gpu.prototype.download = function (block, options) {
-    let offset, length, signal
+    let offset, length, signal, as
     try {
-      ;({ offset, length, signal } = options ?? {})
+      ;({ offset, length, signal, as } = options ?? {})
+      checkAs(as, 'download')
     } catch (err) {
       return Promise.reject(err)
     }
     const started = process.hrtime.bigint()
-    return transferred(callWithSignal(this.downloadRange, this, [block, offset, length], { signal }), 'download', this, undefined, 1, started)
+    const bytes = transferred(callWithSignal(this.downloadRange, this, [block, offset, length], { signal }), 'download', this, undefined, 1, started)
+    return as === undefined ? bytes : bytes.then((b) => asTyped(b, as, 'download'))
   }
 
   // napi-rs reads a required options object without checking it is one: undefined

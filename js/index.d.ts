@@ -74,6 +74,27 @@ export interface DownloadOptions extends AsyncOptions {
   offset?: number
   /** Bytes to read (default: to the end of the block). */
   length?: number
+  /** Return this typed array instead of bytes (the length must be whole elements). */
+  as?: TypedArrayClass
+}
+
+/** A typed-array class, for reads that return one (`{ as: Float32Array }`). */
+export type TypedArrayClass =
+  | Uint8ArrayConstructor
+  | Int8ArrayConstructor
+  | Uint16ArrayConstructor
+  | Int16ArrayConstructor
+  | Uint32ArrayConstructor
+  | Int32ArrayConstructor
+  | Float32ArrayConstructor
+  | Float64ArrayConstructor
+  | BigInt64ArrayConstructor
+  | BigUint64ArrayConstructor
+
+/** Options of `block.read()`. */
+export interface ReadOptions extends AsyncOptions {
+  /** Return this typed array instead of bytes (the length must be whole elements). */
+  as?: TypedArrayClass
 }
 
 /** Options of `gpu.upload()`. */
@@ -86,8 +107,8 @@ export interface UploadOptions extends AsyncOptions {
 export interface UploadBatchItem {
   /** The destination block. */
   block: DeviceBlock
-  /** The bytes to write. */
-  data: Uint8Array
+  /** The bytes to write: any typed array, DataView or ArrayBuffer. */
+  data: TensorData
   /** Byte offset in the device block (a multiple of 4; default 0). */
   offset?: number
 }
@@ -529,6 +550,8 @@ declare module '../index.js' {
     signal?: AbortSignal
   }
   interface HostBlock {
+    /** Writes `data` (any typed array, DataView or ArrayBuffer) at `offset` into the mapped block. */
+    write(data: TensorData, offset?: number): void
     /**
      * Resolves once mapped, after the work recorded on the block was submitted and ran: a
      * download block to read what was copied in, an upload block to write it again.
@@ -549,7 +572,7 @@ declare module '../index.js' {
      * await gpu.upload(block, data, { signal: AbortSignal.timeout(1000) })
      * ```
      */
-    upload(block: DeviceBlock, data: Uint8Array, options?: UploadOptions): Promise<void>
+    upload(block: DeviceBlock, data: TensorData, options?: UploadOptions): Promise<void>
     /**
      * Uploads every item through the host cache: small items are packed into shared staging
      * blocks, large ones split, each block at most `host.config.pipelineBytes` (default 4 MiB)
@@ -557,7 +580,9 @@ declare module '../index.js' {
      */
     uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void>
     /** Reads a device block through the host cache (`length` bytes at `offset`, default: all of it). */
-    download(block: DeviceBlock, options?: DownloadOptions): Promise<Buffer>
+    download(block: DeviceBlock, options?: DownloadOptions & { as?: undefined }): Promise<Buffer>
+    /** Downloads as the typed array `options.as` names. */
+    download<T extends TypedArrayClass>(block: DeviceBlock, options: DownloadOptions & { as: T }): Promise<InstanceType<T>>
     /** Reads `size` bytes at `offset` (any alignment) once all earlier work completed. */
     readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer>
     /** Destroys the device (same as `destroy()`). */
@@ -631,6 +656,10 @@ declare module '../index.js' {
      * earlier work completed. `USE_AFTER_FREE` once freed, `INVALID_ARGUMENT` out of range.
      */
     read(offset?: number, length?: number, options?: AsyncOptions): Promise<Buffer>
+    /** Reads as `read()` and returns the typed array `options.as` names. */
+    read<T extends TypedArrayClass>(offset: number | undefined, length: number | undefined, options: ReadOptions & { as: T }): Promise<InstanceType<T>>
+    /** Writes `data` (any typed array, DataView or ArrayBuffer) at `offset` (default 0, a multiple of 4). */
+    write(data: TensorData, offset?: number): void
     /** Frees the block unless already freed. */
     [Symbol.dispose](): void
   }
