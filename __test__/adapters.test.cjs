@@ -16,7 +16,10 @@ test('enumerate lists every adapter with index, id, name, ids, backend, type and
     t.true(a.memoryBudget.bytes > 0)
     t.true(['vulkan-device-local-heap', 'default'].includes(a.memoryBudget.source))
   })
-  t.deepEqual((await Gpu.enumerate({ backends: ['vulkan'] })).map((a) => a.id), list.filter((a) => a.backend === 'vulkan').map((a) => a.id))
+  t.deepEqual(
+    (await Gpu.enumerate({ backends: ['vulkan'] })).map((a) => a.id),
+    list.filter((a) => a.backend === 'vulkan').map((a) => a.id),
+  )
 })
 
 test('adapterIndex and adapterId open the listed adapter; each Gpu has its own heap and budget', async (t) => {

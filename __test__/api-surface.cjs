@@ -65,10 +65,7 @@ function apiSurface() {
     if (sym.flags & ts.SymbolFlags.Alias) sym = checker.getAliasedSymbol(sym)
     if (sym.flags & ts.SymbolFlags.Class) {
       const name = sym.getName()
-      classes.set(name, [
-        ...members(checker, checker.getDeclaredTypeOfSymbol(sym), name, false),
-        ...members(checker, checker.getTypeOfSymbol(sym), name, true),
-      ])
+      classes.set(name, [...members(checker, checker.getDeclaredTypeOfSymbol(sym), name, false), ...members(checker, checker.getTypeOfSymbol(sym), name, true)])
     }
   }
   // Exported functions: the callable properties of the module object.

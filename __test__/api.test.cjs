@@ -27,7 +27,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 /** y = 2x over 64 floats. */
 const GRAPH = {
   kernels: { double: { source: DOUBLE } },
-  tensors: [{ id: 'x', size: 256, kind: 'input', dtype: 'f32' }, { id: 'y', size: 256, kind: 'output', dtype: 'f32' }],
+  tensors: [
+    { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
+    { id: 'y', size: 256, kind: 'output', dtype: 'f32' },
+  ],
   ops: [{ name: 'double', kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
 }
 const X = Float32Array.from({ length: 64 }, (_, i) => i)
@@ -50,7 +53,10 @@ function context() {
     const buffer = gpu.createBuffer(16)
     const stream = gpu.createStream()
     const down = gpu.host.alloc(256, { direction: 'download' })
-    const plan = await planMemory([{ id: 'a', size: 32, first: 0, last: 1 }, { id: 'b', size: 28, first: 1, last: 4 }])
+    const plan = await planMemory([
+      { id: 'a', size: 32, first: 0, last: 1 },
+      { id: 'b', size: 28, first: 1, last: 4 },
+    ])
     const shapes = gpu.compileShapes(SHAPES)
     const weights = gpu.createWeights({ w: new Float32Array(4) })
     return { gpu, exe, block, buffer, stream, down, plan, shapes, weights, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
@@ -60,8 +66,8 @@ function context() {
 
 /** Every public async call, given a signal (keys: `Class.method` as the types name them). */
 const ASYNC_CALLS = {
-  'Gpu.request': (c, signal) => Gpu.request({ signal }),
-  'Gpu.enumerate': (c, signal) => Gpu.enumerate({ signal }),
+  'Gpu.request': (_c, signal) => Gpu.request({ signal }),
+  'Gpu.enumerate': (_c, signal) => Gpu.enumerate({ signal }),
   'Gpu.readBuffer': (c, signal) => c.gpu.readBuffer(c.buffer, 0, 16, { signal }),
   'Gpu.upload': (c, signal) => c.gpu.upload(c.block, new Uint8Array(256), { signal }),
   'Gpu.uploadBatch': (c, signal) => c.gpu.uploadBatch([{ block: c.block, data: new Uint8Array(64) }], { signal }),
@@ -78,7 +84,7 @@ const ASYNC_CALLS = {
   'Profiler.exportTrace': (c, signal) => c.gpu.profiler.exportTrace(join(c.dir, 'aborted.json'), { signal }),
   'Profiler.stopCapture': (c, signal) => c.gpu.profiler.stopCapture({ signal }),
   'Profiler.profile': (c, signal) => c.gpu.profiler.profile(async () => ++c.profiled, { signal }),
-  planMemory: (c, signal) => planMemory([{ id: 'a', size: 4, first: 0, last: 1 }], { signal }),
+  planMemory: (_c, signal) => planMemory([{ id: 'a', size: 4, first: 0, last: 1 }], { signal }),
 }
 
 /** What the types call async, by `Class.method` (dispose symbols take no options). */
@@ -178,7 +184,10 @@ test.serial('aborting in flight rejects at once and releases what arrives late',
       await new Promise((r) => setTimeout(r, 10))
     }
   }
-  t.deepEqual(Array.from(out), Array.from(X, (v) => v * 2))
+  t.deepEqual(
+    Array.from(out),
+    Array.from(X, (v) => v * 2),
+  )
 })
 
 /** A fresh instance of every handle class, and how to tell it was released. */
@@ -217,7 +226,10 @@ test.serial('every handle class has [Symbol.dispose] that releases it, idempoten
   const typed = [...classes].filter(([name, ms]) => name !== 'WgallocError' && ms.some(releases))
   t.deepEqual(typed.map(([n]) => n).sort(), Object.keys(HANDLES).sort(), 'HANDLES lists every handle class')
   for (const [name, ms] of typed) {
-    t.true(ms.some((m) => m.name === '[Symbol.dispose]'), `${name} declares [Symbol.dispose] in the types`)
+    t.true(
+      ms.some((m) => m.name === '[Symbol.dispose]'),
+      `${name} declares [Symbol.dispose] in the types`,
+    )
     const { make, released } = HANDLES[name]
     t.is(typeof wgalloc[name].prototype[Symbol.dispose], 'function', `${name}.prototype[Symbol.dispose]`)
     const h = await make(c)
@@ -283,7 +295,7 @@ test.serial('every class prints its key fields with util.inspect', async (t) => 
 function plainNumbers(t, value, path) {
   const LABELS = new Set(['pool', 'name', 'pipeline', 'kind'])
   if (Array.isArray(value)) {
-    value.forEach((v, i) => plainNumbers(t, v, `${path}[${i}]`))
+    for (const [i, v] of value.entries()) plainNumbers(t, v, `${path}[${i}]`)
     return
   }
   t.is(Object.getPrototypeOf(value), Object.prototype, `${path} is a plain object`)

@@ -15,7 +15,9 @@ const pkg = require('../package.json')
 
 // This machine's target, as `napi build --platform` named the addon it built
 // (independent of binding-error.cjs's own detection); falls back to it otherwise.
-const built = readdirSync(root).map((f) => /^wgalloc\.(.+)\.node$/.exec(f)?.[1]).find(Boolean)
+const built = readdirSync(root)
+  .map((f) => /^wgalloc\.(.+)\.node$/.exec(f)?.[1])
+  .find(Boolean)
 const target = built ?? currentTarget().target
 
 /** A package copy without the addon, outside any node_modules tree of this checkout. */
@@ -29,10 +31,12 @@ function packageCopy(t) {
 
 /** Loads the copy in a child process; returns the error it threw, as plain data. */
 function loadError(dir, { preload, env = {}, entry = 'cjs' } = {}) {
-  const report = 'const r = (e) => console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message, platform: e.platform, arch: e.arch, libc: e.libc, target: e.target, packageName: e.packageName, supported: e.supported, loadErrors: e.loadErrors, cause: e.cause?.message }))'
-  const load = entry === 'cjs'
-    ? `try { require('./js/index.cjs'); console.log('null') } catch (e) { r(e) }`
-    : `import('./js/index.mjs').then(() => console.log('null'), r)`
+  const report =
+    'const r = (e) => console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message, platform: e.platform, arch: e.arch, libc: e.libc, target: e.target, packageName: e.packageName, supported: e.supported, loadErrors: e.loadErrors, cause: e.cause?.message }))'
+  const load =
+    entry === 'cjs'
+      ? `try { require('./js/index.cjs'); console.log('null') } catch (e) { r(e) }`
+      : `import('./js/index.mjs').then(() => console.log('null'), r)`
   const args = [...(preload ? ['-r', preload] : []), '-e', `${report}\n${load}`]
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NAPI_RS_') && k !== 'NODE_PATH'))
   const r = spawnSync(process.execPath, args, { cwd: dir, env: { ...clean, ...env }, encoding: 'utf8' })
@@ -76,7 +80,10 @@ test('platform package installed but its binary is broken: says so and shows the
   const e = loadError(dir)
   t.is(e.code, 'BINARY_NOT_FOUND')
   t.true(e.message.startsWith(`wgalloc-${target}@${pkg.version} is installed`), e.message)
-  t.true(e.loadErrors.some((m) => m.includes(join(platformDir, `wgalloc.${target}.node`))), JSON.stringify(e.loadErrors))
+  t.true(
+    e.loadErrors.some((m) => m.includes(join(platformDir, `wgalloc.${target}.node`))),
+    JSON.stringify(e.loadErrors),
+  )
 })
 
 test('platform package of another version: asks for the matching one', (t) => {
@@ -100,7 +107,10 @@ test('a platform without a prebuilt binary: lists the prebuilt ones and says to 
   t.regex(e.message, /no prebuilt wgalloc binary for .* mips/)
   for (const triple of pkg.napi.targets) t.true(e.message.includes(targetName(triple)), triple)
   t.regex(e.message, /Rust toolchain/)
-  t.true(e.loadErrors.some((m) => /Unsupported architecture/.test(m)), JSON.stringify(e.loadErrors))
+  t.true(
+    e.loadErrors.some((m) => /Unsupported architecture/.test(m)),
+    JSON.stringify(e.loadErrors),
+  )
 })
 
 test('NAPI_RS_NATIVE_LIBRARY_PATH naming a missing addon: says the override failed', (t) => {
@@ -109,7 +119,10 @@ test('NAPI_RS_NATIVE_LIBRARY_PATH naming a missing addon: says the override fail
   const e = loadError(dir, { env: { NAPI_RS_NATIVE_LIBRARY_PATH: override } })
   t.is(e.code, 'BINARY_NOT_FOUND')
   t.true(e.message.startsWith(`The addon named by NAPI_RS_NATIVE_LIBRARY_PATH (${override}) failed to load.`), e.message)
-  t.true(e.loadErrors.some((m) => m.includes(override)), JSON.stringify(e.loadErrors))
+  t.true(
+    e.loadErrors.some((m) => m.includes(override)),
+    JSON.stringify(e.loadErrors),
+  )
 })
 
 test('a source checkout without a build: says to run npm run build', (t) => {

@@ -18,8 +18,12 @@ function child(script, { timeoutMs = 60_000, env = {} } = {}) {
     const p = spawn(process.execPath, ['--expose-gc', '-e', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    p.stdout.on('data', (d) => { stdout += d })
-    p.stderr.on('data', (d) => { stderr += d })
+    p.stdout.on('data', (d) => {
+      stdout += d
+    })
+    p.stderr.on('data', (d) => {
+      stderr += d
+    })
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
     p.on('close', (code, signal) => {
       clearTimeout(timer)
@@ -82,7 +86,8 @@ test('an input transferred away and collected right after run() neither crashes 
 })
 
 test('terminating workers with run, runEager, compile, read and download in flight never crashes the process', async (t) => {
-  const r = await child(`
+  const r = await child(
+    `
     const { Worker } = require('node:worker_threads')
     const { Gpu } = require(${ENTRY})
     const WORKER = \`
@@ -116,7 +121,9 @@ test('terminating workers with run, runEager, compile, read and download in flig
       }
       console.log('terminated 24 workers')
       gpu.destroy()
-    })()`, { timeoutMs: 120_000 })
+    })()`,
+    { timeoutMs: 120_000 },
+  )
   t.is(r.signal, null, `the child died of ${r.signal}:\n${r.stderr}`)
   t.is(r.code, 0, r.stderr)
   t.regex(r.stdout, /terminated 24 workers/)
@@ -199,7 +206,12 @@ test('the GC safety net never frees a block under a pending read', async (t) => 
       const b = g.heap.malloc(4096) // never freed by hand: the FinalizationRegistry returns it
       const bytes = pattern(4096, i)
       b.write(bytes)
-      reads.push(b.read().then((r) => Buffer.compare(r, Buffer.from(bytes)) === 0, (e) => e.code))
+      reads.push(
+        b.read().then(
+          (r) => Buffer.compare(r, Buffer.from(bytes)) === 0,
+          (e) => e.code,
+        ),
+      )
     })()
     if (i % 25 === 0) {
       global.gc()
@@ -207,7 +219,10 @@ test('the GC safety net never frees a block under a pending read', async (t) => 
     }
   }
   const outcomes = await Promise.all(reads)
-  t.deepEqual(outcomes.filter((o) => o !== true), [])
+  t.deepEqual(
+    outcomes.filter((o) => o !== true),
+    [],
+  )
   g.destroy()
 })
 
@@ -255,7 +270,8 @@ test('bytes views do not accumulate: one registry entry per host block, pruned a
 
 test('a process whose GPU is still busy exits within a bound after destroy()', async (t) => {
   // 1,000 copies of 128 MiB: tens of seconds of work on lavapipe, seconds on a discrete GPU.
-  const r = await child(`
+  const r = await child(
+    `
     const { Gpu } = require(${ENTRY})
     ;(async () => {
       const gpu = await Gpu.request()
@@ -270,7 +286,9 @@ test('a process whose GPU is still busy exits within a bound after destroy()', a
       console.log('wait ' + (await waiting))
       gpu.destroy()
       console.log('destroyed ' + Date.now())
-    })()`, { timeoutMs: 120_000 })
+    })()`,
+    { timeoutMs: 120_000 },
+  )
   t.is(r.signal, null, `the child was killed (${r.signal})\n${r.stderr}`)
   t.is(r.code, 0, r.stderr)
   t.regex(r.stdout, /wait ABORTED/)

@@ -19,8 +19,12 @@ function node(args, { env = {}, timeoutMs = 60_000, onSpawn } = {}) {
     const p = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    p.stdout.on('data', (d) => { stdout += d })
-    p.stderr.on('data', (d) => { stderr += d })
+    p.stdout.on('data', (d) => {
+      stdout += d
+    })
+    p.stderr.on('data', (d) => {
+      stderr += d
+    })
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
     onSpawn?.(p)
     p.on('close', (code, signal) => {
@@ -85,7 +89,10 @@ test('planMemory on many JS records keeps the event loop responsive and aborts w
   await new Promise((resolve) => setTimeout(resolve, 150))
   const abortedAt = performance.now()
   ac.abort()
-  const outcome = await pending.then((p) => p, (e) => e)
+  const outcome = await pending.then(
+    (p) => p,
+    (e) => e,
+  )
   const took = performance.now() - abortedAt
   clearInterval(timer)
   t.true(took < 100, `settled ${took.toFixed(0)} ms after the abort`)
@@ -116,7 +123,10 @@ test('WGALLOC_PROFILE: SIGINT prints the report and leaves the process to the ap
   for (const own of [true, false]) {
     const r = await node(['-e', script(own)], {
       env: { WGALLOC_PROFILE: 'operation-stats' },
-      onSpawn: (p) => p.stdout.on('data', (d) => { if (String(d).includes('ready')) p.kill('SIGINT') }),
+      onSpawn: (p) =>
+        p.stdout.on('data', (d) => {
+          if (String(d).includes('ready')) p.kill('SIGINT')
+        }),
     })
     if (own) {
       t.regex(r.stdout, /app handled SIGINT\napp exits on its own/)
@@ -140,4 +150,27 @@ test('heap.free accepts a block of the same device through an attached heap, and
   foreign.free()
   b.destroy()
   a.destroy()
+})
+
+test('a process without XDG_RUNTIME_DIR opens a device without Mesa complaining', async (t) => {
+  const env = { ...process.env }
+  delete env.XDG_RUNTIME_DIR
+  const r = await new Promise((resolve) => {
+    const p = spawn(process.execPath, ['-e', `require(${ENTRY}).Gpu.request().then((g) => { g.destroy(); console.log('ok') })`], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    p.stdout.on('data', (d) => {
+      out += d
+    })
+    p.stderr.on('data', (d) => {
+      err += d
+    })
+    p.on('close', (code) => resolve({ code, out, err }))
+  })
+  t.is(r.code, 0)
+  t.is(r.out.trim(), 'ok')
+  t.notRegex(r.err, /XDG_RUNTIME_DIR/)
 })

@@ -28,7 +28,10 @@ function assertFigures(t, f, { tight = true } = {}) {
   t.true(a.ok)
   t.true(a.eagerEqualsPlanned, `eager and planned outputs differ (max ${a.eagerMaxAbsDiff})`)
   t.is(a.eagerMaxAbsDiff, 0)
-  t.deepEqual(f.planning.strategies.map((s) => s.strategy), [...STRATEGIES])
+  t.deepEqual(
+    f.planning.strategies.map((s) => s.strategy),
+    [...STRATEGIES],
+  )
   // naive places records side by side (each at an aligned offset): no strategy does worse.
   const naive = f.planning.strategies.find((s) => s.strategy === 'naive')
   t.true(naive.slabSize >= f.planning.naiveBytes)
@@ -57,8 +60,14 @@ test('runDemo: planned output matches the CPU reference and eager, in less memor
   const events = JSON.parse(readFileSync(trace, 'utf8')).traceEvents
   t.true(events.every((e) => typeof e.ph === 'string' && typeof e.ts === 'number' && 'pid' in e && 'tid' in e))
   t.true(events.filter((e) => e.ph === 'X').every((e) => e.dur >= 0))
-  t.true(events.some((e) => e.ph === 'X' && /layernorm|matmul|softmax|gelu|add/i.test(e.name)), 'kernels on the GPU track')
-  t.true(events.some((e) => e.ph === 'C'), 'memory counters')
+  t.true(
+    events.some((e) => e.ph === 'X' && /layernorm|matmul|softmax|gelu|add/i.test(e.name)),
+    'kernels on the GPU track',
+  )
+  t.true(
+    events.some((e) => e.ph === 'C'),
+    'memory counters',
+  )
   assertFigures(t, f)
   t.is(f.svg, svg)
   t.true(existsSync(svg))

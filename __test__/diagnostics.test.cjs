@@ -40,14 +40,20 @@ test.serial('wgalloc:heap: allocator events reach a channel subscriber with no h
     heap.emptyCache()
   })
   const round = (n) => Math.ceil(n / heap.alignment) * heap.alignment
-  t.deepEqual(got.map(({ heap: h, ...m }) => m), [
-    { kind: 'ALLOCATED', size: round(1000), pool: 'device-small', blockId: got[0].blockId, segmentId: got[0].segmentId },
-    { kind: 'FREED', size: round(1000), pool: 'device-small', blockId: got[0].blockId, segmentId: got[0].segmentId },
-    { kind: 'RECYCLED', size: round(2000), pool: 'device-small', blockId: got[2].blockId, segmentId: got[0].segmentId },
-    { kind: 'FREED', size: round(2000), pool: 'device-small', blockId: got[2].blockId, segmentId: got[0].segmentId },
-    { kind: 'RELEASED', size: 1 << 20, pool: 'device-small', segmentId: got[0].segmentId },
-  ])
-  t.true(got.every((m) => m.heap === heap), 'each message names its heap')
+  t.deepEqual(
+    got.map(({ heap: h, ...m }) => m),
+    [
+      { kind: 'ALLOCATED', size: round(1000), pool: 'device-small', blockId: got[0].blockId, segmentId: got[0].segmentId },
+      { kind: 'FREED', size: round(1000), pool: 'device-small', blockId: got[0].blockId, segmentId: got[0].segmentId },
+      { kind: 'RECYCLED', size: round(2000), pool: 'device-small', blockId: got[2].blockId, segmentId: got[0].segmentId },
+      { kind: 'FREED', size: round(2000), pool: 'device-small', blockId: got[2].blockId, segmentId: got[0].segmentId },
+      { kind: 'RELEASED', size: 1 << 20, pool: 'device-small', segmentId: got[0].segmentId },
+    ],
+  )
+  t.true(
+    got.every((m) => m.heap === heap),
+    'each message names its heap',
+  )
   t.not(got[0].blockId, got[2].blockId)
   // Unsubscribed: the native heap stops recording, so nothing is built or queued.
   heap.malloc(64).free()
@@ -62,7 +68,10 @@ test.serial('wgalloc:host: block alloc/free and completed transfers with their b
     const up = gpu.host.alloc(100, { direction: 'upload' })
     up.free()
     await gpu.upload(dev, pattern(4096, 5))
-    await gpu.uploadBatch([{ block: dev, data: pattern(1024, 6) }, { block: dev, data: pattern(1024, 7), offset: 2048 }])
+    await gpu.uploadBatch([
+      { block: dev, data: pattern(1024, 6) },
+      { block: dev, data: pattern(1024, 7), offset: 2048 },
+    ])
     const back = await gpu.download(dev, { length: 512 })
     t.is(back.length, 512)
   })
@@ -70,11 +79,14 @@ test.serial('wgalloc:host: block alloc/free and completed transfers with their b
   t.like(blocks[0], { kind: 'alloc', direction: 'upload', requestedSize: 100, size: 128, poolId: 0, host: gpu.host })
   t.like(blocks[1], { kind: 'free', id: blocks[0].id, direction: 'upload', requestedSize: 100 })
   const transfers = got.filter((m) => m.kind === 'upload' || m.kind === 'download')
-  t.deepEqual(transfers.map(({ kind, bytes, items }) => ({ kind, bytes, items })), [
-    { kind: 'upload', bytes: 4096, items: 1 },
-    { kind: 'upload', bytes: 2048, items: 2 },
-    { kind: 'download', bytes: 512, items: 1 },
-  ])
+  t.deepEqual(
+    transfers.map(({ kind, bytes, items }) => ({ kind, bytes, items })),
+    [
+      { kind: 'upload', bytes: 4096, items: 1 },
+      { kind: 'upload', bytes: 2048, items: 2 },
+      { kind: 'download', bytes: 512, items: 1 },
+    ],
+  )
   for (const m of transfers) {
     t.is(m.gpu, gpu)
     t.true(m.ms >= 0 && Number.isFinite(m.ms))
@@ -93,14 +105,17 @@ test.serial('wgalloc:profiler: sessions, captures, traces and fallbacks', async 
     p.startCapture(join(dir, 'cap'))
     t.is(await p.stopCapture(), join(dir, 'cap.json'))
   })
-  t.deepEqual(got.map(({ profiler, ...m }) => m), [
-    { kind: 'start', mode: 'event', statsOnly: false },
-    { kind: 'fallback', name: 'topk', bytes: 64 },
-    { kind: 'stop' },
-    { kind: 'trace', path: join(dir, 'a.json') },
-    { kind: 'capture', name: join(dir, 'cap') },
-    { kind: 'trace', path: join(dir, 'cap.json') },
-  ])
+  t.deepEqual(
+    got.map(({ profiler, ...m }) => m),
+    [
+      { kind: 'start', mode: 'event', statsOnly: false },
+      { kind: 'fallback', name: 'topk', bytes: 64 },
+      { kind: 'stop' },
+      { kind: 'trace', path: join(dir, 'a.json') },
+      { kind: 'capture', name: join(dir, 'cap') },
+      { kind: 'trace', path: join(dir, 'cap.json') },
+    ],
+  )
   t.true(got.every((m) => m.profiler === p))
   t.true(existsSync(join(dir, 'a.json')) && existsSync(join(dir, 'cap.json')))
   gpu.destroy()
@@ -123,15 +138,21 @@ test.serial('wgalloc:device: open, typed errors with the call that threw, destro
   t.like(opens[0], { gpu, how: 'request', adapter: gpu.info.adapterName, backend: gpu.info.backend, memoryBudget: gpu.memoryBudget.bytes })
   t.like(opens[1], { gpu: other, how: 'attach' })
   const errors = got.filter((m) => m.kind === 'error')
-  t.deepEqual(errors.map((m) => [m.call, m.code]), [
-    ['Heap.malloc', 'INVALID_ARGUMENT'],
-    ['Gpu.readBuffer', 'INVALID_ARGUMENT'],
-    ['planMemory', 'PARSE_ERROR'],
-    ['Gpu.createBuffer', 'DEVICE_LOST'],
-    ['Gpu.createBuffer', 'DEVICE_LOST'],
-  ])
+  t.deepEqual(
+    errors.map((m) => [m.call, m.code]),
+    [
+      ['Heap.malloc', 'INVALID_ARGUMENT'],
+      ['Gpu.readBuffer', 'INVALID_ARGUMENT'],
+      ['planMemory', 'PARSE_ERROR'],
+      ['Gpu.createBuffer', 'DEVICE_LOST'],
+      ['Gpu.createBuffer', 'DEVICE_LOST'],
+    ],
+  )
   t.true(errors.every((m) => m.error instanceof WgallocError && m.message === m.error.message))
-  t.deepEqual(got.filter((m) => m.kind === 'destroy').map((m) => m.gpu), [gpu])
+  t.deepEqual(
+    got.filter((m) => m.kind === 'destroy').map((m) => m.gpu),
+    [gpu],
+  )
   const lost = got.filter((m) => m.kind === 'lost')
   t.is(lost.length, 1, 'reported once, for the handle that did not destroy it')
   t.is(lost[0]?.gpu, other)

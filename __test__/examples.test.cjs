@@ -13,7 +13,9 @@ const TSC = require.resolve('typescript/bin/tsc')
 /** Runs node with `args`; resolves with the exit code and output instead of rejecting. */
 function node(args, { timeout = 90_000 } = {}) {
   return new Promise((done) => {
-    execFile(process.execPath, args, { cwd: ROOT, timeout, maxBuffer: 16 << 20 }, (err, stdout, stderr) => done({ code: err ? err.code ?? err.signal : 0, stdout, stderr }))
+    execFile(process.execPath, args, { cwd: ROOT, timeout, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+      done({ code: err ? (err.code ?? err.signal) : 0, stdout, stderr }),
+    )
   })
 }
 
@@ -33,7 +35,18 @@ async function runJson(t, args) {
 }
 
 test('inference server: load test answers every request correctly with flat device memory', async (t) => {
-  const r = await runJson(t, ['--expose-gc', join(BUILD, 'inference-server.js'), '--load-test', '--requests', '300', '--concurrency', '8', '--workers', '2', '--json'])
+  const r = await runJson(t, [
+    '--expose-gc',
+    join(BUILD, 'inference-server.js'),
+    '--load-test',
+    '--requests',
+    '300',
+    '--concurrency',
+    '8',
+    '--workers',
+    '2',
+    '--json',
+  ])
   t.is(r.workers, 2)
   t.is(r.requests, 300)
   t.is(r.ok, 300, JSON.stringify(r.failures))
@@ -56,11 +69,24 @@ test('inference server: load test answers every request correctly with flat devi
   t.true(m.jsHeapUsed.slopePerRequest < 4096, `JS heap used grows ${m.jsHeapUsed.slopePerRequest} B/request`)
   // RSS moves with V8's heap sizing (young generation growth), bounded far below a per-request leak.
   t.true(m.rss.max - m.rss.first < 48 << 20, `RSS ${m.rss.first} -> max ${m.rss.max}`)
-  t.log(`${r.requestsPerSecond.toFixed(0)} requests/s, p50 ${r.latencyMs.p50.toFixed(1)} ms, p99 ${r.latencyMs.p99.toFixed(1)} ms; RSS ${(m.rss.first / 2 ** 20).toFixed(1)} -> ${(m.rss.last / 2 ** 20).toFixed(1)} MiB`)
+  t.log(
+    `${r.requestsPerSecond.toFixed(0)} requests/s, p50 ${r.latencyMs.p50.toFixed(1)} ms, p99 ${r.latencyMs.p99.toFixed(1)} ms; RSS ${(m.rss.first / 2 ** 20).toFixed(1)} -> ${(m.rss.last / 2 ** 20).toFixed(1)} MiB`,
+  )
 })
 
 test('inference server: a device per worker gives the same answers', async (t) => {
-  const r = await runJson(t, [join(BUILD, 'inference-server.js'), '--load-test', '--requests', '40', '--concurrency', '4', '--workers', '2', '--device-per-worker', '--json'])
+  const r = await runJson(t, [
+    join(BUILD, 'inference-server.js'),
+    '--load-test',
+    '--requests',
+    '40',
+    '--concurrency',
+    '4',
+    '--workers',
+    '2',
+    '--device-per-worker',
+    '--json',
+  ])
   t.true(r.devicePerWorker)
   t.is(r.ok, 40)
   t.is(r.mismatched, 0)
@@ -73,7 +99,11 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
   t.is(b.code, 0, b.stdout + b.stderr)
   const { classifierWeights, classifyRow } = require(join(BUILD, 'lib', 'classifier.js'))
   const shape = { batch: 2, inputs: 4, hidden: 8, classes: 3 }
-  const child = spawn(process.execPath, [join(BUILD, 'inference-server.js'), '--port', '0', '--workers', '1', '--batch', '2', '--inputs', '4', '--hidden', '8', '--classes', '3'], { cwd: ROOT })
+  const child = spawn(
+    process.execPath,
+    [join(BUILD, 'inference-server.js'), '--port', '0', '--workers', '1', '--batch', '2', '--inputs', '4', '--hidden', '8', '--classes', '3'],
+    { cwd: ROOT },
+  )
   let stdout = ''
   const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })))
   const port = await new Promise((resolve, reject) => {
@@ -89,13 +119,16 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
     return { status: res.status, json: await res.json() }
   }
   try {
-    const rows = [[0.5, -1, 0.25, 2], [0, 0, 0, 0]]
+    const rows = [
+      [0.5, -1, 0.25, 2],
+      [0, 0, 0, 0],
+    ]
     const ok = await call('POST', '/infer', JSON.stringify({ input: rows }))
     t.is(ok.status, 200)
     const w = classifierWeights(shape, 1)
     rows.forEach((row, k) => {
       const expected = classifyRow(shape, w, row)
-      ok.json.output[k].forEach((p, c) => t.true(Math.abs(p - expected[c]) < 1e-5, `row ${k} class ${c}: ${p} vs ${expected[c]}`))
+      for (const [c, p] of ok.json.output[k].entries()) t.true(Math.abs(p - expected[c]) < 1e-5, `row ${k} class ${c}: ${p} vs ${expected[c]}`)
     })
     t.deepEqual((await call('POST', '/infer', '{"input": [[1, 2, 3]]}')).json.error.code, 'INVALID_ARGUMENT')
     t.is((await call('POST', '/infer', '{"input": [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]]}')).status, 400, 'more rows than the batch')
@@ -146,5 +179,7 @@ test('training loop: state on the device, loss falls, the first step matches the
   t.true(hits[1] > 0 && hits.slice(2).every((n) => n === hits[1]), `cache hits per epoch ${hits.join(' ')}`)
   // The same step as a graph run (state through the host) gives the same result.
   t.true(r.graphStep.maxAbsDiff < 1e-6, `device step vs graph step: ${r.graphStep.maxAbsDiff}`)
-  t.log(`${r.msPerStep.toFixed(2)} ms/step training; one step: ${r.graphStep.deviceMs.toFixed(2)} ms on the device, ${r.graphStep.eagerMs.toFixed(2)} ms eager graph, ${r.graphStep.compiledMs.toFixed(2)} ms compiled graph`)
+  t.log(
+    `${r.msPerStep.toFixed(2)} ms/step training; one step: ${r.graphStep.deviceMs.toFixed(2)} ms on the device, ${r.graphStep.eagerMs.toFixed(2)} ms eager graph, ${r.graphStep.compiledMs.toFixed(2)} ms compiled graph`,
+  )
 })

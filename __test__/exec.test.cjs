@@ -18,7 +18,10 @@ test('a compiled graph computes the right numbers, reuses memory and creates not
   t.is(exe.plan.slabSize, exe.plan.lowerBound)
   const { outputs } = await exe.run({ x })
   t.true(outputs.y instanceof Float32Array)
-  t.deepEqual(Array.from(outputs.y), Array.from(x, (v) => v + 2.5))
+  t.deepEqual(
+    Array.from(outputs.y),
+    Array.from(x, (v) => v + 2.5),
+  )
   await exe.run({ x }) // the host cache is warm after the first runs
   const before = exe.stats()
   for (let i = 0; i < 5; i++) await exe.run({ x })
@@ -32,7 +35,10 @@ test('a compiled graph computes the right numbers, reuses memory and creates not
   t.deepEqual(Array.from(eager.outputs.y), Array.from(outputs.y))
   const records = eager.observation.toUsageRecords()
   t.is(records.length, 12 /* x, w + t0..t8 + y */)
-  t.deepEqual(records.find((r) => r.id === 't4'), { id: 't4', size: 1024, first: 4, last: 5 })
+  t.deepEqual(
+    records.find((r) => r.id === 't4'),
+    { id: 't4', size: 1024, first: 4, last: 5 },
+  )
   t.true(eager.observation.events.every((e) => typeof e.op === 'number' && (e.kind === 'alloc' || e.kind === 'free')))
   exe.release()
   await t.throwsAsync(exe.run({ x }), { code: 'USE_AFTER_FREE' })
@@ -70,16 +76,69 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
   const params = { w: new Float32Array(256) }
   const good = await gpu.compile(chain(3), { params })
   const x = new Float32Array(256)
-  const bad = (mutate) => { const g = chain(3); mutate(g); return g }
+  const bad = (mutate) => {
+    const g = chain(3)
+    mutate(g)
+    return g
+  }
   const cases = [
-    [bad((g) => { g.ops[0].kernel = 'nope' }), 'INVALID_ARGUMENT', /unknown kernel/],
-    [bad((g) => { g.ops[1].inputs[0] = 'ghost' }), 'INVALID_ARGUMENT', /unknown tensor/],
-    [bad((g) => { g.ops.reverse() }), 'INVALID_ARGUMENT', /before any op produces it/],
-    [bad((g) => { g.ops[0].outputs = [] }), 'INVALID_ARGUMENT', /no outputs/],
-    [bad((g) => { g.tensors.push({ id: 'v1', size: 4, viewOf: 'w' }, { id: 'v2', size: 4, viewOf: 'v1' }); g.ops[0].inputs.push('v2') }), 'INVALID_ARGUMENT', /view of a view of param/],
-    [bad((g) => { g.kernels.add.source = g.kernels.add.source.replace('p.scale', 'p.missing_field') }), 'SHADER_ERROR', /missing_field/],
-    [bad((g) => { g.ops[0].dispatch = [0] }), 'INVALID_ARGUMENT', /at least 1/],
-    [bad((g) => { g.ops[0].dispatch = [1e6] }), 'INVALID_ARGUMENT', /maxComputeWorkgroupsPerDimension/],
+    [
+      bad((g) => {
+        g.ops[0].kernel = 'nope'
+      }),
+      'INVALID_ARGUMENT',
+      /unknown kernel/,
+    ],
+    [
+      bad((g) => {
+        g.ops[1].inputs[0] = 'ghost'
+      }),
+      'INVALID_ARGUMENT',
+      /unknown tensor/,
+    ],
+    [
+      bad((g) => {
+        g.ops.reverse()
+      }),
+      'INVALID_ARGUMENT',
+      /before any op produces it/,
+    ],
+    [
+      bad((g) => {
+        g.ops[0].outputs = []
+      }),
+      'INVALID_ARGUMENT',
+      /no outputs/,
+    ],
+    [
+      bad((g) => {
+        g.tensors.push({ id: 'v1', size: 4, viewOf: 'w' }, { id: 'v2', size: 4, viewOf: 'v1' })
+        g.ops[0].inputs.push('v2')
+      }),
+      'INVALID_ARGUMENT',
+      /view of a view of param/,
+    ],
+    [
+      bad((g) => {
+        g.kernels.add.source = g.kernels.add.source.replace('p.scale', 'p.missing_field')
+      }),
+      'SHADER_ERROR',
+      /missing_field/,
+    ],
+    [
+      bad((g) => {
+        g.ops[0].dispatch = [0]
+      }),
+      'INVALID_ARGUMENT',
+      /at least 1/,
+    ],
+    [
+      bad((g) => {
+        g.ops[0].dispatch = [1e6]
+      }),
+      'INVALID_ARGUMENT',
+      /maxComputeWorkgroupsPerDimension/,
+    ],
     ['{"tensors": 5}', 'INVALID_ARGUMENT', /tensors must be an array/],
   ]
   for (const [graph, code, message] of cases) {

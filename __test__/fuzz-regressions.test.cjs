@@ -6,10 +6,14 @@ const test = require('ava')
 const { Gpu, Heap, DeviceBlock, WgallocError, planMemory } = require('../js/index.cjs')
 const { gpu } = require('./helpers.cjs')
 
-const ADD = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
+const ADD =
+  '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
 const GRAPH = {
   kernels: { k: { source: ADD } },
-  tensors: [{ id: 'x', size: 256, kind: 'input', dtype: 'u32' }, { id: 'y', size: 256, kind: 'output', dtype: 'u32' }],
+  tensors: [
+    { id: 'x', size: 256, kind: 'input', dtype: 'u32' },
+    { id: 'y', size: 256, kind: 'output', dtype: 'u32' },
+  ],
   ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
 }
 
@@ -29,7 +33,7 @@ test('a facade method called on something else is a TypeError, as a native one i
   }
 })
 
-test('the heap\'s native block-table helpers are not reachable (calling one leaked a block)', async (t) => {
+test("the heap's native block-table helpers are not reachable (calling one leaked a block)", async (t) => {
   const g = await Gpu.request() // its own: the counts below must see no other test's blocks
   const before = g.heap.stats()
   for (const name of ['slot', 'allocScalarId', 'blockHandle', 'releaseBlock']) {
@@ -91,7 +95,11 @@ test('a typed array over a transferred buffer is INVALID_ARGUMENT', async (t) =>
 })
 
 test('a plan whose slab JS numbers cannot hold exactly is SIZE_OVERFLOW, not rounded offsets', async (t) => {
-  const records = [{ id: 'a', size: 2 ** 52, first: 0, last: 0 }, { id: 'b', size: 2 ** 52, first: 0, last: 0 }, { id: 'c', size: 12, first: 0, last: 0 }]
+  const records = [
+    { id: 'a', size: 2 ** 52, first: 0, last: 0 },
+    { id: 'b', size: 2 ** 52, first: 0, last: 0 },
+    { id: 'c', size: 12, first: 0, last: 0 },
+  ]
   await t.throwsAsync(planMemory(records, { strategy: 'naive' }), { code: 'SIZE_OVERFLOW' })
   const ok = await planMemory(records.slice(0, 1), { strategy: 'naive' })
   t.is(ok.slabSize, 2 ** 52)
@@ -103,7 +111,16 @@ test('an onProgress that throws rejects planMemory with its error instead of end
   const boom = new Error('boom in onProgress')
   let calls = 0
   const started = Date.now()
-  const err = await t.throwsAsync(planMemory(records, { strategy: 'exact', timeLimitMs: 5000, onProgress: () => { calls++; throw boom } }))
+  const err = await t.throwsAsync(
+    planMemory(records, {
+      strategy: 'exact',
+      timeLimitMs: 5000,
+      onProgress: () => {
+        calls++
+        throw boom
+      },
+    }),
+  )
   t.is(err, boom)
   t.is(calls, 1, 'no progress after the callback threw')
   t.true(Date.now() - started < 4000, 'the search stopped')
@@ -120,7 +137,14 @@ test('a bad or hostile signal is refused before the work starts, so no promise i
   const unhandled = []
   const onUnhandled = (reason) => unhandled.push(reason)
   process.on('unhandledRejection', onUnhandled)
-  const hostile = new Proxy({}, { get: () => { throw new Error('hostile signal') } })
+  const hostile = new Proxy(
+    {},
+    {
+      get: () => {
+        throw new Error('hostile signal')
+      },
+    },
+  )
   const host = g.host.alloc(64, { direction: 'download' })
   const block = g.heap.malloc(64)
   await t.throwsAsync(host.map(hostile), { message: 'hostile signal' })

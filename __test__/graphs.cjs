@@ -28,7 +28,10 @@ function params(scale, n) {
  */
 function chain(n, { len = 256, viewAt = 3 } = {}) {
   const bytes = len * 4
-  const tensors = [{ id: 'x', size: bytes, kind: 'input', dtype: 'f32' }, { id: 'w', size: bytes, kind: 'param', dtype: 'f32' }]
+  const tensors = [
+    { id: 'x', size: bytes, kind: 'input', dtype: 'f32' },
+    { id: 'w', size: bytes, kind: 'param', dtype: 'f32' },
+  ]
   const ops = []
   let prev = 'x'
   for (let i = 0; i < n; i++) {

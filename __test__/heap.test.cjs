@@ -70,7 +70,10 @@ test('a block is a plain handle: no constructor, no reachable internals, fields 
   await s.submit().wait()
   t.deepEqual(new Uint8Array(await gpu.download(c, { length: 1000 })), pattern(1000, 3))
   await gpu.uploadBatch([{ block: c, data: pattern(16, 5) }])
-  const k = gpu.createKernel({ source: '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@compute @workgroup_size(1) fn main() { a[0] = a[0] + 1u; }', bindings: 1 })
+  const k = gpu.createKernel({
+    source: '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@compute @workgroup_size(1) fn main() { a[0] = a[0] + 1u; }',
+    bindings: 1,
+  })
   s.dispatch(k, [c], 1)
   await s.submit().wait()
   const head = new Uint8Array(await c.read(0, 4))
@@ -240,7 +243,10 @@ test('scalar blocks hold their value; shape metadata round-trips; lookup by id',
   t.is(heap.getBlockInfo(b.id), null)
   const snap = heap.snapshot()
   t.true(snap.some((seg) => seg.pool === 'scalar' && seg.blocks.some((x) => x.blockId === s.id && x.state === 'active')))
-  t.true(snap.every((seg) => seg.blocks.reduce((n, x) => n + x.size, 0) === seg.size), 'snapshot ranges tile each segment')
+  t.true(
+    snap.every((seg) => seg.blocks.reduce((n, x) => n + x.size, 0) === seg.size),
+    'snapshot ranges tile each segment',
+  )
   gpu.destroy()
 })
 

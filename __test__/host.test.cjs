@@ -183,7 +183,10 @@ test('stats are exact', async (t) => {
   t.like(s.activeRequests, { current: 1 })
   t.like(s.activeBytes, { current: 1024 })
   t.like(s.requestedBytes, { current: 1000 })
-  t.deepEqual(s.buckets.map((b) => [b.index, b.size, b.allocations.current]), [[10, 1024, 1]])
+  t.deepEqual(
+    s.buckets.map((b) => [b.index, b.size, b.allocations.current]),
+    [[10, 1024, 1]],
+  )
   t.is(s.hostAllocTime.count, 1)
   a.free()
   for (let i = 0; i < 50; i++) host.alloc(900).free()

@@ -45,20 +45,44 @@ test('bad input is typed and records nothing', async (t) => {
   const b = g.heap.malloc(256)
   const s = g.createStream()
   const code = (fn) => t.throws(fn).code
-  t.is(code(() => s.dispatch(axpy, [a], 1, new Float32Array(4))), 'INVALID_ARGUMENT')
-  t.is(code(() => s.dispatch(axpy, [a, b], 1)), 'INVALID_ARGUMENT')
-  t.is(code(() => s.dispatch(axpy, [a, b], [], new Float32Array(4))), 'INVALID_ARGUMENT')
+  t.is(
+    code(() => s.dispatch(axpy, [a], 1, new Float32Array(4))),
+    'INVALID_ARGUMENT',
+  )
+  t.is(
+    code(() => s.dispatch(axpy, [a, b], 1)),
+    'INVALID_ARGUMENT',
+  )
+  t.is(
+    code(() => s.dispatch(axpy, [a, b], [], new Float32Array(4))),
+    'INVALID_ARGUMENT',
+  )
   // Shorter than the shader's uniform struct: the kernel would read zeros.
   const wide = g.createKernel({ source: AXPY.replace('alpha: f32 }', 'alpha: f32, beta: vec4<f32> }'), bindings: 2, uniform: true })
   t.regex(t.throws(() => s.dispatch(wide, [a, b], 1, new Float32Array(4))).message, /uniform declares 32/)
-  t.is(code(() => s.dispatch(axpy, [a, b], 2 ** 31, new Float32Array(4))), 'INVALID_ARGUMENT')
-  t.is(code(() => g.createKernel({ source: 'fn main( {', bindings: 1 })), 'SHADER_ERROR')
-  t.is(code(() => g.createKernel({ source: AXPY, bindings: 0, uniform: true })), 'INVALID_ARGUMENT')
+  t.is(
+    code(() => s.dispatch(axpy, [a, b], 2 ** 31, new Float32Array(4))),
+    'INVALID_ARGUMENT',
+  )
+  t.is(
+    code(() => g.createKernel({ source: 'fn main( {', bindings: 1 })),
+    'SHADER_ERROR',
+  )
+  t.is(
+    code(() => g.createKernel({ source: AXPY, bindings: 0, uniform: true })),
+    'INVALID_ARGUMENT',
+  )
   const other = await Gpu.request()
   const foreign = other.heap.malloc(256)
-  t.is(code(() => s.dispatch(axpy, [a, foreign], 1, new Float32Array(4))), 'INVALID_ARGUMENT')
+  t.is(
+    code(() => s.dispatch(axpy, [a, foreign], 1, new Float32Array(4))),
+    'INVALID_ARGUMENT',
+  )
   b.free()
-  t.is(code(() => s.dispatch(axpy, [a, b], 1, new Float32Array(4))), 'USE_AFTER_FREE')
+  t.is(
+    code(() => s.dispatch(axpy, [a, b], 1, new Float32Array(4))),
+    'USE_AFTER_FREE',
+  )
   t.is(s.pendingCommands, 0)
   foreign.free()
   other.destroy()

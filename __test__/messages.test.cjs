@@ -36,8 +36,16 @@ test('runEager refuses a tensor above the binding limit by name, as compile does
   const g = await gpu()
   const big = g.info.maxStorageBufferBindingSize + 256
   const graph = {
-    kernels: { k: { source: '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { b[g.x] = a[g.x]; }' } },
-    tensors: [{ id: 'x', size: 256, kind: 'input' }, { id: 'huge', size: big, kind: 'output' }],
+    kernels: {
+      k: {
+        source:
+          '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { b[g.x] = a[g.x]; }',
+      },
+    },
+    tensors: [
+      { id: 'x', size: 256, kind: 'input' },
+      { id: 'huge', size: big, kind: 'output' },
+    ],
     ops: [{ kernel: 'k', inputs: ['x'], outputs: ['huge'], dispatch: [1] }],
   }
   const eager = await t.throwsAsync(g.runEager(graph, { x: new Uint8Array(256) }), { code: 'INVALID_ARGUMENT' })
@@ -53,7 +61,13 @@ test('upload errors name upload, uploadBatch errors name the item', async (t) =>
   const mine = g.heap.malloc(256)
   const single = await t.throwsAsync(g.upload(foreign, new Uint8Array(16)), { code: 'INVALID_ARGUMENT' })
   t.regex(single.message, /^upload: the device block belongs to another device/)
-  const batch = await t.throwsAsync(g.uploadBatch([{ block: mine, data: new Uint8Array(16) }, { block: foreign, data: new Uint8Array(16) }]), { code: 'INVALID_ARGUMENT' })
+  const batch = await t.throwsAsync(
+    g.uploadBatch([
+      { block: mine, data: new Uint8Array(16) },
+      { block: foreign, data: new Uint8Array(16) },
+    ]),
+    { code: 'INVALID_ARGUMENT' },
+  )
   t.regex(batch.message, /^uploadBatch: items\[1\]: the device block belongs to another device/)
   mine.free()
   foreign.free()

@@ -5,7 +5,19 @@
 // project. There: require, import, a TypeScript consumer under tsc, and
 // `npx wgalloc info`. The tarball itself must hold only what users need.
 const test = require('ava')
-const { mkdtempSync, mkdirSync, writeFileSync, readFileSync, readdirSync, existsSync, copyFileSync, linkSync, symlinkSync, lstatSync, rmSync } = require('node:fs')
+const {
+  mkdtempSync,
+  mkdirSync,
+  writeFileSync,
+  readFileSync,
+  readdirSync,
+  existsSync,
+  copyFileSync,
+  linkSync,
+  symlinkSync,
+  lstatSync,
+  rmSync,
+} = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join, dirname, posix } = require('node:path')
 const { spawnSync } = require('node:child_process')
@@ -19,7 +31,12 @@ const { target } = currentTarget()
 const win = process.platform === 'win32'
 
 function run(cmd, args, cwd, env = {}) {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', shell: win, env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false', ...env } })
+  const r = spawnSync(cmd, args, {
+    cwd,
+    encoding: 'utf8',
+    shell: win,
+    env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false', ...env },
+  })
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} (exit ${r.status}):\n${r.stderr}\n${r.stdout}`)
   return r.stdout
 }
@@ -74,7 +91,12 @@ test('the tarball holds the entry points and their modules, and nothing else', (
     t.false(f === 'js/cargo-test.cjs', 'a dev-only script')
   }
   // everything package.json points at is inside
-  const entries = [pkg.main, pkg.types, ...Object.values(pkg.bin), ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : Object.values(e)))]
+  const entries = [
+    pkg.main,
+    pkg.types,
+    ...Object.values(pkg.bin),
+    ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : Object.values(e))),
+  ]
   for (const e of ['package.json', 'README.md', ...entries]) t.true(files.includes(posix.normalize(e)), `${e} missing from the tarball`)
   // every relative require/import in a published module resolves to a published file
   const published = new Set(files)
@@ -96,8 +118,14 @@ test('installing the tarball builds nothing; its prepare hook is inert there', (
   t.log(`npm install of the tarball + platform package: ${installMs} ms`)
   const installed = join(project, 'node_modules', 'wgalloc')
   t.false(existsSync(join(installed, 'Cargo.toml')))
-  t.deepEqual(readdirSync(installed).filter((f) => f.endsWith('.node') || f === 'target'), [])
-  t.true(lstatSync(join(project, 'node_modules', `wgalloc-${target}`)).isSymbolicLink() || existsSync(join(project, 'node_modules', `wgalloc-${target}`, 'package.json')))
+  t.deepEqual(
+    readdirSync(installed).filter((f) => f.endsWith('.node') || f === 'target'),
+    [],
+  )
+  t.true(
+    lstatSync(join(project, 'node_modules', `wgalloc-${target}`)).isSymbolicLink() ||
+      existsSync(join(project, 'node_modules', `wgalloc-${target}`, 'package.json')),
+  )
   if (win) return
   // Run the installed copy's hook as npm would on a git/link install: it must not reach cargo or npm.
   const shims = makeShims(mkdtempSync(join(tmpdir(), 'wgalloc-shims-')))
@@ -109,13 +137,20 @@ test('installing the tarball builds nothing; its prepare hook is inert there', (
 
 test('require("wgalloc") loads the addon from the platform package and plans like this checkout', async (t) => {
   const { project } = install()
-  const records = [{ id: 'a', size: 32, first: 0, last: 1 }, { id: 'b', size: 28, first: 1, last: 4 }, { id: 'c', size: 36, first: 2, last: 5 }]
-  writeFileSync(join(project, 'consumer.cjs'), `
+  const records = [
+    { id: 'a', size: 32, first: 0, last: 1 },
+    { id: 'b', size: 28, first: 1, last: 4 },
+    { id: 'c', size: 36, first: 2, last: 5 },
+  ]
+  writeFileSync(
+    join(project, 'consumer.cjs'),
+    `
 const w = require('wgalloc')
 const addon = Object.keys(require.cache).filter((k) => k.endsWith('.node'))
 w.planMemory(${JSON.stringify(records)}, { strategy: 'greedyBySize' }).then((plan) =>
   console.log(JSON.stringify({ exports: Object.keys(w).sort(), addon, version: require('wgalloc/package.json').version, slabSize: plan.slabSize, offsets: ['a', 'b', 'c'].map((id) => plan.offsetOf(id)) })))
-`)
+`,
+  )
   const out = JSON.parse(node(['consumer.cjs'], project))
   t.is(out.version, pkg.version)
   t.deepEqual(out.exports, Object.keys(require('../js/index.cjs')).sort())
@@ -123,12 +158,17 @@ w.planMemory(${JSON.stringify(records)}, { strategy: 'greedyBySize' }).then((pla
   t.true(out.addon[0].includes(`platform-${target}`), `loaded ${out.addon[0]}`)
   const here = await planMemory(records, { strategy: 'greedyBySize' })
   t.is(out.slabSize, here.slabSize)
-  t.deepEqual(out.offsets, ['a', 'b', 'c'].map((id) => here.offsetOf(id)))
+  t.deepEqual(
+    out.offsets,
+    ['a', 'b', 'c'].map((id) => here.offsetOf(id)),
+  )
 })
 
 test('import("wgalloc") gives the same objects as require, named and default', (t) => {
   const { project } = install()
-  writeFileSync(join(project, 'consumer.mjs'), `
+  writeFileSync(
+    join(project, 'consumer.mjs'),
+    `
 import { Gpu, planMemory, WgallocError, ERROR_CODES } from 'wgalloc'
 import wgalloc from 'wgalloc'
 import { createRequire } from 'node:module'
@@ -140,13 +180,16 @@ console.log(JSON.stringify({
   dynamic: dynamic.Gpu === cjs.Gpu,
   codes: ERROR_CODES.includes('BINARY_NOT_FOUND'),
 }))
-`)
+`,
+  )
   t.deepEqual(JSON.parse(node(['consumer.mjs'], project)), { named: true, default: true, dynamic: true, codes: true })
 })
 
 test('TypeScript consumers (ESM and CommonJS) type-check against the published types', (t) => {
   const { project } = install()
-  writeFileSync(join(project, 'consumer.mts'), `
+  writeFileSync(
+    join(project, 'consumer.mts'),
+    `
 import { Gpu, planMemory, WgallocError, type MemoryPlan, type WgallocErrorCode } from 'wgalloc'
 export async function main(): Promise<number> {
   const gpu: Gpu = await Gpu.request({ powerPreference: 'low-power', signal: AbortSignal.timeout(5000) })
@@ -164,23 +207,36 @@ export async function main(): Promise<number> {
   }
   return plan.slabSize + bytes.length + wrong.length
 }
-`)
-  writeFileSync(join(project, 'consumer.cts'), `
+`,
+  )
+  writeFileSync(
+    join(project, 'consumer.cts'),
+    `
 import wgalloc = require('wgalloc')
 export const strategies: readonly wgalloc.Strategy[] = wgalloc.STRATEGIES
 export const request: (options?: wgalloc.GpuRequestOptions) => Promise<wgalloc.Gpu> = (o) => wgalloc.Gpu.request(o)
-`)
-  writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: {
-      // skipLibCheck as most projects set it (`npm run typecheck` checks the .d.ts files themselves);
-      // an unresolvable declaration still fails here: its types turn into any and the
-      // @ts-expect-error above becomes unused
-      module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true, skipLibCheck: true,
-      // a Node project has @types/node; borrow this checkout's (the install is offline)
-      types: ['node'], typeRoots: [join(root, 'node_modules', '@types')],
-    },
-    files: ['consumer.mts', 'consumer.cts'],
-  }))
+`,
+  )
+  writeFileSync(
+    join(project, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        // skipLibCheck as most projects set it (`npm run typecheck` checks the .d.ts files themselves);
+        // an unresolvable declaration still fails here: its types turn into any and the
+        // @ts-expect-error above becomes unused
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'es2022',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        // a Node project has @types/node; borrow this checkout's (the install is offline)
+        types: ['node'],
+        typeRoots: [join(root, 'node_modules', '@types')],
+      },
+      files: ['consumer.mts', 'consumer.cts'],
+    }),
+  )
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   const r = spawnSync(process.execPath, [tsc, '-p', project], { cwd: project, encoding: 'utf8' })
   t.is(r.status, 0, r.stdout + r.stderr)

@@ -23,13 +23,24 @@ test('fixed offsets are kept by every strategy; overlapping fixed records are re
     t.is(p.offsetOf('f'), 32, strategy)
     p.validate()
   }
-  const e = await t.throwsAsync(planMemory([{ id: 'f', size: 16, first: 0, last: 4, offset: 0 }, { id: 'g', size: 8, first: 2, last: 3, offset: 8 }]))
+  const e = await t.throwsAsync(
+    planMemory([
+      { id: 'f', size: 16, first: 0, last: 4, offset: 0 },
+      { id: 'g', size: 8, first: 2, last: 3, offset: 8 },
+    ]),
+  )
   t.is(e.code, 'INVALID_ARGUMENT')
   t.regex(e.message, /"f".*"g"|"g".*"f"/)
 })
 
 test('preferred offsets are kept where they fit', async (t) => {
-  const p = await planMemory([{ id: 'a', size: 8, first: 0, last: 2, preferredOffset: 40 }, { id: 'b', size: 8, first: 0, last: 2 }], fast)
+  const p = await planMemory(
+    [
+      { id: 'a', size: 8, first: 0, last: 2, preferredOffset: 40 },
+      { id: 'b', size: 8, first: 0, last: 2 },
+    ],
+    fast,
+  )
   t.is(p.offsetOf('a'), 40)
 })
 
@@ -65,9 +76,17 @@ test('in-place sharing gives one range and checks lifetimes', async (t) => {
 
 test('in-place ops on a graph save bytes', async (t) => {
   const graph = {
-    ops: [{ type: 'Conv', inputs: ['x'], outputs: ['a'] }, { type: 'Relu', inputs: ['a'], outputs: ['b'] }, { type: 'Conv', inputs: ['b'], outputs: ['c'] }],
+    ops: [
+      { type: 'Conv', inputs: ['x'], outputs: ['a'] },
+      { type: 'Relu', inputs: ['a'], outputs: ['b'] },
+      { type: 'Conv', inputs: ['b'], outputs: ['c'] },
+    ],
     graphInputs: [{ id: 'x', size: 4, last: 0 }],
-    tensors: [{ id: 'a', size: 64, first: 0, last: 1 }, { id: 'b', size: 64, first: 1, last: 2 }, { id: 'c', size: 8, first: 2, last: 2, isOutput: true }],
+    tensors: [
+      { id: 'a', size: 64, first: 0, last: 1 },
+      { id: 'b', size: 64, first: 1, last: 2 },
+      { id: 'c', size: 8, first: 2, last: 2, isOutput: true },
+    ],
   }
   const plain = await planMemory(graph, fast)
   const shared = await planMemory(graph, { ...fast, inPlace: true })
@@ -77,7 +96,11 @@ test('in-place ops on a graph save bytes', async (t) => {
 })
 
 test('any positive integer alignment; 0 and fractions are refused', async (t) => {
-  const records = [{ id: 'a', size: 10, first: 0, last: 2 }, { id: 'b', size: 30, first: 0, last: 2 }, { id: 'c', size: 10, first: 1, last: 3, alignment: 3 }]
+  const records = [
+    { id: 'a', size: 10, first: 0, last: 2 },
+    { id: 'b', size: 30, first: 0, last: 2 },
+    { id: 'c', size: 10, first: 1, last: 3, alignment: 3 },
+  ]
   const p = await planMemory(records, { ...fast, alignment: 20 })
   t.true(p.offsets.every((o) => o % 20 === 0))
   t.is(p.offsetOf('c') % 60, 0)
@@ -95,7 +118,13 @@ test('memory spaces are planned apart; a capacity below the live bytes is INFEAS
   ]
   const p = await planMemory(records, fast)
   t.is(p.offsetOf('s1'), 0)
-  t.deepEqual(p.spaces.map((s) => [s.name, s.slabSize]), [['uniform', 32], ['default', 100]])
+  t.deepEqual(
+    p.spaces.map((s) => [s.name, s.slabSize]),
+    [
+      ['uniform', 32],
+      ['default', 100],
+    ],
+  )
   t.is(p.slabSize, 132)
   const e = await t.throwsAsync(planMemory(records, { ...fast, capacities: { uniform: 31 } }))
   t.is(e.code, 'INFEASIBLE')
@@ -105,13 +134,20 @@ test('memory spaces are planned apart; a capacity below the live bytes is INFEAS
 
 test('greedyInputsFirst places whole-run records first and is a listed strategy', async (t) => {
   t.true(STRATEGIES.includes('greedyInputsFirst'))
-  const records = [{ id: 'big', size: 40, first: 0, last: 1 }, { id: 'in', size: 8, first: 0, last: 3 }, { id: 'mid', size: 24, first: 2, last: 3 }]
+  const records = [
+    { id: 'big', size: 40, first: 0, last: 1 },
+    { id: 'in', size: 8, first: 0, last: 3 },
+    { id: 'mid', size: 24, first: 2, last: 3 },
+  ]
   t.is((await planMemory(records, { strategy: 'greedyInputsFirst' })).offsetOf('in'), 0)
   t.not((await planMemory(records, { strategy: 'greedyBySize' })).offsetOf('in'), 0)
 })
 
 test('the lower bound is the aligned one, the same in the result and in onProgress', async (t) => {
-  const records = [{ id: 'a', size: 60, first: 0, last: 1 }, { id: 'b', size: 60, first: 1, last: 2 }]
+  const records = [
+    { id: 'a', size: 60, first: 0, last: 1 },
+    { id: 'b', size: 60, first: 1, last: 2 },
+  ]
   const seen = []
   const p = await planMemory(records, { alignment: 64, onProgress: (x) => seen.push(x) })
   t.is(p.slabSize, 124)
@@ -119,7 +155,14 @@ test('the lower bound is the aligned one, the same in the result and in onProgre
   t.true(p.optimal)
   t.is(p.optimalBy, 'lowerBound')
   t.is(seen.at(-1).lowerBound, 124)
-  const q = await planMemory([{ id: 'a', size: 3, first: 0, last: 1 }, { id: 'b', size: 2, first: 0, last: 1 }, { id: 'c', size: 3, first: 1, last: 2 }], { strategy: 'naive', alignment: 2 })
+  const q = await planMemory(
+    [
+      { id: 'a', size: 3, first: 0, last: 1 },
+      { id: 'b', size: 2, first: 0, last: 1 },
+      { id: 'c', size: 3, first: 1, last: 2 },
+    ],
+    { strategy: 'naive', alignment: 2 },
+  )
   t.true(q.slabSize > q.lowerBound)
   t.false(q.optimal)
   t.is(q.optimalBy, null)
@@ -127,7 +170,10 @@ test('the lower bound is the aligned one, the same in the result and in onProgre
 
 test('lifetimes past 2^53 stay exact: BigInt and JSON text in, strings out; rounded numbers are refused', async (t) => {
   const base = 2n ** 60n + 1n
-  const records = [{ id: 'a', size: 8, first: base, last: base }, { id: 'b', size: 8, first: base + 1n, last: base + 1n }]
+  const records = [
+    { id: 'a', size: 8, first: base, last: base },
+    { id: 'b', size: 8, first: base + 1n, last: base + 1n },
+  ]
   const p = await planMemory(records, fast)
   t.is(p.slabSize, 8)
   const json = p.toJSON()

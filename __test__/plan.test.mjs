@@ -59,7 +59,10 @@ test('a model graph: views, outputs and params handled; offsets and aliases in t
   t.true(plan.ratio < 1.07)
   const json = plan.toJSON()
   const views = graph.tensors.filter((x) => x.viewOf)
-  t.true(views.every((v) => json.graph.aliases.some((a) => a.id === v.id)), 'every view is placed through its base')
+  t.true(
+    views.every((v) => json.graph.aliases.some((a) => a.id === v.id)),
+    'every view is placed through its base',
+  )
   t.true(plan.toSVG().startsWith('<svg'))
 })
 
@@ -88,7 +91,10 @@ test('abort settles within 100 ms on a large input, whatever phase the planner i
     await new Promise((resolve) => setTimeout(resolve, delayMs))
     const abortedAt = performance.now()
     ac.abort()
-    const outcome = await pending.then((plan) => plan, (err) => err)
+    const outcome = await pending.then(
+      (plan) => plan,
+      (err) => err,
+    )
     const took = performance.now() - abortedAt
     t.true(took < 100, `settled ${took.toFixed(0)} ms after an abort at ${delayMs} ms`)
     if (outcome instanceof Error) t.is(outcome.code, 'ABORTED')
@@ -101,8 +107,20 @@ test('bad input gives typed errors', async (t) => {
     [[{ id: 'a', size: -1, first: 0, last: 1 }], null],
     [[{ id: 'a', size: 1.5, first: 0, last: 1 }], null],
     [[{ id: 'a', size: 4, first: 3, last: 1 }], 'INVALID_ARGUMENT'],
-    [[{ id: 'a', size: 4, first: 0, last: 1 }, { id: 'a', size: 4, first: 0, last: 1 }], 'INVALID_ARGUMENT'],
-    [[{ id: 'a', size: 2 ** 63, first: 0, last: 1 }, { id: 'b', size: 2 ** 63, first: 0, last: 1 }], null],
+    [
+      [
+        { id: 'a', size: 4, first: 0, last: 1 },
+        { id: 'a', size: 4, first: 0, last: 1 },
+      ],
+      'INVALID_ARGUMENT',
+    ],
+    [
+      [
+        { id: 'a', size: 2 ** 63, first: 0, last: 1 },
+        { id: 'b', size: 2 ** 63, first: 0, last: 1 },
+      ],
+      null,
+    ],
     ['id,lower,upper,size\na,0,x,4\n', 'PARSE_ERROR'],
     [{ ops: [], tensors: [{ id: 'v', size: 4, first: 0, last: 0, viewOf: 'nope' }] }, 'INVALID_ARGUMENT'],
     [42, 'INVALID_ARGUMENT'],
@@ -120,9 +138,19 @@ test('bad input gives typed errors', async (t) => {
 })
 
 test('`wgalloc plan --strategy all --json` prints one object per strategy', (t) => {
-  const out = execFileSync(process.execPath, [cli, 'plan', join(bench, 'minimalloc/examples/input.12.csv'), '--strategy', 'all', '--time-limit', '1s', '--json'], { encoding: 'utf8' })
-  const rows = out.trim().split('\n').map((l) => JSON.parse(l))
-  t.deepEqual(rows.map((r) => r.strategy), STRATEGIES)
+  const out = execFileSync(
+    process.execPath,
+    [cli, 'plan', join(bench, 'minimalloc/examples/input.12.csv'), '--strategy', 'all', '--time-limit', '1s', '--json'],
+    { encoding: 'utf8' },
+  )
+  const rows = out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+  t.deepEqual(
+    rows.map((r) => r.strategy),
+    STRATEGIES,
+  )
   for (const r of rows) for (const k of ['slabSize', 'lowerBound', 'ratio', 'optimal', 'timeMs']) t.true(k in r, k)
   t.is(rows.find((r) => r.strategy === 'best').slabSize, 12)
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-'))

@@ -3,7 +3,7 @@
 // the demo graph, a Trace Event file that passes a structural check, stats
 // objects, the bad-input list, and identical results with profiling on and off.
 const test = require('ava')
-const { mkdtempSync, readFileSync, existsSync } = require('node:fs')
+const { mkdtempSync, readFileSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { execFile } = require('node:child_process')
@@ -42,12 +42,15 @@ test('demo graph: per-kernel GPU times, stats objects and a valid trace; results
   const { g, data } = demo()
   const exe = await gpu.compile(g, { params: data.params })
   const off = (await exe.run(data.inputs)).outputs
-  const on = await p.profile(async () => {
-    const r = (await exe.run(data.inputs)).outputs
-    await gpu.runEager(g, data.inputs, { params: data.params })
-    p.markCpuFallback('topk', 256)
-    return r
-  }, { mode: 'interval,event' })
+  const on = await p.profile(
+    async () => {
+      const r = (await exe.run(data.inputs)).outputs
+      await gpu.runEager(g, data.inputs, { params: data.params })
+      p.markCpuFallback('topk', 256)
+      return r
+    },
+    { mode: 'interval,event' },
+  )
   t.deepEqual(Object.keys(on), Object.keys(off))
   for (const k of Object.keys(off)) t.deepEqual(Buffer.from(on[k].buffer), Buffer.from(off[k].buffer), `output ${k}`)
   t.false(p.info.active)
@@ -55,7 +58,8 @@ test('demo graph: per-kernel GPU times, stats objects and a valid trace; results
   const s = p.stats()
   t.is(s.operations.length, g.ops.length)
   for (const o of s.operations) {
-    for (const k of ['name', 'pipeline', 'runs', 'gpuTimedRuns', 'totalGpuMs', 'meanGpuMs', 'maxGpuMs', 'totalSchedulingMs', 'meanSchedulingMs']) t.true(k in o, k)
+    for (const k of ['name', 'pipeline', 'runs', 'gpuTimedRuns', 'totalGpuMs', 'meanGpuMs', 'maxGpuMs', 'totalSchedulingMs', 'meanSchedulingMs'])
+      t.true(k in o, k)
     t.is(o.runs, 2, `${o.name}: planned + eager`)
     t.true(o.totalGpuMs > 0 && o.maxGpuMs > 0 && o.meanGpuMs > 0, `${o.name} has a positive GPU time`)
   }
@@ -75,10 +79,19 @@ test('demo graph: per-kernel GPU times, stats objects and a valid trace; results
   checkTrace(t, doc)
   const ev = doc.traceEvents
   const gpuTracks = new Set(ev.filter((e) => e.cat === 'op').map((e) => e.tid))
-  t.true([...gpuTracks].every((tid) => tid >= 100), 'GPU work on stream tracks')
-  t.true(ev.some((e) => e.ph === 'X' && e.cat === 'cpu' && e.tid === 1), 'CPU encode/submit track')
+  t.true(
+    [...gpuTracks].every((tid) => tid >= 100),
+    'GPU work on stream tracks',
+  )
+  t.true(
+    ev.some((e) => e.ph === 'X' && e.cat === 'cpu' && e.tid === 1),
+    'CPU encode/submit track',
+  )
   t.true(ev.some((e) => e.ph === 'C' && e.name === 'heap bytes' && 'allocated' in e.args && 'reserved' in e.args))
-  t.true(ev.some((e) => e.ph === 'i' && e.cat === 'op'), "'event' mode adds instants")
+  t.true(
+    ev.some((e) => e.ph === 'i' && e.cat === 'op'),
+    "'event' mode adds instants",
+  )
   exe.release()
   gpu.destroy()
 })
@@ -115,7 +128,10 @@ test('bad input: unknown modes, stop without start, nested start, unwritable exp
   t.throws(() => p.stop(), { code: 'PROFILER_STATE', message: /start\(\) first/ })
   p.start()
   t.throws(() => p.start(), { code: 'PROFILER_STATE', message: /do not nest/ })
-  await t.throwsAsync(p.profile(async () => 1), { code: 'PROFILER_STATE' })
+  await t.throwsAsync(
+    p.profile(async () => 1),
+    { code: 'PROFILER_STATE' },
+  )
   p.stop()
   await t.throwsAsync(p.exportTrace('/nonexistent-dir/sub/trace.json'), { code: 'IO_ERROR', message: /writable directory/ })
   await t.throwsAsync(p.exportTrace(''), { code: 'INVALID_ARGUMENT' })
@@ -123,7 +139,12 @@ test('bad input: unknown modes, stop without start, nested start, unwritable exp
   t.throws(() => p.markCpuFallback('', 1), { code: 'INVALID_ARGUMENT' })
   t.throws(() => p.markCpuFallback('x', -1), { code: 'INVALID_ARGUMENT' })
   // A failing profiled function keeps its own error and leaves the profiler stopped.
-  await t.throwsAsync(p.profile(async () => { throw new RangeError('boom') }), { instanceOf: RangeError })
+  await t.throwsAsync(
+    p.profile(async () => {
+      throw new RangeError('boom')
+    }),
+    { instanceOf: RangeError },
+  )
   t.false(p.info.active)
   gpu.destroy()
 })

@@ -29,7 +29,13 @@ function read() {
 function record(test, counts, gpu) {
   const report = read()
   const cpus = os.cpus()
-  report.machine = { cpu: cpus[0]?.model ?? 'unknown', cores: cpus.length, memoryBytes: os.totalmem(), platform: `${process.platform}-${process.arch}`, node: process.version }
+  report.machine = {
+    cpu: cpus[0]?.model ?? 'unknown',
+    cores: cpus.length,
+    memoryBytes: os.totalmem(),
+    platform: `${process.platform}-${process.arch}`,
+    node: process.version,
+  }
   if (gpu) report.adapter = { name: gpu.info.adapterName, backend: gpu.info.backend, driver: gpu.info.driverInfo }
   const mode = (report.modes[MODE] ??= { tests: {} })
   mode.tests[test] = { ...counts, at: new Date().toISOString() }

@@ -77,16 +77,24 @@ test("worker threads share one device; every block holds its owner's bytes; noth
   const gpu = await Gpu.request()
   const handle = gpu.shareHandle()
   const results = await Promise.all(
-    Array.from({ length: WORKERS }, (_, w) => new Promise((resolve, reject) => {
-      const worker = new Worker(WORKER, { eval: true, workerData: { seed: w + 1, handle, ops: OPS } })
-      worker.once('message', resolve)
-      worker.once('error', reject)
-    })),
+    Array.from(
+      { length: WORKERS },
+      (_, w) =>
+        new Promise((resolve, reject) => {
+          const worker = new Worker(WORKER, { eval: true, workerData: { seed: w + 1, handle, ops: OPS } })
+          worker.once('message', resolve)
+          worker.once('error', reject)
+        }),
+    ),
   )
   for (const r of results) t.falsy(r.error, r.error)
   const total = results.reduce((n, r) => n + r.ops, 0)
   t.is(total, OPS * WORKERS)
-  t.is(results.reduce((n, r) => n + r.corrupted, 0), 0, 'no corrupted read')
+  t.is(
+    results.reduce((n, r) => n + r.corrupted, 0),
+    0,
+    'no corrupted read',
+  )
   gpu.heap.freeInactiveBuffers()
   const s = gpu.heap.stats()
   t.is(s.activeBlocks.current, 0)
@@ -102,7 +110,17 @@ test("worker threads share one device; every block holds its owner's bytes; noth
   }
   t.is(gpu.heap.stats().reservedBytes.current, 0, 'emptyCache returns reserved bytes to zero')
   const after = gpu.heap.stats()
-  record('workers', { operations: total, threads: WORKERS, reads: results.reduce((n, r) => n + r.reads, 0), corruptedReads: corrupted, leakedBytes: after.allocatedBytes.current + after.reservedBytes.current }, gpu)
+  record(
+    'workers',
+    {
+      operations: total,
+      threads: WORKERS,
+      reads: results.reduce((n, r) => n + r.reads, 0),
+      corruptedReads: corrupted,
+      leakedBytes: after.allocatedBytes.current + after.reservedBytes.current,
+    },
+    gpu,
+  )
   gpu.destroy()
 })
 
@@ -110,8 +128,16 @@ test('host blocks and executors dropped without free() are reclaimed by the GC',
   if (typeof global.gc !== 'function') return t.pass('run with --expose-gc')
   const gpu = await Gpu.request()
   const graph = {
-    kernels: { k: { source: '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x]; } }' } },
-    tensors: [{ id: 'x', size: 4096, kind: 'input' }, { id: 'y', size: 4096, kind: 'output' }],
+    kernels: {
+      k: {
+        source:
+          '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x]; } }',
+      },
+    },
+    tensors: [
+      { id: 'x', size: 4096, kind: 'input' },
+      { id: 'y', size: 4096, kind: 'output' },
+    ],
     ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [16] }],
   }
   await (async () => {
@@ -127,7 +153,10 @@ test('host blocks and executors dropped without free() are reclaimed by the GC',
   const before = gpu.host.stats().numHostAlloc
   gpu.host.alloc(65536, { direction: 'upload' }).free()
   t.is(gpu.host.stats().numHostAlloc, before, 'their memory is reused')
-  record('gc', { faults: { 'executors and host blocks dropped without free()': 25 }, leakedBytes: gpu.heap.stats().allocatedBytes.current + gpu.host.stats().activeBytes.current })
+  record('gc', {
+    faults: { 'executors and host blocks dropped without free()': 25 },
+    leakedBytes: gpu.heap.stats().allocatedBytes.current + gpu.host.stats().activeBytes.current,
+  })
   gpu.destroy()
 })
 
@@ -155,8 +184,32 @@ test.serial('a process exits promptly with GPU work pending and the poller runni
 test('random misuse of the public API never kills the process; every error is typed', async (t) => {
   const gpu = await Gpu.request({ memoryBudget: 256 * 2 ** 20 })
   let seed = 99
-  const rnd = (n) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n)
-  const values = [undefined, null, 0, -1, 1.5, NaN, Infinity, 2 ** 53, 2 ** 60, '', 'x', '16', true, {}, [], [1, 2], new Uint8Array(3), new Float32Array(2), () => 1, Symbol('s'), 10n, 64, 4096]
+  const rnd = (n) => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n
+  const values = [
+    undefined,
+    null,
+    0,
+    -1,
+    1.5,
+    NaN,
+    Infinity,
+    2 ** 53,
+    2 ** 60,
+    '',
+    'x',
+    '16',
+    true,
+    {},
+    [],
+    [1, 2],
+    new Uint8Array(3),
+    new Float32Array(2),
+    () => 1,
+    Symbol('s'),
+    10n,
+    64,
+    4096,
+  ]
   const pick = () => values[rnd(values.length)]
   const targets = () => {
     const block = gpu.heap.malloc(256)
@@ -185,7 +238,7 @@ test('random misuse of the public API never kills the process; every error is ty
           if (r && typeof r.then === 'function') await r
         } catch (e) {
           const ok = (e instanceof WgallocError && known.has(e.code)) || e instanceof TypeError || e instanceof RangeError
-          if (!ok) t.fail(`${m}(${args.map(String).join(', ')}) threw ${e && e.constructor && e.constructor.name}: ${e && e.message}`)
+          if (!ok) t.fail(`${m}(${args.map(String).join(', ')}) threw ${e?.constructor?.name}: ${e?.message}`)
           typed++
         }
       }
@@ -194,7 +247,10 @@ test('random misuse of the public API never kills the process; every error is ty
   t.false(gpu.lost)
   const b = gpu.heap.malloc(1024)
   b.write(new Uint8Array(1024).fill(5))
-  t.true((await b.read()).every((x) => x === 5), 'still computes correctly after the fuzzing')
+  t.true(
+    (await b.read()).every((x) => x === 5),
+    'still computes correctly after the fuzzing',
+  )
   t.log(`${calls} random calls, ${typed} typed errors`)
   record('misuse', { badInputs: calls, typedErrors: typed })
   gpu.destroy()
@@ -226,7 +282,12 @@ test.serial('cached alloc/free cycles: driver allocations and RSS stay flat afte
   t.log(`${cycles} cycles; RSS slope ${slope.toFixed(3)} bytes/cycle; driver allocations ${first.driver} -> ${last.driver}`)
   t.is(last.driver, first.driver, 'no driver allocation after warm-up')
   t.true(slope < 64, `RSS grows ${slope.toFixed(1)} bytes per cycle`)
-  record('cycles', { operations: cycles, rssSlopeBytesPerCycle: slope, driverAllocations: [first.driver, last.driver], leakedBytes: heap.stats().allocatedBytes.current })
+  record('cycles', {
+    operations: cycles,
+    rssSlopeBytesPerCycle: slope,
+    driverAllocations: [first.driver, last.driver],
+    leakedBytes: heap.stats().allocatedBytes.current,
+  })
   gpu.destroy()
 })
 
@@ -261,15 +322,29 @@ for (const [suite, what] of Object.entries(SUITES)) {
     const { summary, crash } = await slot(() => runSuite(suite, { env, timeoutMs: FUZZ_TIME_MS * 10 + 60_000 }))
     const c = summary?.counts
     record(`fuzz-${suite}`, {
-      runs: c?.runs ?? 0, operations: c?.operations ?? 0, badInputs: c?.badInputs ?? 0, errors: c?.errors, codes: c?.codes,
-      faults: c?.faults ?? {}, reads: c?.reads ?? 0, corruptedReads: c?.corruptedReads ?? 0, leakedBytes: c?.leakedBytes ?? 0,
-      hangs: (c?.hangs ?? 0) + (crash?.hung ? 1 : 0), crashes: crash && !crash.hung ? 1 : 0, seed: summary?.seed, ms: summary?.ms,
+      runs: c?.runs ?? 0,
+      operations: c?.operations ?? 0,
+      badInputs: c?.badInputs ?? 0,
+      errors: c?.errors,
+      codes: c?.codes,
+      faults: c?.faults ?? {},
+      reads: c?.reads ?? 0,
+      corruptedReads: c?.corruptedReads ?? 0,
+      leakedBytes: c?.leakedBytes ?? 0,
+      hangs: (c?.hangs ?? 0) + (crash?.hung ? 1 : 0),
+      crashes: crash && !crash.hung ? 1 : 0,
+      seed: summary?.seed,
+      ms: summary?.ms,
     })
     if (crash) {
       const how = crash.hung ? 'hung (killed)' : crash.signal ? `died of ${crash.signal}` : `exited ${crash.code} without a summary`
-      return t.fail(`the ${suite} fuzzer ${how}; replay with WGALLOC_FUZZ_SEED=${summary?.seed ?? '<see stderr>'} node --expose-gc __test__/fuzz/run.cjs ${suite}\nlast steps:\n${crash.lastSteps}\nstderr:\n${crash.stderr}`)
+      return t.fail(
+        `the ${suite} fuzzer ${how}; replay with WGALLOC_FUZZ_SEED=${summary?.seed ?? '<see stderr>'} node --expose-gc __test__/fuzz/run.cjs ${suite}\nlast steps:\n${crash.lastSteps}\nstderr:\n${crash.stderr}`,
+      )
     }
-    t.log(`${MODE}: ${c.runs} sequences, ${c.operations} operations, ${c.badInputs} bad inputs, ${c.reads} reads checked, seed ${summary.seed}, ${summary.ms} ms`)
+    t.log(
+      `${MODE}: ${c.runs} sequences, ${c.operations} operations, ${c.badInputs} bad inputs, ${c.reads} reads checked, seed ${summary.seed}, ${summary.ms} ms`,
+    )
     if (c.problems.length) t.log(`notes: ${c.problems.join('; ')}`)
     t.deepEqual(summary.failures, [], `replay with WGALLOC_FUZZ_SEED=${summary.seed} node --expose-gc __test__/fuzz/run.cjs ${suite}`)
     t.is(c.errors.bad, 0, 'every error typed')

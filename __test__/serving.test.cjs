@@ -4,7 +4,7 @@
 // changing shapes, each bit for bit against the plain host path.
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
-const { Gpu, Weights } = require('..')
+const { Weights } = require('..')
 const { gpu } = require('./helpers.cjs')
 const { chain } = require('./graphs.cjs')
 
@@ -83,11 +83,19 @@ test('shared weights: one copy for several executors and four workers', async (t
       exe.release()
     })().catch((e) => parentPort.postMessage({ error: e.code + ' ' + e.message }))`
   const before = dev.heap.stats().allocatedBytes.current
-  const results = await Promise.all([0, 1, 2, 3].map(() => new Promise((resolve, reject) => {
-    const worker = new Worker(script, { eval: true, workerData: { device: dev.shareHandle(), weights: weights.shareHandle(), graph: g, x } })
-    worker.once('message', (m) => { worker.terminate(); resolve(m) })
-    worker.once('error', reject)
-  })))
+  const results = await Promise.all(
+    [0, 1, 2, 3].map(
+      () =>
+        new Promise((resolve, reject) => {
+          const worker = new Worker(script, { eval: true, workerData: { device: dev.shareHandle(), weights: weights.shareHandle(), graph: g, x } })
+          worker.once('message', (m) => {
+            worker.terminate()
+            resolve(m)
+          })
+          worker.once('error', reject)
+        }),
+    ),
+  )
   for (const r of results) {
     t.is(r.error, undefined)
     t.is(r.constant, 0, 'the worker bound the shared copy')

@@ -34,7 +34,9 @@ function checkEvents(events) {
 
 function traceFiles() {
   if (!existsSync(TRACES)) throw new Error(`${TRACES} is missing`)
-  return readdirSync(TRACES).filter((f) => f.endsWith('.trace.json')).sort()
+  return readdirSync(TRACES)
+    .filter((f) => f.endsWith('.trace.json'))
+    .sort()
 }
 
 test('bench/data/traces holds trace files', (t) => {

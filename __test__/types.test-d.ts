@@ -52,7 +52,10 @@ async function hostCache(gpu: Gpu): Promise<number> {
   host.endAllocateToPool(1)
   host.releasePool(1)
   await gpu.upload(dev, new Uint8Array(1024), { offset: 0 })
-  const batch: UploadBatchItem[] = [{ block: dev, data: new Uint8Array(512) }, { block: dev, data: new Uint8Array(512), offset: 512 }]
+  const batch: UploadBatchItem[] = [
+    { block: dev, data: new Uint8Array(512) },
+    { block: dev, data: new Uint8Array(512), offset: 512 },
+  ]
   await gpu.uploadBatch(batch, { signal: AbortSignal.timeout(1000) })
   const back: Buffer = await gpu.download(dev, { length: 16, signal: AbortSignal.timeout(1000) })
   const stats: HostStats = host.stats()
@@ -66,7 +69,10 @@ import type { Graph } from '../js/index.js'
 async function execTypes(gpu: Gpu): Promise<number> {
   const graph: Graph = {
     kernels: { k: { source: '@compute @workgroup_size(1) fn main() {}' } },
-    tensors: [{ id: 'x', size: 4, kind: 'input' }, { id: 'y', size: 4, kind: 'output', dtype: 'f32' }],
+    tensors: [
+      { id: 'x', size: 4, kind: 'input' },
+      { id: 'y', size: 4, kind: 'output', dtype: 'f32' },
+    ],
     ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
   }
   const exe = await gpu.compile(graph, { strategy: 'greedyBySize', plan: 'observe' })

@@ -26,9 +26,11 @@ const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
 let browser
 test.before(async () => {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`the viewer tests need headless Chromium and found none at ${CHROMIUM}.\n` +
-      'Install it with: apt-get install -y chromium   (Debian/Ubuntu; about a minute)\n' +
-      'or point CHROMIUM_PATH at a Chromium or Chrome binary.')
+    throw new Error(
+      `the viewer tests need headless Chromium and found none at ${CHROMIUM}.\n` +
+        'Install it with: apt-get install -y chromium   (Debian/Ubuntu; about a minute)\n' +
+        'or point CHROMIUM_PATH at a Chromium or Chrome binary.',
+    )
   }
   const puppeteer = require('puppeteer-core')
   browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless'] })
@@ -75,8 +77,20 @@ function pngColours(png) {
       const b = prev[i]
       const c = i >= bpp ? prev[i - bpp] : 0
       const p = a + b - c
-      const pred = f === 0 ? 0 : f === 1 ? a : f === 2 ? b : f === 3 ? (a + b) >> 1
-        : Math.abs(p - a) <= Math.abs(p - b) && Math.abs(p - a) <= Math.abs(p - c) ? a : Math.abs(p - b) <= Math.abs(p - c) ? b : c
+      const pred =
+        f === 0
+          ? 0
+          : f === 1
+            ? a
+            : f === 2
+              ? b
+              : f === 3
+                ? (a + b) >> 1
+                : Math.abs(p - a) <= Math.abs(p - b) && Math.abs(p - a) <= Math.abs(p - c)
+                  ? a
+                  : Math.abs(p - b) <= Math.abs(p - c)
+                    ? b
+                    : c
       cur[i] = (row[i] + pred) & 0xff
     }
     for (let i = 0; i < stride; i += bpp) colours.add(cur.readUIntBE(i, 3))
@@ -99,7 +113,9 @@ async function open(t, html, name) {
   await page.setViewport({ width: 1200, height: 850 })
   const problems = []
   const requests = []
-  page.on('console', (m) => { if (m.type() !== 'log' && m.type() !== 'info' && m.type() !== 'debug') problems.push(`${m.type()}: ${m.text()}`) })
+  page.on('console', (m) => {
+    if (m.type() !== 'log' && m.type() !== 'info' && m.type() !== 'debug') problems.push(`${m.type()}: ${m.text()}`)
+  })
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`))
   page.on('request', (r) => requests.push(r.url()))
   await page.goto(url, { waitUntil: 'load' })
@@ -151,7 +167,10 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   t.is(detectKind(snapshot), 'snapshot')
   const used = snapshot.flatMap((s) => s.blocks.filter((b) => b.state !== 'free'))
   t.is(used.length, 46)
-  t.deepEqual(used.filter((b) => b.state === 'pending-free').map((b) => b.blockId), [pending.id])
+  t.deepEqual(
+    used.filter((b) => b.state === 'pending-free').map((b) => b.blockId),
+    [pending.id],
+  )
   const { page, counts, sections, cards, finish } = await open(t, renderHtml(snapshot), 'snapshot')
   t.is(Number(counts.segments), snapshot.length)
   t.is(Number(counts.segmentBlocks), used.length)
@@ -205,7 +224,10 @@ test.serial('recorded history: one band per allocation; a click shows the blocks
   await page.waitForFunction((s) => document.body.dataset.segmentStep !== s, {}, counts.segmentStep)
   const after = await page.evaluate(() => ({ ...document.body.dataset }))
   t.is(Number(after.segmentBlocks), liveAt(Number(after.segmentStep)))
-  t.regex(await page.$eval('section:nth-of-type(2) h2', (h) => h.textContent), new RegExp(`^Segment map at step ${Number(after.segmentStep).toLocaleString('en-US')}`))
+  t.regex(
+    await page.$eval('section:nth-of-type(2) h2', (h) => h.textContent),
+    new RegExp(`^Segment map at step ${Number(after.segmentStep).toLocaleString('en-US')}`),
+  )
   finish()
 })
 
@@ -288,10 +310,15 @@ test('bad input: typed errors naming the accepted kinds, the file, or the bad fi
   writeFileSync(bad, '{"segments": [')
   t.throws(() => readJsonFile(bad), { code: 'PARSE_ERROR', message: new RegExp(`${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is not valid JSON`) })
   t.throws(() => readJsonFile(join(dir, 'missing.json')), { code: 'IO_ERROR' })
-  t.throws(() => renderHtml([{ id: 1, pool: 'device-small', size: 1024, blocks: [{ blockId: 1, offset: 0, size: -5, state: 'active' }] }]),
-    { code: 'INVALID_ARGUMENT', message: /segments\[0\]\.blocks\[0\]\.size/ })
+  t.throws(() => renderHtml([{ id: 1, pool: 'device-small', size: 1024, blocks: [{ blockId: 1, offset: 0, size: -5, state: 'active' }] }]), {
+    code: 'INVALID_ARGUMENT',
+    message: /segments\[0\]\.blocks\[0\]\.size/,
+  })
   t.throws(() => renderHtml({ events: [{ op: 'free', id: 'x' }] }), { code: 'INVALID_ARGUMENT', message: /events\[0\].*unknown id x/ })
-  t.throws(() => renderHtml({ records: [{ id: 'a', size: 4, first: 3, last: 1, offset: 0 }], slabSize: 4 }), { code: 'INVALID_ARGUMENT', message: /records\[0\]/ })
+  t.throws(() => renderHtml({ records: [{ id: 'a', size: 4, first: 3, last: 1, offset: 0 }], slabSize: 4 }), {
+    code: 'INVALID_ARGUMENT',
+    message: /records\[0\]/,
+  })
   t.throws(() => renderHtml({ traceEvents: [{ ph: 'X', ts: 'soon', dur: 1 }] }), { code: 'INVALID_ARGUMENT', message: /traceEvents\[0\]\.ts/ })
   const r = await cli(['view', bad])
   t.is(r.code, 1)
@@ -304,7 +331,12 @@ test('bad input: typed errors naming the accepted kinds, the file, or the bad fi
 })
 
 test.serial('page text is escaped: ids cannot inject markup', async (t) => {
-  const plan = (await planMemory([{ id: '</script><img src=x onerror=alert(1)>', size: 64, first: 0, last: 2 }, { id: 'b&c', size: 32, first: 1, last: 3 }])).toJSON()
+  const plan = (
+    await planMemory([
+      { id: '</script><img src=x onerror=alert(1)>', size: 64, first: 0, last: 2 },
+      { id: 'b&c', size: 32, first: 1, last: 3 },
+    ])
+  ).toJSON()
   const { page, counts, finish } = await open(t, renderHtml(plan, { title: '<b>title</b>' }), 'escaped')
   t.is(Number(counts.records), 2)
   t.is(await page.title(), '<b>title</b>')

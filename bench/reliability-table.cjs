@@ -12,7 +12,9 @@ const sum = (tests, key) => tests.reduce((a, t) => a + (Number(t?.[key]) || 0), 
 
 /** One table row (and its figures) from one mode's tests. */
 function row(mode, tests) {
-  const fuzz = Object.entries(tests).filter(([k]) => k.startsWith('fuzz-')).map(([, v]) => v)
+  const fuzz = Object.entries(tests)
+    .filter(([k]) => k.startsWith('fuzz-'))
+    .map(([, v]) => v)
   const { workers, cycles, misuse, exit, gc } = tests
   const fuzzOps = sum(fuzz, 'operations')
   const faults = {}
@@ -32,11 +34,22 @@ function row(mode, tests) {
   if (workers) parts.push(`${n(workers.operations)} mixed heap / host / executor ops`)
   if (cycles) parts.push(`${n(cycles.operations)} alloc/free cycles`)
   if (fuzz.length) parts.push(`${n(fuzzOps)} fuzzed calls and commands in ${n(sum(fuzz, 'runs'))} sequences`)
-  const faultText = Object.entries(faults).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} (${n(v)})`).join(', ')
+  const faultText = Object.entries(faults)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} (${n(v)})`)
+    .join(', ')
   const bad = [misuse ? `${n(misuse.badInputs)} random calls` : null, fuzz.length ? `${n(sum(fuzz, 'badInputs'))} fuzzed` : null].filter(Boolean).join(' + ')
   const threads = `${figures.threads} workers${fuzz.length ? ` + ${fuzz.length} fuzz processes` : ''}`
-  const cells = [mode, parts.join(' + '), threads, faultText || '-', `${n(figures.badInputs)} (${bad})`, n(figures.crashes + figures.hangs),
-    `${n(figures.corruptedReads)} of ${n(figures.reads)}`, n(figures.leakedBytes)]
+  const cells = [
+    mode,
+    parts.join(' + '),
+    threads,
+    faultText || '-',
+    `${n(figures.badInputs)} (${bad})`,
+    n(figures.crashes + figures.hangs),
+    `${n(figures.corruptedReads)} of ${n(figures.reads)}`,
+    n(figures.leakedBytes),
+  ]
   return { cells, figures }
 }
 
@@ -49,13 +62,17 @@ function main() {
     return 1
   }
   const order = (mode) => ['short', 'stress'].indexOf(mode) >>> 0 // the known modes first, in this order
-  const rows = Object.entries(report.modes).sort(([a], [b]) => order(a) - order(b)).map(([mode, m]) => ({ mode, ...row(mode, m.tests) }))
+  const rows = Object.entries(report.modes)
+    .sort(([a], [b]) => order(a) - order(b))
+    .map(([mode, m]) => ({ mode, ...row(mode, m.tests) }))
   if (process.argv.includes('--json')) {
     console.log(JSON.stringify({ machine: report.machine, adapter: report.adapter, rows: rows.map(({ mode, figures }) => ({ mode, ...figures })) }, null, 2))
     return 0
   }
   const m = report.machine
-  console.log(`Machine: ${m?.cpu} x${m?.cores}, ${m ? Math.round(m.memoryBytes / 2 ** 30) : '?'} GiB; adapter: ${report.adapter?.name ?? '?'} (${report.adapter?.backend ?? '?'})\n`)
+  console.log(
+    `Machine: ${m?.cpu} x${m?.cores}, ${m ? Math.round(m.memoryBytes / 2 ** 30) : '?'} GiB; adapter: ${report.adapter?.name ?? '?'} (${report.adapter?.backend ?? '?'})\n`,
+  )
   console.log('| mode | operations | threads | faults injected | bad inputs tried | crashes / hangs | corrupted reads | leaked bytes |')
   console.log('| --- | --- | --- | --- | --- | ---: | ---: | ---: |')
   for (const r of rows) console.log(`| ${r.cells.join(' | ')} |`)

@@ -61,7 +61,13 @@ async function main(names) {
   console.log(
     table(
       ['benchmark', 'measured', 'baseline', 'ratio', 'meaning of ratio'],
-      results.map((r) => [r.name, `${fmt(r.measured.value)} ${r.measured.unit}`, `${fmt(r.baseline.value)} ${r.baseline.unit} (${r.baseline.what})`, Number(r.ratio.toFixed(3)), r.ratioMeaning]),
+      results.map((r) => [
+        r.name,
+        `${fmt(r.measured.value)} ${r.measured.unit}`,
+        `${fmt(r.baseline.value)} ${r.baseline.unit} (${r.baseline.what})`,
+        Number(r.ratio.toFixed(3)),
+        r.ratioMeaning,
+      ]),
     ),
   )
   console.log('\nwritten: bench/report.json')
@@ -69,4 +75,12 @@ async function main(names) {
   return 0
 }
 
-main(process.argv.slice(2)).then((code) => { process.exitCode = code }, (err) => { console.error(err); process.exitCode = 1 })
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (err) => {
+    console.error(err)
+    process.exitCode = 1
+  },
+)

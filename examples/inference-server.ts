@@ -31,7 +31,11 @@ import { InferenceError, WorkerPool, type DeviceMemory, type JsHeap } from './li
 const MAX_BODY = 1 << 20
 
 class HttpError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message)
   }
 }
@@ -100,7 +104,11 @@ async function route(svc: Service, req: IncomingMessage, res: ServerResponse): P
   if (path === '/healthz' && req.method === 'GET') return send(res, 200, { ok: true })
   if (path === '/stats' && req.method === 'GET') {
     const workers = await svc.pool.stats()
-    return send(res, 200, { served: svc.served, memory: await svc.memory(), workers: workers.map((w, i) => ({ ...svc.pool.workers[i], executor: w.executor })) })
+    return send(res, 200, {
+      served: svc.served,
+      memory: await svc.memory(),
+      workers: workers.map((w, i) => ({ ...svc.pool.workers[i], executor: w.executor })),
+    })
   }
   if (path !== '/infer') throw new HttpError(404, 'NOT_FOUND', `no route ${path}`)
   if (req.method !== 'POST') throw new HttpError(405, 'METHOD_NOT_ALLOWED', 'POST a JSON body to /infer')
@@ -169,7 +177,11 @@ async function loadTest(svc: Service, config: ClientConfig) {
   if ((svc.served - base) % every !== 0) sample()
   const memory = await Promise.all(samples)
   const xs = memory.map((m) => m.served)
-  const series = (k: keyof Memory) => summarize(xs, memory.map((m) => m[k]))
+  const series = (k: keyof Memory) =>
+    summarize(
+      xs,
+      memory.map((m) => m[k]),
+    )
   return {
     ...report,
     concurrency: config.concurrency,
@@ -177,8 +189,13 @@ async function loadTest(svc: Service, config: ClientConfig) {
     memory: {
       samples: memory.length,
       gcBeforeSamples: typeof (globalThis as { gc?: unknown }).gc === 'function',
-      rss: series('rss'), native: series('native'), jsHeapTotal: series('heapTotal'), jsHeapUsed: series('heapUsed'),
-      heapReserved: series('heapReserved'), heapAllocated: series('heapAllocated'), hostAllocated: series('hostAllocated'),
+      rss: series('rss'),
+      native: series('native'),
+      jsHeapTotal: series('heapTotal'),
+      jsHeapUsed: series('heapUsed'),
+      heapReserved: series('heapReserved'),
+      heapAllocated: series('heapAllocated'),
+      hostAllocated: series('hostAllocated'),
       series: memory,
     },
   }
@@ -187,11 +204,20 @@ async function loadTest(svc: Service, config: ClientConfig) {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      port: { type: 'string' }, host: { type: 'string', default: '127.0.0.1' }, workers: { type: 'string' },
-      batch: { type: 'string' }, inputs: { type: 'string' }, hidden: { type: 'string' }, classes: { type: 'string' },
-      seed: { type: 'string' }, 'device-per-worker': { type: 'boolean', default: false },
-      'load-test': { type: 'boolean', default: false }, requests: { type: 'string' }, concurrency: { type: 'string' },
-      warmup: { type: 'string' }, json: { type: 'boolean', default: false },
+      port: { type: 'string' },
+      host: { type: 'string', default: '127.0.0.1' },
+      workers: { type: 'string' },
+      batch: { type: 'string' },
+      inputs: { type: 'string' },
+      hidden: { type: 'string' },
+      classes: { type: 'string' },
+      seed: { type: 'string' },
+      'device-per-worker': { type: 'boolean', default: false },
+      'load-test': { type: 'boolean', default: false },
+      requests: { type: 'string' },
+      concurrency: { type: 'string' },
+      warmup: { type: 'string' },
+      json: { type: 'boolean', default: false },
     },
   })
   const shape: ClassifierShape = {
@@ -222,17 +248,26 @@ async function main(): Promise<void> {
       const workerStats = await p.stats(gc !== undefined)
       gc?.()
       const { rss, heapTotal, heapUsed } = process.memoryUsage()
-      const js = { heapTotal: heapTotal + workerStats.reduce((n, w) => n + w.js.heapTotal, 0), heapUsed: heapUsed + workerStats.reduce((n, w) => n + w.js.heapUsed, 0) }
+      const js = {
+        heapTotal: heapTotal + workerStats.reduce((n, w) => n + w.js.heapTotal, 0),
+        heapUsed: heapUsed + workerStats.reduce((n, w) => n + w.js.heapUsed, 0),
+      }
       // A shared device is one heap and one host cache; devices of their own add up.
       const sum = (k: keyof DeviceMemory) => workerStats.reduce((n, w) => n + w.device[k], 0)
-      const device = perWorker ? { heapReserved: sum('heapReserved'), heapAllocated: sum('heapAllocated'), hostAllocated: sum('hostAllocated') } : workerStats[0].device
+      const device = perWorker
+        ? { heapReserved: sum('heapReserved'), heapAllocated: sum('heapAllocated'), hostAllocated: sum('hostAllocated') }
+        : workerStats[0].device
       return { rss, native: rss - js.heapTotal, ...js, ...device }
     }
     const svc: Service = { shape, pool, memory, served: 0 }
     const adapter = gpu?.info.adapterName ?? 'one device per worker'
-    log(`device: ${adapter}; ${workers} workers ${perWorker ? 'with a device each' : 'sharing it (shareHandle / attach)'}; MLP ${shape.inputs}-${shape.hidden}-${shape.hidden}-${shape.classes}, batch ${shape.batch}`)
+    log(
+      `device: ${adapter}; ${workers} workers ${perWorker ? 'with a device each' : 'sharing it (shareHandle / attach)'}; MLP ${shape.inputs}-${shape.hidden}-${shape.hidden}-${shape.classes}, batch ${shape.batch}`,
+    )
     const w0 = pool.workers[0]
-    log(`each executor: slab ${formatBytes(w0.slabBytes)}, ${formatBytes(w0.deviceBytes)} on the device with its weights; compiled in ${pool.workers.map((w) => w.compileMs.toFixed(0)).join(', ')} ms`)
+    log(
+      `each executor: slab ${formatBytes(w0.slabBytes)}, ${formatBytes(w0.deviceBytes)} on the device with its weights; compiled in ${pool.workers.map((w) => w.compileMs.toFixed(0)).join(', ')} ms`,
+    )
 
     server = serve(svc)
     const s = server
@@ -266,13 +301,21 @@ async function main(): Promise<void> {
       log(`  throughput  ${r.requestsPerSecond.toFixed(1)} requests/s (${((r.rows / r.wallMs) * 1000).toFixed(0)} rows/s)`)
       log(`  latency     p50 ${r.latencyMs.p50.toFixed(1)} ms, p99 ${r.latencyMs.p99.toFixed(1)} ms, max ${r.latencyMs.max.toFixed(1)} ms`)
       log(`  correct     ${r.ok}/${requests} answered 200; ${r.ok - r.mismatched} match the CPU reference (max abs error ${r.maxAbsError.toExponential(1)})`)
-      log(`  memory      ${m.samples} samples${m.gcBeforeSamples ? ', each after a GC in every thread' : ' (run node with --expose-gc to sample after a GC)'}: first -> last, max, slope`)
+      log(
+        `  memory      ${m.samples} samples${m.gcBeforeSamples ? ', each after a GC in every thread' : ' (run node with --expose-gc to sample after a GC)'}: first -> last, max, slope`,
+      )
       const rows: Array<[string, SeriesSummary]> = [
-        ['RSS', m.rss], ['V8 heaps committed', m.jsHeapTotal], ['V8 heaps used', m.jsHeapUsed], ['native (RSS - V8)', m.native],
-        ['device heap reserved', m.heapReserved], ['host staging cache', m.hostAllocated],
+        ['RSS', m.rss],
+        ['V8 heaps committed', m.jsHeapTotal],
+        ['V8 heaps used', m.jsHeapUsed],
+        ['native (RSS - V8)', m.native],
+        ['device heap reserved', m.heapReserved],
+        ['host staging cache', m.hostAllocated],
       ]
       for (const [name, x] of rows) {
-        log(`    ${name.padEnd(22)}${formatBytes(x.first).padStart(11)} -> ${formatBytes(x.last).padStart(11)}  max ${formatBytes(x.max).padStart(11)}  ${x.slopePerRequest >= 0 ? '+' : ''}${x.slopePerRequest.toFixed(0)} B/request`)
+        log(
+          `    ${name.padEnd(22)}${formatBytes(x.first).padStart(11)} -> ${formatBytes(x.last).padStart(11)}  max ${formatBytes(x.max).padStart(11)}  ${x.slopePerRequest >= 0 ? '+' : ''}${x.slopePerRequest.toFixed(0)} B/request`,
+        )
       }
       for (const f of r.failures) log(`  failed request ${f.index}: ${f.status} ${f.body}`)
     }

@@ -17,7 +17,20 @@ import { Gpu, type DeviceBlock, type HeapStats } from 'wgalloc'
 import { formatBytes, intOption, numberOption, runMain } from './lib/cli'
 import { DeviceRegressor, readF32 } from './lib/device-regressor'
 import { mulberry32 } from './lib/random'
-import { PARAMS, adamUpdate, dataset, gradients, hyper, initialState, mseLoss, trainStepGraph, type Adam, type ParamId, type RegressorShape, type State } from './lib/regressor'
+import {
+  PARAMS,
+  adamUpdate,
+  dataset,
+  gradients,
+  hyper,
+  initialState,
+  mseLoss,
+  trainStepGraph,
+  type Adam,
+  type ParamId,
+  type RegressorShape,
+  type State,
+} from './lib/regressor'
 
 interface EpochReport {
   epoch: number
@@ -43,15 +56,31 @@ function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): { diff: number; sc
  * from the GPU's gradients, parameters from the GPU's moments, which avoids Adam's
  * sensitivity to near-zero gradients). Returns the worst relative errors.
  */
-function checkStep(s: RegressorShape, before: State, after: State, gpuGrads: Record<ParamId, Float32Array>, x: Float32Array, y: Float32Array, h: Float32Array, a: Adam, gpuLoss: number) {
+function checkStep(
+  s: RegressorShape,
+  before: State,
+  after: State,
+  gpuGrads: Record<ParamId, Float32Array>,
+  x: Float32Array,
+  y: Float32Array,
+  h: Float32Array,
+  a: Adam,
+  gpuLoss: number,
+) {
   const { loss, grads } = gradients(s, before, x, y)
   let grad = 0
   let update = 0
   for (const id of PARAMS) {
     const g = maxDiff(gpuGrads[id], grads[id])
     grad = Math.max(grad, g.diff / Math.max(g.scale, 1e-12))
-    const m = maxDiff(after[`m_${id}`], gpuGrads[id].map((v) => (1 - a.beta1) * v))
-    const v = maxDiff(after[`v_${id}`], gpuGrads[id].map((v) => (1 - a.beta2) * v * v))
+    const m = maxDiff(
+      after[`m_${id}`],
+      gpuGrads[id].map((v) => (1 - a.beta1) * v),
+    )
+    const v = maxDiff(
+      after[`v_${id}`],
+      gpuGrads[id].map((v) => (1 - a.beta2) * v * v),
+    )
     const w = maxDiff(after[id], adamUpdate(before[id], after[`m_${id}`], after[`v_${id}`], h))
     update = Math.max(update, m.diff / Math.max(m.scale, 1e-12), v.diff / Math.max(v.scale, 1e-20), w.diff / a.lr)
   }
@@ -73,8 +102,13 @@ function heapFigures(s: HeapStats): EpochReport['heap'] {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      epochs: { type: 'string' }, batch: { type: 'string' }, samples: { type: 'string' }, hidden: { type: 'string' },
-      lr: { type: 'string' }, seed: { type: 'string' }, json: { type: 'boolean', default: false },
+      epochs: { type: 'string' },
+      batch: { type: 'string' },
+      samples: { type: 'string' },
+      hidden: { type: 'string' },
+      lr: { type: 'string' },
+      seed: { type: 'string' },
+      json: { type: 'boolean', default: false },
     },
   })
   const epochs = intOption('epochs', values.epochs, 20)
@@ -94,7 +128,9 @@ async function main(): Promise<void> {
     const model = new DeviceRegressor(gpu, shape, initial)
     const stateBytes = model.stateBytes
     const stream = gpu.createStream()
-    log(`device: ${gpu.info.adapterName} (${gpu.info.backend}); MLP 2-${shape.hidden}-${shape.hidden}-1, ${samples} samples, batch ${shape.batch}, Adam lr ${adam.lr}`)
+    log(
+      `device: ${gpu.info.adapterName} (${gpu.info.backend}); MLP 2-${shape.hidden}-${shape.hidden}-1, ${samples} samples, batch ${shape.batch}, Adam lr ${adam.lr}`,
+    )
     log(`parameters and Adam moments on the device: ${formatBytes(stateBytes)}; initial loss (CPU, all samples) ${initialLoss.toFixed(5)}`)
 
     /**
@@ -172,9 +208,15 @@ async function main(): Promise<void> {
     const reservedStable = flat(afterStep.reserved)
     const driverAllocationsStable = flat(afterStep.driverAllocations)
     const allocatedStable = afterStep.allocated.every((n) => n === stateBytes)
-    log(`final loss (CPU, all samples) ${finalLoss.toFixed(5)}: ${(initialLoss / finalLoss).toFixed(1)}x lower after ${step} steps (${msPerStep.toFixed(2)} ms per step after the first, 4 bytes read back per step)`)
-    log(`first step vs CPU reference: loss ${firstStepCheck?.lossRelError.toExponential(1)}, gradients ${firstStepCheck?.gradientRelError.toExponential(1)}, update ${firstStepCheck?.updateRelError.toExponential(1)} (relative)`)
-    log(`reserved after step 1: ${formatBytes(afterStep.reserved[0])}; ${reservedStable ? 'unchanged' : 'CHANGED'} over the next ${step - 1} steps (driver allocations ${driverAllocationsStable ? 'unchanged' : 'grew'}: ${afterStep.driverAllocations[0]} -> ${afterStep.driverAllocations[step - 1]}); allocated between steps ${allocatedStable ? 'always' : 'NOT always'} the ${formatBytes(stateBytes)} of parameters and moments`)
+    log(
+      `final loss (CPU, all samples) ${finalLoss.toFixed(5)}: ${(initialLoss / finalLoss).toFixed(1)}x lower after ${step} steps (${msPerStep.toFixed(2)} ms per step after the first, 4 bytes read back per step)`,
+    )
+    log(
+      `first step vs CPU reference: loss ${firstStepCheck?.lossRelError.toExponential(1)}, gradients ${firstStepCheck?.gradientRelError.toExponential(1)}, update ${firstStepCheck?.updateRelError.toExponential(1)} (relative)`,
+    )
+    log(
+      `reserved after step 1: ${formatBytes(afterStep.reserved[0])}; ${reservedStable ? 'unchanged' : 'CHANGED'} over the next ${step - 1} steps (driver allocations ${driverAllocationsStable ? 'unchanged' : 'grew'}: ${afterStep.driverAllocations[0]} -> ${afterStep.driverAllocations[step - 1]}); allocated between steps ${allocatedStable ? 'always' : 'NOT always'} the ${formatBytes(stateBytes)} of parameters and moments`,
+    )
 
     // The same step as one graph run, the way this example trained before kernels could
     // run on heap blocks: parameters and moments go in as inputs and come back as outputs
@@ -205,18 +247,38 @@ async function main(): Promise<void> {
     }
     const median = (a: number[]) => a.sort((p, q) => p - q)[a.length >> 1]
     const graphStep = { maxAbsDiff, deviceMs: median(ms[0]), eagerMs: median(ms[1]), compiledMs: median(ms[2]) }
-    log(`the same step as a graph (state through the host each step): ${maxAbsDiff === 0 ? 'identical results' : `results within ${maxAbsDiff.toExponential(1)}`};`)
-    log(`  ${graphStep.deviceMs.toFixed(2)} ms per step on the device vs ${graphStep.eagerMs.toFixed(2)} ms eager graph, ${graphStep.compiledMs.toFixed(2)} ms compiled graph (medians of 11 interleaved rounds)`)
+    log(
+      `the same step as a graph (state through the host each step): ${maxAbsDiff === 0 ? 'identical results' : `results within ${maxAbsDiff.toExponential(1)}`};`,
+    )
+    log(
+      `  ${graphStep.deviceMs.toFixed(2)} ms per step on the device vs ${graphStep.eagerMs.toFixed(2)} ms eager graph, ${graphStep.compiledMs.toFixed(2)} ms compiled graph (medians of 11 interleaved rounds)`,
+    )
 
     model.free()
     if (values.json) {
-      console.log(JSON.stringify({
-        device: gpu.info.adapterName, shape, samples, steps: step, msPerStep, adam,
-        initialLoss, finalLoss, firstStepCheck, epochs: report, stateBytes,
-        reservedAfterStep1: afterStep.reserved[0], reservedAtEnd: afterStep.reserved[step - 1], reservedStable,
-        driverAllocationsAfterStep1: afterStep.driverAllocations[0], driverAllocationsAtEnd: afterStep.driverAllocations[step - 1], driverAllocationsStable,
-        allocatedStable, graphStep,
-      }))
+      console.log(
+        JSON.stringify({
+          device: gpu.info.adapterName,
+          shape,
+          samples,
+          steps: step,
+          msPerStep,
+          adam,
+          initialLoss,
+          finalLoss,
+          firstStepCheck,
+          epochs: report,
+          stateBytes,
+          reservedAfterStep1: afterStep.reserved[0],
+          reservedAtEnd: afterStep.reserved[step - 1],
+          reservedStable,
+          driverAllocationsAfterStep1: afterStep.driverAllocations[0],
+          driverAllocationsAtEnd: afterStep.driverAllocations[step - 1],
+          driverAllocationsStable,
+          allocatedStable,
+          graphStep,
+        }),
+      )
     }
   } finally {
     gpu.destroy()

@@ -15,13 +15,28 @@ function bytesOf(value, what) {
   throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
 }
 
-const TYPED = [Uint8Array, Int8Array, Uint16Array, Int16Array, Uint32Array, Int32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array, Uint8ClampedArray]
+const TYPED = [
+  Uint8Array,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+  Uint8ClampedArray,
+]
 if (typeof Float16Array === 'function') TYPED.push(Float16Array)
 
 /** Checks a read's `as` option: undefined (bytes) or a typed-array class. */
 function checkAs(as, what) {
   if (as !== undefined && !TYPED.includes(as)) {
-    throw new WgallocError('INVALID_ARGUMENT', `${what}: as must be a typed-array class such as Float32Array, got ${typeof as === 'function' ? as.name : typeof as}`)
+    throw new WgallocError(
+      'INVALID_ARGUMENT',
+      `${what}: as must be a typed-array class such as Float32Array, got ${typeof as === 'function' ? as.name : typeof as}`,
+    )
   }
 }
 

@@ -23,7 +23,13 @@ function sampleInputs(graph) {
 
 function equalOutputs(a, b) {
   const keys = Object.keys(a)
-  return keys.length === Object.keys(b).length && keys.every((k) => k in b && Buffer.compare(Buffer.from(a[k].buffer, a[k].byteOffset, a[k].byteLength), Buffer.from(b[k].buffer, b[k].byteOffset, b[k].byteLength)) === 0)
+  return (
+    keys.length === Object.keys(b).length &&
+    keys.every(
+      (k) =>
+        k in b && Buffer.compare(Buffer.from(a[k].buffer, a[k].byteOffset, a[k].byteLength), Buffer.from(b[k].buffer, b[k].byteOffset, b[k].byteLength)) === 0,
+    )
+  )
 }
 
 function median(xs) {

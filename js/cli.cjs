@@ -59,7 +59,9 @@ async function main(argv) {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code ?? 0 },
+  (code) => {
+    process.exitCode = code ?? 0
+  },
   (err) => {
     console.error(`wgalloc: ${err.code ? `[${err.code}] ` : ''}${err.message}`)
     process.exitCode = 1

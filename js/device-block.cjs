@@ -19,13 +19,16 @@ const { slot, allocScalarId, blockHandle, releaseBlock, sameHeapAs } = Object.fr
     const d = Object.getOwnPropertyDescriptor(proto, name)
     const fn = d.get ?? d.value
     delete proto[name]
-    return [name, (heap, ...args) => {
-      try {
-        return fn.apply(heap, args)
-      } catch (err) {
-        throw toWgallocError(err, true)
-      }
-    }]
+    return [
+      name,
+      (heap, ...args) => {
+        try {
+          return fn.apply(heap, args)
+        } catch (err) {
+          throw toWgallocError(err, true)
+        }
+      },
+    ]
   }),
 )
 
@@ -162,7 +165,7 @@ class DeviceBlock {
 /** `usage` option to the code `heapMalloc` takes. */
 function usageCode(options) {
   if (options === undefined || options === null) return 0
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'malloc: options must be an object, e.g. { usage: \'shared\' }')
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', "malloc: options must be an object, e.g. { usage: 'shared' }")
   const usage = options.usage
   if (usage === undefined || usage === null || usage === 'device') return 0
   if (usage === 'shared') return 1

@@ -36,9 +36,18 @@ class WgallocError extends Error {
 
 // napi-rs argument-conversion statuses: the caller passed a value of the wrong type.
 const NAPI_TYPE_STATUSES = new Set([
-  'InvalidArg', 'ObjectExpected', 'StringExpected', 'NameExpected', 'FunctionExpected',
-  'NumberExpected', 'BooleanExpected', 'ArrayExpected', 'BigintExpected', 'DateExpected',
-  'ArrayBufferExpected', 'DetachableArraybufferExpected',
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
 ])
 
 const CODED = /^\[([A-Z_]+)\] ([\s\S]*)$/
@@ -49,7 +58,8 @@ const UNSERIALISABLE = /^(Do not know how to serialize a BigInt|Converting circu
 
 // TypeErrors napi-rs conversions throw for a value of the wrong shape (undefined where
 // an object or map is required, an object without a primitive value).
-const NAPI_CONVERSION = /^(Cannot convert undefined or null to object|Cannot convert object to primitive value|Cannot convert a Symbol value|Cannot convert a BigInt value|Cannot perform Construct on a detached ArrayBuffer)/
+const NAPI_CONVERSION =
+  /^(Cannot convert undefined or null to object|Cannot convert object to primitive value|Cannot convert a Symbol value|Cannot convert a BigInt value|Cannot perform Construct on a detached ArrayBuffer)/
 
 /** A user value in a message, whatever it is (a Symbol or a null-prototype object cannot be interpolated). */
 function shown(value) {
@@ -81,7 +91,7 @@ function toWgallocError(err, native = false) {
 }
 
 function abortError(signal) {
-  const reason = signal && signal.reason
+  const reason = signal?.reason
   return new WgallocError('ABORTED', 'the operation was aborted', reason === undefined ? undefined : { cause: reason })
 }
 
@@ -103,7 +113,8 @@ function stringifyInput(value, what, replacer) {
     return JSON.stringify(value, replacer)
   } catch (err) {
     if (err instanceof RangeError) throw new WgallocError('INVALID_ARGUMENT', `${what}: nesting too deep to serialise (${err.message})`, { cause: err })
-    if (err instanceof TypeError && /circular/i.test(err.message)) throw new WgallocError('INVALID_ARGUMENT', `${what}: a circular reference cannot be serialised`, { cause: err })
+    if (err instanceof TypeError && /circular/i.test(err.message))
+      throw new WgallocError('INVALID_ARGUMENT', `${what}: a circular reference cannot be serialised`, { cause: err })
     throw err
   }
 }

@@ -42,20 +42,32 @@ function dtypes(graph) {
 
 /** Zero bytes for every input, to observe a run with; a size that is no size is refused here. */
 function zeroInputs(graph) {
-  return Object.fromEntries(tensorsOf(graph).filter((t) => t.kind === 'input').map((t) => {
-    if (!Number.isSafeInteger(t.size) || t.size < 0) throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(t.size)}`)
-    try {
-      return [t.id, new Uint8Array(t.size)]
-    } catch (err) {
-      throw new WgallocError('OUT_OF_MEMORY', `plan: 'observe' cannot make ${t.size} zero bytes for input ${shown(t.id)}: ${err.message}`, { cause: err })
-    }
-  }))
+  return Object.fromEntries(
+    tensorsOf(graph)
+      .filter((t) => t.kind === 'input')
+      .map((t) => {
+        if (!Number.isSafeInteger(t.size) || t.size < 0)
+          throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(t.size)}`)
+        try {
+          return [t.id, new Uint8Array(t.size)]
+        } catch (err) {
+          throw new WgallocError('OUT_OF_MEMORY', `plan: 'observe' cannot make ${t.size} zero bytes for input ${shown(t.id)}: ${err.message}`, { cause: err })
+        }
+      }),
+  )
 }
 
 function shapeResult(r, types, table) {
   const outputs = {}
   for (const id of r.outputOrder) outputs[id] = typed(r.outputs[id], types.get(id))
-  const observation = r.observation ? { ...r.observation, toUsageRecords() { return this.usageRecords.map((x) => ({ ...x })) } } : undefined
+  const observation = r.observation
+    ? {
+        ...r.observation,
+        toUsageRecords() {
+          return this.usageRecords.map((x) => ({ ...x }))
+        },
+      }
+    : undefined
   const result = observation ? { outputs, observation } : { outputs }
   if (r.deviceOutputs?.length) result.blocks = Object.fromEntries(r.deviceOutputs.map((o) => [o.tensor, adoptBlock(table, o)]))
   return result
@@ -86,7 +98,8 @@ function runArguments(inputs, options, defaultTable) {
     if (typeof outputsInto !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'outputsInto must be an object of { id: DeviceBlock }')
     for (const [id, block] of Object.entries(outputsInto)) into[id] = take(block, `outputsInto.${id}`)
   }
-  if (outputs !== undefined && outputs !== 'host' && outputs !== 'device') throw new WgallocError('INVALID_ARGUMENT', `outputs must be 'host' or 'device', got ${shown(outputs)}`)
+  if (outputs !== undefined && outputs !== 'host' && outputs !== 'device')
+    throw new WgallocError('INVALID_ARGUMENT', `outputs must be 'host' or 'device', got ${shown(outputs)}`)
   const device = table !== null || outputs === 'device'
   table ??= device ? defaultTable() : null
   const native = device ? { ...rest, heapSlot: table.slot, deviceInputs, outputsInto: into, outputs } : rest
@@ -141,7 +154,10 @@ function installExec({ Gpu, Executor, Weights, ShapeExecutor, dispose, asyncDisp
       if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'runEager options must be an object')
       checkSignal(options.signal)
       const json = graphJson(graph)
-      const r = await withSignal(runEagerGraph.call(this, json, byteMap(inputs, 'inputs'), byteMap(options.params, 'params'), Boolean(options.observe)), options.signal)
+      const r = await withSignal(
+        runEagerGraph.call(this, json, byteMap(inputs, 'inputs'), byteMap(options.params, 'params'), Boolean(options.observe)),
+        options.signal,
+      )
       return shapeResult(r, dtypes(json))
     } catch (err) {
       throw toWgallocError(err)
@@ -174,7 +190,9 @@ function installExec({ Gpu, Executor, Weights, ShapeExecutor, dispose, asyncDisp
       throw toWgallocError(err)
     }
   }
-  Weights.prototype[dispose] = function () { this.release() }
+  Weights.prototype[dispose] = function () {
+    this.release()
+  }
 
   /**
    * A graph with symbolic dimensions (`dims: ['batch']`, sizes and dispatch counts as
@@ -209,7 +227,9 @@ function installExec({ Gpu, Executor, Weights, ShapeExecutor, dispose, asyncDisp
       throw toWgallocError(err)
     }
   }
-  ShapeExecutor.prototype[dispose] = function () { this.clear() }
+  ShapeExecutor.prototype[dispose] = function () {
+    this.clear()
+  }
   ShapeExecutor.prototype[inspect.custom] = function () {
     const s = this.stats()
     return `ShapeExecutor { dims: [${this.dims.map((d) => `'${d}'`).join(', ')}], cached: ${s.cached}, hits: ${s.hits}, misses: ${s.misses} }`
@@ -218,8 +238,12 @@ function installExec({ Gpu, Executor, Weights, ShapeExecutor, dispose, asyncDisp
     return this.released ? 'Weights { released }' : `Weights { ids: [${this.ids.map((d) => `'${d}'`).join(', ')}], deviceBytes: ${this.deviceBytes} }`
   }
 
-  Executor.prototype[dispose] = function () { this.release() }
-  Executor.prototype[asyncDispose] = async function () { this.release() }
+  Executor.prototype[dispose] = function () {
+    this.release()
+  }
+  Executor.prototype[asyncDispose] = async function () {
+    this.release()
+  }
   Executor.prototype[inspect.custom] = function () {
     if (this.released) return 'Executor { released }'
     const p = this.plan

@@ -77,7 +77,8 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
    * Returns a function that removes the listener.
    */
   const checkKind = (kind) => {
-    if (!EVENT_KINDS.includes(kind)) throw toWgallocError(new Error(`[INVALID_ARGUMENT] unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`))
+    if (!EVENT_KINDS.includes(kind))
+      throw toWgallocError(new Error(`[INVALID_ARGUMENT] unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`))
   }
   Heap.prototype.on = function (kind, fn) {
     checkKind(kind)
@@ -154,7 +155,8 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   Heap.prototype.free = function (block) {
     if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
     // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
-    if (heapOf(block) !== this && !sameHeapAs(this, heapOf(block))) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: the block belongs to another device\'s heap')
+    if (heapOf(block) !== this && !sameHeapAs(this, heapOf(block)))
+      throw new WgallocError('INVALID_ARGUMENT', "heap.free: the block belongs to another device's heap")
     return block.free()
   }
   const blockFree = DeviceBlock.prototype.free

@@ -24,12 +24,15 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
     if (channel.hasSubscribers) channel.publish({ ...blockMessage('alloc', block), host: this })
     return block
   }
-  for (const [cls, name] of [[Host, 'free'], [HostBlock, 'free']]) {
+  for (const [cls, name] of [
+    [Host, 'free'],
+    [HostBlock, 'free'],
+  ]) {
     const free = cls.prototype[name]
-    cls.prototype[name] = function (block) {
-      const b = cls === Host ? block : this
+    cls.prototype[name] = function (...args) {
+      const b = cls === Host ? args[0] : this
       const message = channel.hasSubscribers && b instanceof HostBlock && !b.freed ? blockMessage('free', b) : null
-      const r = free.apply(this, arguments)
+      const r = free.apply(this, args)
       if (message) channel.publish(message)
       return r
     }
@@ -115,7 +118,8 @@ function installHost({ Gpu, Host, HostBlock, DeviceBlock, Stream, GpuBuffer, dis
   // would throw a bare TypeError from inside the conversion.
   const configure = Host.prototype.configure
   Host.prototype.configure = function (options) {
-    if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'host.configure: pass an options object, e.g. { maxCachedBytes }')
+    if (options === null || typeof options !== 'object')
+      throw new WgallocError('INVALID_ARGUMENT', 'host.configure: pass an options object, e.g. { maxCachedBytes }')
     return configure.call(this, options)
   }
 

@@ -116,14 +116,33 @@ withHandles(Stream, 'copyBlocks', ([src, dst, ...rest]) => [handleOf(src), handl
 withHandles(Stream, 'copyToDevice', ([src, dst, ...rest]) => [src, handleOf(dst), ...rest])
 withHandles(Stream, 'copyToHost', ([src, ...rest]) => [handleOf(src), ...rest])
 withHandles(Stream, 'dispatch', ([kernel, blocks, ...rest]) => [kernel, handles(blocks), ...rest])
-const facade = { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Weights, ShapeExecutor, Host, HostBlock, Profiler, MemoryPlan, WgallocError, dispose, asyncDispose, toWgallocError, diag }
+const facade = {
+  Gpu,
+  GpuBuffer,
+  GpuEvent,
+  Stream,
+  Heap,
+  DeviceBlock,
+  Executor,
+  Weights,
+  ShapeExecutor,
+  Host,
+  HostBlock,
+  Profiler,
+  MemoryPlan,
+  WgallocError,
+  dispose,
+  asyncDispose,
+  toWgallocError,
+  diag,
+}
 require('./heap.cjs').installHeap(facade)
 require('./host.cjs').installHost(facade)
 require('./exec.cjs').installExec(facade)
 
 // Async calls take { signal }. A device that opens after an abort is destroyed.
 const request = Gpu.request
-Gpu.request = function (options) {
+Gpu.request = (options) => {
   let rest, signal
   try {
     ;({ signal, ...rest } = optionsObject(options, 'Gpu.request'))
@@ -136,7 +155,7 @@ Gpu.request = function (options) {
   })
 }
 const enumerate = Gpu.enumerate
-Gpu.enumerate = function (options) {
+Gpu.enumerate = (options) => {
   let rest, signal
   try {
     ;({ signal, ...rest } = optionsObject(options, 'Gpu.enumerate'))
@@ -164,12 +183,20 @@ addSignal(GpuEvent.prototype, 'wait', 0)
 addSignal(Stream.prototype, 'synchronize', 0)
 
 // Disposal: `using gpu = await Gpu.request()` destroys the device at scope end.
-Gpu.prototype[dispose] = function () { this.destroy() }
-GpuBuffer.prototype[dispose] = function () { this.destroy() }
+Gpu.prototype[dispose] = function () {
+  this.destroy()
+}
+GpuBuffer.prototype[dispose] = function () {
+  this.destroy()
+}
 // A stream owns only recorded work: sync disposal submits it (without waiting),
 // async disposal submits it and waits for the stream's work.
-Stream.prototype[dispose] = function () { if (this.pendingCommands > 0) this.submit() }
-Stream.prototype[asyncDispose] = function () { return this.synchronize() }
+Stream.prototype[dispose] = function () {
+  if (this.pendingCommands > 0) this.submit()
+}
+Stream.prototype[asyncDispose] = function () {
+  return this.synchronize()
+}
 
 // Readable `console.log` output instead of an empty object.
 Gpu.prototype[inspect.custom] = function () {
@@ -182,7 +209,11 @@ GpuBuffer.prototype[inspect.custom] = function () {
 }
 GpuEvent.prototype[inspect.custom] = function () {
   let state
-  try { state = this.query() ? 'complete' : 'pending' } catch (e) { state = e.code ?? 'error' }
+  try {
+    state = this.query() ? 'complete' : 'pending'
+  } catch (e) {
+    state = e.code ?? 'error'
+  }
   return `GpuEvent { seq: ${this.seq}, ${state} }`
 }
 ComputeKernel.prototype[inspect.custom] = function () {
@@ -192,9 +223,8 @@ ComputeKernel.prototype[inspect.custom] = function () {
 const dispatch = Stream.prototype.dispatch
 Stream.prototype.dispatch = function (kernel, blocks, workgroups, uniform) {
   const wg = typeof workgroups === 'number' ? [workgroups] : workgroups
-  const bytes = ArrayBuffer.isView(uniform) && !(uniform instanceof Uint8Array)
-    ? new Uint8Array(uniform.buffer, uniform.byteOffset, uniform.byteLength)
-    : uniform
+  const bytes =
+    ArrayBuffer.isView(uniform) && !(uniform instanceof Uint8Array) ? new Uint8Array(uniform.buffer, uniform.byteOffset, uniform.byteLength) : uniform
   return dispatch.call(this, kernel, blocks, wg, bytes)
 }
 Stream.prototype[inspect.custom] = function () {
@@ -213,17 +243,34 @@ for (const cls of CLASSES) finalizeClass(cls)
 // napi-rs answers `new Gpu()` (or a class called as a function) with an untyped Error;
 // the exported classes say how to get an instance instead.
 const HOW = {
-  Gpu: 'await Gpu.request()', GpuBuffer: 'gpu.createBuffer()', GpuEvent: 'stream.submit()', Stream: 'gpu.createStream()',
-  Heap: 'gpu.heap', DeviceBlock: 'gpu.heap.malloc()', Executor: 'await gpu.compile()', Host: 'gpu.host',
-  HostBlock: 'gpu.host.alloc()', Profiler: 'gpu.profiler', ComputeKernel: 'gpu.createKernel()', MemoryPlan: 'await planMemory()',
-  Weights: 'gpu.createWeights()', ShapeExecutor: 'gpu.compileShapes()',
+  Gpu: 'await Gpu.request()',
+  GpuBuffer: 'gpu.createBuffer()',
+  GpuEvent: 'stream.submit()',
+  Stream: 'gpu.createStream()',
+  Heap: 'gpu.heap',
+  DeviceBlock: 'gpu.heap.malloc()',
+  Executor: 'await gpu.compile()',
+  Host: 'gpu.host',
+  HostBlock: 'gpu.host.alloc()',
+  Profiler: 'gpu.profiler',
+  ComputeKernel: 'gpu.createKernel()',
+  MemoryPlan: 'await planMemory()',
+  Weights: 'gpu.createWeights()',
+  ShapeExecutor: 'gpu.compileShapes()',
 }
-const exported = Object.fromEntries(CLASSES.map((cls) => {
-  const refuse = () => { throw new WgallocError('INVALID_ARGUMENT', `${cls.name} has no public constructor; use ${HOW[cls.name]}`) }
-  return [cls.name, new Proxy(cls, { construct: refuse, apply: refuse })]
-}))
+const exported = Object.fromEntries(
+  CLASSES.map((cls) => {
+    const refuse = () => {
+      throw new WgallocError('INVALID_ARGUMENT', `${cls.name} has no public constructor; use ${HOW[cls.name]}`)
+    }
+    return [cls.name, new Proxy(cls, { construct: refuse, apply: refuse })]
+  }),
+)
 module.exports = {
   ...exported,
   planMemory: mapped(planMemory, 'planMemory', { report: true }),
-  STRATEGIES, WgallocError, ERROR_CODES: CODES, CHANNELS: diag.CHANNELS,
+  STRATEGIES,
+  WgallocError,
+  ERROR_CODES: CODES,
+  CHANNELS: diag.CHANNELS,
 }

@@ -19,7 +19,24 @@
  * @module
  */
 
-import type { Observation, Executor, CopyOptions, DeviceBlock, Weights, ShapeExecutor, Gpu, Heap, HeapEvent, Host, HostBlock, MemoryPlan, PlanMemoryOptions, PlanProgress, PlanSpace, Profiler, ProfilerStartOptions } from '../index.js'
+import type {
+  Observation,
+  Executor,
+  CopyOptions,
+  DeviceBlock,
+  Weights,
+  ShapeExecutor,
+  Gpu,
+  Heap,
+  HeapEvent,
+  Host,
+  MemoryPlan,
+  PlanMemoryOptions,
+  PlanProgress,
+  PlanSpace,
+  Profiler,
+  ProfilerStartOptions,
+} from '../index.js'
 
 export type {
   AdapterDescription,
@@ -54,7 +71,22 @@ export type {
   SnapshotSegment,
   Stat,
 } from '../index.js'
-export { ComputeKernel, DeviceBlock, Executor, Gpu, GpuBuffer, GpuEvent, Heap, Host, HostBlock, MemoryPlan, Profiler, ShapeExecutor, Stream, Weights } from '../index.js'
+export {
+  ComputeKernel,
+  DeviceBlock,
+  Executor,
+  Gpu,
+  GpuBuffer,
+  GpuEvent,
+  Heap,
+  Host,
+  HostBlock,
+  MemoryPlan,
+  Profiler,
+  ShapeExecutor,
+  Stream,
+  Weights,
+} from '../index.js'
 export type { ExecutorStats, Observation, ObservedEvent, ObservedRecord } from '../index.js'
 
 /** Options of `heap.malloc()`. */
@@ -202,10 +234,7 @@ export interface PlanMemoryCallOptions extends Omit<PlanMemoryOptions, 'strategy
  * plan.offsetOf('b') // 32
  * ```
  */
-export declare function planMemory(
-  input: UsageRecord[] | { records: UsageRecord[] } | object | string,
-  options?: PlanMemoryCallOptions,
-): Promise<MemoryPlan>
+export declare function planMemory(input: UsageRecord[] | { records: UsageRecord[] } | object | string, options?: PlanMemoryCallOptions): Promise<MemoryPlan>
 
 /** A tensor of an executable graph. */
 export interface GraphTensor {

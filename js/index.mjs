@@ -7,5 +7,25 @@ import { createRequire } from 'node:module'
 
 const wgalloc = createRequire(import.meta.url)('./index.cjs')
 
-export const { Gpu, GpuBuffer, GpuEvent, Stream, Heap, DeviceBlock, Executor, Weights, ShapeExecutor, Host, HostBlock, Profiler, ComputeKernel, MemoryPlan, planMemory, STRATEGIES, WgallocError, ERROR_CODES, CHANNELS } = wgalloc
+export const {
+  Gpu,
+  GpuBuffer,
+  GpuEvent,
+  Stream,
+  Heap,
+  DeviceBlock,
+  Executor,
+  Weights,
+  ShapeExecutor,
+  Host,
+  HostBlock,
+  Profiler,
+  ComputeKernel,
+  MemoryPlan,
+  planMemory,
+  STRATEGIES,
+  WgallocError,
+  ERROR_CODES,
+  CHANNELS,
+} = wgalloc
 export default wgalloc

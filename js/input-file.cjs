@@ -27,7 +27,8 @@ function readInputFile(file) {
   try {
     const st = fstatSync(fd)
     if (!st.isFile()) throw new WgallocError('IO_ERROR', `cannot read ${file}: not a regular file (wgalloc reads files, not devices, pipes or folders)`)
-    if (st.size > max) throw new WgallocError('IO_ERROR', `cannot read ${file}: ${st.size} bytes is above the ${max}-byte input limit (raise it with WGALLOC_MAX_INPUT_BYTES)`)
+    if (st.size > max)
+      throw new WgallocError('IO_ERROR', `cannot read ${file}: ${st.size} bytes is above the ${max}-byte input limit (raise it with WGALLOC_MAX_INPUT_BYTES)`)
     const buf = Buffer.allocUnsafe(st.size)
     let at = 0
     while (at < st.size) {

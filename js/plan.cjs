@@ -100,7 +100,7 @@ async function planMemory(input, options = {}) {
   // Abort settles within ABORT_GRACE_MS: the search stops at its next check and resolves
   // with its best plan; a phase that cannot stop that fast (parsing a huge input) rejects.
   let abandon
-  const abandoned = new Promise((resolve, reject) => {
+  const abandoned = new Promise((_resolve, reject) => {
     abandon = () => {
       job.cancel()
       setTimeout(() => reject(new WgallocError('ABORTED', 'planMemory was aborted before any plan existed')), ABORT_GRACE_MS).unref?.()

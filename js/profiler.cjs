@@ -12,8 +12,13 @@ function installProfiler({ Gpu, Profiler, WgallocError, diag }) {
 
   const start = Profiler.prototype.start
   Profiler.prototype.start = function (options) {
-    if (options != null && typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: options must be { mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }")
-    if (options?.mode !== undefined && typeof options.mode !== 'string') throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
+    if (options != null && typeof options !== 'object')
+      throw new WgallocError(
+        'INVALID_ARGUMENT',
+        "profiler.start: options must be { mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }",
+      )
+    if (options?.mode !== undefined && typeof options.mode !== 'string')
+      throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
     let native
     if (options != null) {
       const { signal, ...rest } = options // profile() passes its options through
@@ -48,7 +53,7 @@ function installProfiler({ Gpu, Profiler, WgallocError, diag }) {
       if (options != null && typeof options !== 'object' && typeof options !== 'number') {
         throw new WgallocError('INVALID_ARGUMENT', 'flush: pass { timeoutMs?, signal? } or a timeout in ms')
       }
-      const { timeoutMs, signal } = typeof options === 'number' ? { timeoutMs: options } : options ?? {}
+      const { timeoutMs, signal } = typeof options === 'number' ? { timeoutMs: options } : (options ?? {})
       checkSignal(signal)
       return withSignal(flush.call(this, timeoutMs), signal)
     } catch (err) {
@@ -82,8 +87,12 @@ function installProfiler({ Gpu, Profiler, WgallocError, diag }) {
       return await withSignal(Promise.resolve().then(fn), signal)
     } finally {
       // A profiler failure must not replace the work's own result or error.
-      try { await this.flush() } catch {}
-      try { this.stop() } catch {}
+      try {
+        await this.flush()
+      } catch {}
+      try {
+        this.stop()
+      } catch {}
     }
   }
 
@@ -106,7 +115,9 @@ function installExitReport(Gpu, diag) {
   Gpu.request = async function (...args) {
     const gpu = await request.apply(this, args)
     // WGALLOC_PROFILE asked for stderr output, so this warning is printed as well as published.
-    try { track(gpu) } catch (err) {
+    try {
+      track(gpu)
+    } catch (err) {
       diag.warn(`wgalloc profiler disabled: ${err.message}`, { gpu, code: err.code })
       process.emitWarning(`wgalloc profiler disabled: ${err.message}`)
     }
@@ -115,7 +126,9 @@ function installExitReport(Gpu, diag) {
   const attach = Gpu.attach
   Gpu.attach = function (...args) {
     const gpu = attach.apply(this, args)
-    try { track(gpu) } catch {}
+    try {
+      track(gpu)
+    } catch {}
     return gpu
   }
   let printed = false

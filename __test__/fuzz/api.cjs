@@ -52,13 +52,14 @@ function members(target, obj) {
   return list
 }
 
-const call = (fc) => fc.record({
-  target: fc.oneof(...NAMES.map((n) => ({ weight: Math.max(1, Math.round(TARGETS[n].weight * 5)), arbitrary: fc.constant(n) }))),
-  method: fc.nat(),
-  args: argsArb(4),
-  self: fc.oneof({ weight: 12, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: recipe }), // a wrong `this`, now and then
-  wait: fc.oneof({ weight: 4, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
-})
+const call = (fc) =>
+  fc.record({
+    target: fc.oneof(...NAMES.map((n) => ({ weight: Math.max(1, Math.round(TARGETS[n].weight * 5)), arbitrary: fc.constant(n) }))),
+    method: fc.nat(),
+    args: argsArb(4),
+    self: fc.oneof({ weight: 12, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: recipe }), // a wrong `this`, now and then
+    wait: fc.oneof({ weight: 4, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
+  })
 
 async function run({ fc, check, counts, trace }) {
   const world = await openWorld()

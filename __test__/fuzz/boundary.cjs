@@ -16,7 +16,10 @@ const HANG_MS = 20_000
 const WORDS = 1 << 16 // u32s per executor tensor: 256 KiB, so copies take long enough to race
 const copyGraph = (words) => ({
   kernels: { k: { source: COPY_KERNEL } },
-  tensors: [{ id: 'x', size: 4 * words, kind: 'input', dtype: 'u32' }, { id: 'y', size: 4 * words, kind: 'output', dtype: 'u32' }],
+  tensors: [
+    { id: 'x', size: 4 * words, kind: 'input', dtype: 'u32' },
+    { id: 'y', size: 4 * words, kind: 'output', dtype: 'u32' },
+  ],
   ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [Math.ceil(words / 64)] }],
 })
 const fill = (n, tag) => Uint8Array.from({ length: n }, (_, i) => (i * 13 + tag * 7) & 0xff)
@@ -61,7 +64,13 @@ async function races({ fc, check, counts, trace }) {
           next.write(fill(s.size, ++tag))
           next.free()
         }
-        issued = { p, check: (got) => expectBytes(what, got, bytes), done: () => { if (!block.freed) block.free() } }
+        issued = {
+          p,
+          check: (got) => expectBytes(what, got, bytes),
+          done: () => {
+            if (!block.freed) block.free()
+          },
+        }
       } else if (s.call === 'readBuffer') {
         const size = Math.ceil(s.size / 4) * 4
         const buf = gpu.createBuffer(size)
@@ -84,7 +93,12 @@ async function races({ fc, check, counts, trace }) {
       if (s.race === 'gc' || s.race === 'transfer') gc()
       const onInput = s.race === 'overwrite' || s.race === 'transfer'
       const applies = s.race !== 'none' && onInput === (s.call === 'run' || s.call === 'runEager')
-      if (applies || s.race === 'gc') fault(counts, { free: 'free()', freeAndReuse: 'free() and reuse', gc: 'forced GC', overwrite: 'input overwritten', transfer: 'input transferred' }[s.race] + ' racing an async call')
+      if (applies || s.race === 'gc')
+        fault(
+          counts,
+          { free: 'free()', freeAndReuse: 'free() and reuse', gc: 'forced GC', overwrite: 'input overwritten', transfer: 'input transferred' }[s.race] +
+            ' racing an async call',
+        )
       const settled = settle(issued.p, HANG_MS).then((o) => {
         if (o.hang) {
           counts.hangs++
@@ -142,13 +156,15 @@ async function terminations({ fc, check, counts, trace }) {
     const handle = gpu.shareHandle()
     const workers = delays.map(() => new Worker(WORKER, { eval: true, workerData: { entry: ENTRY, handle, words: WORDS, graph: copyGraph(WORDS) } }))
     await Promise.all(workers.map((w) => new Promise((resolve) => w.once('message', resolve).once('error', resolve))))
-    await Promise.all(workers.map(async (w, i) => {
-      await new Promise((r) => setTimeout(r, delays[i]))
-      trace.line(`terminate worker ${i} after ${delays[i]} ms`)
-      counts.operations++
-      await w.terminate()
-      fault(counts, 'worker terminated with calls in flight')
-    }))
+    await Promise.all(
+      workers.map(async (w, i) => {
+        await new Promise((r) => setTimeout(r, delays[i]))
+        trace.line(`terminate worker ${i} after ${delays[i]} ms`)
+        counts.operations++
+        await w.terminate()
+        fault(counts, 'worker terminated with calls in flight')
+      }),
+    )
     gc()
     // The device still works for this thread, byte for byte.
     const b = gpu.heap.malloc(4096)
@@ -188,7 +204,9 @@ async function busyExit({ counts, trace }) {
   const ended = await new Promise((resolve) => {
     const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
-    child.stdout.on('data', (d) => { out += d })
+    child.stdout.on('data', (d) => {
+      out += d
+    })
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000)
     child.on('close', (code, signal) => {
       clearTimeout(timer)
@@ -204,7 +222,11 @@ async function busyExit({ counts, trace }) {
 async function run(ctx) {
   await races(ctx)
   await terminations(ctx)
-  await ctx.check('a busy process exits within a bound', ctx.fc.asyncProperty(ctx.fc.constant(0), () => busyExit(ctx)), 1)
+  await ctx.check(
+    'a busy process exits within a bound',
+    ctx.fc.asyncProperty(ctx.fc.constant(0), () => busyExit(ctx)),
+    1,
+  )
 }
 
 module.exports = { run }

@@ -32,30 +32,91 @@ const BAD_KERNELS = [
 
 const TENSOR_FIELDS = ['id', 'size', 'kind', 'dtype', 'viewOf']
 const OP_FIELDS = ['kernel', 'inputs', 'outputs', 'dispatch', 'params', 'workspace', 'name']
-const VALUES = [-1, 0, 1, 3, 4, 1.5, 256, 257, 2 ** 31, 2 ** 53, 'x', 'y', 'w', 't0', 'ghost', '', 'f64', 'bogus', 'input', 'output', 'param', null, true,
-  [], ['x'], ['y'], ['ghost'], ['x', 'x'], [0], [65536], [1, 1, 1, 1], [-1], [1.5], [70000, 1], [1, 65536], [2, 2, 2]]
+const VALUES = [
+  -1,
+  0,
+  1,
+  3,
+  4,
+  1.5,
+  256,
+  257,
+  2 ** 31,
+  2 ** 53,
+  'x',
+  'y',
+  'w',
+  't0',
+  'ghost',
+  '',
+  'f64',
+  'bogus',
+  'input',
+  'output',
+  'param',
+  null,
+  true,
+  [],
+  ['x'],
+  ['y'],
+  ['ghost'],
+  ['x', 'x'],
+  [0],
+  [65536],
+  [1, 1, 1, 1],
+  [-1],
+  [1.5],
+  [70000, 1],
+  [1, 65536],
+  [2, 2, 2],
+]
 
-const mutation = (fc) => fc.oneof(
-  fc.record({ kind: fc.constant('tensor'), at: fc.nat(), field: fc.constantFrom(...TENSOR_FIELDS), value: fc.constantFrom(...VALUES) }),
-  fc.record({ kind: fc.constant('op'), at: fc.nat(), field: fc.constantFrom(...OP_FIELDS), value: fc.constantFrom(...VALUES) }),
-  fc.record({ kind: fc.constant('kernel'), source: fc.nat(BAD_KERNELS.length - 1) }),
-  fc.record({ kind: fc.constantFrom('dropTensor', 'dupTensor', 'cycle', 'dropOp', 'dropKernel', 'noOps', 'shortParams', 'random'), at: fc.nat(), value: recipe }),
-)
+const mutation = (fc) =>
+  fc.oneof(
+    fc.record({ kind: fc.constant('tensor'), at: fc.nat(), field: fc.constantFrom(...TENSOR_FIELDS), value: fc.constantFrom(...VALUES) }),
+    fc.record({ kind: fc.constant('op'), at: fc.nat(), field: fc.constantFrom(...OP_FIELDS), value: fc.constantFrom(...VALUES) }),
+    fc.record({ kind: fc.constant('kernel'), source: fc.nat(BAD_KERNELS.length - 1) }),
+    fc.record({
+      kind: fc.constantFrom('dropTensor', 'dupTensor', 'cycle', 'dropOp', 'dropKernel', 'noOps', 'shortParams', 'random'),
+      at: fc.nat(),
+      value: recipe,
+    }),
+  )
 
 function mutate(g, m) {
   const t = g.tensors.length ? g.tensors[m.at % g.tensors.length] : null
   const o = g.ops.length ? g.ops[m.at % g.ops.length] : null
   switch (m.kind) {
-    case 'tensor': if (t) t[m.field] = m.value; break
-    case 'op': if (o) o[m.field] = m.value; break
-    case 'kernel': if (g.kernels.add) g.kernels.add.source = BAD_KERNELS[m.source]; break
-    case 'dropTensor': if (t) g.tensors.splice(m.at % g.tensors.length, 1); break
-    case 'dupTensor': if (t) g.tensors.push({ ...t }); break
-    case 'cycle': if (o) o.inputs = [...(Array.isArray(o.outputs) ? o.outputs : []), 'w']; break
-    case 'dropOp': if (o) g.ops.splice(m.at % g.ops.length, 1); break
-    case 'dropKernel': delete g.kernels.add; break
-    case 'noOps': g.ops = []; break
-    case 'shortParams': if (o) o.params = new Uint8Array(m.at % 8); break
+    case 'tensor':
+      if (t) t[m.field] = m.value
+      break
+    case 'op':
+      if (o) o[m.field] = m.value
+      break
+    case 'kernel':
+      if (g.kernels.add) g.kernels.add.source = BAD_KERNELS[m.source]
+      break
+    case 'dropTensor':
+      if (t) g.tensors.splice(m.at % g.tensors.length, 1)
+      break
+    case 'dupTensor':
+      if (t) g.tensors.push({ ...t })
+      break
+    case 'cycle':
+      if (o) o.inputs = [...(Array.isArray(o.outputs) ? o.outputs : []), 'w']
+      break
+    case 'dropOp':
+      if (o) g.ops.splice(m.at % g.ops.length, 1)
+      break
+    case 'dropKernel':
+      delete g.kernels.add
+      break
+    case 'noOps':
+      g.ops = []
+      break
+    case 'shortParams':
+      if (o) o.params = new Uint8Array(m.at % 8)
+      break
     default: {
       const v = build(m.value, { ref: () => undefined })
       if (o) o[OP_FIELDS[m.at % OP_FIELDS.length]] = v
@@ -79,8 +140,15 @@ const CPU = (n, x, w) => x.map((v, i) => v + n * w[i])
  * unwritten, and unwritten bytes differ between runs.
  */
 function comparable(ms) {
-  return ms.every((m) => m.kind === 'kernel' || m.kind === 'dropKernel' || m.kind === 'noOps' || m.kind === 'dupTensor' || m.kind === 'dropTensor' ||
-    (m.kind === 'tensor' && m.field !== 'size'))
+  return ms.every(
+    (m) =>
+      m.kind === 'kernel' ||
+      m.kind === 'dropKernel' ||
+      m.kind === 'noOps' ||
+      m.kind === 'dupTensor' ||
+      m.kind === 'dropTensor' ||
+      (m.kind === 'tensor' && m.field !== 'size'),
+  )
 }
 
 async function run({ fc, check, counts, trace }) {
@@ -117,7 +185,14 @@ async function run({ fc, check, counts, trace }) {
       const g = ms.reduce(mutate, chain(n))
       const w = new Float32Array(LEN).fill(0.25)
       const x = Float32Array.from({ length: LEN }, (_, i) => i)
-      const inputs = { good: { x }, missing: {}, extra: { x, ghost: x }, short: { x: x.subarray(0, 7) }, notTyped: { x: [1, 2] }, u8: { x: new Uint8Array(x.buffer) } }[inputKind]
+      const inputs = {
+        good: { x },
+        missing: {},
+        extra: { x, ghost: x },
+        short: { x: x.subarray(0, 7) },
+        notTyped: { x: [1, 2] },
+        u8: { x: new Uint8Array(x.buffer) },
+      }[inputKind]
       const options = { timeLimitMs: 20, params: { w } }
       for (const [k, v] of Object.entries(opts)) if (v !== undefined) options[k] = v
       const what = `graph(${n} ops, ${JSON.stringify(ms)}) ${show(opts)}`
@@ -127,7 +202,12 @@ async function run({ fc, check, counts, trace }) {
       await exercise(g, inputs, options, what, ms, n, inputKind, checkPlan, x, w, before)
       restore(gpu, world.gpuDefaults)
       const u = await quiet(gpu, () => ({ blocks: before.blocks, bytes: before.bytes, hostRequests: before.hostRequests, hostBytes: before.hostBytes }))
-      const leak = { blocks: u.blocks - before.blocks, bytes: u.bytes - before.bytes, hostRequests: u.hostRequests - before.hostRequests, hostBytes: u.hostBytes - before.hostBytes }
+      const leak = {
+        blocks: u.blocks - before.blocks,
+        bytes: u.bytes - before.bytes,
+        hostRequests: u.hostRequests - before.hostRequests,
+        hostBytes: u.hostBytes - before.hostBytes,
+      }
       if (Object.values(leak).some((v) => v !== 0)) {
         counts.leakedBytes += Math.max(0, leak.bytes) + Math.max(0, leak.hostBytes)
         counts.leakedBlocks += Math.max(0, leak.blocks) + Math.max(0, leak.hostRequests)
@@ -138,65 +218,66 @@ async function run({ fc, check, counts, trace }) {
   )
 
   async function exercise(g, inputs, options, what, ms, n, inputKind, checkPlan, x, w, before) {
-      trace.line(`compile ${what}`)
-      counts.operations++
-      if (ms.length) counts.badInputs++
-      const compiled = await timed(gpu.compile(g, options), `compile ${what}`)
-      let exe = null
-      if ('error' in compiled) refused(compiled.error, `compile ${what}`)
-      else exe = compiled.value
-      delete compiled.value
-      try {
-        if (exe) {
-          trace.line(`run ${inputKind} checkPlan=${checkPlan}`)
-          counts.operations++
-          if (inputKind !== 'good') counts.badInputs++
-          const planned = await timed(exe.run(inputs, { checkPlan }), `run ${what}`)
-          counts.operations++
-          const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
-          if ('error' in planned) refused(planned.error, `run ${what}`)
-          if ('error' in eager) refused(eager.error, `runEager ${what}`)
-          if (checkPlan && 'error' in planned && planned.error.code === 'PLAN_INVALID') {
-            if (KNOWN.checkPlanBlamesDeclaredViews && writesView(g)) fault(counts, 'known defect: checkPlan blames a declared view')
-            else throw new Error(`checkPlan found the plan unsound: ${planned.error.message}`)
-          }
-          if (!('error' in planned) && !('error' in eager) && comparable(ms)) {
-            counts.reads++
-            for (const id of Object.keys(planned.value.outputs)) {
-              const a = Buffer.from(planned.value.outputs[id].buffer, planned.value.outputs[id].byteOffset, planned.value.outputs[id].byteLength)
-              const b = Buffer.from(eager.value.outputs[id].buffer, eager.value.outputs[id].byteOffset, eager.value.outputs[id].byteLength)
-              if (!a.equals(b)) {
-                counts.corruptedReads++
-                throw new Error(`output ${id}: planned and eager runs differ`)
-              }
-            }
-            if (!ms.length && inputKind === 'good') {
-              const want = CPU(n, x, w)
-              if (planned.value.outputs.y.some((v, i) => v !== want[i])) {
-                counts.corruptedReads++
-                throw new Error(`y differs from the CPU reference: ${planned.value.outputs.y.slice(0, 4)} vs ${want.slice(0, 4)}`)
-              }
-            }
-          }
-        } else {
-          // A graph that does not compile may still run eagerly, or fail typed.
-          counts.operations++
-          const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
-          if ('error' in eager) refused(eager.error, `runEager ${what}`)
-        }
-      } finally {
-        if (exe) exe.release()
-      }
+    trace.line(`compile ${what}`)
+    counts.operations++
+    if (ms.length) counts.badInputs++
+    const compiled = await timed(gpu.compile(g, options), `compile ${what}`)
+    let exe = null
+    if ('error' in compiled) refused(compiled.error, `compile ${what}`)
+    else exe = compiled.value
+    delete compiled.value
+    try {
       if (exe) {
-        const again = await timed(exe.run({ x }), 'run after release')
-        if (!('error' in again) || again.error.code !== 'USE_AFTER_FREE') throw new Error(`run after release: ${'error' in again ? describe(again.error) : 'succeeded'}`)
-        note(counts, again.error)
-        fault(counts, 'use after free')
-        if (!KNOWN.releaseKeepsUniforms) {
-          const u = await quiet(gpu, () => ({}))
-          if (u.blocks !== before.blocks) throw new Error(`release() left ${u.blocks - before.blocks} blocks active`)
+        trace.line(`run ${inputKind} checkPlan=${checkPlan}`)
+        counts.operations++
+        if (inputKind !== 'good') counts.badInputs++
+        const planned = await timed(exe.run(inputs, { checkPlan }), `run ${what}`)
+        counts.operations++
+        const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
+        if ('error' in planned) refused(planned.error, `run ${what}`)
+        if ('error' in eager) refused(eager.error, `runEager ${what}`)
+        if (checkPlan && 'error' in planned && planned.error.code === 'PLAN_INVALID') {
+          if (KNOWN.checkPlanBlamesDeclaredViews && writesView(g)) fault(counts, 'known defect: checkPlan blames a declared view')
+          else throw new Error(`checkPlan found the plan unsound: ${planned.error.message}`)
         }
+        if (!('error' in planned) && !('error' in eager) && comparable(ms)) {
+          counts.reads++
+          for (const id of Object.keys(planned.value.outputs)) {
+            const a = Buffer.from(planned.value.outputs[id].buffer, planned.value.outputs[id].byteOffset, planned.value.outputs[id].byteLength)
+            const b = Buffer.from(eager.value.outputs[id].buffer, eager.value.outputs[id].byteOffset, eager.value.outputs[id].byteLength)
+            if (!a.equals(b)) {
+              counts.corruptedReads++
+              throw new Error(`output ${id}: planned and eager runs differ`)
+            }
+          }
+          if (!ms.length && inputKind === 'good') {
+            const want = CPU(n, x, w)
+            if (planned.value.outputs.y.some((v, i) => v !== want[i])) {
+              counts.corruptedReads++
+              throw new Error(`y differs from the CPU reference: ${planned.value.outputs.y.slice(0, 4)} vs ${want.slice(0, 4)}`)
+            }
+          }
+        }
+      } else {
+        // A graph that does not compile may still run eagerly, or fail typed.
+        counts.operations++
+        const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
+        if ('error' in eager) refused(eager.error, `runEager ${what}`)
       }
+    } finally {
+      if (exe) exe.release()
+    }
+    if (exe) {
+      const again = await timed(exe.run({ x }), 'run after release')
+      if (!('error' in again) || again.error.code !== 'USE_AFTER_FREE')
+        throw new Error(`run after release: ${'error' in again ? describe(again.error) : 'succeeded'}`)
+      note(counts, again.error)
+      fault(counts, 'use after free')
+      if (!KNOWN.releaseKeepsUniforms) {
+        const u = await quiet(gpu, () => ({}))
+        if (u.blocks !== before.blocks) throw new Error(`release() left ${u.blocks - before.blocks} blocks active`)
+      }
+    }
   }
   await check('compile / run / runEager with malformed graphs', property, 60)
 }

@@ -19,31 +19,46 @@ const pick = (list, i) => list[i % list.length]
 const validWrite = (req, off, len) => len >= 1 && off % 4 === 0 && off + len <= req && (len % 4 === 0 || off + len === req)
 const validRead = (req, off, len) => len >= 1 && off + len <= req
 const validCopy = (src, dst, sOff, dOff, len) =>
-  validWrite(dst.req, dOff, len) && sOff % 4 === 0 && sOff + len <= src.req && sOff + pad4(len) <= src.size &&
+  validWrite(dst.req, dOff, len) &&
+  sOff % 4 === 0 &&
+  sOff + len <= src.req &&
+  sOff + pad4(len) <= src.size &&
   !(src === dst && sOff < dOff + pad4(len) && dOff < sOff + pad4(len))
 
 /** An offset of kind `k` in a range of `n` bytes (`f` in [0, 1) places it). */
 function offsetOf(k, f, n) {
   const aligned = Math.floor((f * n) / 4) * 4
   switch (k) {
-    case 'zero': return 0
-    case 'aligned': return aligned
-    case 'unaligned': return aligned + 1 + Math.floor(f * 3)
-    case 'end': return n
-    case 'beyond': return pad4(n) + 4
-    default: return 2 ** 53 - 4
+    case 'zero':
+      return 0
+    case 'aligned':
+      return aligned
+    case 'unaligned':
+      return aligned + 1 + Math.floor(f * 3)
+    case 'end':
+      return n
+    case 'beyond':
+      return pad4(n) + 4
+    default:
+      return 2 ** 53 - 4
   }
 }
 /** A length of kind `k` from `off` in a range of `n` bytes. */
 function lengthOf(k, f, off, n) {
   const rest = Math.max(0, n - off)
   switch (k) {
-    case 'rest': return rest
-    case 'words': return Math.max(4, Math.floor((f * rest) / 4) * 4)
-    case 'some': return 1 + Math.floor(f * Math.max(1, rest))
-    case 'three': return 3
-    case 'zero': return 0
-    default: return rest + 4
+    case 'rest':
+      return rest
+    case 'words':
+      return Math.max(4, Math.floor((f * rest) / 4) * 4)
+    case 'some':
+      return 1 + Math.floor(f * Math.max(1, rest))
+    case 'three':
+      return 3
+    case 'zero':
+      return 0
+    default:
+      return rest + 4
   }
 }
 
@@ -93,12 +108,13 @@ function judged(S, r, valid, code, what) {
   return valid ? ok(S, r, what) : fails(S, r, code, what)
 }
 
-function checkStats(S, dev, what) {
+function checkStats(_S, dev, what) {
   const st = dev.gpu.heap.stats()
   if (st.activeBlocks.current !== dev.blocks || st.allocatedBytes.current !== dev.bytes) {
     throw new Error(`${what}: heap says ${st.activeBlocks.current} active blocks / ${st.allocatedBytes.current} bytes, the model ${dev.blocks} / ${dev.bytes}`)
   }
-  if (st.reservedBytes.current < st.allocatedBytes.current) throw new Error(`${what}: reserved ${st.reservedBytes.current} < allocated ${st.allocatedBytes.current}`)
+  if (st.reservedBytes.current < st.allocatedBytes.current)
+    throw new Error(`${what}: reserved ${st.reservedBytes.current} < allocated ${st.allocatedBytes.current}`)
 }
 function checkPending(st, what) {
   const n = st.s.pendingCommands
@@ -139,8 +155,13 @@ async function submit(S, st, how) {
 }
 
 // ---- commands -----------------------------------------------------------------------
-const pos = (fc) => fc.record({ k: fc.constantFrom('zero', 'zero', 'aligned', 'aligned', 'aligned', 'aligned', 'unaligned', 'end', 'beyond', 'huge'), f: fc.nat(999).map((x) => x / 1000) })
-const copyLen = (fc) => fc.oneof({ weight: 4, arbitrary: fc.record({ k: fc.constant('fit'), f: fc.nat(999).map((x) => x / 1000) }) }, { weight: 2, arbitrary: len(fc) })
+const pos = (fc) =>
+  fc.record({
+    k: fc.constantFrom('zero', 'zero', 'aligned', 'aligned', 'aligned', 'aligned', 'unaligned', 'end', 'beyond', 'huge'),
+    f: fc.nat(999).map((x) => x / 1000),
+  })
+const copyLen = (fc) =>
+  fc.oneof({ weight: 4, arbitrary: fc.record({ k: fc.constant('fit'), f: fc.nat(999).map((x) => x / 1000) }) }, { weight: 2, arbitrary: len(fc) })
 const len = (fc) => fc.record({ k: fc.constantFrom('rest', 'rest', 'words', 'words', 'some', 'three', 'zero', 'tooLong'), f: fc.nat(999).map((x) => x / 1000) })
 const SIZES = [1, 3, 4, 12, 100, 255, 256, 257, 4096, 65536, (1 << 20) - 4, 1 << 20, (1 << 20) + 4, 2 << 20, 3 << 20, (10 << 20) + 12]
 
@@ -151,13 +172,17 @@ class Command {
     this.checkFn = check
     this.body = body
   }
-  check(S) { return this.checkFn(S) }
+  check(S) {
+    return this.checkFn(S)
+  }
   async run(S) {
     S.counts.operations++
     S.trace.line(this.toString())
     await this.body(S, this.p)
   }
-  toString() { return `${this.name}(${JSON.stringify(this.p)})` }
+  toString() {
+    return `${this.name}(${JSON.stringify(this.p)})`
+  }
 }
 
 function commands(fc) {
@@ -171,36 +196,51 @@ function commands(fc) {
   return [
     // Small blocks share a segment, and copies need blocks in different segments too
     // (other pools: shared usage, large sizes). Most blocks start filled with known bytes.
-    c('malloc', fc.record({ dev: fc.constantFrom(0, 0, 0, 1), size: fc.oneof({ weight: 5, arbitrary: fc.integer({ min: 1, max: 4096 }) }, { weight: 3, arbitrary: fc.constantFrom(...SIZES) }), usage: fc.constantFrom(undefined, 'device', 'shared', 'shared'), shape: fc.option(fc.array(fc.nat(64), { maxLength: 3 })), fill: fc.option(fc.nat(255), { freq: 4 }) }), any, (S, p) => {
-      const dev = S.devs[p.dev]
-      const options = p.usage || p.shape ? { usage: p.usage, shape: p.shape ?? undefined } : undefined
-      const r = attempt(() => dev.gpu.heap.malloc(p.size, options))
-      if (!r.ok && r.error.code === 'OUT_OF_MEMORY') {
-        note(S.counts, r.error)
-        fault(S.counts, 'out of memory')
-        if (dev.bytes + p.size < 64 << 20 && !dev.watermarksChanged) throw new Error(`malloc(${p.size}) ran out of memory with ${dev.bytes} bytes live`)
-        return
-      }
-      const b = ok(S, r, `malloc(${p.size})`)
-      const align = dev.gpu.heap.alignment
-      const info = b.info()
-      if (b.requestedSize !== p.size || b.size < p.size || b.size % align || b.offset % align || b.freed || info.state !== 'active') {
-        throw new Error(`malloc(${p.size}) returned ${JSON.stringify(info)}`)
-      }
-      const shared = p.usage === 'shared' && dev.gpu.info.features.includes('MAPPABLE_PRIMARY_BUFFERS')
-      if (b.isShared !== shared || !b.pool.startsWith(shared ? 'shared' : 'device')) throw new Error(`malloc(${p.size}, ${p.usage}) came from pool ${b.pool}`)
-      if (JSON.stringify(b.shape) !== JSON.stringify(p.shape ?? null)) throw new Error(`shape ${JSON.stringify(b.shape)} != ${JSON.stringify(p.shape)}`)
-      const e = { b, dev: p.dev, req: p.size, size: b.size, seg: info.segmentId, mem: shadow(p.size) }
-      S.blocks.push(e)
-      if (p.fill !== null) {
-        const data = pattern(Math.min(p.size, 1 << 20), p.fill)
-        ok(S, attempt(() => b.write(data, 0)), 'fill a new block')
-        put(e.mem, 0, data)
-      }
-      dev.blocks++
-      dev.bytes += b.size
-      checkStats(S, dev, 'malloc')
-    }),
+    c(
+      'malloc',
+      fc.record({
+        dev: fc.constantFrom(0, 0, 0, 1),
+        size: fc.oneof({ weight: 5, arbitrary: fc.integer({ min: 1, max: 4096 }) }, { weight: 3, arbitrary: fc.constantFrom(...SIZES) }),
+        usage: fc.constantFrom(undefined, 'device', 'shared', 'shared'),
+        shape: fc.option(fc.array(fc.nat(64), { maxLength: 3 })),
+        fill: fc.option(fc.nat(255), { freq: 4 }),
+      }),
+      any,
+      (S, p) => {
+        const dev = S.devs[p.dev]
+        const options = p.usage || p.shape ? { usage: p.usage, shape: p.shape ?? undefined } : undefined
+        const r = attempt(() => dev.gpu.heap.malloc(p.size, options))
+        if (!r.ok && r.error.code === 'OUT_OF_MEMORY') {
+          note(S.counts, r.error)
+          fault(S.counts, 'out of memory')
+          if (dev.bytes + p.size < 64 << 20 && !dev.watermarksChanged) throw new Error(`malloc(${p.size}) ran out of memory with ${dev.bytes} bytes live`)
+          return
+        }
+        const b = ok(S, r, `malloc(${p.size})`)
+        const align = dev.gpu.heap.alignment
+        const info = b.info()
+        if (b.requestedSize !== p.size || b.size < p.size || b.size % align || b.offset % align || b.freed || info.state !== 'active') {
+          throw new Error(`malloc(${p.size}) returned ${JSON.stringify(info)}`)
+        }
+        const shared = p.usage === 'shared' && dev.gpu.info.features.includes('MAPPABLE_PRIMARY_BUFFERS')
+        if (b.isShared !== shared || !b.pool.startsWith(shared ? 'shared' : 'device')) throw new Error(`malloc(${p.size}, ${p.usage}) came from pool ${b.pool}`)
+        if (JSON.stringify(b.shape) !== JSON.stringify(p.shape ?? null)) throw new Error(`shape ${JSON.stringify(b.shape)} != ${JSON.stringify(p.shape)}`)
+        const e = { b, dev: p.dev, req: p.size, size: b.size, seg: info.segmentId, mem: shadow(p.size) }
+        S.blocks.push(e)
+        if (p.fill !== null) {
+          const data = pattern(Math.min(p.size, 1 << 20), p.fill)
+          ok(
+            S,
+            attempt(() => b.write(data, 0)),
+            'fill a new block',
+          )
+          put(e.mem, 0, data)
+        }
+        dev.blocks++
+        dev.bytes += b.size
+        checkStats(S, dev, 'malloc')
+      },
+    ),
 
     c('write', fc.record({ i, off: pos(fc), len: len(fc), seed: fc.nat(255), via: fc.constantFrom('write', 'upload') }), hasBlocks, async (S, p) => {
       const e = pick(S.blocks, p.i)
@@ -218,7 +258,8 @@ function commands(fc) {
       const e = pick(S.blocks, p.i)
       const off = offsetOf(p.off.k, p.off.f, e.req)
       const n = lengthOf(p.len.k, p.len.f, off, e.req)
-      const r = p.via === 'read' ? await attemptAsync(() => e.b.read(off, n)) : await attemptAsync(() => S.devs[e.dev].gpu.download(e.b, { offset: off, length: n }))
+      const r =
+        p.via === 'read' ? await attemptAsync(() => e.b.read(off, n)) : await attemptAsync(() => S.devs[e.dev].gpu.download(e.b, { offset: off, length: n }))
       const valid = validRead(e.req, off, n) && (p.via === 'read' || off % 4 === 0)
       const got = judged(S, r, valid, 'INVALID_ARGUMENT', `${p.via}(${n} bytes at ${off} of ${e.req})`)
       if (valid) {
@@ -227,39 +268,53 @@ function commands(fc) {
       }
     }),
 
-    c('copy', fc.record({ a: i, b: i, sOff: pos(fc), dOff: pos(fc), len: fc.option(copyLen(fc), { freq: 4 }), stream: fc.nat(1), how: fc.constantFrom('stream', 'stream', 'copyFrom'), otherSegment: fc.boolean() }), hasBlocks, async (S, p) => {
-      const src = pick(S.blocks, p.a)
-      const peers = S.blocks.filter((x) => x.dev === src.dev)
-      const elsewhere = peers.filter((x) => x.seg !== src.seg)
-      const dst = pick(p.otherSegment && elsewhere.length ? elsewhere : peers, p.b)
-      const dev = S.devs[src.dev]
-      if (p.how === 'copyFrom') {
-        const n = Math.min(src.req, dst.req)
-        const r = attempt(() => dst.b.copyFrom(src.b))
-        const valid = validCopy(src, dst, 0, 0, n)
-        if (valid && KNOWN.sameSegmentCopy && src.seg === dst.seg) {
-          fails(S, r, 'GPU_VALIDATION', 'copyFrom within one segment (known defect)')
-          fault(S.counts, 'known defect: copy within one segment')
+    c(
+      'copy',
+      fc.record({
+        a: i,
+        b: i,
+        sOff: pos(fc),
+        dOff: pos(fc),
+        len: fc.option(copyLen(fc), { freq: 4 }),
+        stream: fc.nat(1),
+        how: fc.constantFrom('stream', 'stream', 'copyFrom'),
+        otherSegment: fc.boolean(),
+      }),
+      hasBlocks,
+      async (S, p) => {
+        const src = pick(S.blocks, p.a)
+        const peers = S.blocks.filter((x) => x.dev === src.dev)
+        const elsewhere = peers.filter((x) => x.seg !== src.seg)
+        const dst = pick(p.otherSegment && elsewhere.length ? elsewhere : peers, p.b)
+        const dev = S.devs[src.dev]
+        if (p.how === 'copyFrom') {
+          const n = Math.min(src.req, dst.req)
+          const r = attempt(() => dst.b.copyFrom(src.b))
+          const valid = validCopy(src, dst, 0, 0, n)
+          if (valid && KNOWN.sameSegmentCopy && src.seg === dst.seg) {
+            fails(S, r, 'GPU_VALIDATION', 'copyFrom within one segment (known defect)')
+            fault(S.counts, 'known defect: copy within one segment')
+            return
+          }
+          const event = judged(S, r, valid, 'INVALID_ARGUMENT', `copyFrom(${src.req} -> ${dst.req})`)
+          if (valid) {
+            copy(dst.mem, 0, src.mem, 0, n)
+            if (p.sOff.f < 0.5) ok(S, await attemptAsync(() => event.wait()), 'copyFrom event wait')
+          }
           return
         }
-        const event = judged(S, r, valid, 'INVALID_ARGUMENT', `copyFrom(${src.req} -> ${dst.req})`)
-        if (valid) {
-          copy(dst.mem, 0, src.mem, 0, n)
-          if (p.sOff.f < 0.5) ok(S, await attemptAsync(() => event.wait()), 'copyFrom event wait')
-        }
-        return
-      }
-      const st = dev.streams[p.stream % dev.streams.length]
-      const sOff = offsetOf(p.sOff.k, p.sOff.f, src.req)
-      const dOff = offsetOf(p.dOff.k, p.dOff.f, dst.req)
-      const n = p.len ? copyLength(p.len, sOff, src.req, dOff, dst.req) : Math.max(0, Math.min(src.req - sOff, dst.req - dOff))
-      const options = p.len ? { srcOffset: sOff, dstOffset: dOff, size: n } : { srcOffset: sOff, dstOffset: dOff }
-      const r = attempt(() => st.s.copy(src.b, dst.b, options))
-      const valid = validCopy(src, dst, sOff, dOff, n)
-      judged(S, r, valid, 'INVALID_ARGUMENT', `copy(${n} bytes ${sOff} of ${src.req} -> ${dOff} of ${dst.req})`)
-      if (valid) st.pending.push({ kind: 'copy', src, dst, sOff, dOff, len: n })
-      checkPending(st, 'copy')
-    }),
+        const st = dev.streams[p.stream % dev.streams.length]
+        const sOff = offsetOf(p.sOff.k, p.sOff.f, src.req)
+        const dOff = offsetOf(p.dOff.k, p.dOff.f, dst.req)
+        const n = p.len ? copyLength(p.len, sOff, src.req, dOff, dst.req) : Math.max(0, Math.min(src.req - sOff, dst.req - dOff))
+        const options = p.len ? { srcOffset: sOff, dstOffset: dOff, size: n } : { srcOffset: sOff, dstOffset: dOff }
+        const r = attempt(() => st.s.copy(src.b, dst.b, options))
+        const valid = validCopy(src, dst, sOff, dOff, n)
+        judged(S, r, valid, 'INVALID_ARGUMENT', `copy(${n} bytes ${sOff} of ${src.req} -> ${dOff} of ${dst.req})`)
+        if (valid) st.pending.push({ kind: 'copy', src, dst, sOff, dOff, len: n })
+        checkPending(st, 'copy')
+      },
+    ),
 
     c('submit', fc.record({ dev: fc.nat(1), stream: fc.nat(1), how: fc.constantFrom('submit', 'sync') }), any, async (S, p) => {
       const dev = S.devs[p.dev]
@@ -270,7 +325,11 @@ function commands(fc) {
       const at = p.i % S.blocks.length
       const e = S.blocks[at]
       const dev = S.devs[e.dev]
-      ok(S, attempt(() => (p.via === 'block' ? e.b.free() : dev.gpu.heap.free(e.b))), `${p.via} free`)
+      ok(
+        S,
+        attempt(() => (p.via === 'block' ? e.b.free() : dev.gpu.heap.free(e.b))),
+        `${p.via} free`,
+      )
       if (!e.b.freed) throw new Error('block.freed is false after free()')
       S.blocks.splice(at, 1)
       S.freed.push(e)
@@ -282,97 +341,216 @@ function commands(fc) {
     c('doubleFree', fc.record({ i, via: fc.constantFrom('block', 'heap', 'dispose') }), hasFreed, (S, p) => {
       const e = pick(S.freed, p.i)
       const dev = S.devs[e.dev]
-      if (p.via === 'dispose') ok(S, attempt(() => e.b[Symbol.dispose ?? Symbol.for('nodejs.dispose')]()), 'dispose of a freed block (a no-op)')
-      else fails(S, attempt(() => (p.via === 'block' ? e.b.free() : dev.gpu.heap.free(e.b))), 'DOUBLE_FREE', `${p.via} free of a freed block`)
+      if (p.via === 'dispose')
+        ok(
+          S,
+          attempt(() => e.b[Symbol.dispose ?? Symbol.for('nodejs.dispose')]()),
+          'dispose of a freed block (a no-op)',
+        )
+      else
+        fails(
+          S,
+          attempt(() => (p.via === 'block' ? e.b.free() : dev.gpu.heap.free(e.b))),
+          'DOUBLE_FREE',
+          `${p.via} free of a freed block`,
+        )
       fault(S.counts, 'double free')
       checkStats(S, dev, 'double free')
     }),
 
-    c('useAfterFree', fc.record({ i, other: i, op: fc.constantFrom('write', 'read', 'setShape', 'info', 'shape', 'recordStream', 'copySrc', 'copyDst', 'copyFromSrc', 'copyFromDst', 'upload', 'download', 'hostUpload', 'hostDownload') }), hasFreed, async (S, p) => {
-      const e = pick(S.freed, p.i)
-      const dev = S.devs[e.dev]
-      const live = S.blocks.filter((x) => x.dev === e.dev)
-      const other = live.length ? pick(live, p.other).b : e.b
-      const st = dev.streams[0]
-      const host = () => dev.gpu.host.alloc(64, { direction: p.op === 'hostUpload' ? 'upload' : 'download' })
-      const calls = {
-        write: () => e.b.write(new Uint8Array(4)),
-        read: () => e.b.read(),
-        setShape: () => e.b.setShape([1]),
-        info: () => e.b.info(),
-        shape: () => e.b.shape,
-        recordStream: () => e.b.recordStream(st.s),
-        copySrc: () => st.s.copy(e.b, other, { size: 4 }),
-        copyDst: () => st.s.copy(other, e.b, { size: 4 }),
-        copyFromSrc: () => other.copyFrom(e.b),
-        copyFromDst: () => e.b.copyFrom(other),
-        upload: () => dev.gpu.upload(e.b, new Uint8Array(4)),
-        download: () => dev.gpu.download(e.b),
-        hostUpload: () => { const h = host(); try { st.s.copy(h, e.b, { size: 4 }) } finally { h.free() } },
-        hostDownload: () => { const h = host(); try { st.s.copy(e.b, h, { size: 4 }) } finally { h.free() } },
-      }
-      fails(S, await attemptAsync(calls[p.op]), 'USE_AFTER_FREE', `${p.op} on a freed block`)
-      fault(S.counts, 'use after free')
-      checkPending(st, 'use after free')
-      checkStats(S, dev, 'use after free')
-    }),
+    c(
+      'useAfterFree',
+      fc.record({
+        i,
+        other: i,
+        op: fc.constantFrom(
+          'write',
+          'read',
+          'setShape',
+          'info',
+          'shape',
+          'recordStream',
+          'copySrc',
+          'copyDst',
+          'copyFromSrc',
+          'copyFromDst',
+          'upload',
+          'download',
+          'hostUpload',
+          'hostDownload',
+        ),
+      }),
+      hasFreed,
+      async (S, p) => {
+        const e = pick(S.freed, p.i)
+        const dev = S.devs[e.dev]
+        const live = S.blocks.filter((x) => x.dev === e.dev)
+        const other = live.length ? pick(live, p.other).b : e.b
+        const st = dev.streams[0]
+        const host = () => dev.gpu.host.alloc(64, { direction: p.op === 'hostUpload' ? 'upload' : 'download' })
+        const calls = {
+          write: () => e.b.write(new Uint8Array(4)),
+          read: () => e.b.read(),
+          setShape: () => e.b.setShape([1]),
+          info: () => e.b.info(),
+          shape: () => e.b.shape,
+          recordStream: () => e.b.recordStream(st.s),
+          copySrc: () => st.s.copy(e.b, other, { size: 4 }),
+          copyDst: () => st.s.copy(other, e.b, { size: 4 }),
+          copyFromSrc: () => other.copyFrom(e.b),
+          copyFromDst: () => e.b.copyFrom(other),
+          upload: () => dev.gpu.upload(e.b, new Uint8Array(4)),
+          download: () => dev.gpu.download(e.b),
+          hostUpload: () => {
+            const h = host()
+            try {
+              st.s.copy(h, e.b, { size: 4 })
+            } finally {
+              h.free()
+            }
+          },
+          hostDownload: () => {
+            const h = host()
+            try {
+              st.s.copy(e.b, h, { size: 4 })
+            } finally {
+              h.free()
+            }
+          },
+        }
+        fails(S, await attemptAsync(calls[p.op]), 'USE_AFTER_FREE', `${p.op} on a freed block`)
+        fault(S.counts, 'use after free')
+        checkPending(st, 'use after free')
+        checkStats(S, dev, 'use after free')
+      },
+    ),
 
-    c('crossDevice', fc.record({ a: i, b: i, op: fc.constantFrom('heapFree', 'copy', 'copyFrom', 'upload', 'download', 'hostUpload', 'hostDownload', 'hostFree', 'recordStream') }), (S) => S.blocks.some((x) => x.dev === 0) && S.blocks.some((x) => x.dev === 1), async (S, p) => {
-      if (p.op === 'recordStream' && KNOWN.crossDeviceRecordStream) return
-      const a = pick(S.blocks.filter((x) => x.dev === 0), p.a)
-      const b = pick(S.blocks.filter((x) => x.dev === 1), p.b)
-      const [d0, d1] = S.devs
-      const calls = {
-        heapFree: () => d1.gpu.heap.free(a.b),
-        copy: () => d0.streams[0].s.copy(a.b, b.b, { size: 4 }),
-        copyFrom: () => b.b.copyFrom(a.b),
-        upload: () => d1.gpu.upload(a.b, new Uint8Array(4)),
-        download: () => d1.gpu.download(a.b),
-        hostUpload: () => { const h = d1.gpu.host.alloc(64); try { d1.streams[0].s.copy(h, a.b, { size: 4 }) } finally { h.free() } },
-        hostDownload: () => { const h = d1.gpu.host.alloc(64, { direction: 'download' }); try { d1.streams[0].s.copy(a.b, h, { size: 4 }) } finally { h.free() } },
-        hostFree: () => { const h = d0.gpu.host.alloc(64); try { d1.gpu.host.free(h) } finally { h.free() } },
-        recordStream: () => a.b.recordStream(d1.streams[0].s),
-      }
-      fails(S, await attemptAsync(calls[p.op]), 'INVALID_ARGUMENT', `${p.op} across devices`)
-      fault(S.counts, 'cross-device use')
-      if (a.b.freed) throw new Error('a refused cross-device call freed the block')
-      for (const st of [...d0.streams, ...d1.streams]) checkPending(st, 'cross-device call')
-      checkStats(S, d0, 'cross-device call')
-      checkStats(S, d1, 'cross-device call')
-    }),
+    c(
+      'crossDevice',
+      fc.record({
+        a: i,
+        b: i,
+        op: fc.constantFrom('heapFree', 'copy', 'copyFrom', 'upload', 'download', 'hostUpload', 'hostDownload', 'hostFree', 'recordStream'),
+      }),
+      (S) => S.blocks.some((x) => x.dev === 0) && S.blocks.some((x) => x.dev === 1),
+      async (S, p) => {
+        if (p.op === 'recordStream' && KNOWN.crossDeviceRecordStream) return
+        const a = pick(
+          S.blocks.filter((x) => x.dev === 0),
+          p.a,
+        )
+        const b = pick(
+          S.blocks.filter((x) => x.dev === 1),
+          p.b,
+        )
+        const [d0, d1] = S.devs
+        const calls = {
+          heapFree: () => d1.gpu.heap.free(a.b),
+          copy: () => d0.streams[0].s.copy(a.b, b.b, { size: 4 }),
+          copyFrom: () => b.b.copyFrom(a.b),
+          upload: () => d1.gpu.upload(a.b, new Uint8Array(4)),
+          download: () => d1.gpu.download(a.b),
+          hostUpload: () => {
+            const h = d1.gpu.host.alloc(64)
+            try {
+              d1.streams[0].s.copy(h, a.b, { size: 4 })
+            } finally {
+              h.free()
+            }
+          },
+          hostDownload: () => {
+            const h = d1.gpu.host.alloc(64, { direction: 'download' })
+            try {
+              d1.streams[0].s.copy(a.b, h, { size: 4 })
+            } finally {
+              h.free()
+            }
+          },
+          hostFree: () => {
+            const h = d0.gpu.host.alloc(64)
+            try {
+              d1.gpu.host.free(h)
+            } finally {
+              h.free()
+            }
+          },
+          recordStream: () => a.b.recordStream(d1.streams[0].s),
+        }
+        fails(S, await attemptAsync(calls[p.op]), 'INVALID_ARGUMENT', `${p.op} across devices`)
+        fault(S.counts, 'cross-device use')
+        if (a.b.freed) throw new Error('a refused cross-device call freed the block')
+        for (const st of [...d0.streams, ...d1.streams]) checkPending(st, 'cross-device call')
+        checkStats(S, d0, 'cross-device call')
+        checkStats(S, d1, 'cross-device call')
+      },
+    ),
 
     c('recordStream', fc.record({ i, stream: fc.nat(1) }), hasBlocks, (S, p) => {
       const e = pick(S.blocks, p.i)
       const dev = S.devs[e.dev]
-      ok(S, attempt(() => e.b.recordStream(dev.streams[p.stream % dev.streams.length].s)), 'recordStream')
+      ok(
+        S,
+        attempt(() => e.b.recordStream(dev.streams[p.stream % dev.streams.length].s)),
+        'recordStream',
+      )
     }),
 
-    c('setShape', fc.record({ i, shape: fc.oneof(fc.constant(null), fc.array(fc.nat(1 << 20), { maxLength: 4 }), fc.array(fc.constantFrom(-1, 1.5, NaN, 2 ** 53, Infinity), { minLength: 1, maxLength: 2 })) }), hasBlocks, (S, p) => {
-      const e = pick(S.blocks, p.i)
-      const before = JSON.stringify(e.b.shape)
-      const valid = p.shape === null || p.shape.every((d) => Number.isSafeInteger(d) && d >= 0)
-      judged(S, attempt(() => e.b.setShape(p.shape)), valid, 'INVALID_ARGUMENT', `setShape(${JSON.stringify(p.shape)})`)
-      const after = JSON.stringify(e.b.shape)
-      if (after !== (valid ? JSON.stringify(p.shape) : before)) throw new Error(`shape is ${after} after setShape(${JSON.stringify(p.shape)}) (was ${before})`)
-    }),
+    c(
+      'setShape',
+      fc.record({
+        i,
+        shape: fc.oneof(
+          fc.constant(null),
+          fc.array(fc.nat(1 << 20), { maxLength: 4 }),
+          fc.array(fc.constantFrom(-1, 1.5, NaN, 2 ** 53, Infinity), { minLength: 1, maxLength: 2 }),
+        ),
+      }),
+      hasBlocks,
+      (S, p) => {
+        const e = pick(S.blocks, p.i)
+        const before = JSON.stringify(e.b.shape)
+        const valid = p.shape === null || p.shape.every((d) => Number.isSafeInteger(d) && d >= 0)
+        judged(
+          S,
+          attempt(() => e.b.setShape(p.shape)),
+          valid,
+          'INVALID_ARGUMENT',
+          `setShape(${JSON.stringify(p.shape)})`,
+        )
+        const after = JSON.stringify(e.b.shape)
+        if (after !== (valid ? JSON.stringify(p.shape) : before))
+          throw new Error(`shape is ${after} after setShape(${JSON.stringify(p.shape)}) (was ${before})`)
+      },
+    ),
 
-    c('watermark', fc.record({ dev: fc.nat(1), which: fc.constantFrom('High', 'Low'), v: fc.constantFrom(0, 0.01, 0.5, 1, 1.4, 1.7, 2, 2.5, -1, NaN, Infinity) }), any, (S, p) => {
-      const h = S.devs[p.dev].gpu.heap
-      const before = [h.highWatermarkRatio, h.lowWatermarkRatio]
-      const r = attempt(() => h[`set${p.which}WatermarkRatio`](p.v))
-      if (!(p.v >= 0 && p.v <= 2)) judged(S, r, false, 'INVALID_ARGUMENT', `set${p.which}WatermarkRatio(${p.v})`)
-      else if (!r.ok) note(S.counts, r.error) // e.g. low above high: refused, typed
-      if (!r.ok && r.error.code !== 'INVALID_ARGUMENT') throw new Error(`set${p.which}WatermarkRatio: ${describe(r.error)}`)
-      const now = [h.highWatermarkRatio, h.lowWatermarkRatio]
-      if (r.ok && h[`${p.which.toLowerCase()}WatermarkRatio`] !== p.v) throw new Error(`set${p.which}WatermarkRatio(${p.v}) left it at ${now}`)
-      if (!r.ok && (now[0] !== before[0] || now[1] !== before[1])) throw new Error(`a refused set${p.which}WatermarkRatio changed the ratios ${before} -> ${now}`)
-      if (r.ok) S.devs[p.dev].watermarksChanged = true
-    }),
+    c(
+      'watermark',
+      fc.record({ dev: fc.nat(1), which: fc.constantFrom('High', 'Low'), v: fc.constantFrom(0, 0.01, 0.5, 1, 1.4, 1.7, 2, 2.5, -1, NaN, Infinity) }),
+      any,
+      (S, p) => {
+        const h = S.devs[p.dev].gpu.heap
+        const before = [h.highWatermarkRatio, h.lowWatermarkRatio]
+        const r = attempt(() => h[`set${p.which}WatermarkRatio`](p.v))
+        if (!(p.v >= 0 && p.v <= 2)) judged(S, r, false, 'INVALID_ARGUMENT', `set${p.which}WatermarkRatio(${p.v})`)
+        else if (!r.ok) note(S.counts, r.error) // e.g. low above high: refused, typed
+        if (!r.ok && r.error.code !== 'INVALID_ARGUMENT') throw new Error(`set${p.which}WatermarkRatio: ${describe(r.error)}`)
+        const now = [h.highWatermarkRatio, h.lowWatermarkRatio]
+        if (r.ok && h[`${p.which.toLowerCase()}WatermarkRatio`] !== p.v) throw new Error(`set${p.which}WatermarkRatio(${p.v}) left it at ${now}`)
+        if (!r.ok && (now[0] !== before[0] || now[1] !== before[1]))
+          throw new Error(`a refused set${p.which}WatermarkRatio changed the ratios ${before} -> ${now}`)
+        if (r.ok) S.devs[p.dev].watermarksChanged = true
+      },
+    ),
 
     c('sweep', fc.record({ dev: fc.nat(1), how: fc.constantFrom('emptyCache', 'freeInactiveBuffers', 'snapshot') }), any, (S, p) => {
       const dev = S.devs[p.dev]
       const h = dev.gpu.heap
-      if (p.how !== 'snapshot') ok(S, attempt(() => h[p.how]()), p.how)
+      if (p.how !== 'snapshot')
+        ok(
+          S,
+          attempt(() => h[p.how]()),
+          p.how,
+        )
       checkStats(S, dev, p.how)
       const st = h.stats()
       let active = 0
@@ -393,17 +571,32 @@ function commands(fc) {
     }),
 
     // ---- host staging cache ----
-    c('hostAlloc', fc.record({ dev: fc.constantFrom(0, 0, 1), size: fc.oneof(fc.integer({ min: 1, max: 5000 }), fc.constantFrom(1, 4, 64, 65, 65536, 1 << 20, (1 << 20) + 1)), dir: fc.constantFrom(undefined, 'upload', 'download') }), any, (S, p) => {
-      const dev = S.devs[p.dev]
-      const h = ok(S, attempt(() => dev.gpu.host.alloc(p.size, p.dir ? { direction: p.dir } : undefined)), `host.alloc(${p.size})`)
-      const dir = p.dir ?? 'upload'
-      const pool = dev.pools.capturing.at(-1) ?? 0
-      if (h.requestedSize !== p.size || h.size < p.size || h.direction !== dir || h.mapped !== (dir === 'upload') || h.poolId !== pool) {
-        throw new Error(`host.alloc(${p.size}, ${dir}) gave ${h.requestedSize} / ${h.size} / ${h.direction} / mapped ${h.mapped} / pool ${h.poolId} (expected pool ${pool})`)
-      }
-      if (dir === 'upload' && h.bytes.length !== p.size) throw new Error(`upload block bytes has ${h.bytes.length} bytes`)
-      S.hosts.push({ h, dev: p.dev, dir, req: p.size, size: h.size, mapped: dir === 'upload', mem: shadow(p.size), streams: new Set() })
-    }),
+    c(
+      'hostAlloc',
+      fc.record({
+        dev: fc.constantFrom(0, 0, 1),
+        size: fc.oneof(fc.integer({ min: 1, max: 5000 }), fc.constantFrom(1, 4, 64, 65, 65536, 1 << 20, (1 << 20) + 1)),
+        dir: fc.constantFrom(undefined, 'upload', 'download'),
+      }),
+      any,
+      (S, p) => {
+        const dev = S.devs[p.dev]
+        const h = ok(
+          S,
+          attempt(() => dev.gpu.host.alloc(p.size, p.dir ? { direction: p.dir } : undefined)),
+          `host.alloc(${p.size})`,
+        )
+        const dir = p.dir ?? 'upload'
+        const pool = dev.pools.capturing.at(-1) ?? 0
+        if (h.requestedSize !== p.size || h.size < p.size || h.direction !== dir || h.mapped !== (dir === 'upload') || h.poolId !== pool) {
+          throw new Error(
+            `host.alloc(${p.size}, ${dir}) gave ${h.requestedSize} / ${h.size} / ${h.direction} / mapped ${h.mapped} / pool ${h.poolId} (expected pool ${pool})`,
+          )
+        }
+        if (dir === 'upload' && h.bytes.length !== p.size) throw new Error(`upload block bytes has ${h.bytes.length} bytes`)
+        S.hosts.push({ h, dev: p.dev, dir, req: p.size, size: h.size, mapped: dir === 'upload', mem: shadow(p.size), streams: new Set() })
+      },
+    ),
 
     c('hostWrite', fc.record({ i, off: pos(fc), len: len(fc), seed: fc.nat(255), via: fc.constantFrom('write', 'bytes') }), hasHosts, (S, p) => {
       const e = pick(S.hosts, p.i)
@@ -428,46 +621,65 @@ function commands(fc) {
       const off = offsetOf(p.off.k, p.off.f, e.req)
       const n = lengthOf(p.len.k, p.len.f, off, e.req)
       const valid = e.dir === 'download' && e.mapped && off + n <= e.req
-      const got = judged(S, attempt(() => e.h.read(off, n)), valid, 'INVALID_ARGUMENT', `host read(${n} at ${off} of ${e.req}, ${e.dir}, mapped ${e.mapped})`)
+      const got = judged(
+        S,
+        attempt(() => e.h.read(off, n)),
+        valid,
+        'INVALID_ARGUMENT',
+        `host read(${n} at ${off} of ${e.req}, ${e.dir}, mapped ${e.mapped})`,
+      )
       if (valid) compare(S, e.mem, off, got, 'host read')
     }),
 
-    c('hostCopy', fc.record({ h: i, d: i, sOff: pos(fc), dOff: pos(fc), len: fc.option(copyLen(fc), { freq: 4 }), stream: fc.nat(1) }), (S) => S.hosts.length > 0 && S.blocks.length > 0, (S, p) => {
-      const e = pick(S.hosts, p.h)
-      const same = S.blocks.filter((x) => x.dev === e.dev)
-      if (!same.length) return
-      const d = pick(same, p.d)
-      const dev = S.devs[e.dev]
-      const st = dev.streams[p.stream % dev.streams.length]
-      const up = e.dir === 'upload'
-      const [src, dst] = up ? [e, d] : [d, e]
-      const sOff = offsetOf(p.sOff.k, p.sOff.f, src.req)
-      const dOff = offsetOf(p.dOff.k, p.dOff.f, dst.req)
-      const n = p.len ? copyLength(p.len, sOff, src.req, dOff, dst.req) : Math.max(0, Math.min(src.req - sOff, dst.req - dOff))
-      const options = p.len ? { srcOffset: sOff, dstOffset: dOff, size: n } : { srcOffset: sOff, dstOffset: dOff }
-      const r = attempt(() => st.s.copy(src === e ? e.h : d.b, dst === e ? e.h : d.b, options))
-      const valid = validCopy(src, dst, sOff, dOff, n)
-      judged(S, r, valid, 'INVALID_ARGUMENT', `host copy ${up ? 'up' : 'down'} (${n} bytes ${sOff} of ${src.req} -> ${dOff} of ${dst.req})`)
-      if (valid) {
-        st.pending.push(up ? { kind: 'upload', dst: d, dOff, bytes: snapshot(e.mem, sOff, n) } : { kind: 'download', src: d, dst: e, sOff, dOff, len: n })
-        e.mapped = false
-        e.streams.add(st)
-        if (e.h.mapped) throw new Error('a copied host block is still mapped')
-      }
-      checkPending(st, 'host copy')
-    }),
+    c(
+      'hostCopy',
+      fc.record({ h: i, d: i, sOff: pos(fc), dOff: pos(fc), len: fc.option(copyLen(fc), { freq: 4 }), stream: fc.nat(1) }),
+      (S) => S.hosts.length > 0 && S.blocks.length > 0,
+      (S, p) => {
+        const e = pick(S.hosts, p.h)
+        const same = S.blocks.filter((x) => x.dev === e.dev)
+        if (!same.length) return
+        const d = pick(same, p.d)
+        const dev = S.devs[e.dev]
+        const st = dev.streams[p.stream % dev.streams.length]
+        const up = e.dir === 'upload'
+        const [src, dst] = up ? [e, d] : [d, e]
+        const sOff = offsetOf(p.sOff.k, p.sOff.f, src.req)
+        const dOff = offsetOf(p.dOff.k, p.dOff.f, dst.req)
+        const n = p.len ? copyLength(p.len, sOff, src.req, dOff, dst.req) : Math.max(0, Math.min(src.req - sOff, dst.req - dOff))
+        const options = p.len ? { srcOffset: sOff, dstOffset: dOff, size: n } : { srcOffset: sOff, dstOffset: dOff }
+        const r = attempt(() => st.s.copy(src === e ? e.h : d.b, dst === e ? e.h : d.b, options))
+        const valid = validCopy(src, dst, sOff, dOff, n)
+        judged(S, r, valid, 'INVALID_ARGUMENT', `host copy ${up ? 'up' : 'down'} (${n} bytes ${sOff} of ${src.req} -> ${dOff} of ${dst.req})`)
+        if (valid) {
+          st.pending.push(up ? { kind: 'upload', dst: d, dOff, bytes: snapshot(e.mem, sOff, n) } : { kind: 'download', src: d, dst: e, sOff, dOff, len: n })
+          e.mapped = false
+          e.streams.add(st)
+          if (e.h.mapped) throw new Error('a copied host block is still mapped')
+        }
+        checkPending(st, 'host copy')
+      },
+    ),
 
     c('hostMap', fc.record({ i, how: fc.constantFrom('map', 'map', 'unmap', 'recordStream') }), hasHosts, async (S, p) => {
       const e = pick(S.hosts, p.i)
       const dev = S.devs[e.dev]
       if (p.how === 'recordStream') {
         const st = dev.streams[p.i % dev.streams.length]
-        ok(S, attempt(() => e.h.recordStream(st.s)), 'host recordStream')
+        ok(
+          S,
+          attempt(() => e.h.recordStream(st.s)),
+          'host recordStream',
+        )
         e.streams.add(st)
         return
       }
       if (p.how === 'unmap') {
-        ok(S, attempt(() => e.h.unmap()), 'host unmap')
+        ok(
+          S,
+          attempt(() => e.h.unmap()),
+          'host unmap',
+        )
         e.mapped = false
         return
       }
@@ -480,39 +692,53 @@ function commands(fc) {
     c('hostFree', fc.record({ i, via: fc.constantFrom('block', 'host') }), hasHosts, (S, p) => {
       const at = p.i % S.hosts.length
       const e = S.hosts[at]
-      ok(S, attempt(() => (p.via === 'block' ? e.h.free() : S.devs[e.dev].gpu.host.free(e.h))), 'host free')
+      ok(
+        S,
+        attempt(() => (p.via === 'block' ? e.h.free() : S.devs[e.dev].gpu.host.free(e.h))),
+        'host free',
+      )
       S.hosts.splice(at, 1)
       S.hostsFreed.push(e)
     }),
 
-    c('hostMisuse', fc.record({ i, op: fc.constantFrom('free', 'hostFree', 'write', 'read', 'map', 'unmap', 'bytes', 'recordStream', 'copy', 'foreignFree') }), (S) => S.hostsFreed.length > 0, async (S, p) => {
-      const e = pick(S.hostsFreed, p.i)
-      const dev = S.devs[e.dev]
-      const target = S.blocks.find((x) => x.dev === e.dev)
-      if (p.op === 'foreignFree') {
-        const live = S.hosts.find((x) => x.dev === 0)
-        if (!live) return
-        fails(S, attempt(() => S.devs[1].gpu.host.free(live.h)), 'INVALID_ARGUMENT', 'host free on another device')
-        fault(S.counts, 'cross-device use')
-        if (live.h.freed) throw new Error('a refused foreign free freed the host block')
-        return
-      }
-      const calls = {
-        free: () => e.h.free(),
-        hostFree: () => dev.gpu.host.free(e.h),
-        write: () => e.h.write(new Uint8Array(1)),
-        read: () => e.h.read(0, 1),
-        map: () => e.h.map(),
-        unmap: () => e.h.unmap(),
-        bytes: () => e.h.bytes,
-        recordStream: () => e.h.recordStream(dev.streams[0].s),
-        copy: () => (target ? dev.streams[0].s.copy(e.dir === 'upload' ? e.h : target.b, e.dir === 'upload' ? target.b : e.h, { size: 4 }) : e.h.unmap()),
-      }
-      const code = p.op === 'free' || p.op === 'hostFree' ? 'DOUBLE_FREE' : 'USE_AFTER_FREE'
-      fails(S, await attemptAsync(calls[p.op]), code, `${p.op} on a freed host block`)
-      fault(S.counts, code === 'DOUBLE_FREE' ? 'double free' : 'use after free')
-      checkPending(dev.streams[0], 'host misuse')
-    }),
+    c(
+      'hostMisuse',
+      fc.record({ i, op: fc.constantFrom('free', 'hostFree', 'write', 'read', 'map', 'unmap', 'bytes', 'recordStream', 'copy', 'foreignFree') }),
+      (S) => S.hostsFreed.length > 0,
+      async (S, p) => {
+        const e = pick(S.hostsFreed, p.i)
+        const dev = S.devs[e.dev]
+        const target = S.blocks.find((x) => x.dev === e.dev)
+        if (p.op === 'foreignFree') {
+          const live = S.hosts.find((x) => x.dev === 0)
+          if (!live) return
+          fails(
+            S,
+            attempt(() => S.devs[1].gpu.host.free(live.h)),
+            'INVALID_ARGUMENT',
+            'host free on another device',
+          )
+          fault(S.counts, 'cross-device use')
+          if (live.h.freed) throw new Error('a refused foreign free freed the host block')
+          return
+        }
+        const calls = {
+          free: () => e.h.free(),
+          hostFree: () => dev.gpu.host.free(e.h),
+          write: () => e.h.write(new Uint8Array(1)),
+          read: () => e.h.read(0, 1),
+          map: () => e.h.map(),
+          unmap: () => e.h.unmap(),
+          bytes: () => e.h.bytes,
+          recordStream: () => e.h.recordStream(dev.streams[0].s),
+          copy: () => (target ? dev.streams[0].s.copy(e.dir === 'upload' ? e.h : target.b, e.dir === 'upload' ? target.b : e.h, { size: 4 }) : e.h.unmap()),
+        }
+        const code = p.op === 'free' || p.op === 'hostFree' ? 'DOUBLE_FREE' : 'USE_AFTER_FREE'
+        fails(S, await attemptAsync(calls[p.op]), code, `${p.op} on a freed host block`)
+        fault(S.counts, code === 'DOUBLE_FREE' ? 'double free' : 'use after free')
+        checkPending(dev.streams[0], 'host misuse')
+      },
+    ),
 
     c('hostPool', fc.record({ dev: fc.nat(1), op: fc.constantFrom('begin', 'begin', 'end', 'release'), id: fc.nat(3) }), any, (S, p) => {
       const dev = S.devs[p.dev]
@@ -521,18 +747,36 @@ function commands(fc) {
       const use = m.use.get(p.id) ?? 0
       if (p.op === 'begin') {
         const valid = p.id !== 0 && !m.capturing.includes(p.id)
-        judged(S, attempt(() => host.beginAllocateToPool(p.id)), valid, 'INVALID_ARGUMENT', `beginAllocateToPool(${p.id})`)
+        judged(
+          S,
+          attempt(() => host.beginAllocateToPool(p.id)),
+          valid,
+          'INVALID_ARGUMENT',
+          `beginAllocateToPool(${p.id})`,
+        )
         if (valid) {
           m.use.set(p.id, use + 1)
           m.capturing.push(p.id)
         }
       } else if (p.op === 'end') {
         const valid = m.capturing.includes(p.id)
-        judged(S, attempt(() => host.endAllocateToPool(p.id)), valid, 'INVALID_ARGUMENT', `endAllocateToPool(${p.id})`)
+        judged(
+          S,
+          attempt(() => host.endAllocateToPool(p.id)),
+          valid,
+          'INVALID_ARGUMENT',
+          `endAllocateToPool(${p.id})`,
+        )
         if (valid) m.capturing.splice(m.capturing.indexOf(p.id), 1)
       } else {
         const valid = use > 0
-        judged(S, attempt(() => host.releasePool(p.id)), valid, 'INVALID_ARGUMENT', `releasePool(${p.id})`)
+        judged(
+          S,
+          attempt(() => host.releasePool(p.id)),
+          valid,
+          'INVALID_ARGUMENT',
+          `releasePool(${p.id})`,
+        )
         if (valid) m.use.set(p.id, use - 1)
       }
       const reported = new Map(host.privatePools.map((x) => [x.id, x.useCount]))
@@ -543,8 +787,29 @@ function commands(fc) {
   ]
 }
 
-const NAMES = ['malloc', 'write', 'read', 'copy', 'submit', 'free', 'doubleFree', 'useAfterFree', 'crossDevice', 'recordStream', 'setShape',
-  'watermark', 'sweep', 'hostAlloc', 'hostWrite', 'hostRead', 'hostCopy', 'hostMap', 'hostFree', 'hostMisuse', 'hostPool']
+const NAMES = [
+  'malloc',
+  'write',
+  'read',
+  'copy',
+  'submit',
+  'free',
+  'doubleFree',
+  'useAfterFree',
+  'crossDevice',
+  'recordStream',
+  'setShape',
+  'watermark',
+  'sweep',
+  'hostAlloc',
+  'hostWrite',
+  'hostRead',
+  'hostCopy',
+  'hostMap',
+  'hostFree',
+  'hostMisuse',
+  'hostPool',
+]
 
 // ---- one sequence ---------------------------------------------------------------------
 function start(world, counts, trace) {
@@ -567,12 +832,30 @@ async function finish(S, defaults) {
   for (const e of S.hosts) {
     if (e.dir === 'download') {
       ok(S, await attemptAsync(() => e.h.map()), 'final map')
-      compare(S, e.mem, 0, ok(S, attempt(() => e.h.read(0, e.req)), 'final host read'), 'final host read')
+      compare(
+        S,
+        e.mem,
+        0,
+        ok(
+          S,
+          attempt(() => e.h.read(0, e.req)),
+          'final host read',
+        ),
+        'final host read',
+      )
     }
-    ok(S, attempt(() => e.h.free()), 'final host free')
+    ok(
+      S,
+      attempt(() => e.h.free()),
+      'final host free',
+    )
   }
   for (const e of S.blocks) {
-    ok(S, attempt(() => e.b.free()), 'final free')
+    ok(
+      S,
+      attempt(() => e.b.free()),
+      'final free',
+    )
     S.devs[e.dev].blocks--
     S.devs[e.dev].bytes -= e.size
   }
@@ -592,9 +875,12 @@ async function finish(S, defaults) {
       await new Promise((r) => setTimeout(r, 2))
     }
     const leak = {
-      blocks: h.activeBlocks.current - base.blocks, bytes: h.allocatedBytes.current - base.bytes,
-      pendingFree: h.pendingFreeBlocks, hostRequests: s.activeRequests.current - base.hostRequests,
-      hostBytes: s.activeBytes.current - base.hostBytes, hostPending: s.pendingBlocks,
+      blocks: h.activeBlocks.current - base.blocks,
+      bytes: h.allocatedBytes.current - base.bytes,
+      pendingFree: h.pendingFreeBlocks,
+      hostRequests: s.activeRequests.current - base.hostRequests,
+      hostBytes: s.activeBytes.current - base.hostBytes,
+      hostPending: s.pendingBlocks,
     }
     S.counts.leakedBytes += Math.max(0, leak.bytes) + Math.max(0, leak.hostBytes)
     S.counts.leakedBlocks += Math.max(0, leak.blocks) + Math.max(0, leak.hostRequests)
@@ -622,9 +908,19 @@ async function run({ fc, check, counts, trace }) {
     } catch (err) {
       if (/corrupt|expected \d+$/.test(err.message)) problem(counts, err.message)
       // Leave the devices clean for the next run (and the shrinker's replays).
-      for (const e of S.blocks) try { e.b.free() } catch {}
-      for (const e of S.hosts) try { e.h.free() } catch {}
-      for (const dev of S.devs) for (const st of dev.streams) try { await st.s.synchronize() } catch {}
+      for (const e of S.blocks)
+        try {
+          e.b.free()
+        } catch {}
+      for (const e of S.hosts)
+        try {
+          e.h.free()
+        } catch {}
+      for (const dev of S.devs)
+        for (const st of dev.streams)
+          try {
+            await st.s.synchronize()
+          } catch {}
       for (const k of ['gpu', 'gpu2']) restoreDefaults(world, k)(world[k])
       throw err
     }

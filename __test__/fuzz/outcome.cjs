@@ -7,7 +7,8 @@ const KNOWN = require('./known.cjs')
 const CODES = new Set(ERROR_CODES)
 // TypeErrors and RangeErrors thrown by JS code tripping over a value (a facade bug),
 // as opposed to ones that validate an argument on purpose.
-const ACCIDENTAL = /Cannot (read|set) propert|Cannot destructure|is not a function|is not iterable|is not a constructor|Cannot convert|circular structure|serialize a BigInt|Invalid typed array length|Maximum call stack|Invalid array length|Cannot create property|Cannot mix BigInt|Cannot access|before initialization|undefined is not|detached/
+const ACCIDENTAL =
+  /Cannot (read|set) propert|Cannot destructure|is not a function|is not iterable|is not a constructor|Cannot convert|circular structure|serialize a BigInt|Invalid typed array length|Maximum call stack|Invalid array length|Cannot create property|Cannot mix BigInt|Cannot access|before initialization|undefined is not|detached/
 
 /**
  * 'typed': a WgallocError with a known code; 'standard': a deliberate TypeError or
@@ -31,8 +32,16 @@ function describe(err) {
 /** Resolves with `{ value }` or `{ error }`, or `{ hang: true }` after `ms`. */
 function settle(promise, ms) {
   let timer
-  const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve({ hang: true }), ms) })
-  return Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), timeout]).finally(() => clearTimeout(timer))
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(() => resolve({ hang: true }), ms)
+  })
+  return Promise.race([
+    promise.then(
+      (value) => ({ value }),
+      (error) => ({ error }),
+    ),
+    timeout,
+  ]).finally(() => clearTimeout(timer))
 }
 
 /** Counters a suite fills and the parent test reads. */
@@ -59,7 +68,10 @@ function note(counts, err) {
   counts.errors[kind]++
   if (kind === 'typed') counts.codes[err.code] = (counts.codes[err.code] ?? 0) + 1
   if (kind === 'standard') {
-    const text = `${err.constructor.name}: ${err.message.replace(/\d+/g, 'N').replace(/^Illegal invocation.*/, 'Illegal invocation').slice(0, 120)}`
+    const text = `${err.constructor.name}: ${err.message
+      .replace(/\d+/g, 'N')
+      .replace(/^Illegal invocation.*/, 'Illegal invocation')
+      .slice(0, 120)}`
     counts.standard[text] = (counts.standard[text] ?? 0) + 1
   }
   return kind

@@ -10,13 +10,27 @@ const { describe, settle, note, fault } = require('./outcome.cjs')
 const { openWorld, restore } = require('./world.cjs')
 
 const HANG_MS = 20_000
-const MODES = [undefined, 'interval', 'event', 'interval,event', 'event,interval', ' event ', 'interval,interval', '', 'bogus', 'interval,', 'INTERVAL', 7, null]
+const MODES = [
+  undefined,
+  'interval',
+  'event',
+  'interval,event',
+  'event,interval',
+  ' event ',
+  'interval,interval',
+  '',
+  'bogus',
+  'interval,',
+  'INTERVAL',
+  7,
+  null,
+]
 const NAMES = ['trace-a', 'trace-b.json', 'sub/none/t.json', '/nonexistent-wgalloc/t.json', '', 'x\0y', 'dir']
 
 const validMode = (m) => m === undefined || (typeof m === 'string' && m.split(',').every((p) => p.trim() === 'interval' || p.trim() === 'event'))
 /** Whether writing a trace to `name` (relative to the run's directory) can succeed. */
-const writable = (name) => typeof name === 'string' && name !== '' && !name.includes('\0') && !name.includes('/') && !['dir', '.', '..'].includes(name) &&
-  Buffer.byteLength(name) <= 250
+const writable = (name) =>
+  typeof name === 'string' && name !== '' && !name.includes('\0') && !name.includes('/') && !['dir', '.', '..'].includes(name) && Buffer.byteLength(name) <= 250
 
 async function attemptAsync(fn) {
   try {
@@ -51,7 +65,8 @@ function checkTrace(path, what) {
     throw new Error(`${what}: ${path} is not a readable JSON trace: ${err.message}`)
   }
   const events = Array.isArray(doc) ? doc : doc.traceEvents
-  if (!Array.isArray(events) || events.some((e) => typeof e.ph !== 'string' || typeof e.name !== 'string')) throw new Error(`${what}: ${path} is not a Chrome trace`)
+  if (!Array.isArray(events) || events.some((e) => typeof e.ph !== 'string' || typeof e.name !== 'string'))
+    throw new Error(`${what}: ${path} is not a Chrome trace`)
   fs.rmSync(path)
 }
 
@@ -59,30 +74,45 @@ class Command {
   constructor(name, p, check, body) {
     Object.assign(this, { name, p, checkFn: check, body })
   }
-  check(S) { return this.checkFn(S) }
+  check(S) {
+    return this.checkFn(S)
+  }
   async run(S) {
     S.counts.operations++
     S.trace.line(this.toString())
     await this.body(S, this.p)
     const i = S.profiler.info
     if (i.session !== S.session || i.capturing !== (S.capture !== null) || i.active !== (S.session || S.capture !== null)) {
-      throw new Error(`after ${this}: info says session ${i.session} capturing ${i.capturing} active ${i.active}; the model session ${S.session} capture ${S.capture}`)
+      throw new Error(
+        `after ${this}: info says session ${i.session} capturing ${i.capturing} active ${i.active}; the model session ${S.session} capture ${S.capture}`,
+      )
     }
   }
-  toString() { return `${this.name}(${show(this.p)})` }
+  toString() {
+    return `${this.name}(${show(this.p)})`
+  }
 }
 
 function commands(fc) {
   const c = (name, arb, body) => arb.map((p) => new Command(name, p, () => true, body))
   return [
-    c('start', fc.record({ mode: fc.constantFrom(...MODES), statsOnly: fc.boolean(), wait: fc.boolean(), shape: fc.constantFrom('object', 'object', 'object', 'none', 'number') }), async (S, p) => {
-      const options = { object: { mode: p.mode, statsOnly: p.statsOnly, waitUntilCompleted: p.wait }, none: undefined, number: 5 }[p.shape]
-      const r = await attemptAsync(() => S.profiler.start(options))
-      const bad = p.shape === 'number' || (p.shape === 'object' && !validMode(p.mode))
-      expect(S, r, bad ? ['INVALID_ARGUMENT'] : S.session ? ['PROFILER_STATE'] : null, `start(${show(options)})`)
-      if (!bad && !S.session) S.session = true
-      else fault(S.counts, 'profiler misuse')
-    }),
+    c(
+      'start',
+      fc.record({
+        mode: fc.constantFrom(...MODES),
+        statsOnly: fc.boolean(),
+        wait: fc.boolean(),
+        shape: fc.constantFrom('object', 'object', 'object', 'none', 'number'),
+      }),
+      async (S, p) => {
+        const options = { object: { mode: p.mode, statsOnly: p.statsOnly, waitUntilCompleted: p.wait }, none: undefined, number: 5 }[p.shape]
+        const r = await attemptAsync(() => S.profiler.start(options))
+        const bad = p.shape === 'number' || (p.shape === 'object' && !validMode(p.mode))
+        expect(S, r, bad ? ['INVALID_ARGUMENT'] : S.session ? ['PROFILER_STATE'] : null, `start(${show(options)})`)
+        if (!bad && !S.session) S.session = true
+        else fault(S.counts, 'profiler misuse')
+      },
+    ),
     c('stop', fc.constant({}), async (S) => {
       expect(S, await attemptAsync(() => S.profiler.stop()), S.session ? null : ['PROFILER_STATE'], 'stop()')
       if (!S.session) fault(S.counts, 'profiler misuse')
@@ -127,10 +157,16 @@ function commands(fc) {
     }),
     c('fallback', fc.record({ name: fc.constantFrom('topk', 'nms', '', 5), bytes: fc.constantFrom(undefined, 0, 64, -1, 1.5) }), async (S, p) => {
       const bad = typeof p.name !== 'string' || p.name === '' || (p.bytes !== undefined && !(Number.isInteger(p.bytes) && p.bytes >= 0))
-      expect(S, await attemptAsync(() => S.profiler.markCpuFallback(p.name, p.bytes)), bad ? ['INVALID_ARGUMENT'] : null, `markCpuFallback(${show(p.name)}, ${p.bytes})`)
+      expect(
+        S,
+        await attemptAsync(() => S.profiler.markCpuFallback(p.name, p.bytes)),
+        bad ? ['INVALID_ARGUMENT'] : null,
+        `markCpuFallback(${show(p.name)}, ${p.bytes})`,
+      )
       if (!bad) S.fallbacks.set(p.name, (S.fallbacks.get(p.name) ?? 0) + 1)
       const seen = new Map(S.profiler.stats().fallbacks.map((f) => [f.name, f.runs]))
-      for (const [name, runs] of S.fallbacks) if (seen.get(name) !== runs) throw new Error(`fallback '${name}': stats say ${seen.get(name)} runs, the model ${runs}`)
+      for (const [name, runs] of S.fallbacks)
+        if (seen.get(name) !== runs) throw new Error(`fallback '${name}': stats say ${seen.get(name)} runs, the model ${runs}`)
     }),
     c('resetStats', fc.constant({}), async (S) => {
       S.profiler.resetStats()
@@ -175,19 +211,32 @@ function commands(fc) {
       if ((S.session || S.capture !== null) && total(after) <= total(before)) throw new Error(`profiled ${kind} was not counted`)
       if (!(S.session || S.capture !== null) && total(after) !== total(before)) throw new Error(`unprofiled ${kind} was counted`)
     }),
-    c('profile', fc.record({ outcome: fc.constantFrom('value', 'throws', 'rejects', 'notFunction'), mode: fc.constantFrom(undefined, 'event', 'bogus') }), async (S, p) => {
-      const fn = { value: async () => 42, throws: () => { throw new Hostile('profile body') }, rejects: async () => { throw new Hostile('profile body') }, notFunction: 42 }[p.outcome]
-      const r = await attemptAsync(() => S.profiler.profile(fn, p.mode ? { mode: p.mode } : undefined))
-      if (p.outcome === 'notFunction' || p.mode === 'bogus') return expect(S, r, ['INVALID_ARGUMENT'], 'profile() with bad arguments')
-      if (S.session) return expect(S, r, ['PROFILER_STATE'], 'profile() inside a session')
-      if (p.outcome === 'value') {
-        if (expect(S, r, null, 'profile()') !== 42) throw new Error('profile() lost the result')
-      } else if (r.ok || !(r.error instanceof Hostile)) {
-        throw new Error(`profile() of a throwing body: ${r.ok ? 'resolved' : describe(r.error)}`)
-      } else {
-        note(S.counts, r.error)
-      }
-    }),
+    c(
+      'profile',
+      fc.record({ outcome: fc.constantFrom('value', 'throws', 'rejects', 'notFunction'), mode: fc.constantFrom(undefined, 'event', 'bogus') }),
+      async (S, p) => {
+        const fn = {
+          value: async () => 42,
+          throws: () => {
+            throw new Hostile('profile body')
+          },
+          rejects: async () => {
+            throw new Hostile('profile body')
+          },
+          notFunction: 42,
+        }[p.outcome]
+        const r = await attemptAsync(() => S.profiler.profile(fn, p.mode ? { mode: p.mode } : undefined))
+        if (p.outcome === 'notFunction' || p.mode === 'bogus') return expect(S, r, ['INVALID_ARGUMENT'], 'profile() with bad arguments')
+        if (S.session) return expect(S, r, ['PROFILER_STATE'], 'profile() inside a session')
+        if (p.outcome === 'value') {
+          if (expect(S, r, null, 'profile()') !== 42) throw new Error('profile() lost the result')
+        } else if (r.ok || !(r.error instanceof Hostile)) {
+          throw new Error(`profile() of a throwing body: ${r.ok ? 'resolved' : describe(r.error)}`)
+        } else {
+          note(S.counts, r.error)
+        }
+      },
+    ),
   ]
 }
 

@@ -54,6 +54,6 @@ async function main(name) {
 }
 
 main(process.argv[2]).catch((err) => {
-  process.stderr.write(`fuzz harness error: ${err && err.stack}\n`)
+  process.stderr.write(`fuzz harness error: ${err?.stack}\n`)
   process.exitCode = 2
 })

@@ -26,8 +26,12 @@ function runSuite(suite, { env = {}, timeoutMs = 20 * 60_000 } = {}) {
     })
     let out = ''
     let err = ''
-    child.stdout.on('data', (d) => { out += d })
-    child.stderr.on('data', (d) => { err += d })
+    child.stdout.on('data', (d) => {
+      out += d
+    })
+    child.stderr.on('data', (d) => {
+      err += d
+    })
     let hung = false
     const timer = setTimeout(() => {
       hung = true
@@ -38,11 +42,11 @@ function runSuite(suite, { env = {}, timeoutMs = 20 * 60_000 } = {}) {
       const line = out.split('\n').find((l) => l.startsWith('FUZZ-SUMMARY '))
       const summary = line ? JSON.parse(line.slice('FUZZ-SUMMARY '.length)) : null
       let steps = ''
-      try { steps = tail(fs.readFileSync(traceFile, 'utf8'), 25) } catch {}
+      try {
+        steps = tail(fs.readFileSync(traceFile, 'utf8'), 25)
+      } catch {}
       fs.rmSync(dir, { recursive: true, force: true })
-      const crash = summary && !hung && signal === null && code <= 1
-        ? null
-        : { hung, code, signal, stderr: tail(err, 30), lastSteps: steps }
+      const crash = summary && !hung && signal === null && code <= 1 ? null : { hung, code, signal, stderr: tail(err, 30), lastSteps: steps }
       resolve({ summary, crash })
     })
   })

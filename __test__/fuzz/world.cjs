@@ -6,11 +6,19 @@
 const { Gpu, DeviceBlock, HostBlock, GpuBuffer, Executor, Stream, planMemory } = require('../../js/index.cjs')
 
 const BUDGET = 256 * 2 ** 20 // bounds what a fuzzed malloc can take
-const COPY_KERNEL = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
+const COPY_KERNEL =
+  '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
 const GRAPH = {
   kernels: { k: { source: COPY_KERNEL } },
-  tensors: [{ id: 'x', size: 256, kind: 'input', dtype: 'u32' }, { id: 't', size: 256 }, { id: 'y', size: 256, kind: 'output', dtype: 'u32' }],
-  ops: [{ kernel: 'k', inputs: ['x'], outputs: ['t'], dispatch: [1] }, { kernel: 'k', inputs: ['t'], outputs: ['y'], dispatch: [1] }],
+  tensors: [
+    { id: 'x', size: 256, kind: 'input', dtype: 'u32' },
+    { id: 't', size: 256 },
+    { id: 'y', size: 256, kind: 'output', dtype: 'u32' },
+  ],
+  ops: [
+    { kernel: 'k', inputs: ['x'], outputs: ['t'], dispatch: [1] },
+    { kernel: 'k', inputs: ['t'], outputs: ['y'], dispatch: [1] },
+  ],
 }
 
 const tick = () => new Promise(setImmediate)
@@ -30,7 +38,10 @@ async function openDevice() {
 async function openWorld() {
   const world = { gpu: await openDevice(), gpu2: await openDevice(), reopened: 0 }
   world.executor = await world.gpu.compile(GRAPH)
-  world.plan = await planMemory([{ id: 'a', size: 32, first: 0, last: 1 }, { id: 'b', size: 28, first: 1, last: 4 }])
+  world.plan = await planMemory([
+    { id: 'a', size: 32, first: 0, last: 1 },
+    { id: 'b', size: 28, first: 1, last: 4 },
+  ])
   await record(world)
   return world
 }
@@ -49,7 +60,9 @@ async function quiet(gpu, target, streams = []) {
   let u
   for (let i = 0; i < 40; i++) {
     for (const s of streams) {
-      try { await s.synchronize() } catch {}
+      try {
+        await s.synchronize()
+      } catch {}
     }
     gpu.heap.freeInactiveBuffers()
     gpu.host.processEvents()
@@ -80,22 +93,44 @@ async function settled(gpu) {
 /** Restores every setting a run may have changed on `gpu`. */
 function restore(gpu, defaults) {
   const h = gpu.heap
-  try { h.setLogger(null) } catch {}
-  try { h.setHighWatermarkRatio(defaults.high) } catch {}
-  try { h.setLowWatermarkRatio(defaults.low) } catch {}
-  try { h.setHighWatermarkRatio(defaults.high) } catch {}
-  try { gpu.host.configure(defaults.host) } catch {}
+  try {
+    h.setLogger(null)
+  } catch {}
+  try {
+    h.setHighWatermarkRatio(defaults.high)
+  } catch {}
+  try {
+    h.setLowWatermarkRatio(defaults.low)
+  } catch {}
+  try {
+    h.setHighWatermarkRatio(defaults.high)
+  } catch {}
+  try {
+    gpu.host.configure(defaults.host)
+  } catch {}
   for (const { id } of gpu.host.privatePools) {
     for (let i = 0; i < 64; i++) {
-      try { gpu.host.endAllocateToPool(id) } catch { break }
+      try {
+        gpu.host.endAllocateToPool(id)
+      } catch {
+        break
+      }
     }
     for (let i = 0; i < 64; i++) {
-      try { gpu.host.releasePool(id) } catch { break }
+      try {
+        gpu.host.releasePool(id)
+      } catch {
+        break
+      }
     }
   }
   const p = gpu.profiler
-  try { if (p.info.session) p.stop() } catch {}
-  try { if (p.info.capturing) p.stopCaptureNow() } catch {}
+  try {
+    if (p.info.session) p.stop()
+  } catch {}
+  try {
+    if (p.info.capturing) p.stopCaptureNow()
+  } catch {}
 }
 
 /** The objects a run may pass as arguments (recipe `{ k: 'ref' }`), made fresh per run. */
@@ -103,28 +138,59 @@ function fixtures(world) {
   const { gpu, gpu2 } = world
   const heap = gpu.heap
   const fx = {
-    gpu, gpu2, heap, heap2: gpu2.heap, host: gpu.host, host2: gpu2.host,
-    block: heap.malloc(256), blockShared: heap.malloc(256, { usage: 'shared' }), blockLarge: heap.malloc(2 << 20),
-    blockFreed: heap.malloc(64), blockOther: gpu2.heap.malloc(256),
-    hostUp: gpu.host.alloc(256, { direction: 'upload' }), hostDown: gpu.host.alloc(256, { direction: 'download' }),
-    hostFreed: gpu.host.alloc(64), hostOther: gpu2.host.alloc(256),
-    stream: gpu.createStream(), streamOther: gpu2.createStream(),
-    buffer: gpu.createBuffer(256), bufferDestroyed: gpu.createBuffer(64), bufferOther: gpu2.createBuffer(256),
-    plan: world.plan, executor: world.executor, profiler: gpu.profiler,
-    signal: new AbortController().signal, signalAborted: AbortSignal.abort(new Error('fuzz abort')),
-    handle2: gpu2.shareHandle(), Gpu,
+    gpu,
+    gpu2,
+    heap,
+    heap2: gpu2.heap,
+    host: gpu.host,
+    host2: gpu2.host,
+    block: heap.malloc(256),
+    blockShared: heap.malloc(256, { usage: 'shared' }),
+    blockLarge: heap.malloc(2 << 20),
+    blockFreed: heap.malloc(64),
+    blockOther: gpu2.heap.malloc(256),
+    hostUp: gpu.host.alloc(256, { direction: 'upload' }),
+    hostDown: gpu.host.alloc(256, { direction: 'download' }),
+    hostFreed: gpu.host.alloc(64),
+    hostOther: gpu2.host.alloc(256),
+    stream: gpu.createStream(),
+    streamOther: gpu2.createStream(),
+    buffer: gpu.createBuffer(256),
+    bufferDestroyed: gpu.createBuffer(64),
+    bufferOther: gpu2.createBuffer(256),
+    plan: world.plan,
+    executor: world.executor,
+    profiler: gpu.profiler,
+    signal: new AbortController().signal,
+    signalAborted: AbortSignal.abort(new Error('fuzz abort')),
+    handle2: gpu2.shareHandle(),
+    Gpu,
   }
   fx.blockFreed.free()
   fx.hostFreed.free()
   fx.bufferDestroyed.destroy()
   fx.event = fx.stream.submit()
   // Reading any option frees the fixture block first: the call must notice, not use freed memory.
-  const freeing = () => { try { fx.block.free() } catch {} try { fx.hostUp.free() } catch {} return 64 }
+  const freeing = () => {
+    try {
+      fx.block.free()
+    } catch {}
+    try {
+      fx.hostUp.free()
+    } catch {}
+    return 64
+  }
   fx.freeingGetter = {}
   for (const key of ['size', 'offset', 'length', 'srcOffset', 'dstOffset', 'usage', 'shape', 'direction', 'mode', 'strategy', 'alignment']) {
     Object.defineProperty(fx.freeingGetter, key, { enumerable: true, get: freeing })
   }
-  fx.freeingOptions = { srcOffset: 0, dstOffset: 0, get size() { return freeing() } }
+  fx.freeingOptions = {
+    srcOffset: 0,
+    dstOffset: 0,
+    get size() {
+      return freeing()
+    },
+  }
   fx.ref = (name) => fx[name]
   fx.owned = [] // what calls returned: freed, released or destroyed after the run
   return fx
@@ -135,19 +201,30 @@ function release(fx) {
   const streams = [fx.stream, fx.streamOther]
   for (const o of [fx.block, fx.blockShared, fx.blockLarge, fx.blockOther, fx.hostUp, fx.hostDown, fx.hostOther, ...fx.owned.map((x) => x.value)]) {
     if (o instanceof DeviceBlock || o instanceof HostBlock) {
-      try { if (!o.freed) o.free() } catch {}
+      try {
+        if (!o.freed) o.free()
+      } catch {}
     } else if (o instanceof GpuBuffer) {
-      try { o.destroy() } catch {}
+      try {
+        o.destroy()
+      } catch {}
     } else if (o instanceof Executor && o !== fx.executor) {
-      try { o.release() } catch {}
+      try {
+        o.release()
+      } catch {}
     } else if (o instanceof Stream) {
       streams.push(o)
     } else if (typeof o === 'function') {
-      try { o() } catch {} // a heap.on() unsubscriber
+      try {
+        o()
+      } catch {} // a heap.on() unsubscriber
     }
   }
   for (const { value, how } of fx.owned) {
-    if (value instanceof Gpu && how === 'request') try { value.destroy() } catch {}
+    if (value instanceof Gpu && how === 'request')
+      try {
+        value.destroy()
+      } catch {}
   }
   for (const b of [fx.buffer, fx.bufferOther]) b.destroy()
   return streams
@@ -172,7 +249,9 @@ async function endRun(world, fx) {
   const mainLost = world.gpu.lost
   if (mainLost) {
     world.reopened++
-    try { world.gpu2.destroy() } catch {}
+    try {
+      world.gpu2.destroy()
+    } catch {}
     Object.assign(world, await openWorld(), { reopened: world.reopened })
   } else if (world.gpu2.lost) {
     world.reopened++

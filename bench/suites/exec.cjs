@@ -15,7 +15,9 @@ module.exports = [
     async run({ gpu }) {
       if (!existsSync(MODELS)) return []
       const out = []
-      for (const file of readdirSync(MODELS).filter((f) => f.endsWith('.json')).sort()) {
+      for (const file of readdirSync(MODELS)
+        .filter((f) => f.endsWith('.json'))
+        .sort()) {
         const graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8')))
         const f = await checkGraph(gpu, graph, { runs: 20 })
         out.push({

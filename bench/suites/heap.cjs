@@ -20,9 +20,12 @@ module.exports = [
         for (let i = 0; i < n; i++) heap.malloc(SIZES[i & 3]).free()
       })
       const m = 500
-      const driverMs = await timeIt(() => {
-        for (let i = 0; i < m; i++) gpu.createBuffer(SIZES[i & 3]).destroy()
-      }, { runs: 5, warmup: 1 })
+      const driverMs = await timeIt(
+        () => {
+          for (let i = 0; i < m; i++) gpu.createBuffer(SIZES[i & 3]).destroy()
+        },
+        { runs: 5, warmup: 1 },
+      )
       const ours = (heapMs / n) * 1e6
       const base = (driverMs / m) * 1e6
       return {
@@ -39,23 +42,25 @@ module.exports = [
     async run() {
       if (!existsSync(TRACES)) return []
       const out = []
-      for (const file of readdirSync(TRACES).filter((f) => f.endsWith('.trace.json')).sort()) {
-          const trace = JSON.parse(readFileSync(join(TRACES, file), 'utf8'))
-          // A device of its own, so nothing else's memory counts in the peak.
-          const gpu = await Gpu.request()
-          const ours = replayHeap(gpu.heap, trace)
-          gpu.destroy()
-          const pow2 = powerOfTwo(trace)
-          const exact = exactSize(trace)
-          out.push({
-            trace: file,
-            measured: { value: ours.fragmentation, unit: `reserved/live (${file.replace('.trace.json', '')})` },
-            baseline: { value: pow2.fragmentation, unit: 'reserved/live', what: 'power-of-two' },
-            ratio: ours.peakReservedBytes / pow2.peakReservedBytes,
-            ratioMeaning: 'peak reserved vs power-of-two buckets (lower is better)',
-            ours,
-            baselines: [pow2, exact],
-          })
+      for (const file of readdirSync(TRACES)
+        .filter((f) => f.endsWith('.trace.json'))
+        .sort()) {
+        const trace = JSON.parse(readFileSync(join(TRACES, file), 'utf8'))
+        // A device of its own, so nothing else's memory counts in the peak.
+        const gpu = await Gpu.request()
+        const ours = replayHeap(gpu.heap, trace)
+        gpu.destroy()
+        const pow2 = powerOfTwo(trace)
+        const exact = exactSize(trace)
+        out.push({
+          trace: file,
+          measured: { value: ours.fragmentation, unit: `reserved/live (${file.replace('.trace.json', '')})` },
+          baseline: { value: pow2.fragmentation, unit: 'reserved/live', what: 'power-of-two' },
+          ratio: ours.peakReservedBytes / pow2.peakReservedBytes,
+          ratioMeaning: 'peak reserved vs power-of-two buckets (lower is better)',
+          ours,
+          baselines: [pow2, exact],
+        })
       }
       return out
     },

@@ -34,7 +34,9 @@ module.exports = [
         const best = await planMemory(csv, { strategy: 'best', timeLimitMs: BUDGET_MS })
         const cpu = process.cpuUsage(cpu0)
         const cpuMs = (cpu.user + cpu.system) / 1000
-        process.stderr.write(`  ${name}: ${best.slabSize} / ${best.lowerBound} (${best.ratio.toFixed(4)}) in ${best.timeMs.toFixed(0)} ms wall, ${cpuMs.toFixed(0)} ms CPU\n`)
+        process.stderr.write(
+          `  ${name}: ${best.slabSize} / ${best.lowerBound} (${best.ratio.toFixed(4)}) in ${best.timeMs.toFixed(0)} ms wall, ${cpuMs.toFixed(0)} ms CPU\n`,
+        )
         out.push({
           instance: name,
           measured: { value: best.ratio, unit: `slab/LB ${name}` },
@@ -55,14 +57,28 @@ module.exports = [
   },
   {
     name: 'planner-greedy-10k',
-    description: 'greedyBySize on 10,000 records vs naive on the same records: the DNN-shaped set of the criterion bench (the 10 ms target), and a denser random set as a stress case',
+    description:
+      'greedyBySize on 10,000 records vs naive on the same records: the DNN-shaped set of the criterion bench (the 10 ms target), and a denser random set as a stress case',
     async run({ timeIt }) {
       const rows = []
-      for (const [variant, records, target] of [['DNN-shaped (criterion set)', dnnShaped(10_000, 0x9e3779b97f4a7c15n), ' (target: greedy < 10 ms)'], ['dense random', denseRandom(10_000), '']]) {
+      for (const [variant, records, target] of [
+        ['DNN-shaped (criterion set)', dnnShaped(10_000, 0x9e3779b97f4a7c15n), ' (target: greedy < 10 ms)'],
+        ['dense random', denseRandom(10_000), ''],
+      ]) {
         let greedyMs = 0
         let naiveMs = 0
-        await timeIt(async () => { greedyMs = (await planMemory(records, { strategy: 'greedyBySize' })).timeMs }, { runs: 5, warmup: 1 })
-        await timeIt(async () => { naiveMs = (await planMemory(records, { strategy: 'naive' })).timeMs }, { runs: 5, warmup: 1 })
+        await timeIt(
+          async () => {
+            greedyMs = (await planMemory(records, { strategy: 'greedyBySize' })).timeMs
+          },
+          { runs: 5, warmup: 1 },
+        )
+        await timeIt(
+          async () => {
+            naiveMs = (await planMemory(records, { strategy: 'naive' })).timeMs
+          },
+          { runs: 5, warmup: 1 },
+        )
         rows.push({
           variant,
           measured: { value: greedyMs, unit: `ms (planner time, ${variant})` },
@@ -99,7 +115,7 @@ function dnnShaped(n, seed) {
 /** Two records starting per op on average, each living up to 200 ops: about 200 live at once. */
 function denseRandom(n) {
   let seed = 12345
-  const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32)
+  const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32
   return Array.from({ length: n }, (_, i) => {
     const first = Math.floor(rnd() * 5000)
     return { id: `r${i}`, size: 1 + Math.floor(rnd() * 1e6), first, last: first + Math.floor(rnd() * 200) }

@@ -9,7 +9,9 @@ function linearFit(xs, ys) {
   const n = xs.length
   const mx = xs.reduce((a, b) => a + b, 0) / n
   const my = ys.reduce((a, b) => a + b, 0) / n
-  let sxy = 0, sxx = 0, syy = 0
+  let sxy = 0,
+    sxx = 0,
+    syy = 0
   for (let i = 0; i < n; i++) {
     sxy += (xs[i] - mx) * (ys[i] - my)
     sxx += (xs[i] - mx) ** 2
@@ -31,16 +33,29 @@ async function compare(variants, rounds, timeIt) {
 module.exports = [
   {
     name: 'profiler-overhead',
-    description: 'executor runs of the demo graph (seq 64, dim 128) with the profiler off, on with stats only (interval mode, no trace export), and on with timestamps + trace events',
+    description:
+      'executor runs of the demo graph (seq 64, dim 128) with the profiler off, on with stats only (interval mode, no trace export), and on with timestamps + trace events',
     async run({ gpu, timeIt }) {
       const s = shapes({ seq: 64, dim: 128, heads: 4 })
       const data = weights(s, 1)
       const exe = await gpu.compile(graph(s), { params: data.params })
       const p = gpu.profiler
       const runs = 20
-      const loop = async () => { for (let i = 0; i < runs; i++) await exe.run(data.inputs) }
-      const profiled = (opts) => async () => { p.start(opts); await loop(); await p.flush(); p.stop(); p.resetStats() }
-      const [off, statsOnly, on, traced] = await compare([loop, profiled({ statsOnly: true }), profiled({ mode: 'interval' }), profiled({ mode: 'interval,event' })], 15, timeIt)
+      const loop = async () => {
+        for (let i = 0; i < runs; i++) await exe.run(data.inputs)
+      }
+      const profiled = (opts) => async () => {
+        p.start(opts)
+        await loop()
+        await p.flush()
+        p.stop()
+        p.resetStats()
+      }
+      const [off, statsOnly, on, traced] = await compare(
+        [loop, profiled({ statsOnly: true }), profiled({ mode: 'interval' }), profiled({ mode: 'interval,event' })],
+        15,
+        timeIt,
+      )
       exe.release()
       return [
         {
@@ -77,8 +92,20 @@ module.exports = [
       const st = gpu.createStream()
       const p = gpu.profiler
       const n = 2000
-      const loop = async () => { for (let i = 0; i < n; i++) { st.copy(a, b); if (i % 50 === 49) await st.submit().wait() } await st.submit().wait() }
-      const profiled = (opts) => async () => { p.start(opts); await loop(); await p.flush(); p.stop(); p.resetStats() }
+      const loop = async () => {
+        for (let i = 0; i < n; i++) {
+          st.copy(a, b)
+          if (i % 50 === 49) await st.submit().wait()
+        }
+        await st.submit().wait()
+      }
+      const profiled = (opts) => async () => {
+        p.start(opts)
+        await loop()
+        await p.flush()
+        p.stop()
+        p.resetStats()
+      }
       const [off, on, statsOnly] = await compare([loop, profiled(), profiled({ statsOnly: true })], 5, timeIt)
       a.destroy()
       b.destroy()
@@ -114,7 +141,10 @@ module.exports = [
         p.resetStats()
         await p.profile(async () => {
           const st = gpu.createStream()
-          for (let i = 0; i < 10; i++) { st.copy(src, dst, { size }); await st.submit().wait() }
+          for (let i = 0; i < 10; i++) {
+            st.copy(src, dst, { size })
+            await st.submit().wait()
+          }
         })
         const c = p.stats().copies.find((x) => x.kind === 'device-to-device')
         ms.push(c.totalGpuMs / c.gpuTimed)

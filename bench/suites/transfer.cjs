@@ -11,10 +11,15 @@ module.exports = [
       const a = gpu.createBuffer(SIZE)
       const b = gpu.createBuffer(SIZE)
       const s = gpu.createStream()
-      const gpuMs = await timeIt(async () => { s.copy(a, b); await s.submit().wait() })
+      const gpuMs = await timeIt(async () => {
+        s.copy(a, b)
+        await s.submit().wait()
+      })
       const src = Buffer.alloc(SIZE, 1)
       const dst = Buffer.alloc(SIZE)
-      const hostMs = await timeIt(() => { src.copy(dst) })
+      const hostMs = await timeIt(() => {
+        src.copy(dst)
+      })
       a.destroy()
       b.destroy()
       return {
@@ -33,7 +38,9 @@ module.exports = [
       const buf = gpu.createBuffer(size)
       const gpuMs = await timeIt(() => gpu.readBuffer(buf, 0, size))
       const src = Buffer.alloc(size, 1)
-      const hostMs = await timeIt(() => { Buffer.from(src) })
+      const hostMs = await timeIt(() => {
+        Buffer.from(src)
+      })
       buf.destroy()
       return {
         measured: { value: gpuMs, unit: 'ms' },
@@ -51,8 +58,15 @@ module.exports = [
       const b = gpu.createBuffer(256)
       const s = gpu.createStream()
       const n = 50
-      const gpuMs = await timeIt(async () => { for (let i = 0; i < n; i++) { s.copy(a, b); await s.submit().wait() } })
-      const idleMs = await timeIt(async () => { for (let i = 0; i < n; i++) await new Promise(setImmediate) })
+      const gpuMs = await timeIt(async () => {
+        for (let i = 0; i < n; i++) {
+          s.copy(a, b)
+          await s.submit().wait()
+        }
+      })
+      const idleMs = await timeIt(async () => {
+        for (let i = 0; i < n; i++) await new Promise(setImmediate)
+      })
       return {
         measured: { value: (gpuMs / n) * 1000, unit: 'us/event' },
         baseline: { value: (idleMs / n) * 1000, unit: 'us/tick', what: 'setImmediate' },

@@ -26,10 +26,15 @@ export function classifierGraph(s: ClassifierShape): Graph {
     kernels: kernels('linear', 'softmax'),
     tensors: [
       t('x', B * I, 'input'),
-      t('w1', I * H, 'param'), t('b1', H, 'param'),
-      t('w2', H * H, 'param'), t('b2', H, 'param'),
-      t('w3', H * C, 'param'), t('b3', C, 'param'),
-      t('h1', B * H), t('h2', B * H), t('logits', B * C),
+      t('w1', I * H, 'param'),
+      t('b1', H, 'param'),
+      t('w2', H * H, 'param'),
+      t('b2', H, 'param'),
+      t('w3', H * C, 'param'),
+      t('b3', C, 'param'),
+      t('h1', B * H),
+      t('h2', B * H),
+      t('logits', B * C),
       t('probs', B * C, 'output'),
     ],
     ops: [
@@ -46,9 +51,12 @@ export function classifierWeights(s: ClassifierShape, seed = 1): Weights {
   const next = mulberry32(seed)
   const { inputs: I, hidden: H, classes: C } = s
   return {
-    w1: uniform(next, I * H, 1 / Math.sqrt(I)), b1: uniform(next, H, 0.1),
-    w2: uniform(next, H * H, 1 / Math.sqrt(H)), b2: uniform(next, H, 0.1),
-    w3: uniform(next, H * C, 1 / Math.sqrt(H)), b3: uniform(next, C, 0.1),
+    w1: uniform(next, I * H, 1 / Math.sqrt(I)),
+    b1: uniform(next, H, 0.1),
+    w2: uniform(next, H * H, 1 / Math.sqrt(H)),
+    b2: uniform(next, H, 0.1),
+    w3: uniform(next, H * C, 1 / Math.sqrt(H)),
+    b3: uniform(next, C, 0.1),
   }
 }
 

@@ -64,7 +64,9 @@ export class DeviceRegressor {
     const heap = this.gpu.heap
     const alloc = (elements: number): DeviceBlock => heap.malloc(elements * F32)
     const run = (l: Launch, blocks: DeviceBlock[]): void => stream.dispatch(this.k[l.kernel as keyof typeof this.k], blocks, l.dispatch, l.params)
-    const free = (...blocks: DeviceBlock[]): void => blocks.forEach((b) => b.free())
+    const free = (...blocks: DeviceBlock[]): void => {
+      for (const b of blocks) b.free()
+    }
 
     const xb = alloc(B * IN)
     const yb = alloc(B)

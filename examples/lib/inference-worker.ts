@@ -37,7 +37,9 @@ async function start(init: WorkerInit): Promise<void> {
       const host = gpu.host.stats()
       const { heapTotal, heapUsed } = process.memoryUsage() // this thread's V8 heap
       post({
-        type: 'stats', id: m.id, executor: exe.stats(),
+        type: 'stats',
+        id: m.id,
+        executor: exe.stats(),
         device: { heapReserved: heap.reservedBytes.current, heapAllocated: heap.allocatedBytes.current, hostAllocated: host.allocatedBytes.current },
         js: { heapTotal, heapUsed },
       })

@@ -9,10 +9,8 @@ import type { ComputeKernel, GraphOp, Gpu } from 'wgalloc'
 const WG = 64 // threads per workgroup of the 1-D kernels
 const TILE = 8 // 2-D kernels run TILE x TILE workgroups
 
-const storage = (names: string[]): string =>
-  names.map((n, i) => `@group(0) @binding(${i}) var<storage, read_write> ${n}: array<f32>;`).join('\n')
-const uniform = (binding: number): string =>
-  `struct P { a: u32, b: u32, c: u32, d: u32 }\n@group(0) @binding(${binding}) var<uniform> p: P;`
+const storage = (names: string[]): string => names.map((n, i) => `@group(0) @binding(${i}) var<storage, read_write> ${n}: array<f32>;`).join('\n')
+const uniform = (binding: number): string => `struct P { a: u32, b: u32, c: u32, d: u32 }\n@group(0) @binding(${binding}) var<uniform> p: P;`
 
 /** Activation applied by `linear`, passed in its uniform. */
 export const ACT = { none: 0, tanh: 1, gelu: 2 } as const
@@ -141,12 +139,21 @@ struct A { len: u32, lr: f32, beta1: f32, beta2: f32, eps: f32, bc1: f32, bc2: f
 
 /** Storage bindings of each kernel: an op's inputs plus outputs, a dispatch's blocks. */
 const BINDINGS: Record<string, number> = {
-  linear: 4, softmax: 2, mse: 4, linear_grad_w: 4, linear_grad_x_tanh: 4, adam: 8, adam_inplace: 4,
+  linear: 4,
+  softmax: 2,
+  mse: 4,
+  linear_grad_w: 4,
+  linear_grad_x_tanh: 4,
+  adam: 8,
+  adam_inplace: 4,
 }
 
 /** The named kernels compiled for `stream.dispatch` on heap blocks (all take a uniform). */
 export function createKernels<N extends string>(gpu: Gpu, ...names: N[]): Record<N, ComputeKernel> {
-  return Object.fromEntries(names.map((name) => [name, gpu.createKernel({ source: SOURCES[name], bindings: BINDINGS[name], uniform: true, name })])) as Record<N, ComputeKernel>
+  return Object.fromEntries(names.map((name) => [name, gpu.createKernel({ source: SOURCES[name], bindings: BINDINGS[name], uniform: true, name })])) as Record<
+    N,
+    ComputeKernel
+  >
 }
 
 /** The `kernels` table of a graph using the named kernels. */
@@ -170,11 +177,19 @@ export interface Launch extends Pick<GraphOp, 'kernel' | 'dispatch' | 'params'> 
 
 /** `{ kernel, dispatch, params }` of each op kind, from its shapes. */
 export const launch = {
-  linear: (m: number, n: number, k: number, act: Activation): Launch => ({ kernel: 'linear', dispatch: [ceil(n, TILE), ceil(m, TILE)], params: words(m, n, k, ACT[act]) }),
+  linear: (m: number, n: number, k: number, act: Activation): Launch => ({
+    kernel: 'linear',
+    dispatch: [ceil(n, TILE), ceil(m, TILE)],
+    params: words(m, n, k, ACT[act]),
+  }),
   softmax: (rows: number, cols: number): Launch => ({ kernel: 'softmax', dispatch: [ceil(rows, WG)], params: words(rows, cols) }),
   mse: (len: number): Launch => ({ kernel: 'mse', dispatch: [1], params: words(len) }),
   linearGradW: (m: number, n: number, k: number): Launch => ({ kernel: 'linear_grad_w', dispatch: [ceil(n, TILE), ceil(k, TILE)], params: words(m, n, k) }),
-  linearGradXTanh: (m: number, n: number, k: number): Launch => ({ kernel: 'linear_grad_x_tanh', dispatch: [ceil(k, TILE), ceil(m, TILE)], params: words(m, n, k) }),
+  linearGradXTanh: (m: number, n: number, k: number): Launch => ({
+    kernel: 'linear_grad_x_tanh',
+    dispatch: [ceil(k, TILE), ceil(m, TILE)],
+    params: words(m, n, k),
+  }),
   adam: (len: number): Launch => ({ kernel: 'adam', dispatch: [ceil(len, WG)], params: words(len) }),
   /** `adam_inplace` over `len` parameters; `hyper` as from the regressor's `hyper()`: [lr, beta1, beta2, eps, 1 - beta1^t, 1 - beta2^t]. */
   adamInPlace: (len: number, hyper: Float32Array): Launch => {

@@ -92,7 +92,12 @@ export function trainStepGraph(s: RegressorShape): Graph {
     { name: 'fc1.grad_w', inputs: ['x', 'dz1'], outputs: ['dw1', 'db1'], ...launch.linearGradW(B, H, IN) },
   ]
   for (const id of PARAMS) {
-    ops.push({ name: `adam.${id}`, inputs: [id, `d${id}`, `m_${id}`, `v_${id}`, 'hyper'], outputs: [`${id}_next`, `m_${id}_next`, `v_${id}_next`], ...launch.adam(sizes[id]) })
+    ops.push({
+      name: `adam.${id}`,
+      inputs: [id, `d${id}`, `m_${id}`, `v_${id}`, 'hyper'],
+      outputs: [`${id}_next`, `m_${id}_next`, `v_${id}_next`],
+      ...launch.adam(sizes[id]),
+    })
   }
   return { kernels: kernels('linear', 'mse', 'linear_grad_w', 'linear_grad_x_tanh', 'adam'), tensors, ops }
 }

@@ -48,7 +48,10 @@ export interface WorkerInfo {
 
 /** A request that failed in a worker, with the wgalloc error code. */
 export class InferenceError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message)
   }
 }
@@ -92,7 +95,8 @@ export class WorkerPool {
       const worker = new Worker(script, { workerData: init(i) })
       return new Promise<Slot>((resolve, reject) => {
         const onMessage = (m: FromWorker) => {
-          if (m.type === 'ready') resolve({ worker, outstanding: 0, alive: true, info: { slabBytes: m.slabBytes, deviceBytes: m.deviceBytes, compileMs: m.compileMs } })
+          if (m.type === 'ready')
+            resolve({ worker, outstanding: 0, alive: true, info: { slabBytes: m.slabBytes, deviceBytes: m.deviceBytes, compileMs: m.compileMs } })
           else if (m.type === 'fatal') reject(new Error(`worker ${i}: ${m.message}`))
           worker.off('message', onMessage)
         }
@@ -132,10 +136,17 @@ export class WorkerPool {
 
   /** Lets every worker finish its queue, release its executor and exit. */
   async close(): Promise<void> {
-    await Promise.all(this.slots.filter((s) => s.alive).map((s) => new Promise<void>((resolve) => {
-      s.worker.once('exit', () => resolve())
-      s.worker.postMessage({ type: 'close' } satisfies ToWorker)
-    })))
+    await Promise.all(
+      this.slots
+        .filter((s) => s.alive)
+        .map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.worker.once('exit', () => resolve())
+              s.worker.postMessage({ type: 'close' } satisfies ToWorker)
+            }),
+        ),
+    )
   }
 
   private request<T>(slot: Slot, message: (id: number) => ToWorker, transfer: ArrayBuffer[] = []): Promise<T> {
@@ -150,7 +161,7 @@ export class WorkerPool {
     })
   }
 
-  private onMessage(slot: Slot, m: FromWorker): void {
+  private onMessage(_slot: Slot, m: FromWorker): void {
     if (m.type !== 'result' && m.type !== 'stats') return
     const p = this.pending.get(m.id)
     if (!p) return

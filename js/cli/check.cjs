@@ -7,7 +7,8 @@ const { Gpu } = require('../index.cjs')
 const { checkGraph } = require('../check.cjs')
 const { table, bytes } = require('./table.cjs')
 
-const USAGE = 'usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
+const USAGE =
+  'usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
   '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (bench/data/models format, run with checksum kernels)\n' +
   '  --verify: also poison and check every tensor on the device after each op'
 
@@ -38,14 +39,19 @@ module.exports = async function check(argv, { parseCommand }) {
   if (values.json) {
     console.log(JSON.stringify(figures))
   } else {
-    console.log(table(['figure', 'value'], [
-      ['outputs equal (eager vs planned)', f.outputsEqual ? 'yes, bit for bit' : 'NO'],
-      ['plan verified on the device', f.planCheckedOnDevice ? 'yes' : 'no (add --verify)'],
-      ['slab / lower bound', `${bytes(f.slabSize)} / ${bytes(f.lowerBound)} = ${f.ratio.toFixed(4)}${f.optimal ? ' (optimal)' : ''}`],
-      ['eager peak reserved', bytes(f.eagerPeakReservedBytes)],
-      ['planned device bytes', `${bytes(f.plannedPeakBytes)} (${f.memoryRatio.toFixed(3)} x eager)`],
-      ['eager / planned run (median)', `${f.eagerMs.toFixed(2)} ms / ${f.plannedMs.toFixed(2)} ms`],
-    ]))
+    console.log(
+      table(
+        ['figure', 'value'],
+        [
+          ['outputs equal (eager vs planned)', f.outputsEqual ? 'yes, bit for bit' : 'NO'],
+          ['plan verified on the device', f.planCheckedOnDevice ? 'yes' : 'no (add --verify)'],
+          ['slab / lower bound', `${bytes(f.slabSize)} / ${bytes(f.lowerBound)} = ${f.ratio.toFixed(4)}${f.optimal ? ' (optimal)' : ''}`],
+          ['eager peak reserved', bytes(f.eagerPeakReservedBytes)],
+          ['planned device bytes', `${bytes(f.plannedPeakBytes)} (${f.memoryRatio.toFixed(3)} x eager)`],
+          ['eager / planned run (median)', `${f.eagerMs.toFixed(2)} ms / ${f.plannedMs.toFixed(2)} ms`],
+        ],
+      ),
+    )
   }
   return f.outputsEqual ? 0 : 1
 }

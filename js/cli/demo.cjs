@@ -26,37 +26,72 @@ function report(f) {
   out.push(`transformer encoder block, f32: seq ${m.seq}, dim ${m.dim}, heads ${m.heads} (head dim ${m.headDim}), ffn ${m.ffn}x (hidden ${m.hidden})`)
   out.push(`${m.ops} ops, ${m.intermediates} intermediate tensors + ${m.views} view, params ${bytes(m.paramBytes)}; ${f.device.adapter} on ${f.device.backend}`)
 
-  out.push('', `1. planning the executor's ${p.records} usage records (alignment ${p.alignment} B; naive sum ${bytes(p.naiveBytes)}, lower bound ${bytes(p.lowerBound)})`, '')
-  out.push(table(
-    ['strategy', 'slab bytes', 'slab', 'vs lower bound', 'vs naive', 'optimal', 'time ms'],
-    p.strategies.map((s) => [s.strategy, s.slabSize, bytes(s.slabSize), Number(s.ratio.toFixed(4)), Number(s.ofNaive.toFixed(3)), s.optimal ? 'yes' : 'no', Number(s.timeMs.toFixed(2))]),
-  ))
+  out.push(
+    '',
+    `1. planning the executor's ${p.records} usage records (alignment ${p.alignment} B; naive sum ${bytes(p.naiveBytes)}, lower bound ${bytes(p.lowerBound)})`,
+    '',
+  )
+  out.push(
+    table(
+      ['strategy', 'slab bytes', 'slab', 'vs lower bound', 'vs naive', 'optimal', 'time ms'],
+      p.strategies.map((s) => [
+        s.strategy,
+        s.slabSize,
+        bytes(s.slabSize),
+        Number(s.ratio.toFixed(4)),
+        Number(s.ofNaive.toFixed(3)),
+        s.optimal ? 'yes' : 'no',
+        Number(s.timeMs.toFixed(2)),
+      ]),
+    ),
+  )
 
   out.push('', `2. device memory: eager (heap block per tensor, freed after last use) vs planned (${f.plan.strategy} slab + params)`, '')
-  out.push(table(['figure', 'bytes', ''], [
-    ['eager peak reserved (heap segments)', mem.eagerPeakReservedBytes, bytes(mem.eagerPeakReservedBytes)],
-    ['eager peak allocated (blocks)', mem.eagerPeakAllocatedBytes, bytes(mem.eagerPeakAllocatedBytes)],
-    ['eager peak live activations', mem.eagerPeakActivationBytes, bytes(mem.eagerPeakActivationBytes)],
-    ['planned slab (activations)', mem.plannedSlabBytes, bytes(mem.plannedSlabBytes)],
-    ['planned params (constant region)', mem.plannedConstantBytes, bytes(mem.plannedConstantBytes)],
-    ['planned device bytes', mem.plannedDeviceBytes, bytes(mem.plannedDeviceBytes)],
-  ]))
+  out.push(
+    table(
+      ['figure', 'bytes', ''],
+      [
+        ['eager peak reserved (heap segments)', mem.eagerPeakReservedBytes, bytes(mem.eagerPeakReservedBytes)],
+        ['eager peak allocated (blocks)', mem.eagerPeakAllocatedBytes, bytes(mem.eagerPeakAllocatedBytes)],
+        ['eager peak live activations', mem.eagerPeakActivationBytes, bytes(mem.eagerPeakActivationBytes)],
+        ['planned slab (activations)', mem.plannedSlabBytes, bytes(mem.plannedSlabBytes)],
+        ['planned params (constant region)', mem.plannedConstantBytes, bytes(mem.plannedConstantBytes)],
+        ['planned device bytes', mem.plannedDeviceBytes, bytes(mem.plannedDeviceBytes)],
+      ],
+    ),
+  )
   out.push(`planned device bytes = ${(mem.plannedDeviceBytes / mem.eagerPeakReservedBytes).toFixed(3)} x eager peak reserved`)
   out.push('(eager also frees each weight after its last use; the executor keeps its weights resident for the next run)')
 
   out.push('', `3. run time, median of ${f.time.runs} runs each (upload, dispatch, read back)`, '')
-  out.push(table(['mode', 'median'], [['eager', ms(f.time.eagerMs)], ['planned', ms(f.time.plannedMs)]]))
+  out.push(
+    table(
+      ['mode', 'median'],
+      [
+        ['eager', ms(f.time.eagerMs)],
+        ['planned', ms(f.time.plannedMs)],
+      ],
+    ),
+  )
   out.push(`planned is ${times(f.time.speedup)} as fast as eager`)
 
   out.push('', '4. accuracy against the CPU reference (float64 loops in JS)', '')
-  out.push(table(['check', 'result'], [
-    ['max abs error (planned vs CPU)', `${a.maxAbsError.toExponential(2)} (max |reference| ${a.maxAbsReference.toFixed(3)})`],
-    ['tolerance 1e-3 x max(1, max |reference|)', `${a.tolerance.toExponential(2)}: ${a.ok ? 'ok' : 'FAILED'}`],
-    ['eager == planned', a.eagerEqualsPlanned ? 'yes, bit for bit' : `NO (max abs diff ${a.eagerMaxAbsDiff.toExponential(2)})`],
-    ['plan checked on the device', a.planCheckedOnDevice ? 'yes (poisoned outputs, live tensors unchanged)' : 'no'],
-  ]))
+  out.push(
+    table(
+      ['check', 'result'],
+      [
+        ['max abs error (planned vs CPU)', `${a.maxAbsError.toExponential(2)} (max |reference| ${a.maxAbsReference.toFixed(3)})`],
+        ['tolerance 1e-3 x max(1, max |reference|)', `${a.tolerance.toExponential(2)}: ${a.ok ? 'ok' : 'FAILED'}`],
+        ['eager == planned', a.eagerEqualsPlanned ? 'yes, bit for bit' : `NO (max abs diff ${a.eagerMaxAbsDiff.toExponential(2)})`],
+        ['plan checked on the device', a.planCheckedOnDevice ? 'yes (poisoned outputs, live tensors unchanged)' : 'no'],
+      ],
+    ),
+  )
 
-  out.push('', f.svg ? `5. wrote the ${f.plan.strategy} plan (${bytes(f.plan.slabSize)}, ${f.plan.ratio.toFixed(4)} x lower bound) to ${f.svg}` : '5. no SVG written')
+  out.push(
+    '',
+    f.svg ? `5. wrote the ${f.plan.strategy} plan (${bytes(f.plan.slabSize)}, ${f.plan.ratio.toFixed(4)} x lower bound) to ${f.svg}` : '5. no SVG written',
+  )
   if (f.trace) out.push(`   wrote a profiled eager + planned run to ${f.trace} (open in ui.perfetto.dev or chrome://tracing)`)
   out.push(`\ndone in ${(f.wallMs / 1000).toFixed(1)} s`)
   return out.join('\n')

@@ -63,7 +63,16 @@ async function planAll(records, alignment, timeLimitMs) {
   const rows = []
   for (const strategy of STRATEGIES) {
     const p = await planMemory(records, { strategy, alignment, timeLimitMs })
-    rows.push({ strategy, slabSize: p.slabSize, lowerBound: p.lowerBound, ratio: p.ratio, ofNaive: p.slabSize / naiveBytes, optimal: p.optimal, timeMs: p.timeMs, method: p.method })
+    rows.push({
+      strategy,
+      slabSize: p.slabSize,
+      lowerBound: p.lowerBound,
+      ratio: p.ratio,
+      ofNaive: p.slabSize / naiveBytes,
+      optimal: p.optimal,
+      timeMs: p.timeMs,
+      method: p.method,
+    })
   }
   return { naiveBytes, rows }
 }
@@ -121,10 +130,13 @@ async function runDemo(options = {}) {
     let tracePath = null
     if (trace) {
       tracePath = resolve(trace)
-      await gpu.profiler.profile(async () => {
-        await gpu.runEager(graph, data.inputs, { params: data.params })
-        await exe.run(data.inputs)
-      }, { mode: 'interval,event' })
+      await gpu.profiler.profile(
+        async () => {
+          await gpu.runEager(graph, data.inputs, { params: data.params })
+          await exe.run(data.inputs)
+        },
+        { mode: 'interval,event' },
+      )
       await gpu.profiler.exportTrace(tracePath)
     }
     const plan = exe.plan
@@ -140,7 +152,13 @@ async function runDemo(options = {}) {
         views: graph.tensors.filter((t) => t.viewOf).length,
         paramBytes,
       },
-      planning: { records: records.length, alignment: gpu.heap.alignment, naiveBytes: strategies.naiveBytes, lowerBound: plan.lowerBound, strategies: strategies.rows },
+      planning: {
+        records: records.length,
+        alignment: gpu.heap.alignment,
+        naiveBytes: strategies.naiveBytes,
+        lowerBound: plan.lowerBound,
+        strategies: strategies.rows,
+      },
       plan: { strategy: plan.strategy, method: plan.method, slabSize: plan.slabSize, lowerBound: plan.lowerBound, ratio: plan.ratio, optimal: plan.optimal },
       memory: {
         eagerPeakReservedBytes: eager.peakReservedBytes,

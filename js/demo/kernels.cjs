@@ -167,7 +167,11 @@ const launch = {
     params: words(seq, heads, headDim, { f32: 1 / Math.sqrt(headDim) }),
   }),
   softmax: (rows, cols) => ({ kernel: 'softmax', dispatch: grid1d(rows), params: words(rows, cols, 0, 0) }),
-  attnValues: (seq, heads, headDim) => ({ kernel: 'attn_values', dispatch: [ceil(headDim, TILE), ceil(seq, TILE), heads], params: words(seq, heads, headDim, 0) }),
+  attnValues: (seq, heads, headDim) => ({
+    kernel: 'attn_values',
+    dispatch: [ceil(headDim, TILE), ceil(seq, TILE), heads],
+    params: words(seq, heads, headDim, 0),
+  }),
   gelu: (len) => ({ kernel: 'gelu', dispatch: grid1d(len), params: words(len, 0, 0, 0) }),
   add: (len) => ({ kernel: 'add', dispatch: grid1d(len), params: words(len, 0, 0, 0) }),
 }

@@ -20,14 +20,22 @@ function shapes({ seq = 64, dim = 128, heads = 4, ffn = 4 } = {}) {
 /** Parameter shapes, by tensor id. */
 function paramShapes({ dim, hidden }) {
   return {
-    ln1_g: [dim], ln1_b: [dim],
-    w_q: [dim, dim], b_q: [dim],
-    w_k: [dim, dim], b_k: [dim],
-    w_v: [dim, dim], b_v: [dim],
-    w_o: [dim, dim], b_o: [dim],
-    ln2_g: [dim], ln2_b: [dim],
-    w_1: [dim, hidden], b_1: [hidden],
-    w_2: [hidden, dim], b_2: [dim],
+    ln1_g: [dim],
+    ln1_b: [dim],
+    w_q: [dim, dim],
+    b_q: [dim],
+    w_k: [dim, dim],
+    b_k: [dim],
+    w_v: [dim, dim],
+    b_v: [dim],
+    w_o: [dim, dim],
+    b_o: [dim],
+    ln2_g: [dim],
+    ln2_b: [dim],
+    w_1: [dim, hidden],
+    b_1: [hidden],
+    w_2: [hidden, dim],
+    b_2: [dim],
   }
 }
 
@@ -37,8 +45,10 @@ function weights(s, seed = 1) {
   const params = {}
   for (const [id, shape] of Object.entries(paramShapes(s))) {
     const n = shape.reduce((a, b) => a * b, 1)
-    if (id.endsWith('_g')) params[id] = uniform(next, n, 0.1, 1) // layer-norm gains near 1
-    else if (shape.length === 1) params[id] = uniform(next, n, 0.1) // biases
+    if (id.endsWith('_g'))
+      params[id] = uniform(next, n, 0.1, 1) // layer-norm gains near 1
+    else if (shape.length === 1)
+      params[id] = uniform(next, n, 0.1) // biases
     else params[id] = uniform(next, n, 1 / Math.sqrt(shape[0])) // [fanIn, fanOut]
   }
   return { params, inputs: { x: uniform(next, s.seq * s.dim, 1) } }

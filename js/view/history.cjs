@@ -36,7 +36,8 @@ function recordMemoryHistory(heap) {
   for (const s of heap.snapshot()) {
     addSegment(s)
     for (const b of s.blocks) {
-      if (b.state !== 'free') addBlock({ action: 'alloc', t: 0, blockId: b.blockId, segmentId: s.id, offset: b.offset, size: b.size, pool: s.pool, label: 'before recording' })
+      if (b.state !== 'free')
+        addBlock({ action: 'alloc', t: 0, blockId: b.blockId, segmentId: s.id, offset: b.offset, size: b.size, pool: s.pool, label: 'before recording' })
     }
   }
 

@@ -33,7 +33,9 @@ function detectKind(json) {
     if (Array.isArray(json.records) && 'slabSize' in json) return 'plan'
     if (Array.isArray(json.events)) return 'trace'
   }
-  const accepted = Object.values(KINDS).map((k) => `  - ${k}`).join('\n')
+  const accepted = Object.values(KINDS)
+    .map((k) => `  - ${k}`)
+    .join('\n')
   throw new WgallocError('INVALID_ARGUMENT', `cannot tell what this JSON is; wgalloc view accepts:\n${accepted}`)
 }
 

@@ -26,7 +26,18 @@ export declare function detectKind(json: unknown): ViewKind
 export declare function readJsonFile(path: string): unknown
 
 export type MemoryHistoryEntry =
-  | { action: 'alloc'; t: number; blockId: number; segmentId: number; offset: number | null; size: number; pool: string; requestedSize?: number; shape?: number[]; label?: string }
+  | {
+      action: 'alloc'
+      t: number
+      blockId: number
+      segmentId: number
+      offset: number | null
+      size: number
+      pool: string
+      requestedSize?: number
+      shape?: number[]
+      label?: string
+    }
   | { action: 'free'; t: number; blockId: number }
   | { action: 'segment_alloc'; t: number; segmentId: number; size: number; pool: string; dedicated: boolean }
   | { action: 'segment_free'; t: number; segmentId: number }

@@ -44,7 +44,10 @@ function peakOf(starts, ends, sizes, steps) {
   let at = 0
   for (let t = 0; t < steps; t++) {
     cur += delta[t]
-    if (cur > peak) { peak = cur; at = t }
+    if (cur > peak) {
+      peak = cur
+      at = t
+    }
   }
   return { peak, at }
 }
@@ -172,7 +175,12 @@ function fromHistory(segments, history, title) {
   }
   for (const s of segs) if (s.end < 0) s.end = steps
   const active = peakOf(blocks.start, blocks.end, blocks.size, steps)
-  const reserved = peakOf(segs.map((s) => s.start), segs.map((s) => s.end), segs.map((s) => s.size), steps)
+  const reserved = peakOf(
+    segs.map((s) => s.start),
+    segs.map((s) => s.end),
+    segs.map((s) => s.size),
+    steps,
+  )
   return {
     kind: 'memory',
     title: title ?? 'wgalloc memory history',

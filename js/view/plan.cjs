@@ -41,7 +41,12 @@ function fromPlan(json) {
     views,
     summary: [
       ['slab', slabSize, 'bytes'],
-      ...(lowerBound != null ? [['lower bound', lowerBound, 'bytes'], ['slab / lower bound', lowerBound > 0 ? slabSize / lowerBound : 1, 'ratio']] : []),
+      ...(lowerBound != null
+        ? [
+            ['lower bound', lowerBound, 'bytes'],
+            ['slab / lower bound', lowerBound > 0 ? slabSize / lowerBound : 1, 'ratio'],
+          ]
+        : []),
       ['buffers', records.length, 'count'],
       ...(typeof json.optimal === 'boolean' ? [['proved optimal', json.optimal ? 'yes' : 'no', 'text']] : []),
       ...(typeof json.timeMs === 'number' ? [['planning time', json.timeMs, 'ms']] : []),

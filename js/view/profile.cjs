@@ -149,7 +149,7 @@ function fromTrace(json) {
       }),
     }
   })
-  const other = Array.isArray(json) ? {} : json.otherData ?? {}
+  const other = Array.isArray(json) ? {} : (json.otherData ?? {})
   const device = [other.adapter, other.backend].filter((x) => typeof x === 'string').join(' · ')
   const samples = counterList.reduce((a, c) => a + c.ts.length, 0)
   return {

@@ -15,7 +15,11 @@ function asset(name) {
 
 const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 /** JSON that cannot end the <script> element it sits in. */
-const scriptJson = (value) => stringifyInput(value, 'the viewer input').replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
+const scriptJson = (value) =>
+  stringifyInput(value, 'the viewer input')
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029')
 
 /** `view`: { kind, title, subtitle, summary, ...data for the kind's script }. */
 function page(view) {

@@ -4,70 +4,70 @@
 // the request ends (they live to the last op). Views alias their input and allocate nothing;
 // uses through a view extend the life of the tensor it aliases.
 
-export const VIEW_OPS = new Set(['Reshape', 'Squeeze', 'Unsqueeze', 'Flatten', 'Identity']);
+export const VIEW_OPS = new Set(['Reshape', 'Squeeze', 'Unsqueeze', 'Flatten', 'Identity'])
 
 /** `prefix` is put in front of every id (e.g. `r3:`); graph inputs are named `input:<name>`. */
 export function eagerEvents(run, prefix = '') {
-  const tensors = new Map(); // id -> { id, size, last, order }
-  const baseOf = new Map(); // view id -> id of the non-view tensor it aliases
-  let order = 0;
+  const tensors = new Map() // id -> { id, size, last, order }
+  const baseOf = new Map() // view id -> id of the non-view tensor it aliases
+  let order = 0
   for (const g of run.graphInputs) {
-    tensors.set(g.id, { id: `input:${g.id}`, size: g.size, first: -1, last: -1, order: order++ });
+    tensors.set(g.id, { id: `input:${g.id}`, size: g.size, first: -1, last: -1, order: order++ })
   }
-  const root = (name) => (baseOf.has(name) ? baseOf.get(name) : name);
-  const allocsAt = run.ops.map(() => []);
+  const root = (name) => (baseOf.has(name) ? baseOf.get(name) : name)
+  const allocsAt = run.ops.map(() => [])
   run.ops.forEach((op, i) => {
     for (const input of op.inputs) {
-      const t = tensors.get(root(input));
-      if (t) t.last = Math.max(t.last, i); // weights are not in `tensors`
+      const t = tensors.get(root(input))
+      if (t) t.last = Math.max(t.last, i) // weights are not in `tensors`
     }
     op.outputs.forEach((out, k) => {
       if (VIEW_OPS.has(op.type) && k === 0 && tensors.has(root(op.inputs[0]))) {
-        baseOf.set(out.id, root(op.inputs[0]));
-        return;
+        baseOf.set(out.id, root(op.inputs[0]))
+        return
       }
-      if (tensors.has(out.id)) throw new Error(`tensor ${out.id} produced twice`);
-      const t = { id: out.id, size: out.size, first: i, last: i, order: order++ };
-      tensors.set(out.id, t);
-      allocsAt[i].push(t);
-    });
-  });
-  const lastOp = run.ops.length - 1;
-  for (const out of run.graphOutputs) tensors.get(root(out)).last = lastOp;
+      if (tensors.has(out.id)) throw new Error(`tensor ${out.id} produced twice`)
+      const t = { id: out.id, size: out.size, first: i, last: i, order: order++ }
+      tensors.set(out.id, t)
+      allocsAt[i].push(t)
+    })
+  })
+  const lastOp = run.ops.length - 1
+  for (const out of run.graphOutputs) tensors.get(root(out)).last = lastOp
 
-  const freesAt = run.ops.map(() => []);
-  for (const t of tensors.values()) freesAt[Math.max(t.last, 0)].push(t);
-  for (const list of freesAt) list.sort((a, b) => a.order - b.order);
+  const freesAt = run.ops.map(() => [])
+  for (const t of tensors.values()) freesAt[Math.max(t.last, 0)].push(t)
+  for (const list of freesAt) list.sort((a, b) => a.order - b.order)
 
-  const events = [];
+  const events = []
   for (const g of run.graphInputs) {
-    const t = tensors.get(g.id);
-    if (t.size > 0) events.push({ op: 'alloc', id: prefix + t.id, size: t.size });
+    const t = tensors.get(g.id)
+    if (t.size > 0) events.push({ op: 'alloc', id: prefix + t.id, size: t.size })
   }
   run.ops.forEach((_, i) => {
-    for (const t of allocsAt[i]) if (t.size > 0) events.push({ op: 'alloc', id: prefix + t.id, size: t.size });
-    for (const t of freesAt[i]) if (t.size > 0) events.push({ op: 'free', id: prefix + t.id });
-  });
-  return events;
+    for (const t of allocsAt[i]) if (t.size > 0) events.push({ op: 'alloc', id: prefix + t.id, size: t.size })
+    for (const t of freesAt[i]) if (t.size > 0) events.push({ op: 'free', id: prefix + t.id })
+  })
+  return events
 }
 
 /** Largest sum of live allocation sizes over an event stream; throws on inconsistent events. */
 export function peakLiveBytes(events) {
-  const live = new Map();
-  let current = 0;
-  let peak = 0;
+  const live = new Map()
+  let current = 0
+  let peak = 0
   events.forEach((e, i) => {
     if (e.op === 'alloc') {
-      if (live.has(e.id)) throw new Error(`event ${i}: ${e.id} allocated twice`);
-      live.set(e.id, e.size);
-      current += e.size;
-      peak = Math.max(peak, current);
+      if (live.has(e.id)) throw new Error(`event ${i}: ${e.id} allocated twice`)
+      live.set(e.id, e.size)
+      current += e.size
+      peak = Math.max(peak, current)
     } else {
-      if (!live.has(e.id)) throw new Error(`event ${i}: free of ${e.id}, which is not live`);
-      current -= live.get(e.id);
-      live.delete(e.id);
+      if (!live.has(e.id)) throw new Error(`event ${i}: free of ${e.id}, which is not live`)
+      current -= live.get(e.id)
+      live.delete(e.id)
     }
-  });
-  if (live.size > 0) throw new Error(`${live.size} allocations never freed`);
-  return peak;
+  })
+  if (live.size > 0) throw new Error(`${live.size} allocations never freed`)
+  return peak
 }

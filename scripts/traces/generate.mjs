@@ -3,120 +3,135 @@
 // mixing two models. Dev-only (see README in bench/data/traces). Usage:
 //   cd scripts/traces && npm install && node generate.mjs [trace-name-prefix ...]
 
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { profileRun, rng } from './profile-run.mjs';
-import { eagerEvents, peakLiveBytes } from './eager-events.mjs';
-import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR } from './workloads.mjs';
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { profileRun, rng } from './profile-run.mjs'
+import { eagerEvents, peakLiveBytes } from './eager-events.mjs'
+import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR } from './workloads.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const outDir = path.resolve(here, '../../bench/data/traces');
-const ORT_VERSION = JSON.parse(fs.readFileSync(path.join(here, 'node_modules/onnxruntime-node/package.json'), 'utf8')).version;
-const RUNTIME = `onnxruntime-node@${ORT_VERSION} CPU, graphOptimizationLevel 'all', sequential execution`;
+const here = path.dirname(fileURLToPath(import.meta.url))
+const outDir = path.resolve(here, '../../bench/data/traces')
+const ORT_VERSION = JSON.parse(fs.readFileSync(path.join(here, 'node_modules/onnxruntime-node/package.json'), 'utf8')).version
+const RUNTIME = `onnxruntime-node@${ORT_VERSION} CPU, graphOptimizationLevel 'all', sequential execution`
 
 // npm models live in node_modules; PyPI models in the wheel that fetch-pypi-models.mjs unpacked.
 function modelInfo(key) {
-  const m = MODELS[key];
-  let file;
-  let source;
-  let license;
+  const m = MODELS[key]
+  let file
+  let source
+  let license
   if (m.pypi) {
-    file = path.join(here, PYPI_DIR, `${m.pypi.name}-${m.pypi.version}`, m.path);
-    source = `pypi:${m.pypi.name}@${m.pypi.version}/${m.path}`;
-    license = m.pypi.license;
-    if (!fs.existsSync(file)) throw new Error(`${file} is missing: run node fetch-pypi-models.mjs first`);
+    file = path.join(here, PYPI_DIR, `${m.pypi.name}-${m.pypi.version}`, m.path)
+    source = `pypi:${m.pypi.name}@${m.pypi.version}/${m.path}`
+    license = m.pypi.license
+    if (!fs.existsSync(file)) throw new Error(`${file} is missing: run node fetch-pypi-models.mjs first`)
   } else {
-    const pkgDir = path.join(here, 'node_modules', m.package); // package exports may hide package.json
-    const pkgJson = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
-    file = path.join(pkgDir, m.path);
-    source = `${m.package}@${pkgJson.version}/${m.path}`;
-    license = pkgJson.license;
+    const pkgDir = path.join(here, 'node_modules', m.package) // package exports may hide package.json
+    const pkgJson = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'))
+    file = path.join(pkgDir, m.path)
+    source = `${m.package}@${pkgJson.version}/${m.path}`
+    license = pkgJson.license
   }
   return {
     key,
     file,
     meta: { source, license, model: key, kind: m.kind, modelFileBytes: fs.statSync(file).size, runtime: RUNTIME },
-  };
+  }
 }
 
 // One profiled run per distinct (model, shape); requests with equal shapes reuse its records.
-const runCache = new Map();
+const runCache = new Map()
 async function run(key, shapes) {
-  const id = `${key}|${JSON.stringify(shapes)}`;
+  const id = `${key}|${JSON.stringify(shapes)}`
   if (!runCache.has(id)) {
-    const info = modelInfo(key);
-    process.stderr.write(`  run ${key} ${JSON.stringify(shapes)}\n`);
-    runCache.set(id, await profileRun(info.file, shapes, SEED));
+    const info = modelInfo(key)
+    process.stderr.write(`  run ${key} ${JSON.stringify(shapes)}\n`)
+    runCache.set(id, await profileRun(info.file, shapes, SEED))
   }
-  return runCache.get(id);
+  return runCache.get(id)
 }
 
-const shapeName = (shapes) => Object.values(shapes).map((d) => d.join('x')).join('-');
+const shapeName = (shapes) =>
+  Object.values(shapes)
+    .map((d) => d.join('x'))
+    .join('-')
 
 // Same layout as the existing trace files: one metadata field per line, one event per line.
 function writeTrace(name, fields, events) {
-  const doc = { ...fields, numEvents: events.length, peakLiveBytes: peakLiveBytes(events) };
-  const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`);
-  const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n');
-  const text = `{\n${lines.join(',\n')},\n "events": [\n${body}\n ]\n}\n`;
-  const file = path.join(outDir, `${name}.trace.json`);
-  fs.writeFileSync(file, text);
-  console.log(`${path.basename(file)}\t${doc.trace}\t${doc.requests} req\t${events.length} events\t` +
-    `peak ${doc.peakLiveBytes} B\t${text.length} B`);
+  const doc = { ...fields, numEvents: events.length, peakLiveBytes: peakLiveBytes(events) }
+  const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
+  const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n')
+  const text = `{\n${lines.join(',\n')},\n "events": [\n${body}\n ]\n}\n`
+  const file = path.join(outDir, `${name}.trace.json`)
+  fs.writeFileSync(file, text)
+  console.log(`${path.basename(file)}\t${doc.trace}\t${doc.requests} req\t${events.length} events\t` + `peak ${doc.peakLiveBytes} B\t${text.length} B`)
 }
 
 async function single(key, shapes) {
-  const { meta } = modelInfo(key);
-  const events = eagerEvents(await run(key, shapes));
-  writeTrace(`${key}.${shapeName(shapes)}`, { ...meta, trace: 'single', inputShapes: [shapes], requests: 1 }, events);
+  const { meta } = modelInfo(key)
+  const events = eagerEvents(await run(key, shapes))
+  writeTrace(`${key}.${shapeName(shapes)}`, { ...meta, trace: 'single', inputShapes: [shapes], requests: 1 }, events)
 }
 
 async function mix(key, spec) {
-  const { meta } = modelInfo(key);
-  const random = rng(SEED);
-  const requests = Array.from({ length: spec.requests }, () => spec.draw(random));
-  const events = [];
-  for (const [k, shapes] of requests.entries()) events.push(...eagerEvents(await run(key, shapes), `r${k}:`));
-  const distinctShapes = new Set(requests.map((s) => JSON.stringify(s))).size;
-  writeTrace(`${key}.mix`, {
-    ...meta, trace: 'serving-mix', seed: SEED, mix: spec.description, requests: requests.length, distinctShapes,
-    inputShapes: requests,
-  }, events);
+  const { meta } = modelInfo(key)
+  const random = rng(SEED)
+  const requests = Array.from({ length: spec.requests }, () => spec.draw(random))
+  const events = []
+  for (const [k, shapes] of requests.entries()) events.push(...eagerEvents(await run(key, shapes), `r${k}:`))
+  const distinctShapes = new Set(requests.map((s) => JSON.stringify(s))).size
+  writeTrace(
+    `${key}.mix`,
+    {
+      ...meta,
+      trace: 'serving-mix',
+      seed: SEED,
+      mix: spec.description,
+      requests: requests.length,
+      distinctShapes,
+      inputShapes: requests,
+    },
+    events,
+  )
 }
 
 async function pipeline(name, spec) {
-  const infos = spec.models.map(modelInfo);
-  const random = rng(SEED);
-  const requests = Array.from({ length: spec.requests }, () => spec.draw(random));
-  const events = [];
+  const infos = spec.models.map(modelInfo)
+  const random = rng(SEED)
+  const requests = Array.from({ length: spec.requests }, () => spec.draw(random))
+  const events = []
   for (const [k, stages] of requests.entries()) {
     for (const [j, stage] of stages.entries()) {
-      events.push(...eagerEvents(await run(stage.model, stage.shapes), `r${k}:${stage.model}#${j}:`));
+      events.push(...eagerEvents(await run(stage.model, stage.shapes), `r${k}:${stage.model}#${j}:`))
     }
   }
-  const distinctShapes = new Set(requests.flat().map((s) => JSON.stringify(s))).size;
-  writeTrace(name, {
-    source: infos.map((i) => i.meta.source).join(' + '),
-    license: [...new Set(infos.map((i) => i.meta.license))].join(' + '),
-    model: name,
-    kind: spec.kind,
-    modelFileBytes: infos.reduce((a, i) => a + i.meta.modelFileBytes, 0),
-    runtime: RUNTIME,
-    trace: 'pipeline',
-    seed: SEED,
-    mix: spec.description,
-    requests: requests.length,
-    distinctShapes,
-    inputShapes: requests.map((stages) => stages.map((s) => ({ model: s.model, ...s.shapes }))),
-  }, events);
+  const distinctShapes = new Set(requests.flat().map((s) => JSON.stringify(s))).size
+  writeTrace(
+    name,
+    {
+      source: infos.map((i) => i.meta.source).join(' + '),
+      license: [...new Set(infos.map((i) => i.meta.license))].join(' + '),
+      model: name,
+      kind: spec.kind,
+      modelFileBytes: infos.reduce((a, i) => a + i.meta.modelFileBytes, 0),
+      runtime: RUNTIME,
+      trace: 'pipeline',
+      seed: SEED,
+      mix: spec.description,
+      requests: requests.length,
+      distinctShapes,
+      inputShapes: requests.map((stages) => stages.map((s) => ({ model: s.model, ...s.shapes }))),
+    },
+    events,
+  )
 }
 
-const filters = process.argv.slice(2);
-const wanted = (name) => filters.length === 0 || filters.some((f) => name.startsWith(f));
-fs.mkdirSync(outDir, { recursive: true });
+const filters = process.argv.slice(2)
+const wanted = (name) => filters.length === 0 || filters.some((f) => name.startsWith(f))
+fs.mkdirSync(outDir, { recursive: true })
 for (const [key, shapesList] of Object.entries(SINGLES)) {
-  for (const shapes of shapesList) if (wanted(`${key}.${shapeName(shapes)}`)) await single(key, shapes);
+  for (const shapes of shapesList) if (wanted(`${key}.${shapeName(shapes)}`)) await single(key, shapes)
 }
-for (const [key, spec] of Object.entries(MIXES)) if (wanted(`${key}.mix`)) await mix(key, spec);
-for (const [name, spec] of Object.entries(PIPELINES)) if (wanted(name)) await pipeline(name, spec);
+for (const [key, spec] of Object.entries(MIXES)) if (wanted(`${key}.mix`)) await mix(key, spec)
+for (const [name, spec] of Object.entries(PIPELINES)) if (wanted(name)) await pipeline(name, spec)

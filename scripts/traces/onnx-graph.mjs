@@ -5,69 +5,69 @@
 // ValueInfoProto.name = 1.
 
 function* fields(buf, start = 0, end = buf.length) {
-  let pos = start;
+  let pos = start
   const varint = () => {
-    let value = 0n;
-    let shift = 0n;
+    let value = 0n
+    let shift = 0n
     for (;;) {
-      const byte = buf[pos++];
-      value |= BigInt(byte & 0x7f) << shift;
-      if (byte < 0x80) return value;
-      shift += 7n;
+      const byte = buf[pos++]
+      value |= BigInt(byte & 0x7f) << shift
+      if (byte < 0x80) return value
+      shift += 7n
     }
-  };
+  }
   while (pos < end) {
-    const key = Number(varint());
-    const field = key >>> 3;
-    const wire = key & 7;
+    const key = Number(varint())
+    const field = key >>> 3
+    const wire = key & 7
     if (wire === 0) {
-      yield { field, wire, value: varint() };
+      yield { field, wire, value: varint() }
     } else if (wire === 1) {
-      pos += 8;
+      pos += 8
     } else if (wire === 2) {
-      const len = Number(varint());
-      yield { field, wire, start: pos, end: pos + len };
-      pos += len;
+      const len = Number(varint())
+      yield { field, wire, start: pos, end: pos + len }
+      pos += len
     } else if (wire === 5) {
-      pos += 4;
+      pos += 4
     } else {
-      throw new Error(`unsupported protobuf wire type ${wire} at byte ${pos}`);
+      throw new Error(`unsupported protobuf wire type ${wire} at byte ${pos}`)
     }
   }
 }
 
-const text = (buf, f) => buf.toString('utf8', f.start, f.end);
+const text = (buf, f) => buf.toString('utf8', f.start, f.end)
 
 function readNode(buf, f) {
-  const node = { name: '', type: '', domain: '', inputs: [], outputs: [] };
+  const node = { name: '', type: '', domain: '', inputs: [], outputs: [] }
   for (const g of fields(buf, f.start, f.end)) {
-    if (g.wire !== 2) continue;
-    if (g.field === 1) node.inputs.push(text(buf, g));
-    else if (g.field === 2) node.outputs.push(text(buf, g));
-    else if (g.field === 3) node.name = text(buf, g);
-    else if (g.field === 4) node.type = text(buf, g);
-    else if (g.field === 7) node.domain = text(buf, g);
+    if (g.wire !== 2) continue
+    if (g.field === 1) node.inputs.push(text(buf, g))
+    else if (g.field === 2) node.outputs.push(text(buf, g))
+    else if (g.field === 3) node.name = text(buf, g)
+    else if (g.field === 4) node.type = text(buf, g)
+    else if (g.field === 7) node.domain = text(buf, g)
   }
-  return node;
+  return node
 }
 
 function readValueInfoName(buf, f) {
-  for (const g of fields(buf, f.start, f.end)) if (g.field === 1 && g.wire === 2) return text(buf, g);
-  return '';
+  for (const g of fields(buf, f.start, f.end)) if (g.field === 1 && g.wire === 2) return text(buf, g)
+  return ''
 }
 
 /** Reads the main graph of an ONNX model file: `{ nodes, inputs, outputs }`. */
 export function readOnnxGraph(buf) {
   for (const f of fields(buf)) {
-    if (f.field !== 7 || f.wire !== 2) continue;
-    const graph = { nodes: [], inputs: [], outputs: [] };
+    if (f.field !== 7 || f.wire !== 2) continue
+    const graph = { nodes: [], inputs: [], outputs: [] }
     for (const g of fields(buf, f.start, f.end)) {
-      if (g.wire !== 2) continue;
-      if (g.field === 1) graph.nodes.push(readNode(buf, g));
-      else if (g.field === 11) graph.inputs.push(readValueInfoName(buf, g));
-      else if (g.field === 12) graph.outputs.push(readValueInfoName(buf, g));
+      if (g.wire !== 2) continue
+      if (g.field === 1) graph.nodes.push(readNode(buf, g))
+      else if (g.field === 11) graph.inputs.push(readValueInfoName(buf, g))
+      else if (g.field === 12) graph.outputs.push(readValueInfoName(buf, g))
     }
-    return graph;
+    return graph
   }
-  throw new Error('no graph in ONNX model');
+  throw new Error('no graph in ONNX model')
 }

@@ -3,46 +3,56 @@
 // op's input names and output tensors (name, dtype, shape, bytes). Node events of the profile are
 // matched by name to the optimized graph that ONNX Runtime saved for the same session.
 
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import ort from 'onnxruntime-node';
-import { readOnnxGraph } from './onnx-graph.mjs';
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import ort from 'onnxruntime-node'
+import { readOnnxGraph } from './onnx-graph.mjs'
 
 const ELEMENT_BYTES = {
-  float: 4, float16: 2, double: 8, int8: 1, uint8: 1, int16: 2, uint16: 2, int32: 4, uint32: 4,
-  int64: 8, uint64: 8, bool: 1,
-};
-const ORT_TYPE = { float: 'float32', int64: 'int64', int32: 'int32', uint8: 'uint8' };
-const UNSUPPORTED_CONTROL_FLOW = new Set(['If', 'Loop', 'Scan']);
+  float: 4,
+  float16: 2,
+  double: 8,
+  int8: 1,
+  uint8: 1,
+  int16: 2,
+  uint16: 2,
+  int32: 4,
+  uint32: 4,
+  int64: 8,
+  uint64: 8,
+  bool: 1,
+}
+const ORT_TYPE = { float: 'float32', int64: 'int64', int32: 'int32', uint8: 'uint8' }
+const UNSUPPORTED_CONTROL_FLOW = new Set(['If', 'Loop', 'Scan'])
 
 /** Deterministic PRNG (mulberry32): same seed, same numbers. */
 export function rng(seed) {
-  let a = seed >>> 0;
+  let a = seed >>> 0
   return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
 }
 
 function makeFeeds(inputShapes, dtypes, random) {
   /** @type {Record<string, ort.Tensor>} */
-  const feeds = {};
+  const feeds = {}
   for (const [name, dims] of Object.entries(inputShapes)) {
-    const count = dims.reduce((a, b) => a * b, 1);
-    const type = ORT_TYPE[dtypes[name] ?? 'float'];
-    if (type !== 'float32') throw new Error(`input ${name}: only float inputs are generated`);
-    const data = new Float32Array(count);
-    for (let i = 0; i < count; i++) data[i] = random() * 2 - 1;
-    feeds[name] = new ort.Tensor(type, data, dims);
+    const count = dims.reduce((a, b) => a * b, 1)
+    const type = ORT_TYPE[dtypes[name] ?? 'float']
+    if (type !== 'float32') throw new Error(`input ${name}: only float inputs are generated`)
+    const data = new Float32Array(count)
+    for (let i = 0; i < count; i++) data[i] = random() * 2 - 1
+    feeds[name] = new ort.Tensor(type, data, dims)
   }
-  return feeds;
+  return feeds
 }
 
-const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'));
+const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'))
 
 /**
  * Runs `modelPath` once on random inputs of `inputShapes` ({name: dims}) and returns
@@ -50,10 +60,12 @@ const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'));
  * `{ name, type, domain, inputs: [names], outputs: [{ id, dtype, shape, size }] }`.
  */
 export async function profileRun(modelPath, inputShapes, seed) {
-  const tag = `${path.basename(modelPath, '.onnx')}-${Object.values(inputShapes).map((d) => d.join('x')).join('-')}`;
+  const tag = `${path.basename(modelPath, '.onnx')}-${Object.values(inputShapes)
+    .map((d) => d.join('x'))
+    .join('-')}`
   // Node names made up by the optimizer (reorders, fusions) differ between sessions, so every
   // profiled session is matched to the optimized graph it saved itself.
-  const optimizedPath = path.join(workDir, `${tag}.optimized.onnx`);
+  const optimizedPath = path.join(workDir, `${tag}.optimized.onnx`)
   const session = await ort.InferenceSession.create(modelPath, {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
@@ -63,63 +75,66 @@ export async function profileRun(modelPath, inputShapes, seed) {
     enableProfiling: true,
     profileFilePrefix: path.join(workDir, tag),
     optimizedModelFilePath: optimizedPath,
-  });
-  const feeds = makeFeeds(inputShapes, {}, rng(seed));
-  const results = await session.run(feeds);
-  session.endProfiling();
-  await session.release();
+  })
+  const feeds = makeFeeds(inputShapes, {}, rng(seed))
+  const results = await session.run(feeds)
+  session.endProfiling()
+  await session.release()
 
   const profileFile = fs
     .readdirSync(workDir)
     .filter((f) => f.startsWith(`${tag}_`) && f.endsWith('.json'))
     .map((f) => path.join(workDir, f))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
-  if (!profileFile) throw new Error(`no profile written for ${tag}`);
-  const events = JSON.parse(fs.readFileSync(profileFile, 'utf8'));
-  fs.rmSync(profileFile);
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0]
+  if (!profileFile) throw new Error(`no profile written for ${tag}`)
+  const events = JSON.parse(fs.readFileSync(profileFile, 'utf8'))
+  fs.rmSync(profileFile)
 
-  const graph = readOnnxGraph(fs.readFileSync(optimizedPath));
-  fs.rmSync(optimizedPath);
-  const nodesByName = new Map(graph.nodes.map((n) => [n.name, n]));
+  const graph = readOnnxGraph(fs.readFileSync(optimizedPath))
+  fs.rmSync(optimizedPath)
+  const nodesByName = new Map(graph.nodes.map((n) => [n.name, n]))
   for (const n of graph.nodes) {
-    if (UNSUPPORTED_CONTROL_FLOW.has(n.type)) throw new Error(`${modelPath}: control flow op ${n.type} is not handled`);
+    if (UNSUPPORTED_CONTROL_FLOW.has(n.type)) throw new Error(`${modelPath}: control flow op ${n.type} is not handled`)
   }
 
-  const ops = [];
+  const ops = []
   for (const e of events) {
-    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
-    const name = e.name.slice(0, -'_kernel_time'.length);
-    const node = nodesByName.get(name);
-    if (!node) throw new Error(`${tag}: profiled node ${name} is not in the optimized graph`);
-    if (node.type !== e.args.op_name) throw new Error(`${tag}: node ${name} is ${node.type}, profile says ${e.args.op_name}`);
-    const outNames = node.outputs.filter((o) => o !== '');
-    const shapes = e.args.output_type_shape;
-    if (shapes.length !== outNames.length) throw new Error(`${tag}: node ${name} has ${outNames.length} outputs, profile ${shapes.length}`);
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue
+    const name = e.name.slice(0, -'_kernel_time'.length)
+    const node = nodesByName.get(name)
+    if (!node) throw new Error(`${tag}: profiled node ${name} is not in the optimized graph`)
+    if (node.type !== e.args.op_name) throw new Error(`${tag}: node ${name} is ${node.type}, profile says ${e.args.op_name}`)
+    const outNames = node.outputs.filter((o) => o !== '')
+    const shapes = e.args.output_type_shape
+    if (shapes.length !== outNames.length) throw new Error(`${tag}: node ${name} has ${outNames.length} outputs, profile ${shapes.length}`)
     const outputs = outNames.map((id, k) => {
-      const [[dtype, shape]] = Object.entries(shapes[k]);
-      const bytes = ELEMENT_BYTES[dtype];
-      if (!bytes) throw new Error(`${tag}: unknown element type ${dtype}`);
-      return { id, dtype, shape, size: shape.reduce((a, b) => a * b, 1) * bytes };
-    });
-    const total = outputs.reduce((a, o) => a + o.size, 0);
+      const [[dtype, shape]] = Object.entries(shapes[k])
+      const bytes = ELEMENT_BYTES[dtype]
+      if (!bytes) throw new Error(`${tag}: unknown element type ${dtype}`)
+      return { id, dtype, shape, size: shape.reduce((a, b) => a * b, 1) * bytes }
+    })
+    const total = outputs.reduce((a, o) => a + o.size, 0)
     if (total !== Number(e.args.output_size)) {
-      throw new Error(`${tag}: node ${name} outputs ${total} B by shape, profile says ${e.args.output_size}`);
+      throw new Error(`${tag}: node ${name} outputs ${total} B by shape, profile says ${e.args.output_size}`)
     }
-    ops.push({ name, type: node.type, domain: node.domain || undefined, inputs: node.inputs.filter((i) => i !== ''), outputs });
+    ops.push({ name, type: node.type, domain: node.domain || undefined, inputs: node.inputs.filter((i) => i !== ''), outputs })
   }
-  if (ops.length === 0) throw new Error(`${tag}: profile has no node events`);
+  if (ops.length === 0) throw new Error(`${tag}: profile has no node events`)
 
   const graphInputs = Object.entries(feeds).map(([name, t]) => ({
-    id: name, dtype: 'float', shape: [...t.dims], size: t.size * 4, // makeFeeds makes float32 tensors only
-  }));
-  const graphOutputs = graph.outputs;
+    id: name,
+    dtype: 'float',
+    shape: [...t.dims],
+    size: t.size * 4, // makeFeeds makes float32 tensors only
+  }))
+  const graphOutputs = graph.outputs
   // The recorded shape of every graph output must be the shape the run returned.
   for (const out of graphOutputs) {
-    const rec = ops.flatMap((o) => o.outputs).find((o) => o.id === out);
-    if (!rec) throw new Error(`${tag}: graph output ${out} was not produced by a profiled op`);
+    const rec = ops.flatMap((o) => o.outputs).find((o) => o.id === out)
+    if (!rec) throw new Error(`${tag}: graph output ${out} was not produced by a profiled op`)
     if (rec.shape.join('x') !== results[out].dims.join('x')) {
-      throw new Error(`${tag}: output ${out} recorded ${rec.shape} but the run returned ${results[out].dims}`);
+      throw new Error(`${tag}: output ${out} recorded ${rec.shape} but the run returned ${results[out].dims}`)
     }
   }
-  return { ops, graphInputs, graphOutputs };
+  return { ops, graphInputs, graphOutputs }
 }

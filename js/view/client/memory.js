@@ -67,11 +67,17 @@
       if (count === cap) {
         if (cap >= MAX_RECTS) return false
         cap *= 2
-        const nb = new Int32Array(cap); nb.set(rb); rb = nb
-        const nt = new Float64Array(cap * 3); nt.set(rt); rt = nt
+        const nb = new Int32Array(cap)
+        nb.set(rb)
+        rb = nb
+        const nt = new Float64Array(cap * 3)
+        nt.set(rt)
+        rt = nt
       }
       rb[count] = b
-      rt[count * 3] = t0; rt[count * 3 + 1] = t1; rt[count * 3 + 2] = base
+      rt[count * 3] = t0
+      rt[count * 3 + 1] = t1
+      rt[count * 3 + 2] = base
       count++
       return true
     }
@@ -79,22 +85,25 @@
     const since = new Float64Array(n)
     let total = 0
     let peak = 0
-    const sw = sweeper((k, i, t) => {
-      const stack = sw.stack
-      if (!emit(k, since[k], t, base[k])) return false
-      for (let j = i + 1; j < stack.length; j++) {
-        const b = stack[j]
-        if (!emit(b, since[b], t, base[b])) return false
-        base[b] -= B.size[k]
-        since[b] = t
-      }
-      total -= B.size[k]
-    }, (k) => {
-      base[k] = total
-      since[k] = B.start[k]
-      total += B.size[k]
-      peak = Math.max(peak, total)
-    })
+    const sw = sweeper(
+      (k, i, t) => {
+        const stack = sw.stack
+        if (!emit(k, since[k], t, base[k])) return false
+        for (let j = i + 1; j < stack.length; j++) {
+          const b = stack[j]
+          if (!emit(b, since[b], t, base[b])) return false
+          base[b] -= B.size[k]
+          since[b] = t
+        }
+        total -= B.size[k]
+      },
+      (k) => {
+        base[k] = total
+        since[k] = B.start[k]
+        total += B.size[k]
+        peak = Math.max(peak, total)
+      },
+    )
     if (!sw.advance(Infinity)) return null
     return { rb, rt, count, peak }
   }
@@ -102,7 +111,10 @@
   /** Total bytes at every step (hover figures, and the peak each pixel column samples). */
   function totals() {
     const delta = new Float64Array(D.steps + 1)
-    for (let k = 0; k < n; k++) { delta[B.start[k]] += B.size[k]; delta[B.end[k]] -= B.size[k] }
+    for (let k = 0; k < n; k++) {
+      delta[B.start[k]] += B.size[k]
+      delta[B.end[k]] -= B.size[k]
+    }
     const out = new Float64Array(D.steps)
     let cur = 0
     for (let t = 0; t < D.steps; t++) out[t] = cur += delta[t]
@@ -110,7 +122,10 @@
   }
   function reservedSteps() {
     const delta = new Float64Array(D.steps + 1)
-    for (const s of segs) { delta[s.start] += s.size; delta[s.end] -= s.size }
+    for (const s of segs) {
+      delta[s.start] += s.size
+      delta[s.end] -= s.size
+    }
     const out = new Float64Array(D.steps)
     let cur = 0
     for (let t = 0; t < D.steps; t++) out[t] = cur += delta[t]
@@ -120,24 +135,34 @@
   let selectStep = () => {}
 
   function timeline() {
-    const sec = V.section('Active memory timeline',
+    const sec = V.section(
+      'Active memory timeline',
       'One band per allocation, stacked in allocation order: when a block is freed, the blocks above it move down. ' +
-      'x: allocator steps (one alloc or free each); y: bytes. Hover for details; click to show the segment map at that step; ' +
-      'wheel to zoom, drag to pan, double-click to reset.')
+        'x: allocator steps (one alloc or free each); y: bytes. Hover for details; click to show the segment map at that step; ' +
+        'wheel to zoom, drag to pan, double-click to reset.',
+    )
     const layout = bandLayout()
     const total = totals()
     const reserved = segs.length ? reservedSteps() : null
     const t = V.theme()
     const rgba = layout ? null : Uint32Array.from(B.label, (l) => V.colourRgba(l))
-    sec.append(V.legend([
-      { label: 'allocation (colour per id)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
-      ...(reserved ? [{ label: 'reserved (segments)', colour: t.line, kind: 'dash' }] : []),
-      ...(D.ooms.length ? [{ label: 'allocation failed', colour: t.warn }] : []),
-      ...(segs.length ? [{ label: 'step shown in the segment map', colour: t.accent, kind: 'line' }] : []),
-    ]))
+    sec.append(
+      V.legend([
+        { label: 'allocation (colour per id)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
+        ...(reserved ? [{ label: 'reserved (segments)', colour: t.line, kind: 'dash' }] : []),
+        ...(D.ooms.length ? [{ label: 'allocation failed', colour: t.warn }] : []),
+        ...(segs.length ? [{ label: 'step shown in the segment map', colour: t.accent, kind: 'line' }] : []),
+      ]),
+    )
     if (!layout) {
-      sec.append(V.el('p', { class: 'note' }, `${V.int(n)} allocations move too often to draw as exact bands; ` +
-        'each pixel column shows the live blocks at the step of its highest total (zoom in for detail).'))
+      sec.append(
+        V.el(
+          'p',
+          { class: 'note' },
+          `${V.int(n)} allocations move too often to draw as exact bands; ` +
+            'each pixel column shows the live blocks at the step of its highest total (zoom in for detail).',
+        ),
+      )
     }
     const plot = V.el('div', { class: 'plot' })
     sec.append(plot)
@@ -171,7 +196,10 @@
           const r1 = Math.min(ph, Math.round(ph - (base / maxY) * ph))
           base = top
           if (r1 <= r0) continue
-          if (!seen[k]) { seen[k] = 1; drawn++ }
+          if (!seen[k]) {
+            seen[k] = 1
+            drawn++
+          }
           const colour = rgba[k]
           for (let r = r0; r < r1; r++) px[r * pw + c] = colour
         }
@@ -196,14 +224,22 @@
         const { rb, rt } = layout
         let last = -1
         for (let i = 0; i < layout.count; i++) {
-          const a = rt[i * 3], b = rt[i * 3 + 1]
+          const a = rt[i * 3],
+            b = rt[i * 3 + 1]
           if (b < z.lo || a > z.hi) continue
           const k = rb[i]
-          if (k !== last) { ctx.fillStyle = blockColour[k]; last = k }
+          if (k !== last) {
+            ctx.fillStyle = blockColour[k]
+            last = k
+          }
           const base = rt[i * 3 + 2]
-          const xa = xs(a), ya = ys(base + B.size[k])
+          const xa = xs(a),
+            ya = ys(base + B.size[k])
           ctx.fillRect(xa, ya, Math.max(xs(b) - xa, 0.5), ys(base) - ya)
-          if (!seen[k]) { seen[k] = 1; drawn++ }
+          if (!seen[k]) {
+            seen[k] = 1
+            drawn++
+          }
         }
       } else {
         drawn = drawColumns(ctx, x0, x1, y0, y1)
@@ -225,7 +261,11 @@
       ctx.fillStyle = t.warn
       for (const o of D.ooms) {
         const x = xs(o.t)
-        ctx.beginPath(); ctx.moveTo(x - 5, y1); ctx.lineTo(x + 5, y1); ctx.lineTo(x, y1 + 8); ctx.fill()
+        ctx.beginPath()
+        ctx.moveTo(x - 5, y1)
+        ctx.lineTo(x + 5, y1)
+        ctx.lineTo(x, y1 + 8)
+        ctx.fill()
         ctx.fillRect(x, y1, 1, y0 - y1)
       }
       if (segs.length) {
@@ -267,7 +307,10 @@
     let inside = false
     const hover = V.throttle((e) => {
       if (!inside) return
-      const x0 = M.l, x1 = cv.width - M.r, y0 = cv.height - M.b, y1 = M.t
+      const x0 = M.l,
+        x1 = cv.width - M.r,
+        y0 = cv.height - M.b,
+        y1 = M.t
       if (e.offsetX < x0 || e.offsetX > x1 || e.offsetY < y1 || e.offsetY > y0) return V.hideTip()
       const step = z.at(e.offsetX)
       const s = Math.min(D.steps - 1, Math.max(0, Math.floor(step)))
@@ -276,8 +319,14 @@
       if (k >= 0) V.tip(e, B.label[k], [...blockRows(k), ['at step', V.int(s)], ...at])
       else V.tip(e, `step ${V.int(s)}`, at)
     })
-    cv.el.addEventListener('mousemove', (e) => { inside = true; hover(e) })
-    cv.el.addEventListener('mouseleave', () => { inside = false; V.hideTip() })
+    cv.el.addEventListener('mousemove', (e) => {
+      inside = true
+      hover(e)
+    })
+    cv.el.addEventListener('mouseleave', () => {
+      inside = false
+      V.hideTip()
+    })
     z.onClick = (e) => {
       selected = Math.min(D.steps - 1, Math.max(0, Math.floor(z.at(e.offsetX))))
       redraw()
@@ -289,17 +338,38 @@
   }
 
   function poolTable() {
-    const sec = V.section('Memory by pool', 'What each pool holds at the moment of the snapshot. Free bytes are cached: reserved from the driver, ready for reuse.')
+    const sec = V.section(
+      'Memory by pool',
+      'What each pool holds at the moment of the snapshot. Free bytes are cached: reserved from the driver, ready for reuse.',
+    )
     const t = V.theme()
-    sec.append(V.legend([{ label: 'active', colour: t.accent }, { label: 'pending free', colour: PENDING }, { label: 'free (cached)', colour: t.free }]))
+    sec.append(
+      V.legend([
+        { label: 'active', colour: t.accent },
+        { label: 'pending free', colour: PENDING },
+        { label: 'free (cached)', colour: t.free },
+      ]),
+    )
     const rows = D.byPool.map((p) => {
       const pct = (v) => (p.reserved > 0 ? (100 * v) / p.reserved : 0)
-      const bar = V.el('div', { class: 'bar' },
+      const bar = V.el(
+        'div',
+        { class: 'bar' },
         V.el('div', { style: `width:${pct(p.active)}%;background:${t.accent}` }),
-        V.el('div', { style: `width:${pct(p.pending)}%;background:${PENDING}` }))
-      return V.el('tr', {}, V.el('td', {}, p.name), V.el('td', {}, V.int(p.segments)), V.el('td', {}, V.bytes(p.reserved)),
-        V.el('td', {}, V.bytes(p.active)), V.el('td', {}, V.bytes(p.pending)), V.el('td', {}, V.bytes(p.free)),
-        V.el('td', {}, V.bytes(p.largestFree)), V.el('td', { style: 'width:40%' }, bar))
+        V.el('div', { style: `width:${pct(p.pending)}%;background:${PENDING}` }),
+      )
+      return V.el(
+        'tr',
+        {},
+        V.el('td', {}, p.name),
+        V.el('td', {}, V.int(p.segments)),
+        V.el('td', {}, V.bytes(p.reserved)),
+        V.el('td', {}, V.bytes(p.active)),
+        V.el('td', {}, V.bytes(p.pending)),
+        V.el('td', {}, V.bytes(p.free)),
+        V.el('td', {}, V.bytes(p.largestFree)),
+        V.el('td', { style: 'width:40%' }, bar),
+      )
     })
     const head = V.el('tr', {}, ...['pool', 'segments', 'reserved', 'active', 'pending free', 'free', 'largest free', 'use'].map((h) => V.el('th', {}, h)))
     sec.append(V.el('table', { class: 't' }, V.el('thead', {}, head), V.el('tbody', {}, ...rows)))
@@ -315,7 +385,14 @@
       const g = c.getContext('2d')
       g.strokeStyle = PENDING
       g.lineWidth = 2
-      g.beginPath(); g.moveTo(-1, 7); g.lineTo(7, -1); g.moveTo(5, 7); g.lineTo(7, 5); g.moveTo(-1, 1); g.lineTo(1, -1); g.stroke()
+      g.beginPath()
+      g.moveTo(-1, 7)
+      g.lineTo(7, -1)
+      g.moveTo(5, 7)
+      g.lineTo(7, 5)
+      g.moveTo(-1, 1)
+      g.lineTo(1, -1)
+      g.stroke()
       hatchPattern = ctx.createPattern(c, 'repeat')
     }
     return hatchPattern
@@ -324,10 +401,16 @@
   function segmentMap(initial) {
     const sec = V.section('Segment map', 'One row per segment (one <code>wgpu::Buffer</code>), its blocks at their offsets. Hover for details.')
     if (!segs.length) {
-      sec.append(V.el('p', { class: 'note', html: D.mode === 'trace'
-        ? 'This trace was not replayed on a device, so its blocks have no segments or offsets yet. ' +
-          '<code>npx wgalloc view trace.json</code> replays it through the real heap (the default; <code>--no-replay</code> skips that).'
-        : 'The heap holds no segments.' }))
+      sec.append(
+        V.el('p', {
+          class: 'note',
+          html:
+            D.mode === 'trace'
+              ? 'This trace was not replayed on a device, so its blocks have no segments or offsets yet. ' +
+                '<code>npx wgalloc view trace.json</code> replays it through the real heap (the default; <code>--no-replay</code> skips that).'
+              : 'The heap holds no segments.',
+        }),
+      )
       counts.segments = 0
       counts.segmentBlocks = 0
       return
@@ -335,11 +418,16 @@
     const title = sec.querySelector('h2')
     const t = V.theme()
     const common = V.el('input', { type: 'checkbox' })
-    sec.append(V.legend([
-      { label: D.mode === 'snapshot' ? 'block (colour per id)' : 'block (colour per id, as in the timeline)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
-      { label: 'pending free', colour: PENDING, kind: 'hatch' },
-      { label: 'free range', colour: t.free },
-    ]))
+    sec.append(
+      V.legend([
+        {
+          label: D.mode === 'snapshot' ? 'block (colour per id)' : 'block (colour per id, as in the timeline)',
+          colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)',
+        },
+        { label: 'pending free', colour: PENDING, kind: 'hatch' },
+        { label: 'free range', colour: t.free },
+      ]),
+    )
     sec.querySelector('.legend').append(V.el('label', {}, common, ' bar length proportional to segment size'))
     const scroll = V.el('div', { class: 'scroll plot' })
     sec.append(scroll)
@@ -350,7 +438,9 @@
     let hits = [] // per row: blocks [k] sorted by offset
     let geom = null
     const draw = () => {
-      rows = segs.map((s, i) => i).filter((i) => segs[i].start <= step && step < segs[i].end)
+      rows = segs
+        .map((s, i) => i)
+        .filter((i) => segs[i].start <= step && step < segs[i].end)
         .sort((a, b) => segs[a].pool - segs[b].pool || segs[a].id - segs[b].id)
       const rowOf = new Map(rows.map((k, r) => [k, r]))
       hits = rows.map(() => [])
@@ -368,8 +458,12 @@
       const W = V.plotWidth(scroll)
       cv.size(W, Math.max(40, rows.length * (rowH + gap) + 8))
       const ctx = cv.ctx
-      const x0 = LABEL, x1 = W - 12
-      const maxSize = V.max(rows.map((k) => segs[k].size), 1)
+      const x0 = LABEL,
+        x1 = W - 12
+      const maxSize = V.max(
+        rows.map((k) => segs[k].size),
+        1,
+      )
       geom = { x0, x1, rowH, gap, maxSize }
       ctx.font = '11px system-ui, sans-serif'
       ctx.textBaseline = 'middle'
@@ -408,7 +502,10 @@
           ctx.fillText(V.bytes(s.size), x0 - 8, y + rowH / 2)
         }
       })
-      title.textContent = D.mode === 'snapshot' ? `Segment map (${rows.length} segments)` : `Segment map at step ${V.int(step)} (${rows.length} segments, ${V.int(blocks)} blocks)`
+      title.textContent =
+        D.mode === 'snapshot'
+          ? `Segment map (${rows.length} segments)`
+          : `Segment map at step ${V.int(step)} (${rows.length} segments, ${V.int(blocks)} blocks)`
       counts.segments = rows.length
       counts.segmentBlocks = blocks
       counts.segmentStep = step
@@ -422,7 +519,11 @@
       const s = segs[rows[r]]
       const w = common.checked ? Math.max(2, ((x1 - x0) * s.size) / maxSize) : x1 - x0
       const used = hits[r].reduce((a, k) => a + B.size[k], 0)
-      const segRows = [['pool', D.pools[s.pool]], ['size', V.bytesLong(s.size)], ['in use', `${V.bytes(used)} in ${hits[r].length} blocks`]]
+      const segRows = [
+        ['pool', D.pools[s.pool]],
+        ['size', V.bytesLong(s.size)],
+        ['in use', `${V.bytes(used)} in ${hits[r].length} blocks`],
+      ]
       if (e.offsetX < x0 || e.offsetX > x0 + w) return V.tip(e, `segment #${s.id}`, segRows)
       const off = ((e.offsetX - x0) / w) * s.size
       const k = hits[r].find((b) => B.off[b] <= off && off < B.off[b] + B.size[b])
@@ -432,18 +533,29 @@
       let hi = s.size
       for (const b of hits[r]) {
         if (B.off[b] + B.size[b] <= off) lo = Math.max(lo, B.off[b] + B.size[b])
-        else if (B.off[b] > off) { hi = B.off[b]; break }
+        else if (B.off[b] > off) {
+          hi = B.off[b]
+          break
+        }
       }
-      V.tip(e, 'free range', [['offset', V.bytesLong(lo)], ['size', V.bytesLong(hi - lo)], ['segment', `#${s.id} (${V.bytes(s.size)})`]])
+      V.tip(e, 'free range', [
+        ['offset', V.bytesLong(lo)],
+        ['size', V.bytesLong(hi - lo)],
+        ['segment', `#${s.id} (${V.bytes(s.size)})`],
+      ])
     })
     cv.el.addEventListener('mouseleave', V.hideTip)
     common.addEventListener('change', draw)
     V.onResize(draw)
-    selectStep = (s) => { step = s; draw() }
+    selectStep = (s) => {
+      step = s
+      draw()
+    }
     draw()
   }
 
-  const initial = D.mode === 'snapshot' ? (poolTable(), 0) : timeline()
+  if (D.mode === 'snapshot') poolTable()
+  const initial = D.mode === 'snapshot' ? 0 : timeline()
   segmentMap(initial)
   counts.blocks = n
   V.done(counts)

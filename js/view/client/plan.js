@@ -15,24 +15,34 @@
   const live = new Float64Array(D.steps)
   {
     const delta = new Float64Array(D.steps + 1)
-    for (let i = 0; i < n; i++) { delta[R.first[i]] += R.size[i]; delta[R.last[i] + 1] -= R.size[i] }
+    for (let i = 0; i < n; i++) {
+      delta[R.first[i]] += R.size[i]
+      delta[R.last[i] + 1] -= R.size[i]
+    }
     let cur = 0
     for (let s = 0; s < D.steps; s++) live[s] = cur += delta[s]
   }
   const maxLive = Math.max(1, V.max(live), D.lowerBound ?? 0) * 1.08
 
-  const sec = V.section('Offsets by step',
+  const sec = V.section(
+    'Offsets by step',
     'Each rectangle is one buffer: x spans its lifetime (first to last step, inclusive), y its bytes in the slab. ' +
-    'Buffers whose lifetimes overlap never overlap in memory. Hover for details; wheel to zoom, drag to pan, double-click to reset.')
-  sec.append(V.legend([
-    { label: 'buffer (colour per id)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
-    { label: `slab ${V.bytes(D.slabSize)}`, colour: t.line, kind: 'line' },
-    ...(D.lowerBound != null ? [{ label: `lower bound ${V.bytes(D.lowerBound)}`, colour: t.warn, kind: 'dash' }] : []),
-  ]))
+      'Buffers whose lifetimes overlap never overlap in memory. Hover for details; wheel to zoom, drag to pan, double-click to reset.',
+  )
+  sec.append(
+    V.legend([
+      { label: 'buffer (colour per id)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
+      { label: `slab ${V.bytes(D.slabSize)}`, colour: t.line, kind: 'line' },
+      ...(D.lowerBound != null ? [{ label: `lower bound ${V.bytes(D.lowerBound)}`, colour: t.warn, kind: 'dash' }] : []),
+    ]),
+  )
   const plot = V.el('div', { class: 'plot' })
   sec.append(plot)
   const cv = V.canvas(plot)
-  const liveSec = V.section('Live bytes by step', 'Sum of the sizes of the buffers live at each step: no slab can be smaller than its highest bar (the lower bound).')
+  const liveSec = V.section(
+    'Live bytes by step',
+    'Sum of the sizes of the buffers live at each step: no slab can be smaller than its highest bar (the lower bound).',
+  )
   const livePlot = V.el('div', { class: 'plot' })
   liveSec.append(livePlot)
   const lv = V.canvas(livePlot)
@@ -52,8 +62,10 @@
     let drawn = 0
     for (let i = 0; i < n; i++) {
       if (R.last[i] + 1 < z.lo || R.first[i] > z.hi) continue
-      const xa = xs(R.first[i]), xb = xs(R.last[i] + 1)
-      const ya = ys(R.offset[i] + R.size[i]), yb = ys(R.offset[i])
+      const xa = xs(R.first[i]),
+        xb = xs(R.last[i] + 1)
+      const ya = ys(R.offset[i] + R.size[i]),
+        yb = ys(R.offset[i])
       ctx.fillStyle = colour[i]
       ctx.fillRect(xa, ya, Math.max(xb - xa, 0.5), Math.max(yb - ya, 0.5))
       // Outlines separate neighbours once rectangles are big enough to see.
@@ -65,11 +77,17 @@
     }
     ctx.lineWidth = 1.5
     ctx.strokeStyle = t.line
-    ctx.beginPath(); ctx.moveTo(x0, ys(D.slabSize)); ctx.lineTo(x1, ys(D.slabSize)); ctx.stroke()
+    ctx.beginPath()
+    ctx.moveTo(x0, ys(D.slabSize))
+    ctx.lineTo(x1, ys(D.slabSize))
+    ctx.stroke()
     if (D.lowerBound != null) {
       ctx.strokeStyle = t.warn
       ctx.setLineDash([6, 4])
-      ctx.beginPath(); ctx.moveTo(x0, ys(D.lowerBound)); ctx.lineTo(x1, ys(D.lowerBound)); ctx.stroke()
+      ctx.beginPath()
+      ctx.moveTo(x0, ys(D.lowerBound))
+      ctx.lineTo(x1, ys(D.lowerBound))
+      ctx.stroke()
       ctx.setLineDash([])
     }
     ctx.restore()
@@ -91,17 +109,33 @@
     if (D.lowerBound != null) {
       ctx.strokeStyle = t.warn
       ctx.setLineDash([6, 4])
-      ctx.beginPath(); ctx.moveTo(x0, ys(D.lowerBound)); ctx.lineTo(x1, ys(D.lowerBound)); ctx.stroke()
+      ctx.beginPath()
+      ctx.moveTo(x0, ys(D.lowerBound))
+      ctx.lineTo(x1, ys(D.lowerBound))
+      ctx.stroke()
     }
     ctx.restore()
   }
 
-  const draw = () => { drawLayout(); drawLive() }
+  const draw = () => {
+    drawLayout()
+    drawLive()
+  }
   const z = V.xzoom(cv.el, 0, D.steps, plotX, V.throttle(draw))
   const zl = V.xzoom(lv.el, 0, D.steps, plotX, V.throttle(draw))
   // Both charts share one x range.
-  Object.defineProperty(zl, 'lo', { get: () => z.lo, set: (v) => { z.lo = v } })
-  Object.defineProperty(zl, 'hi', { get: () => z.hi, set: (v) => { z.hi = v } })
+  Object.defineProperty(zl, 'lo', {
+    get: () => z.lo,
+    set: (v) => {
+      z.lo = v
+    },
+  })
+  Object.defineProperty(zl, 'hi', {
+    get: () => z.hi,
+    set: (v) => {
+      z.hi = v
+    },
+  })
 
   function recordAt(e) {
     const step = z.at(e.offsetX)
@@ -134,7 +168,11 @@
     if (s < 0 || s >= D.steps) return V.hideTip()
     let k = 0
     for (let i = 0; i < n; i++) if (R.first[i] <= s && s <= R.last[i]) k++
-    V.tip(e, `step ${V.int(s)}`, [['live bytes', V.bytesLong(live[s])], ['live buffers', V.int(k)], ['slab use', `${((100 * live[s]) / Math.max(1, D.slabSize)).toFixed(1)}%`]])
+    V.tip(e, `step ${V.int(s)}`, [
+      ['live bytes', V.bytesLong(live[s])],
+      ['live buffers', V.int(k)],
+      ['slab use', `${((100 * live[s]) / Math.max(1, D.slabSize)).toFixed(1)}%`],
+    ])
   })
   lv.el.addEventListener('mouseleave', V.hideTip)
 

@@ -14,15 +14,19 @@
   const groupOf = (name) => name.replace(/\s*#\d+$/, '')
   const sliceColour = D.names.map((name) => V.colour(groupOf(name)))
 
-  const sec = V.section('Timeline',
+  const sec = V.section(
+    'Timeline',
     'One track per stream (GPU time from timestamp queries) and for CPU encode/submit; counters below share the time axis. ' +
-    'Hover for details; wheel to zoom, drag to pan, double-click to reset.')
+      'Hover for details; wheel to zoom, drag to pan, double-click to reset.',
+  )
   const keyColour = (c, k) => V.colour(`${c.name}/${k}`)
-  sec.append(V.legend([
-    { label: 'slice (colour per name)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
-    ...(D.marks.length ? [{ label: 'instant event (OOM, gc, ...)', colour: t.warn }] : []),
-    ...D.counters.flatMap((c) => c.keys.map((k) => ({ label: `${c.name}: ${k}`, colour: keyColour(c, k), kind: 'line' }))),
-  ]))
+  sec.append(
+    V.legend([
+      { label: 'slice (colour per name)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
+      ...(D.marks.length ? [{ label: 'instant event (OOM, gc, ...)', colour: t.warn }] : []),
+      ...D.counters.flatMap((c) => c.keys.map((k) => ({ label: `${c.name}: ${k}`, colour: keyColour(c, k), kind: 'line' }))),
+    ]),
+  )
   const plot = V.el('div', { class: 'plot' })
   sec.append(plot)
   const cv = V.canvas(plot)
@@ -30,9 +34,15 @@
   // Vertical layout: axis, tracks (lanes), counters.
   const trackY = []
   let y = AXIS_H
-  for (const tr of D.tracks) { trackY.push(y); y += tr.lanes * LANE + TRACK_PAD }
+  for (const tr of D.tracks) {
+    trackY.push(y)
+    y += tr.lanes * LANE + TRACK_PAD
+  }
   const counterY = []
-  for (const c of D.counters) { counterY.push(y + 6); y += COUNTER_H + 12 }
+  for (const c of D.counters) {
+    counterY.push(y + 6)
+    y += COUNTER_H + 12
+  }
   const H = y + 6
   const counterMax = D.counters.map((c) => Math.max(1, ...c.values.map((v) => V.max(v))))
   const plotX = () => [LABEL, cv.width - 14]
@@ -76,9 +86,11 @@
       ctx.rect(x0, ty, x1 - x0, tr.lanes * LANE)
       ctx.clip()
       for (let i = 0; i < tr.ts.length; i++) {
-        const a = tr.ts[i], b = a + tr.dur[i]
+        const a = tr.ts[i],
+          b = a + tr.dur[i]
         if (b < z.lo || a > z.hi) continue
-        const xa = xs(a), w = Math.max(xs(b) - xa, 1)
+        const xa = xs(a),
+          w = Math.max(xs(b) - xa, 1)
         const ly = ty + tr.lane[i] * LANE
         ctx.fillStyle = sliceColour[tr.name_[i]]
         ctx.fillRect(xa, ly + 1, w, LANE - 2)
@@ -101,11 +113,16 @@
       if (m.ts < z.lo || m.ts > z.hi) continue
       const x = xs(m.ts)
       const my = m.track >= 0 ? trackY[m.track] : AXIS_H
-      ctx.beginPath(); ctx.moveTo(x - 5, my); ctx.lineTo(x + 5, my); ctx.lineTo(x, my + 9); ctx.fill()
+      ctx.beginPath()
+      ctx.moveTo(x - 5, my)
+      ctx.lineTo(x + 5, my)
+      ctx.lineTo(x, my + 9)
+      ctx.fill()
     }
     D.counters.forEach((c, k) => {
       const cy = counterY[k]
-      const y0 = cy + COUNTER_H, y1 = cy + 4
+      const y0 = cy + COUNTER_H,
+        y1 = cy + 4
       const ys = (v) => y0 - (v / (counterMax[k] * 1.05)) * (y0 - y1)
       const fmt = c.bytes ? V.bytes : (v) => V.int(v)
       ctx.fillStyle = t.fg
@@ -151,7 +168,8 @@
   }
   const z = V.xzoom(cv.el, 0, D.duration, plotX, V.throttle(draw))
 
-  const fmtArg = (k, v) => (typeof v === 'number' && /bytes|allocated|reserved|active/i.test(k) ? V.bytesLong(v) : typeof v === 'object' ? JSON.stringify(v) : String(v))
+  const fmtArg = (k, v) =>
+    typeof v === 'number' && /bytes|allocated|reserved|active/i.test(k) ? V.bytesLong(v) : typeof v === 'object' ? JSON.stringify(v) : String(v)
   cv.el.addEventListener('mousemove', (e) => {
     const [x0, x1] = plotX()
     if (e.offsetX < x0 || e.offsetX > x1) return V.hideTip()
@@ -170,7 +188,10 @@
       for (let i = 0; i < tr.ts.length; i++) {
         if (tr.lane[i] === lane && tr.ts[i] - slack <= at && at <= tr.ts[i] + tr.dur[i] + slack) {
           return V.tip(e, D.names[tr.name_[i]], [
-            ['track', tr.name], ['category', D.names[tr.cat[i]]], ['start', V.time(tr.ts[i])], ['duration', V.time(tr.dur[i])],
+            ['track', tr.name],
+            ['category', D.names[tr.cat[i]]],
+            ['start', V.time(tr.ts[i])],
+            ['duration', V.time(tr.dur[i])],
             ...Object.entries(tr.args[i] ?? {}).map(([k, v]) => [k, fmtArg(k, v)]),
           ])
         }
@@ -181,11 +202,17 @@
     if (k >= 0) {
       const c = D.counters[k]
       let i = -1
-      for (let lo = 0, hi = c.ts.length - 1; lo <= hi;) {
+      for (let lo = 0, hi = c.ts.length - 1; lo <= hi; ) {
         const mid = (lo + hi) >> 1
-        if (c.ts[mid] <= at) { i = mid; lo = mid + 1 } else hi = mid - 1
+        if (c.ts[mid] <= at) {
+          i = mid
+          lo = mid + 1
+        } else hi = mid - 1
       }
-      return V.tip(e, c.name, [['at', V.time(at)], ...c.keys.map((key, j) => [key, i < 0 ? 'no sample yet' : c.bytes ? V.bytesLong(c.values[j][i]) : V.int(c.values[j][i])])])
+      return V.tip(e, c.name, [
+        ['at', V.time(at)],
+        ...c.keys.map((key, j) => [key, i < 0 ? 'no sample yet' : c.bytes ? V.bytesLong(c.values[j][i]) : V.int(c.values[j][i])]),
+      ])
     }
     V.hideTip()
   })
@@ -208,9 +235,20 @@
   if (rows.length) {
     const tsec = V.section('Slices by name', `Total, mean and longest duration per slice name and track${rows.length > 40 ? ' (the 40 largest totals)' : ''}.`)
     const head = V.el('tr', {}, ...['name', 'track', 'count', 'total', 'mean', 'max'].map((h) => V.el('th', {}, h)))
-    const body = rows.slice(0, 40).map((a) => V.el('tr', {},
-      V.el('td', {}, V.el('span', { class: 'sw', style: `background:${V.colour(a.name)}` }), a.name),
-      V.el('td', {}, a.track), V.el('td', {}, V.int(a.count)), V.el('td', {}, V.time(a.total)), V.el('td', {}, V.time(a.total / a.count)), V.el('td', {}, V.time(a.max))))
+    const body = rows
+      .slice(0, 40)
+      .map((a) =>
+        V.el(
+          'tr',
+          {},
+          V.el('td', {}, V.el('span', { class: 'sw', style: `background:${V.colour(a.name)}` }), a.name),
+          V.el('td', {}, a.track),
+          V.el('td', {}, V.int(a.count)),
+          V.el('td', {}, V.time(a.total)),
+          V.el('td', {}, V.time(a.total / a.count)),
+          V.el('td', {}, V.time(a.max)),
+        ),
+      )
     tsec.append(V.el('table', { class: 't text2' }, V.el('thead', {}, head), V.el('tbody', {}, ...body)))
   }
 
