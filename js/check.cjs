@@ -32,6 +32,40 @@ function equalOutputs(a, b) {
   )
 }
 
+/** The element size of a tensor's dtype (bytes when it has none). */
+const ELEMENT = { f32: 4, u32: 4, i32: 4, f16: 2, u16: 2, i8: 1, u8: 1 }
+const TYPED = { f32: Float32Array, u32: Uint32Array, i32: Int32Array, f16: Uint16Array, u16: Uint16Array, i8: Int8Array, u8: Uint8Array }
+
+/**
+ * Where eager and planned outputs first differ: the output, the element index (by dtype), both
+ * values and the op that last wrote the output; null when they are equal bit for bit.
+ */
+function firstDifference(graph, eager, planned) {
+  for (const id of Object.keys(eager)) {
+    const a = eager[id]
+    const b = planned[id]
+    if (!b) return { output: id, index: null, eager: 'present', planned: 'missing', op: null }
+    const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+    const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
+    const n = Math.min(x.length, y.length)
+    let at = 0
+    while (at < n && x[at] === y[at]) at++
+    if (at === n && x.length === y.length) continue
+    const tensor = graph.tensors.find((t) => t.id === id)
+    const size = ELEMENT[tensor?.dtype] ?? 1
+    const index = Math.floor(at / size)
+    const T = TYPED[tensor?.dtype] ?? Uint8Array
+    const value = (v) => {
+      const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
+      const at = index * size
+      return at + size <= bytes.length ? new T(bytes.slice(at, at + size).buffer)[0] : undefined
+    }
+    const writer = [...graph.ops].reverse().find((op) => op.outputs?.includes(id))
+    return { output: id, index, dtype: tensor?.dtype ?? 'bytes', eager: value(a), planned: value(b), op: writer?.name ?? null }
+  }
+  return null
+}
+
 function median(xs) {
   const s = [...xs].sort((x, y) => x - y)
   return s[s.length >> 1]
@@ -65,8 +99,10 @@ async function checkGraph(gpu, graph, { strategy = 'best', timeLimitMs = 1000, r
     const eagerMs = await timeRuns(runs, () => gpu.runEager(graph, inputs))
     const plannedMs = await timeRuns(runs, () => exe.run(inputs))
     const plan = exe.plan
+    const difference = firstDifference(graph, eager.outputs, planned.outputs)
     return {
-      outputsEqual: equalOutputs(eager.outputs, planned.outputs),
+      outputsEqual: difference === null && equalOutputs(eager.outputs, planned.outputs),
+      firstDifference: difference,
       outputs: Object.keys(planned.outputs).length,
       slabSize: plan.slabSize,
       lowerBound: plan.lowerBound,
@@ -87,4 +123,4 @@ async function checkGraph(gpu, graph, { strategy = 'best', timeLimitMs = 1000, r
   }
 }
 
-module.exports = { checkGraph, sampleInputs, equalOutputs, median, timeRuns }
+module.exports = { checkGraph, sampleInputs, equalOutputs, firstDifference, median, timeRuns }

@@ -12,6 +12,13 @@ const USAGE =
   '  graph.json: an executable graph (tensors, ops, kernels) or a model graph (bench/data/models format, run with checksum kernels)\n' +
   '  --verify: also poison and check every tensor on the device after each op'
 
+/** The first difference in words: output, element, both values and the op that wrote it. */
+function describeDifference(d) {
+  if (!d) return 'the outputs differ'
+  const where = d.index === null ? `output '${d.output}'` : `output '${d.output}' element ${d.index} (${d.dtype})`
+  return `${where}: eager ${d.eager}, planned ${d.planned}${d.op ? `, last written by op '${d.op}'` : ''}`
+}
+
 module.exports = async function check(argv, { parseCommand }) {
   const { values, positionals, exit } = parseCommand(argv, {
     usage: USAGE,
@@ -43,7 +50,7 @@ module.exports = async function check(argv, { parseCommand }) {
       table(
         ['figure', 'value'],
         [
-          ['outputs equal (eager vs planned)', f.outputsEqual ? 'yes, bit for bit' : 'NO'],
+          ['outputs equal (eager vs planned)', f.outputsEqual ? 'yes, bit for bit' : `NO: ${describeDifference(f.firstDifference)}`],
           ['plan verified on the device', f.planCheckedOnDevice ? 'yes' : 'no (add --verify)'],
           ['slab / lower bound', `${bytes(f.slabSize)} / ${bytes(f.lowerBound)} = ${f.ratio.toFixed(4)}${f.optimal ? ' (optimal)' : ''}`],
           ['eager peak reserved', bytes(f.eagerPeakReservedBytes)],
