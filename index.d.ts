@@ -1043,6 +1043,11 @@ export interface PlanMemoryOptions {
   strict?: boolean
   /** Graph inputs: let elementwise ops write their output over a same-sized input that dies there. */
   inPlace?: boolean
+  /**
+   * Graphs: plan inputs into the slab as `gpu.compile()` does (default false: they stay
+   * in the caller's buffers).
+   */
+  inputsInSlab?: boolean
   /** Search budget of `exact`/`best` in ms (default 1000). */
   timeLimitMs?: number
   /** Graph inputs: `shared` (default), `unique` or `inSlab` workspaces. */

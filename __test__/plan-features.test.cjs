@@ -223,3 +223,20 @@ test('a written plan keeps every constraint when planned again (toJSON, toJsonSt
   t.is(replanned.offsetOf('b') % 64, 0)
   t.is(replanned.offsetOf('f'), 512)
 })
+
+test('one planning story: planMemory with inputsInSlab gives the layout gpu.compile runs', async (t) => {
+  const { Gpu } = require('..')
+  const { chain } = require('./graphs.cjs')
+  const gpu = await Gpu.request()
+  const alignment = gpu.info.minStorageBufferOffsetAlignment
+  for (const n of [1, 3, 6]) {
+    const graph = chain(n)
+    const exe = await gpu.compile(graph, { params: { w: new Float32Array(graph.tensors.find((x) => x.id === 'w').size / 4) } })
+    const planned = await planMemory(graph, { alignment, inputsInSlab: true })
+    t.is(planned.slabSize, exe.plan.slabSize, `chain(${n})`)
+    // Without it, inputs stay in the caller's buffers: never more slab than compile's.
+    t.true((await planMemory(graph, { alignment })).slabSize <= exe.plan.slabSize)
+    exe.release()
+  }
+  gpu.destroy()
+})

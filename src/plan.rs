@@ -36,6 +36,9 @@ pub struct PlanMemoryOptions {
     pub strict: Option<bool>,
     /// Graph inputs: let elementwise ops write their output over a same-sized input that dies there.
     pub in_place: Option<bool>,
+    /// Graphs: plan inputs into the slab as `gpu.compile()` does (default false: they stay
+    /// in the caller's buffers).
+    pub inputs_in_slab: Option<bool>,
     /// Search budget of `exact`/`best` in ms (default 1000).
     pub time_limit_ms: Option<f64>,
     /// Graph inputs: `shared` (default), `unique` or `inSlab` workspaces.
@@ -129,6 +132,7 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         capacities: None,
         strict: None,
         in_place: None,
+        inputs_in_slab: None,
         time_limit_ms: None,
         workspace: None,
         multistream: None,
@@ -169,6 +173,7 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         multistream: o.multistream.unwrap_or(false),
         constant_alignment: alignment.max(1),
         in_place: o.in_place.unwrap_or(false),
+        inputs_in_slab: o.inputs_in_slab.unwrap_or(false),
     };
     let parse = move || -> std::result::Result<(Vec<UsageRecord>, Option<GraphRecords>), PlanError> {
         // `json`: JSON text as the caller wrote it (integers above 2^53 stay exact): a graph

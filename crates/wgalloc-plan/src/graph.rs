@@ -39,6 +39,7 @@ pub enum TensorKind {
 pub struct Tensor {
     pub id: String,
     pub size: u64,
+    /// First op index, or [`FROM_OPS`]: the first op that reads or writes it (inputs: 0).
     pub first: u64,
     pub last: u64,
     pub view_of: Option<String>,
@@ -46,6 +47,9 @@ pub struct Tensor {
     pub shares_with: Option<String>,
     pub kind: TensorKind,
 }
+
+/// A tensor's `first` when the graph gives none (executable graphs): derived from the ops.
+pub const FROM_OPS: u64 = u64::MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
@@ -115,6 +119,9 @@ pub struct GraphOptions {
     pub constant_alignment: u64,
     /// Let elementwise ops write their output over a dying input (see the module docs).
     pub in_place: bool,
+    /// Plan graph inputs into the slab, from the start to their last use, as an executor does
+    /// (it uploads them there); by default they stay in the caller's buffers.
+    pub inputs_in_slab: bool,
 }
 
 /// Where a tensor's bytes are, for tensors that are not slab records.
@@ -208,7 +215,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
         push(Tensor {
             id: str_field(o, "id", &path)?.to_string(),
             size: u64_field(o, "size", &path)?,
-            first: opt_u64_field(o, "first", &path)?.unwrap_or(0),
+            first: opt_u64_field(o, "first", &path)?.unwrap_or(FROM_OPS),
             last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
             view_of: o.get("viewOf").and_then(Value::as_str).map(str::to_string),
             shares_with: o.get("sharesWith").or_else(|| o.get("inPlaceOf")).and_then(Value::as_str).map(str::to_string),
@@ -284,13 +291,22 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         if by_id.insert(t.id.as_str(), i).is_some() {
             return Err(PlanError::DuplicateId { id: t.id.clone() });
         }
-        if t.first > t.last {
+        if t.first != FROM_OPS && t.first > t.last {
             return Err(PlanError::InvalidLifetime { id: t.id.clone(), first: t.first, last: t.last });
         }
     }
     // Lifetimes in steps: declared range widened by every op that touches the tensor.
     let to_step = |op: u64| step_of.get(op as usize).copied().unwrap_or(end);
-    let mut life: Vec<(u64, u64)> = g.tensors.iter().map(|t| (to_step(t.first), to_step(t.last))).collect();
+    let mut life: Vec<(u64, u64)> = g
+        .tensors
+        .iter()
+        .map(|t| match (t.first, t.kind) {
+            // Inputs exist from the start; anything else from the first op that touches it.
+            (FROM_OPS, TensorKind::Input) => (0, to_step(t.last)),
+            (FROM_OPS, _) => (end, to_step(t.last)),
+            (first, _) => (to_step(first), to_step(t.last)),
+        })
+        .collect();
     for (k, op) in g.ops.iter().enumerate() {
         for name in op.inputs.iter().chain(&op.outputs) {
             if let Some(&i) = by_id.get(name.as_str()) {
@@ -302,6 +318,8 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         if t.kind == TensorKind::Output {
             life[i].1 = end;
         }
+        // Derived from the ops but touched by none: live at its last step only.
+        life[i].0 = life[i].0.min(life[i].1);
     }
     // Resolve every view to its root; a view extends its root's lifetime.
     let mut root = vec![usize::MAX; g.tensors.len()];
@@ -340,7 +358,8 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
                 out.constants.push((t.id.clone(), o));
                 const_at.insert(i, o);
             }
-            TensorKind::Input => {}
+            TensorKind::Input if !opts.inputs_in_slab => {}
+            TensorKind::Input => out.records.push(UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1)),
             TensorKind::Intermediate | TensorKind::Output => {
                 let mut r = UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1);
                 if let Some(b) = shares[i] {
@@ -357,11 +376,12 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         let base = g.tensors[r].id.clone();
         let loc = match g.tensors[r].kind {
             TensorKind::Param => Location::Constant { offset: const_at.get(&r).copied().unwrap_or(0) },
-            TensorKind::Input => Location::Input { base },
+            TensorKind::Input if !opts.inputs_in_slab => Location::Input { base },
+            TensorKind::Input if r == i => continue,
             _ if r != i => Location::Slab { base },
             _ => continue,
         };
-        if r != i || g.tensors[r].kind == TensorKind::Input {
+        if r != i || (g.tensors[r].kind == TensorKind::Input && !opts.inputs_in_slab) {
             out.aliases.push((t.id.clone(), loc));
         }
     }
