@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
-import { Gpu } from 'wgalloc'
+import { Gpu, type Weights } from 'wgalloc'
 import { formatBytes, intOption, runMain } from './lib/cli'
 import { classifierGraph, classifierWeights, type ClassifierShape } from './lib/classifier'
 import type { ClientConfig, ClientReport, FromClient } from './lib/load-client'
@@ -236,10 +236,14 @@ async function main(): Promise<void> {
   const params = classifierWeights(shape, seed)
   const gpu = perWorker ? null : await Gpu.request()
   let pool: WorkerPool | undefined
+  let weights: Weights | undefined
   let server: Server | undefined
   try {
     const handle = gpu ? gpu.shareHandle() : null
-    pool = await WorkerPool.start(workers, (index) => ({ index, handle, graph, params }))
+    // One device copy of the weights for every worker on the shared device.
+    weights = gpu ? gpu.createWeights(params) : undefined
+    const shared = weights ? weights.shareHandle() : null
+    pool = await WorkerPool.start(workers, (index) => ({ index, handle, weights: shared, graph, params }))
     const p = pool
     // With --expose-gc, every thread collects its garbage first, so RSS shows what
     // is retained rather than where V8's collection cycle happens to be.
@@ -327,6 +331,7 @@ async function main(): Promise<void> {
       await closed
     }
     await pool?.close()
+    weights?.release()
     gpu?.destroy()
   }
 }

@@ -5,7 +5,7 @@
 // `exe.run`, so steady-state requests create no driver buffers.
 
 import { parentPort, workerData } from 'node:worker_threads'
-import { Gpu, type Executor } from 'wgalloc'
+import { Gpu, Weights, type Executor } from 'wgalloc'
 import type { FromWorker, ToWorker, WorkerInit } from './worker-pool'
 
 const port = parentPort!
@@ -15,7 +15,14 @@ async function start(init: WorkerInit): Promise<void> {
   const ownDevice = init.handle === null
   const gpu = ownDevice ? await Gpu.request() : Gpu.attach(init.handle!)
   const t0 = performance.now()
-  const exe: Executor = await gpu.compile(init.graph, { params: init.params, strategy: 'best', timeLimitMs: 200 })
+  // On the shared device every worker binds the one copy of the weights the server uploaded.
+  const weights = init.weights === null ? undefined : Weights.attach(init.weights)
+  const exe: Executor = await gpu.compile(init.graph, {
+    ...(weights ? { weights } : { params: init.params }),
+    strategy: 'best',
+    timeLimitMs: 200,
+  })
+  weights?.release() // the executor keeps its own reference
   post({ type: 'ready', slabBytes: exe.stats().slabBytes, deviceBytes: exe.deviceBytes, compileMs: performance.now() - t0 })
 
   let queue = Promise.resolve()

@@ -6,10 +6,14 @@ import { Worker } from 'node:worker_threads'
 import { join } from 'node:path'
 import type { ExecutorStats, Graph } from 'wgalloc'
 
-/** What a worker starts from. `handle` null: the worker opens its own device. */
+/**
+ * What a worker starts from. `handle` null: the worker opens its own device. `weights`: the
+ * share handle of the shared device's one copy of the params (`params` then unused).
+ */
 export interface WorkerInit {
   index: number
   handle: number | null
+  weights: number | null
   graph: Graph
   params: Record<string, Float32Array>
 }
