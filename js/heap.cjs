@@ -7,9 +7,10 @@ const { memoizeGetter } = require('./memo.cjs')
 const { addSignal } = require('./signal.cjs')
 const { shown } = require('./errors.cjs')
 const { checkAs, asTyped } = require('./bytes.cjs')
+const { oomDetails, writeOomSnapshot } = require('./oom.cjs')
 const { DeviceBlock, HeapTable, mallocBlock, scalarBlock, usageCode, heapOf, sameHeapAs } = require('./device-block.cjs')
 
-const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED']
+const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'OUT_OF_MEMORY']
 
 // The blocks of one JS heap object live in its native table (see device-block.cjs).
 const kTable = Symbol('wgalloc.heapTable')
@@ -41,7 +42,9 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
     }
     return st
   }
-  const listening = (st) => EVENT_KINDS.some((k) => st.listeners[k].size > 0) || channel.hasSubscribers
+  // OUT_OF_MEMORY comes from the facade, not the native event log: it needs no recording.
+  const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
+  const listening = (st) => NATIVE_KINDS.some((k) => st.listeners[k].size > 0) || channel.hasSubscribers
   const syncRecording = (heap) => {
     const st = state(heap)
     st.active = st.logger !== null || EVENT_KINDS.some((k) => st.listeners[k].size > 0)
@@ -134,7 +137,12 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
   Heap.prototype.malloc = function (size, options) {
     const usage = usageCode(options)
     const table = tableOf(this)
-    const block = delivering(this, () => mallocBlock(table, size, usage), true)
+    let block
+    try {
+      block = delivering(this, () => mallocBlock(table, size, usage), true)
+    } catch (err) {
+      throw outOfMemory(this, toWgallocError(err, true), size)
+    }
     const shape = options?.shape
     if (shape !== undefined && shape !== null) {
       try {
@@ -146,6 +154,23 @@ function installHeap({ Gpu, Heap, WgallocError, dispose, toWgallocError, diag })
     }
     return block
   }
+  /**
+   * An OUT_OF_MEMORY gets `details` (the request and the heap's figures), the snapshot written
+   * where WGALLOC_OOM_SNAPSHOT says, and goes to the heap's OUT_OF_MEMORY listeners.
+   */
+  function outOfMemory(heap, err, size) {
+    if (err?.code !== 'OUT_OF_MEMORY') return err
+    const details = oomDetails(err, size)
+    details.snapshotPath = writeOomSnapshot(heap, details)
+    err.details = details
+    const listeners = heap[kState]?.listeners.OUT_OF_MEMORY
+    if (listeners) {
+      const event = { kind: 'OUT_OF_MEMORY', ...details }
+      for (const fn of listeners) fn(event)
+    }
+    return err
+  }
+
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB). */
   Heap.prototype.allocScalar = function (value) {
     const table = tableOf(this)

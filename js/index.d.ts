@@ -180,6 +180,38 @@ export type WgallocErrorCode =
 /** Allocator event kinds delivered by `heap.on()`. */
 export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
 
+/** The figures of a failed `malloc()`: `err.details` of its OUT_OF_MEMORY, and what OUT_OF_MEMORY listeners get. */
+export interface OutOfMemoryDetails {
+  /** Bytes asked for. */
+  requested: number
+  /** The request rounded up to the heap's alignment. */
+  aligned?: number
+  /** The pool the request went to. */
+  pool?: string
+  /** Bytes in live blocks. */
+  allocated?: number
+  /** Bytes cached in free ranges, ready for reuse. */
+  cached?: number
+  /** Bytes freed but waiting for their GPU work. */
+  pendingFree?: number
+  /** Bytes the heap holds from the driver. */
+  reserved?: number
+  /** The high watermark in bytes (null when disabled). */
+  highWatermark?: number | null
+  /** The memory budget in bytes. */
+  budget?: number
+  /** The largest cached free range. */
+  largestFreeBlock?: number
+  /** Where the heap's snapshot was written (`WGALLOC_OOM_SNAPSHOT=dir`), or null. */
+  snapshotPath?: string | null
+}
+
+/** What `heap.on('OUT_OF_MEMORY', ...)` listeners get, after the ladder gave up and before `malloc()` throws. */
+export interface OutOfMemoryEvent extends OutOfMemoryDetails {
+  /** Always `OUT_OF_MEMORY`. */
+  kind: 'OUT_OF_MEMORY'
+}
+
 /** Planner strategies, in `STRATEGIES` order. */
 export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'greedyInputsFirst' | 'portfolio' | 'exact' | 'best'
 /** Every planner strategy, fastest first (`best` runs the portfolio, then `exact`). */
@@ -416,6 +448,8 @@ export interface MemoryPlanJSON {
 export declare class WgallocError extends Error {
   /** Stable code: branch on it, not on the message. */
   readonly code: WgallocErrorCode
+  /** Structured figures, where the error has them (OUT_OF_MEMORY from `malloc()`). */
+  details?: OutOfMemoryDetails
   /** Creates an error with `code` (used by the facade; `options.cause` as for `Error`). */
   constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown })
 }
@@ -667,8 +701,12 @@ declare module '../index.js' {
      * unknown kind.
      */
     on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
+    /** Listens for failed allocations: the request, the heap's figures and the snapshot path. */
+    on(kind: 'OUT_OF_MEMORY', listener: (event: OutOfMemoryEvent) => void): () => void
     /** Removes a listener added with `on()`. */
     off(kind: HeapEventKind, listener: (event: HeapEvent) => void): void
+    /** Removes an OUT_OF_MEMORY listener. */
+    off(kind: 'OUT_OF_MEMORY', listener: (event: OutOfMemoryEvent) => void): void
     /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `logger` instead of stderr (null restores stderr). */
     setLogger(logger: ((line: string) => void) | null): void
   }
