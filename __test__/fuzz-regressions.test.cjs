@@ -206,3 +206,20 @@ test('core: checkPlan accepts an op that writes a view of a live tensor', async 
   t.deepEqual(Buffer.from(checked.outputs.y.buffer), Buffer.from(plain.outputs.y.buffer))
   exe.release()
 })
+
+test('stress: a detached typed array inside a graph is INVALID_ARGUMENT, not a TypeError', async (t) => {
+  const g = await gpu()
+  const empty = new Uint8Array(0)
+  structuredClone(empty.buffer, { transfer: [empty.buffer] })
+  await t.throwsAsync(g.compile([empty]), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  t.throws(() => g.heap.malloc(16).write(empty), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+})
+
+test('stress: a copy into a freed download block is USE_AFTER_FREE before any range check', async (t) => {
+  const g = await gpu()
+  const down = g.host.alloc(1, { direction: 'download' })
+  const block = g.heap.malloc(1)
+  down.free()
+  t.throws(() => g.createStream().copy(block, down, { size: 4 }), { instanceOf: WgallocError, code: 'USE_AFTER_FREE' })
+  block.free()
+})

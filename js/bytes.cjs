@@ -4,7 +4,8 @@ const { WgallocError } = require('./errors.cjs')
 
 /** The bytes of `value` as a Uint8Array over the same memory; INVALID_ARGUMENT naming `what` otherwise. */
 function bytesOf(value, what) {
-  if (value instanceof Uint8Array) return value
+  // Non-empty: a view of a transferred (detached) buffer has length 0 and must be refused below.
+  if (value instanceof Uint8Array && value.byteLength > 0) return value
   try {
     if (value instanceof ArrayBuffer || value instanceof SharedArrayBuffer) return new Uint8Array(value)
     if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)

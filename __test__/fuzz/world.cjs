@@ -3,7 +3,7 @@
 // the end-of-run check that everything went back: after freeing what the run left,
 // the heap's active blocks and bytes and the host cache's active requests and bytes
 // are exactly what they were before the run.
-const { Gpu, DeviceBlock, HostBlock, GpuBuffer, Executor, Stream, planMemory } = require('../../js/index.cjs')
+const { Gpu, DeviceBlock, HostBlock, GpuBuffer, Executor, Stream, Weights, ShapeExecutor, planMemory } = require('../../js/index.cjs')
 
 const BUDGET = 256 * 2 ** 20 // bounds what a fuzzed malloc can take
 const COPY_KERNEL =
@@ -211,6 +211,21 @@ function release(fx) {
     } else if (o instanceof Executor && o !== fx.executor) {
       try {
         o.release()
+      } catch {}
+    } else if (o?.blocks && typeof o.blocks === 'object' && !(o instanceof Gpu)) {
+      // A run's outputs left on the device (`outputs: 'device'`).
+      for (const b of Object.values(o.blocks)) {
+        try {
+          if (b instanceof DeviceBlock && !b.freed) b.free()
+        } catch {}
+      }
+    } else if (o instanceof Weights) {
+      try {
+        o.release()
+      } catch {}
+    } else if (o instanceof ShapeExecutor) {
+      try {
+        o.clear()
       } catch {}
     } else if (o instanceof Stream) {
       streams.push(o)

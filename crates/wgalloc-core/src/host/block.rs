@@ -257,6 +257,8 @@ impl HostBlock {
         len: u64,
         blocking: bool,
     ) -> Result<()> {
+        // A freed block is USE_AFTER_FREE whatever else is wrong with the call.
+        drop(self.live()?);
         self.check_device(src, "copy")?;
         let (src_buf, src_base, src_size) = src.binding()?;
         let padded = aligned_range(dst_offset, len, self.requested, "copy (destination)")?;
