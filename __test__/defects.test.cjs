@@ -12,11 +12,12 @@ const { Gpu, planMemory } = require('..')
 const CLI = join(__dirname, '..', 'js', 'cli.cjs')
 const ENTRY = JSON.stringify(require.resolve('..'))
 
-/** Runs node with `args`; resolves { code, signal, stdout, stderr, ms }. */
+/** Runs node with `args` (`env` adds to ours; an undefined value removes one); resolves { code, signal, stdout, stderr, ms }. */
 function node(args, { env = {}, timeoutMs = 60_000, onSpawn } = {}) {
   return new Promise((resolve) => {
     const started = Date.now()
-    const p = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const merged = Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([, v]) => v !== undefined))
+    const p = spawn(process.execPath, args, { env: merged, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     p.stdout.on('data', (d) => {
@@ -153,24 +154,8 @@ test('heap.free accepts a block of the same device through an attached heap, and
 })
 
 test('a process without XDG_RUNTIME_DIR opens a device without Mesa complaining', async (t) => {
-  const env = { ...process.env }
-  delete env.XDG_RUNTIME_DIR
-  const r = await new Promise((resolve) => {
-    const p = spawn(process.execPath, ['-e', `require(${ENTRY}).Gpu.request().then((g) => { g.destroy(); console.log('ok') })`], {
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    let err = ''
-    p.stdout.on('data', (d) => {
-      out += d
-    })
-    p.stderr.on('data', (d) => {
-      err += d
-    })
-    p.on('close', (code) => resolve({ code, out, err }))
-  })
+  const r = await node(['-e', `require(${ENTRY}).Gpu.request().then((g) => { g.destroy(); console.log('ok') })`], { env: { XDG_RUNTIME_DIR: undefined } })
   t.is(r.code, 0)
-  t.is(r.out.trim(), 'ok')
-  t.notRegex(r.err, /XDG_RUNTIME_DIR/)
+  t.is(r.stdout.trim(), 'ok')
+  t.notRegex(r.stderr, /XDG_RUNTIME_DIR/)
 })
