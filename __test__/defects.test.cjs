@@ -71,6 +71,11 @@ test('input nested too deep is INVALID_ARGUMENT, and a bad field of JS records n
   const gpu = await Gpu.request()
   await t.throwsAsync(gpu.compile({ kernels: {}, tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
   gpu.destroy()
+  const { renderHtml } = require('../js/view/index.cjs')
+  t.throws(() => renderHtml({ traceEvents: [{ name: 'x', ph: 'X', ts: 0, dur: 1, pid: 1, tid: 1, args: deep }] }), {
+    code: 'INVALID_ARGUMENT',
+    message: /nesting too deep/,
+  })
   const err = await t.throwsAsync(planMemory([{ id: 'a', size: -1, first: 0, last: 1 }]), { code: 'INVALID_ARGUMENT' })
   t.regex(err.message, /records\[0\]\.size/)
   t.notRegex(err.message, /line 0/)
