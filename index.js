@@ -852,4 +852,5 @@ module.exports.Stream = nativeBinding.Stream
 module.exports.Weights = nativeBinding.Weights
 module.exports.heapPoolNames = nativeBinding.heapPoolNames
 module.exports.hostViewRegistryLength = nativeBinding.hostViewRegistryLength
+module.exports.simulateTrace = nativeBinding.simulateTrace
 module.exports.startPlan = nativeBinding.startPlan

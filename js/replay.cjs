@@ -1,19 +1,24 @@
 'use strict'
-// Replays an eager alloc/free trace (bench/data/traces format) through the
-// device heap, and through two simple caching policies for comparison:
-// an exact-size free list (tfjs-webgpu's buffer manager) and power-of-two
-// buckets (ORT-WebGPU's / CachingHostAllocator's). The baselines are simulated
-// (they only count bytes); the heap run allocates real GPU memory.
-const { WgallocError } = require('./errors.cjs')
+// Replays an eager alloc/free trace (bench/data/traces format) through the device heap
+// (`replayHeap`, real GPU memory) or through the heap's policy on host storage
+// (`simulate`, no GPU, the same Rust code), beside baselines simulated on the same events:
+// PyTorch's CUDA caching allocator policy, power-of-two buckets (ORT-WebGPU's /
+// CachingHostAllocator's) and an exact-size free list (tfjs-webgpu's buffer manager).
+// Parsing, checking (bad events are INVALID_ARGUMENT naming their index) and the
+// simulations are in Rust (wgalloc-core `replay`).
+const native = require('./native.cjs')
+const { toWgallocError } = require('./errors.cjs')
 
 /** One small heap of slack, so tiny workloads are not judged by heap granularity. */
 const SLACK = 8 * 2 ** 20
 
-function checkTrace(trace) {
-  if (!trace || !Array.isArray(trace.events)) {
-    throw new WgallocError('INVALID_ARGUMENT', 'a trace is an object with an events array of { op: "alloc", id, size } | { op: "free", id }')
+/** Runs the native simulation on a trace object or its JSON text; errors are typed. */
+function simulateNative(trace, options) {
+  try {
+    return native.simulateTrace(typeof trace === 'string' ? trace : JSON.stringify(trace ?? null), options)
+  } catch (err) {
+    throw toWgallocError(err)
   }
-  return trace.requests ?? 1
 }
 
 /** Fields every policy reports. */
@@ -29,75 +34,71 @@ function figures(policy, peakReserved, peakLive, driverAllocations, requests, ev
   }
 }
 
-/** A cache keyed by rounded size: free buffers of the same key are reused, none released. */
-function simulateKeyed(policy, trace, keyOf) {
-  const requests = checkTrace(trace)
-  const free = new Map() // key -> count of cached buffers
-  const live = new Map() // id -> { size, key }
-  let reserved = 0
-  let peakReserved = 0
-  let liveBytes = 0
-  let peakLive = 0
-  let driver = 0
-  for (const e of trace.events) {
-    if (e.op === 'alloc') {
-      const key = keyOf(Math.max(e.size, 4))
-      const cached = free.get(key) ?? 0
-      if (cached > 0) free.set(key, cached - 1)
-      else {
-        reserved += key
-        driver++
-      }
-      live.set(e.id, { size: e.size, key })
-      liveBytes += e.size
-    } else {
-      const b = live.get(e.id)
-      if (!b) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
-      live.delete(e.id)
-      liveBytes -= b.size
-      free.set(b.key, (free.get(b.key) ?? 0) + 1)
-    }
-    peakReserved = Math.max(peakReserved, reserved)
-    peakLive = Math.max(peakLive, liveBytes)
-  }
-  return figures(policy, peakReserved, peakLive, driver, requests, trace.events.length)
+/** wgalloc's own figures: padding at the peak and the target check. */
+function withTarget(f, peakAllocated) {
+  f.peakAllocatedBytes = peakAllocated
+  f.withinTarget = f.peakReservedBytes <= 1.15 * f.peakLiveBytes + SLACK
+  return f
 }
 
-const exactSize = (trace) => simulateKeyed('exact-size free list', trace, (s) => Math.ceil(s / 4) * 4)
-const powerOfTwo = (trace) => simulateKeyed('power-of-two buckets', trace, (s) => 2 ** Math.ceil(Math.log2(s)))
+function fromNative(sim, p) {
+  return figures(p.policy, p.peakReservedBytes, p.peakLiveBytes, p.driverAllocations, sim.requests, sim.events)
+}
 
-/** Runs the trace through `heap` (real GPU memory); the heap should start empty. */
+/** The baselines of a trace: `[pytorch-cuda, power-of-two, exact-size]`. */
+function baselines(trace) {
+  const sim = simulateNative(trace, { baselinesOnly: true })
+  return sim.baselines.map((p) => fromNative(sim, p))
+}
+
+const pytorchCuda = (trace) => baselines(trace)[0]
+const powerOfTwo = (trace) => baselines(trace)[1]
+const exactSize = (trace) => baselines(trace)[2]
+
+/**
+ * The heap's policy on host storage, no GPU (`options`: the device it stands for, see
+ * `SimulateTraceOptions`): wgalloc's figures with `baselines`.
+ */
+function simulate(trace, options) {
+  const sim = simulateNative(trace, options)
+  const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes)
+  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
+}
+
+/** Runs the trace through `heap` (real GPU memory; it should start empty): figures with `baselines`. */
 function replayHeap(heap, trace) {
-  const requests = checkTrace(trace)
+  // Checks the trace before any GPU memory is touched.
+  const sim = simulateNative(trace, { baselinesOnly: true })
   heap.emptyCache()
   heap.resetPeakStats()
   heap.resetAccumulatedStats()
-  const live = new Map()
+  const live = new Map() // id (as the Rust check keys it) -> [block, size]
   let liveBytes = 0
   let peakLive = 0
   try {
     for (const e of trace.events) {
+      const id = String(e.id)
       if (e.op === 'alloc') {
-        live.set(e.id, heap.malloc(Math.max(e.size, 1)))
+        live.set(id, [heap.malloc(Math.max(e.size, 1)), e.size])
         liveBytes += e.size
         peakLive = Math.max(peakLive, liveBytes)
       } else {
-        const b = live.get(e.id)
-        if (!b) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
-        liveBytes -= b.requestedSize
-        b.free()
-        live.delete(e.id)
+        const [block, size] = live.get(id)
+        liveBytes -= size
+        block.free()
+        live.delete(id)
       }
     }
   } finally {
-    for (const b of live.values()) b.free()
+    for (const [block] of live.values()) block.free()
   }
   const s = heap.stats()
-  const f = figures('wgalloc heap', s.reservedBytes.peak, peakLive, s.driverAllocations, requests, trace.events.length)
-  // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
-  f.peakAllocatedBytes = s.allocatedBytes.peak
-  f.withinTarget = f.peakReservedBytes <= 1.15 * peakLive + SLACK
-  return f
+  const ours = withTarget(
+    { ...figures('wgalloc', s.reservedBytes.peak, peakLive, s.driverAllocations, sim.requests, sim.events), simulated: false },
+    // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
+    s.allocatedBytes.peak,
+  )
+  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
 }
 
-module.exports = { replayHeap, exactSize, powerOfTwo }
+module.exports = { replayHeap, simulate, baselines, pytorchCuda, powerOfTwo, exactSize }
