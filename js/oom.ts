@@ -1,8 +1,9 @@
-'use strict'
 // Out-of-memory reports: the figures of a failed malloc as `err.details`, and, with
 // WGALLOC_OOM_SNAPSHOT=<dir>, the heap's snapshot written there for later study.
-const { mkdirSync, writeFileSync } = require('node:fs')
-const { join, resolve } = require('node:path')
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import type { HeapStats, SnapshotSegment } from './binding.js'
+import type { OutOfMemoryDetails } from './errors.js'
 
 // The native heap's message names every figure (crates/wgalloc-core/src/heap/mod.rs `fail`).
 const FIGURES =
@@ -11,10 +12,10 @@ const FIGURES =
 let written = 0
 
 /** `err.details` of an OUT_OF_MEMORY from `malloc(size)`: the request and the heap's figures. */
-function oomDetails(err, requested) {
-  const m = FIGURES.exec(err.message)
+export function oomDetails(message: string, requested: number): OutOfMemoryDetails {
+  const m = FIGURES.exec(message)
   if (!m) return { requested }
-  const n = (i) => Number(m[i])
+  const n = (i: number) => Number(m[i])
   return {
     requested: n(1),
     aligned: n(2),
@@ -30,7 +31,7 @@ function oomDetails(err, requested) {
 }
 
 /** Writes the heap's snapshot into WGALLOC_OOM_SNAPSHOT when set; returns its path (or null). */
-function writeOomSnapshot(heap, details) {
+export function writeOomSnapshot(heap: { stats(): HeapStats; snapshot(): SnapshotSegment[] }, details: OutOfMemoryDetails): string | null {
   const dir = process.env.WGALLOC_OOM_SNAPSHOT
   if (!dir) return null
   try {
@@ -43,5 +44,3 @@ function writeOomSnapshot(heap, details) {
     return null
   }
 }
-
-module.exports = { oomDetails, writeOomSnapshot }

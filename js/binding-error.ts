@@ -1,17 +1,18 @@
-'use strict'
-// Explains why the native addon did not load: which platform this is, which
-// package carries its prebuilt binary, and what to install or build. Runs only
-// on the failure path of js/native.cjs.
-const { existsSync } = require('node:fs')
-const { join } = require('node:path')
-const { WgallocError } = require('./errors.cjs')
+// Explains why the native addon did not load: which platform this is, which package carries
+// its prebuilt binary, and what to install or build. Runs only on the failure path of
+// js/native.ts.
+import { existsSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
+import { WgallocError } from './errors.js'
 
-const pkg = require('../package.json')
+const ROOT = join(__dirname, '..')
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string; napi?: { targets?: string[] } }
 
-const ARCH = { x86_64: 'x64', aarch64: 'arm64', i686: 'ia32', armv7: 'arm' }
+const ARCH: Record<string, string> = { x86_64: 'x64', aarch64: 'arm64', i686: 'ia32', armv7: 'arm' }
 
 /** napi-rs names a Rust target by `platform-arch[-abi]`, e.g. x86_64-unknown-linux-gnu -> linux-x64-gnu. */
-function targetName(triple) {
+export function targetName(triple: string): string {
   const [cpu, ...rest] = triple.split('-')
   const arch = ARCH[cpu] ?? cpu
   const abi = rest[rest.length - 1]
@@ -22,14 +23,14 @@ function targetName(triple) {
 }
 
 /** The C library Node runs on, as the napi-rs loader decides gnu vs musl. */
-function libc() {
+function libc(): 'glibc' | 'musl' | null {
   if (process.platform !== 'linux') return null
-  const report = typeof process.report?.getReport === 'function' ? process.report.getReport() : null
+  const report = typeof process.report?.getReport === 'function' ? (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }) : null
   return report?.header?.glibcVersionRuntime ? 'glibc' : 'musl'
 }
 
 /** This process's platform in napi-rs naming, the suffix of its binary package. */
-function currentTarget() {
+export function currentTarget(): { platform: string; arch: string; libc: string | null; target: string } {
   const { platform, arch } = process
   const c = libc()
   if (platform === 'linux') return { platform, arch, libc: c, target: `linux-${arch}-${c === 'glibc' ? 'gnu' : 'musl'}` }
@@ -38,39 +39,42 @@ function currentTarget() {
 }
 
 /** Targets a release publishes a binary package for (package.json `napi.targets`). */
-function prebuiltTargets() {
+export function prebuiltTargets(): string[] {
   return (pkg.napi?.targets ?? []).map(targetName)
 }
 
 /** First lines of the napi-rs loader's attempts, oldest first (it chains them through `cause`). */
-function loaderErrors(err) {
-  const out = []
-  for (let e = err?.cause; e && out.length < 32; e = e.cause) out.unshift(String(e.message ?? e).split('\n')[0])
-  if (!out.length && err) out.push(String(err.message ?? err).split('\n')[0])
+function loaderErrors(err: unknown): string[] {
+  const out: string[] = []
+  const text = (e: unknown) => String((e as { message?: unknown })?.message ?? e).split('\n')[0]
+  for (let e = (err as { cause?: unknown })?.cause; e && out.length < 32; e = (e as { cause?: unknown }).cause) out.unshift(text(e))
+  if (!out.length && err) out.push(text(err))
   return out
 }
 
 /** The installed binary package's manifest, or null when Node cannot find it. */
-function installedPackage(name) {
+function installedPackage(name: string): { path: string; version: string } | null {
   try {
-    const path = require.resolve(`${name}/package.json`, { paths: [__dirname] })
-    return { path, version: require(path).version }
+    const req = createRequire(join(ROOT, 'package.json'))
+    const path = req.resolve(`${name}/package.json`)
+    return { path, version: (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version }
   } catch {
     return null
   }
 }
 
-function bindingError(err) {
+/** The BINARY_NOT_FOUND error for a loader failure `err`, saying what to install or build. */
+export function bindingError(err: unknown): WgallocError<'BINARY_NOT_FOUND'> {
   const here = currentTarget()
   const packageName = `${pkg.name}-${here.target}`
   const prebuilt = prebuiltTargets()
   const supported = prebuilt.includes(here.target)
   const installed = installedPackage(packageName)
-  const checkout = existsSync(join(__dirname, '..', 'Cargo.toml'))
+  const checkout = existsSync(join(ROOT, 'Cargo.toml'))
   const where = `${here.platform} ${here.arch}${here.libc ? ` (${here.libc})` : ''}`
   const tried = loaderErrors(err)
 
-  const lines = []
+  const lines: string[] = []
   if (process.env.NAPI_RS_NATIVE_LIBRARY_PATH) {
     lines.push(`The addon named by NAPI_RS_NATIVE_LIBRARY_PATH (${process.env.NAPI_RS_NATIVE_LIBRARY_PATH}) failed to load.`)
   } else if (installed) {
@@ -100,5 +104,3 @@ function bindingError(err) {
   Object.assign(error, { ...here, packageName, supported, loadErrors: tried })
   return error
 }
-
-module.exports = { bindingError, currentTarget, prebuiltTargets, targetName }

@@ -1,0 +1,122 @@
+// Allocator events and debug logs of one heap object, delivered to its listeners (and the
+// `wgalloc:heap` channel) after each call that can allocate or free. The native heap records
+// events only while someone listens, so the common case costs one check per call.
+import type { Binding } from './native.js'
+import type { HeapEvent } from './binding.js'
+import { channels } from './diagnostics.js'
+import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
+import type { Heap } from './heap.js'
+
+/** Allocator event kinds delivered by `heap.on()`. */
+export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
+
+/** What `heap.on('OUT_OF_MEMORY', ...)` listeners get, after the ladder gave up and before `malloc()` throws. */
+export interface OutOfMemoryEvent extends OutOfMemoryDetails {
+  /** Always `OUT_OF_MEMORY`. */
+  kind: 'OUT_OF_MEMORY'
+}
+
+export const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'OUT_OF_MEMORY'] as const
+type AnyKind = (typeof EVENT_KINDS)[number]
+type Listener = (event: HeapEvent) => void
+type OomListener = (event: OutOfMemoryEvent) => void
+
+// OUT_OF_MEMORY comes from the facade, not the native event log: it needs no recording.
+const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
+const channel = channels.heap
+
+function checkKind(kind: unknown): asserts kind is AnyKind {
+  if (!(EVENT_KINDS as readonly unknown[]).includes(kind))
+    throw new WgallocError('INVALID_ARGUMENT', `unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`)
+}
+
+export class HeapEvents {
+  readonly #native: Binding.Heap
+  readonly #owner: Heap
+  readonly #listeners = new Map<AnyKind, Set<Listener | OomListener>>(EVENT_KINDS.map((k) => [k, new Set()]))
+  #logger: ((line: string) => void) | null = null
+  // Whether a listener or logger is set (the channel is checked per call).
+  #active = false
+  // Whether the channel had subscribers when recording was last set: a channel subscriber
+  // can come and go between any two calls.
+  #channelSeen = false
+
+  constructor(native: Binding.Heap, owner: Heap) {
+    this.#native = native
+    this.#owner = owner
+  }
+
+  on(kind: unknown, fn: unknown): void {
+    checkKind(kind)
+    if (typeof fn !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'listener must be a function')
+    this.#listeners.get(kind)?.add(fn as Listener)
+    this.#sync()
+  }
+
+  off(kind: unknown, fn: unknown): void {
+    checkKind(kind)
+    this.#listeners.get(kind)?.delete(fn as Listener)
+    this.#sync()
+  }
+
+  setLogger(fn: unknown): void {
+    if (fn == null) this.#logger = null
+    else if (typeof fn === 'function') this.#logger = fn as (line: string) => void
+    else throw new WgallocError('INVALID_ARGUMENT', 'logger must be a function or null')
+    this.#sync()
+  }
+
+  #listening(): boolean {
+    return NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0) || channel.hasSubscribers
+  }
+
+  #sync(): void {
+    this.#active = this.#logger !== null || EVENT_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
+    this.#channelSeen = channel.hasSubscribers
+    this.#native.setEventRecording(this.#listening(), this.#logger !== null)
+  }
+
+  /** Whether events may need delivering around a call: nothing to do in the common case. */
+  get busy(): boolean {
+    return this.#active || this.#channelSeen || channel.hasSubscribers
+  }
+
+  /** Delivers what the native heap recorded during the last call. */
+  #dispatch(): void {
+    if (!this.#listening() && this.#logger === null) return
+    const { events, logs } = this.#native.takeEvents()
+    if (this.#logger) for (const line of logs) this.#logger(line)
+    for (const e of events) {
+      if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })
+      for (const fn of this.#listeners.get(e.kind as AnyKind) ?? []) (fn as Listener)(e)
+    }
+  }
+
+  /**
+   * Runs `fn`, a call that can allocate or free, and delivers the events it caused. With
+   * `retryOnOom`, an OUT_OF_MEMORY that ALLOCATION_FAILED listeners were told of is retried
+   * once: they may have freed memory.
+   */
+  delivering<T>(fn: () => T, retryOnOom = false): T {
+    if (!this.busy) return fn()
+    // Follow channel (un)subscriptions.
+    if (this.#channelSeen !== channel.hasSubscribers) this.#sync()
+    try {
+      return fn()
+    } catch (err) {
+      if (!retryOnOom) throw err
+      this.#dispatch() // ALLOCATION_FAILED listeners may free memory now
+      const e = toWgallocError(err, true)
+      if ((e as WgallocError).code !== 'OUT_OF_MEMORY' || !this.#listeners.get('ALLOCATION_FAILED')?.size) throw e
+      return fn()
+    } finally {
+      this.#dispatch()
+    }
+  }
+
+  /** Tells OUT_OF_MEMORY listeners of a failed malloc. */
+  outOfMemory(details: OutOfMemoryDetails): void {
+    const event: OutOfMemoryEvent = { kind: 'OUT_OF_MEMORY', ...details }
+    for (const fn of this.#listeners.get('OUT_OF_MEMORY') ?? []) (fn as OomListener)(event)
+  }
+}

@@ -1,0 +1,196 @@
+// `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
+// fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
+import { inspect } from 'node:util'
+import { api } from './api.js'
+import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
+import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
+import { WgallocError, toWgallocError } from './errors.js'
+import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent } from './heap-events.js'
+import type { Binding, NativeHeapTable } from './native.js'
+import { oomDetails, writeOomSnapshot } from './oom.js'
+
+const kCreate = Symbol('Heap.create')
+let create: (handle: Binding.Heap) => Heap
+let tableOfHeap: (heap: Heap) => HeapTable
+
+/**
+ * The device's caching allocator (`gpu.heap`): blocks sub-allocated from cached segments,
+ * watermarks, garbage collection of idle segments, an out-of-memory ladder and statistics.
+ */
+export class Heap {
+  readonly #native: Binding.Heap & NativeHeapTable
+  readonly #events: HeapEvents
+  readonly #table: HeapTable
+
+  private constructor(key: symbol, handle: Binding.Heap) {
+    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
+    this.#native = handle as Binding.Heap & NativeHeapTable
+    this.#events = new HeapEvents(handle, this)
+    this.#table = new HeapTable(this.#native, this, this.#events)
+  }
+  static {
+    create = (handle) => new Heap(kCreate, handle)
+    tableOfHeap = (heap) => heap.#table
+  }
+
+  /**
+   * Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
+   * Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
+   * watermark or the driver refuses, after releasing cached segments and retrying (the message
+   * names requested, allocated, cached, reserved and budget bytes, and the largest free block;
+   * `err.details` has them as numbers).
+   * @example
+   * ```js
+   * const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
+   * block.write(new Uint8Array(1 << 20))
+   * const head = await block.read(0, 16)
+   * block.free() // or `using block = ...`
+   * ```
+   */
+  @api malloc(size: number, options?: MallocOptions): DeviceBlock {
+    const usage = usageCode(options)
+    const table = this.#table
+    let block: DeviceBlock
+    try {
+      block = this.#events.busy ? this.#events.delivering(() => mallocBlock(table, size, usage), true) : mallocBlock(table, size, usage)
+    } catch (err) {
+      throw this.#outOfMemory(toWgallocError(err, true), size)
+    }
+    const shape = options?.shape
+    if (shape !== undefined && shape !== null) {
+      try {
+        block.setShape(shape)
+      } catch (err) {
+        block.free()
+        throw err
+      }
+    }
+    return block
+  }
+
+  /**
+   * An OUT_OF_MEMORY gets `details` (the request and the heap's figures), the snapshot written
+   * where WGALLOC_OOM_SNAPSHOT says, and goes to the heap's OUT_OF_MEMORY listeners.
+   */
+  #outOfMemory(err: unknown, size: number): unknown {
+    if (!WgallocError.is(err, 'OUT_OF_MEMORY')) return err
+    const details = oomDetails(err.message, size)
+    details.snapshotPath = writeOomSnapshot(this.#native, details)
+    err.details = details
+    this.#events.outOfMemory(details)
+    return err
+  }
+
+  /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
+  @api allocScalar(value: Uint8Array): DeviceBlock {
+    return this.#events.delivering(() => scalarBlock(this.#table, value), true)
+  }
+  /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
+  @api free(block: DeviceBlock): void {
+    if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
+    // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
+    const owner = tableOf(block).native
+    if (owner !== this.#native && !this.#native.sameHeapAs(owner))
+      throw new WgallocError('INVALID_ARGUMENT', "heap.free: the block belongs to another device's heap")
+    block.free()
+  }
+
+  /**
+   * Listens for allocator events; returns a function that removes the listener. Listeners
+   * run synchronously after the call that caused the event; an `ALLOCATION_FAILED`
+   * listener may free blocks, and `malloc()` then retries once. `INVALID_ARGUMENT` for an
+   * unknown kind.
+   */
+  on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
+  /** Listens for failed allocations: the request, the heap's figures and the snapshot path. */
+  on(kind: 'OUT_OF_MEMORY', listener: (event: OutOfMemoryEvent) => void): () => void
+  @api on(kind: HeapEventKind | 'OUT_OF_MEMORY', listener: ((event: HeapEvent) => void) | ((event: OutOfMemoryEvent) => void)): () => void {
+    this.#events.on(kind, listener)
+    return () => this.off(kind as HeapEventKind, listener as (event: HeapEvent) => void)
+  }
+  /** Removes a listener added with `on()`. */
+  off(kind: HeapEventKind, listener: (event: HeapEvent) => void): void
+  /** Removes an OUT_OF_MEMORY listener. */
+  off(kind: 'OUT_OF_MEMORY', listener: (event: OutOfMemoryEvent) => void): void
+  @api off(kind: HeapEventKind | 'OUT_OF_MEMORY', listener: ((event: HeapEvent) => void) | ((event: OutOfMemoryEvent) => void)): void {
+    this.#events.off(kind, listener)
+  }
+  /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `logger` instead of stderr (null restores stderr). */
+  @api setLogger(logger: ((line: string) => void) | null): void {
+    this.#events.setLogger(logger)
+  }
+
+  /** Releases idle cached segments to the driver; returns the bytes released. */
+  @api emptyCache(): number {
+    return this.#events.delivering(() => this.#native.emptyCache())
+  }
+  /** Returns freed blocks whose GPU work completed to their pools. */
+  @api freeInactiveBuffers(): void {
+    this.#events.delivering(() => this.#native.freeInactiveBuffers())
+  }
+  /**
+   * Allocator statistics: bytes, blocks and segments (current, peak, cumulative), cache and
+   * driver counters, per pool. A plain object of numbers.
+   */
+  @api stats(): HeapStats {
+    return this.#native.stats()
+  }
+  /** Sets every `peak` to its `current` value. */
+  @api resetPeakStats(): void {
+    this.#native.resetPeakStats()
+  }
+  /** Zeroes the cumulative figures (`allocated`, `freed`) and the counters. */
+  @api resetAccumulatedStats(): void {
+    this.#native.resetAccumulatedStats()
+  }
+  /** Every segment with its blocks and free ranges. */
+  @api snapshot(): SnapshotSegment[] {
+    return this.#native.snapshot()
+  }
+  /** Information on a live block by id, or null. */
+  @api getBlockInfo(id: number): BlockInfo | null {
+    return this.#native.getBlockInfo(id)
+  }
+  /** Hard limit as a fraction of the memory budget (0 disables; at most 2). */
+  @api get highWatermarkRatio(): number {
+    return this.#native.highWatermarkRatio
+  }
+  /** Soft limit (garbage collection of idle segments) as a fraction of the budget; 0 disables. */
+  @api get lowWatermarkRatio(): number {
+    return this.#native.lowWatermarkRatio
+  }
+  /**
+   * Sets the hard limit (fraction of the budget, 0 to 2; 0 disables); lowers the low watermark
+   * to it if needed. `INVALID_ARGUMENT` out of range.
+   */
+  @api setHighWatermarkRatio(ratio: number): void {
+    this.#native.setHighWatermarkRatio(ratio)
+  }
+  /**
+   * Sets the soft limit (fraction of the budget, at most the high watermark; 0 disables).
+   * `INVALID_ARGUMENT` out of range.
+   */
+  @api setLowWatermarkRatio(ratio: number): void {
+    this.#native.setLowWatermarkRatio(ratio)
+  }
+  /** Bytes the heap may still reserve before garbage collection starts. */
+  @api get lowWatermarkHeadroom(): number {
+    return this.#native.lowWatermarkHeadroom
+  }
+  /** Storage offset alignment of every block offset. */
+  @api get alignment(): number {
+    return this.#native.alignment
+  }
+  /** The `WGALLOC_DEBUG_ALLOCATOR` mask in force. */
+  @api get debugMask(): number {
+    return this.#native.debugMask
+  }
+  /** Readable `console.log` output. */
+  [inspect.custom](): string {
+    const s = this.#native.stats()
+    return `Heap { allocated: ${s.allocatedBytes.current}, reserved: ${s.reservedBytes.current}, activeBlocks: ${s.activeBlocks.current}, segments: ${s.segments.current} }`
+  }
+}
+
+export const wrapHeap = (handle: Binding.Heap): Heap => create(handle)
+export { tableOfHeap }
