@@ -11,7 +11,7 @@ const { mkdtempSync, existsSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const dc = require('node:diagnostics_channel')
-const wgalloc = require('../js/index.cjs')
+const wgalloc = require('..')
 const { apiSurface } = require('./api-surface.cjs')
 const { pattern } = require('./helpers.cjs')
 

@@ -71,7 +71,7 @@ test('input nested too deep is INVALID_ARGUMENT, and a bad field of JS records n
   const gpu = await Gpu.request()
   await t.throwsAsync(gpu.compile({ kernels: {}, tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
   gpu.destroy()
-  const { renderHtml } = require('../js/view/index.cjs')
+  const { renderHtml } = require('../dist/view/index.js')
   t.throws(() => renderHtml({ traceEvents: [{ name: 'x', ph: 'X', ts: 0, dur: 1, pid: 1, tid: 1, args: deep }] }), {
     code: 'INVALID_ARGUMENT',
     message: /nesting too deep/,

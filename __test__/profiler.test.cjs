@@ -8,8 +8,8 @@ const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { Gpu, Profiler, WgallocError } = require('../js/index.cjs')
-const { shapes, graph, weights } = require('../js/demo/model.cjs')
+const { Gpu, Profiler, WgallocError } = require('..')
+const { shapes, graph, weights } = require('../dist/demo/model.js')
 
 const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-prof-'))
 const demo = () => {

@@ -170,7 +170,7 @@ export class DeviceBlock {
   read(offset?: number, length?: number, options?: AsyncOptions & { as?: undefined }): Promise<Buffer>
   /** Reads as `read()` and returns the typed array `options.as` names. */
   read<T extends TypedArrayClass>(offset: number | undefined, length: number | undefined, options: ReadOptions & { as: T }): Promise<InstanceType<T>>
-  @api read(offset?: number, length?: number, options?: ReadOptions): Promise<ArrayBufferView> {
+  @api async read(offset?: number, length?: number, options?: ReadOptions): Promise<ArrayBufferView> {
     const { signal, as } = optionsObject(options, 'read')
     checkAs(as, 'read')
     const bytes = callWithSignal(signal, () => this.#native().read(offset, length))

@@ -29,7 +29,7 @@ export class GpuEvent {
     return this.#native.query()
   }
   /** Resolves once the GPU finished this submission. `DEVICE_LOST` if the device goes first. */
-  @api wait(options?: AsyncOptions): Promise<void> {
+  @api async wait(options?: AsyncOptions): Promise<void> {
     const { signal } = optionsObject(options, 'wait')
     return callWithSignal(signal, () => this.#native.wait())
   }

@@ -333,8 +333,8 @@ export class ShapeExecutor {
 }
 
 function objectOptions<T>(options: T | undefined, what: string): T {
-  if (options === undefined) return {} as T
-  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what} options must be an object`)
+  if (options == null) return {} as T
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what} options must be an object`)
   return options
 }
 

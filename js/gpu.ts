@@ -169,7 +169,7 @@ export class Gpu {
    * Every adapter wgpu can open (`backends` as in `request`), in the order `adapterIndex`
    * counts, with the memory budget a device on it would get.
    */
-  @api static enumerate(options?: EnumerateOptions): Promise<AdapterDescription[]> {
+  @api static async enumerate(options?: EnumerateOptions): Promise<AdapterDescription[]> {
     const { signal, ...rest } = optionsObject(options, 'Gpu.enumerate')
     return callWithSignal(signal, () => native.Gpu.enumerate(rest))
   }
@@ -235,7 +235,7 @@ export class Gpu {
     this.#native.writeBuffer(bufferHandle(buffer, 'writeBuffer: buffer'), offset, bytesOf(data, 'writeBuffer: data'))
   }
   /** Reads `size` bytes at `offset` (any alignment) once all earlier work completed. */
-  @api readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer> {
+  @api async readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer> {
     const { signal } = optionsObject(options, 'readBuffer')
     const handle = bufferHandle(buffer, 'readBuffer: buffer')
     return callWithSignal(signal, () => this.#native.readBuffer(handle, offset, size))
@@ -255,7 +255,7 @@ export class Gpu {
    * await gpu.upload(block, data, { signal: AbortSignal.timeout(1000) })
    * ```
    */
-  @api upload(block: DeviceBlock, data: TensorData, options?: UploadOptions): Promise<void> {
+  @api async upload(block: DeviceBlock, data: TensorData, options?: UploadOptions): Promise<void> {
     const { offset, signal } = optionsObject(options, 'upload')
     checkSignal(signal)
     const started = process.hrtime.bigint()
@@ -275,7 +275,7 @@ export class Gpu {
    * blocks, large ones split, each block at most `host.config.pipelineBytes` (default 4 MiB)
    * and submitted as soon as it is written; resolves once the GPU has them all.
    */
-  @api uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void> {
+  @api async uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void> {
     const { signal } = optionsObject(options, 'uploadBatch')
     checkSignal(signal)
     const started = process.hrtime.bigint()
@@ -300,7 +300,7 @@ export class Gpu {
   download(block: DeviceBlock, options?: DownloadOptions & { as?: undefined }): Promise<Buffer>
   /** Downloads as the typed array `options.as` names. */
   download<T extends TypedArrayClass>(block: DeviceBlock, options: DownloadOptions & { as: T }): Promise<InstanceType<T>>
-  @api download(block: DeviceBlock, options?: DownloadOptions): Promise<ArrayBufferView> {
+  @api async download(block: DeviceBlock, options?: DownloadOptions): Promise<ArrayBufferView> {
     const { offset, length, signal, as } = optionsObject(options, 'download')
     checkAs(as, 'download')
     const started = process.hrtime.bigint()
@@ -328,11 +328,11 @@ export class Gpu {
    * exe.release()
    * ```
    */
-  @api compile(graph: Graph | string, options?: CompileOptions): Promise<Executor> {
+  @api async compile(graph: Graph | string, options?: CompileOptions): Promise<Executor> {
     return compile(this.#exec, graph, options)
   }
   /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
-  @api runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult> {
+  @api async runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult> {
     return runEager(this.#exec, graph, inputs, options)
   }
   /**

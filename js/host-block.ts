@@ -93,7 +93,7 @@ export class HostBlock {
    * download block to read what was copied in, an upload block to write it again.
    * `USE_AFTER_FREE` once freed, `DEVICE_LOST`, `ABORTED`.
    */
-  @api map(options?: AsyncOptions): Promise<void> {
+  @api async map(options?: AsyncOptions): Promise<void> {
     const { signal } = optionsObject(options, 'map')
     return callWithSignal(signal, () => this.#native.map())
   }

@@ -118,7 +118,7 @@ export class Profiler {
    * Resolves `true` once every submitted timestamp was read back, `false` after `timeoutMs`
    * (default 10 s). Takes `{ timeoutMs, signal }` or the timeout as a number.
    */
-  @api flush(options?: FlushOptions | number): Promise<boolean> {
+  @api async flush(options?: FlushOptions | number): Promise<boolean> {
     if (options != null && typeof options !== 'object' && typeof options !== 'number') {
       throw new WgallocError('INVALID_ARGUMENT', 'flush: pass { timeoutMs?, signal? } or a timeout in ms')
     }

@@ -85,7 +85,7 @@ export class Stream {
     return wrapEvent(this.#native.submit())
   }
   /** Submits pending work and resolves once all of this stream's work completed. */
-  @api synchronize(options?: AsyncOptions): Promise<void> {
+  @api async synchronize(options?: AsyncOptions): Promise<void> {
     const { signal } = optionsObject(options, 'synchronize')
     return callWithSignal(signal, () => this.#native.synchronize())
   }
