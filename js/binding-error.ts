@@ -64,7 +64,7 @@ function installedPackage(name: string): { path: string; version: string } | nul
 }
 
 /** The BINARY_NOT_FOUND error for a loader failure `err`, saying what to install or build. */
-export function bindingError(err: unknown): WgallocError<'BINARY_NOT_FOUND'> {
+export function bindingError(err: unknown): WgallocError {
   const here = currentTarget()
   const packageName = `${pkg.name}-${here.target}`
   const prebuilt = prebuiltTargets()

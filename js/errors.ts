@@ -54,6 +54,12 @@ export interface OutOfMemoryDetails {
   snapshotPath?: string | null
 }
 
+/** A WgallocError narrowed to one code (what {@link WgallocError.is} proves). */
+export interface CodedError<C extends WgallocErrorCode> {
+  /** The code it was checked for. */
+  readonly code: C
+}
+
 /**
  * Every error wgalloc throws (argument type errors included). Aborts are WgallocErrors with
  * code `ABORTED` and name `AbortError`. `code` is a literal union, so comparing it with a
@@ -69,21 +75,21 @@ export interface OutOfMemoryDetails {
  * }
  * ```
  */
-export class WgallocError<C extends WgallocErrorCode = WgallocErrorCode> extends Error {
+export class WgallocError extends Error {
   /** Stable code: branch on it, not on the message. */
-  readonly code: C
+  readonly code: WgallocErrorCode
   /** Structured figures, where the error has them (OUT_OF_MEMORY from `malloc()`). */
-  details?: C extends 'OUT_OF_MEMORY' ? OutOfMemoryDetails : undefined
+  details?: OutOfMemoryDetails
 
   /** Creates an error with `code` (`options.cause` as for `Error`). */
-  constructor(code: C, message: string, options?: { cause?: unknown }) {
+  constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options)
     this.name = code === 'ABORTED' ? 'AbortError' : 'WgallocError'
     this.code = code
   }
 
   /** Whether `value` is a WgallocError, with `code` when given: narrows it for TypeScript. */
-  static is<C extends WgallocErrorCode = WgallocErrorCode>(value: unknown, code?: C): value is WgallocError<C> {
+  static is<C extends WgallocErrorCode = WgallocErrorCode>(value: unknown, code?: C): value is WgallocError & CodedError<C> {
     return value instanceof WgallocError && (code === undefined || value.code === code)
   }
 }
@@ -146,7 +152,7 @@ export function toWgallocError(err: unknown, native = false): unknown {
 }
 
 /** The ABORTED error for `signal` (its reason as the cause). */
-export function abortError(signal: AbortSignal | undefined): WgallocError<'ABORTED'> {
+export function abortError(signal: AbortSignal | undefined): WgallocError {
   const reason: unknown = signal?.reason
   return new WgallocError('ABORTED', 'the operation was aborted', reason === undefined ? undefined : { cause: reason })
 }

@@ -363,10 +363,7 @@ export async function runEager(device: ExecDevice, graph: Graph | string, inputs
   const opts = objectOptions(options, 'runEager')
   checkSignal(opts.signal)
   const json = graphJson(graph)
-  const r = await withSignal(
-    device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)),
-    opts.signal,
-  )
+  const r = await withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal)
   return execResult(r, dtypes(json), null)
 }
 

@@ -94,17 +94,16 @@ const kCreate = Symbol('Gpu.create')
 let create: (handle: Binding.Gpu) => Gpu
 
 /** Publishes a completed transfer on `wgalloc:host`: `{ kind, gpu, bytes, items, ms }`. */
-function transferred<T>(
-  promise: Promise<T>,
-  kind: 'upload' | 'download',
-  gpu: Gpu,
-  bytes: number | undefined,
-  items: number,
-  started: bigint,
-): Promise<T> {
+function transferred<T>(promise: Promise<T>, kind: 'upload' | 'download', gpu: Gpu, bytes: number | undefined, items: number, started: bigint): Promise<T> {
   if (!channels.host.hasSubscribers) return promise
   return promise.then((v) => {
-    channels.host.publish({ kind, gpu, bytes: bytes ?? (v as { length?: number } | undefined)?.length ?? 0, items, ms: Number(process.hrtime.bigint() - started) / 1e6 })
+    channels.host.publish({
+      kind,
+      gpu,
+      bytes: bytes ?? (v as { length?: number } | undefined)?.length ?? 0,
+      items,
+      ms: Number(process.hrtime.bigint() - started) / 1e6,
+    })
     return v
   })
 }

@@ -34,7 +34,7 @@ export {
   type HostTransferMessage,
   type ProfilerChannelMessage,
 } from './diagnostics.js'
-export { ERROR_CODES, type OutOfMemoryDetails, WgallocError, type WgallocErrorCode } from './errors.js'
+export { type CodedError, ERROR_CODES, type OutOfMemoryDetails, WgallocError, type WgallocErrorCode } from './errors.js'
 export { GpuEvent } from './event.js'
 export {
   type CompileOptions,

@@ -292,9 +292,7 @@ async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promis
   const fromObjects = typeof input !== 'string'
   const typed = (err: unknown) => {
     const e = toWgallocError(err)
-    return fromObjects && WgallocError.is(e, 'PARSE_ERROR')
-      ? new WgallocError('INVALID_ARGUMENT', e.message.replace(/^\[PARSE_ERROR\] /, ''), { cause: e })
-      : e
+    return fromObjects && WgallocError.is(e, 'PARSE_ERROR') ? new WgallocError('INVALID_ARGUMENT', e.message.replace(/^\[PARSE_ERROR\] /, ''), { cause: e }) : e
   }
   try {
     const [format, text] = await encodeInput(input, () => checkSignal(signal))
@@ -368,9 +366,6 @@ async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promis
  * plan.offsetOf('b') // 32
  * ```
  */
-export function planMemory(
-  input: UsageRecord[] | { records: UsageRecord[] } | object | string,
-  options?: PlanMemoryCallOptions,
-): Promise<MemoryPlan> {
+export function planMemory(input: UsageRecord[] | { records: UsageRecord[] } | object | string, options?: PlanMemoryCallOptions): Promise<MemoryPlan> {
   return reported('planMemory', () => plan(input, options))
 }

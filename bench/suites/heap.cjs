@@ -3,8 +3,8 @@
 // fragmentation on the real-model eager traces against two simple policies.
 const { readFileSync, readdirSync, existsSync } = require('node:fs')
 const { join } = require('node:path')
-const { replayHeap, powerOfTwo, exactSize } = require('../../js/replay.cjs')
-const { Gpu } = require('../../js/index.cjs')
+const { replayHeap, powerOfTwo, exactSize } = require('../../dist/replay.js')
+const { Gpu } = require('../..')
 
 const TRACES = join(__dirname, '../data/traces')
 const SIZES = [256, 4096, 65536, 1 << 20]
