@@ -6,7 +6,7 @@ import * as esm from '../dist/index.mjs'
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
-const cli = fileURLToPath(new URL('../js/cli.cjs', import.meta.url))
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url))
 
 test('ESM and CommonJS entry points share one set of classes', (t) => {
   const cjs = require('..')
