@@ -57,6 +57,8 @@ export class HeapTable {
     this.events = events
     this.slot = nativeHeap.slot
     this.registry = new FinalizationRegistry((id) => {
+      // Collected without free(): a leak the memory history reports with its stack.
+      events.history?.reclaimed(id)
       try {
         nativeHeap.releaseBlock(id)
       } catch {
@@ -194,6 +196,7 @@ export class DeviceBlock {
   #release(): void {
     if (this.#freed) throw new WgallocError('DOUBLE_FREE', `block ${this.#id} was already freed`)
     heapFree(this.#table.slot, this.#id)
+    this.#table.events.history?.released(this.#id)
     this.#freed = true
     this.#handle = null
     this.#table.registry.unregister(this)

@@ -6,6 +6,7 @@ import type { HeapEvent } from './binding.js'
 import { channels } from './diagnostics.js'
 import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
 import type { Heap } from './heap.js'
+import type { HeapHistory } from './heap-history.js'
 
 /** Allocator event kinds delivered by `heap.on()`. */
 export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
@@ -35,6 +36,7 @@ export class HeapEvents {
   readonly #owner: Heap
   readonly #listeners = new Map<AnyKind, Set<Listener | OomListener>>(EVENT_KINDS.map((k) => [k, new Set()]))
   #logger: ((line: string) => void) | null = null
+  #history: HeapHistory | null = null
   // Whether a listener or logger is set (the channel is checked per call).
   #active = false
   // Whether the channel had subscribers when recording was last set: a channel subscriber
@@ -66,12 +68,23 @@ export class HeapEvents {
     this.#sync()
   }
 
+  /** The memory history being recorded, or null. */
+  get history(): HeapHistory | null {
+    return this.#history
+  }
+
+  /** Starts (or, with null, stops) feeding allocator events to a memory history. */
+  setHistory(history: HeapHistory | null): void {
+    this.#history = history
+    this.#sync()
+  }
+
   #listening(): boolean {
-    return NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0) || channel.hasSubscribers
+    return this.#history !== null || NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0) || channel.hasSubscribers
   }
 
   #sync(): void {
-    this.#active = this.#logger !== null || EVENT_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
+    this.#active = this.#history !== null || this.#logger !== null || EVENT_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
     this.#channelSeen = channel.hasSubscribers
     this.#native.setEventRecording(this.#listening(), this.#logger !== null)
   }
@@ -87,6 +100,7 @@ export class HeapEvents {
     const { events, logs } = this.#native.takeEvents()
     if (this.#logger) for (const line of logs) this.#logger(line)
     for (const e of events) {
+      this.#history?.event(e, (id) => this.#native.snapshot().find((seg) => seg.id === id))
       if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })
       for (const fn of this.#listeners.get(e.kind as AnyKind) ?? []) (fn as Listener)(e)
     }

@@ -1,11 +1,14 @@
 // `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
 // fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
 import { WgallocError, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent } from './heap-events.js'
+import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { oomDetails, writeOomSnapshot } from './oom.js'
 
@@ -51,10 +54,22 @@ export class Heap {
     const usage = usageCode(options)
     const table = this.#table
     let block: DeviceBlock
-    try {
-      block = this.#events.busy ? this.#events.delivering(() => mallocBlock(table, size, usage), true) : mallocBlock(table, size, usage)
-    } catch (err) {
-      throw this.#outOfMemory(toWgallocError(err, true), size)
+    const events = this.#events
+    if (!events.busy) {
+      try {
+        block = mallocBlock(table, size, usage)
+      } catch (err) {
+        throw this.#outOfMemory(toWgallocError(err, true), size)
+      }
+    } else {
+      const history = events.history
+      const stack = history?.capture() ?? null
+      try {
+        block = events.delivering(() => mallocBlock(table, size, usage), true)
+      } catch (err) {
+        throw this.#outOfMemory(toWgallocError(err, true), size)
+      }
+      history?.allocated(block.id, block.size, block.offset, stack)
     }
     const shape = options?.shape
     if (shape !== undefined && shape !== null) {
@@ -83,7 +98,11 @@ export class Heap {
 
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
   @api allocScalar(value: Uint8Array): DeviceBlock {
-    return this.#events.delivering(() => scalarBlock(this.#table, value), true)
+    const history = this.#events.history
+    const stack = history?.capture() ?? null
+    const block = this.#events.delivering(() => scalarBlock(this.#table, value), true)
+    history?.allocated(block.id, block.size, block.offset, stack)
+    return block
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   @api free(block: DeviceBlock): void {
@@ -118,6 +137,62 @@ export class Heap {
   /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `logger` instead of stderr (null restores stderr). */
   @api setLogger(logger: ((line: string) => void) | null): void {
     this.#events.setLogger(logger)
+  }
+
+  /**
+   * Records a memory history (PyTorch `_record_memory_history`): every allocation, free,
+   * segment map and unmap in a ring of `maxEntries` events (default 100 000, capped at 10^7),
+   * and with `stacks` (default true) the JS stack of every malloc. `memorySnapshot()` and
+   * `leakReport()` read it; `wgalloc view` draws the snapshot. `false` stops recording. Off by
+   * default, and then free: malloc and free take their fast path.
+   * @example
+   * ```js
+   * gpu.heap.recordHistory({ maxEntries: 10000 })
+   * await serveRequests()
+   * writeFileSync('memory.json', JSON.stringify(gpu.heap.memorySnapshot())) // wgalloc view memory.json
+   * console.log(gpu.heap.leakReport().groups[0]?.stack)
+   * ```
+   */
+  @api recordHistory(options?: RecordHistoryOptions | false): void {
+    if (options === false) {
+      this.#events.setHistory(null)
+      return
+    }
+    const history = new HeapHistory(options)
+    history.seed(this.#native.snapshot())
+    this.#events.setHistory(history)
+  }
+  /** Whether a memory history is being recorded. */
+  @api get recordingHistory(): boolean {
+    return this.#events.history !== null
+  }
+  /**
+   * Every segment with its blocks (active ones with the stack of their malloc, when the history
+   * records stacks) and the history's events, oldest first: the `wgalloc view` memory page's input.
+   */
+  @api memorySnapshot(): MemorySnapshot {
+    const history = this.#events.history
+    const segments = this.#native.snapshot().map((s) => ({
+      ...s,
+      blocks: s.blocks.map((b) => {
+        const stack = b.state === 'free' ? undefined : history?.stackOf(b.blockId)
+        return stack === undefined ? b : { ...b, stack }
+      }),
+    }))
+    return { format: 'wgalloc-memory-history', version: 1, segments, history: history?.entries() ?? [] }
+  }
+  /**
+   * Blocks allocated through this heap and not freed, grouped by the stack of their malloc, most
+   * bytes first; blocks the garbage collector reclaimed without `free()` count too. Stacks need
+   * `recordHistory()` (or `WGALLOC_LEAK_REPORT=1`, which also prints the report at exit);
+   * without it, live blocks are grouped under `(not recorded)`.
+   */
+  @api leakReport(): LeakReport {
+    const history = this.#events.history
+    if (history) return history.leaks()
+    const blocks = this.#native.snapshot().flatMap((s) => s.blocks.filter((b) => b.state === 'active'))
+    const bytes = blocks.reduce((n, b) => n + b.size, 0)
+    return { count: blocks.length, bytes, groups: blocks.length ? [{ stack: '(not recorded)', count: blocks.length, bytes, reclaimed: 0 }] : [] }
   }
 
   /** Releases idle cached segments to the driver; returns the bytes released. */
@@ -192,5 +267,50 @@ export class Heap {
   }
 }
 
-export const wrapHeap = (handle: Binding.Heap): Heap => create(handle)
+/** The heap object for a native heap; with `WGALLOC_LEAK_REPORT` set, it records stacks and reports leaks at exit. */
+export function wrapHeap(handle: Binding.Heap, device: string): Heap {
+  const heap = create(handle)
+  if (leakReportWanted()) {
+    heap.recordHistory({ stacks: true })
+    trackForLeakReport(heap, device)
+  }
+  return heap
+}
+
+const leakReportWanted = () => {
+  const v = process.env.WGALLOC_LEAK_REPORT
+  return v !== undefined && v !== '' && v !== '0'
+}
+
+// Heaps whose leaks `WGALLOC_LEAK_REPORT` prints at exit; weak, so a dropped device is not kept.
+const leakWatch = new Set<{ heap: WeakRef<Heap>; device: string }>()
+let leakExitHook = false
+let leakFiles = 0
+
+function trackForLeakReport(heap: Heap, device: string): void {
+  leakWatch.add({ heap: new WeakRef(heap), device })
+  if (leakExitHook) return
+  leakExitHook = true
+  process.on('exit', () => {
+    const dir = process.env.WGALLOC_LEAK_REPORT
+    for (const { heap: ref, device: name } of leakWatch) {
+      const h = ref.deref()
+      if (!h) continue
+      try {
+        const report = h.leakReport()
+        const text = formatLeakReport(report, name)
+        if (text) process.stderr.write(text)
+        // A value other than 1 names a folder for the report and the memory snapshot.
+        if (dir && dir !== '1' && report.count > 0) {
+          mkdirSync(dir, { recursive: true })
+          const path = join(dir, `wgalloc-leaks-${process.pid}-${++leakFiles}.json`)
+          writeFileSync(path, `${JSON.stringify({ kind: 'wgalloc-leaks', device: name, report, snapshot: h.memorySnapshot() })}\n`)
+          process.stderr.write(`wgalloc: wrote ${path}\n`)
+        }
+      } catch {
+        // A report at exit must not turn into an error of its own (the device may be gone).
+      }
+    }
+  })
+}
 export { tableOfHeap }

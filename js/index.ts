@@ -59,6 +59,16 @@ export {
 export type { DType, Dispatch, Graph, GraphKernel, GraphOp, GraphTensor, OutputArray } from './graph.js'
 export { Heap } from './heap.js'
 export type { HeapEventKind, OutOfMemoryEvent } from './heap-events.js'
+export {
+  type HistoryEntry,
+  type HistorySnapshotBlock,
+  type HistorySnapshotSegment,
+  type LeakGroup,
+  type LeakReport,
+  MAX_HISTORY_ENTRIES,
+  type MemorySnapshot,
+  type RecordHistoryOptions,
+} from './heap-history.js'
 export { Host } from './host.js'
 export { HostBlock, type HostDirection } from './host-block.js'
 export { ComputeKernel } from './kernel.js'
