@@ -134,7 +134,7 @@ test('a source checkout without a build: says to run npm run build', (t) => {
 
 test('the CLI reports it as a one-line-prefixed error with exit code 1, not a stack trace', (t) => {
   const dir = packageCopy(t)
-  const r = spawnSync(process.execPath, [join(dir, 'js', 'cli.cjs'), 'info'], { cwd: dir, encoding: 'utf8' })
+  const r = spawnSync(process.execPath, [join(dir, 'dist', 'cli.js'), 'info'], { cwd: dir, encoding: 'utf8' })
   t.is(r.status, 1)
   t.true(r.stderr.startsWith('wgalloc: [BINARY_NOT_FOUND] '), r.stderr)
   t.true(r.stderr.includes(`npm install wgalloc-${target}@${pkg.version}`), r.stderr)

@@ -9,7 +9,7 @@ const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { Gpu, planMemory } = require('..')
 
-const CLI = join(__dirname, '..', 'js', 'cli.cjs')
+const CLI = join(__dirname, '..', 'dist', 'cli.js')
 const ENTRY = JSON.stringify(require.resolve('..'))
 
 /** Runs node with `args` (`env` adds to ours; an undefined value removes one); resolves { code, signal, stdout, stderr, ms }. */

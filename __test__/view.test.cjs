@@ -11,14 +11,14 @@ const { tmpdir } = require('node:os')
 const { join, resolve } = require('node:path')
 const { pathToFileURL } = require('node:url')
 const { inflateSync } = require('node:zlib')
-const { Gpu, planMemory } = require('../js/index.cjs')
-const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('../js/view/index.cjs')
-const { shapes, graph, weights } = require('../js/demo/model.cjs')
+const { Gpu, planMemory } = require('..')
+const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('..')
+const { shapes, graph, weights } = require('../dist/demo/model.js')
 const { gpu } = require('./helpers.cjs')
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium'
 const BENCH = join(__dirname, '../bench/data')
-const CLI = resolve(__dirname, '..', 'js', 'cli.cjs')
+const CLI = resolve(__dirname, '..', 'dist', 'cli.js')
 const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
 
 // Browser tests run one at a time: concurrent screenshots in one headless
@@ -160,7 +160,7 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   // (Source and destination in different segments: wgpu refuses a copy within one buffer.)
   const pending = blocks[60]
   const stream = g.createStream()
-  stream.copyBlocks(pending, blocks[2], { size: 4096 })
+  stream.copy(pending, blocks[2], { size: 4096 })
   pending.free()
   const snapshot = JSON.parse(JSON.stringify(heap.snapshot()))
   await stream.submit().wait()

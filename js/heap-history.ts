@@ -36,6 +36,8 @@ export interface HistoryEntry {
   dedicated?: boolean
   /** The JS stack of the malloc (alloc, with `stacks`). */
   stack?: string
+  /** A name for the block, shown by the viewer (`recordMemoryHistory().label()`; `before recording` for blocks that existed already). */
+  label?: string
 }
 
 /** A snapshot block with the JS stack of its malloc, where one was recorded. */
@@ -136,7 +138,7 @@ export class HeapHistory {
       this.#segments.add(s.id)
       for (const b of s.blocks) {
         if (b.state === 'free') continue
-        this.#push({ action: 'alloc', t: 0, blockId: b.blockId, segmentId: s.id, offset: b.offset, size: b.size, pool: s.pool })
+        this.#push({ action: 'alloc', t: 0, blockId: b.blockId, segmentId: s.id, offset: b.offset, size: b.size, pool: s.pool, label: 'before recording' })
         this.#live.set(b.blockId, { size: b.size, holder: null })
       }
     }

@@ -28,5 +28,12 @@ export const {
   WgallocError,
   ERROR_CODES,
   CHANNELS,
+  MAX_HISTORY_ENTRIES,
+  renderHtml,
+  detectKind,
+  readJsonFile,
+  recordMemoryHistory,
+  replayHistory,
+  VIEW_KINDS,
 } = wgalloc
 export default wgalloc

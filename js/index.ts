@@ -85,3 +85,15 @@ export {
 export { type FlushOptions, type ProfileOptions, Profiler, type ProfilerMode, type ProfilerStartOptions } from './profiler.js'
 export type { AsyncOptions } from './signal.js'
 export { Stream } from './stream.js'
+export {
+  detectKind,
+  type MemoryHistorySnapshot,
+  type MemoryRecorder,
+  type RenderHtmlOptions,
+  readJsonFile,
+  recordMemoryHistory,
+  renderHtml,
+  replayHistory,
+  VIEW_KINDS,
+  type ViewKind,
+} from './view/index.js'

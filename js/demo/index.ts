@@ -1,26 +1,68 @@
-'use strict'
 // runDemo(): the end-to-end demo behind `wgalloc demo`. Builds the transformer
 // block, runs it eagerly (heap allocations per op) and planned (one slab),
 // compares memory, time and output against a CPU reference, and returns every
 // figure as one plain object (the CLI prints it; tests assert on it).
-const { writeFileSync } = require('node:fs')
-const { resolve } = require('node:path')
-const { Gpu, planMemory, STRATEGIES, WgallocError } = require('../index.cjs')
-const { shapes, graph: buildGraph, weights } = require('./model.cjs')
-const { reference } = require('./reference.cjs')
-const { median, equalOutputs } = require('../check.cjs')
+import { writeFileSync } from 'node:fs'
+import { resolve } from 'node:path'
+import type { Observation } from '../binding.js'
+import { equalOutputs, median } from '../check.js'
+import { WgallocError, messageOf } from '../errors.js'
+import type { Executor } from '../exec.js'
+import { Gpu } from '../gpu.js'
+import type { Graph } from '../graph.js'
+import { STRATEGIES, type Strategy, planMemory } from '../plan.js'
+import { type DemoData, type ShapeOptions, graph as buildGraph, shapes, weights } from './model.js'
+import { reference } from './reference.js'
+
+/** Options of `runDemo()`. */
+export interface DemoOptions extends ShapeOptions {
+  runs?: number
+  strategy?: string
+  timeLimitMs?: number
+  svg?: string | null
+  trace?: string | null
+  seed?: number
+  gpu?: Gpu
+}
+
+interface PlanRecord {
+  id: string
+  size: number
+  first: number
+  last: number
+}
+
+interface StrategyRow {
+  strategy: Strategy
+  slabSize: number
+  lowerBound: number
+  ratio: number
+  ofNaive: number
+  optimal: boolean
+  timeMs: number
+  method: string
+}
+
+/** Writes `text` to `path`; IO_ERROR naming the file when it cannot. */
+function writeOut(path: string, text: string): void {
+  try {
+    writeFileSync(path, text)
+  } catch (err) {
+    throw new WgallocError('IO_ERROR', `cannot write ${path}: ${messageOf(err)}`, { cause: err })
+  }
+}
 
 /** Relative-ish tolerance: 1e-3 of the output's magnitude (at least 1e-3 absolute). */
-const RELATIVE_TOLERANCE = 1e-3
+export const RELATIVE_TOLERANCE = 1e-3
 
-function maxAbsDiff(a, b) {
+function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let max = 0
   for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i] - b[i]))
   return a.length === b.length ? max : Infinity
 }
 
 /** Peak bytes of live activations (params excluded) in an eager run's observed events. */
-function activationPeak(observation, graph) {
+function activationPeak(observation: Observation, graph: Graph): number {
   const params = new Set(graph.tensors.filter((t) => t.kind === 'param').map((t) => t.id))
   let live = 0
   let peak = 0
@@ -32,14 +74,14 @@ function activationPeak(observation, graph) {
   return peak
 }
 
-async function timed(fn) {
+async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now()
   await fn()
   return performance.now() - t0
 }
 
 /** Eager run from an emptied heap: the heap's peak reserved bytes are the run's footprint. */
-async function eagerFootprint(gpu, graph, data) {
+async function eagerFootprint(gpu: Gpu, graph: Graph, data: DemoData) {
   const heap = gpu.heap
   heap.emptyCache()
   heap.resetPeakStats()
@@ -51,16 +93,16 @@ async function eagerFootprint(gpu, graph, data) {
     // Minus whatever the caller already held on this device (nothing on a fresh one).
     peakReservedBytes: after.reservedBytes.peak - before.reservedBytes.current,
     peakAllocatedBytes: after.allocatedBytes.peak - before.allocatedBytes.current,
-    peakLiveBytes: observation.peakLiveBytes,
-    peakActivationBytes: activationPeak(observation, graph),
+    peakLiveBytes: observation?.peakLiveBytes ?? 0,
+    peakActivationBytes: observation ? activationPeak(observation, graph) : 0,
     driverAllocations: after.driverAllocations - before.driverAllocations,
   }
 }
 
 /** Every strategy on the executor's own usage records, with the device's alignment. */
-async function planAll(records, alignment, timeLimitMs) {
+async function planAll(records: PlanRecord[], alignment: number, timeLimitMs: number) {
   const naiveBytes = records.reduce((sum, r) => sum + r.size, 0)
-  const rows = []
+  const rows: StrategyRow[] = []
   for (const strategy of STRATEGIES) {
     const p = await planMemory(records, { strategy, alignment, timeLimitMs })
     rows.push({
@@ -79,61 +121,59 @@ async function planAll(records, alignment, timeLimitMs) {
 
 /**
  * Options: seq, dim, heads, ffn (shapes), runs (timed runs of each mode), strategy
- * (of the compiled plan), timeLimitMs (search budget of exact/best), svg (path,
- * null to skip), seed, gpu (an open device to reuse; otherwise one is opened and
- * destroyed).
+ * (of the compiled plan), timeLimitMs (search budget of exact/best), svg and trace (paths,
+ * null to skip), seed, gpu (an open device to reuse; otherwise
+ * one is opened and destroyed).
  */
-async function runDemo(options = {}) {
+export async function runDemo(options: DemoOptions = {}) {
   const { runs = 10, strategy = 'best', timeLimitMs = 1000, svg = 'plan.svg', trace = 'trace.json', seed = 1 } = options
   if (!Number.isInteger(runs) || runs < 1) throw new RangeError(`--runs must be a positive integer, got ${runs}`)
-  if (!STRATEGIES.includes(strategy)) throw new RangeError(`--strategy must be one of ${STRATEGIES.join(', ')}, got '${strategy}'`)
+  if (!STRATEGIES.includes(strategy as Strategy)) throw new RangeError(`--strategy must be one of ${STRATEGIES.join(', ')}, got '${strategy}'`)
   const s = shapes(options)
   const started = performance.now()
   const graph = buildGraph(s)
   const data = weights(s, seed)
   const gpu = options.gpu ?? (await Gpu.request())
-  let exe
+  let exe: Executor | undefined
   try {
     // Eager first, before the executor's slab sits in the heap.
     const eager = await eagerFootprint(gpu, graph, data)
-    exe = await gpu.compile(graph, { strategy, timeLimitMs, params: data.params })
+    exe = await gpu.compile(graph, { strategy: strategy as Strategy, timeLimitMs, params: data.params })
+    const compiled = exe
     // The first run also proves the plan on the device: every op's outputs are
     // poisoned first, and no tensor live across an op may change.
     const planned = (await exe.run(data.inputs, { checkPlan: true })).outputs
     const expected = reference(s, data)
 
-    const records = exe.plan.toJSON().records.map(({ id, size, first, last }) => ({ id, size, first, last }))
+    const records = exe.plan.toJSON().records.map(({ id, size, first, last }) => ({ id, size: Number(size), first: Number(first), last: Number(last) }))
     const strategies = await planAll(records, gpu.heap.alignment, timeLimitMs)
 
     // Interleaved so drift (thermal, caches) hits both modes alike.
-    const eagerMs = []
-    const plannedMs = []
+    const eagerMs: number[] = []
+    const plannedMs: number[] = []
     for (let i = 0; i < runs; i++) {
       eagerMs.push(await timed(() => gpu.runEager(graph, data.inputs, { params: data.params })))
-      plannedMs.push(await timed(() => exe.run(data.inputs)))
+      plannedMs.push(await timed(() => compiled.run(data.inputs)))
     }
 
     const maxAbsReference = expected.reduce((m, v) => Math.max(m, Math.abs(v)), 0)
     const maxAbsError = maxAbsDiff(planned.out, expected)
     const tolerance = RELATIVE_TOLERANCE * Math.max(1, maxAbsReference)
-    let svgPath = null
+    let svgPath: string | null = null
     if (svg) {
       svgPath = resolve(svg)
-      try {
-        writeFileSync(svgPath, exe.plan.toSVG())
-      } catch (err) {
-        throw new WgallocError('IO_ERROR', `cannot write ${svgPath}: ${err.message}`, { cause: err })
-      }
+      writeOut(svgPath, exe.plan.toSVG())
     }
     // One eager and one planned run under the profiler: per-kernel GPU time and the
     // heap's memory counters side by side in a Chrome trace / Perfetto file.
-    let tracePath = null
+    let tracePath: string | null = null
     if (trace) {
       tracePath = resolve(trace)
+      writeOut(tracePath, '')
       await gpu.profiler.profile(
         async () => {
           await gpu.runEager(graph, data.inputs, { params: data.params })
-          await exe.run(data.inputs)
+          await compiled.run(data.inputs)
         },
         { mode: 'interval,event' },
       )
@@ -190,5 +230,3 @@ async function runDemo(options = {}) {
     if (!options.gpu) gpu.destroy()
   }
 }
-
-module.exports = { runDemo, RELATIVE_TOLERANCE }

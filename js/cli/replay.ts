@@ -1,31 +1,34 @@
-'use strict'
-// `wgalloc replay <trace.json> [--json]`: fragmentation and driver calls of an
-// eager allocation trace through the heap, beside two simple policies.
-// `--snapshot out.json` also saves the heap's recorded history (for `wgalloc view`).
-const { writeFileSync } = require('node:fs')
-const { Gpu } = require('../index.cjs')
-const { replayHeap, exactSize, powerOfTwo } = require('../replay.cjs')
-const { replayHistory } = require('../view/history.cjs')
-const { readJsonFile } = require('../view/index.cjs')
-const { table, bytes } = require('./table.cjs')
+// `wgalloc replay <trace.json> [--json]`: fragmentation and driver calls of an eager
+// allocation trace through the heap, beside two simple policies. `--snapshot out.json` also
+// saves the heap's recorded history (for `wgalloc view`).
+import { Gpu } from '../gpu.js'
+import { readJsonFile, writeOutputFile } from '../input-file.js'
+import { type PolicyFigures, type Trace, checkTrace, exactSize, powerOfTwo, replayHeap } from '../replay.js'
+import { replayHistory } from '../view/history.js'
+import { parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
 
-module.exports = async function replay(argv, { parseCommand }) {
+export default async function replay(argv: string[]): Promise<number> {
   const { values, positionals, exit } = parseCommand(argv, {
     usage: 'usage: wgalloc replay <trace.json> [--json] [--snapshot out.json]   (format: bench/data/traces, events of { op: "alloc"|"free", id, size })',
     files: 1,
     options: { json: { type: 'boolean', default: false }, snapshot: { type: 'string' } },
   })
   if (exit !== undefined) return exit
-  const trace = readJsonFile(positionals[0])
+  const trace = readJsonFile(positionals[0]) as Trace
+  checkTrace(trace)
   const gpu = await Gpu.request()
-  let ours
+  let ours: PolicyFigures
+  let history: unknown
+  const snapshot = str(values, 'snapshot')
   try {
     ours = replayHeap(gpu.heap, trace)
     // A second pass records every block's segment and offset: a snapshot with history.
-    if (values.snapshot) writeFileSync(values.snapshot, JSON.stringify(replayHistory(gpu.heap, trace)) + '\n')
+    if (snapshot) history = replayHistory(gpu.heap, trace)
   } finally {
     gpu.destroy()
   }
+  if (snapshot) writeOutputFile(snapshot, `${JSON.stringify(history)}\n`, 'memory history')
   if (values.json) {
     console.log(JSON.stringify({ ...ours, baselines: [exactSize(trace), powerOfTwo(trace)] }))
     return 0

@@ -1,12 +1,11 @@
-'use strict'
 // Reading a CLI input file: regular files only (a FIFO or /dev/zero would be read without
 // end), at most WGALLOC_MAX_INPUT_BYTES (default 1 GiB), typed errors naming the file.
-const { openSync, fstatSync, readSync, closeSync, constants } = require('node:fs')
-const { WgallocError } = require('./errors.cjs')
+import { closeSync, constants, fstatSync, openSync, readSync, writeFileSync } from 'node:fs'
+import { WgallocError, messageOf } from './errors.js'
 
-const DEFAULT_MAX_BYTES = 1024 ** 3
+export const DEFAULT_MAX_BYTES = 1024 ** 3
 
-function maxInputBytes() {
+function maxInputBytes(): number {
   const env = process.env.WGALLOC_MAX_INPUT_BYTES
   if (env === undefined || env === '') return DEFAULT_MAX_BYTES
   const n = Number(env)
@@ -15,14 +14,14 @@ function maxInputBytes() {
 }
 
 /** The text of `file`: IO_ERROR when it is missing, not a regular file, or too large. */
-function readInputFile(file) {
+export function readInputFile(file: string): string {
   const max = maxInputBytes()
-  let fd
+  let fd: number
   try {
     // Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
     fd = openSync(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0))
   } catch (err) {
-    throw new WgallocError('IO_ERROR', `cannot read ${file}: ${err.message}`, { cause: err })
+    throw new WgallocError('IO_ERROR', `cannot read ${file}: ${messageOf(err)}`, { cause: err })
   }
   try {
     const st = fstatSync(fd)
@@ -39,20 +38,28 @@ function readInputFile(file) {
     return buf.toString('utf8', 0, at)
   } catch (err) {
     if (err instanceof WgallocError) throw err
-    throw new WgallocError('IO_ERROR', `cannot read ${file}: ${err.message}`, { cause: err })
+    throw new WgallocError('IO_ERROR', `cannot read ${file}: ${messageOf(err)}`, { cause: err })
   } finally {
     closeSync(fd)
   }
 }
 
 /** `file` parsed as JSON: IO_ERROR as `readInputFile`, PARSE_ERROR naming the file. */
-function readJsonFile(file) {
+export function readJsonFile(file: string): unknown {
   const text = readInputFile(file)
   try {
     return JSON.parse(text)
   } catch (err) {
-    throw new WgallocError('PARSE_ERROR', `${file} is not valid JSON: ${err.message}`, { cause: err })
+    throw new WgallocError('PARSE_ERROR', `${file} is not valid JSON: ${messageOf(err)}`, { cause: err })
   }
 }
 
-module.exports = { readInputFile, readJsonFile, DEFAULT_MAX_BYTES }
+/** Writes `text` to `file` and says so (`wrote <path>`); IO_ERROR naming the file when it cannot. */
+export function writeOutputFile(file: string, text: string, what?: string): void {
+  try {
+    writeFileSync(file, text)
+  } catch (err) {
+    throw new WgallocError('IO_ERROR', `cannot write ${file}: ${messageOf(err)}`, { cause: err })
+  }
+  console.log(`wrote ${file}${what ? ` (${what})` : ''}`)
+}

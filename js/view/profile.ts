@@ -1,15 +1,37 @@
-'use strict'
 // Profiler view data from Chrome Trace Event JSON (gpu.profiler.exportTrace, or
 // any trace in the object or array form): one track per thread (the profiler
 // writes one per GPU stream, plus CPU encode/submit), complete (X) and B/E
 // slices packed into lanes, counters (C) as series, instants (i) as markers.
-const { fail, count, number, array, object } = require('./check.cjs')
+import { type Loose, type SummaryRow, array, count, fail, number, object } from './check.js'
+
+interface Slice {
+  ts: number
+  dur: number
+  name: string
+  cat: unknown
+  args: Loose | null
+  lane?: number
+}
+
+interface Counter {
+  name: string
+  keys: string[]
+  samples: [number, Loose][]
+}
+
+interface Instant {
+  key: string
+  ts: number
+  name: string
+  cat: unknown
+  args: Loose | null
+}
 
 const BYTE_COUNTER = /bytes|allocated|reserved|active|memory|cached/i
 
 /** Packs slices (sorted by start) into the fewest lanes with no overlap in a lane. */
-function assignLanes(slices) {
-  const laneEnds = []
+function assignLanes(slices: Slice[]): number {
+  const laneEnds: number[] = []
   for (const s of slices) {
     let lane = laneEnds.findIndex((end) => end <= s.ts)
     if (lane < 0) lane = laneEnds.push(0) - 1
@@ -19,18 +41,18 @@ function assignLanes(slices) {
   return Math.max(laneEnds.length, 1)
 }
 
-function fromTrace(json) {
+export function fromTrace(json: Loose | Loose[]) {
   const events = array(Array.isArray(json) ? json : json.traceEvents, 'traceEvents')
-  const threadNames = new Map() // "pid:tid" -> name
-  const processNames = new Map()
-  const slices = new Map() // "pid:tid" -> [slice]
-  const open = new Map() // "pid:tid" -> stack of B events
-  const counters = new Map() // "pid:name" -> { name, keys, samples: [[ts, {k: v}]] }
-  const instants = []
+  const threadNames = new Map<string, string>() // "pid:tid" -> name
+  const processNames = new Map<string, string>()
+  const slices = new Map<string, Slice[]>() // "pid:tid" -> [slice]
+  const open = new Map<string, Loose[]>() // "pid:tid" -> stack of B events
+  const counters = new Map<string, Counter>() // "pid:name" -> { name, keys, samples: [[ts, {k: v}]] }
+  const instants: Instant[] = []
   let t0 = Infinity
   let t1 = -Infinity
   let ignored = 0
-  const addSlice = (key, s) => {
+  const addSlice = (key: string, s: Slice) => {
     let list = slices.get(key)
     if (!list) slices.set(key, (list = []))
     list.push(s)
@@ -103,9 +125,9 @@ function fromTrace(json) {
     const [pb, tb] = b.split(':').map(Number)
     return pa - pb || ta - tb
   })
-  const names = [] // string table for slice names
-  const nameIndex = new Map()
-  const intern = (s) => {
+  const names: string[] = [] // string table for slice names
+  const nameIndex = new Map<string, number>()
+  const intern = (s: string) => {
     let k = nameIndex.get(s)
     if (k === undefined) nameIndex.set(s, (k = names.push(s) - 1))
     return k
@@ -130,7 +152,7 @@ function fromTrace(json) {
     }
   })
   // The profiler writes an instant beside every timed slice; draw only the others (OOM, gc, ...).
-  const sliceAt = new Set()
+  const sliceAt = new Set<string>()
   for (const [key, list] of slices) for (const s of list) sliceAt.add(`${key}|${s.ts}|${s.name}`)
   const marks = instants
     .filter((x) => !sliceAt.has(`${x.key}|${x.ts}|${x.name}`))
@@ -150,7 +172,7 @@ function fromTrace(json) {
     }
   })
   const other = Array.isArray(json) ? {} : (json.otherData ?? {})
-  const device = [other.adapter, other.backend].filter((x) => typeof x === 'string').join(' · ')
+  const device = [other.adapter, other.backend].filter((x): x is string => typeof x === 'string').join(' · ')
   const samples = counterList.reduce((a, c) => a + c.ts.length, 0)
   return {
     kind: 'profile',
@@ -163,7 +185,7 @@ function fromTrace(json) {
     marks,
     sliceCount,
     summary: [
-      ['span', (t1 - t0) / 1000, 'ms'],
+      ['span', (t1 - t0) / 1000, 'ms'] as SummaryRow,
       ['slices', sliceCount, 'count'],
       ['tracks', tracks.length, 'count'],
       ['counter samples', samples, 'count'],
@@ -173,5 +195,3 @@ function fromTrace(json) {
     ],
   }
 }
-
-module.exports = { fromTrace }

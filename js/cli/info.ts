@@ -1,9 +1,9 @@
-'use strict'
 // `wgalloc info [--json] [--backend b] [--adapter name]`: what device wgalloc opens.
-const { Gpu } = require('../index.cjs')
-const { table, bytes } = require('./table.cjs')
+import { type Backend, Gpu } from '../gpu.js'
+import { parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
 
-module.exports = async function info(argv, { parseCommand }) {
+export default async function info(argv: string[]): Promise<number> {
   const { values, exit } = parseCommand(argv, {
     usage: 'usage: wgalloc info [--json] [--backend vulkan|metal|dx12] [--adapter NAME] [--fallback]',
     options: {
@@ -15,14 +15,15 @@ module.exports = async function info(argv, { parseCommand }) {
   })
   if (exit !== undefined) return exit
   const gpu = await Gpu.request({
-    backends: values.backend,
-    adapterName: values.adapter,
-    forceFallbackAdapter: values.fallback,
+    backends: values.backend as Backend[] | undefined,
+    adapterName: str(values, 'adapter'),
+    forceFallbackAdapter: values.fallback === true,
   })
   const info = gpu.info
   const budget = gpu.memoryBudget
   if (values.json) {
     console.log(JSON.stringify({ ...info, memoryBudget: budget }, null, 2))
+    gpu.destroy()
     return 0
   }
   const rows = [

@@ -1,22 +1,23 @@
-'use strict'
-// `wgalloc plan <file.json|file.csv> [--strategy s|all] [--time-limit 10s]
-//   [--alignment N] [--svg out.svg] [--json [out.json]]`
-const { writeFileSync } = require('node:fs')
-const { readInputFile } = require('../input-file.cjs')
-const { planMemory, STRATEGIES } = require('../index.cjs')
-const { WgallocError } = require('../errors.cjs')
-const { table, bytes } = require('./table.cjs')
+// `wgalloc plan <file.json|file.csv> [--strategy s|all] [--time-limit 10s] [--alignment N]
+//   [--svg out.svg] [--json [out.json]]`
+import type { PlanProgress } from '../binding.js'
+import { WgallocError } from '../errors.js'
+import { readInputFile, writeOutputFile } from '../input-file.js'
+import { type MemoryPlan, STRATEGIES, type Strategy, planMemory } from '../plan.js'
+import { parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
 
 const USAGE = 'usage: wgalloc plan <file.json|file.csv> [--strategy NAME|all] [--time-limit 10s] [--alignment N] [--svg out.svg] [--json [out.json]]'
 
-function parseDuration(text) {
+function parseDuration(text: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(String(text).trim())
   if (!m) throw new WgallocError('INVALID_ARGUMENT', `--time-limit: cannot read '${text}' (use e.g. 500ms, 10s, 2m)`)
-  return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60000 }[m[2] ?? 's'])
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60000 }
+  return Math.round(Number(m[1]) * unit[m[2] ?? 's'])
 }
 
 /** `--json` takes an optional file name: the next argument when it ends in .json. */
-function splitJsonFlag(argv) {
+function splitJsonFlag(argv: string[]): { args: string[]; json: boolean; jsonFile: string | null } {
   const args = [...argv]
   const i = args.indexOf('--json')
   if (i < 0) return { args, json: false, jsonFile: null }
@@ -28,7 +29,7 @@ function splitJsonFlag(argv) {
   return { args, json: true, jsonFile }
 }
 
-function progressBar(strategy) {
+function progressBar(strategy: string): ((p: PlanProgress) => void) | undefined {
   if (!process.stderr.isTTY) return undefined
   return (p) => {
     const ratio = p.best / p.lowerBound
@@ -36,7 +37,7 @@ function progressBar(strategy) {
   }
 }
 
-module.exports = async function plan(argv, { parseCommand }) {
+export default async function plan(argv: string[]): Promise<number> {
   const { args, json, jsonFile } = splitJsonFlag(argv)
   const { values, positionals, exit } = parseCommand(args, {
     usage: USAGE,
@@ -50,16 +51,20 @@ module.exports = async function plan(argv, { parseCommand }) {
   })
   if (exit !== undefined) return exit
   const file = positionals[0]
-  const text = readInputFile(file)
   // The text itself: the planner reads JSON exactly (integers past 2^53 included).
-  const input = text
-  const strategies = values.strategy === 'all' ? STRATEGIES : [values.strategy]
-  const timeLimitMs = parseDuration(values['time-limit'])
+  const input = readInputFile(file)
+  const strategy = str(values, 'strategy') ?? 'best'
+  const strategies = strategy === 'all' ? STRATEGIES : [strategy as Strategy]
+  const timeLimitMs = parseDuration(str(values, 'time-limit') ?? '10s')
   const alignment = Number(values.alignment)
-  const plans = []
-  for (const strategy of strategies) {
-    const bar = progressBar(strategy)
-    const p = await planMemory(input, { strategy, timeLimitMs, alignment, onProgress: bar })
+  const plans: MemoryPlan[] = []
+  for (const s of strategies) {
+    const bar = progressBar(s)
+    // Input errors name the file, as in every command.
+    const p = await planMemory(input, { strategy: s, timeLimitMs, alignment, onProgress: bar }).catch((err: unknown) => {
+      if (WgallocError.is(err, 'PARSE_ERROR') && !err.message.includes(file)) throw new WgallocError('PARSE_ERROR', `${file}: ${err.message}`, { cause: err })
+      throw err
+    })
     if (bar) process.stderr.write('\n')
     plans.push(p)
   }
@@ -72,6 +77,7 @@ module.exports = async function plan(argv, { parseCommand }) {
     optimal: p.optimal,
     timeMs: p.timeMs,
   }))
+  const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
   if (json && !jsonFile) {
     for (const r of rows) console.log(JSON.stringify(r))
   } else {
@@ -81,11 +87,10 @@ module.exports = async function plan(argv, { parseCommand }) {
         rows.map((r) => [r.strategy, r.slabSize, r.lowerBound, Number(r.ratio.toFixed(4)), r.optimal ? 'yes' : 'no', Number(r.timeMs.toFixed(1)), r.method]),
       ),
     )
-    const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
     console.log(`\nsmallest slab: ${bytes(best.slabSize)} (${best.strategy}), lower bound ${bytes(best.lowerBound)}`)
   }
-  const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
-  if (jsonFile) writeFileSync(jsonFile, JSON.stringify(plans.length === 1 ? best.toJSON() : plans.map((p) => p.toJSON()), null, 2) + '\n')
-  if (values.svg) writeFileSync(values.svg, best.toSVG())
+  if (jsonFile) writeOutputFile(jsonFile, `${JSON.stringify(plans.length === 1 ? best.toJSON() : plans.map((p) => p.toJSON()), null, 2)}\n`, 'plan')
+  const svg = str(values, 'svg')
+  if (svg) writeOutputFile(svg, best.toSVG(), 'plan picture')
   return 0
 }

@@ -1,28 +1,27 @@
-'use strict'
 // The HTML shell every view shares: page CSS, the common page script, the
 // kind's page script and its data, all inline, so the file opens anywhere
 // with no network (a Content-Security-Policy forbids every fetch).
-const { readFileSync } = require('node:fs')
-const { stringifyInput } = require('../errors.cjs')
-const { join } = require('node:path')
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { stringifyInput } from '../errors.js'
 
-const cache = new Map()
-function asset(name) {
+const cache = new Map<string, string>()
+function asset(name: string): string {
   let text = cache.get(name)
   if (text === undefined) cache.set(name, (text = readFileSync(join(__dirname, 'client', name), 'utf8')))
   return text
 }
 
-const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+const escapeHtml = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 /** JSON that cannot end the <script> element it sits in. */
-const scriptJson = (value) =>
+const scriptJson = (value: unknown) =>
   stringifyInput(value, 'the viewer input')
     .replace(/</g, '\\u003c')
     .replace(/\u2028/g, '\\u2028')
     .replace(/\u2029/g, '\\u2029')
 
 /** `view`: { kind, title, subtitle, summary, ...data for the kind's script }. */
-function page(view) {
+export function page(view: { kind: string; title: string; subtitle?: string }): string {
   const { kind, title, subtitle } = view
   return `<!doctype html>
 <html lang="en">
@@ -53,5 +52,3 @@ ${asset(`${kind}.js`)}
 </html>
 `
 }
-
-module.exports = { page }

@@ -1,22 +1,30 @@
-'use strict'
 // WGSL kernels of the demo transformer block, and the uniform bytes and
-// dispatch sizes of each op. Binding convention (see js/exec.cjs): the op's
+// dispatch sizes of each op. Binding convention (see js/exec.ts): the op's
 // inputs, then its outputs, all `read_write` storage (every tensor lives in one
 // slab buffer), then the op's uniform. Every uniform is four 32-bit words so
 // it needs no padding rules.
+
+import type { Dispatch, GraphKernel } from '../graph.js'
+
+/** What an op of each kind launches: kernel, workgroups and uniform bytes. */
+export interface Launch {
+  kernel: string
+  dispatch: Dispatch
+  params: Uint8Array
+}
 
 const WG = 64 // threads per workgroup of the 1-D kernels
 const TILE = 8 // matmul and attention workgroups are TILE x TILE
 const BLOCK = 4 // outputs per matmul thread in each direction
 const MAX_GROUPS = 65535 // WebGPU's guaranteed maxComputeWorkgroupsPerDimension
 
-const storage = (names) => names.map((n, i) => `@group(0) @binding(${i}) var<storage, read_write> ${n}: array<f32>;`).join('\n')
-const uniform = (binding, fields) => `struct P { ${fields} }\n@group(0) @binding(${binding}) var<uniform> p: P;`
+const storage = (names: string[]) => names.map((n, i) => `@group(0) @binding(${i}) var<storage, read_write> ${n}: array<f32>;`).join('\n')
+const uniform = (binding: number, fields: string) => `struct P { ${fields} }\n@group(0) @binding(${binding}) var<uniform> p: P;`
 
 // 1-D kernels may need more than 65535 workgroups: they spread over x and y.
 const FLAT = 'let i = g.x + g.y * n.x * ' + WG + 'u;'
 
-const SOURCES = {
+export const SOURCES: Record<string, string> = {
   // y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * gamma + beta; one thread per row.
   layernorm: `${storage(['x', 'gamma', 'beta', 'y'])}
 ${uniform(4, 'rows: u32, cols: u32, eps: f32, pad: u32')}
@@ -132,12 +140,12 @@ ${uniform(3, 'len: u32, pad0: u32, pad1: u32, pad2: u32')}
 }
 
 /** The graph's `kernels` table. */
-function kernels() {
+export function kernels(): Record<string, GraphKernel> {
   return Object.fromEntries(Object.entries(SOURCES).map(([id, source]) => [id, { source, entryPoint: 'main' }]))
 }
 
 /** Uniform bytes: four words, each a u32 (integer) or an f32 ({ f32: x }). */
-function words(...values) {
+function words(...values: (number | { f32: number })[]): Uint8Array {
   const buf = new ArrayBuffer(16)
   const view = new DataView(buf)
   values.forEach((v, i) => {
@@ -147,10 +155,10 @@ function words(...values) {
   return new Uint8Array(buf)
 }
 
-const ceil = (a, b) => Math.ceil(a / b)
+const ceil = (a: number, b: number) => Math.ceil(a / b)
 
 /** Workgroups for `count` threads of a 1-D kernel, spread over y past 65535. */
-function grid1d(count) {
+function grid1d(count: number): Dispatch {
   const groups = ceil(count, WG)
   if (groups <= MAX_GROUPS) return [groups]
   const y = ceil(groups, MAX_GROUPS)
@@ -158,22 +166,24 @@ function grid1d(count) {
 }
 
 /** { kernel, dispatch, params } of each op kind, from its shapes. */
-const launch = {
-  layernorm: (rows, cols, eps) => ({ kernel: 'layernorm', dispatch: grid1d(rows), params: words(rows, cols, { f32: eps }, 0) }),
-  matmul: (m, n, k) => ({ kernel: 'matmul', dispatch: [ceil(n, TILE * BLOCK), ceil(m, TILE * BLOCK)], params: words(m, n, k, 0) }),
-  attnScores: (seq, heads, headDim) => ({
+export const launch = {
+  layernorm: (rows: number, cols: number, eps: number): Launch => ({ kernel: 'layernorm', dispatch: grid1d(rows), params: words(rows, cols, { f32: eps }, 0) }),
+  matmul: (m: number, n: number, k: number): Launch => ({
+    kernel: 'matmul',
+    dispatch: [ceil(n, TILE * BLOCK), ceil(m, TILE * BLOCK)],
+    params: words(m, n, k, 0),
+  }),
+  attnScores: (seq: number, heads: number, headDim: number): Launch => ({
     kernel: 'attn_scores',
     dispatch: [ceil(seq, TILE), ceil(seq, TILE), heads],
     params: words(seq, heads, headDim, { f32: 1 / Math.sqrt(headDim) }),
   }),
-  softmax: (rows, cols) => ({ kernel: 'softmax', dispatch: grid1d(rows), params: words(rows, cols, 0, 0) }),
-  attnValues: (seq, heads, headDim) => ({
+  softmax: (rows: number, cols: number): Launch => ({ kernel: 'softmax', dispatch: grid1d(rows), params: words(rows, cols, 0, 0) }),
+  attnValues: (seq: number, heads: number, headDim: number): Launch => ({
     kernel: 'attn_values',
     dispatch: [ceil(headDim, TILE), ceil(seq, TILE), heads],
     params: words(seq, heads, headDim, 0),
   }),
-  gelu: (len) => ({ kernel: 'gelu', dispatch: grid1d(len), params: words(len, 0, 0, 0) }),
-  add: (len) => ({ kernel: 'add', dispatch: grid1d(len), params: words(len, 0, 0, 0) }),
+  gelu: (len: number): Launch => ({ kernel: 'gelu', dispatch: grid1d(len), params: words(len, 0, 0, 0) }),
+  add: (len: number): Launch => ({ kernel: 'add', dispatch: grid1d(len), params: words(len, 0, 0, 0) }),
 }
-
-module.exports = { kernels, launch, SOURCES }

@@ -1,11 +1,13 @@
-'use strict'
-// `wgalloc check <graph.json> [--strategy s] [--runs N] [--verify] [--json]`:
-// eager and planned runs of a graph (model graphs run with checksum kernels).
-const { readInputFile } = require('../input-file.cjs')
-const { WgallocError } = require('../errors.cjs')
-const { Gpu } = require('../index.cjs')
-const { checkGraph } = require('../check.cjs')
-const { table, bytes } = require('./table.cjs')
+// `wgalloc check <graph.json> [--strategy s] [--runs N] [--verify] [--json]`: eager and
+// planned runs of a graph (model graphs run with checksum kernels).
+import { type Difference, checkGraph } from '../check.js'
+import { parseJson } from '../errors.js'
+import { Gpu } from '../gpu.js'
+import type { Graph } from '../graph.js'
+import { readInputFile } from '../input-file.js'
+import type { Strategy } from '../plan.js'
+import { parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
 
 const USAGE =
   'usage: wgalloc check <graph.json> [--strategy NAME] [--runs N] [--verify] [--json]\n' +
@@ -13,13 +15,13 @@ const USAGE =
   '  --verify: also poison and check every tensor on the device after each op'
 
 /** The first difference in words: output, element, both values and the op that wrote it. */
-function describeDifference(d) {
+function describeDifference(d: Difference | null): string {
   if (!d) return 'the outputs differ'
   const where = d.index === null ? `output '${d.output}'` : `output '${d.output}' element ${d.index} (${d.dtype})`
   return `${where}: eager ${d.eager}, planned ${d.planned}${d.op ? `, last written by op '${d.op}'` : ''}`
 }
 
-module.exports = async function check(argv, { parseCommand }) {
+export default async function check(argv: string[]): Promise<number> {
   const { values, positionals, exit } = parseCommand(argv, {
     usage: USAGE,
     files: 1,
@@ -31,18 +33,18 @@ module.exports = async function check(argv, { parseCommand }) {
     },
   })
   if (exit !== undefined) return exit
-  const text = readInputFile(positionals[0])
-  let parsed
-  try {
-    parsed = JSON.parse(text)
-  } catch (err) {
-    throw new WgallocError('PARSE_ERROR', `${positionals[0]} is not valid JSON: ${err.message}`, { cause: err })
-  }
+  const file = positionals[0]
+  const text = readInputFile(file)
+  const parsed = parseJson(text, file) as Partial<Graph>
   const gpu = await Gpu.request()
-  const graph = parsed.kernels ? parsed : JSON.parse(gpu.checksumGraph(text))
-  const f = await checkGraph(gpu, graph, { strategy: values.strategy, runs: Number(values.runs), checkPlan: values.verify })
-  gpu.destroy()
-  const { svg, stats, ...figures } = f
+  let f: Awaited<ReturnType<typeof checkGraph>>
+  try {
+    const graph = (parsed?.kernels ? parsed : JSON.parse(gpu.checksumGraph(text))) as Graph
+    f = await checkGraph(gpu, graph, { strategy: str(values, 'strategy') as Strategy, runs: Number(values.runs), checkPlan: values.verify === true })
+  } finally {
+    gpu.destroy()
+  }
+  const { svg: _svg, stats: _stats, ...figures } = f
   if (values.json) {
     console.log(JSON.stringify(figures))
   } else {

@@ -1,11 +1,10 @@
-'use strict'
 // Plan view data: `plan.toJSON()` records (id, size, first, last, offset) as
 // columns, the slab and lower bound lines, and views/constants for hover text.
-const { fail, count, id, array, object } = require('./check.cjs')
+import { type Loose, type SummaryRow, array, count, fail, id, object } from './check.js'
 
-function fromPlan(json) {
+export function fromPlan(json: Loose) {
   const records = array(json.records, 'records')
-  const cols = { id: [], size: [], first: [], last: [], offset: [] }
+  const cols = { id: [] as string[], size: [] as number[], first: [] as number[], last: [] as number[], offset: [] as number[] }
   let steps = 0
   for (const [i, r] of records.entries()) {
     const at = `records[${i}]`
@@ -25,7 +24,7 @@ function fromPlan(json) {
   const graph = json.graph && typeof json.graph === 'object' ? json.graph : null
   if (graph && typeof graph.steps === 'number') steps = Math.max(steps, graph.steps)
   // Views share their base's storage: list them on the base's tooltip.
-  const views = {}
+  const views: Record<string, string[]> = {}
   for (const a of Array.isArray(graph?.aliases) ? graph.aliases : []) {
     if (a && a.base != null && a.id != null) (views[a.base] ??= []).push(String(a.id))
   }
@@ -40,7 +39,7 @@ function fromPlan(json) {
     lowerBound,
     views,
     summary: [
-      ['slab', slabSize, 'bytes'],
+      ['slab', slabSize, 'bytes'] as SummaryRow,
       ...(lowerBound != null
         ? [
             ['lower bound', lowerBound, 'bytes'],
@@ -55,5 +54,3 @@ function fromPlan(json) {
     ],
   }
 }
-
-module.exports = { fromPlan }

@@ -1,15 +1,39 @@
-'use strict'
 // The demo model: one pre-norm transformer encoder block (f32) as a wgalloc
 // graph, plus deterministic weights and input. Every op writes its own tensor,
 // so lifetimes are many and varied and the planner has real work to do.
-const { kernels, launch } = require('./kernels.cjs')
-const { mulberry32, uniform } = require('./random.cjs')
+import type { Graph, GraphOp, GraphTensor } from '../graph.js'
+import { type Launch, kernels, launch } from './kernels.js'
+import { mulberry32, uniform } from './random.js'
 
 const F32 = 4
-const EPS = 1e-5
+export const EPS = 1e-5
+
+/** Shape options of the block. */
+export interface ShapeOptions {
+  seq?: number
+  dim?: number
+  heads?: number
+  ffn?: number
+}
+
+/** The block's shapes, checked and completed. */
+export interface Shapes {
+  seq: number
+  dim: number
+  heads: number
+  ffn: number
+  headDim: number
+  hidden: number
+}
+
+/** Weights and input of the block. */
+export interface DemoData {
+  params: Record<string, Float32Array>
+  inputs: { x: Float32Array }
+}
 
 /** Checks and completes the shape options. */
-function shapes({ seq = 64, dim = 128, heads = 4, ffn = 4 } = {}) {
+export function shapes({ seq = 64, dim = 128, heads = 4, ffn = 4 }: ShapeOptions = {}): Shapes {
   for (const [name, v] of Object.entries({ seq, dim, heads, ffn })) {
     if (!Number.isInteger(v) || v < 1) throw new RangeError(`--${name} must be a positive integer, got ${v}`)
   }
@@ -18,7 +42,7 @@ function shapes({ seq = 64, dim = 128, heads = 4, ffn = 4 } = {}) {
 }
 
 /** Parameter shapes, by tensor id. */
-function paramShapes({ dim, hidden }) {
+export function paramShapes({ dim, hidden }: Shapes): Record<string, number[]> {
   return {
     ln1_g: [dim],
     ln1_b: [dim],
@@ -40,9 +64,9 @@ function paramShapes({ dim, hidden }) {
 }
 
 /** Deterministic weights (scaled by fan-in, as an initialiser would) and input. */
-function weights(s, seed = 1) {
+export function weights(s: Shapes, seed = 1): DemoData {
   const next = mulberry32(seed)
-  const params = {}
+  const params: Record<string, Float32Array> = {}
   for (const [id, shape] of Object.entries(paramShapes(s))) {
     const n = shape.reduce((a, b) => a * b, 1)
     if (id.endsWith('_g'))
@@ -55,14 +79,14 @@ function weights(s, seed = 1) {
 }
 
 /** The graph: tensors (sizes in bytes), ops in execution order, kernels. */
-function graph(s) {
+export function graph(s: Shapes): Graph {
   const { seq, dim, heads, headDim, hidden } = s
   const rows = seq * dim
-  const tensors = [{ id: 'x', size: rows * F32, kind: 'input', dtype: 'f32' }]
+  const tensors: GraphTensor[] = [{ id: 'x', size: rows * F32, kind: 'input', dtype: 'f32' }]
   for (const [id, shape] of Object.entries(paramShapes(s))) {
     tensors.push({ id, size: shape.reduce((a, b) => a * b, 1) * F32, kind: 'param', dtype: 'f32' })
   }
-  const act = (id, elements, kind = 'intermediate') => tensors.push({ id, size: elements * F32, kind, dtype: 'f32' })
+  const act = (id: string, elements: number, kind: GraphTensor['kind'] = 'intermediate') => tensors.push({ id, size: elements * F32, kind, dtype: 'f32' })
   act('ln1', rows)
   act('q', rows)
   act('k', rows)
@@ -79,7 +103,7 @@ function graph(s) {
   act('ff2', rows)
   act('out', rows, 'output')
 
-  const op = (name, inputs, outputs, l) => ({ name, inputs, outputs, ...l })
+  const op = (name: string, inputs: string[], outputs: string[], l: Launch): GraphOp => ({ name, inputs, outputs, ...l })
   const ops = [
     op('ln1', ['x', 'ln1_g', 'ln1_b'], ['ln1'], launch.layernorm(seq, dim, EPS)),
     op('q_proj', ['ln1', 'w_q', 'b_q'], ['q'], launch.matmul(seq, dim, dim)),
@@ -98,5 +122,3 @@ function graph(s) {
   ]
   return { kernels: kernels(), tensors, ops }
 }
-
-module.exports = { shapes, graph, weights, paramShapes, EPS }

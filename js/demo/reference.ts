@@ -1,9 +1,10 @@
-'use strict'
 // CPU reference of the demo block: plain loops, the same math as the WGSL
 // kernels, accumulated in float64 so it measures the GPU's f32 error.
-const { EPS } = require('./model.cjs')
+import { type DemoData, EPS, type Shapes } from './model.js'
 
-function layernorm(x, gamma, beta, rows, cols) {
+type Vec = ArrayLike<number>
+
+function layernorm(x: Vec, gamma: Vec, beta: Vec, rows: number, cols: number): Float64Array {
   const y = new Float64Array(rows * cols)
   for (let r = 0; r < rows; r++) {
     const base = r * cols
@@ -19,7 +20,7 @@ function layernorm(x, gamma, beta, rows, cols) {
 }
 
 /** a[m, k] @ b[k, n] + bias[n] */
-function matmul(a, b, bias, m, n, k) {
+function matmul(a: Vec, b: Vec, bias: Vec, m: number, n: number, k: number): Float64Array {
   const c = new Float64Array(m * n)
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) {
@@ -32,7 +33,7 @@ function matmul(a, b, bias, m, n, k) {
 }
 
 /** Scaled dot-product attention per head; q, k, v and the result are [seq, heads * headDim]. */
-function attention(q, k, v, seq, heads, headDim) {
+function attention(q: Vec, k: Vec, v: Vec, seq: number, heads: number, headDim: number): Float64Array {
   const dim = heads * headDim
   const scale = 1 / Math.sqrt(headDim)
   const out = new Float64Array(seq * dim)
@@ -58,11 +59,11 @@ function attention(q, k, v, seq, heads, headDim) {
   return out
 }
 
-const gelu = (x) => x.map((v) => 0.5 * v * (1 + Math.tanh(Math.max(-10, Math.min(10, 0.7978845608028654 * (v + 0.044715 * v ** 3))))))
-const add = (a, b) => a.map((v, i) => v + b[i])
+const gelu = (x: Float64Array) => x.map((v) => 0.5 * v * (1 + Math.tanh(Math.max(-10, Math.min(10, 0.7978845608028654 * (v + 0.044715 * v ** 3))))))
+const add = (a: Float64Array, b: Vec) => a.map((v, i) => v + b[i])
 
 /** The block's output for input `x` (Float32Array [seq, dim]) and `params`. */
-function reference(s, { params: w, inputs: { x } }) {
+export function reference(s: Shapes, { params: w, inputs: { x } }: DemoData): Float64Array {
   const { seq, dim, heads, headDim, hidden } = s
   const ln1 = layernorm(x, w.ln1_g, w.ln1_b, seq, dim)
   const q = matmul(ln1, w.w_q, w.b_q, seq, dim, dim)
@@ -74,5 +75,3 @@ function reference(s, { params: w, inputs: { x } }) {
   const ff = gelu(matmul(ln2, w.w_1, w.b_1, seq, hidden, dim))
   return add(res1, matmul(ff, w.w_2, w.b_2, seq, dim, hidden))
 }
-
-module.exports = { reference }

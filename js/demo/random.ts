@@ -1,8 +1,8 @@
-'use strict'
 // Seeded PRNG (mulberry32) so weights, inputs and therefore every figure the
 // demo prints are the same on every run and machine.
 
-function mulberry32(seed) {
+/** A seeded uniform generator in [0, 1). */
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0
@@ -14,10 +14,8 @@ function mulberry32(seed) {
 }
 
 /** Float32Array of `n` values uniform in [center - scale, center + scale). */
-function uniform(next, n, scale, center = 0) {
+export function uniform(next: () => number, n: number, scale: number, center = 0): Float32Array {
   const out = new Float32Array(n)
   for (let i = 0; i < n; i++) out[i] = center + scale * (2 * next() - 1)
   return out
 }
-
-module.exports = { mulberry32, uniform }

@@ -1,28 +1,36 @@
-'use strict'
-// `wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10]
-//   [--strategy best] [--svg plan.svg] [--json]`: a transformer encoder block,
-// eager vs planned, against a CPU reference (see js/demo/).
-const { runDemo } = require('../demo/index.cjs')
-const { WgallocError } = require('../errors.cjs')
-const { table, bytes } = require('./table.cjs')
+// `wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best]
+//   [--out DIR] [--json]`: a transformer encoder block, eager vs planned, against a CPU
+// reference (see js/demo/). It writes plan.svg and trace.json into DIR (default wgalloc-demo/).
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { runDemo } from '../demo/index.js'
+import { WgallocError, messageOf } from '../errors.js'
+import { type Values, parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
 
-const USAGE = 'usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best] [--svg plan.svg] [--trace trace.json] [--json]'
+const USAGE = `usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best] [--out DIR] [--json]
 
-function int(values, name) {
-  const text = values[name]
+  --out DIR       folder for plan.svg and trace.json (default: wgalloc-demo, created if missing)
+  --svg FILE      write the plan picture here instead
+  --trace FILE    write the profiled run here instead`
+
+type Figures = Awaited<ReturnType<typeof runDemo>>
+
+function int(values: Values, name: string): number {
+  const text = String(values[name])
   if (!/^\d+$/.test(text) || Number(text) < 1) throw new WgallocError('INVALID_ARGUMENT', `--${name} must be a positive integer, got '${text}'`)
   return Number(text)
 }
 
-const ms = (x) => `${x.toFixed(2)} ms`
-const times = (x) => `${x.toFixed(2)}x`
+const ms = (x: number) => `${x.toFixed(2)} ms`
+const times = (x: number) => `${x.toFixed(2)}x`
 
-function report(f) {
+function report(f: Figures): string {
   const m = f.model
   const p = f.planning
   const mem = f.memory
   const a = f.accuracy
-  const out = []
+  const out: string[] = []
   out.push(`transformer encoder block, f32: seq ${m.seq}, dim ${m.dim}, heads ${m.heads} (head dim ${m.headDim}), ffn ${m.ffn}x (hidden ${m.hidden})`)
   out.push(`${m.ops} ops, ${m.intermediates} intermediate tensors + ${m.views} view, params ${bytes(m.paramBytes)}; ${f.device.adapter} on ${f.device.backend}`)
 
@@ -93,11 +101,13 @@ function report(f) {
     f.svg ? `5. wrote the ${f.plan.strategy} plan (${bytes(f.plan.slabSize)}, ${f.plan.ratio.toFixed(4)} x lower bound) to ${f.svg}` : '5. no SVG written',
   )
   if (f.trace) out.push(`   wrote a profiled eager + planned run to ${f.trace} (open in ui.perfetto.dev or chrome://tracing)`)
+  out.push('')
+  for (const path of [f.svg, f.trace]) if (path) out.push(`wrote ${path}`)
   out.push(`\ndone in ${(f.wallMs / 1000).toFixed(1)} s`)
   return out.join('\n')
 }
 
-module.exports = async function demo(argv, { parseCommand }) {
+export default async function demo(argv: string[]): Promise<number> {
   const { values, exit } = parseCommand(argv, {
     usage: USAGE,
     options: {
@@ -107,13 +117,24 @@ module.exports = async function demo(argv, { parseCommand }) {
       ffn: { type: 'string', default: '4' },
       runs: { type: 'string', default: '10' },
       strategy: { type: 'string', default: 'best' },
-      svg: { type: 'string', default: 'plan.svg' },
-      trace: { type: 'string', default: 'trace.json' },
+      out: { type: 'string', default: 'wgalloc-demo' },
+      svg: { type: 'string' },
+      trace: { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   })
   if (exit !== undefined) return exit
-  let figures
+  const out = str(values, 'out') ?? 'wgalloc-demo'
+  const svg = str(values, 'svg')
+  const trace = str(values, 'trace')
+  if (svg === undefined || trace === undefined) {
+    try {
+      mkdirSync(out, { recursive: true })
+    } catch (err) {
+      throw new WgallocError('IO_ERROR', `cannot create ${out}: ${messageOf(err)}`, { cause: err })
+    }
+  }
+  let figures: Figures
   try {
     figures = await runDemo({
       seq: int(values, 'seq'),
@@ -121,14 +142,20 @@ module.exports = async function demo(argv, { parseCommand }) {
       heads: int(values, 'heads'),
       ffn: int(values, 'ffn'),
       runs: int(values, 'runs'),
-      strategy: values.strategy,
-      svg: values.svg,
-      trace: values.trace,
+      strategy: str(values, 'strategy'),
+      svg: svg ?? join(out, 'plan.svg'),
+      trace: trace ?? join(out, 'trace.json'),
     })
   } catch (err) {
     // Option errors from the demo's own checks read like the other CLI errors.
     throw err instanceof RangeError ? new WgallocError('INVALID_ARGUMENT', err.message) : err
   }
-  console.log(values.json ? JSON.stringify(figures) : report(figures))
+  if (values.json) {
+    console.log(JSON.stringify(figures))
+    // stdout is the figures' JSON: the files written are named on stderr.
+    for (const path of [figures.svg, figures.trace]) if (path) console.error(`wrote ${path}`)
+  } else {
+    console.log(report(figures))
+  }
   return figures.accuracy.ok && figures.accuracy.eagerEqualsPlanned ? 0 : 1
 }
