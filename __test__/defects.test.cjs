@@ -164,3 +164,22 @@ test('a process without XDG_RUNTIME_DIR opens a device without Mesa complaining'
   t.is(r.stdout.trim(), 'ok')
   t.notRegex(r.stderr, /XDG_RUNTIME_DIR/)
 })
+
+test('every command names the file in its input errors: IO_ERROR when missing, PARSE_ERROR when malformed', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-input-'))
+  const missing = join(dir, 'missing.json')
+  const badJson = join(dir, 'bad.json')
+  const badCsv = join(dir, 'bad.csv')
+  writeFileSync(badJson, '{"a":')
+  writeFileSync(badCsv, 'id,lower,upper,size\na,0,x,4\n')
+  for (const command of ['plan', 'view', 'replay', 'check']) {
+    const gone = await node([CLI, command, missing])
+    t.is(gone.code, 1, command)
+    t.regex(gone.stderr, /^wgalloc: \[IO_ERROR\] cannot read .*missing\.json/, command)
+    const bad = await node([CLI, command, badJson])
+    t.is(bad.code, 1, command)
+    t.regex(bad.stderr, /^wgalloc: \[PARSE_ERROR\] .*bad\.json/, command)
+  }
+  const csv = await node([CLI, 'plan', badCsv])
+  t.regex(csv.stderr, /^wgalloc: \[PARSE_ERROR\] .*bad\.csv.*line 2/)
+})

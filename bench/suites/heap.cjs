@@ -37,6 +37,31 @@ module.exports = [
     },
   },
   {
+    name: 'heap-history',
+    description: 'cost per cached malloc + free of heap.recordHistory, with and without JS stacks, over the same loop with history off',
+    async run({ gpu, timeIt }) {
+      const heap = gpu.heap
+      const n = 20000
+      const loop = () => {
+        for (let i = 0; i < n; i++) heap.malloc(SIZES[i & 3]).free()
+      }
+      const perOp = (ms) => (ms / n) * 1e6
+      const off = perOp(await timeIt(loop))
+      heap.recordHistory({ stacks: false, maxEntries: 4 * n })
+      const noStacks = perOp(await timeIt(loop))
+      heap.recordHistory({ stacks: true, maxEntries: 4 * n })
+      const stacks = perOp(await timeIt(loop))
+      heap.recordHistory(false)
+      return {
+        measured: { value: stacks - off, unit: 'ns added per alloc+free, with stacks' },
+        baseline: { value: off, unit: 'ns/round trip', what: 'history off' },
+        ratio: stacks / off,
+        ratioMeaning: 'round trip with stacks vs history off (targets: +2 us with stacks, +200 ns without)',
+        withoutStacks: { addedNs: noStacks - off, ratio: noStacks / off },
+      }
+    },
+  },
+  {
     name: 'heap-fragmentation',
     description: 'eager traces of real models replayed through the heap: peak reserved / peak live, vs power-of-two buckets and an exact-size free list',
     async run() {
