@@ -84,12 +84,15 @@ export {
 } from './plan.js'
 export { type FlushOptions, type ProfileOptions, Profiler, type ProfilerMode, type ProfilerStartOptions } from './profiler.js'
 export type { AsyncOptions } from './signal.js'
+export { type MetricsHandle, type MetricsOptions, type MetricsRegistry, registerMetrics } from './metrics.js'
+export type { Trace, TraceEvent } from './replay.js'
 export { Stream } from './stream.js'
 export {
   detectKind,
   type MemoryHistorySnapshot,
   type MemoryRecorder,
   type RenderHtmlOptions,
+  type ReplayedTrace,
   readJsonFile,
   recordMemoryHistory,
   renderHtml,

@@ -9,19 +9,27 @@ import type { Heap } from './heap.js'
 /** One small heap of slack, so tiny workloads are not judged by heap granularity. */
 const SLACK = 8 * 2 ** 20
 
-/** One event of a trace. */
+/** One event of an alloc/free trace. */
 export interface TraceEvent {
+  /** An allocation or a free. */
   op: 'alloc' | 'free'
+  /** The buffer (a free names an earlier alloc's id). */
   id: string | number
+  /** Bytes (alloc). */
   size?: number
 }
 
-/** An eager alloc/free trace. */
+/** An eager alloc/free trace (the `bench/data/traces` format). */
 export interface Trace {
+  /** Allocations and frees in order. */
   events: TraceEvent[]
+  /** Requests the trace covers (default 1). */
   requests?: number
+  /** The model it was recorded from. */
   model?: string
+  /** Which run of the model. */
   trace?: string
+  /** The largest sum of live sizes. */
   peakLiveBytes?: number
 }
 

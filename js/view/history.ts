@@ -11,8 +11,16 @@ import type { Trace } from '../replay.js'
 export interface MemoryHistorySnapshot extends MemorySnapshot {
   /** Page title. */
   title?: string
-  /** For a replayed trace: its event count and peak live bytes. */
-  replayOf?: { events: number; peakLiveBytes?: number }
+  /** For a replayed trace: what was replayed. */
+  replayOf?: ReplayedTrace
+}
+
+/** The trace a memory history replayed. */
+export interface ReplayedTrace {
+  /** Events in the trace. */
+  events: number
+  /** The trace's peak live bytes, where it says. */
+  peakLiveBytes?: number
 }
 
 /** What `recordMemoryHistory()` returns. */

@@ -69,5 +69,5 @@ export function renderHtml(json: unknown, options: RenderHtmlOptions = {}): stri
   return page({ ...view, title: options.title ?? view.title })
 }
 
-export { type MemoryHistorySnapshot, type MemoryRecorder, recordMemoryHistory, replayHistory } from './history.js'
+export { type MemoryHistorySnapshot, type MemoryRecorder, type ReplayedTrace, recordMemoryHistory, replayHistory } from './history.js'
 export { readJsonFile } from '../input-file.js'
