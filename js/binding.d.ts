@@ -92,12 +92,7 @@ export declare class Gpu {
    * returns.
    * @internal
    */
-  runEagerGraph(
-    graphJson: string,
-    inputs: Record<string, Uint8Array>,
-    params?: Record<string, Uint8Array> | undefined | null,
-    observe?: boolean | undefined | null,
-  ): Promise<RunResult>
+  runEagerGraph(graphJson: string, inputs: Record<string, Uint8Array>, params?: Record<string, Uint8Array> | undefined | null, observe?: boolean | undefined | null): Promise<RunResult>
   /** The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON. */
   checksumGraph(modelJson: string): string
   /**

@@ -657,10 +657,10 @@ if (!nativeBinding || forceWasi) {
     let candidateError = null
     let candidateFailed = false
     try {
-      candidateError = __napiWasiResolveCandidate('../.dist.napi-stage-z11KW5/wgalloc.wasi.cjs', false, ['../.dist.napi-stage-z11KW5/wgalloc.wasm32-wasi.debug.wasm', '../.dist.napi-stage-z11KW5/wgalloc.wasm32-wasi.wasm'])
+      candidateError = __napiWasiResolveCandidate('../.dist.napi-stage-imV5fR/wgalloc.wasi.cjs', false, ['../.dist.napi-stage-imV5fR/wgalloc.wasm32-wasi.debug.wasm', '../.dist.napi-stage-imV5fR/wgalloc.wasm32-wasi.wasm'])
       candidateFailed = candidateError !== null
       if (!candidateFailed) {
-        wasiBinding = require('../.dist.napi-stage-z11KW5/wgalloc.wasi.cjs')
+        wasiBinding = require('../.dist.napi-stage-imV5fR/wgalloc.wasi.cjs')
         nativeBinding = wasiBinding
         __napiLoadedBindingTarget = 'wasm32-wasi'
         wasiBindingLoaded = true

@@ -1,7 +1,7 @@
 // Allocator events and debug logs of one heap object, delivered to its listeners (and the
 // `wgalloc:heap` channel) after each call that can allocate or free. The native heap records
 // events only while someone listens, so the common case costs one check per call.
-import type { Binding } from './native.js'
+import { type Binding, native, type NativeHeapTable } from './native.js'
 import type { HeapEvent } from './binding.js'
 import { channels } from './diagnostics.js'
 import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
@@ -25,6 +25,21 @@ type OomListener = (event: OutOfMemoryEvent) => void
 // OUT_OF_MEMORY comes from the facade, not the native event log: it needs no recording.
 const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
 const channel = channels.heap
+// The order `takeEventNumbers` numbers kinds and pools in (src/heap.rs).
+const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
+const POOL_NAMES = native.heapPoolNames()
+
+/** Native events from their packed form: five numbers each. */
+function unpack(numbers: Float64Array): HeapEvent[] {
+  const events: HeapEvent[] = []
+  for (let i = 0; i + 4 < numbers.length; i += 5) {
+    const e: HeapEvent = { kind: NUMBERED_KINDS[numbers[i]], size: numbers[i + 3], pool: POOL_NAMES[numbers[i + 4]] }
+    if (numbers[i + 1] >= 0) e.blockId = numbers[i + 1]
+    if (numbers[i + 2] >= 0) e.segmentId = numbers[i + 2]
+    events.push(e)
+  }
+  return events
+}
 
 function checkKind(kind: unknown): asserts kind is AnyKind {
   if (!(EVENT_KINDS as readonly unknown[]).includes(kind))
@@ -32,7 +47,7 @@ function checkKind(kind: unknown): asserts kind is AnyKind {
 }
 
 export class HeapEvents {
-  readonly #native: Binding.Heap
+  readonly #native: Binding.Heap & NativeHeapTable
   readonly #owner: Heap
   readonly #listeners = new Map<AnyKind, Set<Listener | OomListener>>(EVENT_KINDS.map((k) => [k, new Set()]))
   #logger: ((line: string) => void) | null = null
@@ -43,8 +58,8 @@ export class HeapEvents {
   // can come and go between any two calls.
   #channelSeen = false
 
-  constructor(native: Binding.Heap, owner: Heap) {
-    this.#native = native
+  constructor(heap: Binding.Heap & NativeHeapTable, owner: Heap) {
+    this.#native = heap
     this.#owner = owner
   }
 
@@ -97,8 +112,17 @@ export class HeapEvents {
   /** Delivers what the native heap recorded during the last call. */
   #dispatch(): void {
     if (!this.#listening() && this.#logger === null) return
-    const { events, logs } = this.#native.takeEvents()
-    if (this.#logger) for (const line of logs) this.#logger(line)
+    let events: HeapEvent[]
+    if (this.#logger) {
+      const batch = this.#native.takeEvents()
+      for (const line of batch.logs) this.#logger(line)
+      events = batch.events
+    } else {
+      // Without a logger, one typed array instead of an object per event (much cheaper).
+      const numbers = this.#native.takeEventNumbers()
+      if (numbers.length === 0) return
+      events = unpack(numbers)
+    }
     for (const e of events) {
       this.#history?.event(e, (id) => this.#native.snapshot().find((seg) => seg.id === id))
       if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })

@@ -87,6 +87,8 @@ export interface LeakReport {
 }
 
 const NOT_RECORDED = '(not recorded)'
+/** Frames kept per allocation stack (capture cost grows with depth). */
+const STACK_FRAMES = 8
 
 // Frames of wgalloc itself (its compiled JS) and of Node's internals are not the user's.
 const OWN_FRAME = new RegExp(`\\(?${__dirname.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[\\\\/]|\\(node:|^\\s*at node:`)
@@ -156,11 +158,18 @@ export class HeapHistory {
     }
   }
 
-  /** Captures the caller's stack for the next malloc (formatted only when a report needs it). */
-  capture(): { stack?: string } | null {
+  /**
+   * Captures the caller's stack for the next malloc, from the frame that called `above` (the
+   * public method: wgalloc's own frames are left out at capture, not trimmed later). Only
+   * STACK_FRAMES frames are kept, and V8 formats them only when a report reads them.
+   */
+  capture(above: (...args: never[]) => unknown): { stack?: string } | null {
     if (!this.#stacks) return null
     const holder: { stack?: string } = {}
-    Error.captureStackTrace(holder)
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = STACK_FRAMES
+    Error.captureStackTrace(holder, above)
+    Error.stackTraceLimit = limit
     return holder
   }
 

@@ -28,7 +28,7 @@ export class Heap {
   private constructor(key: symbol, handle: Binding.Heap) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
     this.#native = handle as Binding.Heap & NativeHeapTable
-    this.#events = new HeapEvents(handle, this)
+    this.#events = new HeapEvents(this.#native, this)
     this.#table = new HeapTable(this.#native, this, this.#events)
   }
   static {
@@ -63,7 +63,7 @@ export class Heap {
       }
     } else {
       const history = events.history
-      const stack = history?.capture() ?? null
+      const stack = history?.capture(Heap.prototype.malloc) ?? null
       try {
         block = events.delivering(() => mallocBlock(table, size, usage), true)
       } catch (err) {
@@ -99,7 +99,7 @@ export class Heap {
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
   @api allocScalar(value: Uint8Array): DeviceBlock {
     const history = this.#events.history
-    const stack = history?.capture() ?? null
+    const stack = history?.capture(Heap.prototype.allocScalar) ?? null
     const block = this.#events.delivering(() => scalarBlock(this.#table, value), true)
     history?.allocated(block.id, block.size, block.offset, stack)
     return block

@@ -14,6 +14,8 @@ export interface NativeHeapTable {
   blockHandle(id: number): Binding.DeviceBlock
   releaseBlock(id: number): void
   sameHeapAs(other: Binding.Heap): boolean
+  /** Events since the last call, five numbers each (kind, block id, segment id, size, pool; -1 for none). */
+  takeEventNumbers(): Float64Array
 }
 
 /** Raw N-API functions on numbers (src/block_table.rs): the malloc/free fast path. */
