@@ -183,6 +183,34 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   finish()
 })
 
+function loadEmbeddingTable(heap) {
+  return heap.malloc(900 << 10)
+}
+
+test.serial('memory snapshot with stacks: hovering a block shows where it was allocated', async (t) => {
+  const heap = (await ownGpu(t)).heap
+  heap.recordHistory()
+  const block = loadEmbeddingTable(heap)
+  const doc = JSON.parse(JSON.stringify(heap.memorySnapshot()))
+  heap.recordHistory(false)
+  block.free()
+  t.regex(doc.segments.flatMap((s) => s.blocks).find((b) => b.blockId === block.id).stack, /loadEmbeddingTable/)
+  const { page, finish } = await open(t, renderHtml(doc), 'stacks')
+  // The segment map is the last canvas; the one block fills most of its segment's row.
+  const canvases = await page.$$('section canvas')
+  const box = await canvases.at(-1).boundingBox()
+  let text = null
+  for (let y = box.y + 4; y < box.y + Math.min(box.height, 240) && text === null; y += 6) {
+    await page.mouse.move(box.x + box.width * 0.5, y)
+    const shown = await page.$eval('#tip', (e) => (e.hidden ? null : e.textContent))
+    if (shown?.includes('allocated at')) text = shown
+  }
+  t.truthy(text, 'no tooltip with a stack over the segment map')
+  t.regex(text ?? '', /allocated at.*loadEmbeddingTable/s)
+  t.regex(text ?? '', /view\.test\.cjs/)
+  finish()
+})
+
 test.serial('recorded history: one band per allocation; a click shows the blocks live at that step', async (t) => {
   const heap = (await ownGpu(t)).heap
   const rec = recordMemoryHistory(heap)
