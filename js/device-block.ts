@@ -44,12 +44,29 @@ type NativeHeap = Binding.Heap & NativeHeapTable
  * collected without `free()` goes back to its pool).
  */
 export class HeapTable {
+  /** Returns a scoped block's bytes to its scope. */
+  #unscope(id: number): void {
+    if (this.scoped.size === 0) return
+    const release = this.scoped.get(id)
+    if (release) {
+      this.scoped.delete(id)
+      release()
+    }
+  }
+  /** `free()` ran on block `id`. */
+  freed(id: number): void {
+    this.events.history?.released(id)
+    this.#unscope(id)
+  }
+
   readonly native: NativeHeap
   readonly owner: Heap
   readonly events: HeapEvents
   readonly slot: number
   readonly scratch = new Float64Array(4)
   readonly registry: FinalizationRegistry<number>
+  /** Blocks charged to a heap scope: what returns their bytes when they are freed or collected. */
+  readonly scoped = new Map<number, () => void>()
 
   constructor(nativeHeap: NativeHeap, owner: Heap, events: HeapEvents) {
     this.native = nativeHeap
@@ -59,6 +76,7 @@ export class HeapTable {
     this.registry = new FinalizationRegistry((id) => {
       // Collected without free(): a leak the memory history reports with its stack.
       events.history?.reclaimed(id)
+      this.#unscope(id)
       try {
         nativeHeap.releaseBlock(id)
       } catch {
@@ -196,7 +214,7 @@ export class DeviceBlock {
   #release(): void {
     if (this.#freed) throw new WgallocError('DOUBLE_FREE', `block ${this.#id} was already freed`)
     heapFree(this.#table.slot, this.#id)
-    this.#table.events.history?.released(this.#id)
+    this.#table.freed(this.#id)
     this.#freed = true
     this.#handle = null
     this.#table.registry.unregister(this)
@@ -255,3 +273,9 @@ export function blockHandle(block: unknown, what: string): Binding.DeviceBlock {
 }
 
 export { tableOf }
+
+/** Charges `block` to a heap scope: `release(size)` runs once when it is freed or collected. */
+export function setBlockScope(block: DeviceBlock, release: (size: number) => void): void {
+  const size = block.size
+  tableOf(block).scoped.set(block.id, () => release(size))
+}

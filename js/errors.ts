@@ -8,6 +8,7 @@ export const ERROR_CODES = Object.freeze([
   'DEVICE_REQUEST_FAILED',
   'DEVICE_LOST',
   'OUT_OF_MEMORY',
+  'QUOTA_EXCEEDED',
   'GPU_VALIDATION',
   'USE_AFTER_FREE',
   'DOUBLE_FREE',

@@ -4,6 +4,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
+import { HeapScope, type ScopeCharge } from './heap-scope.js'
 import { WgallocError, parseJson, shown } from './errors.js'
 import { type Graph, type OutputArray, type TensorData, byteMap, dtypes, graphJson, typed, zeroInputs } from './graph.js'
 import { type Binding, native } from './native.js'
@@ -26,10 +27,18 @@ export interface CompileOptions extends AsyncOptions {
   sampleInputs?: Record<string, TensorData>
   /** Shared weights (`gpu.createWeights()`): params not in `params` are bound from them, without a copy. */
   weights?: Weights
+  /** A heap scope charged with the executor's device bytes until `release()` (`QUOTA_EXCEEDED` when they do not fit). */
+  scope?: HeapScope
+}
+
+/** Options of `gpu.createWeights()`. */
+export interface CreateWeightsOptions {
+  /** A heap scope charged with the weights' device bytes until `release()` (`QUOTA_EXCEEDED` when they do not fit). */
+  scope?: HeapScope
 }
 
 /** Options of `gpu.compileShapes()`: a compile's options plus how shapes map to executors. */
-export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sampleInputs' | 'signal'> {
+export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sampleInputs' | 'signal' | 'scope'> {
   /** Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value. */
   buckets?: Record<string, number[]>
   /** Executors kept; the least recently used is released first (default 8). */
@@ -140,6 +149,8 @@ let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
 let createExecutor: (handle: Binding.Executor, types: Types, device: ExecDevice) => Executor
 let createShapeExecutor: (handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) => ShapeExecutor
+let chargeWeights: (weights: Weights, charge: ScopeCharge) => void
+let chargeExecutor: (executor: Executor, charge: ScopeCharge) => void
 
 /**
  * Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
@@ -148,6 +159,7 @@ let createShapeExecutor: (handle: Binding.ShapeExecutor, types: Types, device: E
  */
 export class Weights {
   readonly #native: Binding.Weights
+  #charge: ScopeCharge | null = null
 
   private constructor(key: symbol, handle: Binding.Weights) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Weights has no public constructor; use gpu.createWeights()')
@@ -156,6 +168,9 @@ export class Weights {
   static {
     createWeights = (handle) => new Weights(kCreate, handle)
     weightsHandle = (w) => w.#native
+    chargeWeights = (w, charge) => {
+      w.#charge = charge
+    }
   }
 
   /** The weights behind a handle from `shareHandle()`, while something still holds them. */
@@ -186,6 +201,7 @@ export class Weights {
    * Returns false if it was already released.
    */
   @api release(): boolean {
+    this.#charge?.release()
     return this.#native.release()
   }
   /** Lets go of this handle (same as `release()`). */
@@ -208,6 +224,7 @@ function compileNative(rest: object, params: unknown, weights: unknown) {
 /** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */
 export class Executor {
   readonly #native: Binding.Executor
+  #charge: ScopeCharge | null = null
   readonly #types: Types
   readonly #device: ExecDevice
 
@@ -219,6 +236,9 @@ export class Executor {
   }
   static {
     createExecutor = (handle, types, device) => new Executor(kCreate, handle, types, device)
+    chargeExecutor = (e, charge) => {
+      e.#charge = charge
+    }
   }
 
   /** The memory plan the executor runs with. */
@@ -254,6 +274,7 @@ export class Executor {
    * Returns false if it was already released.
    */
   @api release(): boolean {
+    this.#charge?.release()
     return this.#native.release()
   }
   /** Releases the slabs (same as `release()`). */
@@ -340,8 +361,9 @@ function objectOptions<T>(options: T | undefined, what: string): T {
 
 /** `gpu.compile()`. */
 export async function compile(device: ExecDevice, graph: Graph | string, options?: CompileOptions): Promise<Executor> {
-  const { plan = 'static', sampleInputs, signal, params, weights, ...rest } = objectOptions(options, 'compile')
+  const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = objectOptions(options, 'compile')
   checkSignal(signal)
+  checkScope(scope)
   const json = graphJson(graph)
   const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
   if (plan === 'observe') {
@@ -355,7 +377,16 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
   checkSignal(signal)
   // An executor finished after an abort is released at once (its slabs go back to the heap).
   const exe = await withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release())
-  return createExecutor(exe, dtypes(json), device)
+  const executor = createExecutor(exe, dtypes(json), device)
+  if (scope) {
+    try {
+      chargeExecutor(executor, scope.charge(exe.deviceBytes))
+    } catch (err) {
+      exe.release() // over the scope's limit: its slabs go back to the heap
+      throw err
+    }
+  }
+  return executor
 }
 
 /** `gpu.runEager()`. */
@@ -368,9 +399,25 @@ export async function runEager(device: ExecDevice, graph: Graph | string, inputs
 }
 
 /** `gpu.createWeights()`. */
-export function weightsOf(device: ExecDevice, params: Record<string, TensorData>): Weights {
+export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
   if (params == null || typeof params !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'createWeights takes { id: TypedArray } of param bytes')
-  return createWeights(device.native.createWeightsNative(byteMap(params, 'params')))
+  const { scope } = objectOptions(options, 'createWeights')
+  checkScope(scope)
+  const handle = device.native.createWeightsNative(byteMap(params, 'params'))
+  const weights = createWeights(handle)
+  if (scope) {
+    try {
+      chargeWeights(weights, scope.charge(handle.deviceBytes))
+    } catch (err) {
+      handle.release()
+      throw err
+    }
+  }
+  return weights
+}
+
+function checkScope(scope: unknown): void {
+  if (scope !== undefined && !(scope instanceof HeapScope)) throw new WgallocError('INVALID_ARGUMENT', 'scope must come from gpu.heap.scope()')
 }
 
 /** `gpu.compileShapes()`. */

@@ -13,6 +13,7 @@ import { type GpuEvent, wrapEvent } from './event.js'
 import {
   type CompileOptions,
   type CompileShapesOptions,
+  type CreateWeightsOptions,
   type ExecDevice,
   type ExecResult,
   type Executor,
@@ -200,7 +201,7 @@ export class Gpu {
   }
   /** The device's caching allocator. */
   @api get heap(): Heap {
-    if (this.#heap === undefined) this.#heap = wrapHeap(this.#native.heap, this.#native.info.adapterName)
+    if (this.#heap === undefined) this.#heap = wrapHeap(this.#native.heap, this.#native.info.adapterName, this.#native.memoryBudget.bytes)
     return this.#heap
   }
   /** The device's host staging cache. */
@@ -338,8 +339,8 @@ export class Gpu {
    * Param bytes uploaded once into one heap block, for executors here and on worker threads to bind
    * in place (`compile(graph, { weights })`). Freed when released and no executor uses them.
    */
-  @api createWeights(params: Record<string, TensorData>): Weights {
-    return weightsOf(this.#exec, params)
+  @api createWeights(params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
+    return weightsOf(this.#exec, params, options)
   }
   /**
    * A graph with symbolic dimensions (`dims: ['batch']`; sizes, dispatch counts and workspaces as

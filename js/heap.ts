@@ -8,6 +8,7 @@ import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
 import { WgallocError, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent } from './heap-events.js'
+import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { oomDetails, writeOomSnapshot } from './oom.js'
@@ -15,6 +16,7 @@ import { oomDetails, writeOomSnapshot } from './oom.js'
 const kCreate = Symbol('Heap.create')
 let create: (handle: Binding.Heap) => Heap
 let tableOfHeap: (heap: Heap) => HeapTable
+let setBudget: (heap: Heap, bytes: number) => void
 
 /**
  * The device's caching allocator (`gpu.heap`): blocks sub-allocated from cached segments,
@@ -24,6 +26,8 @@ export class Heap {
   readonly #native: Binding.Heap & NativeHeapTable
   readonly #events: HeapEvents
   readonly #table: HeapTable
+  readonly #scopes = new Map<string, HeapScope>()
+  #budget = 0
 
   private constructor(key: symbol, handle: Binding.Heap) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
@@ -33,6 +37,9 @@ export class Heap {
   }
   static {
     create = (handle) => new Heap(kCreate, handle)
+    setBudget = (heap, bytes) => {
+      heap.#budget = bytes
+    }
     tableOfHeap = (heap) => heap.#table
   }
 
@@ -195,6 +202,23 @@ export class Heap {
     return { count: blocks.length, bytes, groups: blocks.length ? [{ stack: '(not recorded)', count: blocks.length, bytes, reclaimed: 0 }] : [] }
   }
 
+  /**
+   * A quota over this heap for a tenant or a model: the scope's `malloc` is charged to it, and
+   * fails with `QUOTA_EXCEEDED` naming the scope past `limit` bytes while other scopes go on.
+   * Scopes nest (`scope.scope()`), each at most its parent's limit; top-level ones at most the
+   * device's budget. `INVALID_ARGUMENT` for a limit that is not a positive integer or exceeds
+   * the parent's, or a name used already.
+   */
+  @api scope(options: HeapScopeOptions): HeapScope {
+    // A disposed scope's name can be used again.
+    for (const [name, s] of this.#scopes) if (s.disposed) this.#scopes.delete(name)
+    return topScope(this, options, this.#scopes, this.#budget)
+  }
+  /** Every live top-level scope and its children, depth first. */
+  @api scopes(): HeapScope[] {
+    return [...this.#scopes.values()].filter((s) => !s.disposed).flatMap((s) => [...s.walk()])
+  }
+
   /** Releases idle cached segments to the driver; returns the bytes released. */
   @api emptyCache(): number {
     return this.#events.delivering(() => this.#native.emptyCache())
@@ -268,8 +292,9 @@ export class Heap {
 }
 
 /** The heap object for a native heap; with `WGALLOC_LEAK_REPORT` set, it records stacks and reports leaks at exit. */
-export function wrapHeap(handle: Binding.Heap, device: string): Heap {
+export function wrapHeap(handle: Binding.Heap, device: string, budget: number): Heap {
   const heap = create(handle)
+  setBudget(heap, budget)
   if (leakReportWanted()) {
     heap.recordHistory({ stacks: true })
     trackForLeakReport(heap, device)

@@ -39,6 +39,7 @@ export { GpuEvent } from './event.js'
 export {
   type CompileOptions,
   type CompileShapesOptions,
+  type CreateWeightsOptions,
   type ExecObservation,
   type ExecResult,
   Executor,
@@ -58,6 +59,7 @@ export {
 } from './gpu.js'
 export type { DType, Dispatch, Graph, GraphKernel, GraphOp, GraphTensor, OutputArray } from './graph.js'
 export { Heap } from './heap.js'
+export { HeapScope, type HeapScopeOptions, type HeapScopeStats, type ScopeCharge } from './heap-scope.js'
 export type { HeapEventKind, OutOfMemoryEvent } from './heap-events.js'
 export {
   type HistoryEntry,

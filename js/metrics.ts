@@ -85,6 +85,24 @@ const DEFINITIONS: Definition[] = [
     read: (gpu, device) => [{ value: gpu.host.stats().cachedBytes, labels: device }],
   },
   {
+    name: 'scope_allocated_bytes',
+    help: 'Bytes charged to a heap scope (a tenant or model quota), by scope path.',
+    type: 'gauge',
+    read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().allocatedBytes, labels: { ...device, scope: sc.path } })),
+  },
+  {
+    name: 'scope_limit_bytes',
+    help: 'The limit of a heap scope, by scope path.',
+    type: 'gauge',
+    read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.limit, labels: { ...device, scope: sc.path } })),
+  },
+  {
+    name: 'scope_quota_exceeded_total',
+    help: 'Allocations refused for a heap scope limit, by scope path.',
+    type: 'counter',
+    read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().quotaExceeded, labels: { ...device, scope: sc.path } })),
+  },
+  {
     name: 'profiler_kernel_seconds_total',
     help: 'GPU time of profiled kernels, per op (only while the profiler records).',
     type: 'counter',
