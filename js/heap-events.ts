@@ -25,6 +25,8 @@ type OomListener = (event: OutOfMemoryEvent) => void
 // OUT_OF_MEMORY comes from the facade, not the native event log: it needs no recording.
 const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
 const channel = channels.heap
+/** With only a memory history listening, the native event queue is drained every this many calls. */
+const DRAIN_EVERY = 1024
 // The order `takeEventNumbers` numbers kinds and pools in (src/heap.rs).
 const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
 const POOL_NAMES = native.heapPoolNames()
@@ -52,6 +54,8 @@ export class HeapEvents {
   readonly #listeners = new Map<AnyKind, Set<Listener | OomListener>>(EVENT_KINDS.map((k) => [k, new Set()]))
   #logger: ((line: string) => void) | null = null
   #history: HeapHistory | null = null
+  // Calls since the native queue was last drained for the memory history alone.
+  #undrained = 0
   // Whether a listener or logger is set (the channel is checked per call).
   #active = false
   // Whether the channel had subscribers when recording was last set: a channel subscriber
@@ -90,8 +94,13 @@ export class HeapEvents {
 
   /** Starts (or, with null, stops) feeding allocator events to a memory history. */
   setHistory(history: HeapHistory | null): void {
+    this.drain()
     this.#history = history
     this.#sync()
+  }
+
+  #othersListening(): boolean {
+    return NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
   }
 
   #listening(): boolean {
@@ -109,9 +118,20 @@ export class HeapEvents {
     return this.#active || this.#channelSeen || channel.hasSubscribers
   }
 
-  /** Delivers what the native heap recorded during the last call. */
-  #dispatch(): void {
+  /** Delivers everything the native heap recorded (before a report reads the history). */
+  drain(): void {
+    this.#undrained = 0
+    this.#dispatch(true)
+  }
+
+  /** Delivers what the native heap recorded during the last call(s). */
+  #dispatch(now = false): void {
     if (!this.#listening() && this.#logger === null) return
+    // A history alone takes its events in batches; listeners and loggers get them at once.
+    if (!now && this.#history !== null && this.#logger === null && !channel.hasSubscribers && !this.#othersListening()) {
+      if (++this.#undrained < DRAIN_EVERY) return
+      this.#undrained = 0
+    }
     let events: HeapEvent[]
     if (this.#logger) {
       const batch = this.#native.takeEvents()

@@ -105,15 +105,23 @@ interface LiveBlock {
   holder: { stack?: string } | null
 }
 
-/** What a heap records while `recordHistory()` is on. */
+/** A ring entry with the malloc's stack kept unformatted until a report reads it. */
+type Recorded = HistoryEntry & { holder?: { stack?: string } | null }
+
+/**
+ * What a heap records while `recordHistory()` is on. Allocator events reach it in batches (the
+ * heap drains the native queue every DRAIN_EVERY calls, and before any report), so the cost per
+ * malloc is two map writes, and the stack capture when asked for; `t` is when a batch arrived.
+ */
 export class HeapHistory {
   readonly #max: number
   readonly #stacks: boolean
   readonly #t0 = performance.now()
-  readonly #ring: HistoryEntry[] = []
+  readonly #ring: Recorded[] = []
   #start = 0 // index of the oldest entry once the ring wrapped
   readonly #live = new Map<number, LiveBlock>()
-  readonly #entries = new Map<number, HistoryEntry>() // live block id -> its alloc entry
+  // Mallocs whose allocator event has not arrived yet: offset and stack for the alloc entry.
+  readonly #fresh = new Map<number, { offset: number; holder: { stack?: string } | null }>()
   readonly #segments = new Set<number>()
   readonly #reclaimed: LiveBlock[] = []
 
@@ -150,7 +158,7 @@ export class HeapHistory {
     return Math.round((performance.now() - this.#t0) * 1000) / 1000
   }
 
-  #push(entry: HistoryEntry): void {
+  #push(entry: Recorded): void {
     if (this.#ring.length < this.#max) this.#ring.push(entry)
     else {
       this.#ring[this.#start] = entry
@@ -176,8 +184,7 @@ export class HeapHistory {
   /** A malloc returned block `id` of `size` bytes at `offset`. */
   allocated(id: number, size: number, offset: number, holder: { stack?: string } | null): void {
     this.#live.set(id, { size, holder })
-    const entry = this.#entries.get(id)
-    if (entry) entry.offset = offset
+    this.#fresh.set(id, { offset, holder })
   }
 
   /** `free()` ran on block `id`: it is no longer the caller's (its memory returns after its GPU work). */
@@ -204,13 +211,12 @@ export class HeapHistory {
           const s = segmentSize(e.segmentId)
           this.#push({ action: 'segment_alloc', t, segmentId: e.segmentId, size: s?.size ?? e.size, pool: e.pool, dedicated: s?.dedicated ?? false })
         }
-        const entry: HistoryEntry = { action: 'alloc', t, blockId: e.blockId, segmentId: e.segmentId, offset: null, size: e.size, pool: e.pool }
-        if (e.blockId !== undefined) this.#entries.set(e.blockId, entry)
-        this.#push(entry)
+        const fresh = e.blockId === undefined ? undefined : this.#fresh.get(e.blockId)
+        if (fresh) this.#fresh.delete(e.blockId as number)
+        this.#push({ action: 'alloc', t, blockId: e.blockId, segmentId: e.segmentId, offset: fresh?.offset ?? null, size: e.size, pool: e.pool, holder: fresh?.holder })
         break
       }
       case 'FREED':
-        if (e.blockId !== undefined) this.#entries.delete(e.blockId)
         this.#push({ action: 'free', t, blockId: e.blockId })
         break
       case 'RELEASED':
@@ -232,11 +238,7 @@ export class HeapHistory {
   /** The ring, oldest first, with each alloc's stack formatted. */
   entries(): HistoryEntry[] {
     const ordered = [...this.#ring.slice(this.#start), ...this.#ring.slice(0, this.#start)]
-    return ordered.map((e) => {
-      if (e.action !== 'alloc' || e.blockId === undefined) return { ...e }
-      const stack = this.stackOf(e.blockId)
-      return stack === undefined ? { ...e } : { ...e, stack }
-    })
+    return ordered.map(({ holder, ...e }) => (holder ? { ...e, stack: userStack(holder) } : e))
   }
 
   /** Live blocks (and those the GC reclaimed) grouped by allocation stack. */

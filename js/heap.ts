@@ -178,6 +178,7 @@ export class Heap {
    * records stacks) and the history's events, oldest first: the `wgalloc view` memory page's input.
    */
   @api memorySnapshot(): MemorySnapshot {
+    this.#events.drain()
     const history = this.#events.history
     const segments = this.#native.snapshot().map((s) => ({
       ...s,
@@ -195,6 +196,7 @@ export class Heap {
    * without it, live blocks are grouped under `(not recorded)`.
    */
   @api leakReport(): LeakReport {
+    this.#events.drain()
     const history = this.#events.history
     if (history) return history.leaks()
     const blocks = this.#native.snapshot().flatMap((s) => s.blocks.filter((b) => b.state === 'active'))
