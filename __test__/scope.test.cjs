@@ -22,9 +22,8 @@ test('two tenants on one device: one runs out, the other keeps allocating; stats
   // Tenant b is untouched.
   const bBlocks = [b.malloc(100 * KiB), b.malloc(3)]
   t.like(b.stats(), { allocatedBytes: 100 * KiB + Math.ceil(3 / align) * align, activeBlocks: 2, quotaExceeded: 0 })
+  t.is(a.path, 'tenant-a')
   t.like(a.stats(), {
-    name: 'tenant-a',
-    path: 'tenant-a',
     limit: 64 * KiB,
     allocatedBytes: 64 * KiB,
     peakAllocatedBytes: 64 * KiB,
@@ -49,7 +48,7 @@ test('scopes nest: a child is charged to its parent, and its limit cannot exceed
   const kv = model.scope({ name: 'kv-cache', limit: 128 * KiB })
   const x = kv.malloc(100 * KiB)
   t.is(model.stats().allocatedBytes, 100 * KiB)
-  t.is(kv.stats().path, 'model/kv-cache')
+  t.is(kv.path, 'model/kv-cache')
   const y = model.malloc(150 * KiB)
   t.throws(() => kv.malloc(10 * KiB), { code: 'QUOTA_EXCEEDED', message: /scope 'model'/ }, 'the parent is full first')
   t.throws(() => model.scope({ name: 'big', limit: 512 * KiB }), { code: 'INVALID_ARGUMENT', message: /exceeds the parent scope/ })

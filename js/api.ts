@@ -10,7 +10,7 @@ const ownerName = (self: unknown): string =>
   typeof self === 'function' ? self.name : ((self as { constructor?: { name?: string } } | null)?.constructor?.name ?? typeof self)
 
 // A private field read on the wrong object: V8's message for what a native method calls an illegal invocation.
-const FOREIGN_RECEIVER = /private (member|field|method)|object whose class did not declare it/
+const FOREIGN_RECEIVER = /private (member|field|method)|object whose class did not declare it|Receiver must be an instance of class/
 
 /** Calling a method on something that is not its class's instance, as V8 reports it for native methods. */
 function illegalInvocation(self: unknown, name: string): TypeError {

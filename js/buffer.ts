@@ -34,11 +34,11 @@ export class GpuBuffer {
     this.#native.destroy()
   }
   /** Releases the GPU memory (same as `destroy()`). */
-  [Symbol.dispose](): void {
-    this.destroy()
+  @api [Symbol.dispose](): void {
+    this.#native.destroy()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     return `GpuBuffer { size: ${this.#native.size}${this.#native.destroyed ? ', destroyed' : ''} }`
   }
 }

@@ -220,11 +220,11 @@ export class DeviceBlock {
     this.#table.registry.unregister(this)
   }
   /** Frees the block unless already freed. */
-  [Symbol.dispose](): void {
+  @api [Symbol.dispose](): void {
     if (!this.#freed) this.free()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     if (this.#freed) return `DeviceBlock { id: ${this.#id}, freed }`
     return `DeviceBlock { id: ${this.#id}, size: ${this.#size}, requestedSize: ${this.#requested}, offset: ${this.#offset}, pool: '${this.pool}' }`
   }

@@ -38,7 +38,7 @@ export class GpuEvent {
     return this.#native.waitSync(timeoutMs)
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     let state: string
     try {
       state = this.#native.query() ? 'complete' : 'pending'

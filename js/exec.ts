@@ -205,11 +205,11 @@ export class Weights {
     return this.#native.release()
   }
   /** Lets go of this handle (same as `release()`). */
-  [Symbol.dispose](): void {
-    this.release()
+  @api [Symbol.dispose](): void {
+    if (!this.#native.released) this.release()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     const w = this.#native
     return w.released ? 'Weights { released }' : `Weights { ids: [${w.ids.map((d) => `'${d}'`).join(', ')}], deviceBytes: ${w.deviceBytes} }`
   }
@@ -278,15 +278,15 @@ export class Executor {
     return this.#native.release()
   }
   /** Releases the slabs (same as `release()`). */
-  [Symbol.dispose](): void {
-    this.release()
+  @api [Symbol.dispose](): void {
+    if (!this.#native.released) this.release()
   }
   /** Releases the slabs (same as `release()`; nothing to wait for: freed slabs are reused only after their GPU work). */
-  async [Symbol.asyncDispose](): Promise<void> {
-    this.release()
+  @api async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#native.released) this.release()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     const e = this.#native
     if (e.released) return 'Executor { released }'
     const p = e.plan
@@ -343,11 +343,11 @@ export class ShapeExecutor {
     this.#native.clear()
   }
   /** Releases every cached executor (same as `clear()`). */
-  [Symbol.dispose](): void {
-    this.clear()
+  @api [Symbol.dispose](): void {
+    this.#native.clear()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     const s = this.#native.stats()
     return `ShapeExecutor { dims: [${this.#native.dims.map((d) => `'${d}'`).join(', ')}], cached: ${s.cached}, hits: ${s.hits}, misses: ${s.misses} }`
   }

@@ -362,16 +362,19 @@ export class Gpu {
   }
   /** Destroys the device: every later call fails with `DEVICE_LOST`. */
   @api destroy(): void {
+    this.#destroy()
+  }
+  /** Destroys the device (same as `destroy()`). */
+  @api [Symbol.dispose](): void {
+    this.#destroy()
+  }
+  #destroy(): void {
     const was = this.#native.lost
     this.#native.destroy()
     if (!was) deviceDestroyed(this)
   }
-  /** Destroys the device (same as `destroy()`). */
-  [Symbol.dispose](): void {
-    this.destroy()
-  }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     if (this.#native.lost) return 'Gpu { lost }'
     const i = this.#native.info
     return `Gpu { adapter: '${i.adapterName}', backend: '${i.backend}', type: '${i.deviceType}', budget: ${this.#native.memoryBudget.bytes} }`

@@ -213,7 +213,16 @@ export class HeapHistory {
         }
         const fresh = e.blockId === undefined ? undefined : this.#fresh.get(e.blockId)
         if (fresh) this.#fresh.delete(e.blockId as number)
-        this.#push({ action: 'alloc', t, blockId: e.blockId, segmentId: e.segmentId, offset: fresh?.offset ?? null, size: e.size, pool: e.pool, holder: fresh?.holder })
+        this.#push({
+          action: 'alloc',
+          t,
+          blockId: e.blockId,
+          segmentId: e.segmentId,
+          offset: fresh?.offset ?? null,
+          size: e.size,
+          pool: e.pool,
+          holder: fresh?.holder,
+        })
         break
       }
       case 'FREED':

@@ -17,10 +17,6 @@ export interface HeapScopeOptions {
 
 /** What a scope holds now and held at most. */
 export interface HeapScopeStats {
-  /** The scope's name. */
-  name: string
-  /** Names from the outermost scope down, joined with `/`. */
-  path: string
   /** The limit in bytes. */
   limit: number
   /** Bytes charged now: live blocks of the scope and its children, executors and weights given to it. */
@@ -181,8 +177,6 @@ export class HeapScope {
   /** What the scope holds now and held at most. */
   @api stats(): HeapScopeStats {
     return {
-      name: this.#name,
-      path: this.path,
       limit: this.#limit,
       allocatedBytes: this.#allocated,
       peakAllocatedBytes: this.#peak,
@@ -203,11 +197,11 @@ export class HeapScope {
     this.#disposed = true
   }
   /** Same as `dispose()`. */
-  [Symbol.dispose](): void {
-    this.dispose()
+  @api [Symbol.dispose](): void {
+    if (!this.#disposed) this.dispose()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     return `HeapScope { path: '${this.path}', allocated: ${this.#allocated}, limit: ${this.#limit}${this.#disposed ? ', disposed' : ''} }`
   }
 }

@@ -114,11 +114,11 @@ export class HostBlock {
     freeHostBlock(n, () => n.free())
   }
   /** Frees the block unless already freed. */
-  [Symbol.dispose](): void {
+  @api [Symbol.dispose](): void {
     if (!this.#native.freed) this.free()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     const b = this.#native
     if (b.freed) return `HostBlock { id: ${b.id}, freed }`
     return `HostBlock { id: ${b.id}, direction: '${b.direction}', requestedSize: ${b.requestedSize}, size: ${b.size}, mapped: ${b.mapped}${b.poolId ? `, pool: ${b.poolId}` : ''} }`

@@ -94,7 +94,7 @@ export class Host {
     this.#native.configure(options)
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     const s = this.#native.stats()
     return `Host { allocated: ${s.allocatedBytes.current}, active: ${s.activeBytes.current}, cached: ${s.cachedBytes}, pending: ${s.pendingBlocks} }`
   }

@@ -34,7 +34,7 @@ export class ComputeKernel {
     return this.#native.uniform
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     return `ComputeKernel { name: '${this.#native.name}', bindings: ${this.#native.bindings}, uniform: ${this.#native.uniform} }`
   }
 }

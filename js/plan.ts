@@ -219,7 +219,7 @@ export class MemoryPlan {
     return JSON.parse(this.#native.toJsonString()) as MemoryPlanJSON
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     const p = this.#native
     return `MemoryPlan { strategy: '${p.strategy}', slabSize: ${p.slabSize}, lowerBound: ${p.lowerBound}, ratio: ${p.ratio.toFixed(4)}, optimal: ${p.optimal} }`
   }

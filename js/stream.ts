@@ -90,15 +90,15 @@ export class Stream {
     return callWithSignal(signal, () => this.#native.synchronize())
   }
   /** Submits recorded work that was never submitted (without waiting). */
-  [Symbol.dispose](): void {
-    if (this.pendingCommands > 0) this.submit()
+  @api [Symbol.dispose](): void {
+    if (this.#native.pendingCommands > 0) this.#native.submit()
   }
   /** Waits for the stream's work (same as `synchronize()`). */
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.synchronize()
+  @api [Symbol.asyncDispose](): Promise<void> {
+    return this.#native.synchronize()
   }
   /** Readable `console.log` output. */
-  [inspect.custom](): string {
+  @api [inspect.custom](): string {
     return `Stream { pendingCommands: ${this.#native.pendingCommands} }`
   }
 }
