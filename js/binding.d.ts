@@ -1197,6 +1197,50 @@ export interface ShapeOptions {
   capacity?: number
 }
 
+/** What one policy reserved on the trace. */
+export interface SimulatedPolicy {
+  /** `wgalloc`, `pytorch-cuda`, `power-of-two` or `exact-size`. */
+  policy: string
+  /** Most bytes held from the driver at one time. */
+  peakReservedBytes: number
+  /** Most requested bytes live at one time. */
+  peakLiveBytes: number
+  /** Buffers requested from the driver. */
+  driverAllocations: number
+  /** Most bytes of blocks handed out at one time (wgalloc only). */
+  peakAllocatedBytes?: number
+  /** Allocations refused for lack of memory (only with a capacity). */
+  failedAllocations: number
+}
+
+/**
+ * Parses and checks trace JSON `text` (bad events are `INVALID_ARGUMENT` naming their index)
+ * and replays it through the simulated policies.
+ * @internal
+ */
+export declare function simulateTrace(text: string, options?: SimulateTraceOptions | undefined | null): TraceSimulation
+
+/**
+ * The device a simulation stands for; unset fields keep the defaults (256-byte offset
+ * alignment, 2 GiB buffers, 128 MiB bindings, an 8 GiB budget, discrete memory, no capacity).
+ */
+export interface SimulateTraceOptions {
+  /** Storage buffer offset alignment (a power of two). */
+  alignment?: number
+  /** Largest buffer the device creates. */
+  maxBufferSize?: number
+  /** Largest storage binding (larger blocks get a segment of their own). */
+  maxStorageBufferBindingSize?: number
+  /** Memory budget the watermark ratios apply to. */
+  budget?: number
+  /** Unified memory (integrated GPU): the higher default low watermark. */
+  unifiedMemory?: boolean
+  /** Device memory the segments may take; unset: unlimited. */
+  capacity?: number
+  /** Only the baselines (when the heap itself runs on a device). */
+  baselinesOnly?: boolean
+}
+
 /** One range of a segment in a snapshot (`blockId` 0 for free ranges). */
 export interface SnapshotBlock {
   /** Block id, 0 for a free range. */
@@ -1253,4 +1297,16 @@ export interface TimestampHygiene {
   reversed: number
   /** Dropped: implausibly long (counter overflow). */
   overflow: number
+}
+
+/** Every policy on one trace. */
+export interface TraceSimulation {
+  /** Requests the trace stands for. */
+  requests: number
+  /** Events in the trace. */
+  events: number
+  /** wgalloc's heap policy (absent with `baselinesOnly`). */
+  wgalloc?: SimulatedPolicy
+  /** `pytorch-cuda`, `power-of-two`, `exact-size`. */
+  baselines: Array<SimulatedPolicy>
 }

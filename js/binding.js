@@ -657,10 +657,10 @@ if (!nativeBinding || forceWasi) {
     let candidateError = null
     let candidateFailed = false
     try {
-      candidateError = __napiWasiResolveCandidate('../.dist.napi-stage-imV5fR/wgalloc.wasi.cjs', false, ['../.dist.napi-stage-imV5fR/wgalloc.wasm32-wasi.debug.wasm', '../.dist.napi-stage-imV5fR/wgalloc.wasm32-wasi.wasm'])
+      candidateError = __napiWasiResolveCandidate('./wgalloc.wasi.cjs', false, ['./wgalloc.wasm32-wasi.debug.wasm', './wgalloc.wasm32-wasi.wasm'])
       candidateFailed = candidateError !== null
       if (!candidateFailed) {
-        wasiBinding = require('../.dist.napi-stage-imV5fR/wgalloc.wasi.cjs')
+        wasiBinding = require('./wgalloc.wasi.cjs')
         nativeBinding = wasiBinding
         __napiLoadedBindingTarget = 'wasm32-wasi'
         wasiBindingLoaded = true
@@ -852,4 +852,5 @@ module.exports.Stream = nativeBinding.Stream
 module.exports.Weights = nativeBinding.Weights
 module.exports.heapPoolNames = nativeBinding.heapPoolNames
 module.exports.hostViewRegistryLength = nativeBinding.hostViewRegistryLength
+module.exports.simulateTrace = nativeBinding.simulateTrace
 module.exports.startPlan = nativeBinding.startPlan

@@ -54,12 +54,17 @@ export function readJsonFile(file: string): unknown {
   }
 }
 
-/** Writes `text` to `file` and says so (`wrote <path>`); IO_ERROR naming the file when it cannot. */
-export function writeOutputFile(file: string, text: string, what?: string): void {
+/**
+ * Writes `text` to `file` and says so (`wrote <path>`; on stderr when stdout carries JSON);
+ * IO_ERROR naming the file when it cannot.
+ */
+export function writeOutputFile(file: string, text: string, what?: string, toStderr = false): void {
   try {
     writeFileSync(file, text)
   } catch (err) {
     throw new WgallocError('IO_ERROR', `cannot write ${file}: ${messageOf(err)}`, { cause: err })
   }
-  console.log(`wrote ${file}${what ? ` (${what})` : ''}`)
+  const line = `wrote ${file}${what ? ` (${what})` : ''}`
+  if (toStderr) console.error(line)
+  else console.log(line)
 }

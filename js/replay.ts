@@ -1,10 +1,14 @@
-// Replays an eager alloc/free trace (bench/data/traces format) through the device heap, and
-// through two simple caching policies for comparison: an exact-size free list (tfjs-webgpu's
-// buffer manager) and power-of-two buckets (ORT-WebGPU's / CachingHostAllocator's). The
-// baselines are simulated (they only count bytes); the heap run allocates real GPU memory.
+// Replays an eager alloc/free trace (bench/data/traces format) through the device heap
+// (`replayHeap`, real GPU memory) or through the heap's policy on host storage (`simulate`, no
+// GPU, the same Rust code), beside baselines simulated on the same events: PyTorch's CUDA
+// caching allocator policy, power-of-two buckets (ORT-WebGPU's / CachingHostAllocator's) and an
+// exact-size free list (tfjs-webgpu's buffer manager). Parsing, checking (bad events are
+// INVALID_ARGUMENT naming their index) and the simulations are in Rust (wgalloc-core `replay`).
+import type { SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
 import type { DeviceBlock } from './device-block.js'
-import { WgallocError } from './errors.js'
+import { WgallocError, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
+import { native } from './native.js'
 
 /** One small heap of slack, so tiny workloads are not judged by heap granularity. */
 const SLACK = 8 * 2 ** 20
@@ -44,15 +48,26 @@ export interface PolicyFigures {
   events: number
   peakAllocatedBytes?: number
   withinTarget?: boolean
+  simulated?: boolean
 }
 
-/** Checks the trace's shape and every event; returns its request count. */
-export function checkTrace(trace: unknown): number {
-  const t = trace as Partial<Trace> | null
-  if (!t || typeof t !== 'object' || !Array.isArray(t.events)) {
-    throw new WgallocError('INVALID_ARGUMENT', 'a trace is an object with an events array of { op: "alloc", id, size } | { op: "free", id }')
+/** wgalloc's figures on a trace, with the baselines simulated on the same events. */
+export interface ReplayFigures extends PolicyFigures {
+  baselines: PolicyFigures[]
+}
+
+/** Runs the native simulation on a trace object or its JSON text; errors are typed. */
+function simulateNative(trace: unknown, options?: SimulateTraceOptions): TraceSimulation {
+  try {
+    return native.simulateTrace(typeof trace === 'string' ? trace : JSON.stringify(trace ?? null), options)
+  } catch (err) {
+    throw toWgallocError(err, true)
   }
-  return t.requests ?? 1
+}
+
+/** Checks the trace (INVALID_ARGUMENT naming the bad event); returns its request count. */
+export function checkTrace(trace: unknown): number {
+  return simulateNative(trace, { baselinesOnly: true }).requests
 }
 
 function figures(policy: string, peakReserved: number, peakLive: number, driverAllocations: number, requests: number, events: number): PolicyFigures {
@@ -67,77 +82,72 @@ function figures(policy: string, peakReserved: number, peakLive: number, driverA
   }
 }
 
-/** A cache keyed by rounded size: free buffers of the same key are reused, none released. */
-function simulateKeyed(policy: string, trace: Trace, keyOf: (size: number) => number): PolicyFigures {
-  const requests = checkTrace(trace)
-  const free = new Map<number, number>() // key -> count of cached buffers
-  const live = new Map<string | number, { size: number; key: number }>()
-  let reserved = 0
-  let peakReserved = 0
-  let liveBytes = 0
-  let peakLive = 0
-  let driver = 0
-  for (const e of trace.events) {
-    if (e.op === 'alloc') {
-      const size = e.size ?? 0
-      const key = keyOf(Math.max(size, 4))
-      const cached = free.get(key) ?? 0
-      if (cached > 0) free.set(key, cached - 1)
-      else {
-        reserved += key
-        driver++
-      }
-      live.set(e.id, { size, key })
-      liveBytes += size
-    } else {
-      const b = live.get(e.id)
-      if (!b) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
-      live.delete(e.id)
-      liveBytes -= b.size
-      free.set(b.key, (free.get(b.key) ?? 0) + 1)
-    }
-    peakReserved = Math.max(peakReserved, reserved)
-    peakLive = Math.max(peakLive, liveBytes)
-  }
-  return figures(policy, peakReserved, peakLive, driver, requests, trace.events.length)
+/** wgalloc's own figures: padding at the peak and the target check. */
+function withTarget(f: PolicyFigures, peakAllocated: number | undefined): PolicyFigures {
+  f.peakAllocatedBytes = peakAllocated
+  f.withinTarget = f.peakReservedBytes <= 1.15 * f.peakLiveBytes + SLACK
+  return f
 }
 
-/** The exact-size free list baseline. */
-export const exactSize = (trace: Trace): PolicyFigures => simulateKeyed('exact-size free list', trace, (s) => Math.ceil(s / 4) * 4)
-/** The power-of-two buckets baseline. */
-export const powerOfTwo = (trace: Trace): PolicyFigures => simulateKeyed('power-of-two buckets', trace, (s) => 2 ** Math.ceil(Math.log2(s)))
+const fromNative = (sim: TraceSimulation, p: SimulatedPolicy) =>
+  figures(p.policy, p.peakReservedBytes, p.peakLiveBytes, p.driverAllocations, sim.requests, sim.events)
 
-/** Runs the trace through `heap` (real GPU memory); the heap should start empty. */
-export function replayHeap(heap: Heap, trace: Trace): PolicyFigures {
-  const requests = checkTrace(trace)
+/** The baselines of a trace: `[pytorch-cuda, power-of-two, exact-size]`. */
+export function baselines(trace: unknown): PolicyFigures[] {
+  const sim = simulateNative(trace, { baselinesOnly: true })
+  return sim.baselines.map((p) => fromNative(sim, p))
+}
+
+/** PyTorch's CUDA caching allocator policy on the trace. */
+export const pytorchCuda = (trace: unknown): PolicyFigures => baselines(trace)[0]
+/** The power-of-two buckets baseline. */
+export const powerOfTwo = (trace: unknown): PolicyFigures => baselines(trace)[1]
+/** The exact-size free list baseline. */
+export const exactSize = (trace: unknown): PolicyFigures => baselines(trace)[2]
+
+/** The heap's policy on host storage, no GPU (`options`: the device it stands for): wgalloc's figures with `baselines`. */
+export function simulate(trace: unknown, options?: SimulateTraceOptions): ReplayFigures {
+  const sim = simulateNative(trace, options)
+  if (!sim.wgalloc) throw new WgallocError('INTERNAL', 'the simulation returned no figures for the heap')
+  const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes)
+  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
+}
+
+/** Runs the trace through `heap` (real GPU memory; it should start empty): figures with `baselines`. */
+export function replayHeap(heap: Heap, trace: Trace): ReplayFigures {
+  // Checks the trace before any GPU memory is touched.
+  const sim = simulateNative(trace, { baselinesOnly: true })
   heap.emptyCache()
   heap.resetPeakStats()
   heap.resetAccumulatedStats()
-  const live = new Map<string | number, DeviceBlock>()
+  const live = new Map<string, [DeviceBlock, number]>() // id (as the Rust check keys it) -> block, size
   let liveBytes = 0
   let peakLive = 0
   try {
     for (const e of trace.events) {
+      const id = String(e.id)
       if (e.op === 'alloc') {
         const size = e.size ?? 0
-        live.set(e.id, heap.malloc(Math.max(size, 1)))
+        live.set(id, [heap.malloc(Math.max(size, 1)), size])
         liveBytes += size
         peakLive = Math.max(peakLive, liveBytes)
       } else {
-        const b = live.get(e.id)
-        if (!b) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
-        liveBytes -= b.requestedSize
-        b.free()
-        live.delete(e.id)
+        const entry = live.get(id)
+        if (!entry) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
+        const [block, size] = entry
+        liveBytes -= size
+        block.free()
+        live.delete(id)
       }
     }
   } finally {
-    for (const b of live.values()) b.free()
+    for (const [block] of live.values()) block.free()
   }
   const s = heap.stats()
-  const f = figures('wgalloc heap', s.reservedBytes.peak, peakLive, s.driverAllocations, requests, trace.events.length)
-  // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
-  f.peakAllocatedBytes = s.allocatedBytes.peak
-  f.withinTarget = f.peakReservedBytes <= 1.15 * peakLive + SLACK
-  return f
+  const ours = withTarget(
+    { ...figures('wgalloc', s.reservedBytes.peak, peakLive, s.driverAllocations, sim.requests, sim.events), simulated: false },
+    // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
+    s.allocatedBytes.peak,
+  )
+  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
 }

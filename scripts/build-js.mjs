@@ -11,9 +11,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const require = createRequire(import.meta.url)
 const run = (script, args) => execFileSync(process.execPath, [require.resolve(script), ...args], { cwd: root, stdio: 'inherit' })
 
-// Stale output of a removed source must not linger in the package; the addon (`*.node`) stays.
 const dist = join(root, 'dist')
 mkdirSync(dist, { recursive: true })
+// After `napi build`: its loader and declarations become the committed js/binding.* (tsc reads
+// the declarations; the loader is copied back below). Generated there, they are byte-stable.
+if (process.argv.includes('--binding-from-dist')) {
+  for (const f of ['binding.js', 'binding.d.ts']) cpSync(join(dist, f), join(root, 'js', f))
+}
+// Stale output of a removed source must not linger in the package; the addon (`*.node`) stays.
 for (const entry of readdirSync(dist)) if (!entry.endsWith('.node')) rmSync(join(dist, entry), { recursive: true, force: true })
 
 run('typescript/bin/tsc', ['-p', 'tsconfig.json'])

@@ -113,7 +113,7 @@ pub(crate) struct Shared {
     pub features: wgpu::Features,
     pub limits: wgpu::Limits,
     /// The device's heap allocator, created on first use.
-    pub heap: std::sync::OnceLock<Arc<crate::heap::HeapCore>>,
+    pub heap: std::sync::OnceLock<Arc<crate::heap::DeviceHeapCore>>,
     /// Compiled kernels, shared by executors and eager runs.
     pub pipelines: crate::exec::pipelines::PipelineCache,
     /// The device's host staging cache, created on first use.

@@ -26,6 +26,7 @@ pub mod exec;
 pub mod heap;
 pub mod host;
 pub mod profile;
+pub mod replay;
 mod scope;
 pub mod signal;
 pub mod stream;

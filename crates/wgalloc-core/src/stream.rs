@@ -103,6 +103,24 @@ impl StreamMarks {
             && !self.has_pending.load(Ordering::Acquire)
             && self.last_seq.load(Ordering::Acquire) <= completed
     }
+
+    /// Work was recorded and is not submitted yet.
+    pub(crate) fn recorded(&self) {
+        self.has_pending.store(true, Ordering::Release);
+    }
+
+    /// Everything recorded so far went out in submission `seq`. Written in the reverse of the
+    /// order [`StreamUse::capture`] reads them.
+    pub(crate) fn submitted(&self, seq: u64) {
+        self.last_seq.store(seq, Ordering::Release);
+        self.has_pending.store(false, Ordering::Release);
+        self.submits.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The stream is gone: work it left unsubmitted never runs.
+    pub(crate) fn dropped(&self) {
+        self.dropped.store(true, Ordering::Release);
+    }
 }
 
 /// A stream's position when a block it used was freed.
@@ -160,7 +178,7 @@ pub struct Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        self.marks.dropped.store(true, Ordering::Release);
+        self.marks.dropped();
     }
 }
 
@@ -178,7 +196,7 @@ impl Stream {
                 Some(device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgalloc stream") }));
         }
         self.pending_commands += 1;
-        self.marks.has_pending.store(true, Ordering::Release);
+        self.marks.recorded();
         Ok(self.encoder.as_mut().expect("encoder was just created"))
     }
 
@@ -281,9 +299,7 @@ impl Stream {
             }
         }
         let seq = event.as_ref().map_or_else(|_| self.gpu.shared.tracker.submitted(), |e| e.seq());
-        self.marks.last_seq.store(seq, Ordering::Release);
-        self.marks.has_pending.store(false, Ordering::Release);
-        self.marks.submits.fetch_add(1, Ordering::AcqRel);
+        self.marks.submitted(seq);
         let event = event?;
         self.last = Some(event.clone());
         Ok(event)

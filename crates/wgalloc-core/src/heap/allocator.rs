@@ -1,0 +1,732 @@
+//! The heap's policy over any [`SegmentStorage`]: pools of segments, best-fit blocks,
+//! pending frees, garbage collection above the low watermark and the out-of-memory ladder.
+//! [`super::Heap`] runs it over wgpu buffers; tests and trace simulations over host memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::free_list::{self, FreeList};
+use super::pool::{self, PoolKind, Usage};
+use super::stats::HeapStats;
+use super::storage::SegmentStorage;
+use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
+use crate::completion::Tracker;
+use crate::error::{align_up, Error, Result};
+use crate::signal::lock;
+use crate::stream::{StreamMarks, StreamUse};
+
+/// Stream marks a block keeps before it drops those of retired streams.
+const STREAM_MARKS_PRUNE_AT: usize = 8;
+
+/// Blocking waits for pending frees in the out-of-memory ladder give up after this.
+const PENDING_WAIT: Duration = Duration::from_secs(5);
+
+/// The device figures the policy depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapLimits {
+    /// Storage offset alignment every block offset is a multiple of.
+    pub alignment: u64,
+    /// Alignment of scalar (uniform-bindable) blocks.
+    pub scalar_alignment: u64,
+    pub max_buffer_size: u64,
+    /// Max storage binding size: larger blocks get a segment of their own.
+    pub max_binding: u64,
+    /// Memory budget the watermark ratios apply to.
+    pub budget: u64,
+}
+
+struct Segment<G> {
+    handle: G,
+    pool: PoolKind,
+    size: u64,
+    dedicated: bool,
+    /// Active plus pending blocks; 0 means the segment is entirely free.
+    live_blocks: u32,
+    /// Garbage-collection passes survived while idle (MPS gc_count aging).
+    gc_age: u32,
+}
+
+struct BlockRec {
+    segment: u32,
+    /// The block's range in its pool's free list (given back on release).
+    range: free_list::RangeId,
+    offset: u64,
+    size: u64,
+    requested: u64,
+    pool: PoolKind,
+    shape: Option<Vec<u64>>,
+    /// Highest submission known to use the block (wgalloc's own operations).
+    last_use: u64,
+    /// Streams recorded with `record_stream`.
+    streams: Vec<Arc<StreamMarks>>,
+    /// Set once freed while GPU work may still use it.
+    pending: Option<Vec<StreamUse>>,
+    /// Operations in flight that will still submit work on the block (a download's later
+    /// pieces): a free defers until the last one ended, whatever has completed.
+    holds: u32,
+}
+
+struct State<S: SegmentStorage> {
+    storage: S,
+    segments: IdMap<u32, Segment<S::Segment>>,
+    free: [FreeList; 5],
+    blocks: IdMap<u64, BlockRec>,
+    pending: Vec<u64>,
+    stats: HeapStats,
+    watermarks: Watermarks,
+    next_block: u64,
+    next_segment: u32,
+    /// Events and log lines kept for the caller to take, when someone listens.
+    record_events: bool,
+    events: Vec<HeapEvent>,
+    log_to_queue: bool,
+    logs: Vec<String>,
+}
+
+/// A block handed out: where it lives and what it is.
+pub struct Allocation<G> {
+    pub id: u64,
+    pub segment: G,
+    pub offset: u64,
+    /// Allocated bytes (the request rounded up to the pool's alignment).
+    pub size: u64,
+    pub requested: u64,
+    pub pool: PoolKind,
+}
+
+enum Placement<G> {
+    Block(Allocation<G>),
+    NeedsSegment { size: u64, dedicated: bool },
+}
+
+/// A heap over storage `S`, shared by every handle to it.
+pub struct HeapCore<S: SegmentStorage> {
+    state: Mutex<State<S>>,
+    /// Completion of the GPU work that pending frees wait for.
+    tracker: Arc<Tracker>,
+    limits: HeapLimits,
+    debug: u32,
+}
+
+impl<S: SegmentStorage> HeapCore<S> {
+    pub fn new(storage: S, tracker: Arc<Tracker>, limits: HeapLimits, watermarks: Watermarks, debug: u32) -> Self {
+        HeapCore {
+            state: Mutex::new(State {
+                storage,
+                segments: IdMap::default(),
+                free: Default::default(),
+                blocks: IdMap::default(),
+                pending: Vec::new(),
+                stats: HeapStats::default(),
+                watermarks,
+                next_block: 1,
+                next_segment: 1,
+                record_events: false,
+                events: Vec::new(),
+                log_to_queue: false,
+                logs: Vec::new(),
+            }),
+            tracker,
+            limits,
+            debug,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<S>> {
+        lock(&self.state)
+    }
+
+    pub fn limits(&self) -> &HeapLimits {
+        &self.limits
+    }
+
+    /// Runs `f` on the storage (under the heap's lock).
+    pub fn with_storage<T>(&self, f: impl FnOnce(&S) -> T) -> T {
+        f(&self.state().storage)
+    }
+
+    /// Allocates a block of at least `size` bytes.
+    pub fn malloc(&self, size: u64, usage: Usage) -> Result<Allocation<S::Segment>> {
+        let aligned = self.checked_request(size, self.limits.alignment)?;
+        self.allocate(size, aligned, PoolKind::for_request(usage, aligned))
+    }
+
+    /// A block of the scalar pool (uniform-bindable) for a value of `size` bytes.
+    pub fn malloc_scalar(&self, size: u64) -> Result<Allocation<S::Segment>> {
+        if size == 0 || size > pool::MAX_SCALAR {
+            return Err(Error::invalid(format!(
+                "allocScalar: value must be 1 to {} bytes, got {size}",
+                pool::MAX_SCALAR
+            )));
+        }
+        let aligned = self.checked_request(size, self.limits.scalar_alignment)?;
+        self.allocate(size, aligned, PoolKind::Scalar)
+    }
+
+    fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
+        self.tracker.check_alive()?;
+        if size == 0 || size > crate::MAX_SAFE_INTEGER {
+            return Err(Error::invalid(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
+        }
+        if size > self.limits.max_buffer_size {
+            // Like `createBuffer`: no amount of freeing makes it fit.
+            return Err(Error::invalid(format!(
+                "malloc: {size} bytes exceeds the device's maxBufferSize limit of {} bytes; split the tensor",
+                self.limits.max_buffer_size
+            )));
+        }
+        align_up(size, alignment)
+    }
+
+    fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation<S::Segment>> {
+        let mut st = self.state();
+        let mut waited = false;
+        let mut fresh = None;
+        loop {
+            self.sweep_pending(&mut st);
+            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh) {
+                Placement::Block(b) => return Ok(b),
+                Placement::NeedsSegment { size, dedicated } => (size, dedicated),
+            };
+            self.collect_garbage(&mut st, size);
+            // The growth policy's segment would cross the high watermark while one just big
+            // enough for this request would not: take the smaller one rather than fail.
+            let size = if !self.fits_high_watermark(&st, size) && self.fits_high_watermark(&st, aligned) {
+                aligned
+            } else {
+                size
+            };
+            if self.fits_high_watermark(&st, size) {
+                match self.create_segment(&mut st, pool, size, dedicated) {
+                    Ok(id) => {
+                        fresh = Some(id);
+                        continue;
+                    }
+                    Err(Error::OutOfMemory(_)) if !waited => {
+                        // The driver's own OOM: release what we cache and retry once.
+                        st.stats.retries += 1;
+                        self.release_idle_segments(&mut st, u64::MAX);
+                        waited = true;
+                        continue;
+                    }
+                    Err(e) => return Err(self.fail(&mut st, requested, aligned, pool, Some(e))),
+                }
+            }
+            // The OOM ladder: release cached segments, then wait for pending frees, then retry.
+            if self.release_idle_segments(&mut st, u64::MAX) > 0 {
+                st.stats.retries += 1;
+                continue;
+            }
+            if !waited && !st.pending.is_empty() {
+                waited = true;
+                st.stats.retries += 1;
+                drop(st);
+                self.wait_pending();
+                st = self.state();
+                continue;
+            }
+            return Err(self.fail(&mut st, requested, aligned, pool, None));
+        }
+    }
+
+    /// Best fit in the pool's cached ranges; reports the segment needed otherwise.
+    /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
+    fn place(
+        &self,
+        st: &mut State<S>,
+        requested: u64,
+        aligned: u64,
+        pool: PoolKind,
+        fresh: Option<u32>,
+    ) -> Placement<S::Segment> {
+        let Some((segment, offset, range)) = st.free[pool.index()].take(aligned) else {
+            let pool_reserved = st.stats.pool(pool).reserved_bytes.current;
+            let (size, dedicated) =
+                pool::segment_size(pool, aligned, pool_reserved, self.limits.max_buffer_size, self.limits.max_binding);
+            return Placement::NeedsSegment { size, dedicated };
+        };
+        let id = st.next_block;
+        st.next_block += 1;
+        let seg = st.segments.get_mut(&segment).expect("free range of a known segment");
+        seg.live_blocks += 1;
+        seg.gc_age = 0;
+        let handle = seg.handle.clone();
+        st.blocks.insert(
+            id,
+            BlockRec {
+                segment,
+                range,
+                offset,
+                size: aligned,
+                requested,
+                pool,
+                shape: None,
+                last_use: 0,
+                holds: 0,
+                streams: Vec::new(),
+                pending: None,
+            },
+        );
+        let from_driver = fresh == Some(segment);
+        let stats = &mut st.stats;
+        if from_driver {
+            stats.cache_misses += 1;
+        } else {
+            stats.cache_hits += 1;
+        }
+        stats.allocated_bytes.add(aligned);
+        stats.requested_bytes.add(requested);
+        stats.active_blocks.add(1);
+        let p = stats.pool_mut(pool);
+        p.allocated_bytes.add(aligned);
+        p.active_blocks.add(1);
+        let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
+        self.emit(st, kind, Some(id), Some(segment), aligned, pool);
+        Placement::Block(Allocation { id, segment: handle, offset, size: aligned, requested, pool })
+    }
+
+    fn fits_high_watermark(&self, st: &State<S>, extra: u64) -> bool {
+        let limit = Watermarks::limit(st.watermarks.high, self.limits.budget);
+        st.stats.reserved_bytes.current.saturating_add(extra) <= limit
+    }
+
+    /// Above the low watermark, release idle segments oldest first (MPS gc_count aging).
+    fn collect_garbage(&self, st: &mut State<S>, extra: u64) {
+        let limit = Watermarks::limit(st.watermarks.low, self.limits.budget);
+        let needed = st.stats.reserved_bytes.current.saturating_add(extra);
+        if needed <= limit {
+            return;
+        }
+        st.stats.gc_runs += 1;
+        for seg in st.segments.values_mut().filter(|s| s.live_blocks == 0) {
+            seg.gc_age += 1;
+        }
+        self.release_idle_segments(st, needed - limit);
+    }
+
+    /// Releases entirely free segments, oldest (highest gc age) first, until
+    /// `target` bytes are released. Returns the bytes released.
+    fn release_idle_segments(&self, st: &mut State<S>, target: u64) -> u64 {
+        let mut idle: Vec<(u32, u32)> =
+            st.segments.iter().filter(|(_, s)| s.live_blocks == 0).map(|(&id, s)| (s.gc_age, id)).collect();
+        idle.sort_unstable_by(|a, b| b.cmp(a));
+        let mut released = 0;
+        for (_, id) in idle {
+            if released >= target {
+                break;
+            }
+            released += self.release_segment(st, id);
+        }
+        released
+    }
+
+    fn release_segment(&self, st: &mut State<S>, id: u32) -> u64 {
+        let Some(seg) = st.segments.get(&id) else { return 0 };
+        let (pool, size) = (seg.pool, seg.size);
+        if !st.free[pool.index()].remove_segment(id, size) {
+            return 0;
+        }
+        let seg = st.segments.remove(&id).expect("checked above");
+        st.storage.release(seg.handle);
+        let stats = &mut st.stats;
+        stats.reserved_bytes.sub(size);
+        stats.segments.sub(1);
+        stats.driver_frees += 1;
+        let p = stats.pool_mut(pool);
+        p.reserved_bytes.sub(size);
+        p.segments.sub(1);
+        self.emit(st, HeapEventKind::Released, None, Some(id), size, pool);
+        size
+    }
+
+    fn create_segment(&self, st: &mut State<S>, pool: PoolKind, size: u64, dedicated: bool) -> Result<u32> {
+        let handle = st.storage.allocate(pool, size)?;
+        let id = st.next_segment;
+        st.next_segment += 1;
+        st.segments.insert(id, Segment { handle, pool, size, dedicated, live_blocks: 0, gc_age: 0 });
+        st.free[pool.index()].add_segment(id, size);
+        let stats = &mut st.stats;
+        stats.reserved_bytes.add(size);
+        stats.segments.add(1);
+        stats.driver_allocations += 1;
+        let p = stats.pool_mut(pool);
+        p.reserved_bytes.add(size);
+        p.segments.add(1);
+        Ok(id)
+    }
+
+    fn fail(&self, st: &mut State<S>, requested: u64, aligned: u64, pool: PoolKind, driver: Option<Error>) -> Error {
+        st.stats.ooms += 1;
+        self.emit(st, HeapEventKind::AllocationFailed, None, None, requested, pool);
+        let s = &st.stats;
+        let largest = st.free.iter().map(FreeList::largest).max().unwrap_or(0);
+        let high = st.watermarks.high;
+        let budget = self.limits.budget;
+        let limit = if high == 0.0 {
+            "disabled".to_string()
+        } else {
+            format!("{} ({high} x budget)", Watermarks::limit(high, budget))
+        };
+        let cause = match driver {
+            Some(e) => format!("the driver refused the allocation ({e})"),
+            None => "the high watermark would be exceeded".to_string(),
+        };
+        Error::OutOfMemory(format!(
+            "out of memory: {cause}. Tried to allocate {requested} bytes ({aligned} aligned, pool {}); \
+             allocated {}, cached {}, pending free {}, reserved {}, high watermark {limit}, budget {budget}; \
+             largest free block {largest}. Free blocks or call emptyCache(); \
+             setHighWatermarkRatio(0) lifts the limit (may cause system-wide failure).",
+            pool.as_str(),
+            s.allocated_bytes.current,
+            s.cached_bytes() - s.pending_free_bytes,
+            s.pending_free_bytes,
+            s.reserved_bytes.current,
+        ))
+    }
+
+    /// Moves pending blocks whose GPU work completed back into their pools.
+    fn sweep_pending(&self, st: &mut State<S>) {
+        if st.pending.is_empty() {
+            return;
+        }
+        let completed = self.tracker.completed();
+        let lost = self.tracker.is_lost();
+        let mut i = 0;
+        while i < st.pending.len() {
+            let id = st.pending[i];
+            let rec = &st.blocks[&id];
+            let done = lost
+                || (rec.holds == 0
+                    && rec.last_use <= completed
+                    && rec
+                        .pending
+                        .as_ref()
+                        .is_some_and(|uses| uses.iter().all(|u| u.resolved_seq().is_some_and(|seq| seq <= completed))));
+            if done {
+                st.pending.swap_remove(i);
+                let rec = st.blocks.remove(&id).expect("pending block is recorded");
+                st.stats.pending_free_bytes -= rec.size;
+                st.stats.pending_free_blocks -= 1;
+                self.return_to_pool(st, id, &rec);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Blocks until the submissions of pending frees completed (bounded wait).
+    fn wait_pending(&self) {
+        let target = {
+            let st = self.state();
+            st.pending
+                .iter()
+                .filter_map(|id| {
+                    let rec = &st.blocks[id];
+                    // A held block waits for its holder, not for a submission.
+                    if rec.holds > 0 {
+                        return None;
+                    }
+                    let uses = rec.pending.as_ref()?;
+                    let streams: Option<Vec<u64>> = uses.iter().map(StreamUse::resolved_seq).collect();
+                    Some(streams?.into_iter().max().unwrap_or(0).max(rec.last_use))
+                })
+                .max()
+        };
+        if let Some(seq) = target {
+            let _ = self.tracker.waiter(seq).wait_timeout(PENDING_WAIT);
+        }
+    }
+
+    fn return_to_pool(&self, st: &mut State<S>, id: u64, rec: &BlockRec) {
+        st.free[rec.pool.index()].give_back(rec.range);
+        if let Some(seg) = st.segments.get_mut(&rec.segment) {
+            seg.live_blocks -= 1;
+        }
+        self.emit(st, HeapEventKind::Freed, Some(id), Some(rec.segment), rec.size, rec.pool);
+    }
+
+    /// Frees block `id`. Its memory is reused once the GPU work recorded on it completed.
+    pub fn free(&self, id: u64) -> Result<()> {
+        let mut st = self.state();
+        // Taken out of the map at once: the common case (no GPU work pending) returns it to
+        // its pool; a block with pending work goes back in, marked.
+        let mut rec = match st.blocks.remove(&id) {
+            Some(rec) if rec.pending.is_none() => rec,
+            Some(rec) => {
+                st.blocks.insert(id, rec);
+                return Err(Error::DoubleFree(format!("block {id} was already freed")));
+            }
+            None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)"))),
+        };
+        let uses: Vec<StreamUse> = if rec.streams.is_empty() {
+            Vec::new()
+        } else {
+            rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
+        };
+        let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
+        let completed = self.tracker.completed();
+        let idle = self.tracker.is_lost()
+            || (rec.holds == 0
+                && rec.last_use <= completed
+                && uses.iter().all(|u| u.resolved_seq().is_some_and(|s| s <= completed)));
+        let stats = &mut st.stats;
+        stats.allocated_bytes.sub(size);
+        stats.requested_bytes.sub(requested);
+        stats.active_blocks.sub(1);
+        let p = stats.pool_mut(pool);
+        p.allocated_bytes.sub(size);
+        p.active_blocks.sub(1);
+        if idle {
+            self.return_to_pool(&mut st, id, &rec);
+        } else {
+            rec.pending = Some(uses);
+            st.blocks.insert(id, rec);
+            st.pending.push(id);
+            st.stats.pending_free_bytes += size;
+            st.stats.pending_free_blocks += 1;
+        }
+        Ok(())
+    }
+
+    /// Keeps block `id` from reuse until [`HeapCore::release_hold`], even if it is freed meanwhile.
+    pub fn hold(&self, id: u64) -> Result<()> {
+        let mut st = self.state();
+        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        rec.holds += 1;
+        Ok(())
+    }
+
+    pub fn release_hold(&self, id: u64) {
+        let mut st = self.state();
+        let Some(rec) = st.blocks.get_mut(&id) else { return };
+        rec.holds -= 1;
+        if rec.holds == 0 && rec.pending.is_some() {
+            self.sweep_pending(&mut st);
+        }
+    }
+
+    /// Records that submission `seq` uses block `id` (wgalloc's own operations).
+    pub fn record_use(&self, id: u64, seq: u64) {
+        if let Some(rec) = self.state().blocks.get_mut(&id) {
+            rec.last_use = rec.last_use.max(seq);
+        }
+    }
+
+    pub fn record_stream(&self, id: u64, marks: &Arc<StreamMarks>) -> Result<()> {
+        let mut st = self.state();
+        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        if !rec.streams.iter().any(|m| Arc::ptr_eq(m, marks)) {
+            // A long-lived block used by many short-lived streams (one per upload) would
+            // otherwise collect their marks without bound, and this scan with them.
+            if rec.streams.len() >= STREAM_MARKS_PRUNE_AT {
+                let completed = self.tracker.completed();
+                rec.streams.retain(|m| !m.retired(completed));
+            }
+            rec.streams.push(marks.clone());
+        }
+        Ok(())
+    }
+
+    pub fn set_shape(&self, id: u64, shape: Option<Vec<u64>>) -> Result<()> {
+        let mut st = self.state();
+        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        rec.shape = shape;
+        Ok(())
+    }
+
+    /// Information on a live (active or pending-free) block.
+    pub fn block_info(&self, id: u64) -> Option<BlockInfo> {
+        let st = self.state();
+        let rec = st.blocks.get(&id)?;
+        let seg = &st.segments[&rec.segment];
+        Some(BlockInfo {
+            id,
+            requested_size: rec.requested,
+            size: rec.size,
+            segment_id: rec.segment,
+            offset: rec.offset,
+            pool: rec.pool,
+            shared: rec.pool.is_shared(),
+            dedicated: seg.dedicated,
+            exceeds_binding_limit: rec.size > self.limits.max_binding,
+            shape: rec.shape.clone(),
+            state: if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active },
+            recorded_streams: rec.streams.len(),
+        })
+    }
+
+    /// Sweeps pending frees whose GPU work completed (MPS freeInactiveBuffers).
+    pub fn free_inactive_buffers(&self) {
+        let mut st = self.state();
+        self.sweep_pending(&mut st);
+    }
+
+    /// Releases every idle cached segment to the driver. Returns the bytes released.
+    pub fn empty_cache(&self) -> u64 {
+        let mut st = self.state();
+        self.sweep_pending(&mut st);
+        self.release_idle_segments(&mut st, u64::MAX)
+    }
+
+    pub fn stats(&self) -> HeapStats {
+        let mut st = self.state();
+        self.sweep_pending(&mut st);
+        st.stats.clone()
+    }
+
+    pub fn reset_peak_stats(&self) {
+        self.state().stats.reset_peak();
+    }
+
+    pub fn reset_accumulated_stats(&self) {
+        self.state().stats.reset_accumulated();
+    }
+
+    pub fn watermarks(&self) -> Watermarks {
+        self.state().watermarks
+    }
+
+    pub fn set_high_watermark_ratio(&self, ratio: f64) -> Result<()> {
+        let mut st = self.state();
+        let w = Watermarks { high: ratio, low: st.watermarks.low.min(if ratio == 0.0 { f64::MAX } else { ratio }) };
+        w.validate()?;
+        st.watermarks = w;
+        Ok(())
+    }
+
+    pub fn set_low_watermark_ratio(&self, ratio: f64) -> Result<()> {
+        let mut st = self.state();
+        let w = Watermarks { high: st.watermarks.high, low: ratio };
+        w.validate()?;
+        st.watermarks = w;
+        Ok(())
+    }
+
+    /// Bytes of the budget the heap may still reserve before it must garbage-collect.
+    pub fn low_watermark_headroom(&self) -> u64 {
+        let st = self.state();
+        Watermarks::limit(st.watermarks.low, self.limits.budget).saturating_sub(st.stats.reserved_bytes.current)
+    }
+
+    /// Every segment with its blocks and free ranges, for tools and viewers.
+    pub fn snapshot(&self) -> Vec<SegmentSnapshot> {
+        let st = self.state();
+        let mut by_segment: HashMap<u32, Vec<(u64, u64, u64, BlockState)>> = HashMap::new();
+        for (&id, rec) in &st.blocks {
+            let state = if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active };
+            by_segment.entry(rec.segment).or_default().push((id, rec.offset, rec.size, state));
+        }
+        let mut out: Vec<SegmentSnapshot> = st
+            .segments
+            .iter()
+            .map(|(&id, seg)| {
+                let mut blocks = by_segment.remove(&id).unwrap_or_default();
+                blocks.extend(st.free[seg.pool.index()].segment_ranges(id).map(|(o, s)| (0, o, s, BlockState::Free)));
+                blocks.sort_unstable_by_key(|b| b.1);
+                SegmentSnapshot { id, pool: seg.pool, size: seg.size, dedicated: seg.dedicated, blocks }
+            })
+            .collect();
+        out.sort_unstable_by_key(|s| s.id);
+        out
+    }
+
+    /// Keep events (and, with `logs`, debug lines) for [`HeapCore::take_events`] instead of dropping them.
+    pub fn set_event_recording(&self, events: bool, logs: bool) {
+        let mut st = self.state();
+        st.record_events = events;
+        st.log_to_queue = logs;
+        if !events {
+            st.events.clear();
+        }
+    }
+
+    /// Events and log lines since the last call.
+    pub fn take_events(&self) -> (Vec<HeapEvent>, Vec<String>) {
+        let mut st = self.state();
+        (std::mem::take(&mut st.events), std::mem::take(&mut st.logs))
+    }
+
+    pub fn debug_mask(&self) -> u32 {
+        self.debug
+    }
+
+    /// Records an event for listeners and the debug log; inline so the common case (nobody
+    /// listening, no debug mask) costs two tests on the malloc/free path.
+    #[inline]
+    fn emit(
+        &self,
+        st: &mut State<S>,
+        kind: HeapEventKind,
+        block_id: Option<u64>,
+        segment_id: Option<u32>,
+        size: u64,
+        pool: PoolKind,
+    ) {
+        if st.record_events || self.debug != 0 {
+            self.emit_slow(st, kind, block_id, segment_id, size, pool);
+        }
+    }
+
+    #[cold]
+    fn emit_slow(
+        &self,
+        st: &mut State<S>,
+        kind: HeapEventKind,
+        block_id: Option<u64>,
+        segment_id: Option<u32>,
+        size: u64,
+        pool: PoolKind,
+    ) {
+        if st.record_events {
+            st.events.push(HeapEvent { kind, block_id, segment_id, size, pool });
+        }
+        let mask = self.debug;
+        if mask == 0 {
+            return;
+        }
+        let wanted = match kind {
+            HeapEventKind::Allocated | HeapEventKind::AllocationFailed => mask & debug::ALLOCATIONS != 0,
+            HeapEventKind::Recycled => mask & (debug::RECYCLES | debug::ALLOCATIONS) != 0,
+            HeapEventKind::Freed | HeapEventKind::Released => mask & debug::RELEASES != 0,
+        };
+        let large = matches!(pool, PoolKind::DeviceLarge | PoolKind::SharedLarge);
+        if !wanted || (mask & debug::LARGE_ONLY != 0 && !large) {
+            return;
+        }
+        let what = match (block_id, segment_id) {
+            (Some(b), Some(s)) => format!("block {b} in segment {s}"),
+            (None, Some(s)) => format!("segment {s}"),
+            _ => "request".to_string(),
+        };
+        let line = format!(
+            "wgalloc heap: {} {what}, {size} bytes, pool {} (allocated {}, reserved {})",
+            kind.as_str(),
+            pool.as_str(),
+            st.stats.allocated_bytes.current,
+            st.stats.reserved_bytes.current
+        );
+        if st.log_to_queue {
+            st.logs.push(line);
+        } else {
+            eprintln!("{line}");
+        }
+    }
+}
+
+impl<S: SegmentStorage> Drop for HeapCore<S> {
+    fn drop(&mut self) {
+        if self.debug & debug::PROFILING != 0 {
+            let st = lock(&self.state);
+            let s = &st.stats;
+            eprintln!(
+                "wgalloc heap stats: peak allocated {}, peak reserved {}, driver allocations {}, frees {}, cache hits {}, misses {}, retries {}, OOMs {}",
+                s.allocated_bytes.peak, s.reserved_bytes.peak, s.driver_allocations, s.driver_frees, s.cache_hits, s.cache_misses, s.retries, s.ooms
+            );
+        }
+    }
+}
+
+pub(super) fn freed(id: u64) -> Error {
+    Error::UseAfterFree(format!("block {id} was freed; allocate a new block"))
+}

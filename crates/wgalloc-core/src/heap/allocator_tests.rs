@@ -1,0 +1,220 @@
+//! The heap's policy on host storage: segment sizing, reuse, garbage collection above the
+//! low watermark, the out-of-memory ladder and pending frees, without a device.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{CpuStorage, HeapCore, HeapLimits, PoolKind, Usage, Watermarks};
+use crate::completion::Tracker;
+use crate::stream::StreamMarks;
+
+const MIB: u64 = 1 << 20;
+
+fn limits(budget: u64) -> HeapLimits {
+    HeapLimits { alignment: 256, scalar_alignment: 256, max_buffer_size: 1 << 31, max_binding: 128 * MIB, budget }
+}
+
+/// A heap over host storage of `capacity` bytes (`None`: unlimited), with watermarks off.
+fn heap(capacity: Option<u64>, budget: u64) -> (HeapCore<CpuStorage>, Arc<Tracker>) {
+    let tracker = Arc::new(Tracker::default());
+    let w = Watermarks { high: 0.0, low: 0.0 };
+    (HeapCore::new(CpuStorage::with_capacity(capacity), tracker.clone(), limits(budget), w, 0), tracker)
+}
+
+#[test]
+fn blocks_are_aligned_disjoint_and_reused_without_driver_calls() {
+    let (h, _) = heap(None, 1 << 30);
+    let sizes = [1u64, 100, 256, 4000, 70_000, MIB, MIB + 1, 3 * MIB, 11 * MIB];
+    let blocks: Vec<_> = sizes.iter().map(|&s| h.malloc(s, Usage::Device).unwrap()).collect();
+    for (a, &s) in blocks.iter().zip(&sizes) {
+        assert_eq!(a.offset % 256, 0);
+        assert!(a.size >= s && a.size % 256 == 0);
+        for b in &blocks {
+            let same = a.segment.serial == b.segment.serial && a.id != b.id;
+            assert!(!same || a.offset + a.size <= b.offset || b.offset + b.size <= a.offset, "overlap");
+        }
+    }
+    for a in &blocks {
+        h.free(a.id).unwrap();
+    }
+    let before = h.stats();
+    assert_eq!(before.allocated_bytes.current, 0);
+    for &s in &sizes {
+        let a = h.malloc(s, Usage::Device).unwrap();
+        h.free(a.id).unwrap();
+    }
+    let after = h.stats();
+    assert_eq!(after.driver_allocations, before.driver_allocations, "the same sizes again come from the cache");
+    assert_eq!(after.cache_hits, before.cache_hits + sizes.len() as u64);
+    assert_eq!(h.with_storage(|s| s.in_use()), after.reserved_bytes.current);
+    assert_eq!(h.empty_cache(), after.reserved_bytes.current);
+    assert_eq!(h.with_storage(|s| s.in_use()), 0, "every segment went back to the store");
+}
+
+#[test]
+fn double_free_and_bad_sizes_are_typed() {
+    let (h, _) = heap(None, 1 << 30);
+    let a = h.malloc(512, Usage::Device).unwrap();
+    h.free(a.id).unwrap();
+    assert_eq!(h.free(a.id).unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(h.malloc(0, Usage::Device).err().unwrap().code(), "INVALID_ARGUMENT");
+    assert_eq!(h.malloc(1 << 32, Usage::Device).err().unwrap().code(), "INVALID_ARGUMENT", "above maxBufferSize");
+    assert_eq!(h.malloc_scalar(0).err().unwrap().code(), "INVALID_ARGUMENT");
+    assert_eq!(h.malloc_scalar(16).unwrap().pool, PoolKind::Scalar);
+}
+
+#[test]
+fn usage_and_size_pick_the_pool() {
+    let (h, _) = heap(None, 1 << 30);
+    assert_eq!(h.malloc(MIB, Usage::Device).unwrap().pool, PoolKind::DeviceSmall);
+    assert_eq!(h.malloc(MIB + 1, Usage::Device).unwrap().pool, PoolKind::DeviceLarge);
+    assert_eq!(h.malloc(10, Usage::Shared).unwrap().pool, PoolKind::SharedSmall);
+    assert_eq!(h.malloc(2 * MIB, Usage::Shared).unwrap().pool, PoolKind::SharedLarge);
+    let s = h.stats();
+    for p in PoolKind::ALL.iter().filter(|&&p| p != PoolKind::Scalar) {
+        assert_eq!(s.pool(*p).active_blocks.current, 1, "{p:?}");
+    }
+}
+
+#[test]
+fn low_watermark_collects_idle_segments_oldest_first() {
+    let (h, _) = heap(None, 64 * MIB);
+    h.set_high_watermark_ratio(2.0).unwrap();
+    h.set_low_watermark_ratio(0.5).unwrap(); // 32 MiB
+    for mib in [11u64, 13, 15, 17, 19, 21, 23] {
+        let a = h.malloc(mib * MIB, Usage::Device).unwrap();
+        h.free(a.id).unwrap();
+        assert!(h.stats().reserved_bytes.current <= 32 * MIB, "reserved above the low watermark after {mib} MiB");
+    }
+    let s = h.stats();
+    assert!(s.gc_runs > 0 && s.driver_frees > 0, "{s:?}");
+    assert_eq!(h.with_storage(|st| st.in_use()), s.reserved_bytes.current);
+}
+
+#[test]
+fn high_watermark_fails_with_the_figures_and_recovers() {
+    let (h, _) = heap(None, 64 * MIB);
+    h.set_high_watermark_ratio(1.0).unwrap();
+    let a = h.malloc(40 * MIB, Usage::Device).unwrap();
+    let err = h.malloc(40 * MIB, Usage::Device).err().unwrap();
+    assert_eq!(err.code(), "OUT_OF_MEMORY");
+    let msg = err.to_string();
+    for needle in ["high watermark would be exceeded", "41943040", "budget 67108864", "largest free block"] {
+        assert!(msg.contains(needle), "message lacks {needle}: {msg}");
+    }
+    h.free(a.id).unwrap();
+    h.malloc(40 * MIB, Usage::Device).unwrap();
+    assert_eq!(h.stats().ooms, 1);
+}
+
+#[test]
+fn driver_oom_releases_cached_segments_and_retries() {
+    // The store holds 48 MiB: a cached 30 MiB segment must go before a 30 MiB request fits.
+    let (h, _) = heap(Some(48 * MIB), 1 << 30);
+    let a = h.malloc(30 * MIB, Usage::Device).unwrap();
+    h.free(a.id).unwrap();
+    let keep = h.malloc(MIB / 2, Usage::Device).unwrap();
+    let b = h.malloc(31 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert!(s.retries >= 1 && s.driver_frees >= 1, "{s:?}");
+    assert_eq!(s.ooms, 0);
+    // Nothing left to release: the driver's refusal reaches the caller, named as such.
+    let err = h.malloc(31 * MIB, Usage::Device).err().unwrap();
+    assert_eq!(err.code(), "OUT_OF_MEMORY");
+    assert!(err.to_string().contains("the driver refused"), "{err}");
+    h.free(b.id).unwrap();
+    h.free(keep.id).unwrap();
+    h.malloc(31 * MIB, Usage::Device).unwrap();
+}
+
+#[test]
+fn a_free_waits_for_the_submissions_that_use_the_block() {
+    let (h, tracker) = heap(None, 1 << 30);
+    let a = h.malloc(4096, Usage::Device).unwrap();
+    let seq = tracker.next_seq(None);
+    h.record_use(a.id, seq);
+    h.free(a.id).unwrap();
+    let s = h.stats();
+    assert_eq!((s.pending_free_blocks, s.pending_free_bytes), (1, 4096));
+    assert_eq!(h.block_info(a.id).unwrap().state.as_str(), "pending-free");
+    tracker.complete(seq);
+    let s = h.stats();
+    assert_eq!((s.pending_free_blocks, s.pending_free_bytes), (0, 0));
+    assert!(h.block_info(a.id).is_none());
+}
+
+#[test]
+fn a_free_waits_for_work_recorded_on_a_stream_until_it_is_submitted_and_done() {
+    let (h, tracker) = heap(None, 1 << 30);
+    let a = h.malloc(4096, Usage::Device).unwrap();
+    let marks = Arc::new(StreamMarks::default());
+    marks.recorded();
+    h.record_stream(a.id, &marks).unwrap();
+    h.free(a.id).unwrap();
+    assert_eq!(h.stats().pending_free_blocks, 1);
+    let seq = tracker.next_seq(None);
+    marks.submitted(seq);
+    assert_eq!(h.stats().pending_free_blocks, 1, "submitted, not complete");
+    tracker.complete(seq);
+    assert_eq!(h.stats().pending_free_blocks, 0);
+    // Work of a stream dropped before it submitted never runs.
+    let b = h.malloc(4096, Usage::Device).unwrap();
+    let gone = Arc::new(StreamMarks::default());
+    gone.recorded();
+    h.record_stream(b.id, &gone).unwrap();
+    h.free(b.id).unwrap();
+    assert_eq!(h.stats().pending_free_blocks, 1);
+    gone.dropped();
+    assert_eq!(h.stats().pending_free_blocks, 0);
+}
+
+#[test]
+fn a_held_block_stays_out_of_the_pool_until_released() {
+    let (h, _) = heap(None, 1 << 30);
+    let a = h.malloc(4096, Usage::Device).unwrap();
+    h.hold(a.id).unwrap();
+    h.free(a.id).unwrap();
+    assert_eq!(h.stats().pending_free_blocks, 1);
+    h.release_hold(a.id);
+    assert_eq!(h.stats().pending_free_blocks, 0);
+    assert_eq!(h.hold(a.id).unwrap_err().code(), "USE_AFTER_FREE");
+}
+
+#[test]
+fn out_of_memory_ladder_waits_for_pending_frees() {
+    let (h, tracker) = heap(None, 64 * MIB);
+    h.set_high_watermark_ratio(1.0).unwrap();
+    let a = h.malloc(40 * MIB, Usage::Device).unwrap();
+    let seq = tracker.next_seq(None);
+    h.record_use(a.id, seq);
+    h.free(a.id).unwrap();
+    // The submission completes while the allocation waits in the ladder.
+    let t = tracker.clone();
+    let finisher = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        t.complete(seq);
+    });
+    let b = h.malloc(40 * MIB, Usage::Device).unwrap();
+    finisher.join().unwrap();
+    let s = h.stats();
+    assert_eq!(s.ooms, 0);
+    assert!(s.retries >= 1);
+    assert_eq!(b.size, 40 * MIB);
+}
+
+#[test]
+fn snapshot_tiles_every_segment() {
+    let (h, _) = heap(None, 1 << 30);
+    let blocks: Vec<_> = (1..40u64).map(|i| h.malloc(i * 3000, Usage::Device).unwrap()).collect();
+    for a in blocks.iter().step_by(3) {
+        h.free(a.id).unwrap();
+    }
+    for seg in h.snapshot() {
+        let mut end = 0;
+        for &(_, offset, size, _) in &seg.blocks {
+            assert_eq!(offset, end, "segment {} has a gap or overlap", seg.id);
+            end += size;
+        }
+        assert_eq!(end, seg.size);
+    }
+}

@@ -1,0 +1,182 @@
+//! Eager alloc/free traces (the `bench/data/traces` format): parsed and checked once, so
+//! every policy replays the same validated events. Bad input is `INVALID_ARGUMENT` naming
+//! the event at fault.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::MAX_SAFE_INTEGER;
+
+/// One event, with its id replaced by a dense slot number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceEvent {
+    Alloc { slot: u32, size: u64 },
+    Free { slot: u32 },
+}
+
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub events: Vec<TraceEvent>,
+    /// Distinct ids (slots are `0..slots`).
+    pub slots: usize,
+    /// Requests the trace stands for (figures per 1000 requests).
+    pub requests: u64,
+    /// Largest total of requested bytes live at one time.
+    pub peak_live: u64,
+}
+
+const SHAPE: &str = r#"a trace is an object with an events array of { op: "alloc", id, size } | { op: "free", id }"#;
+
+impl Trace {
+    /// Parses trace JSON text.
+    pub fn parse(text: &str) -> Result<Trace> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| Error::invalid(format!("trace: not valid JSON ({e})")))?;
+        Trace::from_value(&value)
+    }
+
+    pub fn from_value(value: &Value) -> Result<Trace> {
+        let events = value.get("events").and_then(Value::as_array).ok_or_else(|| Error::invalid(SHAPE))?;
+        let requests = match value.get("requests") {
+            None | Some(Value::Null) => 1,
+            Some(r) => r.as_u64().filter(|&n| (1..=MAX_SAFE_INTEGER).contains(&n)).ok_or_else(|| {
+                Error::invalid(format!("trace: requests must be a positive integer, got {}", brief(r)))
+            })?,
+        };
+        let mut ids: HashMap<String, u32> = HashMap::new();
+        // Requested size of each slot while live.
+        let mut live: Vec<Option<u64>> = Vec::new();
+        let (mut current, mut peak_live) = (0u64, 0u64);
+        let mut out = Vec::with_capacity(events.len());
+        for (i, e) in events.iter().enumerate() {
+            let bad = |what: String| Error::invalid(format!("trace event {i}: {what}"));
+            let op = e.get("op").and_then(Value::as_str);
+            let id = match e.get("id") {
+                Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                Some(n @ Value::Number(_)) => n.to_string(),
+                other => {
+                    return Err(bad(format!(
+                        "id must be a non-empty string or a number, got {}",
+                        other.map_or("nothing".into(), brief)
+                    )))
+                }
+            };
+            let next = ids.len() as u32;
+            let slot = *ids.entry(id).or_insert(next);
+            if slot as usize == live.len() {
+                live.push(None);
+            }
+            match op {
+                Some("alloc") => {
+                    let size = size_of(e.get("size")).map_err(bad)?;
+                    if live[slot as usize].is_some() {
+                        return Err(bad(format!("id {} is allocated again while live", id_of(e))));
+                    }
+                    live[slot as usize] = Some(size);
+                    current += size;
+                    peak_live = peak_live.max(current);
+                    out.push(TraceEvent::Alloc { slot, size });
+                }
+                Some("free") => {
+                    let Some(size) = live[slot as usize].take() else {
+                        return Err(bad(format!("free of id {}, which is not live", id_of(e))));
+                    };
+                    current -= size;
+                    out.push(TraceEvent::Free { slot });
+                }
+                _ => {
+                    return Err(bad(format!(
+                        r#"op must be "alloc" or "free", got {}"#,
+                        e.get("op").map_or("nothing".into(), brief)
+                    )))
+                }
+            }
+        }
+        Ok(Trace { events: out, slots: live.len(), requests, peak_live })
+    }
+}
+
+/// A byte count: an integer from 0 to 2^53-1 (zero-sized tensors exist).
+fn size_of(v: Option<&Value>) -> std::result::Result<u64, String> {
+    let ok = v.and_then(Value::as_u64).filter(|&n| n <= MAX_SAFE_INTEGER);
+    ok.ok_or_else(|| {
+        format!("size must be an integer from 0 to 2^53-1 bytes, got {}", v.map_or("nothing".into(), brief))
+    })
+}
+
+fn id_of(e: &Value) -> String {
+    e.get("id").map_or_else(String::new, brief)
+}
+
+/// A value as JSON, cut short: error messages quote the input without echoing megabytes.
+fn brief(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() <= 80 {
+        return s;
+    }
+    let cut = (0..=80).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    format!("{}...", &s[..cut])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(events: &str) -> Result<Trace> {
+        Trace::parse(&format!(r#"{{"events": [{events}]}}"#))
+    }
+
+    #[test]
+    fn events_get_dense_slots_and_the_live_peak() {
+        let t = Trace::parse(
+            r#"{"requests": 2, "events": [
+                {"op":"alloc","id":"a","size":8}, {"op":"alloc","id":7,"size":4},
+                {"op":"free","id":"a"}, {"op":"alloc","id":"a","size":2}, {"op":"free","id":7}, {"op":"free","id":"a"}]}"#,
+        )
+        .unwrap();
+        assert_eq!((t.slots, t.requests, t.peak_live), (2, 2, 12));
+        assert_eq!(t.events[3], TraceEvent::Alloc { slot: 0, size: 2 });
+        assert_eq!(t.events[4], TraceEvent::Free { slot: 1 });
+    }
+
+    #[test]
+    fn bad_input_names_the_event() {
+        let cases = [
+            (
+                r#"{"op":"alloc","id":"a","size":-8}"#,
+                "trace event 0: size must be an integer from 0 to 2^53-1 bytes, got -8",
+            ),
+            (r#"{"op":"alloc","id":"a","size":1.5}"#, "got 1.5"),
+            (r#"{"op":"alloc","id":"a","size":9007199254740992}"#, "got 9007199254740992"),
+            (r#"{"op":"alloc","id":"a","size":1e300}"#, "got 1e+300"),
+            (r#"{"op":"alloc","id":"a","size":"8"}"#, r#"got "8""#),
+            (r#"{"op":"alloc","id":"a"}"#, "got nothing"),
+            (
+                r#"{"op":"alloc","id":"a","size":8}, {"op":"alloc","id":"a","size":8}"#,
+                "trace event 1: id \"a\" is allocated again while live",
+            ),
+            (
+                r#"{"op":"alloc","id":"a","size":8}, {"op":"free","id":"b"}"#,
+                "trace event 1: free of id \"b\", which is not live",
+            ),
+            (
+                r#"{"op":"alloc","id":"a","size":8}, {"op":"free","id":"a"}, {"op":"free","id":"a"}"#,
+                "trace event 2: free of id",
+            ),
+            (r#"{"op":"realloc","id":"a","size":8}"#, r#"trace event 0: op must be "alloc" or "free", got "realloc""#),
+            (r#"{"op":"alloc","size":8}"#, "trace event 0: id must be a non-empty string or a number, got nothing"),
+            (r#"7"#, "trace event 0: id must be"),
+        ];
+        for (events, want) in cases {
+            let err = parse(events).unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT");
+            assert!(err.to_string().contains(want), "{events}: {err}");
+        }
+        for text in ["[]", "{}", r#"{"events": 3}"#, "not json", r#"{"events": [], "requests": 0}"#] {
+            assert_eq!(Trace::parse(text).unwrap_err().code(), "INVALID_ARGUMENT", "{text}");
+        }
+        assert_eq!(parse(r#"{"op":"alloc","id":"a","size":9007199254740991}"#).unwrap().peak_live, (1 << 53) - 1);
+    }
+}
