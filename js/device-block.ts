@@ -208,8 +208,11 @@ export class DeviceBlock {
   /** Returns the block to the heap; a second call fails with `DOUBLE_FREE`. */
   @api free(): void {
     const events = this.#table.events
-    if (events.busy) events.delivering(() => this.#release())
-    else this.#release()
+    if (!events.busy) this.#release()
+    else if (events.historyOnly) {
+      this.#release()
+      events.tick()
+    } else events.delivering(() => this.#release())
   }
   #release(): void {
     if (this.#freed) throw new WgallocError('DOUBLE_FREE', `block ${this.#id} was already freed`)

@@ -58,6 +58,8 @@ export class HeapEvents {
   #undrained = 0
   // Whether a listener or logger is set (the channel is checked per call).
   #active = false
+  // Whether a memory history is set and nothing else listens (the channel is checked per call).
+  #historyOnly = false
   // Whether the channel had subscribers when recording was last set: a channel subscriber
   // can come and go between any two calls.
   #channelSeen = false
@@ -109,8 +111,22 @@ export class HeapEvents {
 
   #sync(): void {
     this.#active = this.#history !== null || this.#logger !== null || EVENT_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
+    this.#historyOnly = this.#history !== null && this.#logger === null && !this.#othersListening() && !(this.#listeners.get('ALLOCATION_FAILED')?.size ?? 0)
     this.#channelSeen = channel.hasSubscribers
     this.#native.setEventRecording(this.#listening(), this.#logger !== null)
+  }
+
+  /**
+   * Whether a memory history is the only consumer: calls then skip the per-call delivery and
+   * call `tick()`, which drains the native queue in batches.
+   */
+  get historyOnly(): boolean {
+    return this.#historyOnly && !channel.hasSubscribers
+  }
+
+  /** One call's worth of events for a history alone: drained every DRAIN_EVERY calls. */
+  tick(): void {
+    if (++this.#undrained >= DRAIN_EVERY) this.drain()
   }
 
   /** Whether events may need delivering around a call: nothing to do in the common case. */

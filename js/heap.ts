@@ -72,11 +72,12 @@ export class Heap {
       const history = events.history
       const stack = history?.capture(Heap.prototype.malloc) ?? null
       try {
-        block = events.delivering(() => mallocBlock(table, size, usage), true)
+        block = events.historyOnly ? mallocBlock(table, size, usage) : events.delivering(() => mallocBlock(table, size, usage), true)
       } catch (err) {
         throw this.#outOfMemory(toWgallocError(err, true), size)
       }
       history?.allocated(block.id, block.size, block.offset, stack)
+      if (events.historyOnly) events.tick()
     }
     const shape = options?.shape
     if (shape !== undefined && shape !== null) {
