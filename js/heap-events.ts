@@ -29,7 +29,8 @@ const channel = channels.heap
 const DRAIN_EVERY = 1024
 // The order `takeEventNumbers` numbers kinds and pools in (src/heap.rs).
 const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
-const POOL_NAMES = native.heapPoolNames()
+/** Pool names by the index native calls report them with. */
+export const POOL_NAMES: readonly string[] = native.heapPoolNames()
 
 /** Native events from their packed form: five numbers each. */
 function unpack(numbers: Float64Array): HeapEvent[] {
@@ -148,19 +149,23 @@ export class HeapEvents {
       if (++this.#undrained < DRAIN_EVERY) return
       this.#undrained = 0
     }
+    const segment = (id: number) => this.#native.snapshot().find((seg) => seg.id === id)
     let events: HeapEvent[]
     if (this.#logger) {
       const batch = this.#native.takeEvents()
       for (const line of batch.logs) this.#logger(line)
       events = batch.events
+      for (const e of events) this.#history?.event(e, segment)
     } else {
-      // Without a logger, one typed array instead of an object per event (much cheaper).
+      // Without a logger, one typed array instead of an object per event (much cheaper); a
+      // history alone stores the numbers as they are.
       const numbers = this.#native.takeEventNumbers()
       if (numbers.length === 0) return
+      this.#history?.eventNumbers(numbers, segment)
+      if (!channel.hasSubscribers && !this.#othersListening()) return
       events = unpack(numbers)
     }
     for (const e of events) {
-      this.#history?.event(e, (id) => this.#native.snapshot().find((seg) => seg.id === id))
       if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })
       for (const fn of this.#listeners.get(e.kind as AnyKind) ?? []) (fn as Listener)(e)
     }

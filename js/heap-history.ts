@@ -100,32 +100,57 @@ function userStack(holder: { stack?: string }): string {
   return user.length > 0 ? user.join('\n') : NOT_RECORDED
 }
 
-interface LiveBlock {
-  size: number
-  holder: { stack?: string } | null
-}
+type Holder = { stack?: string }
 
-/** A ring entry with the malloc's stack kept unformatted until a report reads it. */
-type Recorded = HistoryEntry & { holder?: { stack?: string } | null }
+// Ring columns: one number per field and entry, so recording allocates no object per event.
+const ACTIONS = ['alloc', 'free', 'segment_alloc', 'segment_free', 'oom'] as const
+const A_ALLOC = 0
+const A_FREE = 1
+const A_SEGMENT_ALLOC = 2
+const A_SEGMENT_FREE = 3
+const A_OOM = 4
+// Native event kinds, in the order `takeEventNumbers` numbers them (src/heap.rs).
+const K_ALLOCATED = 0
+const K_RECYCLED = 1
+const K_FREED = 2
+const K_RELEASED = 3
+const K_FAILED = 4
+const FIRST_CAPACITY = 4096
 
 /**
  * What a heap records while `recordHistory()` is on. Allocator events reach it in batches (the
- * heap drains the native queue every DRAIN_EVERY calls, and before any report), so the cost per
- * malloc is two map writes, and the stack capture when asked for; `t` is when a batch arrived.
+ * heap drains the native queue every DRAIN_EVERY calls, and before any report) as packed
+ * numbers, stored in column arrays; a malloc costs two map writes (three with a stack), and
+ * the stack capture when asked for. `t` is when a batch arrived.
  */
 export class HeapHistory {
   readonly #max: number
   readonly #stacks: boolean
+  readonly #pools: readonly string[]
   readonly #t0 = performance.now()
-  readonly #ring: Recorded[] = []
-  #start = 0 // index of the oldest entry once the ring wrapped
-  readonly #live = new Map<number, LiveBlock>()
-  // Mallocs whose allocator event has not arrived yet: offset and stack for the alloc entry.
-  readonly #fresh = new Map<number, { offset: number; holder: { stack?: string } | null }>()
+  // The ring: `#len` entries from `#start` (wrapping at `#max` once full).
+  #cap = 0
+  #len = 0
+  #start = 0
+  #action = new Uint8Array(0)
+  #pool = new Uint8Array(0) // pool index + 1; 0 for none
+  #flags = new Uint8Array(0) // 1: dedicated segment; 2: "before recording"
+  #t = new Float64Array(0)
+  #block = new Float64Array(0) // -1 for none
+  #seg = new Float64Array(0) // -1 for none
+  #offset = new Float64Array(0) // -1 for unknown
+  #size = new Float64Array(0)
+  readonly #holders = new Map<number, Holder>() // ring slot -> stack of its alloc entry
+  // Live blocks of this heap's mallocs (for leaks and snapshots): size, and stack.
+  readonly #liveSize = new Map<number, number>()
+  readonly #liveStack = new Map<number, Holder>()
+  // Mallocs whose allocator event has not arrived yet: offset (and stack) for the alloc entry.
+  readonly #freshOffset = new Map<number, number>()
+  readonly #freshStack = new Map<number, Holder>()
   readonly #segments = new Set<number>()
-  readonly #reclaimed: LiveBlock[] = []
+  readonly #reclaimed: { size: number; holder: Holder | undefined }[] = []
 
-  constructor(options: unknown) {
+  constructor(options: unknown, pools: readonly string[]) {
     if (options != null && typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'recordHistory: options must be { maxEntries?, stacks? }')
     const { maxEntries = DEFAULT_ENTRIES, stacks = true } = (options ?? {}) as RecordHistoryOptions
     if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
@@ -134,6 +159,7 @@ export class HeapHistory {
     if (typeof stacks !== 'boolean') throw new WgallocError('INVALID_ARGUMENT', `recordHistory: stacks must be a boolean, got ${shown(stacks)}`)
     this.#max = Math.min(maxEntries, MAX_HISTORY_ENTRIES)
     this.#stacks = stacks
+    this.#pools = pools
   }
 
   /** Entries the ring keeps (the request capped at MAX_HISTORY_ENTRIES). */
@@ -141,28 +167,70 @@ export class HeapHistory {
     return this.#max
   }
 
-  /** Segments and blocks that exist when recording starts. */
-  seed(segments: SnapshotSegment[]): void {
-    for (const s of segments) {
-      this.#push({ action: 'segment_alloc', t: 0, segmentId: s.id, size: s.size, pool: s.pool, dedicated: s.dedicated })
-      this.#segments.add(s.id)
-      for (const b of s.blocks) {
-        if (b.state === 'free') continue
-        this.#push({ action: 'alloc', t: 0, blockId: b.blockId, segmentId: s.id, offset: b.offset, size: b.size, pool: s.pool, label: 'before recording' })
-        this.#live.set(b.blockId, { size: b.size, holder: null })
-      }
-    }
-  }
-
   #now(): number {
     return Math.round((performance.now() - this.#t0) * 1000) / 1000
   }
 
-  #push(entry: Recorded): void {
-    if (this.#ring.length < this.#max) this.#ring.push(entry)
-    else {
-      this.#ring[this.#start] = entry
-      this.#start = (this.#start + 1) % this.#max
+  /** Columns grow by doubling up to `#max` (a large limit costs nothing until it is used). */
+  #grow(): void {
+    const cap = Math.min(this.#max, Math.max(FIRST_CAPACITY, this.#cap * 2))
+    const grow8 = (a: Uint8Array) => {
+      const b = new Uint8Array(cap)
+      b.set(a)
+      return b
+    }
+    const grow64 = (a: Float64Array) => {
+      const b = new Float64Array(cap)
+      b.set(a)
+      return b
+    }
+    this.#action = grow8(this.#action)
+    this.#pool = grow8(this.#pool)
+    this.#flags = grow8(this.#flags)
+    this.#t = grow64(this.#t)
+    this.#block = grow64(this.#block)
+    this.#seg = grow64(this.#seg)
+    this.#offset = grow64(this.#offset)
+    this.#size = grow64(this.#size)
+    this.#cap = cap
+  }
+
+  /** The ring slot for a new entry (the oldest one's once full). */
+  #slot(): number {
+    if (this.#len < this.#max) {
+      if (this.#len === this.#cap) this.#grow()
+      return this.#len++
+    }
+    const slot = this.#start
+    this.#start = (this.#start + 1) % this.#max
+    this.#holders.delete(slot)
+    return slot
+  }
+
+  #push(action: number, t: number, block: number, seg: number, offset: number, size: number, pool: number, flags: number): number {
+    const i = this.#slot()
+    this.#action[i] = action
+    this.#t[i] = t
+    this.#block[i] = block
+    this.#seg[i] = seg
+    this.#offset[i] = offset
+    this.#size[i] = size
+    this.#pool[i] = pool
+    this.#flags[i] = flags
+    return i
+  }
+
+  /** Segments and blocks that exist when recording starts. */
+  seed(segments: SnapshotSegment[]): void {
+    for (const s of segments) {
+      const pool = this.#pools.indexOf(s.pool) + 1
+      this.#push(A_SEGMENT_ALLOC, 0, -1, s.id, -1, s.size, pool, s.dedicated ? 1 : 0)
+      this.#segments.add(s.id)
+      for (const b of s.blocks) {
+        if (b.state === 'free') continue
+        this.#push(A_ALLOC, 0, b.blockId, s.id, b.offset, b.size, pool, 2)
+        this.#liveSize.set(b.blockId, b.size)
+      }
     }
   }
 
@@ -171,9 +239,9 @@ export class HeapHistory {
    * public method: wgalloc's own frames are left out at capture, not trimmed later). Only
    * STACK_FRAMES frames are kept, and V8 formats them only when a report reads them.
    */
-  capture(above: (...args: never[]) => unknown): { stack?: string } | null {
+  capture(above: (...args: never[]) => unknown): Holder | null {
     if (!this.#stacks) return null
-    const holder: { stack?: string } = {}
+    const holder: Holder = {}
     const limit = Error.stackTraceLimit
     Error.stackTraceLimit = STACK_FRAMES
     Error.captureStackTrace(holder, above)
@@ -182,87 +250,122 @@ export class HeapHistory {
   }
 
   /** A malloc returned block `id` of `size` bytes at `offset`. */
-  allocated(id: number, size: number, offset: number, holder: { stack?: string } | null): void {
-    this.#live.set(id, { size, holder })
-    this.#fresh.set(id, { offset, holder })
+  allocated(id: number, size: number, offset: number, holder: Holder | null): void {
+    this.#liveSize.set(id, size)
+    this.#freshOffset.set(id, offset)
+    if (holder) {
+      this.#liveStack.set(id, holder)
+      this.#freshStack.set(id, holder)
+    }
   }
 
   /** `free()` ran on block `id`: it is no longer the caller's (its memory returns after its GPU work). */
   released(id: number): void {
-    this.#live.delete(id)
+    this.#liveSize.delete(id)
+    if (this.#stacks) this.#liveStack.delete(id)
   }
 
   /** The garbage collector found block `id` unreachable without `free()`: a leak. */
   reclaimed(id: number): void {
-    const block = this.#live.get(id)
-    if (!block) return
-    this.#live.delete(id)
-    this.#reclaimed.push(block)
+    const size = this.#liveSize.get(id)
+    if (size === undefined) return
+    this.#reclaimed.push({ size, holder: this.#liveStack.get(id) })
+    this.released(id)
   }
 
-  /** Records a native allocator event; `segmentSize` looks up a new segment's size. */
-  event(e: HeapEvent, segmentSize: (id: number) => SnapshotSegment | undefined): void {
+  /** Records native allocator events, five numbers each; `segment` looks up a new segment. */
+  eventNumbers(numbers: Float64Array, segment: (id: number) => SnapshotSegment | undefined): void {
     const t = this.#now()
-    switch (e.kind) {
-      case 'ALLOCATED':
-      case 'RECYCLED': {
-        if (e.segmentId !== undefined && !this.#segments.has(e.segmentId)) {
-          this.#segments.add(e.segmentId)
-          const s = segmentSize(e.segmentId)
-          this.#push({ action: 'segment_alloc', t, segmentId: e.segmentId, size: s?.size ?? e.size, pool: e.pool, dedicated: s?.dedicated ?? false })
+    for (let i = 0; i + 4 < numbers.length; i += 5) {
+      const kind = numbers[i]
+      const block = numbers[i + 1]
+      const seg = numbers[i + 2]
+      const size = numbers[i + 3]
+      const pool = numbers[i + 4] + 1
+      if (kind === K_ALLOCATED || kind === K_RECYCLED) {
+        if (seg >= 0 && !this.#segments.has(seg)) {
+          this.#segments.add(seg)
+          const s = segment(seg)
+          this.#push(A_SEGMENT_ALLOC, t, -1, seg, -1, s?.size ?? size, pool, s?.dedicated ? 1 : 0)
         }
-        const fresh = e.blockId === undefined ? undefined : this.#fresh.get(e.blockId)
-        if (fresh) this.#fresh.delete(e.blockId as number)
-        this.#push({
-          action: 'alloc',
-          t,
-          blockId: e.blockId,
-          segmentId: e.segmentId,
-          offset: fresh?.offset ?? null,
-          size: e.size,
-          pool: e.pool,
-          holder: fresh?.holder,
-        })
-        break
-      }
-      case 'FREED':
-        this.#push({ action: 'free', t, blockId: e.blockId })
-        break
-      case 'RELEASED':
-        if (e.segmentId !== undefined) this.#segments.delete(e.segmentId)
-        this.#push({ action: 'segment_free', t, segmentId: e.segmentId, size: e.size, pool: e.pool })
-        break
-      case 'ALLOCATION_FAILED':
-        this.#push({ action: 'oom', t, size: e.size, pool: e.pool })
-        break
+        const offset = this.#freshOffset.get(block)
+        if (offset !== undefined) this.#freshOffset.delete(block)
+        const slot = this.#push(A_ALLOC, t, block, seg, offset ?? -1, size, pool, 0)
+        const holder = this.#freshStack.get(block)
+        if (holder) {
+          this.#freshStack.delete(block)
+          this.#holders.set(slot, holder)
+        }
+      } else if (kind === K_FREED) this.#push(A_FREE, t, block, -1, -1, 0, 0, 0)
+      else if (kind === K_RELEASED) {
+        this.#segments.delete(seg)
+        this.#push(A_SEGMENT_FREE, t, -1, seg, -1, size, pool, 0)
+      } else if (kind === K_FAILED) this.#push(A_OOM, t, -1, -1, -1, size, pool, 0)
     }
+  }
+
+  /** Records one allocator event (the logger's path, which takes events as objects). */
+  event(e: HeapEvent, segment: (id: number) => SnapshotSegment | undefined): void {
+    const kind = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'].indexOf(e.kind)
+    this.eventNumbers(new Float64Array([kind, e.blockId ?? -1, e.segmentId ?? -1, e.size, this.#pools.indexOf(e.pool)]), segment)
   }
 
   /** The stack recorded for live block `id`, if any. */
   stackOf(id: number): string | undefined {
-    const holder = this.#live.get(id)?.holder
+    const holder = this.#liveStack.get(id)
     return holder ? userStack(holder) : undefined
   }
 
-  /** The ring, oldest first, with each alloc's stack formatted. */
+  /** The ring as entries, oldest first, with each alloc's stack formatted. */
   entries(): HistoryEntry[] {
-    const ordered = [...this.#ring.slice(this.#start), ...this.#ring.slice(0, this.#start)]
-    return ordered.map(({ holder, ...e }) => (holder ? { ...e, stack: userStack(holder) } : e))
+    const out: HistoryEntry[] = []
+    for (let k = 0; k < this.#len; k++) {
+      const i = (this.#start + k) % this.#max
+      const action = ACTIONS[this.#action[i]]
+      const e: HistoryEntry = { action, t: this.#t[i] }
+      const pool = this.#pool[i] > 0 ? this.#pools[this.#pool[i] - 1] : undefined
+      switch (this.#action[i]) {
+        case A_ALLOC: {
+          e.blockId = this.#block[i]
+          e.segmentId = this.#seg[i] >= 0 ? this.#seg[i] : undefined
+          e.offset = this.#offset[i] >= 0 ? this.#offset[i] : null
+          e.size = this.#size[i]
+          e.pool = pool
+          if (this.#flags[i] & 2) e.label = 'before recording'
+          const holder = this.#holders.get(i)
+          if (holder) e.stack = userStack(holder)
+          break
+        }
+        case A_FREE:
+          e.blockId = this.#block[i]
+          break
+        case A_SEGMENT_ALLOC:
+          Object.assign(e, { segmentId: this.#seg[i], size: this.#size[i], pool, dedicated: (this.#flags[i] & 1) === 1 })
+          break
+        case A_SEGMENT_FREE:
+          Object.assign(e, { segmentId: this.#seg[i], size: this.#size[i], pool })
+          break
+        default:
+          Object.assign(e, { size: this.#size[i], pool })
+      }
+      out.push(e)
+    }
+    return out
   }
 
   /** Live blocks (and those the GC reclaimed) grouped by allocation stack. */
   leaks(): LeakReport {
     const groups = new Map<string, LeakGroup>()
-    const add = (b: LiveBlock, reclaimed: boolean) => {
-      const stack = b.holder ? userStack(b.holder) : NOT_RECORDED
+    const add = (size: number, holder: Holder | undefined, reclaimed: boolean) => {
+      const stack = holder ? userStack(holder) : NOT_RECORDED
       const g = groups.get(stack) ?? { stack, count: 0, bytes: 0, reclaimed: 0 }
       g.count++
-      g.bytes += b.size
+      g.bytes += size
       if (reclaimed) g.reclaimed++
       groups.set(stack, g)
     }
-    for (const b of this.#live.values()) add(b, false)
-    for (const b of this.#reclaimed) add(b, true)
+    for (const [id, size] of this.#liveSize) add(size, this.#liveStack.get(id), false)
+    for (const b of this.#reclaimed) add(b.size, b.holder, true)
     const list = [...groups.values()].sort((a, b) => b.bytes - a.bytes)
     return { count: list.reduce((n, g) => n + g.count, 0), bytes: list.reduce((n, g) => n + g.bytes, 0), groups: list }
   }

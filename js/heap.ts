@@ -7,7 +7,7 @@ import { api } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
 import { WgallocError, toWgallocError } from './errors.js'
-import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent } from './heap-events.js'
+import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
@@ -166,7 +166,7 @@ export class Heap {
       this.#events.setHistory(null)
       return
     }
-    const history = new HeapHistory(options)
+    const history = new HeapHistory(options, POOL_NAMES)
     history.seed(this.#native.snapshot())
     this.#events.setHistory(history)
   }
