@@ -14,6 +14,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut options = SimulationOptions::default();
     let mut paths: Vec<PathBuf> = Vec::new();
+    let mut quiet = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--alignment" => {
@@ -21,6 +22,7 @@ fn main() {
                 options.limits.alignment = n;
                 options.limits.scalar_alignment = n;
             }
+            "--quiet" => quiet = true,
             _ => paths.push(a.into()),
         }
     }
@@ -41,11 +43,15 @@ fn main() {
             files.push(p);
         }
     }
-    println!(
+    let header = format!(
         "{:<44} {:>9} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6}  target",
         "trace", "live MiB", "wgalloc", "drv", "pytorch", "drv", "pow2", "drv", "exact", "drv"
     );
-    let (mut log_sum, mut large, mut misses) = (0.0, 0, 0);
+    if !quiet {
+        println!("{header}");
+    }
+    let (mut log_sum, mut log_pt, mut large, mut misses) = (0.0, 0.0, 0, 0);
+    let mut counts = [0; 3];
     for f in &files {
         let text = std::fs::read_to_string(f).expect("a readable trace");
         let trace = Trace::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
@@ -58,7 +64,14 @@ fn main() {
         }
         if w.peak_live >= 16 * MIB {
             log_sum += w.ratio().ln();
+            log_pt += pt.ratio().ln();
             large += 1;
+        }
+        if quiet {
+            counts[0] += !within as usize;
+            counts[1] += (w.peak_reserved > pt.peak_reserved) as usize;
+            counts[2] += (w.driver_allocations > pt.driver_allocations) as usize;
+            continue;
         }
         let name = f.file_name().map(|n| n.to_string_lossy().replace(".trace.json", "")).unwrap_or_default();
         print!("{name:<44} {:>9.1}", w.peak_live as f64 / MIB as f64);
@@ -73,8 +86,14 @@ fn main() {
         let why: Vec<&str> = why.iter().filter(|(bad, _)| *bad).map(|(_, s)| *s).collect();
         println!("  {}", if ok { "ok".to_string() } else { why.join(", ") });
     }
-    if large > 0 {
-        println!("geomean reserved/live over {large} traces >= 16 MiB live: {:.3}", (log_sum / large as f64).exp());
+    let (geo, geo_pt) = ((log_sum / large.max(1) as f64).exp(), (log_pt / large.max(1) as f64).exp());
+    if quiet {
+        println!(
+            "geomean {geo:.3} (pytorch {geo_pt:.3}); missing {misses}: over 1.15x+8MiB {}, over pytorch {}, more driver allocs {}",
+            counts[0], counts[1], counts[2]
+        );
+        return;
     }
+    println!("geomean reserved/live over {large} traces >= 16 MiB live: {geo:.3} (pytorch-cuda {geo_pt:.3})");
     println!("traces missing the target: {misses} of {}", files.len());
 }

@@ -199,14 +199,19 @@ fn low_watermark_collects_idle_segments() {
     let heap = gpu.heap().unwrap();
     heap.set_high_watermark_ratio(2.0).unwrap();
     heap.set_low_watermark_ratio(0.5).unwrap(); // 32 MiB
-                                                // Each request gets a dedicated segment too small for the next one; freed ones stay cached.
-    for mib in [11u64, 13, 15, 17, 19] {
-        heap.malloc(mib << 20, Usage::Device).unwrap().free().unwrap();
-    }
+                                                // Two segments of the shared pools, then idle and cached.
+    let a = heap.malloc(10 << 20, Usage::Shared).unwrap();
+    let b = heap.malloc(12 << 20, Usage::Shared).unwrap();
+    assert_eq!(heap.stats().segments.current, 2);
+    a.free().unwrap();
+    b.free().unwrap();
+    // Device memory above the low watermark: garbage collection releases the cached segments.
+    let d = heap.malloc(12 << 20, Usage::Device).unwrap();
     let s = heap.stats();
     assert!(s.gc_runs > 0, "gc ran above the low watermark");
     assert!(s.reserved_bytes.current <= 32 << 20, "reserved {}", s.reserved_bytes.current);
-    assert!(s.driver_frees >= 2, "idle segments were released");
+    assert!(s.driver_frees >= 1, "idle segments were released");
+    d.free().unwrap();
 }
 
 #[test]
@@ -235,8 +240,8 @@ fn requests_above_the_binding_limit_get_a_dedicated_segment() {
 
 #[test]
 fn growth_falls_back_to_a_segment_that_fits_under_the_high_watermark() {
-    // 64 MiB limit: the large pool grows 4, 6, 10, 20, 32 MiB segments; once 32 MiB no longer
-    // fits, a 6 MiB request must still get a segment of its own size.
+    // 64 MiB limit: each miss sizes a segment for two more 6 MiB blocks and some slack; once
+    // that no longer fits, a 6 MiB request must still get a segment of its own size.
     let gpu = gpu_with_budget(Some(64 << 20));
     let heap = gpu.heap().unwrap();
     heap.set_high_watermark_ratio(1.0).unwrap();
@@ -257,5 +262,6 @@ fn growth_falls_back_to_a_segment_that_fits_under_the_high_watermark() {
         "reserved {} + {request} fits under 64 MiB",
         s.reserved_bytes.current
     );
-    assert_eq!(held.len(), 10, "ten 6 MiB blocks fit in 64 MiB");
+    assert!(heap.snapshot().iter().any(|seg| seg.size == request), "no segment of the request's size");
+    assert!(held.len() >= 9, "only {} 6 MiB blocks fit in 64 MiB", held.len());
 }

@@ -1,13 +1,24 @@
 //! The heap's policy over any [`SegmentStorage`]: pools of segments, best-fit blocks,
 //! pending frees, garbage collection above the low watermark and the out-of-memory ladder.
 //! [`super::Heap`] runs it over wgpu buffers; tests and trace simulations over host memory.
+//!
+//! Segments cannot grow (a WebGPU buffer has a fixed size), so the heap replaces them:
+//! - on a miss, the arena's idle segments are released before the new segment is sized
+//!   (`pool::segment_size`), so their bytes come back as part of one larger segment;
+//! - when an arena's last block is freed while it holds several segments, its next malloc
+//!   first merges them into one of their total size (between the requests of a serving
+//!   loop, so the next request finds one contiguous range instead of scattered holes), if
+//!   there are at least three of at least 16 MiB together.
+//!
+//! Blocks go to the newest segment of their size class (`size_bins`), so older segments
+//! drain and become replaceable.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::free_list::{self, FreeList};
-use super::pool::{self, PoolKind, Usage};
+use super::pool::{self, ArenaFigures, PoolKind, Usage};
 use super::stats::HeapStats;
 use super::storage::SegmentStorage;
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
@@ -18,6 +29,11 @@ use crate::stream::{StreamMarks, StreamUse};
 
 /// Stream marks a block keeps before it drops those of retired streams.
 const STREAM_MARKS_PRUNE_AT: usize = 8;
+
+/// An idle arena's segments are merged when there are at least this many, of at least
+/// this many bytes together (fewer or smaller ones cost a driver call for little gain).
+const MERGE_MIN_SEGMENTS: usize = 3;
+const MERGE_MIN_BYTES: u64 = 16 << 20;
 
 /// Blocking waits for pending frees in the out-of-memory ladder give up after this.
 const PENDING_WAIT: Duration = Duration::from_secs(5);
@@ -67,10 +83,17 @@ struct BlockRec {
     holds: u32,
 }
 
+/// Free lists: device, shared and scalar arenas (see [`PoolKind::arena`]).
+const ARENAS: usize = 3;
+
 struct State<S: SegmentStorage> {
     storage: S,
     segments: IdMap<u32, Segment<S::Segment>>,
-    free: [FreeList; 5],
+    free: [FreeList; ARENAS],
+    /// Segments per arena.
+    arena_segments: [u32; ARENAS],
+    /// Arenas (bits) whose segments are merged at their next malloc: they went idle holding several.
+    merge_pending: u8,
     blocks: IdMap<u64, BlockRec>,
     pending: Vec<u64>,
     stats: HeapStats,
@@ -116,6 +139,8 @@ impl<S: SegmentStorage> HeapCore<S> {
                 storage,
                 segments: IdMap::default(),
                 free: Default::default(),
+                arena_segments: [0; ARENAS],
+                merge_pending: 0,
                 blocks: IdMap::default(),
                 pending: Vec::new(),
                 stats: HeapStats::default(),
@@ -181,6 +206,9 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation<S::Segment>> {
         let mut st = self.state();
+        if st.merge_pending & (1 << pool.arena()) != 0 {
+            self.merge_idle_segments(&mut st, pool);
+        }
         let mut waited = false;
         let mut fresh = None;
         loop {
@@ -240,10 +268,12 @@ impl<S: SegmentStorage> HeapCore<S> {
         pool: PoolKind,
         fresh: Option<u32>,
     ) -> Placement<S::Segment> {
-        let Some((segment, offset, range)) = st.free[pool.index()].take(aligned) else {
-            let pool_reserved = st.stats.pool(pool).reserved_bytes.current;
+        let Some((segment, offset, range)) = st.free[pool.arena()].take(aligned) else {
+            // Idle segments of the arena were no use: their bytes go into the new one.
+            self.release_arena_idle(st, pool.arena());
+            let arena = arena_figures(&st.stats, pool.arena());
             let (size, dedicated) =
-                pool::segment_size(pool, aligned, pool_reserved, self.limits.max_buffer_size, self.limits.max_binding);
+                pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
             return Placement::NeedsSegment { size, dedicated };
         };
         let id = st.next_block;
@@ -286,6 +316,34 @@ impl<S: SegmentStorage> HeapCore<S> {
         Placement::Block(Allocation { id, segment: handle, offset, size: aligned, requested, pool })
     }
 
+    /// Releases the arena's idle segments. Returns the bytes released.
+    fn release_arena_idle(&self, st: &mut State<S>, arena: usize) -> u64 {
+        let idle: Vec<u32> = st
+            .segments
+            .iter()
+            .filter(|(_, s)| s.live_blocks == 0 && s.pool.arena() == arena)
+            .map(|(&id, _)| id)
+            .collect();
+        idle.into_iter().map(|id| self.release_segment(st, id)).sum()
+    }
+
+    /// Replaces the idle segments of `pool`'s arena by one segment of their total size, when
+    /// they are several and large enough for the driver call to pay off.
+    fn merge_idle_segments(&self, st: &mut State<S>, pool: PoolKind) {
+        let arena = pool.arena();
+        st.merge_pending &= !(1 << arena);
+        let idle = st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == arena);
+        let (count, bytes) = idle.fold((0, 0u64), |(n, b), s| (n + 1, b + s.size));
+        if count < MERGE_MIN_SEGMENTS || bytes < MERGE_MIN_BYTES {
+            return;
+        }
+        let size = self.release_arena_idle(st, arena).min(self.limits.max_buffer_size);
+        // Best effort: if the driver refuses, the next malloc sizes a segment as usual.
+        if size > 0 && self.fits_high_watermark(st, size) {
+            let _ = self.create_segment(st, pool, size, false);
+        }
+    }
+
     fn fits_high_watermark(&self, st: &State<S>, extra: u64) -> bool {
         let limit = Watermarks::limit(st.watermarks.high, self.limits.budget);
         st.stats.reserved_bytes.current.saturating_add(extra) <= limit
@@ -324,10 +382,11 @@ impl<S: SegmentStorage> HeapCore<S> {
     fn release_segment(&self, st: &mut State<S>, id: u32) -> u64 {
         let Some(seg) = st.segments.get(&id) else { return 0 };
         let (pool, size) = (seg.pool, seg.size);
-        if !st.free[pool.index()].remove_segment(id, size) {
+        if !st.free[pool.arena()].remove_segment(id, size) {
             return 0;
         }
         let seg = st.segments.remove(&id).expect("checked above");
+        st.arena_segments[pool.arena()] -= 1;
         st.storage.release(seg.handle);
         let stats = &mut st.stats;
         stats.reserved_bytes.sub(size);
@@ -345,7 +404,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         let id = st.next_segment;
         st.next_segment += 1;
         st.segments.insert(id, Segment { handle, pool, size, dedicated, live_blocks: 0, gc_age: 0 });
-        st.free[pool.index()].add_segment(id, size);
+        st.free[pool.arena()].add_segment(id, size);
+        st.arena_segments[pool.arena()] += 1;
         let stats = &mut st.stats;
         stats.reserved_bytes.add(size);
         stats.segments.add(1);
@@ -439,9 +499,13 @@ impl<S: SegmentStorage> HeapCore<S> {
     }
 
     fn return_to_pool(&self, st: &mut State<S>, id: u64, rec: &BlockRec) {
-        st.free[rec.pool.index()].give_back(rec.range);
+        let arena = rec.pool.arena();
+        st.free[arena].give_back(rec.range);
         if let Some(seg) = st.segments.get_mut(&rec.segment) {
             seg.live_blocks -= 1;
+        }
+        if st.arena_segments[arena] > 1 && st.pending.is_empty() && arena_figures(&st.stats, arena).live == 0 {
+            st.merge_pending |= 1 << arena;
         }
         self.emit(st, HeapEventKind::Freed, Some(id), Some(rec.segment), rec.size, rec.pool);
     }
@@ -622,7 +686,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             .iter()
             .map(|(&id, seg)| {
                 let mut blocks = by_segment.remove(&id).unwrap_or_default();
-                blocks.extend(st.free[seg.pool.index()].segment_ranges(id).map(|(o, s)| (0, o, s, BlockState::Free)));
+                blocks.extend(st.free[seg.pool.arena()].segment_ranges(id).map(|(o, s)| (0, o, s, BlockState::Free)));
                 blocks.sort_unstable_by_key(|b| b.1);
                 SegmentSnapshot { id, pool: seg.pool, size: seg.size, dedicated: seg.dedicated, blocks }
             })
@@ -725,6 +789,15 @@ impl<S: SegmentStorage> Drop for HeapCore<S> {
             );
         }
     }
+}
+
+/// Live and reserved bytes of an arena's pools.
+fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
+    let pools = PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p));
+    pools.fold(ArenaFigures { live: 0, reserved: 0 }, |a, p| ArenaFigures {
+        live: a.live + p.allocated_bytes.current,
+        reserved: a.reserved + p.reserved_bytes.current,
+    })
 }
 
 pub(super) fn freed(id: u64) -> Error {

@@ -37,18 +37,71 @@ fn blocks_are_aligned_disjoint_and_reused_without_driver_calls() {
     for a in &blocks {
         h.free(a.id).unwrap();
     }
-    let before = h.stats();
-    assert_eq!(before.allocated_bytes.current, 0);
+    assert_eq!(h.stats().allocated_bytes.current, 0);
+    // The arena went idle holding several segments: the next malloc merges them into one.
+    let segments = h.stats().segments.current;
+    assert!(segments >= 3, "{segments} segments");
+    let reserved = h.stats().reserved_bytes.current;
+    h.free(h.malloc(256, Usage::Device).unwrap().id).unwrap();
+    let merged = h.stats();
+    assert_eq!((merged.segments.current, merged.reserved_bytes.current), (1, reserved), "one segment, same bytes");
+    // The same requests again, one at a time, come from the cache.
     for &s in &sizes {
         let a = h.malloc(s, Usage::Device).unwrap();
         h.free(a.id).unwrap();
     }
     let after = h.stats();
-    assert_eq!(after.driver_allocations, before.driver_allocations, "the same sizes again come from the cache");
-    assert_eq!(after.cache_hits, before.cache_hits + sizes.len() as u64);
+    assert_eq!(after.driver_allocations, merged.driver_allocations, "no driver call");
+    assert_eq!(after.cache_hits, merged.cache_hits + sizes.len() as u64);
     assert_eq!(h.with_storage(|s| s.in_use()), after.reserved_bytes.current);
     assert_eq!(h.empty_cache(), after.reserved_bytes.current);
     assert_eq!(h.with_storage(|s| s.in_use()), 0, "every segment went back to the store");
+}
+
+#[test]
+fn a_miss_replaces_idle_segments_by_one_that_covers_the_request() {
+    let (h, _) = heap(None, 1 << 30);
+    // Two idle segments, neither big enough for 24 MiB, while a block elsewhere stays live.
+    let keep = h.malloc(512, Usage::Device).unwrap();
+    let a = h.malloc(12 * MIB, Usage::Device).unwrap();
+    let b = h.malloc(12 * MIB, Usage::Device).unwrap();
+    let before = h.stats();
+    h.free(a.id).unwrap();
+    h.free(b.id).unwrap();
+    let idle: Vec<_> = h.snapshot().into_iter().filter(|s| s.blocks.iter().all(|b| b.0 == 0)).collect();
+    assert!(!idle.is_empty());
+    let c = h.malloc(40 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!(s.driver_frees, before.driver_frees + idle.len() as u64, "the idle segments were released");
+    assert_eq!(s.driver_allocations, before.driver_allocations + 1);
+    assert!(s.reserved_bytes.current < before.reserved_bytes.current + 40 * MIB + 8 * MIB, "{s:?}");
+    assert!(h.snapshot().iter().all(|seg| seg.blocks.iter().any(|b| b.0 != 0)), "no idle segment left");
+    h.free(c.id).unwrap();
+    h.free(keep.id).unwrap();
+}
+
+#[test]
+fn small_and_large_blocks_share_segments() {
+    let (h, _) = heap(None, 1 << 30);
+    let large = h.malloc(4 * MIB, Usage::Device).unwrap();
+    let small = h.malloc(4096, Usage::Device).unwrap();
+    assert_eq!((large.pool, small.pool), (PoolKind::DeviceLarge, PoolKind::DeviceSmall));
+    assert_eq!(small.segment, large.segment, "the small block takes room in the large block's segment");
+    assert_eq!(h.stats().driver_allocations, 1);
+    // Usage classes never share: a shared block needs a segment of its own.
+    let shared = h.malloc(4096, Usage::Shared).unwrap();
+    assert_ne!(shared.segment, large.segment);
+}
+
+#[test]
+fn a_small_workload_stays_in_one_small_segment() {
+    let (h, _) = heap(None, 1 << 30);
+    let blocks: Vec<_> = (0..50).map(|_| h.malloc(4096, Usage::Device).unwrap()).collect();
+    let s = h.stats();
+    assert_eq!((s.reserved_bytes.current, s.driver_allocations), (MIB, 1));
+    for a in blocks {
+        h.free(a.id).unwrap();
+    }
 }
 
 #[test]
@@ -77,18 +130,24 @@ fn usage_and_size_pick_the_pool() {
 }
 
 #[test]
-fn low_watermark_collects_idle_segments_oldest_first() {
+fn low_watermark_collects_idle_segments() {
     let (h, _) = heap(None, 64 * MIB);
     h.set_high_watermark_ratio(2.0).unwrap();
     h.set_low_watermark_ratio(0.5).unwrap(); // 32 MiB
-    for mib in [11u64, 13, 15, 17, 19, 21, 23] {
-        let a = h.malloc(mib * MIB, Usage::Device).unwrap();
-        h.free(a.id).unwrap();
-        assert!(h.stats().reserved_bytes.current <= 32 * MIB, "reserved above the low watermark after {mib} MiB");
-    }
+                                             // Two segments of the shared arena, then both idle and cached.
+    let a = h.malloc(10 * MIB, Usage::Shared).unwrap();
+    let b = h.malloc(12 * MIB, Usage::Shared).unwrap();
+    assert_eq!(h.stats().segments.current, 2);
+    assert!(h.stats().reserved_bytes.current <= 32 * MIB);
+    h.free(a.id).unwrap();
+    h.free(b.id).unwrap();
+    // Device memory above the low watermark: garbage collection releases cached segments.
+    let d = h.malloc(12 * MIB, Usage::Device).unwrap();
     let s = h.stats();
     assert!(s.gc_runs > 0 && s.driver_frees > 0, "{s:?}");
+    assert!(s.reserved_bytes.current <= 32 * MIB, "reserved {} above the low watermark", s.reserved_bytes.current);
     assert_eq!(h.with_storage(|st| st.in_use()), s.reserved_bytes.current);
+    h.free(d.id).unwrap();
 }
 
 #[test]
@@ -109,22 +168,23 @@ fn high_watermark_fails_with_the_figures_and_recovers() {
 
 #[test]
 fn driver_oom_releases_cached_segments_and_retries() {
-    // The store holds 48 MiB: a cached 30 MiB segment must go before a 30 MiB request fits.
+    // The store holds 48 MiB. A cached shared segment (about 20 MiB) must go before a
+    // device segment of about 29 MiB fits.
     let (h, _) = heap(Some(48 * MIB), 1 << 30);
-    let a = h.malloc(30 * MIB, Usage::Device).unwrap();
-    h.free(a.id).unwrap();
-    let keep = h.malloc(MIB / 2, Usage::Device).unwrap();
-    let b = h.malloc(31 * MIB, Usage::Device).unwrap();
+    let shared = h.malloc(12 * MIB, Usage::Shared).unwrap();
+    h.free(shared.id).unwrap();
+    let cached = h.stats().reserved_bytes.current;
+    let d = h.malloc(20 * MIB, Usage::Device).unwrap();
     let s = h.stats();
     assert!(s.retries >= 1 && s.driver_frees >= 1, "{s:?}");
     assert_eq!(s.ooms, 0);
+    assert!(s.reserved_bytes.current + cached > 48 * MIB, "both segments would not have fit");
     // Nothing left to release: the driver's refusal reaches the caller, named as such.
-    let err = h.malloc(31 * MIB, Usage::Device).err().unwrap();
+    let err = h.malloc(30 * MIB, Usage::Shared).err().unwrap();
     assert_eq!(err.code(), "OUT_OF_MEMORY");
     assert!(err.to_string().contains("the driver refused"), "{err}");
-    h.free(b.id).unwrap();
-    h.free(keep.id).unwrap();
-    h.malloc(31 * MIB, Usage::Device).unwrap();
+    h.free(d.id).unwrap();
+    h.malloc(30 * MIB, Usage::Shared).unwrap();
 }
 
 #[test]

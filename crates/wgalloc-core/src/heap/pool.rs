@@ -1,23 +1,35 @@
-//! Pools and size classes, after MPSAllocator: usage class x size class, plus a
-//! scalar pool, and the segment (heap) size chosen for a request.
+//! Pools and size classes, after MPSAllocator (usage class x size class, plus a scalar
+//! pool), and the size of the segment a request that finds no room gets.
+//!
+//! Segment sizing, measured on eager traces of real models (`wgalloc replay --simulate`):
+//! - The small and large pools of one usage share a free list (an *arena*): small blocks
+//!   fill holes between large ones instead of needing segments of their own.
+//! - Small requests (up to 1 MiB) grow their arena by doubling, from 1 MiB or three times
+//!   the first request, up to 8 MiB a segment: small workloads stay small.
+//! - Large requests grow it to a budget: 1.05 x the bytes live with the request, plus a
+//!   slack of 4 x those bytes up to 8 MiB (the first segments of a big model grow fast, so
+//!   few driver calls; later ones add what the live set needs). The target that budget
+//!   tracks is peak reserved <= 1.15 x peak live + 8 MiB.
+//! - Before sizing, the allocator releases the arena's idle segments (see `allocator`): a
+//!   WebGPU buffer cannot grow, but idle ones can be replaced by one that covers the need.
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
 /// Requests up to this size go to a small pool.
 pub const MAX_SMALL_ALLOC: u64 = MIB;
-/// Largest segment of small pools (MPS's small heap).
+/// First segment of an arena for small requests, at least (and at least 3x the request).
+pub const SMALL_FIRST_SEGMENT: u64 = MIB;
+pub const SMALL_FIRST_FACTOR: u64 = 3;
+/// Largest segment a small request grows its arena by.
 pub const SMALL_HEAP: u64 = 8 * MIB;
-/// Largest segment of large pools for requests below `MIN_LARGE_ALLOC` (MPS's large heap).
-pub const LARGE_HEAP: u64 = 32 * MIB;
-/// First segment of a small / large pool. Later segments grow with the pool (each as
-/// big as the pool already is) up to the MPS sizes, so a small workload is not
-/// charged a whole 8 or 32 MiB heap while a big one still gets few driver calls.
-pub const SMALL_HEAP_MIN: u64 = MIB;
-pub const LARGE_HEAP_MIN: u64 = 4 * MIB;
-/// From this size a request gets a segment of its own, rounded to `ROUND_LARGE`.
-pub const MIN_LARGE_ALLOC: u64 = 10 * MIB;
-pub const ROUND_LARGE: u64 = 2 * MIB;
+/// Large requests: the arena grows to `LIVE_FACTOR` x (live + request) plus a slack of
+/// `SLACK_PER_LIVE` x (live + request), at most `MAX_SLACK`.
+pub const LIVE_FACTOR: f64 = 1.05;
+pub const SLACK_PER_LIVE: u64 = 4;
+pub const MAX_SLACK: u64 = 8 * MIB;
+/// Segment sizes are multiples of this (drivers hand out pages anyway).
+pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 /// Scalar values (uniforms, small constants) live in small segments of their own.
 pub const MAX_SCALAR: u64 = 64 * KIB;
 pub const SCALAR_HEAP: u64 = 256 * KIB;
@@ -78,6 +90,16 @@ impl PoolKind {
         }
     }
 
+    /// The free list (arena) the pool's segments are in: small and large pools of one usage
+    /// share one, so a small block can take a hole between large ones.
+    pub fn arena(self) -> usize {
+        match self {
+            PoolKind::DeviceSmall | PoolKind::DeviceLarge => 0,
+            PoolKind::SharedSmall | PoolKind::SharedLarge => 1,
+            PoolKind::Scalar => 2,
+        }
+    }
+
     pub fn is_shared(self) -> bool {
         matches!(self, PoolKind::SharedSmall | PoolKind::SharedLarge)
     }
@@ -95,53 +117,85 @@ impl PoolKind {
     }
 }
 
-/// The segment size for a block of `aligned_size` bytes in `pool`, which already
-/// reserves `pool_reserved` bytes: MPS's heap sizes as the ceiling, reached by
-/// doubling, capped by the device's max buffer size. `dedicated` segments hold one
-/// block (requests too big for a shared heap, or above the binding limit).
+/// What the sizing of a new segment looks at: the arena's figures once its idle segments
+/// were released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArenaFigures {
+    /// Bytes of blocks live in the arena (active and pending).
+    pub live: u64,
+    /// Bytes of the arena's remaining segments.
+    pub reserved: u64,
+}
+
+/// The size of a new segment for a block of `aligned_size` bytes in `pool`, and whether the
+/// block must be alone in it (above the binding limit). Never smaller than the request nor
+/// larger than the device's max buffer size.
 pub fn segment_size(
     pool: PoolKind,
     aligned_size: u64,
-    pool_reserved: u64,
+    arena: ArenaFigures,
     max_buffer_size: u64,
     max_binding: u64,
 ) -> (u64, bool) {
-    let round = |v: u64, to: u64| v.div_ceil(to).saturating_mul(to);
     if aligned_size > max_binding {
         return (aligned_size, true);
     }
-    let grown = |min: u64, max: u64| pool_reserved.clamp(min, max);
-    let (size, dedicated) = match pool {
-        PoolKind::Scalar => (SCALAR_HEAP, false),
-        PoolKind::DeviceSmall | PoolKind::SharedSmall => (grown(SMALL_HEAP_MIN, SMALL_HEAP), false),
-        _ if aligned_size < MIN_LARGE_ALLOC => {
-            (round(grown(LARGE_HEAP_MIN, LARGE_HEAP).max(aligned_size), ROUND_LARGE), false)
+    let size = match pool {
+        PoolKind::Scalar => SCALAR_HEAP,
+        _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved == 0 => {
+            SMALL_FIRST_SEGMENT.max(SMALL_FIRST_FACTOR * aligned_size)
         }
-        _ => (round(aligned_size, ROUND_LARGE), true),
+        _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
+        _ => {
+            let need = arena.live + aligned_size;
+            let budget = (LIVE_FACTOR * need as f64) as u64 + MAX_SLACK.min(SLACK_PER_LIVE * need);
+            budget.saturating_sub(arena.reserved)
+        }
     };
-    // A heap never exceeds the device's max buffer size, nor is smaller than the request.
-    (size.min(max_buffer_size).max(aligned_size), dedicated)
+    let size = size.max(aligned_size).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE);
+    (size.min(max_buffer_size).max(aligned_size), false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn size(pool: PoolKind, request: u64, live: u64, reserved: u64) -> u64 {
+        let (s, dedicated) = segment_size(pool, request, ArenaFigures { live, reserved }, 2 << 30, 128 * MIB);
+        assert!(!dedicated && s >= request && s % SEGMENT_GRANULE == 0);
+        s
+    }
+
     #[test]
-    fn sizes_follow_mps() {
-        let max = 2 << 30;
-        let bind = 128 * MIB;
-        // Pools start small and double up to the MPS heap sizes.
-        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 0, max, bind), (SMALL_HEAP_MIN, false));
-        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 3 * MIB, max, bind), (3 * MIB, false));
-        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 64 * MIB, max, bind), (SMALL_HEAP, false));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 2 * MIB, 0, max, bind), (LARGE_HEAP_MIN, false));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 6 * MIB, 0, max, bind), (6 * MIB, false));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 2 * MIB, 100 * MIB, max, bind), (LARGE_HEAP, false));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 11 * MIB, 0, max, bind), (12 * MIB, true));
-        assert_eq!(segment_size(PoolKind::DeviceLarge, 200 * MIB, 0, max, bind), (200 * MIB, true));
-        // Capped by the max buffer size.
-        assert_eq!(segment_size(PoolKind::DeviceSmall, 256, 64 * MIB, 4 * MIB, bind), (4 * MIB, false));
+    fn small_requests_start_small_and_double() {
+        assert_eq!(size(PoolKind::DeviceSmall, 256, 0, 0), MIB);
+        assert_eq!(size(PoolKind::DeviceSmall, 600 * KIB, 0, 0), 1856 * KIB, "3 x the first request");
+        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), MIB, "doubles the arena");
+        assert_eq!(size(PoolKind::SharedSmall, 256, 3 * MIB, 3 * MIB), 3 * MIB);
+        assert_eq!(size(PoolKind::DeviceSmall, 256, 40 * MIB, 64 * MIB), SMALL_HEAP);
+        assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
+    }
+
+    #[test]
+    fn large_requests_grow_the_arena_to_the_budget() {
+        // First segment: 1.05 x 4 MiB plus 4 x 4 MiB of slack, capped at 8 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 4 * MIB, 0, 0), 12544 * KIB);
+        // Slack is 4 x the need while that is under 8 MiB: 1.05 x 1.5 + 6 MiB, less 1 MiB held.
+        assert_eq!(size(PoolKind::DeviceLarge, MIB + MIB / 2, 0, MIB), 6784 * KIB);
+        // Later: 1.05 x (60 + 20) MiB + 8 MiB, less the 70 MiB reserved.
+        assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 70 * MIB), 22 * MIB);
+        // Fragmentation: the budget is spent, the request still gets a segment of its size.
+        assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 200 * MIB), 20 * MIB);
+    }
+
+    #[test]
+    fn device_limits_bound_the_segment() {
+        let (s, dedicated) =
+            segment_size(PoolKind::DeviceLarge, 200 * MIB, ArenaFigures { live: 0, reserved: 0 }, 2 << 30, 128 * MIB);
+        assert_eq!((s, dedicated), (200 * MIB, true), "above the binding limit: alone, exact");
+        let (s, _) =
+            segment_size(PoolKind::DeviceLarge, 100 * MIB, ArenaFigures { live: 0, reserved: 0 }, 101 * MIB, 128 * MIB);
+        assert_eq!(s, 101 * MIB, "capped by the max buffer size");
         assert_eq!(PoolKind::for_request(Usage::Device, MIB), PoolKind::DeviceSmall);
         assert_eq!(PoolKind::for_request(Usage::Shared, MIB + 256), PoolKind::SharedLarge);
     }

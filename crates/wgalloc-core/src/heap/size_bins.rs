@@ -1,9 +1,11 @@
-//! Best-fit index over free ranges: size-class bins (8 per power of two, as in
-//! TLSF) each kept sorted by (size, segment, offset), plus a bitmap of non-empty
-//! bins. The smallest range of at least `size` bytes is in `size`'s own bin or is
-//! the first entry of the next non-empty bin, so lookups are exact best fit, and an
-//! insert or remove moves only the entries of one small bin (a B-tree spent most of
-//! a cached malloc + free rebalancing).
+//! Fit index over free ranges: size-class bins (8 per power of two, as in TLSF) each kept
+//! sorted by (size, segment, offset), plus a bitmap of non-empty bins. A request is served
+//! from its own size class when a range there is big enough, else from the next non-empty
+//! class (whose every range fits), and within that class from the newest segment (highest
+//! id), smallest range first. Preferring the newest segment lets older segments drain and
+//! fall idle, so the heap can release or merge them (see `allocator`); within a class sizes
+//! differ by at most 1/8, so the fit stays close to best. An insert or remove moves only the
+//! entries of one small bin (a B-tree spent most of a cached malloc + free rebalancing).
 
 use super::free_list::FreeRange;
 
@@ -84,15 +86,16 @@ impl SizeBins {
         }
     }
 
-    /// The smallest range of at least `size` bytes (lowest segment and offset on ties).
+    /// The range a request of `size` bytes takes: in `size`'s class or the next non-empty one,
+    /// the newest segment's smallest range of at least `size` bytes (lowest offset on ties).
     pub fn best_fit(&self, size: u64) -> Option<FreeRange> {
         let b = bin(size);
         let v = &self.bins[b];
-        let i = v.partition_point(|x| x.size < size);
-        if let Some(&r) = v.get(i) {
+        let first = v.partition_point(|x| x.size < size);
+        if let Some(r) = newest(&v[first..]) {
             return Some(r);
         }
-        self.next_nonempty(b + 1).map(|n| self.bins[n][0])
+        self.next_nonempty(b + 1).and_then(|n| newest(&self.bins[n]))
     }
 
     /// The largest range.
@@ -119,6 +122,18 @@ impl SizeBins {
     }
 }
 
+/// The first range of the highest segment in a (size, segment, offset)-sorted slice.
+#[inline]
+fn newest(v: &[FreeRange]) -> Option<FreeRange> {
+    let mut best = *v.first()?;
+    for x in &v[1..] {
+        if x.segment > best.segment {
+            best = *x;
+        }
+    }
+    Some(best)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,15 +153,23 @@ mod tests {
         assert_eq!(bin(u64::MAX), BINS - 1);
     }
 
-    /// Best fit agrees with a B-tree (the ordered set it replaces) on random traffic.
+    /// The fit agrees with a reference over an ordered set (the set it replaced) on random traffic.
     #[test]
-    fn matches_an_ordered_set() {
+    fn matches_a_reference_over_an_ordered_set() {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         let mut next = move |m: u64| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x % m
+        };
+        // The newest segment's smallest fitting range in the first class that has one.
+        let reference = |set: &BTreeSet<FreeRange>, size: u64| {
+            let from = FreeRange { size, segment: 0, offset: 0, node: 0 };
+            let class = bin(set.range(from..).next()?.size);
+            let same: Vec<FreeRange> = set.range(from..).take_while(|r| bin(r.size) == class).copied().collect();
+            let newest = same.iter().map(|r| r.segment).max()?;
+            same.into_iter().find(|r| r.segment == newest)
         };
         let (mut bins, mut set) = (SizeBins::default(), BTreeSet::new());
         for step in 0..20_000u64 {
@@ -175,9 +198,22 @@ mod tests {
                 bins.insert(r);
                 set.insert(r);
             }
-            let want = set.range(FreeRange { size, segment: 0, offset: 0, node: 0 }..).next().copied();
-            assert_eq!(bins.best_fit(size), want, "step {step}");
+            assert_eq!(bins.best_fit(size), reference(&set, size), "step {step}");
             assert_eq!(bins.largest(), set.iter().next_back().copied());
         }
+    }
+
+    #[test]
+    fn the_newest_segment_serves_first_within_a_size_class() {
+        let mut bins = SizeBins::default();
+        let r = |size, segment, offset| FreeRange { size, segment, offset, node: offset as u32 };
+        // 1030 and 1100 share a class (1024..1152); 4096 is three classes up.
+        bins.insert(r(1030, 1, 0));
+        bins.insert(r(1100, 2, 0));
+        bins.insert(r(4096, 3, 0));
+        assert_eq!(bins.best_fit(1024), Some(r(1100, 2, 0)), "same class: the newer segment");
+        assert_eq!(bins.best_fit(1000), Some(r(1100, 2, 0)), "next non-empty class: its newest segment");
+        assert_eq!(bins.best_fit(1101), Some(r(4096, 3, 0)), "nothing big enough in the class");
+        assert_eq!(bins.best_fit(5000), None);
     }
 }
