@@ -265,3 +265,72 @@ fn growth_falls_back_to_a_segment_that_fits_under_the_high_watermark() {
     assert!(heap.snapshot().iter().any(|seg| seg.size == request), "no segment of the request's size");
     assert!(held.len() >= 9, "only {} 6 MiB blocks fit in 64 MiB", held.len());
 }
+
+/// `dst[i]` = `src[i]` through 8192 steps of a 32-bit LCG: a submission that runs a while.
+const SLOW_LCG: &str = r#"
+@group(0) @binding(0) var<storage, read_write> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x >= arrayLength(&dst)) { return; }
+  var x = src[g.x];
+  for (var i = 0u; i < 8192u; i++) { x = x * 1664525u + 1013904223u; }
+  dst[g.x] = x;
+}"#;
+
+/// The kernel's 8192 LCG steps as one affine map `x -> a x + c` (mod 2^32).
+fn lcg_8192() -> impl Fn(u32) -> u32 {
+    let (mut a, mut c) = (1u32, 0u32);
+    for _ in 0..8192 {
+        (a, c) = (a.wrapping_mul(1664525), c.wrapping_mul(1664525).wrapping_add(1013904223));
+    }
+    move |x| a.wrapping_mul(x).wrapping_add(c)
+}
+
+fn words(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn a_freed_device_block_serves_the_next_malloc_while_its_reader_still_runs() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let n = 1usize << 18;
+    let bytes = 4 * n as u64;
+    let old: Vec<u8> = fill(4 * n, 1);
+    let new: Vec<u8> = fill(4 * n, 2);
+    let a = heap.malloc(bytes, Usage::Device).unwrap();
+    let out = heap.malloc(bytes, Usage::Device).unwrap();
+    // A mappable block used by the same submission: it must keep waiting for completion.
+    let mapped = heap.malloc(4096, Usage::Shared).unwrap();
+    a.write(&old, 0).unwrap();
+    let slow = gpu.compute_kernel("slow-lcg", SLOW_LCG, "main", 2, false).unwrap();
+    let mut s1 = gpu.create_stream().unwrap();
+    s1.dispatch(&slow, &[&a, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    mapped.copy_from_on(&mut s1, &a, 0, 0, 4096).unwrap();
+    let reader = s1.submit().unwrap();
+    let (a_segment, a_offset) = (a.info().unwrap().segment_id, a.offset());
+    a.free().unwrap();
+    mapped.free().unwrap();
+    assert!(!reader.query().unwrap(), "the reading submission finished too soon to show anything");
+    let s = heap.stats();
+    assert_eq!((s.pending_free_blocks, s.pending_free_bytes), (1, mapped.size()), "only the mappable block waits");
+    // The next malloc of that size takes the same memory at once, and new data goes in.
+    let b = heap.malloc(bytes, Usage::Device).unwrap();
+    assert_eq!((b.info().unwrap().segment_id, b.offset()), (a_segment, a_offset), "the freed memory, reused");
+    b.write(&new, 0).unwrap();
+    let copy = heap.malloc(bytes, Usage::Device).unwrap();
+    let mut s2 = gpu.create_stream().unwrap();
+    copy.copy_from_on(&mut s2, &b, 0, 0, bytes).unwrap();
+    assert!(!reader.query().unwrap(), "the reader completed before the memory was reused");
+    // (lavapipe runs one submission at a time: this submit returns once the reader is done.)
+    let second = s2.submit().unwrap();
+    assert!(second.wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.query().unwrap(), "queue order: the first submission completed before the second");
+    // Both see their own data, bit for bit: the reader the old contents, the copy the new ones.
+    let want: Vec<u32> = words(&old).into_iter().map(lcg_8192()).collect();
+    assert!(words(&pollster::block_on(out.read(0, bytes)).unwrap()) == want, "the reader saw the new data");
+    assert!(pollster::block_on(copy.read(0, bytes)).unwrap() == new, "the copy missed the new data");
+    heap.free_inactive_buffers();
+    assert_eq!(heap.stats().pending_free_blocks, 0, "the mappable block is free once the work completed");
+}

@@ -456,13 +456,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         while i < st.pending.len() {
             let id = st.pending[i];
             let rec = &st.blocks[&id];
-            let done = lost
-                || (rec.holds == 0
-                    && rec.last_use <= completed
-                    && rec
-                        .pending
-                        .as_ref()
-                        .is_some_and(|uses| uses.iter().all(|u| u.resolved_seq().is_some_and(|seq| seq <= completed))));
+            let done = lost || rec.pending.as_ref().is_some_and(|uses| reusable(rec, uses, completed));
             if done {
                 st.pending.swap_remove(i);
                 let rec = st.blocks.remove(&id).expect("pending block is recorded");
@@ -510,7 +504,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         self.emit(st, HeapEventKind::Freed, Some(id), Some(rec.segment), rec.size, rec.pool);
     }
 
-    /// Frees block `id`. Its memory is reused once the GPU work recorded on it completed.
+    /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
     pub fn free(&self, id: u64) -> Result<()> {
         let mut st = self.state();
         // Taken out of the map at once: the common case (no GPU work pending) returns it to
@@ -529,11 +523,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
         };
         let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
-        let completed = self.tracker.completed();
-        let idle = self.tracker.is_lost()
-            || (rec.holds == 0
-                && rec.last_use <= completed
-                && uses.iter().all(|u| u.resolved_seq().is_some_and(|s| s <= completed)));
+        let idle = self.tracker.is_lost() || reusable(&rec, &uses, self.tracker.completed());
         let stats = &mut st.stats;
         stats.allocated_bytes.sub(size);
         stats.requested_bytes.sub(requested);
@@ -788,6 +778,27 @@ impl<S: SegmentStorage> Drop for HeapCore<S> {
                 s.allocated_bytes.peak, s.reserved_bytes.peak, s.driver_allocations, s.driver_frees, s.cache_hits, s.cache_misses, s.retries, s.ooms
             );
         }
+    }
+}
+
+/// Whether a freed block's memory may serve the next malloc, given the submissions completed.
+///
+/// WebGPU has one queue per device, and wgpu orders a later submission's use of a buffer after
+/// an earlier one's (with the barriers that takes), as PyTorch relies on when it reuses a block
+/// freed on the same stream at once. So a device-only block whose uses were all *submitted* is
+/// reusable now: whatever the next owner does with it is submitted later. The wait for
+/// completion stays for blocks the host may map (shared pools: a map is not queue-ordered), and
+/// every block waits for work recorded but not yet submitted on any stream, and for operations
+/// that still hold it. (A block's uses are all on its own device's queue: streams of another
+/// device are refused by `record_stream`.)
+fn reusable(rec: &BlockRec, uses: &[StreamUse], completed: u64) -> bool {
+    if rec.holds > 0 {
+        return false;
+    }
+    if rec.pool.is_shared() {
+        rec.last_use <= completed && uses.iter().all(|u| u.resolved_seq().is_some_and(|seq| seq <= completed))
+    } else {
+        uses.iter().all(|u| u.resolved_seq().is_some())
     }
 }
 

@@ -188,37 +188,50 @@ fn driver_oom_releases_cached_segments_and_retries() {
 }
 
 #[test]
-fn a_free_waits_for_the_submissions_that_use_the_block() {
+fn a_device_block_is_reused_once_its_work_is_submitted_a_shared_one_once_it_completed() {
     let (h, tracker) = heap(None, 1 << 30);
+    // Device-only: the queue orders the next owner's work after the submission.
     let a = h.malloc(4096, Usage::Device).unwrap();
     let seq = tracker.next_seq(None);
     h.record_use(a.id, seq);
     h.free(a.id).unwrap();
+    assert_eq!(h.stats().pending_free_blocks, 0);
+    let again = h.malloc(4096, Usage::Device).unwrap();
+    assert_eq!((again.segment, again.offset), (a.segment, a.offset), "the same memory, at once");
+    // Shared (the host may map it): waits until the submission completed.
+    let b = h.malloc(4096, Usage::Shared).unwrap();
+    h.record_use(b.id, seq);
+    h.free(b.id).unwrap();
     let s = h.stats();
     assert_eq!((s.pending_free_blocks, s.pending_free_bytes), (1, 4096));
-    assert_eq!(h.block_info(a.id).unwrap().state.as_str(), "pending-free");
+    assert_eq!(h.block_info(b.id).unwrap().state.as_str(), "pending-free");
+    let other = h.malloc(4096, Usage::Shared).unwrap();
+    assert_ne!((other.segment, other.offset), (b.segment, b.offset), "pending memory is not handed out");
     tracker.complete(seq);
     let s = h.stats();
     assert_eq!((s.pending_free_blocks, s.pending_free_bytes), (0, 0));
-    assert!(h.block_info(a.id).is_none());
+    assert!(h.block_info(b.id).is_none());
 }
 
 #[test]
-fn a_free_waits_for_work_recorded_on_a_stream_until_it_is_submitted_and_done() {
+fn a_free_waits_for_work_recorded_on_a_stream_until_it_is_submitted() {
     let (h, tracker) = heap(None, 1 << 30);
-    let a = h.malloc(4096, Usage::Device).unwrap();
-    let marks = Arc::new(StreamMarks::default());
-    marks.recorded();
-    h.record_stream(a.id, &marks).unwrap();
-    h.free(a.id).unwrap();
-    assert_eq!(h.stats().pending_free_blocks, 1);
-    let seq = tracker.next_seq(None);
-    marks.submitted(seq);
-    assert_eq!(h.stats().pending_free_blocks, 1, "submitted, not complete");
-    tracker.complete(seq);
-    assert_eq!(h.stats().pending_free_blocks, 0);
+    for usage in [Usage::Device, Usage::Shared] {
+        let a = h.malloc(4096, usage).unwrap();
+        let marks = Arc::new(StreamMarks::default());
+        marks.recorded();
+        h.record_stream(a.id, &marks).unwrap();
+        h.free(a.id).unwrap();
+        assert_eq!(h.stats().pending_free_blocks, 1, "{usage:?}: recorded, not submitted");
+        let seq = tracker.next_seq(None);
+        marks.submitted(seq);
+        let waiting = if usage == Usage::Shared { 1 } else { 0 };
+        assert_eq!(h.stats().pending_free_blocks, waiting, "{usage:?}: submitted, not complete");
+        tracker.complete(seq);
+        assert_eq!(h.stats().pending_free_blocks, 0, "{usage:?}: complete");
+    }
     // Work of a stream dropped before it submitted never runs.
-    let b = h.malloc(4096, Usage::Device).unwrap();
+    let b = h.malloc(4096, Usage::Shared).unwrap();
     let gone = Arc::new(StreamMarks::default());
     gone.recorded();
     h.record_stream(b.id, &gone).unwrap();
@@ -242,9 +255,10 @@ fn a_held_block_stays_out_of_the_pool_until_released() {
 
 #[test]
 fn out_of_memory_ladder_waits_for_pending_frees() {
+    // Shared blocks wait for completion (device-only ones would be reusable at once).
     let (h, tracker) = heap(None, 64 * MIB);
     h.set_high_watermark_ratio(1.0).unwrap();
-    let a = h.malloc(40 * MIB, Usage::Device).unwrap();
+    let a = h.malloc(40 * MIB, Usage::Shared).unwrap();
     let seq = tracker.next_seq(None);
     h.record_use(a.id, seq);
     h.free(a.id).unwrap();
@@ -254,7 +268,7 @@ fn out_of_memory_ladder_waits_for_pending_frees() {
         std::thread::sleep(Duration::from_millis(50));
         t.complete(seq);
     });
-    let b = h.malloc(40 * MIB, Usage::Device).unwrap();
+    let b = h.malloc(40 * MIB, Usage::Shared).unwrap();
     finisher.join().unwrap();
     let s = h.stats();
     assert_eq!(s.ooms, 0);
