@@ -4,7 +4,7 @@
 // and a device, when the runner offers one, round-trips bytes. A runner
 // without an adapter must give a typed ADAPTER_NOT_FOUND, never a crash.
 const assert = require('node:assert/strict')
-const { Gpu, planMemory } = require('../js/index.cjs')
+const { Gpu, planMemory } = require('..')
 
 async function main() {
   const records = [

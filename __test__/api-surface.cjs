@@ -1,11 +1,11 @@
 'use strict'
-// The public API as the TypeScript types declare it (js/index.d.ts and the generated
-// index.d.ts it re-exports), read with the compiler's checker: what the API tests
-// enumerate, so a new class or method is checked without editing a list.
+// The public API as the TypeScript types declare it (the top-level index.d.ts, emitted from
+// the TypeScript sources), read with the compiler's checker: what the API tests enumerate, so
+// a new class or method is checked without editing a list.
 const ts = require('typescript')
 const { join } = require('node:path')
 
-const ENTRY = join(__dirname, '../js/index.d.ts')
+const ENTRY = join(__dirname, '../index.d.ts')
 
 const isInternal = (decl) => decl != null && ts.getJSDocTags(decl).some((t) => t.tagName.text === 'internal')
 
@@ -46,7 +46,7 @@ function members(checker, type, owner, isStatic) {
 }
 
 let cached
-/** `{ classes: Map<name, member[]>, functions: member[] }` of everything js/index.d.ts exports. */
+/** `{ classes: Map<name, member[]>, functions: member[] }` of everything index.d.ts exports. */
 function apiSurface() {
   if (cached) return cached
   const program = ts.createProgram([ENTRY], {

@@ -11,7 +11,7 @@ const { mkdtempSync, existsSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const dc = require('node:diagnostics_channel')
-const wgalloc = require('../js/index.cjs')
+const wgalloc = require('..')
 const { apiSurface } = require('./api-surface.cjs')
 const { pattern } = require('./helpers.cjs')
 
@@ -59,7 +59,8 @@ function context() {
     ])
     const shapes = gpu.compileShapes(SHAPES)
     const weights = gpu.createWeights({ w: new Float32Array(4) })
-    return { gpu, exe, block, buffer, stream, down, plan, shapes, weights, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
+    const scope = gpu.heap.scope({ name: 'tenant', limit: 1 << 20 })
+    return { gpu, exe, block, buffer, stream, down, plan, shapes, weights, scope, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
   })()
   return shared
 }
@@ -198,6 +199,13 @@ const HANDLES = {
   HostBlock: { make: (c) => c.gpu.host.alloc(64), released: (b) => b.freed },
   Executor: { make: (c) => c.gpu.compile(GRAPH), released: (e) => e.released },
   Weights: { make: (c) => c.gpu.createWeights({ w: new Float32Array(4) }), released: (w) => w.released },
+  HeapScope: {
+    make: (() => {
+      let n = 0
+      return (c) => c.gpu.heap.scope({ name: `dispose-${n++}`, limit: 1 << 20 })
+    })(),
+    released: (s) => s.disposed,
+  },
   ShapeExecutor: {
     make: async (c) => {
       const s = c.gpu.compileShapes(SHAPES)
@@ -273,6 +281,7 @@ const PRINTS = {
   ComputeKernel: (c) => [c.gpu.createKernel({ source: KERNEL, bindings: 1, name: 'fill' }), /^ComputeKernel \{ name: 'fill', bindings: 1, uniform: false \}$/],
   Weights: (c) => [c.weights, /^Weights \{ ids: \['w'\], deviceBytes: [1-9]\d* \}$/],
   ShapeExecutor: (c) => [c.shapes, /^ShapeExecutor \{ dims: \['batch'\], cached: \d+, hits: \d+, misses: \d+ \}$/],
+  HeapScope: (c) => [c.scope, /^HeapScope \{ path: 'tenant', allocated: 0, limit: 1048576 \}$/],
   MemoryPlan: (c) => [c.plan, /^MemoryPlan \{ strategy: 'best', slabSize: 60, lowerBound: 60, ratio: 1\.0000, optimal: true \}$/],
 }
 
@@ -309,7 +318,7 @@ function plainNumbers(t, value, path) {
 
 test.serial('every stats() returns a plain object of numbers that survives JSON and structuredClone', async (t) => {
   const c = await context()
-  const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler, ShapeExecutor: c.shapes }
+  const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler, ShapeExecutor: c.shapes, HeapScope: c.scope }
   await c.gpu.profiler.profile(() => c.exe.run({ x: X }))
   c.gpu.profiler.markCpuFallback('topk', 64)
   const { classes } = apiSurface()

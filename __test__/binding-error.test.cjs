@@ -1,5 +1,5 @@
 'use strict'
-// Loading without a usable binary: a copy of the package's JS (index.js, js/,
+// Loading without a usable binary: a copy of the package's JS (dist/ and
 // package.json) with no addon beside it is loaded in a child process through
 // the real napi-rs loader, which must fail with a BINARY_NOT_FOUND that names
 // the platform, the package to install and what the loader tried.
@@ -8,14 +8,14 @@ const { mkdtempSync, mkdirSync, cpSync, copyFileSync, writeFileSync, readdirSync
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { targetName, currentTarget } = require('../js/binding-error.cjs')
+const { targetName, currentTarget } = require('../dist/binding-error.js')
 
 const root = join(__dirname, '..')
 const pkg = require('../package.json')
 
 // This machine's target, as `napi build --platform` named the addon it built
-// (independent of binding-error.cjs's own detection); falls back to it otherwise.
-const built = readdirSync(root)
+// (independent of binding-error.ts's own detection); falls back to it otherwise.
+const built = readdirSync(join(root, 'dist'))
   .map((f) => /^wgalloc\.(.+)\.node$/.exec(f)?.[1])
   .find(Boolean)
 const target = built ?? currentTarget().target
@@ -24,8 +24,8 @@ const target = built ?? currentTarget().target
 function packageCopy(t) {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-nobinary-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  for (const f of ['package.json', 'index.js']) copyFileSync(join(root, f), join(dir, f))
-  cpSync(join(root, 'js'), join(dir, 'js'), { recursive: true })
+  copyFileSync(join(root, 'package.json'), join(dir, 'package.json'))
+  cpSync(join(root, 'dist'), join(dir, 'dist'), { recursive: true, filter: (src) => !src.endsWith('.node') })
   return dir
 }
 
@@ -35,8 +35,8 @@ function loadError(dir, { preload, env = {}, entry = 'cjs' } = {}) {
     'const r = (e) => console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message, platform: e.platform, arch: e.arch, libc: e.libc, target: e.target, packageName: e.packageName, supported: e.supported, loadErrors: e.loadErrors, cause: e.cause?.message }))'
   const load =
     entry === 'cjs'
-      ? `try { require('./js/index.cjs'); console.log('null') } catch (e) { r(e) }`
-      : `import('./js/index.mjs').then(() => console.log('null'), r)`
+      ? `try { require('./dist/index.js'); console.log('null') } catch (e) { r(e) }`
+      : `import('./dist/index.mjs').then(() => console.log('null'), r)`
   const args = [...(preload ? ['-r', preload] : []), '-e', `${report}\n${load}`]
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NAPI_RS_') && k !== 'NODE_PATH'))
   const r = spawnSync(process.execPath, args, { cwd: dir, env: { ...clean, ...env }, encoding: 'utf8' })
@@ -56,7 +56,7 @@ test('platform package not installed: names the platform and the package to inst
   t.true(e.message.includes(`${process.platform} ${process.arch}`), e.message)
   t.true(e.message.includes(`npm install wgalloc-${target}@${pkg.version}`), e.message)
   t.true(e.message.includes('--omit=optional'))
-  // the loader's own attempts, in order: the file beside index.js, then the package
+  // the loader's own attempts, in order: the file beside the loader, then the package
   const i = e.loadErrors.findIndex((m) => m.includes(`./wgalloc.${target}.node`))
   const j = e.loadErrors.findIndex((m) => m.includes(`'wgalloc-${target}'`))
   t.true(i >= 0 && j > i, JSON.stringify(e.loadErrors))
@@ -134,7 +134,7 @@ test('a source checkout without a build: says to run npm run build', (t) => {
 
 test('the CLI reports it as a one-line-prefixed error with exit code 1, not a stack trace', (t) => {
   const dir = packageCopy(t)
-  const r = spawnSync(process.execPath, [join(dir, 'js', 'cli.cjs'), 'info'], { cwd: dir, encoding: 'utf8' })
+  const r = spawnSync(process.execPath, [join(dir, 'dist', 'cli.js'), 'info'], { cwd: dir, encoding: 'utf8' })
   t.is(r.status, 1)
   t.true(r.stderr.startsWith('wgalloc: [BINARY_NOT_FOUND] '), r.stderr)
   t.true(r.stderr.includes(`npm install wgalloc-${target}@${pkg.version}`), r.stderr)

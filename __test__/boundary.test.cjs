@@ -5,7 +5,7 @@
 const test = require('ava')
 const { spawn } = require('node:child_process')
 const { Gpu } = require('..')
-const native = require('../js/native.cjs')
+const { native } = require('../dist/native.js')
 const { gpu, pattern } = require('./helpers.cjs')
 const { chain } = require('./graphs.cjs')
 

@@ -1,7 +1,8 @@
 'use strict'
-// The `prepare` hook (js/build-if-source.cjs) builds the addon in a source
-// checkout on `npm install` / `npm ci`, and does nothing in an installed copy
-// or while npm packs or publishes. Run against cargo/npm shims that record calls.
+// The `prepare` hook (scripts/build-if-source.cjs) builds the addon and the JS in a
+// source checkout on `npm install` / `npm ci`, only the JS while npm packs or
+// publishes, and nothing in an installed copy. Run against cargo/npm shims that
+// record calls.
 const test = require('ava')
 const { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync } = require('node:fs')
 const { tmpdir } = require('node:os')
@@ -14,10 +15,10 @@ const unixTest = process.platform === 'win32' ? test.skip : test
 function packageRoot(t, { checkout, shims = ['cargo', 'npm'] }) {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-prepare-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  mkdirSync(join(dir, 'js'))
-  copyFileSync(join(__dirname, '..', 'js', 'build-if-source.cjs'), join(dir, 'js', 'build-if-source.cjs'))
+  mkdirSync(join(dir, 'scripts'))
+  copyFileSync(join(__dirname, '..', 'scripts', 'build-if-source.cjs'), join(dir, 'scripts', 'build-if-source.cjs'))
   if (checkout) writeFileSync(join(dir, 'Cargo.toml'), '[package]\n')
-  return { script: join(dir, 'js', 'build-if-source.cjs'), shims: makeShims(dir, shims) }
+  return { script: join(dir, 'scripts', 'build-if-source.cjs'), shims: makeShims(dir, shims) }
 }
 
 unixTest('source checkout under npm ci / npm install: builds the debug addon', (t) => {
@@ -43,12 +44,12 @@ unixTest('installed copy (no Cargo.toml): never builds', (t) => {
   t.deepEqual(shims.calls(), [])
 })
 
-unixTest('npm pack / npm publish in a checkout: no build (the tarball ships no binary)', (t) => {
+unixTest('npm pack / npm publish in a checkout: the JS only (the tarball ships no binary)', (t) => {
   for (const command of ['pack', 'publish']) {
     const { script, shims } = packageRoot(t, { checkout: true })
     const r = runWithShims(script, shims, { npm_command: command })
     t.is(r.status, 0, r.stderr)
-    t.deepEqual(shims.calls(), [], command)
+    t.deepEqual(shims.calls(), ['npm run build:js'], command)
   }
 })
 
@@ -59,10 +60,10 @@ unixTest('WGALLOC_SKIP_BUILD=1: no build', (t) => {
   t.deepEqual(shims.calls(), [])
 })
 
-unixTest('no Rust toolchain: warns and lets the install finish', (t) => {
+unixTest('no Rust toolchain: warns, builds the JS and lets the install finish', (t) => {
   const { script, shims } = packageRoot(t, { checkout: true, shims: ['npm'] })
   const r = runWithShims(script, shims, { npm_command: 'ci' })
   t.is(r.status, 0)
   t.regex(r.stderr, /no Rust toolchain found/)
-  t.deepEqual(shims.calls(), [])
+  t.deepEqual(shims.calls(), ['npm run build:js'])
 })

@@ -2,7 +2,7 @@
 // `wgalloc check` explains a mismatch: the output, the first differing element, both values
 // and the op that last wrote the output (also in --json).
 const test = require('ava')
-const { firstDifference } = require('../js/check.cjs')
+const { firstDifference } = require('../dist/check.js')
 
 const graph = {
   tensors: [

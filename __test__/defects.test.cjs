@@ -9,7 +9,7 @@ const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { Gpu, planMemory } = require('..')
 
-const CLI = join(__dirname, '..', 'js', 'cli.cjs')
+const CLI = join(__dirname, '..', 'dist', 'cli.js')
 const ENTRY = JSON.stringify(require.resolve('..'))
 
 /** Runs node with `args` (`env` adds to ours; an undefined value removes one); resolves { code, signal, stdout, stderr, ms }. */
@@ -71,7 +71,7 @@ test('input nested too deep is INVALID_ARGUMENT, and a bad field of JS records n
   const gpu = await Gpu.request()
   await t.throwsAsync(gpu.compile({ kernels: {}, tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
   gpu.destroy()
-  const { renderHtml } = require('../js/view/index.cjs')
+  const { renderHtml } = require('../dist/view/index.js')
   t.throws(() => renderHtml({ traceEvents: [{ name: 'x', ph: 'X', ts: 0, dur: 1, pid: 1, tid: 1, args: deep }] }), {
     code: 'INVALID_ARGUMENT',
     message: /nesting too deep/,
@@ -163,4 +163,23 @@ test('a process without XDG_RUNTIME_DIR opens a device without Mesa complaining'
   t.is(r.code, 0)
   t.is(r.stdout.trim(), 'ok')
   t.notRegex(r.stderr, /XDG_RUNTIME_DIR/)
+})
+
+test('every command names the file in its input errors: IO_ERROR when missing, PARSE_ERROR when malformed', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-input-'))
+  const missing = join(dir, 'missing.json')
+  const badJson = join(dir, 'bad.json')
+  const badCsv = join(dir, 'bad.csv')
+  writeFileSync(badJson, '{"a":')
+  writeFileSync(badCsv, 'id,lower,upper,size\na,0,x,4\n')
+  for (const command of ['plan', 'view', 'replay', 'check']) {
+    const gone = await node([CLI, command, missing])
+    t.is(gone.code, 1, command)
+    t.regex(gone.stderr, /^wgalloc: \[IO_ERROR\] cannot read .*missing\.json/, command)
+    const bad = await node([CLI, command, badJson])
+    t.is(bad.code, 1, command)
+    t.regex(bad.stderr, /^wgalloc: \[PARSE_ERROR\] .*bad\.json/, command)
+  }
+  const csv = await node([CLI, 'plan', badCsv])
+  t.regex(csv.stderr, /^wgalloc: \[PARSE_ERROR\] .*bad\.csv.*line 2/)
 })

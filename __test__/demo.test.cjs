@@ -3,15 +3,15 @@
 // checked against the CPU reference, plus the CLI's --json output.
 const test = require('ava')
 const { execFile } = require('node:child_process')
-const { mkdtempSync, readFileSync, existsSync } = require('node:fs')
+const { mkdtempSync, readFileSync, readdirSync, existsSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join, resolve } = require('node:path')
-const { runDemo } = require('../js/demo/index.cjs')
-const { reference } = require('../js/demo/reference.cjs')
-const { shapes, graph, weights } = require('../js/demo/model.cjs')
-const { STRATEGIES } = require('../js/index.cjs')
+const { runDemo } = require('../dist/demo/index.js')
+const { reference } = require('../dist/demo/reference.js')
+const { shapes, graph, weights } = require('../dist/demo/model.js')
+const { STRATEGIES } = require('..')
 
-const CLI = resolve(__dirname, '..', 'js', 'cli.cjs')
+const CLI = resolve(__dirname, '..', 'dist', 'cli.js')
 const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-demo-'))
 
 /** Runs the CLI; resolves with the exit code and output instead of rejecting on failure. */
@@ -114,15 +114,31 @@ test('bad shape options are refused', async (t) => {
   await t.throwsAsync(runDemo({ strategy: 'nope', svg: null }), { instanceOf: RangeError })
 })
 
-test('CLI: `wgalloc demo --json` prints the figures and writes plan.svg in the current directory', async (t) => {
+test('CLI: `wgalloc demo --json` prints the figures and writes plan.svg and trace.json into wgalloc-demo/', async (t) => {
   const cwd = scratch()
   const { code, stdout, stderr } = await cli(['demo', '--seq', '8', '--dim', '16', '--heads', '2', '--runs', '2', '--json'], cwd)
   const f = JSON.parse(stdout) // printed even when a check fails (exit code 1), so the figures say which
   assertFigures(t, f)
   t.is(code, 0, stderr)
   t.is(f.model.seq, 8)
-  t.is(f.svg, join(cwd, 'plan.svg'))
-  t.true(readFileSync(join(cwd, 'plan.svg'), 'utf8').startsWith('<svg'))
+  const out = join(cwd, 'wgalloc-demo')
+  t.is(f.svg, join(out, 'plan.svg'))
+  t.is(f.trace, join(out, 'trace.json'))
+  t.true(readFileSync(f.svg, 'utf8').startsWith('<svg'))
+  t.true(Array.isArray(JSON.parse(readFileSync(f.trace, 'utf8')).traceEvents))
+  t.deepEqual(readdirSync(cwd), ['wgalloc-demo'], 'nothing loose in the working directory')
+  // stdout is the JSON; the files written are named on stderr.
+  t.regex(stderr, new RegExp(`wrote ${f.svg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
+})
+
+test('CLI: `wgalloc demo --out DIR` writes into DIR and says so', async (t) => {
+  const cwd = scratch()
+  const { code, stdout, stderr } = await cli(['demo', '--seq', '8', '--dim', '16', '--heads', '2', '--runs', '1', '--out', 'results/run1'], cwd)
+  t.is(code, 0, stderr)
+  const dir = join(cwd, 'results', 'run1')
+  t.deepEqual(readdirSync(dir).sort(), ['plan.svg', 'trace.json'])
+  t.regex(stdout, /^wrote .*results\/run1\/plan\.svg$/m)
+  t.regex(stdout, /^wrote .*results\/run1\/trace\.json$/m)
 })
 
 test('CLI: a bad option is a usage error, not a crash', async (t) => {

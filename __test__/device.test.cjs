@@ -1,6 +1,6 @@
 'use strict'
 const test = require('ava')
-const { Gpu, WgallocError } = require('../js/index.cjs')
+const { Gpu, WgallocError } = require('..')
 const { gpu, pattern } = require('./helpers.cjs')
 
 test('device opens and reports the limits wgalloc depends on', async (t) => {

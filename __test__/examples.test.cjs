@@ -3,6 +3,7 @@
 // with the repo's tsc, then run as child processes at small, bounded sizes on the
 // real device, asserting what they report (and, for the server, what it answers).
 const test = require('ava')
+const { promtoolCheck, samples } = require('./promtool.cjs')
 const { execFile, spawn } = require('node:child_process')
 const { join, resolve } = require('node:path')
 
@@ -142,6 +143,32 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
     t.is(stats.json.served, 1)
     t.is(stats.json.workers[0].executor.runs, 1)
     t.true(stats.json.memory.heapReserved > 0)
+    // Prometheus scrapes /metrics: valid for promtool, and the heap's figures as /stats has them.
+    const scrape = await fetch(`http://127.0.0.1:${port}/metrics`)
+    t.is(scrape.status, 200)
+    t.regex(scrape.headers.get('content-type'), /^text\/plain/)
+    const text = await scrape.text()
+    const check = promtoolCheck(text)
+    t.true(check.ok, check.output)
+    const got = samples(text)
+    const reserved = Object.entries(got)
+      .filter(([k]) => k.startsWith('wgalloc_heap_reserved_bytes{device="main"'))
+      .reduce((n, [, v]) => n + v, 0)
+    const now = await call('GET', '/stats')
+    t.is(reserved, now.json.memory.heapReserved)
+    for (const name of [
+      'heap_allocated_bytes',
+      'heap_active_blocks',
+      'heap_segments',
+      'heap_pending_free_bytes',
+      'heap_driver_allocations_total',
+      'heap_cache_hits_total',
+    ]) {
+      t.true(
+        Object.keys(got).some((k) => k.startsWith(`wgalloc_${name}{`)),
+        name,
+      )
+    }
   } finally {
     child.kill('SIGTERM')
   }

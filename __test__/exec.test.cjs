@@ -2,8 +2,8 @@
 const test = require('ava')
 const { readFileSync, readdirSync } = require('node:fs')
 const { join } = require('node:path')
-const { Gpu, WgallocError } = require('../js/index.cjs')
-const { checkGraph, sampleInputs } = require('../js/check.cjs')
+const { Gpu, WgallocError } = require('..')
+const { checkGraph, sampleInputs } = require('../dist/check.js')
 const { chain } = require('./graphs.cjs')
 
 const MODELS = join(__dirname, '../bench/data/models')

@@ -2,14 +2,14 @@ import test from 'ava'
 import { execFileSync } from 'node:child_process'
 import { inspect } from 'node:util'
 import { fileURLToPath } from 'node:url'
-import * as esm from '../js/index.mjs'
+import * as esm from '../dist/index.mjs'
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
-const cli = fileURLToPath(new URL('../js/cli.cjs', import.meta.url))
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url))
 
 test('ESM and CommonJS entry points share one set of classes', (t) => {
-  const cjs = require('../js/index.cjs')
+  const cjs = require('..')
   t.is(esm.Gpu, cjs.Gpu)
   t.is(esm.WgallocError, cjs.WgallocError)
   t.true(esm.ERROR_CODES.includes('DEVICE_LOST'))

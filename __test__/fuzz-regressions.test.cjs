@@ -3,7 +3,7 @@
 // test: every one used to end in an untyped error, an uncaught exception or a silently
 // rounded result.
 const test = require('ava')
-const { Gpu, Heap, DeviceBlock, WgallocError, planMemory } = require('../js/index.cjs')
+const { Gpu, Heap, DeviceBlock, WgallocError, planMemory } = require('..')
 const { gpu } = require('./helpers.cjs')
 
 const ADD =
@@ -24,12 +24,10 @@ test('a facade method called on something else is a TypeError, as a native one i
   }
   const { free } = g.heap.malloc(64)
   t.throws(() => free(), { instanceOf: TypeError })
-  // Getters written in JS too (they read private fields, which failed with another TypeError).
+  // Getters too: they read private fields, which only instances have.
   for (const name of ['freed', 'id', 'size', 'pool', 'shape']) {
     const { get } = Object.getOwnPropertyDescriptor(DeviceBlock.prototype, name)
-    for (const self of [undefined, null, {}, g.heap]) {
-      t.throws(() => get.call(self), { instanceOf: TypeError, message: /Illegal invocation/ }, `${name} on ${typeof self}`)
-    }
+    for (const self of [undefined, null, {}, g.heap]) t.throws(() => get.call(self), { instanceOf: TypeError }, `${name} on ${typeof self}`)
   }
 })
 
@@ -62,7 +60,8 @@ test('a missing required options object or map is INVALID_ARGUMENT', async (t) =
   const g = await gpu()
   t.throws(() => g.host.configure(), { code: 'INVALID_ARGUMENT' })
   t.throws(() => g.host.configure(null), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => g.runEagerGraph(JSON.stringify(GRAPH)), { code: 'INVALID_ARGUMENT' })
+  // The native layer is internal: its positional forms are not reachable from the public objects.
+  for (const name of ['runEagerGraph', 'compileGraph', 'downloadRange', 'submitUploadBatch']) t.false(name in g, name)
 })
 
 test('values that cannot be printed still get a typed error', async (t) => {
@@ -172,7 +171,8 @@ test('runEager with null options, and plan: observe with a size that is no size,
 // Core defects the fuzzers found (their flags in __test__/fuzz/known.cjs are now off).
 test('core: no public constructors; cross-device recordStream refused; release frees uniforms; idle stream after loss', async (t) => {
   t.throws(() => new Gpu(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /Gpu\.request\(\)/ })
-  t.throws(() => DeviceBlock(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  t.throws(() => new DeviceBlock(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /heap\.malloc\(\)/ })
+  t.throws(() => DeviceBlock(), { instanceOf: TypeError }, 'a class called without new, as JS refuses it')
   const g = await gpu()
   const other = await Gpu.request()
   const block = g.heap.malloc(256)

@@ -1,7 +1,7 @@
 'use strict'
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
-const wgalloc = require('../js/index.cjs')
+const wgalloc = require('..')
 const { Gpu, WgallocError } = wgalloc
 const { pattern } = require('./helpers.cjs')
 
@@ -259,7 +259,7 @@ test('copyFrom and stream-recorded frees defer reuse until the GPU work complete
   await dst.copyFrom(src).wait()
   t.true(Buffer.compare(await dst.read(0, 4096), Buffer.from(pattern(32 * MiB, 5).subarray(0, 4096))) === 0)
   const stream = gpu.createStream()
-  for (let i = 0; i < 4; i++) stream.copyBlocks(src, dst)
+  for (let i = 0; i < 4; i++) stream.copy(src, dst)
   const srcSegment = src.info().segmentId
   src.free() // the copies are recorded but unsubmitted: the block must wait
   t.is(heap.stats().pendingFreeBlocks, 1)
@@ -296,7 +296,7 @@ test('worker threads share one device heap through a handle', async (t) => {
   const handle = gpu.shareHandle()
   const code = `
     const { parentPort, workerData } = require('node:worker_threads')
-    const { Gpu } = require(${JSON.stringify(require.resolve('../js/index.cjs'))})
+    const { Gpu } = require(${JSON.stringify(require.resolve('..'))})
     ;(async () => {
       const gpu = Gpu.attach(workerData.handle)
       const ids = []

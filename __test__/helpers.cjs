@@ -1,7 +1,7 @@
 'use strict'
 // Shared helpers for the ava suite. Every test runs on a real wgpu device
 // (lavapipe on machines without a GPU).
-const { Gpu } = require('../js/index.cjs')
+const { Gpu } = require('..')
 
 let shared
 /** One device per test file: opening a device costs ~100 ms on lavapipe. */

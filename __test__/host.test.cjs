@@ -1,6 +1,6 @@
 'use strict'
 const test = require('ava')
-const { Gpu, HostBlock } = require('../js/index.cjs')
+const { Gpu, HostBlock } = require('..')
 const { pattern } = require('./helpers.cjs')
 
 const MiB = 2 ** 20

@@ -5,7 +5,7 @@ const test = require('ava')
 const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
 const { inspect } = require('node:util')
-const { Gpu, ComputeKernel } = require('../js/index.cjs')
+const { Gpu, ComputeKernel } = require('..')
 const { gpu } = require('./helpers.cjs')
 
 // The Rust kernel tests use the same kernel.

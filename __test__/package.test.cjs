@@ -19,11 +19,10 @@ const {
   rmSync,
 } = require('node:fs')
 const { tmpdir } = require('node:os')
-const { join, dirname, posix } = require('node:path')
+const { join, posix } = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { currentTarget } = require('../js/binding-error.cjs')
-const { planMemory } = require('../js/index.cjs')
-const { makeShims, runWithShims } = require('./shims.cjs')
+const { currentTarget } = require('../dist/binding-error.js')
+const { planMemory } = require('..')
 
 const root = join(__dirname, '..')
 const pkg = require('../package.json')
@@ -60,7 +59,7 @@ function install() {
     const [packed] = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], root))
     const tarball = join(dir, packed.filename)
 
-    const addon = join(root, `wgalloc.${target}.node`)
+    const addon = join(root, 'dist', `wgalloc.${target}.node`)
     if (!existsSync(addon)) throw new Error(`no built addon ${addon}: run \`npm run build:debug\` first`)
     const platformPkg = join(dir, `platform-${target}`)
     mkdirSync(platformPkg)
@@ -88,8 +87,13 @@ test('the tarball holds the entry points and their modules, and nothing else', (
   for (const f of files) {
     t.false(/^(__test__|src|crates|target|bench|npm|\.github|\.ci|artifacts)\//.test(f), `${f} must not be published`)
     t.false(/\.(node|rs|tgz)$|^(Cargo\.(toml|lock)|build\.rs|tsconfig\.json|package-lock\.json)$/.test(f), `${f} must not be published`)
-    t.false(f === 'js/cargo-test.cjs', 'a dev-only script')
+    t.false(/^(js|scripts)\//.test(f), `${f}: sources and build scripts are not published`)
   }
+  // one public type file: the bundled index.d.ts (the generated native declarations stay internal)
+  t.deepEqual(
+    files.filter((f) => f.endsWith('.d.ts')),
+    ['index.d.ts'],
+  )
   // everything package.json points at is inside
   const entries = [
     pkg.main,
@@ -100,8 +104,8 @@ test('the tarball holds the entry points and their modules, and nothing else', (
   for (const e of ['package.json', 'README.md', ...entries]) t.true(files.includes(posix.normalize(e)), `${e} missing from the tarball`)
   // every relative require/import in a published module resolves to a published file
   const published = new Set(files)
-  // (index.js, napi-rs's loader, only probes for optional per-platform files)
-  for (const f of files.filter((x) => /\.(c?js|mjs|d\.ts)$/.test(x) && x !== 'index.js')) {
+  // (dist/binding.js, napi-rs's loader, only probes for optional per-platform files)
+  for (const f of files.filter((x) => /\.(c?js|mjs|d\.ts)$/.test(x) && x !== 'dist/binding.js')) {
     const src = readFileSync(join(root, f), 'utf8')
     for (const [, spec] of src.matchAll(/(?:require\(|from |import\()\s*'(\.{1,2}\/[^']+)'/g)) {
       const p = posix.join(posix.dirname(f), spec)
@@ -113,7 +117,7 @@ test('the tarball holds the entry points and their modules, and nothing else', (
   t.deepEqual(Object.keys(manifest.dependencies ?? {}), [])
 })
 
-test('installing the tarball builds nothing; its prepare hook is inert there', (t) => {
+test('installing the tarball builds nothing: no build script or Rust source comes with it', (t) => {
   const { project, installMs } = install()
   t.log(`npm install of the tarball + platform package: ${installMs} ms`)
   const installed = join(project, 'node_modules', 'wgalloc')
@@ -126,13 +130,9 @@ test('installing the tarball builds nothing; its prepare hook is inert there', (
     lstatSync(join(project, 'node_modules', `wgalloc-${target}`)).isSymbolicLink() ||
       existsSync(join(project, 'node_modules', `wgalloc-${target}`, 'package.json')),
   )
-  if (win) return
-  // Run the installed copy's hook as npm would on a git/link install: it must not reach cargo or npm.
-  const shims = makeShims(mkdtempSync(join(tmpdir(), 'wgalloc-shims-')))
-  const r = runWithShims(join(installed, 'js', 'build-if-source.cjs'), shims, { npm_command: 'install' })
-  t.is(r.status, 0, r.stderr)
-  t.deepEqual(shims.calls(), [])
-  rmSync(dirname(shims.bin), { recursive: true, force: true })
+  // The compiled JS came in the tarball: nothing to build, and nothing that could build.
+  t.true(existsSync(join(installed, 'dist', 'index.js')))
+  t.false(existsSync(join(installed, 'scripts')))
 })
 
 test('require("wgalloc") loads the addon from the platform package and plans like this checkout', async (t) => {
@@ -153,7 +153,7 @@ w.planMemory(${JSON.stringify(records)}, { strategy: 'greedyBySize' }).then((pla
   )
   const out = JSON.parse(node(['consumer.cjs'], project))
   t.is(out.version, pkg.version)
-  t.deepEqual(out.exports, Object.keys(require('../js/index.cjs')).sort())
+  t.deepEqual(out.exports, Object.keys(require('..')).sort())
   t.is(out.addon.length, 1)
   t.true(out.addon[0].includes(`platform-${target}`), `loaded ${out.addon[0]}`)
   const here = await planMemory(records, { strategy: 'greedyBySize' })
@@ -199,6 +199,8 @@ export async function main(): Promise<number> {
   const plan: MemoryPlan = await planMemory([{ id: 'a', size: 4, first: 0, last: 1 }], { strategy: 'best' })
   // @ts-expect-error slabSize is a number: proves the types are real, not any
   const wrong: string = plan.slabSize
+  // @ts-expect-error a misspelled option value fails to compile
+  await Gpu.request({ powerPreference: 'fastest' })
   const code: WgallocErrorCode = 'BINARY_NOT_FOUND'
   try {
     gpu.createBuffer(-1)

@@ -215,7 +215,7 @@ test('a written plan keeps every constraint when planned again (toJSON, toJsonSt
   const input = join(dir, 'in.json')
   const out = join(dir, 'out.json')
   writeFileSync(input, JSON.stringify(records))
-  const cli = join(__dirname, '..', 'js', 'cli.cjs')
+  const cli = join(__dirname, '..', 'dist', 'cli.js')
   execFileSync(process.execPath, [cli, 'plan', input, '--time-limit', '100ms', '--alignment', '4', '--json', out])
   const fromCli = JSON.parse(readFileSync(out, 'utf8'))
   t.is(fromCli.records.find((r) => r.id === 'b').alignment, 64)

@@ -4,10 +4,10 @@ import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { planMemory, STRATEGIES, WgallocError } from '../js/index.mjs'
+import { planMemory, STRATEGIES, WgallocError } from '../dist/index.mjs'
 
 const bench = fileURLToPath(new URL('../bench/data/', import.meta.url))
-const cli = fileURLToPath(new URL('../js/cli.cjs', import.meta.url))
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url))
 const read = (p) => readFileSync(join(bench, p), 'utf8')
 
 /** Independent check: records live at the same time never share bytes; offsets aligned. */

@@ -8,8 +8,8 @@ const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { Gpu, Profiler, WgallocError } = require('../js/index.cjs')
-const { shapes, graph, weights } = require('../js/demo/model.cjs')
+const { Gpu, Profiler, WgallocError } = require('..')
+const { shapes, graph, weights } = require('../dist/demo/model.js')
 
 const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-prof-'))
 const demo = () => {
@@ -151,7 +151,7 @@ test('bad input: unknown modes, stop without start, nested start, unwritable exp
 
 test('WGALLOC_PROFILE: unknown flags name the valid ones; stats tables print at exit', async (t) => {
   const run = (env, code) => promisify(execFile)(process.execPath, ['-e', code], { env: { ...process.env, ...env } })
-  const script = `const { Gpu } = require(${JSON.stringify(join(__dirname, '..', 'js', 'index.cjs'))})
+  const script = `const { Gpu } = require(${JSON.stringify(join(__dirname, '..'))})
     Gpu.request().then(async (gpu) => {
       const b = gpu.heap.malloc(4096); await b.read(0, 16)
       try { console.log('ok', JSON.stringify(gpu.profiler.info.envFlags)); await gpu.profiler.flush() } catch (e) { console.log(e.code, e.message) }

@@ -7,7 +7,7 @@
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
 const { spawnSync } = require('node:child_process')
-const { Gpu, WgallocError, ERROR_CODES, planMemory } = require('../js/index.cjs')
+const { Gpu, WgallocError, ERROR_CODES, planMemory } = require('..')
 const { record, knob, MODE } = require('./reliability-report.cjs')
 const { runSuite } = require('./fuzz/spawn.cjs')
 
@@ -17,7 +17,7 @@ const CYCLES = knob('WGALLOC_STRESS_CYCLES', 50_000, 1_000_000)
 // Fuzzers: runs per property are multiplied by the scale and capped in time per property.
 const FUZZ_SCALE = knob('WGALLOC_FUZZ_SCALE', 1, 50)
 const FUZZ_TIME_MS = knob('WGALLOC_FUZZ_TIME_MS', 5_000, 120_000)
-const ENTRY = JSON.stringify(require.resolve('../js/index.cjs'))
+const ENTRY = JSON.stringify(require.resolve('..'))
 
 /** A worker: random heap / host / executor work on the shared device, every byte checked. */
 const WORKER = `
@@ -220,7 +220,7 @@ test('random misuse of the public API never kills the process; every error is ty
       [block, ['write', 'read', 'copyFrom', 'setShape', 'recordStream', 'free']],
       [gpu.host, ['alloc', 'beginAllocateToPool', 'endAllocateToPool', 'releasePool', 'configure']],
       [host, ['write', 'read', 'free']],
-      [gpu.createStream(), ['copy', 'copyBlocks', 'submit']],
+      [gpu.createStream(), ['copy', 'dispatch', 'submit']],
       [gpu, ['compile', 'runEager', 'upload', 'download']],
       [{ planMemory }, ['planMemory']],
     ]

@@ -1,5 +1,6 @@
-// Compile-only check of the public types (`npm run typecheck`).
-import { Gpu, WgallocError, type GpuInfo, type UploadBatchItem } from '../js/index.js'
+// Compile-only check of the public types (`npm run typecheck`), through the package's own
+// name as a consumer imports it: `wgalloc` resolves to the bundled top-level index.d.ts.
+import { Gpu, WgallocError, type GpuInfo, type UploadBatchItem } from 'wgalloc'
 
 async function main(): Promise<void> {
   const gpu: Gpu = await Gpu.request({ backends: ['vulkan'], signal: AbortSignal.timeout(5000) })
@@ -19,7 +20,7 @@ async function main(): Promise<void> {
 }
 void main
 
-import { planMemory, type HeapEvent } from '../js/index.js'
+import { planMemory, type HeapEvent } from 'wgalloc'
 async function heapAndPlan(gpu: Gpu): Promise<number> {
   const block = gpu.heap.malloc(1024, { usage: 'shared', shape: [16, 16] })
   const off = gpu.heap.on('FREED', (e: HeapEvent) => void e.size)
@@ -31,7 +32,7 @@ async function heapAndPlan(gpu: Gpu): Promise<number> {
 }
 void heapAndPlan
 
-import type { HostBlock, HostStats } from '../js/index.js'
+import type { HostBlock, HostStats } from 'wgalloc'
 async function hostCache(gpu: Gpu): Promise<number> {
   const host = gpu.host
   host.configure({ maxCachedBytes: 64 << 20, roundThreshold: 32 << 20, backgroundThread: false, zeroCopy: true, pipelineBytes: 4 << 20 })
@@ -65,7 +66,7 @@ async function hostCache(gpu: Gpu): Promise<number> {
 }
 void hostCache
 
-import type { Graph } from '../js/index.js'
+import type { Graph } from 'wgalloc'
 async function execTypes(gpu: Gpu): Promise<number> {
   const graph: Graph = {
     kernels: { k: { source: '@compute @workgroup_size(1) fn main() {}' } },
@@ -83,7 +84,7 @@ async function execTypes(gpu: Gpu): Promise<number> {
 }
 void execTypes
 
-import type { Profiler, ProfilerStats } from '../js/index.js'
+import type { Profiler, ProfilerStats } from 'wgalloc'
 async function profilerTypes(gpu: Gpu): Promise<number> {
   const p: Profiler = gpu.profiler
   const n: number = await p.profile(async () => 1, { mode: 'interval,event', waitUntilCompleted: false })
@@ -96,7 +97,7 @@ async function profilerTypes(gpu: Gpu): Promise<number> {
 }
 void profilerTypes
 
-import { CHANNELS, type DeviceChannelMessage, type HeapChannelMessage, type HostChannelMessage, type ProfilerChannelMessage } from '../js/index.js'
+import { CHANNELS, type DeviceChannelMessage, type HeapChannelMessage, type HostChannelMessage, type ProfilerChannelMessage } from 'wgalloc'
 import { subscribe } from 'node:diagnostics_channel'
 async function ergonomics(gpu: Gpu, graph: Graph): Promise<number> {
   const signal = AbortSignal.timeout(1000)
@@ -120,7 +121,7 @@ async function ergonomics(gpu: Gpu, graph: Graph): Promise<number> {
   return Number(flushed) + Object.keys(eager.outputs).length + (eager.observation?.toUsageRecords().length ?? 0)
 }
 void ergonomics
-import { renderHtml, detectKind, recordMemoryHistory, type ViewKind, type MemoryHistorySnapshot } from '../js/view/index.js'
+import { renderHtml, detectKind, recordMemoryHistory, type ViewKind, type MemoryHistorySnapshot } from 'wgalloc'
 function viewTypes(gpu: Gpu): string {
   const rec = recordMemoryHistory(gpu.heap)
   gpu.heap.malloc(256).free()
@@ -130,3 +131,51 @@ function viewTypes(gpu: Gpu): string {
   return renderHtml(snap, { title: `heap (${kind})` })
 }
 void viewTypes
+
+// Misspelled options, modes and codes fail to compile: each line below must be an error.
+import type { WgallocErrorCode } from 'wgalloc'
+async function misspelled(gpu: Gpu, graph: Graph): Promise<void> {
+  // @ts-expect-error unknown power preference
+  await Gpu.request({ powerPreference: 'fastest' })
+  // @ts-expect-error unknown backend
+  await Gpu.request({ backends: ['vulkn'] })
+  // @ts-expect-error unknown backend in enumerate
+  await Gpu.enumerate({ backends: ['opengl'] })
+  // @ts-expect-error unknown profiler mode
+  gpu.profiler.start({ mode: 'everything' })
+  // @ts-expect-error unknown workspace mode
+  await planMemory([], { workspace: 'huge' })
+  // @ts-expect-error unknown strategy
+  await planMemory([], { strategy: 'bestest' })
+  // @ts-expect-error unknown usage
+  gpu.heap.malloc(64, { usage: 'host' })
+  // @ts-expect-error unknown heap event
+  gpu.heap.on('FREE', () => {})
+  // @ts-expect-error unknown host direction
+  gpu.host.alloc(64, { direction: 'both' })
+  // @ts-expect-error unknown compile plan
+  await gpu.compile(graph, { plan: 'dynamic' })
+  const exe = await gpu.compile(graph)
+  // @ts-expect-error unknown output placement
+  await exe.run({}, { outputs: 'gpu' })
+  // @ts-expect-error unknown dtype
+  const t: Graph['tensors'][number] = { id: 'x', size: 4, dtype: 'f64' }
+  void t
+  // @ts-expect-error unknown error code
+  const code: WgallocErrorCode = 'OUT_OF_MEMROY'
+  void code
+  try {
+    gpu.heap.malloc(1 << 40)
+  } catch (e) {
+    if (e instanceof WgallocError) {
+      // @ts-expect-error comparing with a misspelled code: the types have no overlap
+      if (e.code === 'USE_AFTER_FRE') return
+    }
+    // WgallocError.is narrows: details is typed for OUT_OF_MEMORY
+    if (WgallocError.is(e, 'OUT_OF_MEMORY')) {
+      const largest: number | undefined = e.details?.largestFreeBlock
+      void largest
+    }
+  }
+}
+void misspelled

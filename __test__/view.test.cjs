@@ -11,14 +11,14 @@ const { tmpdir } = require('node:os')
 const { join, resolve } = require('node:path')
 const { pathToFileURL } = require('node:url')
 const { inflateSync } = require('node:zlib')
-const { Gpu, planMemory } = require('../js/index.cjs')
-const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('../js/view/index.cjs')
-const { shapes, graph, weights } = require('../js/demo/model.cjs')
+const { Gpu, planMemory } = require('..')
+const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('..')
+const { shapes, graph, weights } = require('../dist/demo/model.js')
 const { gpu } = require('./helpers.cjs')
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium'
 const BENCH = join(__dirname, '../bench/data')
-const CLI = resolve(__dirname, '..', 'js', 'cli.cjs')
+const CLI = resolve(__dirname, '..', 'dist', 'cli.js')
 const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
 
 // Browser tests run one at a time: concurrent screenshots in one headless
@@ -160,7 +160,7 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   // (Source and destination in different segments: wgpu refuses a copy within one buffer.)
   const pending = blocks[60]
   const stream = g.createStream()
-  stream.copyBlocks(pending, blocks[2], { size: 4096 })
+  stream.copy(pending, blocks[2], { size: 4096 })
   pending.free()
   const snapshot = JSON.parse(JSON.stringify(heap.snapshot()))
   await stream.submit().wait()
@@ -182,6 +182,37 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   const home = snapshot.find((s) => s.blocks.some((b) => b.blockId === pending.id)).pool
   t.is(pools.find((r) => r[0] === home)[4], '3 MiB', 'pending-free bytes of the pending block segment')
   for (const row of pools.filter((r) => r[0] !== home)) t.is(row[4], '0 B', row[0])
+  finish()
+})
+
+function loadEmbeddingTable(heap) {
+  return heap.malloc(900 << 10)
+}
+
+test.serial('memory snapshot with stacks: hovering a block shows where it was allocated', async (t) => {
+  const heap = (await ownGpu(t)).heap
+  heap.recordHistory()
+  const block = loadEmbeddingTable(heap)
+  const doc = JSON.parse(JSON.stringify(heap.memorySnapshot()))
+  heap.recordHistory(false)
+  block.free()
+  t.regex(doc.segments.flatMap((s) => s.blocks).find((b) => b.blockId === block.id).stack, /loadEmbeddingTable/)
+  const { page, finish } = await open(t, renderHtml(doc), 'stacks')
+  // The segment map is the last canvas; the one block fills most of its segment's row.
+  const canvases = await page.$$('section canvas')
+  const box = await canvases.at(-1).boundingBox()
+  let text = null
+  // The block's place in its segment's row depends on the segment policy: sweep the rows.
+  for (let y = box.y + 4; y < box.y + Math.min(box.height, 240) && text === null; y += 6) {
+    for (let x = 0.02; x < 1 && text === null; x += 0.04) {
+      await page.mouse.move(box.x + box.width * x, y)
+      const shown = await page.$eval('#tip', (e) => (e.hidden ? null : e.textContent))
+      if (shown?.includes('allocated at')) text = shown
+    }
+  }
+  t.truthy(text, 'no tooltip with a stack over the segment map')
+  t.regex(text ?? '', /allocated at.*loadEmbeddingTable/s)
+  t.regex(text ?? '', /view\.test\.cjs/)
   finish()
 })
 

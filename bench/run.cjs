@@ -5,8 +5,8 @@
 const { readdirSync, writeFileSync } = require('node:fs')
 const { join } = require('node:path')
 const os = require('node:os')
-const { Gpu } = require('../js/index.cjs')
-const { table } = require('../js/cli/table.cjs')
+const { Gpu } = require('..')
+const { table } = require('../dist/cli/table.js')
 
 function loadSuites() {
   const dir = join(__dirname, 'suites')

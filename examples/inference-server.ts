@@ -11,7 +11,8 @@
 //
 // Routes: POST /infer {"input": [[...inputs numbers], ... up to --batch rows]} ->
 // {"output": [[...class probabilities]], "argmax": [...], "worker": i};
-// GET /stats; GET /healthz.
+// GET /stats; GET /metrics (Prometheus text: wgalloc's heap, host cache and profiler metrics);
+// GET /healthz.
 // Options: --port 8080 --host 127.0.0.1 --workers (cores, at most 4) --batch 8 --inputs 64 --hidden 256
 // --classes 16 --device-per-worker --seed 1; load test: --load-test --requests 400
 // --concurrency 16 --warmup 32 --json
@@ -21,7 +22,9 @@ import { join } from 'node:path'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
+import { Registry } from 'prom-client'
 import { Gpu, type Weights } from 'wgalloc'
+import { registerMetrics } from 'wgalloc/metrics'
 import { formatBytes, intOption, runMain } from './lib/cli'
 import { classifierGraph, classifierWeights, type ClassifierShape } from './lib/classifier'
 import type { ClientConfig, ClientReport, FromClient } from './lib/load-client'
@@ -97,11 +100,20 @@ interface Service {
   served: number
   /** Called after each /infer reply (the load test samples memory from it). */
   onServed?: () => void
+  /** Prometheus metrics of the shared device (none with a device per worker). */
+  metrics?: Registry
 }
 
 async function route(svc: Service, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const path = (req.url ?? '/').split('?')[0]
   if (path === '/healthz' && req.method === 'GET') return send(res, 200, { ok: true })
+  if (path === '/metrics' && req.method === 'GET') {
+    if (!svc.metrics) throw new HttpError(404, 'NOT_FOUND', 'metrics need the shared device (not --device-per-worker)')
+    const text = await svc.metrics.metrics()
+    res.writeHead(200, { 'content-type': svc.metrics.contentType, 'content-length': Buffer.byteLength(text) })
+    res.end(text)
+    return
+  }
   if (path === '/stats' && req.method === 'GET') {
     const workers = await svc.pool.stats()
     return send(res, 200, {
@@ -263,7 +275,13 @@ async function main(): Promise<void> {
         : workerStats[0].device
       return { rss, native: rss - js.heapTotal, ...js, ...device }
     }
-    const svc: Service = { shape, pool, memory, served: 0 }
+    // Metrics of the shared device, read from its heap, host cache and profiler at scrape time.
+    let metrics: Registry | undefined
+    if (gpu) {
+      metrics = new Registry()
+      registerMetrics({ main: gpu }, { registry: metrics })
+    }
+    const svc: Service = { shape, pool, memory, served: 0, metrics }
     const adapter = gpu?.info.adapterName ?? 'one device per worker'
     log(
       `device: ${adapter}; ${workers} workers ${perWorker ? 'with a device each' : 'sharing it (shareHandle / attach)'}; MLP ${shape.inputs}-${shape.hidden}-${shape.hidden}-${shape.classes}, batch ${shape.batch}`,
@@ -284,7 +302,7 @@ async function main(): Promise<void> {
     const bound = typeof address === 'object' && address ? address.port : port
 
     if (!values['load-test']) {
-      log(`listening on http://${values.host}:${bound} (POST /infer, GET /stats, GET /healthz); Ctrl-C stops`)
+      log(`listening on http://${values.host}:${bound} (POST /infer, GET /stats, GET /metrics, GET /healthz); Ctrl-C stops`)
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve)
         process.once('SIGTERM', resolve)

@@ -4,7 +4,16 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, PoolKind};
+use wgalloc_core::heap::{self as core_heap, HeapEventKind, PoolKind};
+
+/// Event kinds by the index `takeEventNumbers` reports.
+const EVENT_KINDS: [HeapEventKind; 5] = [
+    HeapEventKind::Allocated,
+    HeapEventKind::Recycled,
+    HeapEventKind::Freed,
+    HeapEventKind::Released,
+    HeapEventKind::AllocationFailed,
+];
 
 use crate::block_table::Slot;
 use crate::error::{coded, to_u64, IntoNapi};
@@ -386,6 +395,25 @@ impl Heap {
     #[napi]
     pub fn set_event_recording(&self, events: bool, logs: bool) {
         self.inner.set_event_recording(events, logs)
+    }
+
+    /// Events recorded since the last call as five numbers each: kind (in `ALLOCATED`,
+    /// `RECYCLED`, `FREED`, `RELEASED`, `ALLOCATION_FAILED` order), block id (-1 for none),
+    /// segment id (-1 for none), size, and pool (as `heapPoolNames()` lists them). One typed array
+    /// instead of an object per event: the memory history reads these on every malloc and free.
+    /// Log lines recorded meanwhile are dropped (the facade uses `takeEvents` while a logger is set).
+    #[napi(skip_typescript)]
+    pub fn take_event_numbers(&self) -> Float64Array {
+        let (events, _logs) = self.inner.take_events();
+        let mut out = Vec::with_capacity(events.len() * 5);
+        for e in events {
+            out.push(EVENT_KINDS.iter().position(|k| *k == e.kind).unwrap_or(0) as f64);
+            out.push(e.block_id.map_or(-1.0, |b| b as f64));
+            out.push(e.segment_id.map_or(-1.0, f64::from));
+            out.push(e.size as f64);
+            out.push(e.pool.index() as f64);
+        }
+        Float64Array::new(out)
     }
 
     /// Events and log lines recorded since the last call (the facade delivers them).

@@ -5,7 +5,7 @@
 // next calls go on. Every call must return, or throw a typed error (or pass through
 // the error a hostile argument threw); no call may hang; after each sequence the
 // allocators are back to exactly where they were.
-const { planMemory } = require('../../js/index.cjs')
+const { planMemory } = require('../..')
 const { args: argsArb, recipe, build, show } = require('./values.cjs')
 const { describe, settle, note, fault, problem } = require('./outcome.cjs')
 const { openWorld, fixtures, endRun } = require('./world.cjs')

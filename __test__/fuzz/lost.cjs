@@ -4,7 +4,7 @@
 // random step; the sequence then goes on. Every promise must settle (no waiter left
 // hanging), every call must return or fail typed, and once the device is gone every
 // call that needs it fails with DEVICE_LOST.
-const { WgallocError } = require('../../js/index.cjs')
+const { WgallocError } = require('../..')
 const { describe, settle, note, fault } = require('./outcome.cjs')
 const { openDevice, GRAPH } = require('./world.cjs')
 const KNOWN = require('./known.cjs')

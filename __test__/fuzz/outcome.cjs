@@ -1,6 +1,6 @@
 'use strict'
 // What a fuzzed call may end in, and the counters every suite keeps.
-const { WgallocError, ERROR_CODES } = require('../../js/index.cjs')
+const { WgallocError, ERROR_CODES } = require('../..')
 const { Hostile } = require('./values.cjs')
 const KNOWN = require('./known.cjs')
 

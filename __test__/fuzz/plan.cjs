@@ -4,7 +4,7 @@
 // the same records mutated into malformed ones (every refusal typed; anything accepted
 // must still be a correct plan of what was given), random and malformed graphs and CSV,
 // hostile options, aborts mid-search. Pure CPU: no device.
-const { planMemory, STRATEGIES } = require('../../js/index.cjs')
+const { planMemory, STRATEGIES } = require('../..')
 const { recipe, build, show, Hostile } = require('./values.cjs')
 const { describe, settle, note, fault, problem } = require('./outcome.cjs')
 

@@ -3,7 +3,7 @@
 // the end-of-run check that everything went back: after freeing what the run left,
 // the heap's active blocks and bytes and the host cache's active requests and bytes
 // are exactly what they were before the run.
-const { Gpu, DeviceBlock, HostBlock, GpuBuffer, Executor, Stream, Weights, ShapeExecutor, planMemory } = require('../../js/index.cjs')
+const { Gpu, DeviceBlock, HostBlock, GpuBuffer, Executor, Stream, Weights, ShapeExecutor, planMemory } = require('../..')
 
 const BUDGET = 256 * 2 ** 20 // bounds what a fuzzed malloc can take
 const COPY_KERNEL =

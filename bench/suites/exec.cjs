@@ -4,7 +4,7 @@
 // planned vs eager run time (median of 20), all in one run.
 const { readFileSync, readdirSync, existsSync } = require('node:fs')
 const { join } = require('node:path')
-const { checkGraph } = require('../../js/check.cjs')
+const { checkGraph } = require('../../dist/check.js')
 
 const MODELS = join(__dirname, '../data/models')
 

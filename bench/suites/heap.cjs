@@ -4,8 +4,8 @@
 // policy and two simple policies (simulated on the same events).
 const { readFileSync, readdirSync, existsSync } = require('node:fs')
 const { join } = require('node:path')
-const { replayHeap } = require('../../js/replay.cjs')
-const { Gpu } = require('../../js/index.cjs')
+const { replayHeap } = require('../../dist/replay.js')
+const { Gpu } = require('../..')
 
 const TRACES = join(__dirname, '../data/traces')
 const SIZES = [256, 4096, 65536, 1 << 20]
@@ -34,6 +34,31 @@ module.exports = [
         baseline: { value: base, unit: 'ns/round trip', what: 'createBuffer+destroy' },
         ratio: base / ours,
         ratioMeaning: 'speed-up over driver allocation (higher is better; target >= 50)',
+      }
+    },
+  },
+  {
+    name: 'heap-history',
+    description: 'cost per cached malloc + free of heap.recordHistory, with and without JS stacks, over the same loop with history off',
+    async run({ gpu, timeIt }) {
+      const heap = gpu.heap
+      const n = 20000
+      const loop = () => {
+        for (let i = 0; i < n; i++) heap.malloc(SIZES[i & 3]).free()
+      }
+      const perOp = (ms) => (ms / n) * 1e6
+      const off = perOp(await timeIt(loop))
+      heap.recordHistory({ stacks: false, maxEntries: 4 * n })
+      const noStacks = perOp(await timeIt(loop))
+      heap.recordHistory({ stacks: true, maxEntries: 4 * n })
+      const stacks = perOp(await timeIt(loop))
+      heap.recordHistory(false)
+      return {
+        measured: { value: stacks - off, unit: 'ns added per alloc+free, with stacks' },
+        baseline: { value: off, unit: 'ns/round trip', what: 'history off' },
+        ratio: stacks / off,
+        ratioMeaning: 'round trip with stacks vs history off (targets: +2 us with stacks, +200 ns without)',
+        withoutStacks: { addedNs: noStacks - off, ratio: noStacks / off },
       }
     },
   },

@@ -5,7 +5,7 @@
 // so runs on a loaded machine can be compared.
 const { readFileSync, existsSync } = require('node:fs')
 const { join } = require('node:path')
-const { planMemory } = require('../../js/index.cjs')
+const { planMemory } = require('../..')
 
 const BENCH = join(__dirname, '../data')
 const BUDGET_MS = Number(process.env.WGALLOC_BENCH_PLAN_MS ?? 10_000)

@@ -2,7 +2,7 @@
 // Profiler benchmarks: what profiling costs (executor runs of the demo graph, and a
 // loop of small dispatch-sized copies, off vs stats-only vs traced), and whether GPU
 // copy time reported by timestamps scales linearly with bytes.
-const { shapes, graph, weights } = require('../../js/demo/model.cjs')
+const { shapes, graph, weights } = require('../../dist/demo/model.js')
 
 /** Least-squares fit y = a + b x and its R^2. */
 function linearFit(xs, ys) {

@@ -289,7 +289,7 @@ const V = (() => {
   }
 
   /** Horizontal axis with grid lines from `top` to `y`. */
-  function axisX(ctx, { x0, x1, y, top, lo, hi, format, binary, labelEvery = 90 }) {
+  function axisX(ctx, { x0, x1, y, top, lo, hi, format, binary = false, labelEvery = 90 }) {
     const t = theme()
     ctx.save()
     ctx.font = '11px system-ui, sans-serif'
@@ -310,7 +310,7 @@ const V = (() => {
     ctx.restore()
   }
   /** Vertical axis at x0 with grid lines to x1. */
-  function axisY(ctx, { x0, x1, y0, y1, lo, hi, format, binary }) {
+  function axisY(ctx, { x0, x1, y0, y1, lo, hi, format, binary = false }) {
     const t = theme()
     ctx.save()
     ctx.font = '11px system-ui, sans-serif'

@@ -18,6 +18,9 @@
     if (D.mode !== 'snapshot') rows.push(['lifetime', `steps ${V.int(B.start[k])} to ${V.int(B.end[k])} (${V.int(B.end[k] - B.start[k])} steps)`])
     if (B.state[k] === 1) rows.push(['state', 'pending free (GPU work outstanding)'])
     if (step != null) rows.push(['at step', V.int(step)])
+    // The JS stack of the block's malloc (heap.recordHistory with stacks), first frames.
+    const stack = B.stack && B.stack[k] >= 0 ? D.stacks[B.stack[k]] : null
+    if (stack) rows.push(['allocated at', stack.split('\n').slice(0, 6).join('\n')])
     return rows
   }
 
@@ -132,7 +135,7 @@
     return out
   }
 
-  let selectStep = () => {}
+  let selectStep = (_step) => {}
 
   function timeline() {
     const sec = V.section(

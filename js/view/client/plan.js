@@ -179,7 +179,7 @@
   V.onResize(draw)
   draw()
   // For tools and tests: where a buffer is drawn, in viewport coordinates.
-  window.wgallocView = {
+  const wgallocView = {
     pointOf(id) {
       const i = R.id.indexOf(String(id))
       if (i < 0 || !geom) return null
@@ -187,5 +187,6 @@
       return { x: r.left + (geom.xs(R.first[i]) + geom.xs(R.last[i] + 1)) / 2, y: r.top + (geom.ys(R.offset[i]) + geom.ys(R.offset[i] + R.size[i])) / 2 }
     },
   }
+  Object.assign(window, { wgallocView })
   V.done(counts)
 })()

@@ -1,0 +1,150 @@
+'use strict'
+// Memory history with JS stacks (heap.recordHistory), memory snapshots that carry them, and
+// the leak report, in process and at exit (WGALLOC_LEAK_REPORT).
+const test = require('ava')
+const { spawnSync } = require('node:child_process')
+const { mkdtempSync, readdirSync, readFileSync, rmSync } = require('node:fs')
+const { tmpdir } = require('node:os')
+const { join } = require('node:path')
+const { Gpu, MAX_HISTORY_ENTRIES } = require('..')
+
+const ENTRY = JSON.stringify(require.resolve('..'))
+
+function allocateForTenantA(heap, size) {
+  return heap.malloc(size)
+}
+function allocateForTenantB(heap, size) {
+  return heap.malloc(size)
+}
+
+test('the history records allocations with their JS stacks; the snapshot carries them', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const before = heap.malloc(256) // exists before recording: seeded, without a stack
+  heap.recordHistory({ maxEntries: 1000 })
+  t.true(heap.recordingHistory)
+  const a = allocateForTenantA(heap, 4096)
+  const b = allocateForTenantB(heap, 8192)
+  b.free()
+  const snap = heap.memorySnapshot()
+  t.is(snap.format, 'wgalloc-memory-history')
+  const blocks = snap.segments.flatMap((s) => s.blocks)
+  const blockA = blocks.find((x) => x.blockId === a.id)
+  t.regex(blockA.stack, /allocateForTenantA/)
+  t.regex(blockA.stack, /history\.test\.cjs/)
+  t.notRegex(blockA.stack, /dist[\\/]heap\.js/, 'wgalloc frames are trimmed')
+  t.is(blocks.find((x) => x.blockId === before.id).stack, undefined)
+  const actions = snap.history.map((e) => [e.action, e.blockId])
+  t.deepEqual(
+    actions.filter(([, id]) => id === a.id || id === b.id),
+    [
+      ['alloc', a.id],
+      ['alloc', b.id],
+      ['free', b.id],
+    ],
+  )
+  const allocA = snap.history.find((e) => e.action === 'alloc' && e.blockId === a.id)
+  t.is(allocA.offset, a.offset)
+  t.regex(allocA.stack, /allocateForTenantA/)
+  t.true(snap.history.some((e) => e.action === 'segment_alloc'))
+  // Stopping returns malloc and free to their fast path; the report then has no stacks.
+  heap.recordHistory(false)
+  t.false(heap.recordingHistory)
+  t.deepEqual(heap.memorySnapshot().history, [])
+  a.free()
+  before.free()
+  gpu.destroy()
+})
+
+test('the ring keeps the newest maxEntries events; bad limits are INVALID_ARGUMENT, huge ones capped', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  heap.recordHistory({ maxEntries: 10, stacks: false })
+  const ids = []
+  for (let i = 0; i < 50; i++) {
+    const b = heap.malloc(64)
+    ids.push(b.id)
+    b.free()
+  }
+  const history = heap.memorySnapshot().history
+  t.is(history.length, 10)
+  t.is(history.at(-1).action, 'free')
+  t.is(history.at(-1).blockId, ids.at(-1))
+  t.is(
+    history.find((e) => e.stack !== undefined),
+    undefined,
+    'stacks: false records none',
+  )
+  for (const maxEntries of [0, -1, 1.5, Number.NaN, '10', 2 ** 53]) {
+    t.throws(() => heap.recordHistory({ maxEntries }), { code: 'INVALID_ARGUMENT' }, String(maxEntries))
+  }
+  t.throws(() => heap.recordHistory({ stacks: 'yes' }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.recordHistory(5), { code: 'INVALID_ARGUMENT' })
+  t.is(MAX_HISTORY_ENTRIES, 10_000_000)
+  heap.recordHistory({ maxEntries: 2 ** 40 }) // capped, not allocated up front
+  t.true(heap.recordingHistory)
+  heap.recordHistory(false)
+  gpu.destroy()
+})
+
+test('the leak report groups unfreed blocks by stack, and counts blocks the GC reclaimed', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  heap.recordHistory()
+  const kept = []
+  for (let i = 0; i < 2; i++) kept.push(allocateForTenantA(heap, 1024)) // one call site: one group
+  kept.push(allocateForTenantB(heap, 4096))
+  allocateForTenantA(heap, 1024).free()
+  ;(() => {
+    allocateForTenantB(heap, 65536) // dropped without free()
+  })()
+  for (let i = 0; i < 20 && heap.leakReport().groups.every((g) => g.reclaimed === 0); i++) {
+    global.gc()
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  const report = heap.leakReport()
+  const a = report.groups.find((g) => /allocateForTenantA/.test(g.stack))
+  const b = report.groups.filter((g) => /allocateForTenantB/.test(g.stack))
+  t.like(a, { count: 2, bytes: 2048, reclaimed: 0 })
+  t.is(
+    b.reduce((n, g) => n + g.count, 0),
+    2,
+  )
+  t.is(
+    b.reduce((n, g) => n + g.reclaimed, 0),
+    1,
+    'the block dropped without free() is a leak',
+  )
+  t.is(report.count, 4)
+  t.is(report.bytes, 2048 + 4096 + 65536)
+  t.is(report.groups[0].bytes, Math.max(...report.groups.map((g) => g.bytes)), 'most bytes first')
+  for (const blk of kept) blk.free()
+  t.is(heap.leakReport().count, 1, 'only the reclaimed block is left')
+  heap.recordHistory(false)
+  t.like(heap.leakReport(), { count: 0, bytes: 0 })
+  gpu.destroy()
+})
+
+test('WGALLOC_LEAK_REPORT prints unfreed blocks with their stacks at exit, and writes a report to a folder', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-leaks-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const script = `
+    const { Gpu } = require(${ENTRY})
+    function loadModelWeights(gpu) { return gpu.heap.malloc(1 << 20) }
+    Gpu.request().then((gpu) => { globalThis.keep = loadModelWeights(gpu); gpu.heap.malloc(64).free() })`
+  for (const value of ['1', dir]) {
+    const r = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, WGALLOC_LEAK_REPORT: value }, encoding: 'utf8' })
+    t.is(r.status, 0, r.stderr)
+    t.regex(r.stderr, /1 block\(s\), 1048576 bytes never freed/)
+    t.regex(r.stderr, /loadModelWeights/)
+  }
+  const [file] = readdirSync(dir)
+  const written = JSON.parse(readFileSync(join(dir, file), 'utf8'))
+  t.is(written.kind, 'wgalloc-leaks')
+  t.is(written.report.count, 1)
+  t.regex(written.report.groups[0].stack, /loadModelWeights/)
+  t.is(written.snapshot.format, 'wgalloc-memory-history')
+  // Unset: nothing is printed.
+  const quiet = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, WGALLOC_LEAK_REPORT: '' }, encoding: 'utf8' })
+  t.is(quiet.stderr, '')
+})

@@ -1,0 +1,69 @@
+// Tensor data in: any typed array, DataView or ArrayBuffer, seen as its bytes (no copy).
+import { WgallocError, messageOf } from './errors.js'
+
+/** Tensor bytes: any typed array, DataView or ArrayBuffer. */
+export type TensorData = ArrayBufferView | ArrayBuffer
+
+/** A typed-array class, for reads that return one (`{ as: Float32Array }`). */
+export type TypedArrayClass =
+  | Uint8ArrayConstructor
+  | Int8ArrayConstructor
+  | Uint16ArrayConstructor
+  | Int16ArrayConstructor
+  | Uint32ArrayConstructor
+  | Int32ArrayConstructor
+  | Float32ArrayConstructor
+  | Float64ArrayConstructor
+  | BigInt64ArrayConstructor
+  | BigUint64ArrayConstructor
+
+/** The bytes of `value` as a Uint8Array over the same memory; INVALID_ARGUMENT naming `what` otherwise. */
+export function bytesOf(value: unknown, what: string): Uint8Array {
+  // Non-empty: a view of a transferred (detached) buffer has length 0 and must be refused below.
+  if (value instanceof Uint8Array && value.byteLength > 0) return value
+  try {
+    if (value instanceof ArrayBuffer || value instanceof SharedArrayBuffer) return new Uint8Array(value)
+    if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+  } catch (err) {
+    // A view of a transferred (detached) buffer cannot be read.
+    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${messageOf(err)}`, { cause: err })
+  }
+  throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
+}
+
+const TYPED: unknown[] = [
+  Uint8Array,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+  Uint8ClampedArray,
+]
+const float16 = (globalThis as { Float16Array?: unknown }).Float16Array
+if (typeof float16 === 'function') TYPED.push(float16)
+
+/** Checks a read's `as` option: undefined (bytes) or a typed-array class. */
+export function checkAs(as: unknown, what: string): asserts as is TypedArrayClass | undefined {
+  if (as !== undefined && !TYPED.includes(as)) {
+    throw new WgallocError(
+      'INVALID_ARGUMENT',
+      `${what}: as must be a typed-array class such as Float32Array, got ${typeof as === 'function' ? as.name : typeof as}`,
+    )
+  }
+}
+
+/** `bytes` as an `as` array: a view where aligned, else an aligned copy; the length must be whole elements. */
+export function asTyped<T extends TypedArrayClass>(bytes: Uint8Array, as: T | undefined, what: string): InstanceType<T> | Uint8Array {
+  if (as === undefined || as === Uint8Array) return bytes
+  const size = as.BYTES_PER_ELEMENT
+  if (bytes.byteLength % size !== 0) {
+    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${bytes.byteLength} bytes is not a whole number of ${as.name} elements (${size} bytes each)`)
+  }
+  const aligned = bytes.byteOffset % size === 0 ? bytes : Uint8Array.prototype.slice.call(bytes)
+  return new as(aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / size) as InstanceType<T>
+}

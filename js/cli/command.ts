@@ -1,0 +1,35 @@
+// What every CLI command shares: its arguments parsed with its own options and usage.
+import { type ParseArgsConfig, parseArgs } from 'node:util'
+
+/** A command's options (node:util parseArgs form). */
+export type Options = NonNullable<ParseArgsConfig['options']>
+
+/** Parsed option values: strings, booleans, or string lists. */
+export type Values = Record<string, string | boolean | string[] | undefined>
+
+/** What `parseCommand` returns: the values and files, or the exit code once it printed the usage. */
+export type Parsed = { values: Values; positionals: string[]; exit?: undefined } | { exit: number; values?: undefined; positionals?: undefined }
+
+/**
+ * Parses a command's arguments: its `options` plus `--help`, and exactly `files` positional
+ * file names (0 or 1). Returns `{ values, positionals }`, or `{ exit }` once it printed the
+ * command's usage: 0 for `--help`, 2 for a wrong number of files.
+ */
+export function parseCommand(argv: string[], { options, usage, files = 0 }: { options: Options; usage: string; files?: number }): Parsed {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: files > 0,
+    options: { ...options, help: { type: 'boolean', short: 'h', default: false } },
+  })
+  if (values.help || positionals.length !== files) {
+    console.log(usage)
+    return { exit: values.help ? 0 : 2 }
+  }
+  return { values: values as Values, positionals }
+}
+
+/** A string option's value. */
+export const str = (values: Values, name: string): string | undefined => values[name] as string | undefined
+
+/** A CLI command: resolves with the exit code. */
+export type Command = (argv: string[]) => Promise<number>

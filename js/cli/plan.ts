@@ -1,0 +1,96 @@
+// `wgalloc plan <file.json|file.csv> [--strategy s|all] [--time-limit 10s] [--alignment N]
+//   [--svg out.svg] [--json [out.json]]`
+import type { PlanProgress } from '../binding.js'
+import { WgallocError } from '../errors.js'
+import { readInputFile, writeOutputFile } from '../input-file.js'
+import { type MemoryPlan, STRATEGIES, type Strategy, planMemory } from '../plan.js'
+import { parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
+
+const USAGE = 'usage: wgalloc plan <file.json|file.csv> [--strategy NAME|all] [--time-limit 10s] [--alignment N] [--svg out.svg] [--json [out.json]]'
+
+function parseDuration(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(String(text).trim())
+  if (!m) throw new WgallocError('INVALID_ARGUMENT', `--time-limit: cannot read '${text}' (use e.g. 500ms, 10s, 2m)`)
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60000 }
+  return Math.round(Number(m[1]) * unit[m[2] ?? 's'])
+}
+
+/** `--json` takes an optional file name: the next argument when it ends in .json. */
+function splitJsonFlag(argv: string[]): { args: string[]; json: boolean; jsonFile: string | null } {
+  const args = [...argv]
+  const i = args.indexOf('--json')
+  if (i < 0) return { args, json: false, jsonFile: null }
+  const next = args[i + 1]
+  // Only when another file (the input) is also named, so `plan --json g.json` still reads g.json.
+  const files = args.filter((a) => /\.(json|csv)$/.test(a))
+  const jsonFile = next?.endsWith('.json') && files.length > 1 ? next : null
+  args.splice(i, jsonFile ? 2 : 1)
+  return { args, json: true, jsonFile }
+}
+
+function progressBar(strategy: string): ((p: PlanProgress) => void) | undefined {
+  if (!process.stderr.isTTY) return undefined
+  return (p) => {
+    const ratio = p.best / p.lowerBound
+    process.stderr.write(`\r${strategy}: best ${p.best} / lower bound ${p.lowerBound} (${ratio.toFixed(4)}) after ${(p.elapsedMs / 1000).toFixed(1)} s   `)
+  }
+}
+
+export default async function plan(argv: string[]): Promise<number> {
+  const { args, json, jsonFile } = splitJsonFlag(argv)
+  const { values, positionals, exit } = parseCommand(args, {
+    usage: USAGE,
+    files: 1,
+    options: {
+      strategy: { type: 'string', default: 'best' },
+      'time-limit': { type: 'string', default: '10s' },
+      alignment: { type: 'string', default: '1' },
+      svg: { type: 'string' },
+    },
+  })
+  if (exit !== undefined) return exit
+  const file = positionals[0]
+  // The text itself: the planner reads JSON exactly (integers past 2^53 included).
+  const input = readInputFile(file)
+  const strategy = str(values, 'strategy') ?? 'best'
+  const strategies = strategy === 'all' ? STRATEGIES : [strategy as Strategy]
+  const timeLimitMs = parseDuration(str(values, 'time-limit') ?? '10s')
+  const alignment = Number(values.alignment)
+  const plans: MemoryPlan[] = []
+  for (const s of strategies) {
+    const bar = progressBar(s)
+    // Input errors name the file, as in every command.
+    const p = await planMemory(input, { strategy: s, timeLimitMs, alignment, onProgress: bar }).catch((err: unknown) => {
+      if (WgallocError.is(err, 'PARSE_ERROR') && !err.message.includes(file)) throw new WgallocError('PARSE_ERROR', `${file}: ${err.message}`, { cause: err })
+      throw err
+    })
+    if (bar) process.stderr.write('\n')
+    plans.push(p)
+  }
+  const rows = plans.map((p) => ({
+    strategy: p.strategy,
+    method: p.method,
+    slabSize: p.slabSize,
+    lowerBound: p.lowerBound,
+    ratio: p.ratio,
+    optimal: p.optimal,
+    timeMs: p.timeMs,
+  }))
+  const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
+  if (json && !jsonFile) {
+    for (const r of rows) console.log(JSON.stringify(r))
+  } else {
+    console.log(
+      table(
+        ['strategy', 'slab', 'lower bound', 'ratio', 'optimal', 'time ms', 'method'],
+        rows.map((r) => [r.strategy, r.slabSize, r.lowerBound, Number(r.ratio.toFixed(4)), r.optimal ? 'yes' : 'no', Number(r.timeMs.toFixed(1)), r.method]),
+      ),
+    )
+    console.log(`\nsmallest slab: ${bytes(best.slabSize)} (${best.strategy}), lower bound ${bytes(best.lowerBound)}`)
+  }
+  if (jsonFile) writeOutputFile(jsonFile, `${JSON.stringify(plans.length === 1 ? best.toJSON() : plans.map((p) => p.toJSON()), null, 2)}\n`, 'plan')
+  const svg = str(values, 'svg')
+  if (svg) writeOutputFile(svg, best.toSVG(), 'plan picture')
+  return 0
+}

@@ -1,0 +1,74 @@
+// `wgalloc replay <trace.json> [--json] [--simulate [--alignment N]]`: fragmentation and driver
+// calls of an eager allocation trace through the heap, beside PyTorch's CUDA caching allocator
+// policy and two simple policies simulated on the same events. `--simulate` runs the heap's
+// policy on host storage (no GPU); without it the heap runs on the device. `--snapshot out.json`
+// also saves the heap's recorded history (for `wgalloc view`).
+import { WgallocError } from '../errors.js'
+import { Gpu } from '../gpu.js'
+import { readInputFile, writeOutputFile } from '../input-file.js'
+import { type ReplayFigures, type Trace, replayHeap, simulate } from '../replay.js'
+import { replayHistory } from '../view/history.js'
+import { parseCommand, str } from './command.js'
+import { bytes, table } from './table.js'
+
+const USAGE =
+  'usage: wgalloc replay <trace.json> [--json] [--simulate [--alignment N]] [--snapshot out.json]   (format: bench/data/traces, events of { op: "alloc"|"free", id, size })\n' +
+  '  --simulate     run the heap policy on host storage, no GPU (a device with N-byte offset alignment, default 256)'
+
+export default async function replay(argv: string[]): Promise<number> {
+  const { values, positionals, exit } = parseCommand(argv, {
+    usage: USAGE,
+    files: 1,
+    options: {
+      json: { type: 'boolean', default: false },
+      simulate: { type: 'boolean', default: false },
+      alignment: { type: 'string' },
+      snapshot: { type: 'string' },
+    },
+  })
+  if (exit !== undefined) return exit
+  const snapshot = str(values, 'snapshot')
+  if (values.simulate && snapshot) throw new WgallocError('INVALID_ARGUMENT', '--snapshot records the device heap; leave out --simulate')
+  const alignmentText = str(values, 'alignment')
+  if (alignmentText !== undefined && !values.simulate) throw new WgallocError('INVALID_ARGUMENT', '--alignment applies to --simulate (the device has its own)')
+  const alignment = alignmentText === undefined ? undefined : Number(alignmentText)
+  const file = positionals[0]
+  // The text goes to the Rust checker as written (bad JSON is a PARSE_ERROR naming the file).
+  const text = readInputFile(file)
+  let trace: Trace
+  try {
+    trace = JSON.parse(text)
+  } catch (err) {
+    throw new WgallocError('PARSE_ERROR', `${file} is not valid JSON: ${(err as Error).message}`, { cause: err })
+  }
+  let ours: ReplayFigures
+  let history: unknown
+  if (values.simulate) {
+    ours = simulate(text, alignment === undefined ? undefined : { alignment })
+  } else {
+    const gpu = await Gpu.request()
+    try {
+      ours = replayHeap(gpu.heap, trace)
+      // A second pass records every block's segment and offset: a snapshot with history.
+      if (snapshot) history = replayHistory(gpu.heap, trace)
+    } finally {
+      gpu.destroy()
+    }
+  }
+  if (snapshot) writeOutputFile(snapshot, `${JSON.stringify(history)}\n`, 'memory history', values.json === true)
+  if (values.json) {
+    console.log(JSON.stringify(ours))
+    return 0
+  }
+  const rows = [ours, ...ours.baselines].map((f) => [
+    f === ours && ours.simulated ? `${f.policy} (simulated)` : f.policy,
+    bytes(f.peakReservedBytes),
+    bytes(f.peakLiveBytes),
+    Number(f.fragmentation.toFixed(3)),
+    f.driverAllocations,
+    Number(f.driverAllocationsPer1000Requests.toFixed(1)),
+  ])
+  console.log(`${file}: ${ours.events} events, ${trace.requests ?? 1} requests\n`)
+  console.log(table(['policy', 'peak reserved', 'peak live', 'reserved/live', 'driver allocs', 'per 1000 requests'], rows))
+  return 0
+}

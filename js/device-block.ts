@@ -1,0 +1,284 @@
+// `DeviceBlock`: a block's id in its heap's native table plus the fields malloc reported. A
+// napi object per block, and napi-rs's per-call borrow registry, cost several times the
+// allocator itself (src/block_table.rs), so malloc and free are two raw native calls on
+// numbers, and operations that need the block's buffer fetch a native handle once.
+import { inspect } from 'node:util'
+import { api } from './api.js'
+import type { BlockInfo } from './binding.js'
+import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './bytes.js'
+import { WgallocError, shown } from './errors.js'
+import { type GpuEvent, wrapEvent } from './event.js'
+import type { Heap } from './heap.js'
+import type { HeapEvents } from './heap-events.js'
+import { type Binding, native, type NativeHeapTable } from './native.js'
+import { type AsyncOptions, callWithSignal, optionsObject } from './signal.js'
+import { type Stream, streamHandle } from './stream.js'
+
+/** Options of `block.read()`. */
+export interface ReadOptions extends AsyncOptions {
+  /** Return this typed array instead of bytes (the length must be whole elements). */
+  as?: TypedArrayClass
+}
+
+/** Options of `heap.malloc()`. */
+export interface MallocOptions {
+  /** `'device'` (default) or `'shared'` (mappable and bindable where the adapter allows). */
+  usage?: 'device' | 'shared'
+  /** Optional shape metadata kept with the block. */
+  shape?: number[]
+}
+
+/** Pool names: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
+export type PoolName = 'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'
+
+const POOLS = native.heapPoolNames() as PoolName[]
+const SHARED = new Set<string>(['shared-small', 'shared-large'])
+const { heapMalloc, heapFree } = native
+const kCreate = Symbol('DeviceBlock.create')
+
+type NativeHeap = Binding.Heap & NativeHeapTable
+
+/**
+ * What the blocks of one heap object share: the heap, its native slot, a scratch array malloc
+ * writes the block's fields into, its events, and the garbage-collection net (a block
+ * collected without `free()` goes back to its pool).
+ */
+export class HeapTable {
+  /** Returns a scoped block's bytes to its scope. */
+  #unscope(id: number): void {
+    if (this.scoped.size === 0) return
+    const release = this.scoped.get(id)
+    if (release) {
+      this.scoped.delete(id)
+      release()
+    }
+  }
+  /** `free()` ran on block `id`. */
+  freed(id: number): void {
+    this.events.history?.released(id)
+    this.#unscope(id)
+  }
+
+  readonly native: NativeHeap
+  readonly owner: Heap
+  readonly events: HeapEvents
+  readonly slot: number
+  readonly scratch = new Float64Array(4)
+  readonly registry: FinalizationRegistry<number>
+  /** Blocks charged to a heap scope: what returns their bytes when they are freed or collected. */
+  readonly scoped = new Map<number, () => void>()
+
+  constructor(nativeHeap: NativeHeap, owner: Heap, events: HeapEvents) {
+    this.native = nativeHeap
+    this.owner = owner
+    this.events = events
+    this.slot = nativeHeap.slot
+    this.registry = new FinalizationRegistry((id) => {
+      // Collected without free(): a leak the memory history reports with its stack.
+      events.history?.reclaimed(id)
+      this.#unscope(id)
+      try {
+        nativeHeap.releaseBlock(id)
+      } catch {
+        // Nothing to report to: the block's owner is gone, and the heap may be too.
+      }
+    })
+  }
+}
+
+let handleOf: (block: DeviceBlock) => Binding.DeviceBlock
+let tableOf: (block: DeviceBlock) => HeapTable
+let create: (table: HeapTable, id: number, size: number, requested: number, offset: number, pool: number) => DeviceBlock
+
+/**
+ * A block of device memory from `gpu.heap.malloc()`. Free it with `free()` (or `using`); a
+ * block the garbage collector finds unreachable without `free()` goes back to its pool too.
+ *
+ * @example
+ * ```js
+ * const block = gpu.heap.malloc(1 << 20, { shape: [256, 1024] })
+ * block.write(new Float32Array(1 << 18))
+ * const head = await block.read(0, 16, { as: Float32Array })
+ * block.free()
+ * ```
+ */
+export class DeviceBlock {
+  readonly #table: HeapTable
+  readonly #id: number
+  readonly #size: number
+  readonly #requested: number
+  readonly #offset: number
+  readonly #pool: number
+  #freed = false
+  #handle: Binding.DeviceBlock | null = null
+
+  private constructor(key: symbol, table: HeapTable, id: number, size: number, requested: number, offset: number, pool: number) {
+    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'DeviceBlock has no public constructor; use gpu.heap.malloc()')
+    this.#table = table
+    this.#id = id
+    this.#size = size
+    this.#requested = requested
+    this.#offset = offset
+    this.#pool = pool
+    table.registry.register(this, id, this)
+  }
+
+  static {
+    handleOf = (b) => b.#native()
+    tableOf = (b) => b.#table
+    create = (table, id, size, requested, offset, pool) => new DeviceBlock(kCreate, table, id, size, requested, offset, pool)
+  }
+
+  #native(): Binding.DeviceBlock {
+    if (this.#freed) throw new WgallocError('USE_AFTER_FREE', `block ${this.#id} was freed; allocate a new block`)
+    if (this.#handle === null) this.#handle = this.#table.native.blockHandle(this.#id)
+    return this.#handle
+  }
+
+  /** Block id (as in heap events, snapshots and `heap.getBlockInfo()`). */
+  get id(): number {
+    return this.#id
+  }
+  /** Allocated bytes (the request rounded up to the storage offset alignment). */
+  get size(): number {
+    return this.#size
+  }
+  /** Bytes asked for. */
+  get requestedSize(): number {
+    return this.#requested
+  }
+  /** Offset inside the segment buffer (a multiple of the storage offset alignment). */
+  get offset(): number {
+    return this.#offset
+  }
+  /** The pool the block came from. */
+  get pool(): PoolName {
+    return POOLS[this.#pool]
+  }
+  /** From a `shared` pool (mappable where the adapter has MAPPABLE_PRIMARY_BUFFERS). */
+  get isShared(): boolean {
+    return SHARED.has(POOLS[this.#pool])
+  }
+  /** True once `free()` ran (reuse still waits for the block's GPU work). */
+  get freed(): boolean {
+    return this.#freed
+  }
+  /** The heap the block came from. */
+  get heap(): Heap {
+    return this.#table.owner
+  }
+  /** What the heap knows about the block. `USE_AFTER_FREE` once freed. */
+  @api info(): BlockInfo {
+    return this.#native().info()
+  }
+  /** Shape metadata, or null. `USE_AFTER_FREE` once freed. */
+  @api get shape(): number[] | null {
+    return this.#native().shape
+  }
+  /** Sets (or clears, with null) the shape metadata. */
+  @api setShape(shape: number[] | null): void {
+    this.#native().setShape(shape)
+  }
+  /** Writes `data` (any typed array, DataView or ArrayBuffer) at `offset` (default 0, a multiple of 4); ordered before later submissions. */
+  @api write(data: TensorData, offset?: number): void {
+    this.#native().write(bytesOf(data, 'write: data'), offset)
+  }
+  /**
+   * Reads `length` bytes (default: to the end) at `offset` (default 0, any alignment) once
+   * earlier work completed. `USE_AFTER_FREE` once freed, `INVALID_ARGUMENT` out of range.
+   */
+  read(offset?: number, length?: number, options?: AsyncOptions & { as?: undefined }): Promise<Buffer>
+  /** Reads as `read()` and returns the typed array `options.as` names. */
+  read<T extends TypedArrayClass>(offset: number | undefined, length: number | undefined, options: ReadOptions & { as: T }): Promise<InstanceType<T>>
+  @api async read(offset?: number, length?: number, options?: ReadOptions): Promise<ArrayBufferView> {
+    const { signal, as } = optionsObject(options, 'read')
+    checkAs(as, 'read')
+    const bytes = callWithSignal(signal, () => this.#native().read(offset, length))
+    return as === undefined ? bytes : bytes.then((b) => asTyped(b, as, 'read'))
+  }
+  /** Copies `src` into this block (up to the smaller size) and submits; returns the event. */
+  @api copyFrom(src: DeviceBlock): GpuEvent {
+    if (!(src instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `copyFrom: src must be a DeviceBlock, got ${shown(src)}`)
+    return wrapEvent(this.#native().copyFrom(src.#native()))
+  }
+  /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
+  @api recordStream(stream: Stream): void {
+    this.#native().recordStream(streamHandle(stream))
+  }
+  /** Returns the block to the heap; a second call fails with `DOUBLE_FREE`. */
+  @api free(): void {
+    const events = this.#table.events
+    if (!events.busy) this.#release()
+    else if (events.historyOnly) {
+      this.#release()
+      events.tick()
+    } else events.delivering(() => this.#release())
+  }
+  #release(): void {
+    if (this.#freed) throw new WgallocError('DOUBLE_FREE', `block ${this.#id} was already freed`)
+    heapFree(this.#table.slot, this.#id)
+    this.#table.freed(this.#id)
+    this.#freed = true
+    this.#handle = null
+    this.#table.registry.unregister(this)
+  }
+  /** Frees the block unless already freed. */
+  @api [Symbol.dispose](): void {
+    if (!this.#freed) this.free()
+  }
+  /** Readable `console.log` output. */
+  @api [inspect.custom](): string {
+    if (this.#freed) return `DeviceBlock { id: ${this.#id}, freed }`
+    return `DeviceBlock { id: ${this.#id}, size: ${this.#size}, requestedSize: ${this.#requested}, offset: ${this.#offset}, pool: '${this.pool}' }`
+  }
+}
+
+/** `usage` option to the code `heapMalloc` takes. */
+export function usageCode(options: unknown): number {
+  if (options === undefined || options === null) return 0
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', "malloc: options must be an object, e.g. { usage: 'shared' }")
+  const usage = (options as MallocOptions).usage
+  if (usage === undefined || usage === null || usage === 'device') return 0
+  if (usage === 'shared') return 1
+  throw new WgallocError('INVALID_ARGUMENT', `unknown usage ${shown(usage)}; use 'device' or 'shared'`)
+}
+
+/** Allocates a block of `table`'s heap (the native call throws `[CODE] message` errors). */
+export function mallocBlock(table: HeapTable, size: number, usage: number): DeviceBlock {
+  const s = table.scratch
+  const id = heapMalloc(table.slot, size, usage, s)
+  return create(table, id, s[0], s[1], s[2], s[3])
+}
+
+/** A block of `table`'s scalar pool already holding `value`. */
+export function scalarBlock(table: HeapTable, value: Uint8Array): DeviceBlock {
+  const id = table.native.allocScalarId(value)
+  const info = table.native.getBlockInfo(id) as BlockInfo
+  return create(table, id, info.size, info.requestedSize, info.offset, POOLS.indexOf(info.pool as PoolName))
+}
+
+/** A block the native side put in `table` (an executor's device output). */
+export function adoptBlock(table: HeapTable, out: { id: number; size: number; requested: number; offset: number; pool: number }): DeviceBlock {
+  return create(table, out.id, out.size, out.requested, out.offset, out.pool)
+}
+
+/** `block`'s table and id, for native calls that take blocks by id; refuses non-blocks and freed blocks. */
+export function blockRef(block: unknown, what: string): { table: HeapTable; id: number } {
+  if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a DeviceBlock from gpu.heap.malloc()`)
+  if (block.freed) throw new WgallocError('USE_AFTER_FREE', `${what}: block ${block.id} was freed; allocate a new block`)
+  return { table: tableOf(block), id: block.id }
+}
+
+/** The native handle of `block` (USE_AFTER_FREE once freed); INVALID_ARGUMENT naming `what` for a non-block. */
+export function blockHandle(block: unknown, what: string): Binding.DeviceBlock {
+  if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a DeviceBlock from gpu.heap.malloc(), got ${shown(block)}`)
+  return handleOf(block)
+}
+
+export { tableOf }
+
+/** Charges `block` to a heap scope: `release(size)` runs once when it is freed or collected. */
+export function setBlockScope(block: DeviceBlock, release: (size: number) => void): void {
+  const size = block.size
+  tableOf(block).scoped.set(block.id, () => release(size))
+}

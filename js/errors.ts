@@ -1,0 +1,186 @@
+// Typed errors. Native errors arrive as `[CODE] message` (napi-rs fixes `code` on async
+// paths); this lifts the code into `error.code` on a WgallocError.
+
+/** Every code `WgallocError.code` can take. Stable API: branch on `error.code`, not on messages. */
+export const ERROR_CODES = Object.freeze([
+  'INVALID_ARGUMENT',
+  'ADAPTER_NOT_FOUND',
+  'DEVICE_REQUEST_FAILED',
+  'DEVICE_LOST',
+  'OUT_OF_MEMORY',
+  'QUOTA_EXCEEDED',
+  'GPU_VALIDATION',
+  'USE_AFTER_FREE',
+  'DOUBLE_FREE',
+  'EXECUTOR_BUSY',
+  'ABORTED',
+  'PLAN_INVALID',
+  'PROFILER_STATE',
+  'SHADER_ERROR',
+  'IO_ERROR',
+  'PARSE_ERROR',
+  'SIZE_OVERFLOW',
+  'INFEASIBLE',
+  'CAPACITY_NOT_MET',
+  'BINARY_NOT_FOUND',
+  'INTERNAL',
+] as const)
+
+/** Stable error codes: branch on `error.code`, never on the message. */
+export type WgallocErrorCode = (typeof ERROR_CODES)[number]
+
+/** The figures of a failed `malloc()`: `err.details` of its OUT_OF_MEMORY, and what OUT_OF_MEMORY listeners get. */
+export interface OutOfMemoryDetails {
+  /** Bytes asked for. */
+  requested: number
+  /** The request rounded up to the heap's alignment. */
+  aligned?: number
+  /** The pool the request went to. */
+  pool?: string
+  /** Bytes in live blocks. */
+  allocated?: number
+  /** Bytes cached in free ranges, ready for reuse. */
+  cached?: number
+  /** Bytes freed but waiting for their GPU work. */
+  pendingFree?: number
+  /** Bytes the heap holds from the driver. */
+  reserved?: number
+  /** The high watermark in bytes (null when disabled). */
+  highWatermark?: number | null
+  /** The memory budget in bytes. */
+  budget?: number
+  /** The largest cached free range. */
+  largestFreeBlock?: number
+  /** Where the heap's snapshot was written (`WGALLOC_OOM_SNAPSHOT=dir`), or null. */
+  snapshotPath?: string | null
+}
+
+/** A WgallocError narrowed to one code (what {@link WgallocError.is} proves). */
+export interface CodedError<C extends WgallocErrorCode> {
+  /** The code it was checked for. */
+  readonly code: C
+}
+
+/**
+ * Every error wgalloc throws (argument type errors included). Aborts are WgallocErrors with
+ * code `ABORTED` and name `AbortError`. `code` is a literal union, so comparing it with a
+ * misspelled code fails to compile; {@link WgallocError.is} narrows an unknown value.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   gpu.heap.malloc(size)
+ * } catch (err) {
+ *   if (WgallocError.is(err, 'OUT_OF_MEMORY')) console.error(err.details?.largestFreeBlock)
+ *   else throw err
+ * }
+ * ```
+ */
+export class WgallocError extends Error {
+  /** Stable code: branch on it, not on the message. */
+  readonly code: WgallocErrorCode
+  /** Structured figures, where the error has them (OUT_OF_MEMORY from `malloc()`). */
+  details?: OutOfMemoryDetails
+
+  /** Creates an error with `code` (`options.cause` as for `Error`). */
+  constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = code === 'ABORTED' ? 'AbortError' : 'WgallocError'
+    this.code = code
+  }
+
+  /** Whether `value` is a WgallocError, with `code` when given: narrows it for TypeScript. */
+  static is<C extends WgallocErrorCode = WgallocErrorCode>(value: unknown, code?: C): value is WgallocError & CodedError<C> {
+    return value instanceof WgallocError && (code === undefined || value.code === code)
+  }
+}
+
+// napi-rs argument-conversion statuses: the caller passed a value of the wrong type.
+const NAPI_TYPE_STATUSES = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
+])
+
+const CODED = /^\[([A-Z_]+)\] ([\s\S]*)$/
+// napi-rs describes a mistyped argument with JSON.stringify, which itself throws for a
+// BigInt or a cycle; that TypeError would escape in place of the conversion error.
+const UNSERIALISABLE = /^(Do not know how to serialize a BigInt|Converting circular structure to JSON)/
+
+// TypeErrors napi-rs conversions throw for a value of the wrong shape (undefined where an
+// object or map is required, an object without a primitive value).
+const NAPI_CONVERSION =
+  /^(Cannot convert undefined or null to object|Cannot convert object to primitive value|Cannot convert a Symbol value|Cannot convert a BigInt value|Cannot perform Construct on a detached ArrayBuffer)/
+
+const isCode = (code: string): code is WgallocErrorCode => (ERROR_CODES as readonly string[]).includes(code)
+
+/** A user value in a message, whatever it is (a Symbol or a null-prototype object cannot be interpolated). */
+export function shown(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 60 ? `${value.slice(0, 60)}...` : value}'`
+  try {
+    return typeof value === 'symbol' ? value.toString() : String(value)
+  } catch {
+    return typeof value
+  }
+}
+
+/**
+ * Turns any error from the native layer into a WgallocError; other values pass through.
+ * `native`: the error came straight out of a native call, so a conversion TypeError is
+ * napi-rs refusing an argument.
+ */
+export function toWgallocError(err: unknown, native = false): unknown {
+  if (err instanceof WgallocError || !(err instanceof Error)) return err
+  const m = CODED.exec(err.message)
+  if (m && isCode(m[1])) return new WgallocError(m[1], m[2])
+  if (NAPI_TYPE_STATUSES.has((err as { code?: string }).code ?? '')) return new WgallocError('INVALID_ARGUMENT', err.message)
+  if (err instanceof TypeError && UNSERIALISABLE.test(err.message)) {
+    return new WgallocError('INVALID_ARGUMENT', `an argument holds a value of the wrong type (${err.message.split('\n')[0]})`, { cause: err })
+  }
+  if (native && err instanceof TypeError && NAPI_CONVERSION.test(err.message)) {
+    return new WgallocError('INVALID_ARGUMENT', `an argument has the wrong type (${err.message})`, { cause: err })
+  }
+  return err
+}
+
+/** The ABORTED error for `signal` (its reason as the cause). */
+export function abortError(signal: AbortSignal | undefined): WgallocError {
+  const reason: unknown = signal?.reason
+  return new WgallocError('ABORTED', 'the operation was aborted', reason === undefined ? undefined : { cause: reason })
+}
+
+/** JSON.parse whose failure is a PARSE_ERROR naming `what`, not a bare SyntaxError. */
+export function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch (err) {
+    throw new WgallocError('PARSE_ERROR', `${what} is not valid JSON: ${(err as Error).message}`, { cause: err })
+  }
+}
+
+/**
+ * JSON.stringify of caller input: input nested past what the stack holds (or cyclic) is
+ * INVALID_ARGUMENT naming `what`, not a bare RangeError or TypeError.
+ */
+export function stringifyInput(value: unknown, what: string, replacer?: (key: string, value: unknown) => unknown): string {
+  try {
+    return JSON.stringify(value, replacer as (key: string, value: unknown) => unknown)
+  } catch (err) {
+    if (err instanceof RangeError) throw new WgallocError('INVALID_ARGUMENT', `${what}: nesting too deep to serialise (${err.message})`, { cause: err })
+    if (err instanceof TypeError && /circular/i.test(err.message))
+      throw new WgallocError('INVALID_ARGUMENT', `${what}: a circular reference cannot be serialised`, { cause: err })
+    throw err
+  }
+}
+
+/** `message` of any thrown value. */
+export const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err))

@@ -1,0 +1,429 @@
+// Plan execution: compiled executors, shared weights and shape-keyed executors, with typed
+// inputs and outputs, device-resident I/O and profile-guided planning (`plan: 'observe'`).
+import { inspect } from 'node:util'
+import { api } from './api.js'
+import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
+import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
+import { HeapScope, type ScopeCharge } from './heap-scope.js'
+import { WgallocError, parseJson, shown } from './errors.js'
+import { type Graph, type OutputArray, type TensorData, byteMap, dtypes, graphJson, typed, zeroInputs } from './graph.js'
+import { type Binding, native } from './native.js'
+import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
+import { type AsyncOptions, checkSignal, withSignal } from './signal.js'
+
+/** Options of `gpu.compile()`. */
+export interface CompileOptions extends AsyncOptions {
+  /** Planner strategy (default `best`). */
+  strategy?: Strategy
+  /** Search budget of `exact` / `best` in ms (default 1000). */
+  timeLimitMs?: number
+  /** Split the slab so none exceeds this many bytes. */
+  maxSlabSize?: number
+  /** Param values by id. */
+  params?: Record<string, TensorData>
+  /** `static` plans from the graph; `observe` runs eagerly once and plans from what it saw. */
+  plan?: 'static' | 'observe'
+  /** Inputs for the observed run (zeros by default). */
+  sampleInputs?: Record<string, TensorData>
+  /** Shared weights (`gpu.createWeights()`): params not in `params` are bound from them, without a copy. */
+  weights?: Weights
+  /** A heap scope charged with the executor's device bytes until `release()` (`QUOTA_EXCEEDED` when they do not fit). */
+  scope?: HeapScope
+}
+
+/** Options of `gpu.createWeights()`. */
+export interface CreateWeightsOptions {
+  /** A heap scope charged with the weights' device bytes until `release()` (`QUOTA_EXCEEDED` when they do not fit). */
+  scope?: HeapScope
+}
+
+/** Options of `gpu.compileShapes()`: a compile's options plus how shapes map to executors. */
+export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sampleInputs' | 'signal' | 'scope'> {
+  /** Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value. */
+  buckets?: Record<string, number[]>
+  /** Executors kept; the least recently used is released first (default 8). */
+  capacity?: number
+}
+
+/** Options of `gpu.runEager()`. */
+export interface RunEagerOptions extends AsyncOptions {
+  /** Param values by id. */
+  params?: Record<string, TensorData>
+  /** Record every allocation and free per op (`result.observation`). */
+  observe?: boolean
+}
+
+/** Options of `executor.run()`. */
+export interface RunOptions extends AsyncOptions {
+  /** Record every allocation and free per op (`result.observation`). */
+  observe?: boolean
+  /** Poison tensors before their producer and check after every op that no live tensor changed (`PLAN_INVALID` otherwise). */
+  checkPlan?: boolean
+  /** `host` (default) reads outputs back; `device` leaves each output (not in `outputsInto`) in a new heap block, in `result.blocks`. */
+  outputs?: 'host' | 'device'
+  /** Outputs written on the GPU into these blocks (at least the tensor's bytes) and not read back. */
+  outputsInto?: Record<string, DeviceBlock>
+}
+
+/** What the memory observer saw during one run. */
+export interface ExecObservation extends Observation {
+  /** Copies of the usage records, ready for `planMemory()`. */
+  toUsageRecords(): UsageRecord[]
+}
+
+/** Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked for. */
+export interface ExecResult {
+  /** Output tensors by id. */
+  outputs: Record<string, OutputArray>
+  /** What the run allocated and freed, with `observe: true`. */
+  observation?: ExecObservation
+  /** Outputs left on the device (`outputs: 'device'`), by id: the caller frees them. */
+  blocks?: Record<string, DeviceBlock>
+}
+
+/** What an executor needs from its device: the native device and its heap's table. */
+export interface ExecDevice {
+  native: Binding.Gpu
+  table: () => HeapTable
+}
+
+type Types = Map<string, string | undefined>
+
+function execResult(r: RunResult, types: Types, table: HeapTable | null): ExecResult {
+  const outputs: Record<string, OutputArray> = {}
+  for (const id of r.outputOrder) outputs[id] = typed(r.outputs[id], types.get(id))
+  const result: ExecResult = { outputs }
+  if (r.observation) {
+    result.observation = {
+      ...r.observation,
+      toUsageRecords() {
+        return this.usageRecords.map((x) => ({ ...x }))
+      },
+    }
+  }
+  if (r.deviceOutputs?.length && table) result.blocks = Object.fromEntries(r.deviceOutputs.map((o) => [o.tensor, adoptBlock(table, o)]))
+  return result
+}
+
+/**
+ * Splits run inputs into host bytes and device blocks, and turns `outputsInto` / `outputs` into the
+ * native options. Every block must come from one heap object (`gpu.heap`): its table holds them.
+ */
+function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => HeapTable) {
+  if (inputs == null || typeof inputs !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'inputs must be an object of { id: TypedArray | DeviceBlock }')
+  const { signal, outputsInto, outputs, ...rest } = options
+  const host: Record<string, Uint8Array> = {}
+  const deviceInputs: Record<string, number> = {}
+  const into: Record<string, number> = {}
+  let table: HeapTable | null = null
+  const take = (block: unknown, what: string) => {
+    const ref = blockRef(block, what)
+    if (table && ref.table !== table) throw new WgallocError('INVALID_ARGUMENT', `${what}: every block of one run must come from the same gpu.heap object`)
+    table = ref.table
+    return ref.id
+  }
+  for (const [id, value] of Object.entries(inputs)) {
+    if (value instanceof DeviceBlock) deviceInputs[id] = take(value, `inputs.${id}`)
+    else host[id] = byteMap({ [id]: value }, 'inputs')[id]
+  }
+  if (outputsInto != null) {
+    if (typeof outputsInto !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'outputsInto must be an object of { id: DeviceBlock }')
+    for (const [id, block] of Object.entries(outputsInto)) into[id] = take(block, `outputsInto.${id}`)
+  }
+  if (outputs !== undefined && outputs !== 'host' && outputs !== 'device')
+    throw new WgallocError('INVALID_ARGUMENT', `outputs must be 'host' or 'device', got ${shown(outputs)}`)
+  const device = table !== null || outputs === 'device'
+  const chosen: HeapTable | null = table ?? (device ? defaultTable() : null)
+  const nativeOptions = chosen ? { ...rest, heapSlot: chosen.slot, deviceInputs, outputsInto: into, outputs } : rest
+  return { host, nativeOptions, signal, table: chosen }
+}
+
+function runOptions(options: unknown): RunOptions {
+  if (options == null) return {}
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'run options must be an object')
+  return options as RunOptions
+}
+
+const kCreate = Symbol('exec.create')
+let createWeights: (handle: Binding.Weights) => Weights
+let weightsHandle: (weights: Weights) => Binding.Weights
+let createExecutor: (handle: Binding.Executor, types: Types, device: ExecDevice) => Executor
+let createShapeExecutor: (handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) => ShapeExecutor
+let chargeWeights: (weights: Weights, charge: ScopeCharge) => void
+let chargeExecutor: (executor: Executor, charge: ScopeCharge) => void
+
+/**
+ * Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
+ * executors, on this thread or on workers (`Weights.attach(weights.shareHandle())`), bind without
+ * copying. The copy goes back to the heap once `release()` ran and no executor uses it.
+ */
+export class Weights {
+  readonly #native: Binding.Weights
+  #charge: ScopeCharge | null = null
+
+  private constructor(key: symbol, handle: Binding.Weights) {
+    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Weights has no public constructor; use gpu.createWeights()')
+    this.#native = handle
+  }
+  static {
+    createWeights = (handle) => new Weights(kCreate, handle)
+    weightsHandle = (w) => w.#native
+    chargeWeights = (w, charge) => {
+      w.#charge = charge
+    }
+  }
+
+  /** The weights behind a handle from `shareHandle()`, while something still holds them. */
+  @api static attach(handle: number): Weights {
+    return createWeights(native.Weights.attach(handle))
+  }
+  /** Device bytes of the one copy (0 once released). */
+  @api get deviceBytes(): number {
+    return this.#native.deviceBytes
+  }
+  /** The param ids the store holds, sorted. */
+  @api get ids(): string[] {
+    return this.#native.ids
+  }
+  /** True once `release()` ran. */
+  @api get released(): boolean {
+    return this.#native.released
+  }
+  /**
+   * A process-wide handle: pass it to a worker and call `Weights.attach(handle)` there.
+   * It does not keep the weights alive.
+   */
+  @api shareHandle(): number {
+    return this.#native.shareHandle()
+  }
+  /**
+   * Lets go of this handle's reference; executors compiled with the weights keep theirs.
+   * Returns false if it was already released.
+   */
+  @api release(): boolean {
+    this.#charge?.release()
+    return this.#native.release()
+  }
+  /** Lets go of this handle (same as `release()`). */
+  @api [Symbol.dispose](): void {
+    if (!this.#native.released) this.release()
+  }
+  /** Readable `console.log` output. */
+  @api [inspect.custom](): string {
+    const w = this.#native
+    return w.released ? 'Weights { released }' : `Weights { ids: [${w.ids.map((d) => `'${d}'`).join(', ')}], deviceBytes: ${w.deviceBytes} }`
+  }
+}
+
+/** The native compile options: params as bytes and shared weights as their handle. */
+function compileNative(rest: object, params: unknown, weights: unknown) {
+  if (weights != null && !(weights instanceof Weights)) throw new WgallocError('INVALID_ARGUMENT', 'weights must come from gpu.createWeights()')
+  return { ...rest, params: byteMap(params, 'params'), ...(weights != null ? { weightsHandle: weightsHandle(weights).shareHandle() } : {}) }
+}
+
+/** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */
+export class Executor {
+  readonly #native: Binding.Executor
+  #charge: ScopeCharge | null = null
+  readonly #types: Types
+  readonly #device: ExecDevice
+
+  private constructor(key: symbol, handle: Binding.Executor, types: Types, device: ExecDevice) {
+    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Executor has no public constructor; use await gpu.compile()')
+    this.#native = handle
+    this.#types = types
+    this.#device = device
+  }
+  static {
+    createExecutor = (handle, types, device) => new Executor(kCreate, handle, types, device)
+    chargeExecutor = (e, charge) => {
+      e.#charge = charge
+    }
+  }
+
+  /** The memory plan the executor runs with. */
+  @api get plan(): MemoryPlan {
+    return wrapPlan(this.#native.plan)
+  }
+  /** Objects created at compile time, runs so far and slab sizes. */
+  @api stats(): ExecutorStats {
+    return this.#native.stats()
+  }
+  /** Device bytes held: slabs plus the constant region. */
+  @api get deviceBytes(): number {
+    return this.#native.deviceBytes
+  }
+  /** True once `release()` ran. */
+  @api get released(): boolean {
+    return this.#native.released
+  }
+  /**
+   * Uploads the inputs (or binds input blocks), dispatches every op in order, returns the
+   * outputs. `EXECUTOR_BUSY` while another run of this executor is in flight, `USE_AFTER_FREE`
+   * after `release()`, `INVALID_ARGUMENT` for a missing or mis-sized input, `ABORTED` (the GPU
+   * work completes).
+   */
+  @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
+    const { host, nativeOptions, signal, table } = runArguments(inputs, runOptions(options), this.#device.table)
+    checkSignal(signal)
+    const r = await withSignal(this.#native.run(host, nativeOptions), signal)
+    return execResult(r, this.#types, table)
+  }
+  /**
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+   * Returns false if it was already released.
+   */
+  @api release(): boolean {
+    this.#charge?.release()
+    return this.#native.release()
+  }
+  /** Releases the slabs (same as `release()`). */
+  @api [Symbol.dispose](): void {
+    if (!this.#native.released) this.release()
+  }
+  /** Releases the slabs (same as `release()`; nothing to wait for: freed slabs are reused only after their GPU work). */
+  @api async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#native.released) this.release()
+  }
+  /** Readable `console.log` output. */
+  @api [inspect.custom](): string {
+    const e = this.#native
+    if (e.released) return 'Executor { released }'
+    const p = e.plan
+    return `Executor { slabSize: ${p.slabSize}, lowerBound: ${p.lowerBound}, strategy: '${p.strategy}', deviceBytes: ${e.deviceBytes}, runs: ${e.stats().runs} }`
+  }
+}
+
+/**
+ * A graph with symbolic dimensions (`"dims": ["batch"]`, sizes and dispatch counts as
+ * expressions): each run names its dimensions, and the executor for that shape (exact, or
+ * rounded up to a bucket) is compiled once and kept while it is among the most recently used.
+ */
+export class ShapeExecutor {
+  readonly #native: Binding.ShapeExecutor
+  readonly #types: Types
+  readonly #device: ExecDevice
+
+  private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) {
+    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'ShapeExecutor has no public constructor; use gpu.compileShapes()')
+    this.#native = handle
+    this.#types = types
+    this.#device = device
+  }
+  static {
+    createShapeExecutor = (handle, types, device) => new ShapeExecutor(kCreate, handle, types, device)
+  }
+
+  /** The graph's dimension names. */
+  @api get dims(): string[] {
+    return this.#native.dims
+  }
+  /** The shape a run at `dims` uses (its buckets applied). */
+  @api shapeOf(dims: Record<string, number>): Record<string, number> {
+    return this.#native.shapeOf(dims)
+  }
+  /**
+   * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks of the bucket's
+   * size); outputs come back sized for `dims`. Compiles the shape's executor on first use.
+   */
+  @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
+    const opts = runOptions(options)
+    if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
+    const { host, nativeOptions, signal, table } = runArguments(inputs, opts, this.#device.table)
+    checkSignal(signal)
+    const r = await withSignal(this.#native.runNative(dims, host, nativeOptions), signal)
+    return execResult(r, this.#types, table)
+  }
+  /** Hits, misses, evictions and what the cached executors hold. */
+  @api stats(): ShapeExecutorStats {
+    return this.#native.stats()
+  }
+  /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
+  @api clear(): void {
+    this.#native.clear()
+  }
+  /** Releases every cached executor (same as `clear()`). */
+  @api [Symbol.dispose](): void {
+    this.#native.clear()
+  }
+  /** Readable `console.log` output. */
+  @api [inspect.custom](): string {
+    const s = this.#native.stats()
+    return `ShapeExecutor { dims: [${this.#native.dims.map((d) => `'${d}'`).join(', ')}], cached: ${s.cached}, hits: ${s.hits}, misses: ${s.misses} }`
+  }
+}
+
+function objectOptions<T>(options: T | undefined, what: string): T {
+  if (options == null) return {} as T
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what} options must be an object`)
+  return options
+}
+
+/** `gpu.compile()`. */
+export async function compile(device: ExecDevice, graph: Graph | string, options?: CompileOptions): Promise<Executor> {
+  const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = objectOptions(options, 'compile')
+  checkSignal(signal)
+  checkScope(scope)
+  const json = graphJson(graph)
+  const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
+  if (plan === 'observe') {
+    const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : zeroInputs(parseJson(json, 'the graph'))
+    const seen = await withSignal(device.native.runEagerGraph(json, inputs, nativeOptions.params, true), signal)
+    const records = seen.observation?.usageRecords ?? []
+    nativeOptions.recordsJson = JSON.stringify(records.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
+  } else if (plan !== 'static') {
+    throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got ${shown(plan)}`)
+  }
+  checkSignal(signal)
+  // An executor finished after an abort is released at once (its slabs go back to the heap).
+  const exe = await withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release())
+  const executor = createExecutor(exe, dtypes(json), device)
+  if (scope) {
+    try {
+      chargeExecutor(executor, scope.charge(exe.deviceBytes))
+    } catch (err) {
+      exe.release() // over the scope's limit: its slabs go back to the heap
+      throw err
+    }
+  }
+  return executor
+}
+
+/** `gpu.runEager()`. */
+export async function runEager(device: ExecDevice, graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult> {
+  const opts = objectOptions(options, 'runEager')
+  checkSignal(opts.signal)
+  const json = graphJson(graph)
+  const r = await withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal)
+  return execResult(r, dtypes(json), null)
+}
+
+/** `gpu.createWeights()`. */
+export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
+  if (params == null || typeof params !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'createWeights takes { id: TypedArray } of param bytes')
+  const { scope } = objectOptions(options, 'createWeights')
+  checkScope(scope)
+  const handle = device.native.createWeightsNative(byteMap(params, 'params'))
+  const weights = createWeights(handle)
+  if (scope) {
+    try {
+      chargeWeights(weights, scope.charge(handle.deviceBytes))
+    } catch (err) {
+      handle.release()
+      throw err
+    }
+  }
+  return weights
+}
+
+function checkScope(scope: unknown): void {
+  if (scope !== undefined && !(scope instanceof HeapScope)) throw new WgallocError('INVALID_ARGUMENT', 'scope must come from gpu.heap.scope()')
+}
+
+/** `gpu.compileShapes()`. */
+export function compileShapes(device: ExecDevice, graph: Graph | string, options?: CompileShapesOptions): ShapeExecutor {
+  const { buckets, capacity, params, weights, ...rest } = objectOptions(options, 'compileShapes')
+  const json = graphJson(graph)
+  const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
+  return createShapeExecutor(se, dtypes(json), device)
+}

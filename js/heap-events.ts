@@ -1,0 +1,201 @@
+// Allocator events and debug logs of one heap object, delivered to its listeners (and the
+// `wgalloc:heap` channel) after each call that can allocate or free. The native heap records
+// events only while someone listens, so the common case costs one check per call.
+import { type Binding, native, type NativeHeapTable } from './native.js'
+import type { HeapEvent } from './binding.js'
+import { channels } from './diagnostics.js'
+import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
+import type { Heap } from './heap.js'
+import type { HeapHistory } from './heap-history.js'
+
+/** Allocator event kinds delivered by `heap.on()`. */
+export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
+
+/** What `heap.on('OUT_OF_MEMORY', ...)` listeners get, after the ladder gave up and before `malloc()` throws. */
+export interface OutOfMemoryEvent extends OutOfMemoryDetails {
+  /** Always `OUT_OF_MEMORY`. */
+  kind: 'OUT_OF_MEMORY'
+}
+
+export const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'OUT_OF_MEMORY'] as const
+type AnyKind = (typeof EVENT_KINDS)[number]
+type Listener = (event: HeapEvent) => void
+type OomListener = (event: OutOfMemoryEvent) => void
+
+// OUT_OF_MEMORY comes from the facade, not the native event log: it needs no recording.
+const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
+const channel = channels.heap
+/** With only a memory history listening, the native event queue is drained every this many calls. */
+const DRAIN_EVERY = 1024
+// The order `takeEventNumbers` numbers kinds and pools in (src/heap.rs).
+const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
+/** Pool names by the index native calls report them with. */
+export const POOL_NAMES: readonly string[] = native.heapPoolNames()
+
+/** Native events from their packed form: five numbers each. */
+function unpack(numbers: Float64Array): HeapEvent[] {
+  const events: HeapEvent[] = []
+  for (let i = 0; i + 4 < numbers.length; i += 5) {
+    const e: HeapEvent = { kind: NUMBERED_KINDS[numbers[i]], size: numbers[i + 3], pool: POOL_NAMES[numbers[i + 4]] }
+    if (numbers[i + 1] >= 0) e.blockId = numbers[i + 1]
+    if (numbers[i + 2] >= 0) e.segmentId = numbers[i + 2]
+    events.push(e)
+  }
+  return events
+}
+
+function checkKind(kind: unknown): asserts kind is AnyKind {
+  if (!(EVENT_KINDS as readonly unknown[]).includes(kind))
+    throw new WgallocError('INVALID_ARGUMENT', `unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`)
+}
+
+export class HeapEvents {
+  readonly #native: Binding.Heap & NativeHeapTable
+  readonly #owner: Heap
+  readonly #listeners = new Map<AnyKind, Set<Listener | OomListener>>(EVENT_KINDS.map((k) => [k, new Set()]))
+  #logger: ((line: string) => void) | null = null
+  #history: HeapHistory | null = null
+  // Calls since the native queue was last drained for the memory history alone.
+  #undrained = 0
+  // Whether a listener or logger is set (the channel is checked per call).
+  #active = false
+  // Whether a memory history is set and nothing else listens (the channel is checked per call).
+  #historyOnly = false
+  // Whether the channel had subscribers when recording was last set: a channel subscriber
+  // can come and go between any two calls.
+  #channelSeen = false
+
+  constructor(heap: Binding.Heap & NativeHeapTable, owner: Heap) {
+    this.#native = heap
+    this.#owner = owner
+  }
+
+  on(kind: unknown, fn: unknown): void {
+    checkKind(kind)
+    if (typeof fn !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'listener must be a function')
+    this.#listeners.get(kind)?.add(fn as Listener)
+    this.#sync()
+  }
+
+  off(kind: unknown, fn: unknown): void {
+    checkKind(kind)
+    this.#listeners.get(kind)?.delete(fn as Listener)
+    this.#sync()
+  }
+
+  setLogger(fn: unknown): void {
+    if (fn == null) this.#logger = null
+    else if (typeof fn === 'function') this.#logger = fn as (line: string) => void
+    else throw new WgallocError('INVALID_ARGUMENT', 'logger must be a function or null')
+    this.#sync()
+  }
+
+  /** The memory history being recorded, or null. */
+  get history(): HeapHistory | null {
+    return this.#history
+  }
+
+  /** Starts (or, with null, stops) feeding allocator events to a memory history. */
+  setHistory(history: HeapHistory | null): void {
+    this.drain()
+    this.#history = history
+    this.#sync()
+  }
+
+  #othersListening(): boolean {
+    return NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
+  }
+
+  #listening(): boolean {
+    return this.#history !== null || NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0) || channel.hasSubscribers
+  }
+
+  #sync(): void {
+    this.#active = this.#history !== null || this.#logger !== null || EVENT_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
+    this.#historyOnly = this.#history !== null && this.#logger === null && !this.#othersListening() && !(this.#listeners.get('ALLOCATION_FAILED')?.size ?? 0)
+    this.#channelSeen = channel.hasSubscribers
+    this.#native.setEventRecording(this.#listening(), this.#logger !== null)
+  }
+
+  /**
+   * Whether a memory history is the only consumer: calls then skip the per-call delivery and
+   * call `tick()`, which drains the native queue in batches.
+   */
+  get historyOnly(): boolean {
+    return this.#historyOnly && !channel.hasSubscribers
+  }
+
+  /** One call's worth of events for a history alone: drained every DRAIN_EVERY calls. */
+  tick(): void {
+    if (++this.#undrained >= DRAIN_EVERY) this.drain()
+  }
+
+  /** Whether events may need delivering around a call: nothing to do in the common case. */
+  get busy(): boolean {
+    return this.#active || this.#channelSeen || channel.hasSubscribers
+  }
+
+  /** Delivers everything the native heap recorded (before a report reads the history). */
+  drain(): void {
+    this.#undrained = 0
+    this.#dispatch(true)
+  }
+
+  /** Delivers what the native heap recorded during the last call(s). */
+  #dispatch(now = false): void {
+    if (!this.#listening() && this.#logger === null) return
+    // A history alone takes its events in batches; listeners and loggers get them at once.
+    if (!now && this.#history !== null && this.#logger === null && !channel.hasSubscribers && !this.#othersListening()) {
+      if (++this.#undrained < DRAIN_EVERY) return
+      this.#undrained = 0
+    }
+    const segment = (id: number) => this.#native.snapshot().find((seg) => seg.id === id)
+    let events: HeapEvent[]
+    if (this.#logger) {
+      const batch = this.#native.takeEvents()
+      for (const line of batch.logs) this.#logger(line)
+      events = batch.events
+      for (const e of events) this.#history?.event(e, segment)
+    } else {
+      // Without a logger, one typed array instead of an object per event (much cheaper); a
+      // history alone stores the numbers as they are.
+      const numbers = this.#native.takeEventNumbers()
+      if (numbers.length === 0) return
+      this.#history?.eventNumbers(numbers, segment)
+      if (!channel.hasSubscribers && !this.#othersListening()) return
+      events = unpack(numbers)
+    }
+    for (const e of events) {
+      if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })
+      for (const fn of this.#listeners.get(e.kind as AnyKind) ?? []) (fn as Listener)(e)
+    }
+  }
+
+  /**
+   * Runs `fn`, a call that can allocate or free, and delivers the events it caused. With
+   * `retryOnOom`, an OUT_OF_MEMORY that ALLOCATION_FAILED listeners were told of is retried
+   * once: they may have freed memory.
+   */
+  delivering<T>(fn: () => T, retryOnOom = false): T {
+    if (!this.busy) return fn()
+    // Follow channel (un)subscriptions.
+    if (this.#channelSeen !== channel.hasSubscribers) this.#sync()
+    try {
+      return fn()
+    } catch (err) {
+      if (!retryOnOom) throw err
+      this.#dispatch() // ALLOCATION_FAILED listeners may free memory now
+      const e = toWgallocError(err, true)
+      if ((e as WgallocError).code !== 'OUT_OF_MEMORY' || !this.#listeners.get('ALLOCATION_FAILED')?.size) throw e
+      return fn()
+    } finally {
+      this.#dispatch()
+    }
+  }
+
+  /** Tells OUT_OF_MEMORY listeners of a failed malloc. */
+  outOfMemory(details: OutOfMemoryDetails): void {
+    const event: OutOfMemoryEvent = { kind: 'OUT_OF_MEMORY', ...details }
+    for (const fn of this.#listeners.get('OUT_OF_MEMORY') ?? []) (fn as OomListener)(event)
+  }
+}

@@ -1,0 +1,344 @@
+// `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
+// fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { inspect } from 'node:util'
+import { api } from './api.js'
+import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
+import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
+import { WgallocError, toWgallocError } from './errors.js'
+import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
+import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
+import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport } from './heap-history.js'
+import type { Binding, NativeHeapTable } from './native.js'
+import { oomDetails, writeOomSnapshot } from './oom.js'
+
+const kCreate = Symbol('Heap.create')
+let create: (handle: Binding.Heap) => Heap
+let tableOfHeap: (heap: Heap) => HeapTable
+let setBudget: (heap: Heap, bytes: number) => void
+
+/**
+ * The device's caching allocator (`gpu.heap`): blocks sub-allocated from cached segments,
+ * watermarks, garbage collection of idle segments, an out-of-memory ladder and statistics.
+ */
+export class Heap {
+  readonly #native: Binding.Heap & NativeHeapTable
+  readonly #events: HeapEvents
+  readonly #table: HeapTable
+  readonly #scopes = new Map<string, HeapScope>()
+  #budget = 0
+
+  private constructor(key: symbol, handle: Binding.Heap) {
+    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
+    this.#native = handle as Binding.Heap & NativeHeapTable
+    this.#events = new HeapEvents(this.#native, this)
+    this.#table = new HeapTable(this.#native, this, this.#events)
+  }
+  static {
+    create = (handle) => new Heap(kCreate, handle)
+    setBudget = (heap, bytes) => {
+      heap.#budget = bytes
+    }
+    tableOfHeap = (heap) => heap.#table
+  }
+
+  /**
+   * Allocates a block of at least `size` bytes from the pool for `options.usage` and the size.
+   * Fails with `INVALID_ARGUMENT` for a bad size or usage and `OUT_OF_MEMORY` when the high
+   * watermark or the driver refuses, after releasing cached segments and retrying (the message
+   * names requested, allocated, cached, reserved and budget bytes, and the largest free block;
+   * `err.details` has them as numbers).
+   * @example
+   * ```js
+   * const block = gpu.heap.malloc(1 << 20, { usage: 'device', shape: [256, 1024] })
+   * block.write(new Uint8Array(1 << 20))
+   * const head = await block.read(0, 16)
+   * block.free() // or `using block = ...`
+   * ```
+   */
+  @api malloc(size: number, options?: MallocOptions): DeviceBlock {
+    const usage = usageCode(options)
+    const table = this.#table
+    let block: DeviceBlock
+    const events = this.#events
+    if (!events.busy) {
+      try {
+        block = mallocBlock(table, size, usage)
+      } catch (err) {
+        throw this.#outOfMemory(toWgallocError(err, true), size)
+      }
+    } else {
+      const history = events.history
+      const stack = history?.capture(Heap.prototype.malloc) ?? null
+      try {
+        block = events.historyOnly ? mallocBlock(table, size, usage) : events.delivering(() => mallocBlock(table, size, usage), true)
+      } catch (err) {
+        throw this.#outOfMemory(toWgallocError(err, true), size)
+      }
+      history?.allocated(block.id, block.size, block.offset, stack)
+      if (events.historyOnly) events.tick()
+    }
+    const shape = options?.shape
+    if (shape !== undefined && shape !== null) {
+      try {
+        block.setShape(shape)
+      } catch (err) {
+        block.free()
+        throw err
+      }
+    }
+    return block
+  }
+
+  /**
+   * An OUT_OF_MEMORY gets `details` (the request and the heap's figures), the snapshot written
+   * where WGALLOC_OOM_SNAPSHOT says, and goes to the heap's OUT_OF_MEMORY listeners.
+   */
+  #outOfMemory(err: unknown, size: number): unknown {
+    if (!WgallocError.is(err, 'OUT_OF_MEMORY')) return err
+    const details = oomDetails(err.message, size)
+    details.snapshotPath = writeOomSnapshot(this.#native, details)
+    err.details = details
+    this.#events.outOfMemory(details)
+    return err
+  }
+
+  /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
+  @api allocScalar(value: Uint8Array): DeviceBlock {
+    const history = this.#events.history
+    const stack = history?.capture(Heap.prototype.allocScalar) ?? null
+    const block = this.#events.delivering(() => scalarBlock(this.#table, value), true)
+    history?.allocated(block.id, block.size, block.offset, stack)
+    return block
+  }
+  /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
+  @api free(block: DeviceBlock): void {
+    if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
+    // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
+    const owner = tableOf(block).native
+    if (owner !== this.#native && !this.#native.sameHeapAs(owner))
+      throw new WgallocError('INVALID_ARGUMENT', "heap.free: the block belongs to another device's heap")
+    block.free()
+  }
+
+  /**
+   * Listens for allocator events; returns a function that removes the listener. Listeners
+   * run synchronously after the call that caused the event; an `ALLOCATION_FAILED`
+   * listener may free blocks, and `malloc()` then retries once. `INVALID_ARGUMENT` for an
+   * unknown kind.
+   */
+  on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
+  /** Listens for failed allocations: the request, the heap's figures and the snapshot path. */
+  on(kind: 'OUT_OF_MEMORY', listener: (event: OutOfMemoryEvent) => void): () => void
+  @api on(kind: HeapEventKind | 'OUT_OF_MEMORY', listener: ((event: HeapEvent) => void) | ((event: OutOfMemoryEvent) => void)): () => void {
+    this.#events.on(kind, listener)
+    return () => this.off(kind as HeapEventKind, listener as (event: HeapEvent) => void)
+  }
+  /** Removes a listener added with `on()`. */
+  off(kind: HeapEventKind, listener: (event: HeapEvent) => void): void
+  /** Removes an OUT_OF_MEMORY listener. */
+  off(kind: 'OUT_OF_MEMORY', listener: (event: OutOfMemoryEvent) => void): void
+  @api off(kind: HeapEventKind | 'OUT_OF_MEMORY', listener: ((event: HeapEvent) => void) | ((event: OutOfMemoryEvent) => void)): void {
+    this.#events.off(kind, listener)
+  }
+  /** Routes `WGALLOC_DEBUG_ALLOCATOR` lines to `logger` instead of stderr (null restores stderr). */
+  @api setLogger(logger: ((line: string) => void) | null): void {
+    this.#events.setLogger(logger)
+  }
+
+  /**
+   * Records a memory history (PyTorch `_record_memory_history`): every allocation, free,
+   * segment map and unmap in a ring of `maxEntries` events (default 100 000, capped at 10^7),
+   * and with `stacks` (default true) the JS stack of every malloc. `memorySnapshot()` and
+   * `leakReport()` read it; `wgalloc view` draws the snapshot. `false` stops recording. Off by
+   * default, and then free: malloc and free take their fast path.
+   * @example
+   * ```js
+   * gpu.heap.recordHistory({ maxEntries: 10000 })
+   * await serveRequests()
+   * writeFileSync('memory.json', JSON.stringify(gpu.heap.memorySnapshot())) // wgalloc view memory.json
+   * console.log(gpu.heap.leakReport().groups[0]?.stack)
+   * ```
+   */
+  @api recordHistory(options?: RecordHistoryOptions | false): void {
+    if (options === false) {
+      this.#events.setHistory(null)
+      return
+    }
+    const history = new HeapHistory(options, POOL_NAMES)
+    history.seed(this.#native.snapshot())
+    this.#events.setHistory(history)
+  }
+  /** Whether a memory history is being recorded. */
+  @api get recordingHistory(): boolean {
+    return this.#events.history !== null
+  }
+  /**
+   * Every segment with its blocks (active ones with the stack of their malloc, when the history
+   * records stacks) and the history's events, oldest first: the `wgalloc view` memory page's input.
+   */
+  @api memorySnapshot(): MemorySnapshot {
+    this.#events.drain()
+    const history = this.#events.history
+    const segments = this.#native.snapshot().map((s) => ({
+      ...s,
+      blocks: s.blocks.map((b) => {
+        const stack = b.state === 'free' ? undefined : history?.stackOf(b.blockId)
+        return stack === undefined ? b : { ...b, stack }
+      }),
+    }))
+    return { format: 'wgalloc-memory-history', version: 1, segments, history: history?.entries() ?? [] }
+  }
+  /**
+   * Blocks allocated through this heap and not freed, grouped by the stack of their malloc, most
+   * bytes first; blocks the garbage collector reclaimed without `free()` count too. Stacks need
+   * `recordHistory()` (or `WGALLOC_LEAK_REPORT=1`, which also prints the report at exit);
+   * without it, live blocks are grouped under `(not recorded)`.
+   */
+  @api leakReport(): LeakReport {
+    this.#events.drain()
+    const history = this.#events.history
+    if (history) return history.leaks()
+    const blocks = this.#native.snapshot().flatMap((s) => s.blocks.filter((b) => b.state === 'active'))
+    const bytes = blocks.reduce((n, b) => n + b.size, 0)
+    return { count: blocks.length, bytes, groups: blocks.length ? [{ stack: '(not recorded)', count: blocks.length, bytes, reclaimed: 0 }] : [] }
+  }
+
+  /**
+   * A quota over this heap for a tenant or a model: the scope's `malloc` is charged to it, and
+   * fails with `QUOTA_EXCEEDED` naming the scope past `limit` bytes while other scopes go on.
+   * Scopes nest (`scope.scope()`), each at most its parent's limit; top-level ones at most the
+   * device's budget. `INVALID_ARGUMENT` for a limit that is not a positive integer or exceeds
+   * the parent's, or a name used already.
+   */
+  @api scope(options: HeapScopeOptions): HeapScope {
+    // A disposed scope's name can be used again.
+    for (const [name, s] of this.#scopes) if (s.disposed) this.#scopes.delete(name)
+    return topScope(this, options, this.#scopes, this.#budget)
+  }
+  /** Every live top-level scope and its children, depth first. */
+  @api scopes(): HeapScope[] {
+    return [...this.#scopes.values()].filter((s) => !s.disposed).flatMap((s) => [...s.walk()])
+  }
+
+  /** Releases idle cached segments to the driver; returns the bytes released. */
+  @api emptyCache(): number {
+    return this.#events.delivering(() => this.#native.emptyCache())
+  }
+  /** Returns freed blocks whose GPU work completed to their pools. */
+  @api freeInactiveBuffers(): void {
+    this.#events.delivering(() => this.#native.freeInactiveBuffers())
+  }
+  /**
+   * Allocator statistics: bytes, blocks and segments (current, peak, cumulative), cache and
+   * driver counters, per pool. A plain object of numbers.
+   */
+  @api stats(): HeapStats {
+    return this.#native.stats()
+  }
+  /** Sets every `peak` to its `current` value. */
+  @api resetPeakStats(): void {
+    this.#native.resetPeakStats()
+  }
+  /** Zeroes the cumulative figures (`allocated`, `freed`) and the counters. */
+  @api resetAccumulatedStats(): void {
+    this.#native.resetAccumulatedStats()
+  }
+  /** Every segment with its blocks and free ranges. */
+  @api snapshot(): SnapshotSegment[] {
+    return this.#native.snapshot()
+  }
+  /** Information on a live block by id, or null. */
+  @api getBlockInfo(id: number): BlockInfo | null {
+    return this.#native.getBlockInfo(id)
+  }
+  /** Hard limit as a fraction of the memory budget (0 disables; at most 2). */
+  @api get highWatermarkRatio(): number {
+    return this.#native.highWatermarkRatio
+  }
+  /** Soft limit (garbage collection of idle segments) as a fraction of the budget; 0 disables. */
+  @api get lowWatermarkRatio(): number {
+    return this.#native.lowWatermarkRatio
+  }
+  /**
+   * Sets the hard limit (fraction of the budget, 0 to 2; 0 disables); lowers the low watermark
+   * to it if needed. `INVALID_ARGUMENT` out of range.
+   */
+  @api setHighWatermarkRatio(ratio: number): void {
+    this.#native.setHighWatermarkRatio(ratio)
+  }
+  /**
+   * Sets the soft limit (fraction of the budget, at most the high watermark; 0 disables).
+   * `INVALID_ARGUMENT` out of range.
+   */
+  @api setLowWatermarkRatio(ratio: number): void {
+    this.#native.setLowWatermarkRatio(ratio)
+  }
+  /** Bytes the heap may still reserve before garbage collection starts. */
+  @api get lowWatermarkHeadroom(): number {
+    return this.#native.lowWatermarkHeadroom
+  }
+  /** Storage offset alignment of every block offset. */
+  @api get alignment(): number {
+    return this.#native.alignment
+  }
+  /** The `WGALLOC_DEBUG_ALLOCATOR` mask in force. */
+  @api get debugMask(): number {
+    return this.#native.debugMask
+  }
+  /** Readable `console.log` output. */
+  @api [inspect.custom](): string {
+    const s = this.#native.stats()
+    return `Heap { allocated: ${s.allocatedBytes.current}, reserved: ${s.reservedBytes.current}, activeBlocks: ${s.activeBlocks.current}, segments: ${s.segments.current} }`
+  }
+}
+
+/** The heap object for a native heap; with `WGALLOC_LEAK_REPORT` set, it records stacks and reports leaks at exit. */
+export function wrapHeap(handle: Binding.Heap, device: string, budget: number): Heap {
+  const heap = create(handle)
+  setBudget(heap, budget)
+  if (leakReportWanted()) {
+    heap.recordHistory({ stacks: true })
+    trackForLeakReport(heap, device)
+  }
+  return heap
+}
+
+const leakReportWanted = () => {
+  const v = process.env.WGALLOC_LEAK_REPORT
+  return v !== undefined && v !== '' && v !== '0'
+}
+
+// Heaps whose leaks `WGALLOC_LEAK_REPORT` prints at exit; weak, so a dropped device is not kept.
+const leakWatch = new Set<{ heap: WeakRef<Heap>; device: string }>()
+let leakExitHook = false
+let leakFiles = 0
+
+function trackForLeakReport(heap: Heap, device: string): void {
+  leakWatch.add({ heap: new WeakRef(heap), device })
+  if (leakExitHook) return
+  leakExitHook = true
+  process.on('exit', () => {
+    const dir = process.env.WGALLOC_LEAK_REPORT
+    for (const { heap: ref, device: name } of leakWatch) {
+      const h = ref.deref()
+      if (!h) continue
+      try {
+        const report = h.leakReport()
+        const text = formatLeakReport(report, name)
+        if (text) process.stderr.write(text)
+        // A value other than 1 names a folder for the report and the memory snapshot.
+        if (dir && dir !== '1' && report.count > 0) {
+          mkdirSync(dir, { recursive: true })
+          const path = join(dir, `wgalloc-leaks-${process.pid}-${++leakFiles}.json`)
+          writeFileSync(path, `${JSON.stringify({ kind: 'wgalloc-leaks', device: name, report, snapshot: h.memorySnapshot() })}\n`)
+          process.stderr.write(`wgalloc: wrote ${path}\n`)
+        }
+      } catch {
+        // A report at exit must not turn into an error of its own (the device may be gone).
+      }
+    }
+  })
+}
+export { tableOfHeap }

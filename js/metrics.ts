@@ -1,0 +1,212 @@
+// Prometheus metrics for wgalloc's devices: gauges and counters read from the heap, host cache
+// and profiler statistics when the registry is scraped (no timers, nothing between scrapes).
+// The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
+import { WgallocError, messageOf, shown } from './errors.js'
+import type { Gpu } from './gpu.js'
+
+/** What wgalloc needs of a prom-client `Registry` (any registry with these methods works). */
+export interface MetricsRegistry {
+  /** Adds a metric; prom-client's `Registry.registerMetric`. */
+  registerMetric(metric: never): void
+  /** Removes a metric by name; prom-client's `Registry.removeSingleMetric`. */
+  removeSingleMetric(name: string): void
+}
+
+/** Options of `registerMetrics()`. */
+export interface MetricsOptions {
+  /** The registry (default: prom-client's global `register`). */
+  registry?: MetricsRegistry
+  /** Prefix of every metric name (default `wgalloc_`). */
+  prefix?: string
+}
+
+/** What `registerMetrics()` returns. */
+export interface MetricsHandle {
+  /** The metric names registered. */
+  readonly names: readonly string[]
+  /** Adds a device under label `device` = `name` (must be new). */
+  add(name: string, gpu: Gpu): void
+  /** Stops reporting a device. */
+  remove(name: string): void
+  /** Removes every metric from the registry. */
+  unregister(): void
+}
+
+type Labels = Record<string, string>
+type Sample = { value: number; labels: Labels }
+type Kind = 'gauge' | 'counter'
+
+interface Definition {
+  name: string
+  help: string
+  type: Kind
+  /** Samples of one device, labelled with it. */
+  read: (gpu: Gpu, device: Labels) => Sample[]
+}
+
+const perPool =
+  (field: 'allocatedBytes' | 'reservedBytes' | 'activeBlocks' | 'segments') =>
+  (gpu: Gpu, device: Labels): Sample[] =>
+    gpu.heap.stats().pools.map((p) => ({ value: p[field].current, labels: { ...device, pool: p.pool } }))
+
+const heapFigure =
+  (field: 'cachedBytes' | 'pendingFreeBytes' | 'driverAllocations' | 'driverFrees' | 'cacheHits' | 'cacheMisses' | 'ooms' | 'gcRuns') =>
+  (gpu: Gpu, device: Labels): Sample[] => [{ value: gpu.heap.stats()[field], labels: device }]
+
+const DEFINITIONS: Definition[] = [
+  { name: 'heap_allocated_bytes', help: 'Bytes of live heap blocks (allocated sizes), per pool.', type: 'gauge', read: perPool('allocatedBytes') },
+  { name: 'heap_reserved_bytes', help: 'Bytes of heap segments held from the driver, per pool.', type: 'gauge', read: perPool('reservedBytes') },
+  { name: 'heap_active_blocks', help: 'Heap blocks handed out and not yet freed, per pool.', type: 'gauge', read: perPool('activeBlocks') },
+  { name: 'heap_segments', help: 'Heap segments (driver buffers) held, per pool.', type: 'gauge', read: perPool('segments') },
+  { name: 'heap_cached_bytes', help: 'Bytes free in heap segments, ready for reuse.', type: 'gauge', read: heapFigure('cachedBytes') },
+  { name: 'heap_pending_free_bytes', help: 'Bytes freed but waiting for their GPU work to complete.', type: 'gauge', read: heapFigure('pendingFreeBytes') },
+  { name: 'heap_driver_allocations_total', help: 'Segments allocated from the driver.', type: 'counter', read: heapFigure('driverAllocations') },
+  { name: 'heap_driver_frees_total', help: 'Segments released to the driver.', type: 'counter', read: heapFigure('driverFrees') },
+  { name: 'heap_cache_hits_total', help: 'Allocations served from cached segments.', type: 'counter', read: heapFigure('cacheHits') },
+  { name: 'heap_cache_misses_total', help: 'Allocations that needed a new segment.', type: 'counter', read: heapFigure('cacheMisses') },
+  { name: 'heap_ooms_total', help: 'Allocations that failed with OUT_OF_MEMORY.', type: 'counter', read: heapFigure('ooms') },
+  { name: 'heap_gc_runs_total', help: 'Garbage collections of idle segments.', type: 'counter', read: heapFigure('gcRuns') },
+  {
+    name: 'memory_budget_bytes',
+    help: 'The memory budget of the device.',
+    type: 'gauge',
+    read: (gpu, device) => [{ value: gpu.memoryBudget.bytes, labels: device }],
+  },
+  {
+    name: 'host_allocated_bytes',
+    help: 'Bytes of host staging blocks held (mapped buffers).',
+    type: 'gauge',
+    read: (gpu, device) => [{ value: gpu.host.stats().allocatedBytes.current, labels: device }],
+  },
+  {
+    name: 'host_cached_bytes',
+    help: 'Bytes of idle host staging blocks ready for reuse.',
+    type: 'gauge',
+    read: (gpu, device) => [{ value: gpu.host.stats().cachedBytes, labels: device }],
+  },
+  {
+    name: 'scope_allocated_bytes',
+    help: 'Bytes charged to a heap scope (a tenant or model quota), by scope path.',
+    type: 'gauge',
+    read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().allocatedBytes, labels: { ...device, scope: sc.path } })),
+  },
+  {
+    name: 'scope_limit_bytes',
+    help: 'The limit of a heap scope, by scope path.',
+    type: 'gauge',
+    read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.limit, labels: { ...device, scope: sc.path } })),
+  },
+  {
+    name: 'scope_quota_exceeded_total',
+    help: 'Allocations refused for a heap scope limit, by scope path.',
+    type: 'counter',
+    read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().quotaExceeded, labels: { ...device, scope: sc.path } })),
+  },
+  {
+    name: 'profiler_kernel_seconds_total',
+    help: 'GPU time of profiled kernels, per op (only while the profiler records).',
+    type: 'counter',
+    read: (gpu, device) => gpu.profiler.stats().operations.map((op) => ({ value: op.totalGpuMs / 1000, labels: { ...device, op: op.name } })),
+  },
+  {
+    name: 'profiler_kernel_runs_total',
+    help: 'Runs of profiled kernels, per op (only while the profiler records).',
+    type: 'counter',
+    read: (gpu, device) => gpu.profiler.stats().operations.map((op) => ({ value: op.runs, labels: { ...device, op: op.name } })),
+  },
+]
+
+const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/
+
+function defaultRegistry(): MetricsRegistry {
+  try {
+    return (require('prom-client') as { register: MetricsRegistry }).register
+  } catch (err) {
+    throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: install prom-client (a peer dependency), or pass options.registry', { cause: err })
+  }
+}
+
+/**
+ * Registers wgalloc's metrics for `devices` (a Gpu, an array, or `{ name: Gpu }`; the label
+ * `device` is the name, or the index) in a prom-client registry. Values are read from
+ * `heap.stats()`, `host.stats()` and `profiler.stats()` at scrape time; a lost device reports
+ * nothing. Names follow Prometheus conventions: `wgalloc_heap_reserved_bytes{device,pool}`,
+ * `wgalloc_heap_driver_allocations_total{device}`, ...
+ *
+ * @example
+ * ```js
+ * const client = require('prom-client')
+ * const { registerMetrics } = require('wgalloc/metrics')
+ * registerMetrics({ main: gpu })
+ * http.createServer(async (req, res) => res.end(await client.register.metrics()))
+ * ```
+ */
+export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, options: MetricsOptions = {}): MetricsHandle {
+  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: options must be an object')
+  const prefix = options.prefix ?? 'wgalloc_'
+  if (typeof prefix !== 'string' || (prefix !== '' && !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)))
+    throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: prefix must be a metric name prefix such as 'wgalloc_', got ${shown(prefix)}`)
+  const registry = options.registry ?? defaultRegistry()
+  const gpus = new Map<string, Gpu>()
+  const add = (name: string, gpu: Gpu) => {
+    if (typeof name !== 'string' || name === '')
+      throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: a device name must be a non-empty string, got ${shown(name)}`)
+    if (gpus.has(name)) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' is registered already`)
+    if (gpu === null || typeof gpu !== 'object' || typeof (gpu as Partial<Gpu>).heap !== 'object')
+      throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' must be a Gpu`)
+    gpus.set(name, gpu)
+  }
+  if (Array.isArray(devices)) {
+    for (const [i, g] of devices.entries()) add(String(i), g)
+  } else if (devices !== null && typeof devices === 'object' && 'heap' in devices) add('0', devices as Gpu)
+  else if (devices !== null && typeof devices === 'object') for (const [k, g] of Object.entries(devices)) add(k, g)
+  else throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: pass a Gpu, an array of Gpus or { name: Gpu }')
+
+  const names = DEFINITIONS.map((d) => `${prefix}${d.name}`)
+  for (const n of names) if (!LABEL.test(n.replace(/:/g, '_'))) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: '${n}' is not a metric name`)
+  const metrics = DEFINITIONS.map((d, i) => {
+    const name = names[i]
+    const sample = () => {
+      const values: Sample[] = []
+      for (const [device, gpu] of gpus) {
+        if (gpu.lost) continue
+        try {
+          values.push(...d.read(gpu, { device }))
+        } catch {
+          // A device lost between the check and the read reports nothing this scrape.
+        }
+      }
+      return values
+    }
+    // prom-client's metric interface: name, help, type, aggregator, get(), reset().
+    return {
+      name,
+      help: d.help,
+      type: d.type,
+      aggregator: 'sum',
+      get: async () => ({ name, help: d.help, type: d.type, aggregator: 'sum', values: sample() }),
+      reset: () => {},
+    }
+  })
+  const added: string[] = []
+  try {
+    for (const m of metrics) {
+      registry.registerMetric(m as never)
+      added.push(m.name)
+    }
+  } catch (err) {
+    // All or nothing: a name the registry holds already leaves it as it was.
+    for (const n of added) registry.removeSingleMetric(n)
+    throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: ${messageOf(err)} (use another registry or prefix, or unregister() first)`, { cause: err })
+  }
+  return {
+    names,
+    add,
+    remove(name: string) {
+      gpus.delete(name)
+    },
+    unregister() {
+      for (const n of names) registry.removeSingleMetric(n)
+    },
+  }
+}

@@ -1,0 +1,153 @@
+// Replays an eager alloc/free trace (bench/data/traces format) through the device heap
+// (`replayHeap`, real GPU memory) or through the heap's policy on host storage (`simulate`, no
+// GPU, the same Rust code), beside baselines simulated on the same events: PyTorch's CUDA
+// caching allocator policy, power-of-two buckets (ORT-WebGPU's / CachingHostAllocator's) and an
+// exact-size free list (tfjs-webgpu's buffer manager). Parsing, checking (bad events are
+// INVALID_ARGUMENT naming their index) and the simulations are in Rust (wgalloc-core `replay`).
+import type { SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
+import type { DeviceBlock } from './device-block.js'
+import { WgallocError, toWgallocError } from './errors.js'
+import type { Heap } from './heap.js'
+import { native } from './native.js'
+
+/** One small heap of slack, so tiny workloads are not judged by heap granularity. */
+const SLACK = 8 * 2 ** 20
+
+/** One event of an alloc/free trace. */
+export interface TraceEvent {
+  /** An allocation or a free. */
+  op: 'alloc' | 'free'
+  /** The buffer (a free names an earlier alloc's id). */
+  id: string | number
+  /** Bytes (alloc). */
+  size?: number
+}
+
+/** An eager alloc/free trace (the `bench/data/traces` format). */
+export interface Trace {
+  /** Allocations and frees in order. */
+  events: TraceEvent[]
+  /** Requests the trace covers (default 1). */
+  requests?: number
+  /** The model it was recorded from. */
+  model?: string
+  /** Which run of the model. */
+  trace?: string
+  /** The largest sum of live sizes. */
+  peakLiveBytes?: number
+}
+
+/** What each policy reports for a trace. */
+export interface PolicyFigures {
+  policy: string
+  peakReservedBytes: number
+  peakLiveBytes: number
+  fragmentation: number
+  driverAllocations: number
+  driverAllocationsPer1000Requests: number
+  events: number
+  peakAllocatedBytes?: number
+  withinTarget?: boolean
+  simulated?: boolean
+}
+
+/** wgalloc's figures on a trace, with the baselines simulated on the same events. */
+export interface ReplayFigures extends PolicyFigures {
+  baselines: PolicyFigures[]
+}
+
+/** Runs the native simulation on a trace object or its JSON text; errors are typed. */
+function simulateNative(trace: unknown, options?: SimulateTraceOptions): TraceSimulation {
+  try {
+    return native.simulateTrace(typeof trace === 'string' ? trace : JSON.stringify(trace ?? null), options)
+  } catch (err) {
+    throw toWgallocError(err, true)
+  }
+}
+
+/** Checks the trace (INVALID_ARGUMENT naming the bad event); returns its request count. */
+export function checkTrace(trace: unknown): number {
+  return simulateNative(trace, { baselinesOnly: true }).requests
+}
+
+function figures(policy: string, peakReserved: number, peakLive: number, driverAllocations: number, requests: number, events: number): PolicyFigures {
+  return {
+    policy,
+    peakReservedBytes: peakReserved,
+    peakLiveBytes: peakLive,
+    fragmentation: peakLive > 0 ? peakReserved / peakLive : 1,
+    driverAllocations,
+    driverAllocationsPer1000Requests: (driverAllocations / requests) * 1000,
+    events,
+  }
+}
+
+/** wgalloc's own figures: padding at the peak and the target check. */
+function withTarget(f: PolicyFigures, peakAllocated: number | undefined): PolicyFigures {
+  f.peakAllocatedBytes = peakAllocated
+  f.withinTarget = f.peakReservedBytes <= 1.15 * f.peakLiveBytes + SLACK
+  return f
+}
+
+const fromNative = (sim: TraceSimulation, p: SimulatedPolicy) =>
+  figures(p.policy, p.peakReservedBytes, p.peakLiveBytes, p.driverAllocations, sim.requests, sim.events)
+
+/** The baselines of a trace: `[pytorch-cuda, power-of-two, exact-size]`. */
+export function baselines(trace: unknown): PolicyFigures[] {
+  const sim = simulateNative(trace, { baselinesOnly: true })
+  return sim.baselines.map((p) => fromNative(sim, p))
+}
+
+/** PyTorch's CUDA caching allocator policy on the trace. */
+export const pytorchCuda = (trace: unknown): PolicyFigures => baselines(trace)[0]
+/** The power-of-two buckets baseline. */
+export const powerOfTwo = (trace: unknown): PolicyFigures => baselines(trace)[1]
+/** The exact-size free list baseline. */
+export const exactSize = (trace: unknown): PolicyFigures => baselines(trace)[2]
+
+/** The heap's policy on host storage, no GPU (`options`: the device it stands for): wgalloc's figures with `baselines`. */
+export function simulate(trace: unknown, options?: SimulateTraceOptions): ReplayFigures {
+  const sim = simulateNative(trace, options)
+  if (!sim.wgalloc) throw new WgallocError('INTERNAL', 'the simulation returned no figures for the heap')
+  const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes)
+  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
+}
+
+/** Runs the trace through `heap` (real GPU memory; it should start empty): figures with `baselines`. */
+export function replayHeap(heap: Heap, trace: Trace): ReplayFigures {
+  // Checks the trace before any GPU memory is touched.
+  const sim = simulateNative(trace, { baselinesOnly: true })
+  heap.emptyCache()
+  heap.resetPeakStats()
+  heap.resetAccumulatedStats()
+  const live = new Map<string, [DeviceBlock, number]>() // id (as the Rust check keys it) -> block, size
+  let liveBytes = 0
+  let peakLive = 0
+  try {
+    for (const e of trace.events) {
+      const id = String(e.id)
+      if (e.op === 'alloc') {
+        const size = e.size ?? 0
+        live.set(id, [heap.malloc(Math.max(size, 1)), size])
+        liveBytes += size
+        peakLive = Math.max(peakLive, liveBytes)
+      } else {
+        const entry = live.get(id)
+        if (!entry) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
+        const [block, size] = entry
+        liveBytes -= size
+        block.free()
+        live.delete(id)
+      }
+    }
+  } finally {
+    for (const [block] of live.values()) block.free()
+  }
+  const s = heap.stats()
+  const ours = withTarget(
+    { ...figures('wgalloc', s.reservedBytes.peak, peakLive, s.driverAllocations, sim.requests, sim.events), simulated: false },
+    // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
+    s.allocatedBytes.peak,
+  )
+  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
+}

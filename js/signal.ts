@@ -1,0 +1,77 @@
+// `{ signal }` on every async call: an already-aborted signal rejects before any work
+// starts; aborting later rejects at once (work already submitted to the GPU still
+// completes). Rejections are WgallocErrors with code ABORTED (name AbortError).
+import { WgallocError, abortError } from './errors.js'
+
+/**
+ * Options accepted by every asynchronous call. An already-aborted signal rejects before
+ * any work starts; aborting later rejects at once, while GPU work already submitted
+ * still completes (results that arrive after the abort are released).
+ */
+export interface AsyncOptions {
+  /** Aborting rejects the call with a `WgallocError` whose code is `ABORTED` (name `AbortError`, `cause` = the signal's reason). */
+  signal?: AbortSignal
+}
+
+/** Throws INVALID_ARGUMENT for a non-signal, ABORTED for an aborted one; returns the signal. */
+export function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal == null) return undefined
+  const s = signal as Partial<AbortSignal>
+  if (typeof signal !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function') {
+    throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+  }
+  if (s.aborted) throw abortError(signal as AbortSignal)
+  return signal as AbortSignal
+}
+
+/**
+ * Races `promise` against `signal`: rejects with ABORTED once the signal fires.
+ * `onLate(value)` receives a result that arrives after the abort (to release it).
+ */
+export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined | null, onLate?: (value: T) => void): Promise<T> {
+  if (signal == null) return promise
+  try {
+    checkSignal(signal)
+  } catch (err) {
+    promise.then(onLate, () => {})
+    return Promise.reject(err)
+  }
+  return new Promise<T>((resolve, reject) => {
+    let aborted = false
+    const onAbort = () => {
+      aborted = true
+      reject(abortError(signal))
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort)
+        if (aborted) onLate?.(v)
+        else resolve(v)
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(e)
+      },
+    )
+  })
+}
+
+/** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */
+export function optionsObject<T extends object>(options: T | null | undefined, what: string): Partial<T> {
+  if (options == null) return {}
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what}: options must be an object`)
+  return options
+}
+
+/** Calls `start` (async) unless `signal` already fired, then races it against the signal; sync throws become rejections. */
+export function callWithSignal<T>(signal: AbortSignal | undefined, start: () => Promise<T>, onLate?: (value: T) => void): Promise<T> {
+  let promise: Promise<T>
+  try {
+    checkSignal(signal)
+    promise = start()
+  } catch (err) {
+    return Promise.reject(err)
+  }
+  return withSignal(promise, signal, onLate)
+}

@@ -1,0 +1,73 @@
+// `renderHtml(json)`: one self-contained HTML page (inline CSS, JS and data; no network) for
+// a heap snapshot, an alloc/free trace, a memory plan or a profiler trace. The kind is read
+// from the JSON's shape; each kind has a module that checks its input and reduces it to the
+// compact data its page script draws.
+import { WgallocError } from '../errors.js'
+import type { Loose } from './check.js'
+import * as memory from './memory.js'
+import * as plan from './plan.js'
+import * as profile from './profile.js'
+import { page } from './shell.js'
+
+/** What `wgalloc view` draws: a heap snapshot (with or without history), an alloc/free trace, a plan, a profiler trace. */
+export type ViewKind = 'snapshot' | 'trace' | 'plan' | 'profile'
+
+/** Every view kind, with the inputs it accepts. */
+export const VIEW_KINDS: Readonly<Record<ViewKind, string>> = Object.freeze({
+  snapshot: 'heap snapshot (gpu.heap.snapshot() or gpu.heap.memorySnapshot(), or `wgalloc replay --snapshot`)',
+  trace: 'alloc/free trace ({ events: [{ op: "alloc", id, size } | { op: "free", id }] })',
+  plan: 'memory plan (plan.toJSON(), `wgalloc plan --json out.json`)',
+  profile: 'profiler trace (Chrome Trace Event JSON from gpu.profiler.exportTrace)',
+})
+
+/** Options of `renderHtml()`. */
+export interface RenderHtmlOptions {
+  /** Page title (default: from the input). */
+  title?: string
+  /** Skips detection. */
+  kind?: ViewKind
+}
+
+const isObject = (v: unknown): v is Loose => v !== null && typeof v === 'object' && !Array.isArray(v)
+const isSegment = (s: unknown) => isObject(s) && Array.isArray(s.blocks) && 'pool' in s && 'size' in s
+
+/** The kind of `json`, or INVALID_ARGUMENT naming the accepted kinds. */
+export function detectKind(json: unknown): ViewKind {
+  if (Array.isArray(json)) {
+    // An empty array is what an empty heap's snapshot() returns.
+    if (json.length === 0 || isSegment(json[0])) return 'snapshot'
+    if (isObject(json[0]) && typeof json[0].ph === 'string') return 'profile'
+  } else if (isObject(json)) {
+    if (Array.isArray(json.segments) && (json.segments.length === 0 || isSegment(json.segments[0]))) return 'snapshot'
+    if (Array.isArray(json.traceEvents)) return 'profile'
+    if (Array.isArray(json.records) && 'slabSize' in json) return 'plan'
+    if (Array.isArray(json.events)) return 'trace'
+  }
+  const accepted = Object.values(VIEW_KINDS)
+    .map((k) => `  - ${k}`)
+    .join('\n')
+  throw new WgallocError('INVALID_ARGUMENT', `cannot tell what this JSON is; wgalloc view accepts:\n${accepted}`)
+}
+
+const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; subtitle?: string }> = {
+  snapshot: memory.fromSnapshot,
+  trace: memory.fromTrace,
+  plan: plan.fromPlan,
+  profile: profile.fromTrace,
+}
+
+/**
+ * The HTML page for `json` (any kind `detectKind` accepts): one file with no network access.
+ * `INVALID_ARGUMENT` names a malformed field.
+ */
+export function renderHtml(json: unknown, options: RenderHtmlOptions = {}): string {
+  if (!isObject(options)) throw new WgallocError('INVALID_ARGUMENT', 'renderHtml: options must be an object')
+  const kind = options.kind ?? detectKind(json)
+  if (!Object.hasOwn(MODULES, kind))
+    throw new WgallocError('INVALID_ARGUMENT', `renderHtml: unknown kind '${kind}'; use one of ${Object.keys(VIEW_KINDS).join(', ')}`)
+  const view = MODULES[kind](json as Loose)
+  return page({ ...view, title: options.title ?? view.title })
+}
+
+export { type MemoryHistorySnapshot, type MemoryRecorder, type ReplayedTrace, recordMemoryHistory, replayHistory } from './history.js'
+export { readJsonFile } from '../input-file.js'
