@@ -32,8 +32,12 @@ function fail(err: unknown, self: unknown, name: string): unknown {
 export function api<F extends Method>(fn: F, context: Context): F {
   const name = typeof context.name === 'symbol' ? `[${context.name.description}]` : context.name
   const call = fn as unknown as (...args: unknown[]) => unknown
-  return function (this: unknown, ...args: unknown[]) {
+  const isMethod = context.kind === 'method'
+  const wrapped = function (this: unknown, ...args: unknown[]) {
     if (this === null || (typeof this !== 'object' && typeof this !== 'function')) throw illegalInvocation(this, name)
+    // A receiver that does not have this method (a plain object given to `.call`) would fail on
+    // the first `this.other()` with a bare TypeError; refuse it here as a native method would.
+    if (isMethod && (this as Record<string | symbol, unknown>)[context.name] !== wrapped) throw illegalInvocation(this, name)
     let result: unknown
     try {
       result = call.apply(this, args)
@@ -42,7 +46,8 @@ export function api<F extends Method>(fn: F, context: Context): F {
     }
     if (result instanceof Promise) return result.catch((err: unknown) => Promise.reject(fail(err, this, name)))
     return result
-  } as unknown as F
+  }
+  return wrapped as unknown as F
 }
 
 /** Runs `fn` as a public call named `call` (for functions that are not methods). */
