@@ -136,35 +136,35 @@ export class DeviceBlock {
   }
 
   /** Block id (as in heap events, snapshots and `heap.getBlockInfo()`). */
-  get id(): number {
+  @api get id(): number {
     return this.#id
   }
   /** Allocated bytes (the request rounded up to the storage offset alignment). */
-  get size(): number {
+  @api get size(): number {
     return this.#size
   }
   /** Bytes asked for. */
-  get requestedSize(): number {
+  @api get requestedSize(): number {
     return this.#requested
   }
   /** Offset inside the segment buffer (a multiple of the storage offset alignment). */
-  get offset(): number {
+  @api get offset(): number {
     return this.#offset
   }
   /** The pool the block came from. */
-  get pool(): PoolName {
+  @api get pool(): PoolName {
     return POOLS[this.#pool]
   }
   /** From a `shared` pool (mappable where the adapter has MAPPABLE_PRIMARY_BUFFERS). */
-  get isShared(): boolean {
+  @api get isShared(): boolean {
     return SHARED.has(POOLS[this.#pool])
   }
   /** True once `free()` ran (reuse still waits for the block's GPU work). */
-  get freed(): boolean {
+  @api get freed(): boolean {
     return this.#freed
   }
   /** The heap the block came from. */
-  get heap(): Heap {
+  @api get heap(): Heap {
     return this.#table.owner
   }
   /** What the heap knows about the block. `USE_AFTER_FREE` once freed. */

@@ -87,19 +87,19 @@ export class HeapScope {
   }
 
   /** The scope's name. */
-  get name(): string {
+  @api get name(): string {
     return this.#name
   }
   /** Names from the outermost scope down, joined with `/`. */
-  get path(): string {
+  @api get path(): string {
     return this.#parent ? `${this.#parent.path}/${this.#name}` : this.#name
   }
   /** The limit in bytes. */
-  get limit(): number {
+  @api get limit(): number {
     return this.#limit
   }
   /** True once disposed. */
-  get disposed(): boolean {
+  @api get disposed(): boolean {
     return this.#disposed
   }
 
