@@ -797,6 +797,8 @@ export interface HeapEvent {
   blockId?: number
   /** The segment concerned (absent for a failed request). */
   segmentId?: number
+  /** Where the block starts in its segment (`ALLOCATED` and `RECYCLED`). */
+  offset?: number
   /** Bytes: of the block, the segment, or the failed request. */
   size: number
   /** Pool name (see `PoolStats.pool`). */

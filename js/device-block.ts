@@ -55,7 +55,6 @@ export class HeapTable {
   }
   /** `free()` ran on block `id`. */
   freed(id: number): void {
-    this.events.history?.released(id)
     this.#unscope(id)
   }
 
@@ -74,11 +73,11 @@ export class HeapTable {
     this.events = events
     this.slot = nativeHeap.slot
     this.registry = new FinalizationRegistry((id) => {
-      // Collected without free(): a leak the memory history reports with its stack.
-      events.history?.reclaimed(id)
       this.#unscope(id)
       try {
-        nativeHeap.releaseBlock(id)
+        // Collected without free(): a leak the memory history reports with its stack.
+        const size = nativeHeap.releaseBlock(id)
+        events.history?.reclaimed(id, size)
       } catch {
         // Nothing to report to: the block's owner is gone, and the heap may be too.
       }

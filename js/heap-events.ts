@@ -27,18 +27,25 @@ const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
 const channel = channels.heap
 /** With only a memory history listening, the native event queue is drained every this many calls. */
 const DRAIN_EVERY = 1024
-// The order `takeEventNumbers` numbers kinds and pools in (src/heap.rs).
+// The order `heapTakeEvents` numbers kinds and pools in (src/block_table.rs).
 const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
 /** Pool names by the index native calls report them with. */
 export const POOL_NAMES: readonly string[] = native.heapPoolNames()
 
-/** Native events from their packed form: five numbers each. */
+/** Numbers per event in `heapTakeEvents`: kind, block, segment, offset, size, pool. */
+export const EVENT_NUMBERS = 6
+/** Events moved per `heapTakeEvents` call (a drain takes as many calls as it needs). */
+const EVENTS_PER_TAKE = 2 * DRAIN_EVERY
+const { heapTakeEvents } = native
+
+/** Native events from their packed form. */
 function unpack(numbers: Float64Array): HeapEvent[] {
   const events: HeapEvent[] = []
-  for (let i = 0; i + 4 < numbers.length; i += 5) {
-    const e: HeapEvent = { kind: NUMBERED_KINDS[numbers[i]], size: numbers[i + 3], pool: POOL_NAMES[numbers[i + 4]] }
+  for (let i = 0; i + EVENT_NUMBERS <= numbers.length; i += EVENT_NUMBERS) {
+    const e: HeapEvent = { kind: NUMBERED_KINDS[numbers[i]], size: numbers[i + 4], pool: POOL_NAMES[numbers[i + 5]] }
     if (numbers[i + 1] >= 0) e.blockId = numbers[i + 1]
     if (numbers[i + 2] >= 0) e.segmentId = numbers[i + 2]
+    if (numbers[i + 3] >= 0) e.offset = numbers[i + 3]
     events.push(e)
   }
   return events
@@ -64,6 +71,8 @@ export class HeapEvents {
   // Whether the channel had subscribers when recording was last set: a channel subscriber
   // can come and go between any two calls.
   #channelSeen = false
+  // Where `heapTakeEvents` writes; made on the first drain.
+  #numbers: Float64Array | null = null
 
   constructor(heap: Binding.Heap & NativeHeapTable, owner: Heap) {
     this.#native = heap
@@ -150,21 +159,28 @@ export class HeapEvents {
       this.#undrained = 0
     }
     const segment = (id: number) => this.#native.snapshot().find((seg) => seg.id === id)
-    let events: HeapEvent[]
     if (this.#logger) {
       const batch = this.#native.takeEvents()
       for (const line of batch.logs) this.#logger(line)
-      events = batch.events
+      const events = batch.events
       for (const e of events) this.#history?.event(e, segment)
+      this.#deliver(events)
     } else {
-      // Without a logger, one typed array instead of an object per event (much cheaper); a
-      // history alone stores the numbers as they are.
-      const numbers = this.#native.takeEventNumbers()
-      if (numbers.length === 0) return
-      this.#history?.eventNumbers(numbers, segment)
-      if (!channel.hasSubscribers && !this.#othersListening()) return
-      events = unpack(numbers)
+      // Without a logger, numbers written into one reused typed array instead of an object per
+      // event (much cheaper); a history alone stores the numbers as they are.
+      this.#numbers ??= new Float64Array(EVENTS_PER_TAKE * EVENT_NUMBERS)
+      for (;;) {
+        const n = heapTakeEvents(this.#native.slot, this.#numbers)
+        if (n === 0) return
+        const numbers = this.#numbers.subarray(0, n * EVENT_NUMBERS)
+        this.#history?.eventNumbers(numbers, segment)
+        if (channel.hasSubscribers || this.#othersListening()) this.#deliver(unpack(numbers))
+        if (n < EVENTS_PER_TAKE) return
+      }
     }
+  }
+
+  #deliver(events: HeapEvent[]): void {
     for (const e of events) {
       if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })
       for (const fn of this.#listeners.get(e.kind as AnyKind) ?? []) (fn as Listener)(e)

@@ -3,6 +3,7 @@
 import { performance } from 'node:perf_hooks'
 import type { HeapEvent, SnapshotBlock, SnapshotSegment } from './binding.js'
 import { WgallocError, shown } from './errors.js'
+import { EVENT_NUMBERS } from './heap-events.js'
 
 /** Options of `heap.recordHistory()`. */
 export interface RecordHistoryOptions {
@@ -102,7 +103,7 @@ function userStack(holder: { stack?: string }): string {
 
 type Holder = { stack?: string }
 
-// Ring columns: one number per field and entry, so recording allocates no object per event.
+// Ring entries: numbers in one typed array, so recording allocates no object per event.
 const ACTIONS = ['alloc', 'free', 'segment_alloc', 'segment_free', 'oom'] as const
 const A_ALLOC = 0
 const A_FREE = 1
@@ -116,12 +117,15 @@ const K_FREED = 2
 const K_RELEASED = 3
 const K_FAILED = 4
 const FIRST_CAPACITY = 4096
+const ROW = 6
 
 /**
  * What a heap records while `recordHistory()` is on. Allocator events reach it in batches (the
  * heap drains the native queue every DRAIN_EVERY calls, and before any report) as packed
- * numbers, stored in column arrays; a malloc costs two map writes (three with a stack), and
- * the stack capture when asked for. `t` is when a batch arrived.
+ * numbers, stored in column arrays. Without stacks a malloc and a free cost a counter each
+ * (which blocks are live is the native block table's to say); with stacks, a malloc adds the
+ * capture and one map write, undone when the block's FREED event arrives. `t` is when a batch
+ * arrived.
  */
 export class HeapHistory {
   readonly #max: number
@@ -132,22 +136,16 @@ export class HeapHistory {
   #cap = 0
   #len = 0
   #start = 0
-  #action = new Uint8Array(0)
-  #pool = new Uint8Array(0) // pool index + 1; 0 for none
-  #flags = new Uint8Array(0) // 1: dedicated segment; 2: "before recording"
-  #t = new Float64Array(0)
-  #block = new Float64Array(0) // -1 for none
-  #seg = new Float64Array(0) // -1 for none
-  #offset = new Float64Array(0) // -1 for unknown
-  #size = new Float64Array(0)
-  readonly #holders = new Map<number, Holder>() // ring slot -> stack of its alloc entry
-  // Live blocks of this heap's mallocs (for leaks and snapshots): size, and stack.
-  readonly #liveSize = new Map<number, number>()
-  readonly #liveStack = new Map<number, Holder>()
-  // Mallocs whose allocator event has not arrived yet: offset (and stack) for the alloc entry.
-  readonly #freshOffset = new Map<number, number>()
-  readonly #freshStack = new Map<number, Holder>()
+  // ROW numbers per entry, side by side so recording one touches one cache line: time, block
+  // (-1 for none), segment (-1 for none), offset (-1 for unknown), size, and a packed word of
+  // action, pool index + 1 (0 for none) and flags (1: dedicated segment; 2: "before recording").
+  #rows = new Float64Array(0)
+  #holders: (Holder | undefined)[] = [] // by ring slot: the stack of its alloc entry
+  // Stacks of this heap's mallocs until their memory returns to the pool (the FREED event).
+  readonly #stackById = new Map<number, Holder>()
   readonly #segments = new Set<number>()
+  // The segment of the last alloc event, known to be in `#segments` (most allocs repeat it).
+  #lastSegment = -1
   readonly #reclaimed: { size: number; holder: Holder | undefined }[] = []
 
   constructor(options: unknown, pools: readonly string[]) {
@@ -171,27 +169,12 @@ export class HeapHistory {
     return Math.round((performance.now() - this.#t0) * 1000) / 1000
   }
 
-  /** Columns grow by doubling up to `#max` (a large limit costs nothing until it is used). */
+  /** The ring grows by doubling up to `#max` entries (a large limit costs nothing until it is used). */
   #grow(): void {
     const cap = Math.min(this.#max, Math.max(FIRST_CAPACITY, this.#cap * 2))
-    const grow8 = (a: Uint8Array) => {
-      const b = new Uint8Array(cap)
-      b.set(a)
-      return b
-    }
-    const grow64 = (a: Float64Array) => {
-      const b = new Float64Array(cap)
-      b.set(a)
-      return b
-    }
-    this.#action = grow8(this.#action)
-    this.#pool = grow8(this.#pool)
-    this.#flags = grow8(this.#flags)
-    this.#t = grow64(this.#t)
-    this.#block = grow64(this.#block)
-    this.#seg = grow64(this.#seg)
-    this.#offset = grow64(this.#offset)
-    this.#size = grow64(this.#size)
+    const rows = new Float64Array(cap * ROW)
+    rows.set(this.#rows)
+    this.#rows = rows
     this.#cap = cap
   }
 
@@ -202,21 +185,21 @@ export class HeapHistory {
       return this.#len++
     }
     const slot = this.#start
-    this.#start = (this.#start + 1) % this.#max
-    this.#holders.delete(slot)
+    this.#start = this.#start + 1 === this.#max ? 0 : this.#start + 1
+    if (this.#stacks) this.#holders[slot] = undefined
     return slot
   }
 
   #push(action: number, t: number, block: number, seg: number, offset: number, size: number, pool: number, flags: number): number {
     const i = this.#slot()
-    this.#action[i] = action
-    this.#t[i] = t
-    this.#block[i] = block
-    this.#seg[i] = seg
-    this.#offset[i] = offset
-    this.#size[i] = size
-    this.#pool[i] = pool
-    this.#flags[i] = flags
+    const rows = this.#rows
+    const r = i * ROW
+    rows[r] = t
+    rows[r + 1] = block
+    rows[r + 2] = seg
+    rows[r + 3] = offset
+    rows[r + 4] = size
+    rows[r + 5] = action | (pool << 4) | (flags << 12)
     return i
   }
 
@@ -229,7 +212,6 @@ export class HeapHistory {
       for (const b of s.blocks) {
         if (b.state === 'free') continue
         this.#push(A_ALLOC, 0, b.blockId, s.id, b.offset, b.size, pool, 2)
-        this.#liveSize.set(b.blockId, b.size)
       }
     }
   }
@@ -249,56 +231,40 @@ export class HeapHistory {
     return holder
   }
 
-  /** A malloc returned block `id` of `size` bytes at `offset`. */
-  allocated(id: number, size: number, offset: number, holder: Holder | null): void {
-    this.#liveSize.set(id, size)
-    this.#freshOffset.set(id, offset)
-    if (holder) {
-      this.#liveStack.set(id, holder)
-      this.#freshStack.set(id, holder)
-    }
+  /** A malloc with a stack returned block `id`. */
+  allocated(id: number, holder: Holder): void {
+    this.#stackById.set(id, holder)
   }
 
-  /** `free()` ran on block `id`: it is no longer the caller's (its memory returns after its GPU work). */
-  released(id: number): void {
-    this.#liveSize.delete(id)
-    if (this.#stacks) this.#liveStack.delete(id)
+  /** The garbage collector found block `id` of `size` bytes unreachable without `free()`: a leak. */
+  reclaimed(id: number, size: number): void {
+    if (size > 0) this.#reclaimed.push({ size, holder: this.#stackById.get(id) })
   }
 
-  /** The garbage collector found block `id` unreachable without `free()`: a leak. */
-  reclaimed(id: number): void {
-    const size = this.#liveSize.get(id)
-    if (size === undefined) return
-    this.#reclaimed.push({ size, holder: this.#liveStack.get(id) })
-    this.released(id)
-  }
-
-  /** Records native allocator events, five numbers each; `segment` looks up a new segment. */
+  /** Records native allocator events, EVENT_NUMBERS each; `segment` looks up a new segment. */
   eventNumbers(numbers: Float64Array, segment: (id: number) => SnapshotSegment | undefined): void {
     const t = this.#now()
-    for (let i = 0; i + 4 < numbers.length; i += 5) {
+    for (let i = 0; i + EVENT_NUMBERS <= numbers.length; i += EVENT_NUMBERS) {
       const kind = numbers[i]
       const block = numbers[i + 1]
       const seg = numbers[i + 2]
-      const size = numbers[i + 3]
-      const pool = numbers[i + 4] + 1
+      const size = numbers[i + 4]
+      const pool = numbers[i + 5] + 1
       if (kind === K_ALLOCATED || kind === K_RECYCLED) {
-        if (seg >= 0 && !this.#segments.has(seg)) {
+        if (seg >= 0 && seg !== this.#lastSegment && !this.#segments.has(seg)) {
           this.#segments.add(seg)
           const s = segment(seg)
           this.#push(A_SEGMENT_ALLOC, t, -1, seg, -1, s?.size ?? size, pool, s?.dedicated ? 1 : 0)
         }
-        const offset = this.#freshOffset.get(block)
-        if (offset !== undefined) this.#freshOffset.delete(block)
-        const slot = this.#push(A_ALLOC, t, block, seg, offset ?? -1, size, pool, 0)
-        const holder = this.#freshStack.get(block)
-        if (holder) {
-          this.#freshStack.delete(block)
-          this.#holders.set(slot, holder)
-        }
-      } else if (kind === K_FREED) this.#push(A_FREE, t, block, -1, -1, 0, 0, 0)
-      else if (kind === K_RELEASED) {
+        this.#lastSegment = seg
+        const slot = this.#push(A_ALLOC, t, block, seg, numbers[i + 3], size, pool, 0)
+        if (this.#stacks) this.#holders[slot] = this.#stackById.get(block)
+      } else if (kind === K_FREED) {
+        if (this.#stacks) this.#stackById.delete(block)
+        this.#push(A_FREE, t, block, -1, -1, 0, 0, 0)
+      } else if (kind === K_RELEASED) {
         this.#segments.delete(seg)
+        if (seg === this.#lastSegment) this.#lastSegment = -1
         this.#push(A_SEGMENT_FREE, t, -1, seg, -1, size, pool, 0)
       } else if (kind === K_FAILED) this.#push(A_OOM, t, -1, -1, -1, size, pool, 0)
     }
@@ -307,12 +273,13 @@ export class HeapHistory {
   /** Records one allocator event (the logger's path, which takes events as objects). */
   event(e: HeapEvent, segment: (id: number) => SnapshotSegment | undefined): void {
     const kind = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'].indexOf(e.kind)
-    this.eventNumbers(new Float64Array([kind, e.blockId ?? -1, e.segmentId ?? -1, e.size, this.#pools.indexOf(e.pool)]), segment)
+    const numbers = [kind, e.blockId ?? -1, e.segmentId ?? -1, e.offset ?? -1, e.size, this.#pools.indexOf(e.pool)]
+    this.eventNumbers(new Float64Array(numbers), segment)
   }
 
   /** The stack recorded for live block `id`, if any. */
   stackOf(id: number): string | undefined {
-    const holder = this.#liveStack.get(id)
+    const holder = this.#stackById.get(id)
     return holder ? userStack(holder) : undefined
   }
 
@@ -321,40 +288,44 @@ export class HeapHistory {
     const out: HistoryEntry[] = []
     for (let k = 0; k < this.#len; k++) {
       const i = (this.#start + k) % this.#max
-      const action = ACTIONS[this.#action[i]]
-      const e: HistoryEntry = { action, t: this.#t[i] }
-      const pool = this.#pool[i] > 0 ? this.#pools[this.#pool[i] - 1] : undefined
-      switch (this.#action[i]) {
+      const r = i * ROW
+      const [t, block, seg, offset, size, word] = this.#rows.subarray(r, r + ROW)
+      const code = word & 0xf
+      const flags = word >> 12
+      const e: HistoryEntry = { action: ACTIONS[code], t }
+      const poolIndex = (word >> 4) & 0xff
+      const pool = poolIndex > 0 ? this.#pools[poolIndex - 1] : undefined
+      switch (code) {
         case A_ALLOC: {
-          e.blockId = this.#block[i]
-          e.segmentId = this.#seg[i] >= 0 ? this.#seg[i] : undefined
-          e.offset = this.#offset[i] >= 0 ? this.#offset[i] : null
-          e.size = this.#size[i]
+          e.blockId = block
+          e.segmentId = seg >= 0 ? seg : undefined
+          e.offset = offset >= 0 ? offset : null
+          e.size = size
           e.pool = pool
-          if (this.#flags[i] & 2) e.label = 'before recording'
-          const holder = this.#holders.get(i)
+          if (flags & 2) e.label = 'before recording'
+          const holder = this.#holders[i]
           if (holder) e.stack = userStack(holder)
           break
         }
         case A_FREE:
-          e.blockId = this.#block[i]
+          e.blockId = block
           break
         case A_SEGMENT_ALLOC:
-          Object.assign(e, { segmentId: this.#seg[i], size: this.#size[i], pool, dedicated: (this.#flags[i] & 1) === 1 })
+          Object.assign(e, { segmentId: seg, size, pool, dedicated: (flags & 1) === 1 })
           break
         case A_SEGMENT_FREE:
-          Object.assign(e, { segmentId: this.#seg[i], size: this.#size[i], pool })
+          Object.assign(e, { segmentId: seg, size, pool })
           break
         default:
-          Object.assign(e, { size: this.#size[i], pool })
+          Object.assign(e, { size, pool })
       }
       out.push(e)
     }
     return out
   }
 
-  /** Live blocks (and those the GC reclaimed) grouped by allocation stack. */
-  leaks(): LeakReport {
+  /** Live blocks (`[id, size]` pairs) and those the GC reclaimed, grouped by allocation stack. */
+  leaks(live: Float64Array): LeakReport {
     const groups = new Map<string, LeakGroup>()
     const add = (size: number, holder: Holder | undefined, reclaimed: boolean) => {
       const stack = holder ? userStack(holder) : NOT_RECORDED
@@ -364,11 +335,27 @@ export class HeapHistory {
       if (reclaimed) g.reclaimed++
       groups.set(stack, g)
     }
-    for (const [id, size] of this.#liveSize) add(size, this.#liveStack.get(id), false)
+    for (let i = 0; i + 1 < live.length; i += 2) add(live[i + 1], this.#stackById.get(live[i]), false)
     for (const b of this.#reclaimed) add(b.size, b.holder, true)
-    const list = [...groups.values()].sort((a, b) => b.bytes - a.bytes)
-    return { count: list.reduce((n, g) => n + g.count, 0), bytes: list.reduce((n, g) => n + g.bytes, 0), groups: list }
+    return leakReport(groups)
   }
+}
+
+/** Live blocks (`[id, size]` pairs) with no history: one group, `(not recorded)`. */
+export function unrecordedLeaks(live: Float64Array): LeakReport {
+  const groups = new Map<string, LeakGroup>()
+  for (let i = 0; i + 1 < live.length; i += 2) {
+    const g = groups.get(NOT_RECORDED) ?? { stack: NOT_RECORDED, count: 0, bytes: 0, reclaimed: 0 }
+    g.count++
+    g.bytes += live[i + 1]
+    groups.set(NOT_RECORDED, g)
+  }
+  return leakReport(groups)
+}
+
+function leakReport(groups: Map<string, LeakGroup>): LeakReport {
+  const list = [...groups.values()].sort((a, b) => b.bytes - a.bytes)
+  return { count: list.reduce((n, g) => n + g.count, 0), bytes: list.reduce((n, g) => n + g.bytes, 0), groups: list }
 }
 
 /** The leak report as text, for stderr. */

@@ -9,7 +9,7 @@ import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, t
 import { WgallocError, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
-import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport } from './heap-history.js'
+import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { oomDetails, writeOomSnapshot } from './oom.js'
 
@@ -71,13 +71,14 @@ export class Heap {
     } else {
       const history = events.history
       const stack = history?.capture(Heap.prototype.malloc) ?? null
+      const historyOnly = events.historyOnly
       try {
-        block = events.historyOnly ? mallocBlock(table, size, usage) : events.delivering(() => mallocBlock(table, size, usage), true)
+        block = historyOnly ? mallocBlock(table, size, usage) : events.delivering(() => mallocBlock(table, size, usage), true)
       } catch (err) {
         throw this.#outOfMemory(toWgallocError(err, true), size)
       }
-      history?.allocated(block.id, block.size, block.offset, stack)
-      if (events.historyOnly) events.tick()
+      if (stack) history?.allocated(block.id, stack)
+      if (historyOnly) events.tick()
     }
     const shape = options?.shape
     if (shape !== undefined && shape !== null) {
@@ -109,7 +110,7 @@ export class Heap {
     const history = this.#events.history
     const stack = history?.capture(Heap.prototype.allocScalar) ?? null
     const block = this.#events.delivering(() => scalarBlock(this.#table, value), true)
-    history?.allocated(block.id, block.size, block.offset, stack)
+    if (stack) history?.allocated(block.id, stack)
     return block
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
@@ -198,11 +199,8 @@ export class Heap {
    */
   @api leakReport(): LeakReport {
     this.#events.drain()
-    const history = this.#events.history
-    if (history) return history.leaks()
-    const blocks = this.#native.snapshot().flatMap((s) => s.blocks.filter((b) => b.state === 'active'))
-    const bytes = blocks.reduce((n, b) => n + b.size, 0)
-    return { count: blocks.length, bytes, groups: blocks.length ? [{ stack: '(not recorded)', count: blocks.length, bytes, reclaimed: 0 }] : [] }
+    const live = this.#native.tableBlocks()
+    return this.#events.history?.leaks(live) ?? unrecordedLeaks(live)
   }
 
   /**

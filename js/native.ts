@@ -12,16 +12,22 @@ export interface NativeHeapTable {
   readonly slot: number
   allocScalarId(value: Uint8Array): number
   blockHandle(id: number): Binding.DeviceBlock
-  releaseBlock(id: number): void
+  /** Frees a block collected without `free()`; its size, 0 if it was gone already. */
+  releaseBlock(id: number): number
+  /** `[id, size]` pairs of the blocks this heap object handed out and nobody freed. */
+  tableBlocks(): Float64Array
   sameHeapAs(other: Binding.Heap): boolean
-  /** Events since the last call, five numbers each (kind, block id, segment id, size, pool; -1 for none). */
-  takeEventNumbers(): Float64Array
 }
 
 /** Raw N-API functions on numbers (src/block_table.rs): the malloc/free fast path. */
 interface RawHeapFunctions {
   heapMalloc(slot: number, size: number, usage: number, scratch: Float64Array): number
   heapFree(slot: number, id: number): void
+  /**
+   * Moves the oldest recorded allocator events into `out`, six numbers each (kind, block id,
+   * segment id, offset, size, pool; -1 for none), as many as fit; returns how many.
+   */
+  heapTakeEvents(slot: number, out: Float64Array): number
 }
 
 /**

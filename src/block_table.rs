@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, IdMap, PoolKind, Usage};
+use wgalloc_core::heap::{self as core_heap, HeapEventKind, IdMap, PoolKind, Usage};
 
 use crate::error::{coded, to_u64, IntoNapi};
 
@@ -54,6 +54,13 @@ impl BlockTable {
 
     pub(crate) fn remove(&self, id: u64) -> Option<Block> {
         self.lock().remove(&id)
+    }
+
+    /// `[id, size]` of every block in the table, in id order.
+    pub(crate) fn live(&self) -> Vec<f64> {
+        let mut blocks: Vec<(u64, u64)> = self.lock().iter().map(|(id, b)| (*id, b.size())).collect();
+        blocks.sort_unstable();
+        blocks.into_iter().flat_map(|(id, size)| [id as f64, size as f64]).collect()
     }
 }
 
@@ -151,13 +158,25 @@ mod raw {
 
     /// The four f64 slots the facade passes for a block's fields.
     pub(super) unsafe fn scratch<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut [f64; 4]> {
+        float64s(env, value)
+            .ok()
+            .and_then(|s| s.get_mut(..4))
+            .and_then(|s| s.try_into().ok())
+            .ok_or_else(|| coded("INVALID_ARGUMENT", "scratch must be a Float64Array of 4 (internal)"))
+    }
+
+    /// A Float64Array argument's elements, writable in place.
+    pub(super) unsafe fn float64s<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut [f64]> {
         let (mut kind, mut len, mut data) = (0, 0usize, ptr::null_mut());
         let status =
             sys::napi_get_typedarray_info(env, value, &mut kind, &mut len, &mut data, ptr::null_mut(), ptr::null_mut());
-        if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array || len < 4 || data.is_null() {
-            return Err(coded("INVALID_ARGUMENT", "scratch must be a Float64Array of 4 (internal)"));
+        if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array {
+            return Err(coded("INVALID_ARGUMENT", "out must be a Float64Array (internal)"));
         }
-        Ok(&mut *(data as *mut [f64; 4]))
+        if len == 0 || data.is_null() {
+            return Ok(&mut []);
+        }
+        Ok(std::slice::from_raw_parts_mut(data as *mut f64, len))
     }
 
     /// Runs `f`, returning its number or throwing its error (a panic becomes a thrown error,
@@ -230,12 +249,52 @@ unsafe extern "C" fn heap_free(env: sys::napi_env, info: sys::napi_callback_info
     })
 }
 
+/// Numbers per event written by `heapTakeEvents`.
+const EVENT_NUMBERS: usize = 6;
+
+/// Event kinds by the number `heapTakeEvents` reports.
+const EVENT_KINDS: [HeapEventKind; 5] = [
+    HeapEventKind::Allocated,
+    HeapEventKind::Recycled,
+    HeapEventKind::Freed,
+    HeapEventKind::Released,
+    HeapEventKind::AllocationFailed,
+];
+
+/// `heapTakeEvents(slot, out)`: moves the oldest recorded allocator events into the
+/// Float64Array `out`, six numbers each (kind in [`EVENT_KINDS`] order, block id, segment
+/// id, offset, size, pool index; -1 for none), as many as fit; returns how many. The memory
+/// history drains the queue this way: no array is created per batch.
+unsafe extern "C" fn heap_take_events(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let [slot, out] = raw::args::<2>(env, info);
+    raw::finish(env, || {
+        let slot = raw::number(env, slot, "slot")?;
+        let out = raw::float64s(env, out)?;
+        with_table(slot, |table| {
+            let mut i = 0;
+            let n = table.heap.drain_events(out.len() / EVENT_NUMBERS, |e| {
+                out[i..i + EVENT_NUMBERS].copy_from_slice(&[
+                    EVENT_KINDS.iter().position(|k| *k == e.kind).unwrap_or(0) as f64,
+                    e.block_id.map_or(-1.0, |b| b as f64),
+                    e.segment_id.map_or(-1.0, f64::from),
+                    e.offset.map_or(-1.0, |o| o as f64),
+                    e.size as f64,
+                    e.pool.index() as f64,
+                ]);
+                i += EVENT_NUMBERS;
+            });
+            Ok(Some(n as f64))
+        })
+    })
+}
+
 /// Adds `heapMalloc` and `heapFree` to the module's exports (once per JS environment, so
 /// worker threads get them too).
 #[napi(module_exports)]
 pub fn register_block_functions(exports: Object) -> Result<()> {
     let value = exports.value();
-    let functions: [(&str, sys::napi_callback); 2] = [("heapMalloc", Some(heap_malloc)), ("heapFree", Some(heap_free))];
+    let functions: [(&str, sys::napi_callback); 3] =
+        [("heapMalloc", Some(heap_malloc)), ("heapFree", Some(heap_free)), ("heapTakeEvents", Some(heap_take_events))];
     for (name, cb) in functions {
         let mut f = ptr::null_mut();
         // SAFETY: env and exports come from napi-rs's module init; the callbacks are 'static.

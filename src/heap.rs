@@ -4,16 +4,7 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, HeapEventKind, PoolKind};
-
-/// Event kinds by the index `takeEventNumbers` reports.
-const EVENT_KINDS: [HeapEventKind; 5] = [
-    HeapEventKind::Allocated,
-    HeapEventKind::Recycled,
-    HeapEventKind::Freed,
-    HeapEventKind::Released,
-    HeapEventKind::AllocationFailed,
-];
+use wgalloc_core::heap::{self as core_heap, PoolKind};
 
 use crate::block_table::Slot;
 use crate::error::{coded, to_u64, IntoNapi};
@@ -172,6 +163,8 @@ pub struct HeapEvent {
     pub block_id: Option<f64>,
     /// The segment concerned (absent for a failed request).
     pub segment_id: Option<u32>,
+    /// Where the block starts in its segment (`ALLOCATED` and `RECYCLED`).
+    pub offset: Option<f64>,
     /// Bytes: of the block, the segment, or the failed request.
     pub size: f64,
     /// Pool name (see `PoolStats.pool`).
@@ -242,16 +235,24 @@ impl Heap {
     }
 
     /// Frees a block the garbage collector found unreachable without `free()` (no error if it
-    /// was freed meanwhile).
+    /// was freed meanwhile); returns its size, 0 when it was not in the table.
     #[napi(skip_typescript)]
-    pub fn release_block(&self, id: f64) -> Result<()> {
-        if let Some(block) = self.slot.table.remove(to_u64(id, "id")?) {
-            if !block.is_freed() {
-                // Its only failure is a double free, which `is_freed` just ruled out.
-                let _ = block.free();
-            }
+    pub fn release_block(&self, id: f64) -> Result<f64> {
+        let Some(block) = self.slot.table.remove(to_u64(id, "id")?) else {
+            return Ok(0.0);
+        };
+        if !block.is_freed() {
+            // Its only failure is a double free, which `is_freed` just ruled out.
+            let _ = block.free();
         }
-        Ok(())
+        Ok(block.size() as f64)
+    }
+
+    /// The blocks this heap object handed out and nobody freed, as `[id, size]` pairs in id
+    /// order (the leak report's input).
+    #[napi(skip_typescript)]
+    pub fn table_blocks(&self) -> Float64Array {
+        Float64Array::new(self.slot.table.live())
     }
 
     /// Releases idle cached segments to the driver; returns the bytes released.
@@ -397,25 +398,6 @@ impl Heap {
         self.inner.set_event_recording(events, logs)
     }
 
-    /// Events recorded since the last call as five numbers each: kind (in `ALLOCATED`,
-    /// `RECYCLED`, `FREED`, `RELEASED`, `ALLOCATION_FAILED` order), block id (-1 for none),
-    /// segment id (-1 for none), size, and pool (as `heapPoolNames()` lists them). One typed array
-    /// instead of an object per event: the memory history reads these on every malloc and free.
-    /// Log lines recorded meanwhile are dropped (the facade uses `takeEvents` while a logger is set).
-    #[napi(skip_typescript)]
-    pub fn take_event_numbers(&self) -> Float64Array {
-        let (events, _logs) = self.inner.take_events();
-        let mut out = Vec::with_capacity(events.len() * 5);
-        for e in events {
-            out.push(EVENT_KINDS.iter().position(|k| *k == e.kind).unwrap_or(0) as f64);
-            out.push(e.block_id.map_or(-1.0, |b| b as f64));
-            out.push(e.segment_id.map_or(-1.0, f64::from));
-            out.push(e.size as f64);
-            out.push(e.pool.index() as f64);
-        }
-        Float64Array::new(out)
-    }
-
     /// Events and log lines recorded since the last call (the facade delivers them).
     /// @internal
     #[napi]
@@ -428,6 +410,7 @@ impl Heap {
                     kind: e.kind.as_str().into(),
                     block_id: e.block_id.map(|b| b as f64),
                     segment_id: e.segment_id,
+                    offset: e.offset.map(|o| o as f64),
                     size: e.size as f64,
                     pool: e.pool.as_str().into(),
                 })

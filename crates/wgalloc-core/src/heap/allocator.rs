@@ -312,7 +312,17 @@ impl<S: SegmentStorage> HeapCore<S> {
         p.allocated_bytes.add(aligned);
         p.active_blocks.add(1);
         let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
-        self.emit(st, kind, Some(id), Some(segment), aligned, pool);
+        self.emit(
+            st,
+            HeapEvent {
+                kind,
+                block_id: Some(id),
+                segment_id: Some(segment),
+                offset: Some(offset),
+                size: aligned,
+                pool,
+            },
+        );
         Placement::Block(Allocation { id, segment: handle, offset, size: aligned, requested, pool })
     }
 
@@ -395,7 +405,10 @@ impl<S: SegmentStorage> HeapCore<S> {
         let p = stats.pool_mut(pool);
         p.reserved_bytes.sub(size);
         p.segments.sub(1);
-        self.emit(st, HeapEventKind::Released, None, Some(id), size, pool);
+        self.emit(
+            st,
+            HeapEvent { kind: HeapEventKind::Released, block_id: None, segment_id: Some(id), offset: None, size, pool },
+        );
         size
     }
 
@@ -418,7 +431,17 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     fn fail(&self, st: &mut State<S>, requested: u64, aligned: u64, pool: PoolKind, driver: Option<Error>) -> Error {
         st.stats.ooms += 1;
-        self.emit(st, HeapEventKind::AllocationFailed, None, None, requested, pool);
+        self.emit(
+            st,
+            HeapEvent {
+                kind: HeapEventKind::AllocationFailed,
+                block_id: None,
+                segment_id: None,
+                offset: None,
+                size: requested,
+                pool,
+            },
+        );
         let s = &st.stats;
         let largest = st.free.iter().map(FreeList::largest).max().unwrap_or(0);
         let high = st.watermarks.high;
@@ -501,7 +524,17 @@ impl<S: SegmentStorage> HeapCore<S> {
         if st.arena_segments[arena] > 1 && st.pending.is_empty() && arena_figures(&st.stats, arena).live == 0 {
             st.merge_pending |= 1 << arena;
         }
-        self.emit(st, HeapEventKind::Freed, Some(id), Some(rec.segment), rec.size, rec.pool);
+        self.emit(
+            st,
+            HeapEvent {
+                kind: HeapEventKind::Freed,
+                block_id: Some(id),
+                segment_id: Some(rec.segment),
+                offset: None,
+                size: rec.size,
+                pool: rec.pool,
+            },
+        );
     }
 
     /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
@@ -701,6 +734,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         (std::mem::take(&mut st.events), std::mem::take(&mut st.logs))
     }
 
+    /// See [`super::Heap::drain_events`].
+    pub fn drain_events(&self, max: usize, each: impl FnMut(&HeapEvent)) -> usize {
+        let mut st = self.state();
+        let n = max.min(st.events.len());
+        st.events.drain(..n).as_slice().iter().for_each(each);
+        n
+    }
+
     pub fn debug_mask(&self) -> u32 {
         self.debug
     }
@@ -708,32 +749,17 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Records an event for listeners and the debug log; inline so the common case (nobody
     /// listening, no debug mask) costs two tests on the malloc/free path.
     #[inline]
-    fn emit(
-        &self,
-        st: &mut State<S>,
-        kind: HeapEventKind,
-        block_id: Option<u64>,
-        segment_id: Option<u32>,
-        size: u64,
-        pool: PoolKind,
-    ) {
+    fn emit(&self, st: &mut State<S>, event: HeapEvent) {
         if st.record_events || self.debug != 0 {
-            self.emit_slow(st, kind, block_id, segment_id, size, pool);
+            self.emit_slow(st, event);
         }
     }
 
     #[cold]
-    fn emit_slow(
-        &self,
-        st: &mut State<S>,
-        kind: HeapEventKind,
-        block_id: Option<u64>,
-        segment_id: Option<u32>,
-        size: u64,
-        pool: PoolKind,
-    ) {
+    fn emit_slow(&self, st: &mut State<S>, event: HeapEvent) {
+        let HeapEvent { kind, block_id, segment_id, size, pool, .. } = event;
         if st.record_events {
-            st.events.push(HeapEvent { kind, block_id, segment_id, size, pool });
+            st.events.push(event);
         }
         let mask = self.debug;
         if mask == 0 {

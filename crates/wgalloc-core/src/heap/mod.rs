@@ -68,6 +68,8 @@ pub struct HeapEvent {
     pub kind: HeapEventKind,
     pub block_id: Option<u64>,
     pub segment_id: Option<u32>,
+    /// Where the block starts in its segment (allocations only).
+    pub offset: Option<u64>,
     pub size: u64,
     pub pool: PoolKind,
 }
@@ -304,6 +306,12 @@ impl Heap {
     /// Events and log lines since the last call.
     pub fn take_events(&self) -> (Vec<HeapEvent>, Vec<String>) {
         self.core.take_events()
+    }
+
+    /// Hands the oldest recorded events, at most `max`, to `each` and forgets them; returns how
+    /// many. The queue keeps its capacity, so steady recording does not reallocate.
+    pub fn drain_events(&self, max: usize, each: impl FnMut(&HeapEvent)) -> usize {
+        self.core.drain_events(max, each)
     }
 
     pub fn debug_mask(&self) -> u32 {
