@@ -4,9 +4,9 @@
 // changing shapes, each bit for bit against the plain host path.
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
-const { Weights } = require('..')
+const { Weights, planMemory } = require('..')
 const { gpu } = require('./helpers.cjs')
-const { chain } = require('./graphs.cjs')
+const { ADD, chain, params } = require('./graphs.cjs')
 
 const bytes = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
 const graphOf = (n) => chain(n)
@@ -53,6 +53,61 @@ test('decoder-style state stays in one block across 100 runs, equal to the host 
   }
   t.deepEqual(new Uint8Array(await state.read(0, x0.byteLength)), bytes(host))
   state.free()
+  step.release()
+})
+
+/** h = x + s; s updated to h + x (external, in place, or a second output fed back); y = h + x. */
+function recurrent(external) {
+  const len = 256
+  const n = len * 4
+  const op = (name, inputs, out) => ({ name, kernel: 'add', inputs, outputs: [out], dispatch: [len / 64], params: params(1, len) })
+  return {
+    kernels: { add: { source: ADD } },
+    tensors: [
+      { id: 'x', size: n, kind: 'input' },
+      { id: 's', size: n, kind: external ? 'external' : 'input' },
+      ...(external ? [] : [{ id: 's2', size: n, kind: 'output' }]),
+      { id: 'h', size: n },
+      { id: 'y', size: n, kind: 'output', dtype: 'f32' },
+    ],
+    ops: [op('mix', ['x', 's'], 'h'), op('keep', ['h', 'x'], external ? 's' : 's2'), op('emit', ['h', 'x'], 'y')],
+  }
+}
+
+test('external tensors: state read and written in place across 100 runs, equal to the host loop', async (t) => {
+  const dev = await gpu()
+  const x = new Float32Array(256).map((_, i) => Math.sin(i) * 3)
+  const s0 = new Float32Array(256).map((_, i) => i * 0.125)
+  const host = await dev.compile(recurrent(false))
+  let s = s0
+  const ys = []
+  for (let i = 0; i < 100; i++) {
+    const { outputs } = await host.run({ x, s })
+    s = outputs.s2
+    ys.push(bytes(outputs.y))
+  }
+  host.release()
+  const step = await dev.compile(recurrent(true))
+  t.true(step.stats().slabBytes < 3 * 1024 + 64, 'x, h and y are planned, the state is not')
+  const state = dev.heap.malloc(1024)
+  state.write(s0)
+  for (let i = 0; i < 100; i++) t.deepEqual(bytes((await step.run({ x, s: state })).outputs.y), ys[i], `run ${i}`)
+  t.deepEqual(new Uint8Array(await state.read(0, 1024)), bytes(s))
+  t.is(step.stats().bindGroupsCreated, 3, 'the ops binding the state got their bind groups once')
+  const plan = (await planMemory(recurrent(true))).toJSON()
+  t.false(
+    plan.records.some((r) => r.id === 's'),
+    'not a slab record',
+  )
+  t.deepEqual(
+    plan.graph.aliases.find((a) => a.id === 's'),
+    { id: 's', region: 'external', base: 's' },
+  )
+  await t.throwsAsync(step.run({ x }), { code: 'INVALID_ARGUMENT', message: /external tensor 's' needs a DeviceBlock/ })
+  await t.throwsAsync(step.run({ x, s: s0 }), { code: 'INVALID_ARGUMENT', message: /host bytes cannot be bound in place/ })
+  await t.throwsAsync(dev.runEager(recurrent(true), { x }), { code: 'INVALID_ARGUMENT', message: /compile the graph/ })
+  state.free()
+  await t.throwsAsync(step.run({ x, s: state }), { code: 'USE_AFTER_FREE' })
   step.release()
 })
 

@@ -12,8 +12,12 @@ export interface GraphTensor {
   id: string
   /** Bytes (in a `compileShapes()` graph, may be an expression such as `'batch * 1024'`). */
   size: number | string
-  /** Default `intermediate`. Inputs come with every run, params at compile time, outputs are returned. */
-  kind?: 'input' | 'param' | 'intermediate' | 'output'
+  /**
+   * Default `intermediate`. Inputs come with every run, params at compile time, outputs are
+   * returned; an `external` tensor is a DeviceBlock given to every run and bound in place (never
+   * planned into the slab; ops may write it).
+   */
+  kind?: 'input' | 'param' | 'intermediate' | 'output' | 'external'
   /** Shares the bytes of this tensor (and extends its life). */
   viewOf?: string
   /** Element type of returned outputs. */

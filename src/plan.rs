@@ -341,6 +341,7 @@ fn graph_json(g: &GraphRecords) -> Value {
             Location::Slab { base } => json!({ "id": id, "region": "slab", "base": base }),
             Location::Constant { offset } => json!({ "id": id, "region": "constant", "offset": offset }),
             Location::Input { base } => json!({ "id": id, "region": "input", "base": base }),
+            Location::External { base } => json!({ "id": id, "region": "external", "base": base }),
         })
         .collect();
     json!({

@@ -33,6 +33,9 @@ pub enum TensorKind {
     Intermediate,
     /// Graph output: lives to the last step.
     Output,
+    /// Bound at run time to a block the caller owns (a KV cache, recurrent state): never in
+    /// the slab; ops may read and write it.
+    External,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +136,8 @@ pub enum Location {
     Constant { offset: u64 },
     /// A graph input (caller's own buffer), `base` names it.
     Input { base: String },
+    /// An external tensor (the caller's block, bound at run time), `base` names it.
+    External { base: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -210,6 +215,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
             Some("param") => TensorKind::Param,
             Some("intermediate") => TensorKind::Intermediate,
             Some("output") => TensorKind::Output,
+            Some("external") => TensorKind::External,
             Some(k) => return Err(PlanError::parse(0, format!("{path}.kind"), format!("unknown kind {k:?}"))),
         };
         push(Tensor {
@@ -302,7 +308,7 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         .iter()
         .map(|t| match (t.first, t.kind) {
             // Inputs exist from the start; anything else from the first op that touches it.
-            (FROM_OPS, TensorKind::Input) => (0, to_step(t.last)),
+            (FROM_OPS, TensorKind::Input | TensorKind::External) => (0, to_step(t.last)),
             (FROM_OPS, _) => (end, to_step(t.last)),
             (first, _) => (to_step(first), to_step(t.last)),
         })
@@ -359,6 +365,7 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
                 const_at.insert(i, o);
             }
             TensorKind::Input if !opts.inputs_in_slab => {}
+            TensorKind::External => {}
             TensorKind::Input => out.records.push(UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1)),
             TensorKind::Intermediate | TensorKind::Output => {
                 let mut r = UsageRecord::new(t.id.clone(), t.size, life[i].0, life[i].1);
@@ -377,11 +384,14 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         let loc = match g.tensors[r].kind {
             TensorKind::Param => Location::Constant { offset: const_at.get(&r).copied().unwrap_or(0) },
             TensorKind::Input if !opts.inputs_in_slab => Location::Input { base },
+            TensorKind::External => Location::External { base },
             TensorKind::Input if r == i => continue,
             _ if r != i => Location::Slab { base },
             _ => continue,
         };
-        if r != i || (g.tensors[r].kind == TensorKind::Input && !opts.inputs_in_slab) {
+        let outside = matches!(g.tensors[r].kind, TensorKind::External)
+            || (g.tensors[r].kind == TensorKind::Input && !opts.inputs_in_slab);
+        if r != i || outside {
             out.aliases.push((t.id.clone(), loc));
         }
     }

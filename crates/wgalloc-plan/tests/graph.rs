@@ -51,6 +51,24 @@ fn views_outputs_params() {
 }
 
 #[test]
+fn external_tensors_stay_out_of_the_slab_even_with_inputs_in_it() {
+    let g = parse(
+        r#"{"ops":[{"inputs":["x","state"],"outputs":["h"]},{"inputs":["h"],"outputs":["state"]},{"inputs":["h"],"outputs":["y"]}],
+            "tensors":[{"id":"x","size":16,"kind":"input"},{"id":"state","size":64,"kind":"external"},
+                       {"id":"sv","size":32,"viewOf":"state"},{"id":"h","size":16},{"id":"y","size":16,"kind":"output"}]}"#,
+    )
+    .unwrap();
+    for inputs_in_slab in [false, true] {
+        let r = build_records(&g, &GraphOptions { inputs_in_slab, ..Default::default() }).unwrap();
+        let ids: Vec<&str> = r.records.iter().map(|x| x.id.as_str()).collect();
+        assert!(!ids.contains(&"state") && !ids.contains(&"sv"), "{ids:?}");
+        assert_eq!(ids.contains(&"x"), inputs_in_slab);
+        assert!(r.aliases.contains(&("state".into(), Location::External { base: "state".into() })));
+        assert!(r.aliases.contains(&("sv".into(), Location::External { base: "state".into() })));
+    }
+}
+
+#[test]
 fn workspaces_in_slab_beat_unique_region() {
     let g = parse(G).unwrap();
     let plain = build_records(&g, &GraphOptions::default()).unwrap();

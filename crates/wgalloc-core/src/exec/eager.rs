@@ -28,6 +28,13 @@ impl Gpu {
         options: EagerOptions,
     ) -> Result<RunOutput> {
         self.check_alive()?;
+        if let Some(t) = graph.externals().next() {
+            return Err(Error::invalid(format!(
+                "external tensor '{}': an eager run binds host data only; compile the graph (gpu.compile) and pass a \
+                 DeviceBlock for it",
+                t.id
+            )));
+        }
         check_inputs(graph, inputs, &HashMap::new())?;
         super::executor::check_binding_limit(graph, self.limits().max_storage_buffer_binding_size)?;
         super::executor::check_params_given(graph, params, None)?;

@@ -91,6 +91,30 @@ struct Place {
     offset: u64,
 }
 
+/// One storage binding of an op that binds an external tensor.
+#[derive(Debug, Clone, Copy)]
+enum Binding {
+    /// A planned range: region (slab, constants or weights), offset in it, size.
+    Placed { slab: usize, offset: u64, size: u64 },
+    /// The block the run gives for external tensor `tensor` (a root), from its start.
+    External { tensor: usize, size: u64 },
+    /// The shared workspace region.
+    Workspace { size: u64 },
+}
+
+/// An op that binds an external tensor: its bind group is made at run time from the blocks
+/// given, and kept while the next run gives the same blocks.
+struct Deferred {
+    pipeline: Arc<super::pipelines::Pipeline>,
+    storage: Vec<Binding>,
+    /// Index in `uniforms` of the op's uniform.
+    uniform: Option<usize>,
+    dispatch: [u32; 3],
+    name: String,
+    /// The external blocks (by id) the last bind group was made for, and that step.
+    last: Mutex<Option<(Vec<u64>, Arc<Step>)>>,
+}
+
 pub struct Executor {
     gpu: Gpu,
     graph: Arc<ExecGraph>,
@@ -100,9 +124,12 @@ pub struct Executor {
     constants: Option<DeviceBlock>,
     weights: Option<Arc<Weights>>,
     uniforms: Vec<DeviceBlock>,
+    workspace: Option<DeviceBlock>,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
     place: Vec<Option<Place>>,
+    /// Per op: its step, built at compile time, or (binding an external tensor) made per run.
     steps: Vec<Option<Step>>,
+    deferred: Vec<Option<Deferred>>,
     readback: wgpu::Buffer,
     readback_layout: Vec<(usize, u64)>,
     life: Mutex<Life>,
@@ -211,9 +238,12 @@ impl Executor {
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
-        // Params live in the constant region: records for them (an observed run has some) are skipped.
-        let records: Vec<UsageRecord> =
-            records.into_iter().filter(|r| graph.tensor(&r.id).is_none_or(|t| t.kind != TensorKind::Param)).collect();
+        // Params live in the constant region and externals in the caller's blocks: records for
+        // them (an observed run has some) are skipped.
+        let records: Vec<UsageRecord> = records
+            .into_iter()
+            .filter(|r| graph.tensor(&r.id).is_none_or(|t| !matches!(t.kind, TensorKind::Param | TensorKind::External)))
+            .collect();
         for r in &records {
             let Some(&i) = graph.index.get(&r.id) else {
                 return Err(Error::invalid(format!("usage record '{}' names no tensor of the graph", r.id)));
@@ -341,11 +371,46 @@ impl Executor {
         let max_workspace = graph.ops.iter().map(|o| o.workspace).max().unwrap_or(0);
         let workspace =
             if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
+        let mut deferred = Vec::with_capacity(graph.ops.len());
         for op in &graph.ops {
             let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? else {
                 steps.push(None);
+                deferred.push(None);
                 continue;
             };
+            let external = |id: &String| graph.tensors[graph.root[graph.index[id]]].kind == TensorKind::External;
+            if op.inputs.iter().chain(&op.outputs).any(external) {
+                let mut storage = op
+                    .inputs
+                    .iter()
+                    .chain(&op.outputs)
+                    .map(|id| {
+                        let i = graph.index[id];
+                        let size = binding_size(graph.tensors[i].size)?;
+                        Ok(match place[i] {
+                            Some(p) => Binding::Placed { slab: p.slab, offset: p.offset, size },
+                            None => Binding::External { tensor: graph.root[i], size },
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                if op.workspace > 0 {
+                    storage.push(Binding::Workspace { size: binding_size(op.workspace)? });
+                }
+                let uniform = bind::op_uniform(gpu, op, &pipeline)?.map(|u| {
+                    uniforms.push(u);
+                    uniforms.len() - 1
+                });
+                steps.push(None);
+                deferred.push(Some(Deferred {
+                    pipeline,
+                    storage,
+                    uniform,
+                    dispatch: op.dispatch,
+                    name: op.name.clone(),
+                    last: Mutex::new(None),
+                }));
+                continue;
+            }
             let mut storage: Vec<Range> = ranges(&mut op.inputs.iter().chain(&op.outputs))?
                 .into_iter()
                 .map(|(slab, offset, size)| {
@@ -361,9 +426,9 @@ impl Executor {
             let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
             bind_groups += 1;
             steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }));
+            deferred.push(None);
             uniforms.extend(uniform);
         }
-        uniforms.extend(workspace);
 
         // One read-back buffer for all outputs, reused by every run.
         let mut readback_layout = Vec::new();
@@ -401,8 +466,10 @@ impl Executor {
             constants,
             weights,
             uniforms,
+            workspace,
             place,
             steps,
+            deferred,
             readback,
             readback_layout,
             life: Mutex::new(Life::default()),
@@ -504,11 +571,12 @@ impl Executor {
         if let Some(obs) = observation.as_mut() {
             self.observe(obs);
         }
+        let bound = self.bind_externals(&io.inputs)?;
         if options.check_plan {
             stream.submit()?; // the checked run reads inputs back on other streams
-            self.run_checked(&mut stream).await?;
+            self.run_checked(&mut stream, &bound).await?;
         } else {
-            let steps: Vec<&Step> = self.steps.iter().flatten().collect();
+            let steps: Vec<&Step> = self.run_steps(&bound).flatten().collect();
             bind::encode(&mut stream, &steps)?;
         }
         let mut device_outputs = Vec::new();
@@ -569,6 +637,73 @@ impl Executor {
         Ok(RunOutput { outputs, device_outputs, observation })
     }
 
+    /// The bind groups of the ops that bind external tensors, made for this run's blocks (or
+    /// kept from the last run when it gave the same blocks), in op order.
+    fn bind_externals(&self, blocks: &HashMap<String, Arc<DeviceBlock>>) -> Result<Vec<Option<Arc<Step>>>> {
+        let g = &self.graph;
+        let block_of = |tensor: usize| -> Result<&Arc<DeviceBlock>> {
+            blocks.get(&g.tensors[tensor].id).ok_or_else(|| {
+                Error::invalid(format!(
+                    "external tensor '{}' needs a DeviceBlock in the run's inputs",
+                    g.tensors[tensor].id
+                ))
+            })
+        };
+        let mut out = Vec::with_capacity(self.deferred.len());
+        for d in &self.deferred {
+            let Some(d) = d else {
+                out.push(None);
+                continue;
+            };
+            let mut ids = Vec::new();
+            for b in &d.storage {
+                if let Binding::External { tensor, .. } = *b {
+                    ids.push(block_of(tensor)?.id());
+                }
+            }
+            let mut last = lock(&d.last);
+            if let Some((kept, step)) = last.as_ref().filter(|(kept, _)| *kept == ids) {
+                debug_assert_eq!(kept, &ids);
+                out.push(Some(step.clone()));
+                continue;
+            }
+            let storage = d
+                .storage
+                .iter()
+                .map(|b| {
+                    let (buffer, offset, size) = match *b {
+                        Binding::Placed { slab, offset, size } => {
+                            let (buffer, base, _) = self.region(slab).binding()?;
+                            (buffer, base + offset, size)
+                        }
+                        Binding::External { tensor, size } => {
+                            let (buffer, base, _) = block_of(tensor)?.binding()?;
+                            (buffer, base, size)
+                        }
+                        Binding::Workspace { size } => {
+                            let (buffer, base, _) = self.workspace.as_ref().expect("allocated at compile").binding()?;
+                            (buffer, base, size)
+                        }
+                    };
+                    Ok(Range { buffer, offset, size })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let uniform = d.uniform.map(|u| &self.uniforms[u]);
+            let bind_group = bind::bind_group(&self.gpu, &d.name, &d.pipeline, &storage, uniform)?;
+            lock(&self.stats).bind_groups_created += 1;
+            let step =
+                Arc::new(Step { pipeline: d.pipeline.clone(), bind_group, dispatch: d.dispatch, name: d.name.clone() });
+            *last = Some((ids, step.clone()));
+            out.push(Some(step));
+        }
+        Ok(out)
+    }
+
+    /// Each op's step for a run: built at compile time, or bound to this run's external blocks.
+    fn run_steps<'a>(&'a self, bound: &'a [Option<Arc<Step>>]) -> impl Iterator<Item = Option<&'a Step>> + 'a {
+        self.steps.iter().zip(bound).map(|(s, b)| s.as_ref().or(b.as_deref()))
+    }
+
     /// AllocateTensor at the producer, free after the last use, at planned offsets.
     fn observe(&self, obs: &mut Observation) {
         let g = &self.graph;
@@ -602,8 +737,9 @@ impl Executor {
 
     /// One submit per op: poison the op's outputs, run it, then check every tensor
     /// that was live before the op still holds what it held.
-    async fn run_checked(&self, stream: &mut crate::stream::Stream) -> Result<()> {
+    async fn run_checked(&self, stream: &mut crate::stream::Stream, bound: &[Option<Arc<Step>>]) -> Result<()> {
         let g = &self.graph;
+        let steps: Vec<Option<&Step>> = self.run_steps(bound).collect();
         let mut snapshots: HashMap<usize, Vec<u8>> = HashMap::new();
         for t in g.inputs() {
             let r = g.index[&t.id];
@@ -625,7 +761,7 @@ impl Executor {
                 let poison: Vec<u8> = (0..size).map(|b| [0xde, 0xad, 0xbe, 0xef][(b % 4) as usize]).collect();
                 self.gpu.queue().write_buffer(buffer, offset, &poison);
             }
-            if let Some(step) = &self.steps[k] {
+            if let Some(step) = steps[k] {
                 bind::encode(stream, &[step])?;
             }
             stream.submit()?;
@@ -647,6 +783,8 @@ impl Executor {
                     )));
                 }
             }
+            // Externals are the caller's blocks, outside the plan.
+            written.retain(|&r| g.tensors[r].kind != TensorKind::External);
             for &r in written.iter().filter(|&&r| !matches!(g.tensors[r].kind, TensorKind::Param)) {
                 let (buffer, offset, size) = self.range(r)?;
                 snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
@@ -673,7 +811,8 @@ impl Executor {
 
     /// Frees the slabs, constants and uniforms (called once, under the `life` lock).
     fn free_blocks(&self) {
-        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()) {
+        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()).chain(self.workspace.iter())
+        {
             let _ = s.free();
         }
     }
@@ -695,13 +834,20 @@ fn check_io(
         io.inputs.iter().map(|(id, b)| ("input", id, b)).chain(io.outputs_into.iter().map(|(id, b)| ("output", id, b)));
     for (role, id, block) in blocks {
         let t = graph.tensor(id).filter(|t| match role {
-            "input" => t.kind == TensorKind::Input,
+            "input" => matches!(t.kind, TensorKind::Input | TensorKind::External),
             _ => t.kind == TensorKind::Output,
         });
         let Some(t) = t else {
             return Err(Error::invalid(format!("device {role} '{id}' is not an {role} tensor of the graph")));
         };
-        if !t.size.is_multiple_of(4) {
+        let external = t.kind == TensorKind::External;
+        if external && graph.index.get(id).is_some_and(|&i| graph.root[i] != i) {
+            return Err(Error::invalid(format!(
+                "'{id}' is a view of external tensor '{}'; pass the block for that tensor",
+                graph.tensors[graph.root[graph.index[id]]].id
+            )));
+        }
+        if !external && !t.size.is_multiple_of(4) {
             return Err(Error::invalid(format!(
                 "{role} '{id}' is {} bytes: device {role}s must be a multiple of 4 bytes (GPU copies move whole words); \
                  pass host bytes instead",
@@ -717,13 +863,30 @@ fn check_io(
         if !block.heap().same_heap(heap) {
             return Err(Error::invalid(format!("the block given for {role} '{id}' belongs to another device")));
         }
-        if block.requested_size() < t.size {
+        if block.requested_size() < t.size || (external && block.size() < binding_size(t.size)?) {
             return Err(Error::invalid(format!(
                 "the block given for {role} '{id}' holds {} bytes; the tensor needs {}",
                 block.requested_size(),
                 t.size
             )));
         }
+    }
+    let mut external_blocks: Vec<(u64, &str)> = Vec::new();
+    for t in graph.externals() {
+        let Some(block) = io.inputs.get(&t.id) else {
+            let how = if inputs.contains_key(&t.id) { "host bytes cannot be bound in place" } else { "none was given" };
+            return Err(Error::invalid(format!(
+                "external tensor '{}' needs a DeviceBlock of at least {} bytes in the run's inputs ({how})",
+                t.id, t.size
+            )));
+        };
+        if let Some((_, other)) = external_blocks.iter().find(|(b, _)| *b == block.id()) {
+            return Err(Error::invalid(format!(
+                "external tensors '{other}' and '{}' are given the same block; each needs its own",
+                t.id
+            )));
+        }
+        external_blocks.push((block.id(), &t.id));
     }
     check_inputs(graph, inputs, &io.inputs)
 }

@@ -17,6 +17,9 @@ pub enum TensorKind {
     Intermediate,
     /// Returned by every run; lives to the end of the graph.
     Output,
+    /// A block the caller passes to every run (a KV cache, recurrent state): bound in place,
+    /// never in the slab; ops may read and write it.
+    External,
 }
 
 #[derive(Debug, Clone)]
@@ -133,8 +136,11 @@ impl ExecGraph {
                 Some("input") => TensorKind::Input,
                 Some("param") => TensorKind::Param,
                 Some("output") => TensorKind::Output,
+                Some("external") => TensorKind::External,
                 Some(k) => {
-                    return Err(bad(format!("{path}.kind: unknown kind '{k}' (input, param, intermediate, output)")))
+                    return Err(bad(format!(
+                        "{path}.kind: unknown kind '{k}' (input, param, intermediate, output, external)"
+                    )))
                 }
             };
             let size = uint(field(o, "size", &path)?, &format!("{path}.size"))?;
@@ -251,7 +257,7 @@ impl ExecGraph {
             for id in &op.inputs {
                 let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' reads unknown tensor '{id}'", op.name)))?;
                 let r = root[t];
-                let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param)
+                let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param | TensorKind::External)
                     || produced_at[t].is_some()
                     || produced_at[r].is_some();
                 if !available {
@@ -297,7 +303,7 @@ impl ExecGraph {
                     }
                     last[i] = n.saturating_sub(1);
                 }
-                TensorKind::Input | TensorKind::Param => first[i] = 0,
+                TensorKind::Input | TensorKind::Param | TensorKind::External => first[i] = 0,
                 TensorKind::Intermediate => {}
             }
         }
@@ -305,6 +311,13 @@ impl ExecGraph {
         for i in 0..tensors.len() {
             let r = root[i];
             if r != i && tensors[i].kind == TensorKind::Output {
+                if tensors[r].kind == TensorKind::External {
+                    return Err(bad(format!(
+                        "output '{}' views external tensor '{}': an external block is the caller's already; \
+                         read it after the run instead",
+                        tensors[i].id, tensors[r].id
+                    )));
+                }
                 if produced_at[r].is_none() && !matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
                     return Err(bad(format!(
                         "output '{}' views '{}', which is never produced",
@@ -328,7 +341,8 @@ impl ExecGraph {
 
     /// Tensors that own their bytes and must be placed (inputs, intermediates, outputs).
     pub fn placed_roots(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.tensors.len()).filter(|&i| self.root[i] == i && self.tensors[i].kind != TensorKind::Param)
+        (0..self.tensors.len())
+            .filter(|&i| self.root[i] == i && !matches!(self.tensors[i].kind, TensorKind::Param | TensorKind::External))
     }
 
     pub fn outputs(&self) -> impl Iterator<Item = &Tensor> {
@@ -337,6 +351,15 @@ impl ExecGraph {
 
     pub fn inputs(&self) -> impl Iterator<Item = &Tensor> {
         self.tensors.iter().filter(|t| t.kind == TensorKind::Input)
+    }
+
+    /// External tensors (roots): a block for each comes with every run.
+    pub fn externals(&self) -> impl Iterator<Item = &Tensor> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| self.root[i] == i && t.kind == TensorKind::External)
+            .map(|(_, t)| t)
     }
 }
 
@@ -349,6 +372,7 @@ impl ExecGraph {
             TensorKind::Param => "param",
             TensorKind::Intermediate => "intermediate",
             TensorKind::Output => "output",
+            TensorKind::External => "external",
         };
         let tensors: Vec<Value> = self
             .tensors
