@@ -142,6 +142,8 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
     t.is(stats.status, 200)
     t.is(stats.json.served, 1)
     t.is(stats.json.workers[0].executor.runs, 1)
+    // Changing batch sizes: one executor per bucket (1 and 2 rows), compiled before serving.
+    t.like(stats.json.workers[0].executor, { cached: 2, misses: 2 })
     t.true(stats.json.memory.heapReserved > 0)
     // Prometheus scrapes /metrics: valid for promtool, and the heap's figures as /stats has them.
     const scrape = await fetch(`http://127.0.0.1:${port}/metrics`)
@@ -206,7 +208,10 @@ test('training loop: state on the device, loss falls, the first step matches the
   t.true(hits[1] > 0 && hits.slice(2).every((n) => n === hits[1]), `cache hits per epoch ${hits.join(' ')}`)
   // The same step as a graph run (state through the host) gives the same result.
   t.true(r.graphStep.maxAbsDiff < 1e-6, `device step vs graph step: ${r.graphStep.maxAbsDiff}`)
+  // And a compiled graph binding the model's own blocks as external tensors, updated in place.
+  t.true(r.graphStep.inPlaceMaxAbsDiff < 1e-6, `device step vs in-place graph step: ${r.graphStep.inPlaceMaxAbsDiff}`)
+  t.deepEqual(r.graphStep.hostBytesPerStep, { stateThroughHost: 2 * r.stateBytes, stateInPlace: 0 })
   t.log(
-    `${r.msPerStep.toFixed(2)} ms/step training; one step: ${r.graphStep.deviceMs.toFixed(2)} ms on the device, ${r.graphStep.eagerMs.toFixed(2)} ms eager graph, ${r.graphStep.compiledMs.toFixed(2)} ms compiled graph`,
+    `${r.msPerStep.toFixed(2)} ms/step training; one step: ${r.graphStep.deviceMs.toFixed(2)} ms on the device, ${r.graphStep.eagerMs.toFixed(2)} ms eager graph, ${r.graphStep.compiledMs.toFixed(2)} ms compiled graph, ${r.graphStep.compiledInPlaceMs.toFixed(2)} ms compiled graph with the state in place`,
   )
 })

@@ -1,8 +1,10 @@
 // An HTTP inference server on WGSL kernels. The main thread builds the model graph
-// once and opens the device; each worker thread attaches to that device through
-// `gpu.shareHandle()` / `Gpu.attach()` (or, with --device-per-worker, opens its
-// own), compiles its own executor and serves requests one at a time. Inputs are
-// staged through the device's host cache by `exe.run`.
+// once (its batch a symbolic dimension), opens the device and uploads the weights once;
+// each worker thread attaches to that device through `gpu.shareHandle()` / `Gpu.attach()`
+// (or, with --device-per-worker, opens its own), binds the shared weights, and serves
+// requests one at a time: a request of r rows runs the plan of the smallest batch bucket
+// (1, 2, 4, ... --batch) that holds r, with its input written into a device block the
+// worker keeps and its output written into another, of which r rows are read back.
 //
 //   npm run examples:build
 //   node examples/build/inference-server.js --port 8080
@@ -59,7 +61,7 @@ function readBody(req: IncomingMessage): Promise<string> {
   })
 }
 
-/** The request's rows as one zero-padded batch. */
+/** The request's rows, packed (the worker runs the smallest batch bucket that holds them). */
 function parseInput(text: string, s: ClassifierShape): { x: Float32Array; rows: number } {
   let body: unknown
   try {
@@ -71,7 +73,7 @@ function parseInput(text: string, s: ClassifierShape): { x: Float32Array; rows: 
   if (!Array.isArray(input) || input.length < 1 || input.length > s.batch) {
     throw new HttpError(400, 'INVALID_ARGUMENT', `"input" must be an array of 1 to ${s.batch} rows`)
   }
-  const x = new Float32Array(s.batch * s.inputs)
+  const x = new Float32Array(input.length * s.inputs)
   input.forEach((row: unknown, r) => {
     if (!Array.isArray(row) || row.length !== s.inputs || !row.every((v) => typeof v === 'number' && Number.isFinite(v))) {
       throw new HttpError(400, 'INVALID_ARGUMENT', `input[${r}] must be an array of ${s.inputs} finite numbers`)
@@ -243,8 +245,8 @@ async function main(): Promise<void> {
   const perWorker = values['device-per-worker']
   const log = values.json ? () => {} : console.log
 
-  // The graph is built once; every worker compiles it into its own executor.
-  const graph = classifierGraph(shape)
+  // The graph is built once; every worker compiles it into its own executors, one per batch bucket.
+  const graph = classifierGraph(shape, { batchDim: true })
   const params = classifierWeights(shape, seed)
   const gpu = perWorker ? null : await Gpu.request()
   let pool: WorkerPool | undefined
@@ -255,7 +257,7 @@ async function main(): Promise<void> {
     // One device copy of the weights for every worker on the shared device.
     weights = gpu ? gpu.createWeights(params) : undefined
     const shared = weights ? weights.shareHandle() : null
-    pool = await WorkerPool.start(workers, (index) => ({ index, handle, weights: shared, graph, params }))
+    pool = await WorkerPool.start(workers, (index) => ({ index, handle, weights: shared, graph, shape, params }))
     const p = pool
     // With --expose-gc, every thread collects its garbage first, so RSS shows what
     // is retained rather than where V8's collection cycle happens to be.
@@ -288,7 +290,7 @@ async function main(): Promise<void> {
     )
     const w0 = pool.workers[0]
     log(
-      `each executor: slab ${formatBytes(w0.slabBytes)}, ${formatBytes(w0.deviceBytes)} on the device with its weights; compiled in ${pool.workers.map((w) => w.compileMs.toFixed(0)).join(', ')} ms`,
+      `each worker: executors for batch buckets up to ${shape.batch} hold ${formatBytes(w0.deviceBytes)} of slabs; compiled in ${pool.workers.map((w) => w.compileMs.toFixed(0)).join(', ')} ms`,
     )
 
     server = serve(svc)

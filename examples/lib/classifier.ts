@@ -2,8 +2,8 @@
 // GELU, softmax) over a fixed batch of rows, as a wgalloc graph with seeded weights,
 // plus a float64 CPU reference of the same math.
 
-import type { Graph, GraphTensor } from 'wgalloc'
-import { kernels, launch } from './kernels'
+import type { Graph, GraphOp, GraphTensor } from 'wgalloc'
+import { TILE, WG, kernels, launch } from './kernels'
 import { mulberry32, uniform } from './random'
 
 export interface ClassifierShape {
@@ -18,11 +18,30 @@ export type Weights = Record<'w1' | 'b1' | 'w2' | 'b2' | 'w3' | 'b3', Float32Arr
 
 const F32 = 4
 
-/** The graph: x [batch, inputs] -> probs [batch, classes]. Weights are params (uploaded once per executor). */
-export function classifierGraph(s: ClassifierShape): Graph {
+/**
+ * The graph: x [batch, inputs] -> probs [batch, classes]. Weights are params (uploaded once, or
+ * bound from a shared store). With `batchDim`, the batch is the symbolic dimension `batch`
+ * (at most `s.batch`) for `gpu.compileShapes()`: tensor sizes and the row dispatch counts are
+ * expressions, and the kernels take their row count from the bound output.
+ */
+export function classifierGraph(s: ClassifierShape, { batchDim = false } = {}): Graph {
   const { batch: B, inputs: I, hidden: H, classes: C } = s
-  const t = (id: string, elements: number, kind: GraphTensor['kind'] = 'intermediate'): GraphTensor => ({ id, size: elements * F32, kind, dtype: 'f32' })
-  return {
+  const rows = (perRow: number, kind: GraphTensor['kind'] = 'intermediate'): GraphTensor => ({
+    id: '',
+    size: batchDim ? `batch * ${perRow * F32}` : B * perRow * F32,
+    kind,
+    dtype: 'f32',
+  })
+  const t = (id: string, elements: number, kind: GraphTensor['kind'] = 'intermediate'): GraphTensor =>
+    ['x', 'h1', 'h2', 'logits', 'probs'].includes(id) ? { ...rows(elements / B, kind), id } : { id, size: elements * F32, kind, dtype: 'f32' }
+  // Row dispatch counts: a number, or an expression over `batch` (division rounds up).
+  const overRows = (op: GraphOp, per: number, axis: number): GraphOp => {
+    if (!batchDim) return op
+    const dispatch = [...op.dispatch!] as (number | string)[]
+    dispatch[axis] = `batch / ${per}`
+    return { ...op, dispatch: dispatch as GraphOp['dispatch'] }
+  }
+  const graph: Graph = {
     kernels: kernels('linear', 'softmax'),
     tensors: [
       t('x', B * I, 'input'),
@@ -38,12 +57,13 @@ export function classifierGraph(s: ClassifierShape): Graph {
       t('probs', B * C, 'output'),
     ],
     ops: [
-      { name: 'fc1', inputs: ['x', 'w1', 'b1'], outputs: ['h1'], ...launch.linear(B, H, I, 'gelu') },
-      { name: 'fc2', inputs: ['h1', 'w2', 'b2'], outputs: ['h2'], ...launch.linear(B, H, H, 'gelu') },
-      { name: 'fc3', inputs: ['h2', 'w3', 'b3'], outputs: ['logits'], ...launch.linear(B, C, H, 'none') },
-      { name: 'softmax', inputs: ['logits'], outputs: ['probs'], ...launch.softmax(B, C) },
+      overRows({ name: 'fc1', inputs: ['x', 'w1', 'b1'], outputs: ['h1'], ...launch.linear(B, H, I, 'gelu') }, TILE, 1),
+      overRows({ name: 'fc2', inputs: ['h1', 'w2', 'b2'], outputs: ['h2'], ...launch.linear(B, H, H, 'gelu') }, TILE, 1),
+      overRows({ name: 'fc3', inputs: ['h2', 'w3', 'b3'], outputs: ['logits'], ...launch.linear(B, C, H, 'none') }, TILE, 1),
+      overRows({ name: 'softmax', inputs: ['logits'], outputs: ['probs'], ...launch.softmax(B, C) }, WG, 0),
     ],
   }
+  return batchDim ? { ...graph, dims: ['batch'] } : graph
 }
 
 /** Weights scaled by fan-in, as an initialiser would. */

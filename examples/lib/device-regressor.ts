@@ -104,7 +104,17 @@ export class DeviceRegressor {
     return { loss }
   }
 
-  /** Reads the parameters and moments back (a checkpoint), once earlier work completed. */
+  /** The parameter and moment blocks by tensor id (`w1`, `m_w1`, `v_w1`, ...): a graph binds them in place. */
+  get stateBlocks(): Readonly<Record<string, DeviceBlock>> {
+    return this.blocks
+  }
+
+  /** Writes parameters and moments (a checkpoint restore). */
+  writeState(state: State): void {
+    for (const [key, block] of Object.entries(this.blocks)) block.write(state[key])
+  }
+
+    /** Reads the parameters and moments back (a checkpoint), once earlier work completed. */
   async readState(): Promise<State> {
     const state: State = {}
     for (const id of PARAMS) {

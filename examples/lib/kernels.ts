@@ -6,8 +6,10 @@
 
 import type { ComputeKernel, GraphOp, Gpu } from 'wgalloc'
 
-const WG = 64 // threads per workgroup of the 1-D kernels
-const TILE = 8 // 2-D kernels run TILE x TILE workgroups
+/** Threads per workgroup of the 1-D kernels. */
+export const WG = 64
+/** 2-D kernels run TILE x TILE workgroups. */
+export const TILE = 8
 
 const storage = (names: string[]): string => names.map((n, i) => `@group(0) @binding(${i}) var<storage, read_write> ${n}: array<f32>;`).join('\n')
 const uniform = (binding: number): string => `struct P { a: u32, b: u32, c: u32, d: u32 }\n@group(0) @binding(${binding}) var<uniform> p: P;`
@@ -23,7 +25,8 @@ ${uniform(4)}
 @compute @workgroup_size(${TILE}, ${TILE}) fn main(@builtin(global_invocation_id) g: vec3u) {
   let n = g.x;
   let m = g.y;
-  if (m >= p.a || n >= p.b) { return; }
+  // Rows: at most p.a, and no more than the bound output holds (one graph serves every batch size).
+  if (m >= min(p.a, arrayLength(&y) / p.b) || n >= p.b) { return; }
   var acc = b[n];
   for (var k = 0u; k < p.c; k++) { acc += x[m * p.c + k] * w[k * p.b + n]; }
   if (p.d == 1u) { acc = tanh(clamp(acc, -15.0, 15.0)); }
@@ -40,7 +43,7 @@ ${uniform(4)}
 ${uniform(2)}
 @compute @workgroup_size(${WG}) fn main(@builtin(global_invocation_id) g: vec3u) {
   let r = g.x;
-  if (r >= p.a) { return; }
+  if (r >= min(p.a, arrayLength(&y) / p.b)) { return; }
   let base = r * p.b;
   var mx = x[base];
   for (var c = 1u; c < p.b; c++) { mx = max(mx, x[base + c]); }

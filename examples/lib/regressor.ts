@@ -62,23 +62,31 @@ export function hyper(a: Adam, t: number): Float32Array {
 }
 
 /**
- * One training step as a graph. Every tensor the step reads (batch, parameters,
- * moments, hyper-parameters) is an input, so the same graph runs eagerly or compiled;
- * the updated parameters and moments (`<id>_next`) and the batch loss are outputs.
- * Activations and gradients are intermediates: eagerly, each is a heap block from
- * the op that produces it to its last use.
+ * One training step as a graph. With `state: 'inputs'` every tensor the step reads (batch,
+ * parameters, moments, hyper-parameters) is an input, so the same graph runs eagerly or
+ * compiled, and the updated parameters and moments (`<id>_next`) are outputs. With
+ * `state: 'external'` the parameters and moments are external tensors: a compiled run binds
+ * the caller's blocks and Adam updates them in place (`<id>_next` is a view of `<id>`), so
+ * nothing is uploaded or read back but the batch and the loss. Activations and gradients are
+ * intermediates: eagerly, each is a heap block from the op that produces it to its last use.
  */
-export function trainStepGraph(s: RegressorShape): Graph {
+export function trainStepGraph(s: RegressorShape, { state = 'inputs' }: { state?: 'inputs' | 'external' } = {}): Graph {
   const { batch: B, hidden: H } = s
   const t = (id: string, elements: number, kind: GraphTensor['kind'] = 'intermediate'): GraphTensor => ({ id, size: elements * F32, kind, dtype: 'f32' })
   const sizes = paramSizes(s)
   const tensors: GraphTensor[] = [t('x', B * IN, 'input'), t('y', B, 'input'), t('hyper', 8, 'input')]
-  for (const id of PARAMS) tensors.push(t(id, sizes[id], 'input'), t(`m_${id}`, sizes[id], 'input'), t(`v_${id}`, sizes[id], 'input'))
+  const kind = state === 'external' ? 'external' : 'input'
+  for (const id of PARAMS) tensors.push(t(id, sizes[id], kind), t(`m_${id}`, sizes[id], kind), t(`v_${id}`, sizes[id], kind))
   // Activations, then gradients.
   tensors.push(t('h1', B * H), t('h2', B * H), t('pred', B), t('dpred', B))
   for (const id of PARAMS) tensors.push(t(`d${id}`, sizes[id]))
   tensors.push(t('dz2', B * H), t('dz1', B * H), t('loss', 1, 'output'))
-  for (const id of PARAMS) tensors.push(t(`${id}_next`, sizes[id], 'output'), t(`m_${id}_next`, sizes[id], 'output'), t(`v_${id}_next`, sizes[id], 'output'))
+  for (const id of PARAMS) {
+    for (const key of [id, `m_${id}`, `v_${id}`]) {
+      // In place: the updated value is the same bytes as the old one (each element is read, then written, by one invocation).
+      tensors.push(state === 'external' ? { ...t(`${key}_next`, sizes[id]), viewOf: key } : t(`${key}_next`, sizes[id], 'output'))
+    }
+  }
 
   const ops: GraphOp[] = [
     { name: 'fc1', inputs: ['x', 'w1', 'b1'], outputs: ['h1'], ...launch.linear(B, H, IN, 'tanh') },

@@ -4,7 +4,8 @@
 
 import { Worker } from 'node:worker_threads'
 import { join } from 'node:path'
-import type { ExecutorStats, Graph } from 'wgalloc'
+import type { Graph, ShapeExecutorStats } from 'wgalloc'
+import type { ClassifierShape } from './classifier'
 
 /**
  * What a worker starts from. `handle` null: the worker opens its own device. `weights`: the
@@ -15,6 +16,7 @@ export interface WorkerInit {
   handle: number | null
   weights: number | null
   graph: Graph
+  shape: ClassifierShape
   params: Record<string, Float32Array>
 }
 
@@ -31,8 +33,13 @@ export interface JsHeap {
   heapUsed: number
 }
 
+/** A worker's model: its plan cache (one executor per batch bucket) and the requests it ran. */
+export interface WorkerExecutorStats extends ShapeExecutorStats {
+  runs: number
+}
+
 export interface WorkerStats {
-  executor: ExecutorStats
+  executor: WorkerExecutorStats
   device: DeviceMemory
   js: JsHeap
 }
