@@ -266,7 +266,9 @@ async function main(): Promise<void> {
       compiledInPlaceMs: median(ms[3]),
       hostBytesPerStep: { stateThroughHost: 2 * stateBytes, stateInPlace: 0 },
     }
-    log(`the same step as a graph: state through the host each step, ${within(maxAbsDiff)}; state bound in place (external tensors), ${within(inPlaceMaxAbsDiff)};`)
+    log(
+      `the same step as a graph: state through the host each step, ${within(maxAbsDiff)}; state bound in place (external tensors), ${within(inPlaceMaxAbsDiff)};`,
+    )
     log(
       `  ${graphStep.deviceMs.toFixed(2)} ms per step on the device vs ${graphStep.eagerMs.toFixed(2)} ms eager graph, ${graphStep.compiledMs.toFixed(2)} ms compiled graph (${formatBytes(2 * stateBytes)} of state through the host), ${graphStep.compiledInPlaceMs.toFixed(2)} ms compiled graph with the state in place (none) (medians of 11 interleaved rounds)`,
     )

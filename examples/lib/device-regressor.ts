@@ -114,7 +114,7 @@ export class DeviceRegressor {
     for (const [key, block] of Object.entries(this.blocks)) block.write(state[key])
   }
 
-    /** Reads the parameters and moments back (a checkpoint), once earlier work completed. */
+  /** Reads the parameters and moments back (a checkpoint), once earlier work completed. */
   async readState(): Promise<State> {
     const state: State = {}
     for (const id of PARAMS) {
