@@ -161,6 +161,17 @@ test('shared weights: one copy for several executors and four workers', async (t
   t.is(weights.deviceBytes, 0)
   t.throws(() => Weights.attach(-1), { code: 'INVALID_ARGUMENT' })
   for (const exe of exes) exe.release()
+  // On this thread alone: the last user's release() lets the copy go, without waiting for the
+  // garbage collector.
+  const solo = dev.createWeights(w)
+  const soloHandle = solo.shareHandle()
+  const user = await dev.compile(g, { weights: solo })
+  solo.release()
+  const held = Weights.attach(soloHandle) // the executor still holds the store
+  t.is(held.deviceBytes, w.w.byteLength)
+  held.release()
+  user.release()
+  t.throws(() => Weights.attach(soloHandle), { code: 'INVALID_ARGUMENT' })
 })
 
 test('changing shapes: one graph, executors per bucket, outputs cut to the asked shape', async (t) => {

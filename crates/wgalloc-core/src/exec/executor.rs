@@ -122,7 +122,8 @@ pub struct Executor {
     /// Slabs then, if any params, the constant region.
     slabs: Vec<DeviceBlock>,
     constants: Option<DeviceBlock>,
-    weights: Option<Arc<Weights>>,
+    /// Shared weights, let go at `release()` (the store's block is freed by its last user).
+    weights: Mutex<Option<Arc<Weights>>>,
     uniforms: Vec<DeviceBlock>,
     workspace: Option<DeviceBlock>,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
@@ -464,7 +465,7 @@ impl Executor {
             plan,
             slabs,
             constants,
-            weights,
+            weights: Mutex::new(weights),
             uniforms,
             workspace,
             place,
@@ -498,7 +499,7 @@ impl Executor {
     }
 
     fn region(&self, slab: usize) -> &DeviceBlock {
-        region(&self.slabs, self.constants.as_ref(), self.weights.as_ref(), slab)
+        region(&self.slabs, self.constants.as_ref(), None, slab)
     }
 
     fn range(&self, tensor: usize) -> Result<(&wgpu::Buffer, u64, u64)> {
@@ -571,7 +572,8 @@ impl Executor {
         if let Some(obs) = observation.as_mut() {
             self.observe(obs);
         }
-        let bound = self.bind_externals(&io.inputs)?;
+        let weights = lock(&self.weights).clone();
+        let bound = self.bind_externals(&io.inputs, weights.as_ref())?;
         if options.check_plan {
             stream.submit()?; // the checked run reads inputs back on other streams
             self.run_checked(&mut stream, &bound).await?;
@@ -612,7 +614,7 @@ impl Executor {
             block.free()?;
         }
         let heap = self.gpu.heap()?;
-        for s in self.slabs.iter().chain(self.weights.as_ref().map(|w| w.block())) {
+        for s in self.slabs.iter().chain(weights.as_ref().map(|w| w.block())) {
             heap.record_use(s.id(), event.seq());
         }
         for block in io.inputs.values().chain(device_outputs.iter().map(|(_, b)| b)) {
@@ -639,7 +641,11 @@ impl Executor {
 
     /// The bind groups of the ops that bind external tensors, made for this run's blocks (or
     /// kept from the last run when it gave the same blocks), in op order.
-    fn bind_externals(&self, blocks: &HashMap<String, Arc<DeviceBlock>>) -> Result<Vec<Option<Arc<Step>>>> {
+    fn bind_externals(
+        &self,
+        blocks: &HashMap<String, Arc<DeviceBlock>>,
+        weights: Option<&Arc<Weights>>,
+    ) -> Result<Vec<Option<Arc<Step>>>> {
         let g = &self.graph;
         let block_of = |tensor: usize| -> Result<&Arc<DeviceBlock>> {
             blocks.get(&g.tensors[tensor].id).ok_or_else(|| {
@@ -673,7 +679,8 @@ impl Executor {
                 .map(|b| {
                     let (buffer, offset, size) = match *b {
                         Binding::Placed { slab, offset, size } => {
-                            let (buffer, base, _) = self.region(slab).binding()?;
+                            let region = region(&self.slabs, self.constants.as_ref(), weights, slab);
+                            let (buffer, base, _) = region.binding()?;
                             (buffer, base + offset, size)
                         }
                         Binding::External { tensor, size } => {
@@ -794,8 +801,8 @@ impl Executor {
         Ok(())
     }
 
-    /// Returns the slabs and constants to the heap (ReleaseSlab). Idempotent. Shared weights
-    /// are let go when the executor is dropped.
+    /// Returns the slabs and constants to the heap (ReleaseSlab) and lets go of the shared
+    /// weights (freed when their last user lets go). Idempotent.
     pub fn release(&self) -> bool {
         let mut life = lock(&self.life);
         if life.released {
@@ -815,6 +822,7 @@ impl Executor {
         {
             let _ = s.free();
         }
+        lock(&self.weights).take();
     }
 
     pub fn is_released(&self) -> bool {
