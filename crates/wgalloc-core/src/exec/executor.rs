@@ -547,6 +547,11 @@ impl Executor {
         // Inputs go through the host staging cache: a cache hit costs no driver call,
         // and each staging block is reused only once its copy ran.
         let mut stream = self.gpu.create_stream()?;
+        // External blocks are bound, not copied: record this run's stream on them now, so a
+        // free() from now on waits for the run's work (and one before is USE_AFTER_FREE).
+        for t in self.graph.externals() {
+            io.inputs[&t.id].record_stream(&stream)?;
+        }
         let host = self.gpu.host()?;
         let created_before = host.raw_stats().num_host_alloc;
         let mut staging = Vec::new();
