@@ -56,6 +56,27 @@ test('the history records allocations with their JS stacks; the snapshot carries
   gpu.destroy()
 })
 
+test('alloc entries carry their stack when other listeners get the events at once', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const seen = []
+  const listener = (e) => seen.push(e.kind)
+  heap.on('ALLOCATED', listener)
+  heap.on('RECYCLED', listener)
+  heap.recordHistory({ maxEntries: 100 })
+  const a = allocateForTenantA(heap, 4096)
+  const scalar = heap.allocScalar(new Uint8Array(16))
+  const entries = heap.memorySnapshot().history.filter((e) => e.action === 'alloc' && !e.label)
+  t.regex(entries.find((e) => e.blockId === a.id).stack, /allocateForTenantA/)
+  t.regex(entries.find((e) => e.blockId === scalar.id).stack, /history\.test\.cjs/)
+  t.true(seen.length >= 2, 'the listener got the events')
+  heap.off('ALLOCATED', listener)
+  heap.off('RECYCLED', listener)
+  a.free()
+  scalar.free()
+  gpu.destroy()
+})
+
 test('the ring keeps the newest maxEntries events; bad limits are INVALID_ARGUMENT, huge ones capped', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap

@@ -71,13 +71,19 @@ export class Heap {
     } else {
       const history = events.history
       const stack = history?.capture(Heap.prototype.malloc) ?? null
+      // The stack is the history's before the block's events are delivered (at once, when
+      // others listen), so the ring's alloc entry carries it too.
+      const allocate = () => {
+        const b = mallocBlock(table, size, usage)
+        if (stack) history?.allocated(b.id, stack)
+        return b
+      }
       const historyOnly = events.historyOnly
       try {
-        block = historyOnly ? mallocBlock(table, size, usage) : events.delivering(() => mallocBlock(table, size, usage), true)
+        block = historyOnly ? allocate() : events.delivering(allocate, true)
       } catch (err) {
         throw this.#outOfMemory(toWgallocError(err, true), size)
       }
-      if (stack) history?.allocated(block.id, stack)
       if (historyOnly) events.tick()
     }
     const shape = options?.shape
@@ -109,9 +115,11 @@ export class Heap {
   @api allocScalar(value: Uint8Array): DeviceBlock {
     const history = this.#events.history
     const stack = history?.capture(Heap.prototype.allocScalar) ?? null
-    const block = this.#events.delivering(() => scalarBlock(this.#table, value), true)
-    if (stack) history?.allocated(block.id, stack)
-    return block
+    return this.#events.delivering(() => {
+      const block = scalarBlock(this.#table, value)
+      if (stack) history?.allocated(block.id, stack)
+      return block
+    }, true)
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   @api free(block: DeviceBlock): void {
