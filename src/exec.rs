@@ -310,8 +310,9 @@ impl Executor {
 
 type RunArguments = (RunOptions, Option<Arc<BlockTable>>, DeviceIo, HashSet<String>);
 
-/// A run's options, with its device blocks taken (shared handles) before the call returns, so a
-/// free meanwhile defers; also the ids of outputs written into caller blocks.
+/// A run's options, with its device blocks taken (shared handles) before the call returns, so
+/// they stay valid objects whatever the caller does; also the ids of outputs written into caller
+/// blocks. A block freed before the run records it is refused (`USE_AFTER_FREE`).
 pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArguments> {
     let o = options.unwrap_or(ExecRunOptions {
         observe: None,
@@ -330,7 +331,8 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
                 return Err(coded("INVALID_ARGUMENT", &format!("outputs must be 'host' or 'device', not '{other}'")))
             }
         };
-        // Blocks are taken (shared handles) before the call returns: a free meanwhile defers.
+        // Blocks are taken (shared handles) before the call returns; one freed before the run
+        // records it fails the run with USE_AFTER_FREE (never reused memory).
         let table = match o.heap_slot {
             Some(slot) => Some(block_table::table(slot)?),
             None if o.device_inputs.is_some() || o.outputs_into.is_some() || outputs_on_device => {
