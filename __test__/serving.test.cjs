@@ -111,6 +111,35 @@ test('external tensors: state read and written in place across 100 runs, equal t
   step.release()
 })
 
+test('a block freed right after run(), before awaiting it, serves the run; its memory is reused after', async (t) => {
+  const dev = await gpu()
+  const g = graphOf(1)
+  const exe = await dev.compile(g, { params: paramsOf(g, 1) })
+  const step = await dev.compile(recurrent(true))
+  const n = rowOf(g)
+  for (let i = 0; i < 20; i++) {
+    const x = dev.heap.malloc(n)
+    x.write(new Float32Array(n / 4).fill(2))
+    const s = dev.heap.malloc(1024)
+    s.write(new Float32Array(256).fill(5))
+    const runs = [exe.run({ x }), step.run({ x: new Float32Array(256).fill(1), s })]
+    x.free() // both runs still read these: the frees take effect once the runs recorded their work
+    s.free()
+    t.throws(() => x.write(new Float32Array(1)), { code: 'USE_AFTER_FREE' }, 'freed for the caller at once')
+    const other = [dev.heap.malloc(n), dev.heap.malloc(1024)]
+    for (const o of other) o.write(new Float32Array(o.requestedSize / 4).fill(100))
+    const [a, b] = await Promise.all(runs)
+    t.is(a.outputs.y[0], 3)
+    t.is(b.outputs.y[0], 7) // h = x + s = 6, y = h + x
+    for (const o of other) {
+      t.is(new Float32Array((await o.read(0, 16)).buffer)[0], 100, 'reused memory was not written by the runs')
+      o.free()
+    }
+  }
+  exe.release()
+  step.release()
+})
+
 test('shared weights: one copy for several executors and four workers', async (t) => {
   const dev = await gpu()
   const g = graphOf(3)

@@ -294,9 +294,12 @@ impl Executor {
         let exe = self.inner.clone();
         let inputs = owned(Some(inputs));
         let (opts, table, io, given) = run_arguments(options)?;
+        // Leased now: a free() before the run recorded its work takes effect after it.
+        let leases = io.lease().napi()?;
         env.spawn_future(async move {
-            let out = exe.run_io(&inputs, &io, opts).await.napi()?;
-            Ok(result(out, table.as_deref(), &given))
+            let out = exe.run_io(&inputs, &io, opts).await;
+            drop(leases);
+            Ok(result(out.napi()?, table.as_deref(), &given))
         })
     }
 
@@ -310,9 +313,9 @@ impl Executor {
 
 type RunArguments = (RunOptions, Option<Arc<BlockTable>>, DeviceIo, HashSet<String>);
 
-/// A run's options, with its device blocks taken (shared handles) before the call returns, so
-/// they stay valid objects whatever the caller does; also the ids of outputs written into caller
-/// blocks. A block freed before the run records it is refused (`USE_AFTER_FREE`).
+/// A run's options, with its device blocks taken (shared handles) before the call returns; also
+/// the ids of outputs written into caller blocks. The caller leases the blocks (`DeviceIo::lease`)
+/// before returning too, so a free meanwhile takes effect after the run.
 pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArguments> {
     let o = options.unwrap_or(ExecRunOptions {
         observe: None,
@@ -331,8 +334,7 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
                 return Err(coded("INVALID_ARGUMENT", &format!("outputs must be 'host' or 'device', not '{other}'")))
             }
         };
-        // Blocks are taken (shared handles) before the call returns; one freed before the run
-        // records it fails the run with USE_AFTER_FREE (never reused memory).
+        // Blocks are taken (shared handles) before the call returns.
         let table = match o.heap_slot {
             Some(slot) => Some(block_table::table(slot)?),
             None if o.device_inputs.is_some() || o.outputs_into.is_some() || outputs_on_device => {

@@ -77,9 +77,12 @@ impl ShapeExecutor {
         let d = dims(dims_)?;
         let inputs = owned(Some(inputs));
         let (opts, table, io, given) = run_arguments(options)?;
+        // Leased now: a free() before the run recorded its work takes effect after it.
+        let leases = io.lease().napi()?;
         env.spawn_future(async move {
-            let out = cache.run(&d, &inputs, &io, opts).await.napi()?;
-            Ok(result(out, table.as_deref(), &given))
+            let out = cache.run(&d, &inputs, &io, opts).await;
+            drop(leases);
+            Ok(result(out.napi()?, table.as_deref(), &given))
         })
     }
 

@@ -36,7 +36,7 @@ pub use adapter::AdapterSummary;
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, Result};
 pub use exec::ComputeKernel;
-pub use heap::{DeviceBlock, Heap, HeapStats, PoolKind, Usage};
+pub use heap::{BlockLease, DeviceBlock, Heap, HeapStats, PoolKind, Usage};
 pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
 pub use profile::{ProfileStats, Profiler};
 pub use stream::{Event, Stream};

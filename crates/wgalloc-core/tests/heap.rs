@@ -334,3 +334,29 @@ fn a_freed_device_block_serves_the_next_malloc_while_its_reader_still_runs() {
     heap.free_inactive_buffers();
     assert_eq!(heap.stats().pending_free_blocks, 0, "the mappable block is free once the work completed");
 }
+
+#[test]
+fn a_free_while_leased_takes_effect_when_the_last_lease_ends() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let block = std::sync::Arc::new(heap.malloc(4096, Usage::Device).unwrap());
+    let allocated = || heap.stats().allocated_bytes.current;
+    let before = allocated();
+    let (a, b) = (block.lease().unwrap(), block.lease().unwrap());
+    block.free().unwrap(); // deferred: two leases
+    assert_eq!(block.free().unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(block.lease().unwrap_err().code(), "USE_AFTER_FREE", "no new lease after free()");
+    assert!(!block.is_freed(), "the leaseholders still use it");
+    assert!(block.binding().is_ok());
+    drop(a);
+    assert_eq!(allocated(), before, "one lease left: still allocated");
+    drop(b);
+    assert!(block.is_freed());
+    assert_eq!(allocated(), before - block.size(), "the last lease freed it");
+    assert_eq!(block.free().unwrap_err().code(), "DOUBLE_FREE");
+    // Leases without a free change nothing; a free after them is immediate.
+    let other = std::sync::Arc::new(heap.malloc(4096, Usage::Device).unwrap());
+    drop(other.lease().unwrap());
+    other.free().unwrap();
+    assert!(other.is_freed());
+}

@@ -59,6 +59,15 @@ pub struct DeviceIo {
     pub outputs_on_device: bool,
 }
 
+impl DeviceIo {
+    /// Leases every block (see [`crate::BlockLease`]): taken when a run is called and held
+    /// until it recorded its GPU work, so a `free()` in between takes effect after the run
+    /// instead of failing it. `USE_AFTER_FREE` for a block freed already.
+    pub fn lease(&self) -> Result<Vec<crate::BlockLease>> {
+        self.inputs.values().chain(self.outputs_into.values()).map(DeviceBlock::lease).collect()
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunOptions {
     /// Record every AllocateTensor / free per op.

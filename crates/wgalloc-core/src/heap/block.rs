@@ -1,7 +1,7 @@
 //! `DeviceBlock`: the handle to one heap block. Dropping it without `free()`
 //! returns the block to its pool (the GC safety net for JS handles).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::{BlockInfo, Heap, PoolKind};
@@ -17,7 +17,39 @@ pub struct DeviceBlock {
     size: u64,
     requested: u64,
     pool: PoolKind,
-    freed: AtomicBool,
+    /// FREED, FREE_DEFERRED and the number of leases (see [`DeviceBlock::lease`]), in one word.
+    state: AtomicU32,
+}
+
+/// The block went back to the heap.
+const FREED: u32 = 1;
+/// `free()` ran while leased: the block goes back to the heap when the last lease ends.
+const FREE_DEFERRED: u32 = 2;
+/// One lease, counted in the bits above the flags.
+const LEASE: u32 = 4;
+
+/// Keeps a block usable by an operation that was started before a `free()` and runs later (an
+/// executor run is taken when the call is made, then runs on another thread): a `free()`
+/// meanwhile takes effect when the lease ends, after the operation recorded its GPU work.
+#[derive(Debug)]
+pub struct BlockLease(Arc<DeviceBlock>);
+
+impl BlockLease {
+    pub fn block(&self) -> &Arc<DeviceBlock> {
+        &self.0
+    }
+}
+
+impl Drop for BlockLease {
+    fn drop(&mut self) {
+        let before = self.0.state.fetch_sub(LEASE, Ordering::AcqRel);
+        if before & !(FREED | FREE_DEFERRED) == LEASE && before & FREE_DEFERRED != 0 {
+            // The last lease of a block freed meanwhile: free it now (once).
+            if self.0.state.fetch_or(FREED, Ordering::AcqRel) & FREED == 0 {
+                let _ = self.0.heap.free_id(self.0.id);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for DeviceBlock {
@@ -42,7 +74,7 @@ impl DeviceBlock {
         requested: u64,
         pool: PoolKind,
     ) -> Self {
-        DeviceBlock { heap, id, buffer, offset, size, requested, pool, freed: AtomicBool::new(false) }
+        DeviceBlock { heap, id, buffer, offset, size, requested, pool, state: AtomicU32::new(0) }
     }
 
     pub fn id(&self) -> u64 {
@@ -67,8 +99,10 @@ impl DeviceBlock {
         self.pool
     }
 
+    /// True once the block went back to the heap (a block freed while leased: when its last
+    /// lease ended).
     pub fn is_freed(&self) -> bool {
-        self.freed.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) & FREED != 0
     }
 
     pub fn heap(&self) -> &Heap {
@@ -211,10 +245,43 @@ impl DeviceBlock {
 
     /// Returns the block to the heap. A second call fails with `DOUBLE_FREE`.
     pub fn free(&self) -> Result<()> {
-        if self.freed.swap(true, Ordering::AcqRel) {
-            return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
+        // The common case, no lease: one compare-exchange, as cheap as a swap.
+        let mut state = match self.state.compare_exchange(0, FREED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return self.heap.free_id(self.id),
+            Err(now) => now,
+        };
+        loop {
+            if state & (FREED | FREE_DEFERRED) != 0 {
+                return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
+            }
+            // Leased: the last lease frees it, after the operations that hold it recorded their work.
+            match self.state.compare_exchange(state, state | FREE_DEFERRED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(now) if now & !(FREED | FREE_DEFERRED) == 0 => {
+                    // The last lease ended meanwhile: free it here.
+                    return match self.state.compare_exchange(now, FREED, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => self.heap.free_id(self.id),
+                        Err(_) => Err(Error::DoubleFree(format!("block {} was already freed", self.id))),
+                    };
+                }
+                Err(now) => state = now,
+            }
         }
-        self.heap.free_id(self.id)
+    }
+
+    /// A lease for an operation that runs after this call returns (see [`BlockLease`]);
+    /// `USE_AFTER_FREE` if the block was freed.
+    pub fn lease(self: &Arc<Self>) -> Result<BlockLease> {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if state & (FREED | FREE_DEFERRED) != 0 {
+                return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
+            }
+            match self.state.compare_exchange(state, state + LEASE, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(BlockLease(self.clone())),
+                Err(now) => state = now,
+            }
+        }
     }
 }
 
@@ -222,7 +289,7 @@ impl Drop for DeviceBlock {
     fn drop(&mut self) {
         // `&mut self`: no other thread can free it now, so a plain load decides (a locked
         // swap on every drop of a freed block was a measurable part of malloc + free).
-        if !*self.freed.get_mut() {
+        if *self.state.get_mut() & FREED == 0 {
             let _ = self.heap.free_id(self.id);
         }
     }

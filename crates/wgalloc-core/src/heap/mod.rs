@@ -24,7 +24,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 pub use allocator::{Allocation, HeapCore, HeapLimits};
-pub use block::DeviceBlock;
+pub use block::{BlockLease, DeviceBlock};
 pub use config::{debug, Watermarks};
 pub use free_list::FreeList;
 pub use id_hash::IdHasher;
