@@ -314,6 +314,7 @@ const SUITES = {
   plan: 'planMemory with random and malformed records, graphs and CSV, aborts',
   profiler: 'profiler sessions, captures and exports with bad modes and paths',
   boundary: 'async calls raced by free, GC and changed inputs; workers terminated mid-call; exit with the GPU busy',
+  serving: 'device inputs, external state, outputsInto, shared weights and shapes, blocks freed or reused around runs',
 }
 for (const [suite, what] of Object.entries(SUITES)) {
   test(`fuzz ${suite}: ${what}`, async (t) => {

@@ -323,8 +323,9 @@ export class ShapeExecutor {
     return this.#native.shapeOf(dims)
   }
   /**
-   * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks of the bucket's
-   * size); outputs come back sized for `dims`. Compiles the shape's executor on first use.
+   * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks holding at
+   * least those bytes; the bucket's remaining rows are zero); outputs, read back or left in blocks,
+   * come back sized for `dims`. Compiles the shape's executor on first use.
    */
   @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
     const opts = runOptions(options)

@@ -347,6 +347,7 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
                 inputs: block_table::blocks(t, o.device_inputs.unwrap_or_default(), "input")?,
                 outputs_into: block_table::blocks(t, o.outputs_into.unwrap_or_default(), "output")?,
                 outputs_on_device,
+                ..DeviceIo::default()
             },
             None => DeviceIo::default(),
         };

@@ -24,7 +24,7 @@ function intoScratch() {
   process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
 }
 
-const SUITES = ['api', 'heap', 'plan', 'graph', 'profiler', 'lost', 'boundary']
+const SUITES = ['api', 'heap', 'plan', 'graph', 'profiler', 'lost', 'boundary', 'serving']
 
 async function main(name) {
   if (!SUITES.includes(name)) throw new Error(`unknown suite '${name}'; use one of ${SUITES.join(', ')}`)

@@ -96,6 +96,46 @@ fn buckets_pad_to_the_bucket_cut_outputs_back_and_the_lru_bounds_memory() {
 }
 
 #[test]
+fn device_blocks_below_the_bucket_are_padded_and_cut_like_host_bytes() {
+    use std::sync::Arc;
+    use wgalloc_core::Usage;
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
+    let policy = ShapePolicy::Buckets(HashMap::from([("batch".to_string(), vec![4])]));
+    let cache = ShapeCache::new(&gpu, graph, policy, 2, options()).unwrap();
+    // Leave a non-zero pattern in the bucket's slab, where padding rows go.
+    let full = HashMap::from([("x".to_string(), vec![0x7fu8; 4 * ROW])]);
+    pollster::block_on(cache.run(&dims(4), &full, &DeviceIo::default(), RunOptions::default())).unwrap();
+    for batch in [3usize, 1] {
+        // Input and output blocks hold the asked rows only, not the bucket's four.
+        let input = Arc::new(heap.malloc((batch * ROW) as u64, Usage::Device).unwrap());
+        input.write(&x(batch), 0).unwrap();
+        let into = Arc::new(heap.malloc((batch * ROW) as u64, Usage::Device).unwrap());
+        let y = "y".to_string();
+        let io = DeviceIo {
+            inputs: HashMap::from([("x".to_string(), input.clone())]),
+            outputs_into: HashMap::from([(y.clone(), into.clone())]),
+            ..Default::default()
+        };
+        pollster::block_on(cache.run(&dims(batch as u64), &HashMap::new(), &io, RunOptions::default())).unwrap();
+        let got = pollster::block_on(into.read(0, (batch * ROW) as u64)).unwrap();
+        assert_eq!(got, reference(batch), "outputsInto at batch {batch}");
+        // Left on the device: a block of the asked size, equal to the host path.
+        let io = DeviceIo { inputs: io.inputs.clone(), outputs_on_device: true, ..Default::default() };
+        let out = pollster::block_on(cache.run(&dims(batch as u64), &HashMap::new(), &io, RunOptions::default()));
+        let block = out.unwrap().device_outputs.remove(0).1;
+        assert_eq!(block.requested_size(), (batch * ROW) as u64);
+        assert_eq!(pollster::block_on(block.read(0, (batch * ROW) as u64)).unwrap(), reference(batch));
+        // Fewer bytes than the asked shape is still refused.
+        let short = Arc::new(heap.malloc((batch * ROW - 4) as u64, Usage::Device).unwrap());
+        let io = DeviceIo { inputs: HashMap::from([("x".to_string(), short)]), ..Default::default() };
+        let r = pollster::block_on(cache.run(&dims(batch as u64), &HashMap::new(), &io, RunOptions::default()));
+        assert_eq!(r.unwrap_err().code(), "INVALID_ARGUMENT");
+    }
+}
+
+#[test]
 fn bad_shapes_and_graphs_are_refused_with_typed_errors() {
     let gpu = gpu();
     let code = |r: Result<_, wgalloc_core::Error>| r.map(|_: ()| ()).unwrap_err().code();

@@ -49,7 +49,7 @@ pub struct RunOutput {
 /// Inputs and outputs of a run that stay on the GPU. Each block is copied on the GPU, in the
 /// run's submission, from or to the tensor's planned place, and recorded as used by it, so a
 /// free defers until the run's work completed and later submissions see the result.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct DeviceIo {
     /// Inputs read from blocks (at least the tensor's bytes) instead of host bytes.
     pub inputs: HashMap<String, Arc<DeviceBlock>>,
@@ -57,9 +57,18 @@ pub struct DeviceIo {
     pub outputs_into: HashMap<String, Arc<DeviceBlock>>,
     /// Every other output goes into a new heap block instead of being read back.
     pub outputs_on_device: bool,
+    /// Bytes a device input or output moves when fewer than its tensor's (a shape executor
+    /// running below its bucket): blocks need only these, an input's remainder is zeroed, and
+    /// an output gives only these. Never applies to external tensors, which are bound whole.
+    pub bytes: HashMap<String, u64>,
 }
 
 impl DeviceIo {
+    /// The bytes a device input or output `id` of `size` bytes moves.
+    fn moved(&self, id: &str, size: u64) -> u64 {
+        self.bytes.get(id).map_or(size, |&b| b.min(size))
+    }
+
     /// Leases every block (see [`crate::BlockLease`]): taken when a run is called and held
     /// until it recorded its GPU work, so a `free()` in between takes effect after the run
     /// instead of failing it. `USE_AFTER_FREE` for a block freed already.
@@ -570,7 +579,13 @@ impl Executor {
             let size = binding_size(t.size)?;
             if let Some(block) = io.inputs.get(&t.id) {
                 let what = format!("run input '{}'", t.id);
-                self.slabs[p.slab].copy_on(&mut stream, block, 0, p.offset, t.size, &what)?;
+                let moved = io.moved(&t.id, t.size);
+                self.slabs[p.slab].copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
+                if moved < t.size {
+                    // The rest is zero, as host inputs are padded.
+                    let (buffer, base, _) = self.slabs[p.slab].binding()?;
+                    stream.encoder()?.clear_buffer(buffer, base + p.offset + moved, Some(size - moved));
+                }
                 continue;
             }
             let mut bytes = inputs[&t.id].clone();
@@ -599,15 +614,16 @@ impl Executor {
         let mut read_back = Vec::new();
         for &(i, at) in &self.readback_layout {
             let t = &self.graph.tensors[i];
+            let moved = io.moved(&t.id, t.size);
             let target = match io.outputs_into.get(&t.id) {
                 Some(block) => Some(block.clone()),
-                None if io.outputs_on_device => Some(Arc::new(self.gpu.heap()?.malloc(t.size.max(1), Usage::Device)?)),
+                None if io.outputs_on_device => Some(Arc::new(self.gpu.heap()?.malloc(moved.max(1), Usage::Device)?)),
                 None => None,
             };
             if let Some(block) = target {
                 let p = self.place[i].ok_or_else(|| Error::Internal(format!("output '{}' has no placement", t.id)))?;
                 let what = format!("run output '{}'", t.id);
-                block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, t.size, &what)?;
+                block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, moved, &what)?;
                 device_outputs.push((t.id.clone(), block));
                 continue;
             }
@@ -869,11 +885,12 @@ fn check_io(
                 graph.tensors[graph.root[graph.index[id]]].id
             )));
         }
-        if !external && !t.size.is_multiple_of(4) {
+        let needed = if external { t.size } else { io.moved(id, t.size) };
+        if !external && (!t.size.is_multiple_of(4) || !needed.is_multiple_of(4)) {
             return Err(Error::invalid(format!(
                 "{role} '{id}' is {} bytes: device {role}s must be a multiple of 4 bytes (GPU copies move whole words); \
                  pass host bytes instead",
-                t.size
+                if t.size.is_multiple_of(4) { needed } else { t.size }
             )));
         }
         if role == "input" && inputs.contains_key(id) {
@@ -885,11 +902,10 @@ fn check_io(
         if !block.heap().same_heap(heap) {
             return Err(Error::invalid(format!("the block given for {role} '{id}' belongs to another device")));
         }
-        if block.requested_size() < t.size || (external && block.size() < binding_size(t.size)?) {
+        if block.requested_size() < needed || (external && block.size() < binding_size(t.size)?) {
             return Err(Error::invalid(format!(
-                "the block given for {role} '{id}' holds {} bytes; the tensor needs {}",
+                "the block given for {role} '{id}' holds {} bytes; the tensor needs {needed}",
                 block.requested_size(),
-                t.size
             )));
         }
     }

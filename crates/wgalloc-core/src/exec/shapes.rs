@@ -347,8 +347,9 @@ impl ShapeCache {
         Ok((exe, shape))
     }
 
-    /// Runs at `dims`: host inputs sized for `dims` are zero-padded to the compiled shape,
-    /// and outputs read back are cut to their size at `dims`.
+    /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are zero-padded to the
+    /// compiled shape, and outputs (read back, into blocks or left on the device) are cut to
+    /// their size at `dims`.
     pub async fn run(
         &self,
         dims: &Dims,
@@ -374,7 +375,24 @@ impl ShapeCache {
             }
             padded.insert(id.clone(), b);
         }
-        let mut out = exe.run_io(&padded, io, options).await?;
+        // Device inputs and outputs move the bytes of the asked shape; the executor zeroes the
+        // rest of an input, as `padded` does for host bytes.
+        let mut io = io.clone();
+        if shape != *dims {
+            for id in io.inputs.keys().chain(io.outputs_into.keys()).cloned().collect::<Vec<_>>() {
+                if let Some(&size) = asked.get(&id) {
+                    io.bytes.insert(id, size);
+                }
+            }
+            if io.outputs_on_device {
+                for t in exe.graph().outputs() {
+                    if let Some(&size) = asked.get(&t.id) {
+                        io.bytes.insert(t.id.clone(), size);
+                    }
+                }
+            }
+        }
+        let mut out = exe.run_io(&padded, &io, options).await?;
         if shape != *dims {
             for (id, bytes) in &mut out.outputs {
                 if let Some(&size) = asked.get(id) {
