@@ -77,11 +77,14 @@ const command = (fc) =>
       weight: 5,
       arbitrary: fc.record({
         op: fc.constant('run'),
-        x: fc.constantFrom('host', 'host', 'block', 'missing', 'short', 'sameAsS'),
-        s: fc.constantFrom('block', 'block', 'block', 'missing', 'host', 'null'),
-        out: fc.constantFrom('host', 'host', 'device', 'into', 'intoS', 'intoX'),
+        x: fc.constantFrom('host', 'host', 'host', 'good', 'good', 'block', 'missing', 'short', 'sameAsS'),
+        s: fc.constantFrom('good', 'good', 'good', 'good', 'block', 'block', 'missing', 'host', 'null'),
+        out: fc.constantFrom('host', 'host', 'device', 'device', 'intoGood', 'into', 'intoS', 'intoX'),
         at: fc.array(fc.nat(), { minLength: 3, maxLength: 3 }),
         freeAfter: fc.subarray(['x', 's', 'into']),
+        checkPlan: fc.boolean(),
+        observe: fc.boolean(),
+        keep: fc.boolean(),
         reuse: fc.boolean(),
         seed: fc.nat(),
       }),
@@ -166,6 +169,15 @@ async function run({ fc, check, counts, trace }) {
       const s = new Slot((other ? gpu2 : gpu).heap.malloc(size), other ? 'gpu2' : 'gpu')
       slots.push(s)
       return s
+    }
+    /** A live block of the executor's device, big enough, with known contents (made if none). */
+    const good = (at, seed) => {
+      const s = pick(at, (s) => s.live && s.gpu === 'gpu' && s.data && s.block.requestedSize >= BYTES)
+      if (s) return s
+      const made = malloc(BYTES)
+      made.data = fill(seed)
+      made.block.write(made.data)
+      return made
     }
     const free = (s) => {
       s.block.free()
@@ -266,8 +278,8 @@ async function run({ fc, check, counts, trace }) {
       let xSlot = null
       let sSlot = null
       // The external state block.
-      if (c.s === 'block') {
-        sSlot = pick(as) ?? malloc(BYTES)
+      if (c.s === 'block' || c.s === 'good') {
+        sSlot = c.s === 'good' ? good(as, c.seed + 2) : (pick(as) ?? malloc(BYTES))
         inputs.s = sSlot.block
         if (!sSlot.live) why(['USE_AFTER_FREE', 'INVALID_ARGUMENT'])
         else if (sSlot.gpu !== 'gpu' || sSlot.block.requestedSize < BYTES) why(['INVALID_ARGUMENT'])
@@ -283,18 +295,21 @@ async function run({ fc, check, counts, trace }) {
       else if (c.x === 'short') {
         inputs.x = xHost.subarray(0, 7)
         why(['INVALID_ARGUMENT'])
-      } else if (c.x === 'block' || c.x === 'sameAsS') {
-        xSlot = c.x === 'sameAsS' && sSlot ? sSlot : (pick(ax) ?? malloc(BYTES))
+      } else if (c.x === 'block' || c.x === 'good' || c.x === 'sameAsS') {
+        xSlot = c.x === 'sameAsS' && sSlot ? sSlot : c.x === 'good' ? good(ax, c.seed + 3) : (pick(ax) ?? malloc(BYTES))
         inputs.x = xSlot.block
         if (!xSlot.live) why(['USE_AFTER_FREE', 'INVALID_ARGUMENT'])
         else if (xSlot.gpu !== 'gpu' || xSlot.block.requestedSize < BYTES) why(['INVALID_ARGUMENT'])
       } else why(['INVALID_ARGUMENT'])
       // Where y goes.
-      const options = {}
+      const options = { checkPlan: c.checkPlan, observe: c.observe }
       let intoSlot = null
       if (c.out === 'device') options.outputs = 'device'
       else if (c.out.startsWith('into')) {
-        intoSlot = c.out === 'intoS' && sSlot ? sSlot : c.out === 'intoX' && xSlot ? xSlot : (pick(ao) ?? malloc(BYTES))
+        if (c.out === 'intoS' && sSlot) intoSlot = sSlot
+        else if (c.out === 'intoX' && xSlot) intoSlot = xSlot
+        else if (c.out === 'intoGood') intoSlot = good(ao, c.seed + 4)
+        else intoSlot = pick(ao) ?? malloc(BYTES)
         options.outputsInto = { y: intoSlot.block }
         if (!intoSlot.live) why(['USE_AFTER_FREE', 'INVALID_ARGUMENT'])
         else if (intoSlot.gpu !== 'gpu' || intoSlot.block.requestedSize < BYTES) why(['INVALID_ARGUMENT'])
@@ -340,7 +355,12 @@ async function run({ fc, check, counts, trace }) {
         const blk = result.blocks?.y
         if (!blk) throw new Error(`outputs: 'device' returned no block for y`)
         y = await blk.read(0, BYTES, { as: Uint32Array })
-        blk.free()
+        if (c.keep) {
+          // Kept: later runs may take it as their input or state (a chain without the host).
+          const kept = new Slot(blk, 'gpu')
+          kept.data = want ? Uint32Array.from(want.y) : null
+          slots.push(kept)
+        } else blk.free()
       } else if (intoSlot?.live) {
         intoSlot.data = want ? Uint32Array.from(want.y) : null
         if (xSlot === intoSlot && !want) intoSlot.data = null
