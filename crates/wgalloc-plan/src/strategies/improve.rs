@@ -9,13 +9,14 @@
 
 use super::portfolio::{height, Candidate};
 use crate::error::PlanError;
-use crate::index::Occupancy;
 use crate::options::Budget;
 use crate::record::Problem;
 use std::cmp::Reverse;
 
 /// Most records freed in one step (the window shrinks when it frees more).
 const MAX_FREED: usize = 48;
+/// Most slots an ejection weighs.
+const MAX_SLOTS: usize = 64;
 
 /// Deterministic xorshift, so runs are repeatable for a given budget.
 struct Rng(u64);
@@ -57,6 +58,7 @@ pub(crate) fn improve(
     let mut keep: Vec<usize> = Vec::new();
     let mut old: Vec<(usize, u64)> = Vec::new();
     let mut is_freed = vec![false; n];
+    let mut occ: Vec<Obstacle> = Vec::new();
     let mut steps = 0u64;
     let mut improved = false;
     // Window radius in points: grows when steps keep failing, shrinks when they succeed.
@@ -76,7 +78,8 @@ pub(crate) fn improve(
         // Ejection (every other step): move the peak record into a gap below it at a
         // point of its lifetime, and re-place the records in its way.
         let mut pre: Option<(usize, u64)> = None;
-        if !p.pinned(peak) && rng.below(2) == 0 {
+        // Not for a record living over much of the run: every record it meets would be a rival.
+        if !p.pinned(peak) && p.span(peak) <= (p.points / 16).max(64) && rng.below(2) == 0 {
             // Records live with the peak record, and the slots it could take: the ends
             // of the gaps below the top at a few points of its lifetime.
             let (pf, pl, size, al) = (p.first[peak], p.last[peak], p.size[peak], p.align[peak]);
@@ -107,7 +110,18 @@ pub(crate) fn improve(
                     prev = prev.max(e0);
                 }
             }
-            // The slot whose blockers weigh least (pinned blockers rule a slot out).
+            // Blockers living far longer than the peak record stay where they are (see `long`
+            // below), as pinned ones do.
+            let long = 16 * (pl - pf + 1).max(16);
+            // The slot whose blockers weigh least (pinned blockers rule a slot out), among at
+            // most MAX_SLOTS of them: each costs a pass over the rivals.
+            slots.sort_unstable();
+            slots.dedup();
+            for k in 0..slots.len().min(MAX_SLOTS) {
+                let pick = k + rng.below((slots.len() - k) as u64) as usize;
+                slots.swap(k, pick);
+            }
+            slots.truncate(MAX_SLOTS);
             let mut choice: Option<(u64, u64, u64)> = None; // (blocked bytes, tie-break, slot)
             for &o in &slots {
                 let end = o.saturating_add(size);
@@ -117,7 +131,8 @@ pub(crate) fn improve(
                 let mut cost = 0u64;
                 for &i in &rivals {
                     if off[i] < end && o < off[i] + p.size[i] {
-                        cost = if p.pinned(i) { u64::MAX } else { cost.saturating_add(p.size[i]) };
+                        let stays = p.pinned(i) || p.span(i) > long;
+                        cost = if stays { u64::MAX } else { cost.saturating_add(p.size[i]) };
                     }
                 }
                 let key = (cost, rng.next(), o);
@@ -137,13 +152,16 @@ pub(crate) fn improve(
             // Free records of [a, b]: every one living inside it (one step in three), else
             // the highest live there (a random number of them); pinned ones stay.
             let inside = rng.below(3) == 0;
+            // Records living far longer than the window stay: freeing one would stretch the
+            // window (and the obstacles to place around) over its whole life.
+            let long = 16 * (b - a + 1).max(16);
             let from = by_first.partition_point(|&i| p.first[i] + max_span <= a);
             for &i in &by_first[from..] {
                 if p.first[i] > b {
                     break;
                 }
                 let live = p.last[i] >= a && (!inside || (p.first[i] >= a && p.last[i] <= b));
-                if live && !p.pinned(i) {
+                if live && !p.pinned(i) && p.span(i) <= long {
                     freed.push(i);
                 }
             }
@@ -178,11 +196,17 @@ pub(crate) fn improve(
         let old_sum: u128 = freed.iter().map(|&i| (off[i] + p.size[i]) as u128).sum();
         old.clear();
         old.extend(freed.iter().map(|&i| (i, off[i])));
-        // Occupancy of the window, in points relative to `a`.
-        let mut occ = Occupancy::new(b - a + 1, 16);
+        // What the freed records are placed around, in points relative to `a`.
+        occ.clear();
         for &i in &keep {
-            occ.insert(p.first[i].max(a) - a, p.last[i].min(b) - a, off[i], off[i] + p.size[i]);
+            occ.push(Obstacle {
+                start: off[i],
+                end: off[i] + p.size[i],
+                first: p.first[i].max(a) - a,
+                last: p.last[i].min(b) - a,
+            });
         }
+        occ.sort_unstable_by_key(|o| o.start);
         match rng.below(5) {
             4 => breadth(p, &mut freed, a, b),
             0 => freed.sort_by_key(|&i| (Reverse(p.size[i]), i)),
@@ -203,7 +227,7 @@ pub(crate) fn improve(
         let mut new_sum = 0u128;
         if let Some((i, o)) = pre {
             let end = o + p.size[i];
-            occ.insert(p.first[i] - a, p.last[i] - a, o, end);
+            insert(&mut occ, Obstacle { start: o, end, first: p.first[i] - a, last: p.last[i] - a });
             off[i] = o;
             new_top = end;
             new_sum = end as u128;
@@ -213,9 +237,9 @@ pub(crate) fn improve(
                 continue;
             }
             let (l, rr) = (p.first[i] - a, p.last[i] - a);
-            let o = gap_for(&mut occ, l, rr, p.size[i], p.align[i], first_fit);
+            let o = gap_for(&occ, l, rr, p.size[i], p.align[i], first_fit);
             let end = o.saturating_add(p.size[i]);
-            occ.insert(l, rr, o, end);
+            insert(&mut occ, Obstacle { start: o, end, first: l, last: rr });
             off[i] = o;
             new_top = new_top.max(end);
             new_sum += end as u128;
@@ -288,28 +312,44 @@ fn breadth(p: &Problem, freed: &mut Vec<usize>, a: usize, b: usize) {
     }
 }
 
+/// Bytes `[start, end)` taken over window points `[first, last]`. A step re-places a few
+/// records around some hundreds of these, so a list sorted by offset and scanned per record
+/// costs far less than building an interval index at every step.
+#[derive(Clone, Copy)]
+struct Obstacle {
+    start: u64,
+    end: u64,
+    first: usize,
+    last: usize,
+}
+
+/// Adds `o` to `occ`, keeping it sorted by start offset.
+fn insert(occ: &mut Vec<Obstacle>, o: Obstacle) {
+    let at = occ.partition_point(|x| x.start <= o.start);
+    occ.insert(at, o);
+}
+
 /// Offset for `size` bytes live over points `[l, r]`: best (smallest) or first gap,
 /// else on top. Saturates instead of failing: the caller rejects a taller result.
-fn gap_for(occ: &mut Occupancy, l: usize, r: usize, size: u64, align: u64, first_fit: bool) -> u64 {
+fn gap_for(occ: &[Obstacle], l: usize, r: usize, size: u64, align: u64, first_fit: bool) -> u64 {
     let up = |x: u64| x.div_ceil(align).saturating_mul(align);
     let mut prev = 0u64;
     let mut best: Option<(u64, u64)> = None;
-    occ.scan(l, r, |s, e| {
-        if s > prev {
+    for o in occ.iter().filter(|o| o.first <= r && l <= o.last) {
+        if o.start > prev {
             let cand = up(prev);
-            if cand < s && s - cand >= size {
-                let gap = s - prev;
+            if cand < o.start && o.start - cand >= size {
+                let gap = o.start - prev;
                 if best.is_none_or(|(g, _)| gap < g) {
                     best = Some((gap, cand));
                 }
                 if first_fit {
-                    return false;
+                    break;
                 }
             }
         }
-        prev = prev.max(e);
-        true
-    });
+        prev = prev.max(o.end);
+    }
     best.map_or(up(prev), |b| b.1)
 }
 
