@@ -28,6 +28,9 @@ const TARGETS = {
   plan: { weight: 1, get: (fx) => fx.plan },
   executor: { weight: 1, get: (fx) => fx.executor, skip: ['release', 'dispose', 'asyncDispose'] },
   profiler: { weight: 2, get: (fx) => fx.profiler },
+  scope: { weight: 1, get: (fx) => fx.scope },
+  weights: { weight: 1, get: (fx) => fx.weights },
+  shapes: { weight: 1, get: (fx) => fx.shapes },
   Gpu: { weight: 0.2, get: (fx) => fx.Gpu, statics: true }, // request() opens a device: rare
   planMemory: { weight: 1, get: () => ({ planMemory }), statics: true },
 }

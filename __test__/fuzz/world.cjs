@@ -21,6 +21,17 @@ const GRAPH = {
   ],
 }
 
+/** y = x + 1 over `batch` rows of 64 u32s (the shape executor a run may call). */
+const SHAPE_GRAPH = {
+  dims: ['batch'],
+  kernels: { k: { source: COPY_KERNEL } },
+  tensors: [
+    { id: 'x', size: 'batch * 256', kind: 'input', dtype: 'u32' },
+    { id: 'y', size: 'batch * 256', kind: 'output', dtype: 'u32' },
+  ],
+  ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: ['batch'] }],
+}
+
 const tick = () => new Promise(setImmediate)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
@@ -166,6 +177,10 @@ function fixtures(world) {
     handle2: gpu2.shareHandle(),
     Gpu,
   }
+  // Serving objects, made fresh per run so a call may release or clear them.
+  fx.scope = heap.scope({ name: 'fuzz', limit: 4 << 20 })
+  fx.weights = gpu.createWeights({ w: new Uint32Array(64) })
+  fx.shapes = gpu.compileShapes(SHAPE_GRAPH, { buckets: { batch: [1, 4] }, capacity: 2 })
   fx.blockFreed.free()
   fx.hostFreed.free()
   fx.bufferDestroyed.destroy()
@@ -242,6 +257,11 @@ function release(fx) {
       } catch {}
   }
   for (const b of [fx.buffer, fx.bufferOther]) b.destroy()
+  for (const end of [() => fx.weights.release(), () => fx.shapes.clear(), () => fx.scope.dispose()]) {
+    try {
+      end()
+    } catch {}
+  }
   return streams
 }
 
