@@ -207,6 +207,24 @@ test('core: checkPlan accepts an op that writes a view of a live tensor', async 
   exe.release()
 })
 
+test('core: an input, param or external tensor that is a view is refused at compile (a run panicked on it)', async (t) => {
+  const { chain } = require('./fuzz/graph.cjs')
+  const g = await gpu()
+  const w = new Float32Array(64).fill(0.25)
+  const x = Float32Array.from({ length: 64 }, (_, i) => i)
+  for (const [id, base] of [
+    ['x', 'w'],
+    ['w', 'x'],
+  ]) {
+    const graph = chain(1)
+    graph.tensors.find((d) => d.id === id).viewOf = base
+    const kind = graph.tensors.find((d) => d.id === id).kind
+    const refusal = { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: new RegExp(`${kind} tensor '${id}' cannot be a view`) }
+    await t.throwsAsync(g.compile(graph, { params: { w } }), refusal)
+    await t.throwsAsync(g.runEager(graph, { x }, { params: { w } }), refusal)
+  }
+})
+
 test('stress: a detached typed array inside a graph is INVALID_ARGUMENT, not a TypeError', async (t) => {
   const g = await gpu()
   const empty = new Uint8Array(0)

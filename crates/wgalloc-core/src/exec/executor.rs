@@ -577,13 +577,16 @@ impl Executor {
             let i = self.graph.index[&t.id];
             let p = self.place[i].ok_or_else(|| Error::Internal(format!("input '{}' has no placement", t.id)))?;
             let size = binding_size(t.size)?;
+            // Inputs are never views (the graph refuses them), so each has a place in a slab.
+            let slab =
+                self.slabs.get(p.slab).ok_or_else(|| Error::Internal(format!("input '{}' is not in a slab", t.id)))?;
             if let Some(block) = io.inputs.get(&t.id) {
                 let what = format!("run input '{}'", t.id);
                 let moved = io.moved(&t.id, t.size);
-                self.slabs[p.slab].copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
+                slab.copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
                 if moved < t.size {
                     // The rest is zero, as host inputs are padded.
-                    let (buffer, base, _) = self.slabs[p.slab].binding()?;
+                    let (buffer, base, _) = slab.binding()?;
                     stream.encoder()?.clear_buffer(buffer, base + p.offset + moved, Some(size - moved));
                 }
                 continue;
@@ -592,7 +595,7 @@ impl Executor {
             bytes.resize(size as usize, 0);
             let block = host.alloc(size, crate::host::Direction::Upload)?;
             block.write(&bytes, 0)?;
-            block.copy_to_device_on(&mut stream, &self.slabs[p.slab], 0, p.offset, size)?;
+            block.copy_to_device_on(&mut stream, slab, 0, p.offset, size)?;
             staging.push(block);
         }
         // Counts every staging creation on the device meanwhile; exact when runs do not overlap other uploads.

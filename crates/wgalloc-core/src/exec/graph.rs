@@ -22,6 +22,19 @@ pub enum TensorKind {
     External,
 }
 
+impl TensorKind {
+    /// The kind's name in the graph format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TensorKind::Input => "input",
+            TensorKind::Param => "param",
+            TensorKind::Intermediate => "intermediate",
+            TensorKind::Output => "output",
+            TensorKind::External => "external",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Tensor {
     pub id: String,
@@ -230,6 +243,21 @@ impl ExecGraph {
                     tensors[i].id, tensors[cur].id
                 )));
             }
+            // The caller's data gets storage of its own: an input or param view would write its
+            // bytes over its base, and an external view of a planned tensor has no block to bind.
+            let (kind, base_kind) = (tensors[i].kind, tensors[cur].kind);
+            if hops > 0
+                && (matches!(kind, TensorKind::Input | TensorKind::Param)
+                    || (kind == TensorKind::External && base_kind != TensorKind::External))
+            {
+                return Err(bad(format!(
+                    "{} tensor '{}' cannot be a view (of '{}'): inputs, params and external tensors hold the \
+                     caller's data in storage of their own; make the view an intermediate tensor",
+                    kind.as_str(),
+                    tensors[i].id,
+                    tensors[cur].id
+                )));
+            }
             if tensors[i].size > tensors[cur].size {
                 return Err(bad(format!(
                     "view '{}' ({} bytes) is larger than its base '{}' ({} bytes)",
@@ -367,18 +395,11 @@ impl ExecGraph {
     /// The graph in its JSON format (what [`ExecGraph::parse`] reads).
     pub fn to_json(&self) -> String {
         use serde_json::json;
-        let kind = |k: TensorKind| match k {
-            TensorKind::Input => "input",
-            TensorKind::Param => "param",
-            TensorKind::Intermediate => "intermediate",
-            TensorKind::Output => "output",
-            TensorKind::External => "external",
-        };
         let tensors: Vec<Value> = self
             .tensors
             .iter()
             .map(|t| {
-                let mut v = json!({ "id": t.id, "size": t.size, "kind": kind(t.kind) });
+                let mut v = json!({ "id": t.id, "size": t.size, "kind": t.kind.as_str() });
                 if let Some(b) = &t.view_of {
                     v["viewOf"] = json!(b);
                 }
@@ -459,6 +480,21 @@ mod tests {
                 "view of a view of param",
             ),
             (r#"{"id":"a","size":16,"viewOf":"b"},{"id":"b","size":16,"viewOf":"a"}"#, r#""#, "cycle"),
+            (
+                r#"{"id":"w","size":16,"kind":"param"},{"id":"x","size":16,"kind":"input","viewOf":"w"},{"id":"y","size":16}"#,
+                r#"{"kernel":"k","inputs":["x"],"outputs":["y"]}"#,
+                "input tensor 'x' cannot be a view",
+            ),
+            (
+                r#"{"id":"x","size":16,"kind":"input"},{"id":"p","size":16,"kind":"param","viewOf":"x"},{"id":"y","size":16}"#,
+                r#"{"kernel":"k","inputs":["x","p"],"outputs":["y"]}"#,
+                "param tensor 'p' cannot be a view",
+            ),
+            (
+                r#"{"id":"x","size":16,"kind":"input"},{"id":"s","size":16,"kind":"external","viewOf":"x"},{"id":"y","size":16}"#,
+                r#"{"kernel":"k","inputs":["s"],"outputs":["y"]}"#,
+                "external tensor 's' cannot be a view",
+            ),
             (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
             (
                 r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#,
