@@ -225,6 +225,18 @@ test('core: an input, param or external tensor that is a view is refused at comp
   }
 })
 
+test('a panic napi-rs caught in a background task reaches the caller as INTERNAL, typed', (t) => {
+  // The facade's error mapping (internal module): napi-rs rejects with GenericFailure.
+  const { toWgallocError } = require('../dist/errors.js')
+  const caught = Object.assign(new Error('Panic in async function'), { code: 'GenericFailure' })
+  const mapped = toWgallocError(caught, true)
+  t.true(mapped instanceof WgallocError)
+  t.is(mapped.code, 'INTERNAL')
+  t.is(mapped.cause, caught)
+  const other = Object.assign(new Error('something else'), { code: 'GenericFailure' })
+  t.is(toWgallocError(other, true), other, 'other failures are left as they are')
+})
+
 test('stress: a detached typed array inside a graph is INVALID_ARGUMENT, not a TypeError', async (t) => {
   const g = await gpu()
   const empty = new Uint8Array(0)

@@ -146,6 +146,11 @@ export function toWgallocError(err: unknown, native = false): unknown {
   if (err instanceof TypeError && UNSERIALISABLE.test(err.message)) {
     return new WgallocError('INVALID_ARGUMENT', `an argument holds a value of the wrong type (${err.message.split('\n')[0]})`, { cause: err })
   }
+  // napi-rs catches a panic in a background task and rejects with this: a wgalloc defect, but
+  // still a typed error the caller can handle (the process and the device stay usable).
+  if ((err as { code?: string }).code === 'GenericFailure' && /^Panic in async function/.test(err.message)) {
+    return new WgallocError('INTERNAL', 'wgalloc panicked in a background call; please report it with the steps that led here', { cause: err })
+  }
   if (native && err instanceof TypeError && NAPI_CONVERSION.test(err.message)) {
     return new WgallocError('INVALID_ARGUMENT', `an argument has the wrong type (${err.message})`, { cause: err })
   }
