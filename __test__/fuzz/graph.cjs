@@ -8,7 +8,7 @@
 // plan sound; after release, the heap is back where it was.
 const { recipe, build, show } = require('./values.cjs')
 const { describe, settle, note, fault, problem } = require('./outcome.cjs')
-const { openWorld, quiet, settled, restore } = require('./world.cjs')
+const { openWorld, quiet, settled, restore, expectNoLeak } = require('./world.cjs')
 const KNOWN = require('./known.cjs')
 const { ADD, chain: addChain } = require('../graphs.cjs')
 
@@ -201,18 +201,7 @@ async function run({ fc, check, counts, trace }) {
       // whose stack frames hold the executor) is reachable for the leak check below.
       await exercise(g, inputs, options, what, ms, n, inputKind, checkPlan, x, w, before)
       restore(gpu, world.gpuDefaults)
-      const u = await quiet(gpu, () => ({ blocks: before.blocks, bytes: before.bytes, hostRequests: before.hostRequests, hostBytes: before.hostBytes }))
-      const leak = {
-        blocks: u.blocks - before.blocks,
-        bytes: u.bytes - before.bytes,
-        hostRequests: u.hostRequests - before.hostRequests,
-        hostBytes: u.hostBytes - before.hostBytes,
-      }
-      if (Object.values(leak).some((v) => v !== 0)) {
-        counts.leakedBytes += Math.max(0, leak.bytes) + Math.max(0, leak.hostBytes)
-        counts.leakedBlocks += Math.max(0, leak.blocks) + Math.max(0, leak.hostRequests)
-        throw new Error(`leak after ${what}: ${JSON.stringify(leak)}`)
-      }
+      await expectNoLeak(gpu, before, counts, what)
       if (gpu.lost) throw new Error(`the device was lost by ${what}`)
     },
   )

@@ -7,7 +7,7 @@
 // after a run is called (not awaited) still serve that run, and memory reused at once is not
 // touched by it. After each sequence the heap and the host cache are back where they were.
 const { settle, note, fault, problem } = require('./outcome.cjs')
-const { openWorld, quiet, settled, restore } = require('./world.cjs')
+const { openWorld, settled, restore, expectNoLeak } = require('./world.cjs')
 
 const HANG_MS = 30_000
 const N = 64 // u32 elements per tensor
@@ -131,23 +131,8 @@ async function run({ fc, check, counts, trace }) {
     const before2 = await settled(gpu2)
     await sequence(cmds, wSeed)
     restore(gpu, world.gpuDefaults)
-    for (const [g, b] of [
-      [gpu, before],
-      [gpu2, before2],
-    ]) {
-      const u = await quiet(g, () => ({ blocks: b.blocks, bytes: b.bytes, hostRequests: b.hostRequests, hostBytes: b.hostBytes }))
-      const leak = {
-        blocks: u.blocks - b.blocks,
-        bytes: u.bytes - b.bytes,
-        hostRequests: u.hostRequests - b.hostRequests,
-        hostBytes: u.hostBytes - b.hostBytes,
-      }
-      if (Object.values(leak).some((v) => v !== 0)) {
-        counts.leakedBytes += Math.max(0, leak.bytes) + Math.max(0, leak.hostBytes)
-        counts.leakedBlocks += Math.max(0, leak.blocks) + Math.max(0, leak.hostRequests)
-        throw new Error(`leak after ${JSON.stringify(cmds)}: ${JSON.stringify(leak)}`)
-      }
-    }
+    await expectNoLeak(gpu, before, counts, JSON.stringify(cmds))
+    await expectNoLeak(gpu2, before2, counts, JSON.stringify(cmds))
     if (gpu.lost) throw new Error(`the device was lost by ${JSON.stringify(cmds)}`)
   })
 

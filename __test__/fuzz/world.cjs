@@ -101,6 +101,25 @@ async function settled(gpu) {
   return last
 }
 
+/**
+ * Waits until `gpu`'s usage is back to `before` (a `settled()` reading); otherwise counts the
+ * difference as leaked and throws, naming `what` ran.
+ */
+async function expectNoLeak(gpu, before, counts, what) {
+  const u = await quiet(gpu, () => ({ blocks: before.blocks, bytes: before.bytes, hostRequests: before.hostRequests, hostBytes: before.hostBytes }))
+  const leak = {
+    blocks: u.blocks - before.blocks,
+    bytes: u.bytes - before.bytes,
+    hostRequests: u.hostRequests - before.hostRequests,
+    hostBytes: u.hostBytes - before.hostBytes,
+  }
+  if (Object.values(leak).some((v) => v !== 0)) {
+    counts.leakedBytes += Math.max(0, leak.bytes) + Math.max(0, leak.hostBytes)
+    counts.leakedBlocks += Math.max(0, leak.blocks) + Math.max(0, leak.hostRequests)
+    throw new Error(`leak after ${what}: ${JSON.stringify(leak)}`)
+  }
+}
+
 /** Restores every setting a run may have changed on `gpu`. */
 function restore(gpu, defaults) {
   const h = gpu.heap
@@ -296,4 +315,4 @@ async function endRun(world, fx) {
   return { leak, mainLost }
 }
 
-module.exports = { openWorld, openDevice, fixtures, endRun, restore, usage, quiet, settled, GRAPH, COPY_KERNEL, BUDGET }
+module.exports = { openWorld, openDevice, fixtures, endRun, restore, usage, quiet, settled, expectNoLeak, GRAPH, COPY_KERNEL, BUDGET }
