@@ -65,7 +65,7 @@ fn state_kept_in_one_block_across_100_runs_matches_the_host_path() {
         let io = DeviceIo {
             inputs: HashMap::from([("x".to_string(), state.clone())]),
             outputs_into: HashMap::from([("y".to_string(), state.clone())]),
-            outputs_on_device: false,
+            ..Default::default()
         };
         let out = pollster::block_on(step.run_io(&HashMap::new(), &io, RunOptions::default())).unwrap();
         assert!(out.outputs.is_empty());

@@ -4,8 +4,10 @@
 //! Segment sizing, measured on eager traces of real models (`wgalloc replay --simulate`):
 //! - The small and large pools of one usage share a free list (an *arena*): small blocks
 //!   fill holes between large ones instead of needing segments of their own.
-//! - Small requests (up to 1 MiB) grow their arena by doubling, from 1 MiB or three times
-//!   the first request, up to 8 MiB a segment: small workloads stay small.
+//! - Small requests (up to 1 MiB) start their arena at 1 MiB or three times the first
+//!   request; a second segment brings a 1 MiB arena to 4 MiB (PyTorch's two 2 MiB small
+//!   segments: as few driver calls for the same bytes), and later ones double it, up to
+//!   8 MiB a segment: small workloads stay small.
 //! - Large requests grow it to a budget: 1.05 x the bytes live with the request, plus a
 //!   slack of 4 x those bytes up to 8 MiB (the first segments of a big model grow fast, so
 //!   few driver calls; later ones add what the live set needs). The target that budget
@@ -21,6 +23,8 @@ pub const MAX_SMALL_ALLOC: u64 = MIB;
 /// First segment of an arena for small requests, at least (and at least 3x the request).
 pub const SMALL_FIRST_SEGMENT: u64 = MIB;
 pub const SMALL_FIRST_FACTOR: u64 = 3;
+/// A second segment grows an arena no larger than the first segment by this factor.
+pub const SMALL_SECOND_FACTOR: u64 = 3;
 /// Largest segment a small request grows its arena by.
 pub const SMALL_HEAP: u64 = 8 * MIB;
 /// Large requests: the arena grows to `LIVE_FACTOR` x (live + request) plus a slack of
@@ -145,6 +149,9 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved == 0 => {
             SMALL_FIRST_SEGMENT.max(SMALL_FIRST_FACTOR * aligned_size)
         }
+        _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved <= SMALL_FIRST_SEGMENT => {
+            SMALL_SECOND_FACTOR * arena.reserved
+        }
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
             let need = arena.live + aligned_size;
@@ -170,8 +177,8 @@ mod tests {
     fn small_requests_start_small_and_double() {
         assert_eq!(size(PoolKind::DeviceSmall, 256, 0, 0), MIB);
         assert_eq!(size(PoolKind::DeviceSmall, 600 * KIB, 0, 0), 1856 * KIB, "3 x the first request");
-        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), MIB, "doubles the arena");
-        assert_eq!(size(PoolKind::SharedSmall, 256, 3 * MIB, 3 * MIB), 3 * MIB);
+        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), 3 * MIB, "the second segment makes 4 MiB");
+        assert_eq!(size(PoolKind::SharedSmall, 256, 4 * MIB, 4 * MIB), 4 * MIB, "then the arena doubles");
         assert_eq!(size(PoolKind::DeviceSmall, 256, 40 * MIB, 64 * MIB), SMALL_HEAP);
         assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
     }
