@@ -233,6 +233,14 @@ test('changing shapes: one graph, executors per bucket, outputs cut to the asked
   t.throws(() => dev.compileShapes(g), { code: 'INVALID_ARGUMENT' }, 'a graph without dims')
   shapes.clear()
   t.is(shapes.stats().deviceBytes, 0)
+  // clear() keeps it usable; release() ends it, as executor.release() does.
+  await shapes.run({ batch: 1 }, { x: new Float32Array(row / 4) })
+  t.false(shapes.released)
+  shapes.release()
+  t.true(shapes.released)
+  t.is(shapes.stats().deviceBytes, 0)
+  await t.throwsAsync(shapes.run({ batch: 1 }, { x: new Float32Array(row / 4) }), { code: 'USE_AFTER_FREE' })
+  shapes.release()
 })
 
 test('typed data in and out: any typed array, DataView or ArrayBuffer; reads as the asked type', async (t) => {

@@ -303,6 +303,7 @@ export class ShapeExecutor {
   readonly #native: Binding.ShapeExecutor
   readonly #types: Types
   readonly #device: ExecDevice
+  #released = false
 
   private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'ShapeExecutor has no public constructor; use gpu.compileShapes()')
@@ -328,6 +329,7 @@ export class ShapeExecutor {
    * come back sized for `dims`. Compiles the shape's executor on first use.
    */
   @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
+    if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
     const opts = runOptions(options)
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
     const { host, nativeOptions, signal, table } = runArguments(inputs, opts, this.#device.table)
@@ -343,9 +345,21 @@ export class ShapeExecutor {
   @api clear(): void {
     this.#native.clear()
   }
-  /** Releases every cached executor (same as `clear()`). */
-  @api [Symbol.dispose](): void {
+  /**
+   * Ends the shape executor, as `executor.release()` does: every cached executor is released
+   * (slabs back to the heap) and later runs are USE_AFTER_FREE. Calling it again does nothing.
+   */
+  @api release(): void {
+    this.#released = true
     this.#native.clear()
+  }
+  /** True once `release()` ran. */
+  @api get released(): boolean {
+    return this.#released
+  }
+  /** Same as `release()`. */
+  @api [Symbol.dispose](): void {
+    this.release()
   }
   /** Readable `console.log` output. */
   @api [inspect.custom](): string {

@@ -66,7 +66,7 @@ async function start(init: WorkerInit): Promise<void> {
       })
     } else if (m.type === 'close') {
       void queue.then(() => {
-        exe.clear()
+        exe.release()
         xBlock.free()
         outBlock.free()
         // An attached device belongs to the main thread, which destroys it.
