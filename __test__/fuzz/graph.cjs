@@ -7,7 +7,7 @@
 // as its eager run (and, unmutated, to the CPU's numbers); `checkPlan` must find the
 // plan sound; after release, the heap is back where it was.
 const { recipe, build, show } = require('./values.cjs')
-const { describe, settle, note, fault, problem } = require('./outcome.cjs')
+const { describe, within, note, fault, problem } = require('./outcome.cjs')
 const { openWorld, quiet, settled, restore, expectNoLeak } = require('./world.cjs')
 const KNOWN = require('./known.cjs')
 const { ADD, chain: addChain } = require('../graphs.cjs')
@@ -155,14 +155,7 @@ async function run({ fc, check, counts, trace }) {
   const world = await openWorld()
   const gpu = world.gpu
   let runIndex = 0
-  const timed = async (p, what) => {
-    const s = await settle(Promise.resolve(p), HANG_MS)
-    if (s.hang) {
-      counts.hangs++
-      throw new Error(`${what} did not settle within ${HANG_MS} ms`)
-    }
-    return s
-  }
+  const timed = (p, what) => within(counts, p, HANG_MS, what)
   const refused = (err, what) => {
     const kind = note(counts, err)
     if (kind !== 'typed' && kind !== 'hostile') throw new Error(`${what} threw ${describe(err)}`)

@@ -44,6 +44,16 @@ function settle(promise, ms) {
   ]).finally(() => clearTimeout(timer))
 }
 
+/** `{ value }` or `{ error }` of `promise`; a promise still pending after `ms` counts a hang and throws, naming `what`. */
+async function within(counts, promise, ms, what) {
+  const s = await settle(Promise.resolve(promise), ms)
+  if (s.hang) {
+    counts.hangs++
+    throw new Error(`${what} did not settle within ${ms} ms`)
+  }
+  return s
+}
+
 /** Counters a suite fills and the parent test reads. */
 function newCounts() {
   return {
@@ -85,4 +95,4 @@ function problem(counts, text) {
   if (counts.problems.length < 20 && !counts.problems.includes(text)) counts.problems.push(text)
 }
 
-module.exports = { classify, describe, settle, newCounts, note, fault, problem }
+module.exports = { classify, describe, settle, within, newCounts, note, fault, problem }

@@ -6,7 +6,7 @@
 // other block as it was; a run it refuses must fail typed and write nothing. Blocks freed right
 // after a run is called (not awaited) still serve that run, and memory reused at once is not
 // touched by it. After each sequence the heap and the host cache are back where they were.
-const { settle, note, fault, problem } = require('./outcome.cjs')
+const { within, note, fault, problem } = require('./outcome.cjs')
 const { openWorld, settled, restore, expectNoLeak } = require('./world.cjs')
 
 const HANG_MS = 30_000
@@ -106,17 +106,7 @@ async function run({ fc, check, counts, trace }) {
   const world = await openWorld()
   const { gpu, gpu2 } = world
   let index = 0
-  const timed = async (p, what) => {
-    const s = await settle(
-      Promise.resolve().then(() => p()),
-      HANG_MS,
-    )
-    if (s.hang) {
-      counts.hangs++
-      throw new Error(`${what} did not settle within ${HANG_MS} ms`)
-    }
-    return s
-  }
+  const timed = (p, what) => within(counts, p, HANG_MS, what)
   const refusedTyped = (err, what) => {
     const kind = note(counts, err)
     if (kind !== 'typed') throw new Error(`${what} threw ${err?.constructor?.name}: ${err?.message}`)
@@ -223,7 +213,7 @@ async function run({ fc, check, counts, trace }) {
             if (c.what === 'executor' && !exeReleased) {
               exe.release()
               exeReleased = true
-              const again = await timed(() => exe.run({ x: fill(1) }, {}), 'run after release')
+              const again = await timed(exe.run({ x: fill(1) }, {}), 'run after release')
               if (!('error' in again) || again.error.code !== 'USE_AFTER_FREE')
                 throw new Error(`run after release: ${'error' in again ? again.error.code : 'succeeded'}`)
               note(counts, again.error)
@@ -322,7 +312,7 @@ async function run({ fc, check, counts, trace }) {
         r.data = fill(c.seed + 99)
         r.block.write(r.data)
       }
-      const got = await timed(() => p, `run ${JSON.stringify(c)}`)
+      const got = await timed(p, `run ${JSON.stringify(c)}`)
       if (refuse) {
         if (!('error' in got)) throw new Error(`run ${JSON.stringify(c)} should be refused (${refuse.join(' or ')}) but succeeded`)
         const code = refusedTyped(got.error, `run ${JSON.stringify(c)}`)
@@ -377,7 +367,7 @@ async function run({ fc, check, counts, trace }) {
         free(xs)
         fault(counts, 'free before await')
       }
-      const got = await timed(() => p, `shape run ${JSON.stringify(c)}`)
+      const got = await timed(p, `shape run ${JSON.stringify(c)}`)
       if (!valid) {
         if (!('error' in got)) throw new Error(`shape run at batch ${c.batch} should be refused`)
         if (refusedTyped(got.error, 'shape run') !== 'INVALID_ARGUMENT') throw new Error(`shape run at batch ${c.batch}: ${got.error.code}`)
