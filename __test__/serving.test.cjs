@@ -243,6 +243,46 @@ test('changing shapes: one graph, executors per bucket, outputs cut to the asked
   shapes.release()
 })
 
+test('changing shapes: a device input below its bucket is padded with zeros, as host bytes are', async (t) => {
+  const dev = await gpu()
+  // y = x row by row; `last` = the bucket's last row, which a run below the bucket must see as zeros.
+  const source = `@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@group(0) @binding(2) var<storage, read_write> last: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let n = arrayLength(&x);
+  if (g.x < n) { y[g.x] = x[g.x]; }
+  if (g.x < 16u) { last[g.x] = x[n - 16u + g.x]; }
+}`
+  const graph = {
+    dims: ['batch'],
+    kernels: { k: { source } },
+    tensors: [
+      { id: 'x', size: 'batch * 64', kind: 'input', dtype: 'u32' },
+      { id: 'y', size: 'batch * 64', kind: 'output', dtype: 'u32' },
+      { id: 'last', size: 64, kind: 'output', dtype: 'u32' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y', 'last'], dispatch: ['batch'] }],
+  }
+  const shapes = dev.compileShapes(graph, { buckets: { batch: [4] } })
+  const full = await shapes.run({ batch: 4 }, { x: new Uint32Array(64).fill(7) })
+  t.deepEqual([...full.outputs.last], new Array(16).fill(7), 'the slab now holds non-zero rows')
+  const rows = new Uint32Array(48).fill(5)
+  const block = dev.heap.malloc(rows.byteLength)
+  block.write(rows)
+  // Right after the full run: the padding row still holds 7s unless the run clears it.
+  const fromDevice = await shapes.run({ batch: 3 }, { x: block })
+  await shapes.run({ batch: 4 }, { x: new Uint32Array(64).fill(7) })
+  const fromHost = await shapes.run({ batch: 3 }, { x: rows })
+  for (const r of [fromDevice, fromHost]) {
+    t.deepEqual([...r.outputs.y], [...rows], 'cut to the asked rows')
+    t.deepEqual([...r.outputs.last], new Array(16).fill(0), 'the padding row is zero')
+  }
+  block.free()
+  shapes.release()
+})
+
 test('typed data in and out: any typed array, DataView or ArrayBuffer; reads as the asked type', async (t) => {
   const dev = await gpu()
   const block = dev.heap.malloc(64)
