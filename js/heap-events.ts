@@ -28,7 +28,7 @@ const channel = channels.heap
 /** With only a memory history listening, the native event queue is drained every this many calls. */
 const DRAIN_EVERY = 1024
 // The order `heapTakeEvents` numbers kinds and pools in (src/block_table.rs).
-const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
+export const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
 /** Pool names by the index native calls report them with. */
 export const POOL_NAMES: readonly string[] = native.heapPoolNames()
 

@@ -3,7 +3,7 @@
 import { performance } from 'node:perf_hooks'
 import type { HeapEvent, SnapshotBlock, SnapshotSegment } from './binding.js'
 import { WgallocError, shown } from './errors.js'
-import { EVENT_NUMBERS } from './heap-events.js'
+import { EVENT_NUMBERS, NUMBERED_KINDS } from './heap-events.js'
 
 /** Options of `heap.recordHistory()`. */
 export interface RecordHistoryOptions {
@@ -122,7 +122,7 @@ const ROW = 6
 /**
  * What a heap records while `recordHistory()` is on. Allocator events reach it in batches (the
  * heap drains the native queue every DRAIN_EVERY calls, and before any report) as packed
- * numbers, stored in column arrays. Without stacks a malloc and a free cost a counter each
+ * numbers, stored as rows of one typed array. Without stacks a malloc and a free cost a counter each
  * (which blocks are live is the native block table's to say); with stacks, a malloc adds the
  * capture and one map write, undone when the block's FREED event arrives. `t` is when a batch
  * arrived.
@@ -272,7 +272,7 @@ export class HeapHistory {
 
   /** Records one allocator event (the logger's path, which takes events as objects). */
   event(e: HeapEvent, segment: (id: number) => SnapshotSegment | undefined): void {
-    const kind = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'].indexOf(e.kind)
+    const kind = (NUMBERED_KINDS as readonly string[]).indexOf(e.kind)
     const numbers = [kind, e.blockId ?? -1, e.segmentId ?? -1, e.offset ?? -1, e.size, this.#pools.indexOf(e.pool)]
     this.eventNumbers(new Float64Array(numbers), segment)
   }
@@ -326,34 +326,32 @@ export class HeapHistory {
 
   /** Live blocks (`[id, size]` pairs) and those the GC reclaimed, grouped by allocation stack. */
   leaks(live: Float64Array): LeakReport {
-    const groups = new Map<string, LeakGroup>()
-    const add = (size: number, holder: Holder | undefined, reclaimed: boolean) => {
-      const stack = holder ? userStack(holder) : NOT_RECORDED
-      const g = groups.get(stack) ?? { stack, count: 0, bytes: 0, reclaimed: 0 }
-      g.count++
-      g.bytes += size
-      if (reclaimed) g.reclaimed++
-      groups.set(stack, g)
-    }
-    for (let i = 0; i + 1 < live.length; i += 2) add(live[i + 1], this.#stackById.get(live[i]), false)
-    for (const b of this.#reclaimed) add(b.size, b.holder, true)
-    return leakReport(groups)
+    return groupLeaks(live, (id) => this.#stackById.get(id), this.#reclaimed)
   }
 }
 
 /** Live blocks (`[id, size]` pairs) with no history: one group, `(not recorded)`. */
 export function unrecordedLeaks(live: Float64Array): LeakReport {
-  const groups = new Map<string, LeakGroup>()
-  for (let i = 0; i + 1 < live.length; i += 2) {
-    const g = groups.get(NOT_RECORDED) ?? { stack: NOT_RECORDED, count: 0, bytes: 0, reclaimed: 0 }
-    g.count++
-    g.bytes += live[i + 1]
-    groups.set(NOT_RECORDED, g)
-  }
-  return leakReport(groups)
+  return groupLeaks(live, () => undefined, [])
 }
 
-function leakReport(groups: Map<string, LeakGroup>): LeakReport {
+/** Live blocks (`[id, size]` pairs, with their stacks) and reclaimed ones, grouped by stack, most bytes first. */
+function groupLeaks(
+  live: Float64Array,
+  stackOf: (id: number) => Holder | undefined,
+  reclaimed: readonly { size: number; holder: Holder | undefined }[],
+): LeakReport {
+  const groups = new Map<string, LeakGroup>()
+  const add = (size: number, holder: Holder | undefined, wasReclaimed: boolean) => {
+    const stack = holder ? userStack(holder) : NOT_RECORDED
+    const g = groups.get(stack) ?? { stack, count: 0, bytes: 0, reclaimed: 0 }
+    g.count++
+    g.bytes += size
+    if (wasReclaimed) g.reclaimed++
+    groups.set(stack, g)
+  }
+  for (let i = 0; i + 1 < live.length; i += 2) add(live[i + 1], stackOf(live[i]), false)
+  for (const b of reclaimed) add(b.size, b.holder, true)
   const list = [...groups.values()].sort((a, b) => b.bytes - a.bytes)
   return { count: list.reduce((n, g) => n + g.count, 0), bytes: list.reduce((n, g) => n + g.bytes, 0), groups: list }
 }

@@ -377,22 +377,14 @@ impl ShapeCache {
         }
         // Device inputs and outputs move the bytes of the asked shape; the executor zeroes the
         // rest of an input, as `padded` does for host bytes.
-        let mut io = io.clone();
-        if shape != *dims {
-            for id in io.inputs.keys().chain(io.outputs_into.keys()).cloned().collect::<Vec<_>>() {
-                if let Some(&size) = asked.get(&id) {
-                    io.bytes.insert(id, size);
-                }
-            }
-            if io.outputs_on_device {
-                for t in exe.graph().outputs() {
-                    if let Some(&size) = asked.get(&t.id) {
-                        io.bytes.insert(t.id.clone(), size);
-                    }
-                }
-            }
-        }
-        let mut out = exe.run_io(&padded, &io, options).await?;
+        let resized;
+        let io = if shape != *dims {
+            resized = DeviceIo { bytes: asked.clone(), ..io.clone() };
+            &resized
+        } else {
+            io
+        };
+        let mut out = exe.run_io(&padded, io, options).await?;
         if shape != *dims {
             for (id, bytes) in &mut out.outputs {
                 if let Some(&size) = asked.get(id) {

@@ -34,12 +34,6 @@ const LEASE: u32 = 4;
 #[derive(Debug)]
 pub struct BlockLease(Arc<DeviceBlock>);
 
-impl BlockLease {
-    pub fn block(&self) -> &Arc<DeviceBlock> {
-        &self.0
-    }
-}
-
 impl Drop for BlockLease {
     fn drop(&mut self) {
         let before = self.0.state.fetch_sub(LEASE, Ordering::AcqRel);
@@ -245,25 +239,17 @@ impl DeviceBlock {
 
     /// Returns the block to the heap. A second call fails with `DOUBLE_FREE`.
     pub fn free(&self) -> Result<()> {
-        // The common case, no lease: one compare-exchange, as cheap as a swap.
-        let mut state = match self.state.compare_exchange(0, FREED, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return self.heap.free_id(self.id),
-            Err(now) => now,
-        };
+        // Guessing "no lease" makes the common case one compare-exchange, as cheap as a swap.
+        let mut state = 0;
         loop {
             if state & (FREED | FREE_DEFERRED) != 0 {
                 return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
             }
             // Leased: the last lease frees it, after the operations that hold it recorded their work.
-            match self.state.compare_exchange(state, state | FREE_DEFERRED, Ordering::AcqRel, Ordering::Acquire) {
+            let next = if state == 0 { FREED } else { state | FREE_DEFERRED };
+            match self.state.compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if next == FREED => return self.heap.free_id(self.id),
                 Ok(_) => return Ok(()),
-                Err(now) if now & !(FREED | FREE_DEFERRED) == 0 => {
-                    // The last lease ended meanwhile: free it here.
-                    return match self.state.compare_exchange(now, FREED, Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => self.heap.free_id(self.id),
-                        Err(_) => Err(Error::DoubleFree(format!("block {} was already freed", self.id))),
-                    };
-                }
                 Err(now) => state = now,
             }
         }
