@@ -54,11 +54,13 @@ fn instances(root: &Path) -> Vec<(String, Vec<UsageRecord>)> {
     out
 }
 
-/// CPU time of this thread so far (Linux `/proc/thread-self/schedstat`, ns), so runs on
-/// a loaded machine can be compared; `None` elsewhere.
-fn thread_cpu() -> Option<Duration> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_whitespace().next()?.parse().ok().map(Duration::from_nanos)
+/// CPU time of the whole process so far (every planner thread), so runs on a loaded machine
+/// can be compared.
+fn process_cpu() -> Option<Duration> {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } == 0;
+    ok.then(|| Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
 }
 
 fn main() {
@@ -81,11 +83,11 @@ fn main() {
         for &s in &strategies {
             let opts =
                 PlanOptions { strategy: s, time_limit: Some(Duration::from_secs_f64(secs)), ..Default::default() };
-            let cpu0 = thread_cpu();
+            let cpu0 = process_cpu();
             match plan(&recs, opts) {
                 Ok(p) => {
                     let ms = p.elapsed().as_secs_f64() * 1e3;
-                    let cpu_ms = thread_cpu().zip(cpu0).map_or(f64::NAN, |(b, a)| (b - a).as_secs_f64() * 1e3);
+                    let cpu_ms = process_cpu().zip(cpu0).map_or(f64::NAN, |(b, a)| (b - a).as_secs_f64() * 1e3);
                     println!(
                         "{:<34} {:<16} {:>16} {:>16} {:>8.4} {:>5} {:>10.1} {:>10.1}",
                         name,

@@ -74,6 +74,18 @@ impl fmt::Debug for PlanOptions {
 }
 
 /// Deadline + cancel flag + progress sink, shared by the search loops.
+/// The part of a [`Budget`] that search threads share (the progress callback stays with the caller).
+pub(crate) struct Stop {
+    deadline: Instant,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Stop {
+    pub fn expired(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) || Instant::now() >= self.deadline
+    }
+}
+
 pub(crate) struct Budget {
     start: Instant,
     deadline: Instant,
@@ -102,6 +114,11 @@ impl Budget {
 
     pub fn expired(&self) -> bool {
         self.cancelled() || Instant::now() >= self.deadline
+    }
+
+    /// What a search thread checks to stop: the deadline and the caller's cancel flag.
+    pub fn stop(&self) -> Stop {
+        Stop { deadline: self.deadline, cancel: self.cancel.clone() }
     }
 
     pub fn cancelled(&self) -> bool {

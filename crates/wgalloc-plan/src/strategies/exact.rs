@@ -15,7 +15,8 @@
 //!   interchangeable buffers (same size, sections, alignment) go in index order.
 //! * Dynamic ordering: candidates are tried lowest offset first, ties by a static
 //!   pre-order; restarts cycle through several pre-orders with growing node limits
-//!   (only nodes that pass inference count).
+//!   (only nodes that pass inference count). Where the machine has more than one core
+//!   the pre-orders run side by side, with the verdict running them in turn would give.
 //! * Decomposition: statically at time points no buffer crosses, and dynamically
 //!   during the search: once the placed buffers cover every buffer crossing a
 //!   section boundary, the two sides are solved independently (each from a fresh
@@ -28,11 +29,14 @@
 use super::portfolio::Candidate;
 use crate::bound::{granularity, load_profile};
 use crate::error::PlanError;
-use crate::options::Budget;
+use crate::options::{Budget, Stop};
 use crate::record::Problem;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Components larger than this are left to the heuristics (search cost and depth).
 const MAX_SEARCH_BUFFERS: usize = 3000;
+/// Parts with fewer buffers search their pre-orders in turn (threads cost more than they save).
+const PARALLEL_MIN_BUFFERS: usize = 24;
 /// First node limit per attempt; doubled every round.
 const FIRST_NODE_LIMIT: u64 = 4_000;
 
@@ -138,28 +142,16 @@ fn attempt(p: &Problem, parts: &mut [Part], cap: u64, limit: u64, budget: &Budge
             continue;
         }
         let sub = Sub::new(p, &part.ids);
-        let mut solved = None;
-        for pre in [Pre::Wat, Pre::Taw, Pre::Twa] {
-            match sub.solve(pre, cap, limit, budget) {
-                Verdict::Found(o) => {
-                    solved = Some(o);
-                    break;
-                }
-                Verdict::Infeasible => return Verdict::Infeasible,
-                Verdict::Unknown => {}
-            }
-            if budget.expired() {
-                break;
-            }
-        }
-        match solved {
-            Some(o) => {
+        let parallel = part.ids.len() >= PARALLEL_MIN_BUFFERS && parallelism() > 1;
+        match sub.solve_orders(cap, limit, budget, parallel) {
+            Verdict::Infeasible => return Verdict::Infeasible,
+            Verdict::Found(o) => {
                 for (j, &i) in part.ids.iter().enumerate() {
                     offsets[i] = o[j];
                 }
                 part.height = part.ids.iter().map(|&i| offsets[i] + p.size[i]).max().unwrap_or(0);
             }
-            None => unknown = true,
+            Verdict::Unknown => unknown = true,
         }
     }
     if unknown {
@@ -193,6 +185,12 @@ fn split(p: &Problem, load: &[u64], offsets: &[u64]) -> Vec<Part> {
         c.searchable = c.ids.len() <= MAX_SEARCH_BUFFERS && !c.ids.iter().any(|&i| p.pinned(i));
     }
     parts
+}
+
+/// Cores the process may use (read once).
+fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn round_up(x: u64, g: u64) -> u64 {
@@ -259,7 +257,48 @@ impl Sub {
         Sub { size, align, s_lo, s_hi, width, sections, adj, class, members }
     }
 
-    fn solve(&self, pre: Pre, cap: u64, limit: u64, budget: &Budget) -> Verdict {
+    /// Tries the pre-orders in turn, or side by side where the machine has cores for it. The
+    /// verdict is the sequential one either way: the first pre-order's that is not unknown
+    /// (a proof of infeasibility holds for all). Running side by side, a verdict cancels the
+    /// pre-orders after it (they could not win), while those before it run to their end.
+    fn solve_orders(&self, cap: u64, limit: u64, budget: &Budget, parallel: bool) -> Verdict {
+        const ORDERS: [Pre; 3] = [Pre::Wat, Pre::Taw, Pre::Twa];
+        let stop = budget.stop();
+        let cancel: [AtomicBool; 3] = Default::default();
+        if !parallel {
+            for pre in ORDERS {
+                match self.solve(pre, cap, limit, &stop, &cancel[0]) {
+                    Verdict::Unknown if !stop.expired() => {}
+                    v => return v,
+                }
+            }
+            return Verdict::Unknown;
+        }
+        let mut verdicts: Vec<Verdict> = std::thread::scope(|scope| {
+            let runs: Vec<_> = ORDERS
+                .iter()
+                .enumerate()
+                .map(|(k, &pre)| {
+                    let (stop, cancel) = (&stop, &cancel);
+                    scope.spawn(move || {
+                        let v = self.solve(pre, cap, limit, stop, &cancel[k]);
+                        if !matches!(v, Verdict::Unknown) {
+                            cancel[k + 1..].iter().for_each(|c| c.store(true, Ordering::Relaxed));
+                        }
+                        v
+                    })
+                })
+                .collect();
+            // A panic in a search thread is a bug; it goes on as the caller's panic.
+            runs.into_iter().map(|r| r.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        });
+        match verdicts.iter().position(|v| !matches!(v, Verdict::Unknown)) {
+            Some(k) => verdicts.swap_remove(k),
+            None => Verdict::Unknown,
+        }
+    }
+
+    fn solve(&self, pre: Pre, cap: u64, limit: u64, stop: &Stop, cancel: &AtomicBool) -> Verdict {
         let m = self.size.len();
         let mut total = vec![0u64; self.sections];
         let mut cuts = vec![0u32; self.sections];
@@ -278,14 +317,16 @@ impl Sub {
             placed: vec![false; m],
             sol: vec![0; m],
             minoff: vec![0; m],
-            floor: vec![0; self.sections],
             total,
             cuts,
             class_placed: vec![0; m],
             next: vec![0; self.sections + 1],
             nodes: 0,
             limit,
-            budget,
+            stop,
+            cancel,
+            spare_lists: Vec::new(),
+            moved: Vec::new(),
             minoff_log: Vec::new(),
         };
         let all: Vec<usize> = (0..m).collect();
@@ -325,8 +366,6 @@ struct Search<'a> {
     /// Lowest aligned offset each unplaced buffer can still take (above every
     /// placed buffer it overlaps).
     minoff: Vec<u64>,
-    /// Per section: lowest offset any unplaced buffer there can take (scratch).
-    floor: Vec<u64>,
     /// Per section: total size of its unplaced buffers.
     total: Vec<u64>,
     /// Per section boundary s|s+1: unplaced buffers crossing it.
@@ -336,7 +375,12 @@ struct Search<'a> {
     next: Vec<usize>,
     nodes: u64,
     limit: u64,
-    budget: &'a Budget,
+    stop: &'a Stop,
+    /// Set when another pre-order's verdict made this search moot.
+    cancel: &'a AtomicBool,
+    /// Scratch: candidate lists of finished nodes, and the raised buffers of the current one.
+    spare_lists: Vec<Vec<(u64, usize)>>,
+    moved: Vec<(u64, usize)>,
     minoff_log: Vec<(usize, u64)>,
 }
 
@@ -390,8 +434,27 @@ impl Search<'_> {
         min_pidx: usize,
         parent: Option<&[(u64, usize)]>,
     ) -> St {
+        // Candidate lists are recycled: a node is a few microseconds, and allocating its
+        // list was a tenth of that.
+        let mut ord = self.spare_lists.pop().unwrap_or_default();
+        ord.clear();
+        let st = self.node(&mut ord, items, lo, hi, min_off, min_pidx, parent);
+        self.spare_lists.push(ord);
+        st
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn node(
+        &mut self,
+        ord: &mut Vec<(u64, usize)>,
+        items: &[usize],
+        lo: usize,
+        hi: usize,
+        min_off: u64,
+        min_pidx: usize,
+        parent: Option<&[(u64, usize)]>,
+    ) -> St {
         let sub = self.sub;
-        let mut ord: Vec<(u64, usize)> = Vec::with_capacity(items.len());
         match parent {
             None => {
                 ord.extend(
@@ -401,7 +464,8 @@ impl Search<'_> {
             }
             Some(parent) => {
                 // Only the buffers the last placement raised move: merge them back in.
-                let mut moved: Vec<(u64, usize)> = Vec::new();
+                let mut moved = std::mem::take(&mut self.moved);
+                moved.clear();
                 for &(o, k) in parent {
                     let b = items[k];
                     if self.placed[b] {
@@ -416,44 +480,54 @@ impl Search<'_> {
                 }
                 if !moved.is_empty() {
                     moved.sort_unstable();
-                    let stay = std::mem::take(&mut ord);
-                    let (mut i, mut j) = (0, 0);
-                    while i < stay.len() || j < moved.len() {
-                        if j == moved.len() || (i < stay.len() && stay[i] < moved[j]) {
-                            ord.push(stay[i]);
-                            i += 1;
+                    // Merge from the back, in place (indices are unique, so no ties).
+                    let (mut i, mut j) = (ord.len(), moved.len());
+                    ord.resize(i + j, (0, 0));
+                    while j > 0 {
+                        if i > 0 && ord[i - 1] > moved[j - 1] {
+                            ord[i + j - 1] = ord[i - 1];
+                            i -= 1;
                         } else {
-                            ord.push(moved[j]);
-                            j += 1;
+                            ord[i + j - 1] = moved[j - 1];
+                            j -= 1;
                         }
                     }
                 }
+                self.moved = moved;
             }
         }
         if ord.is_empty() {
             return St::Ok;
         }
         let mut min_height = u64::MAX;
-        for &(o, k) in &ord {
+        for &(o, k) in ord.iter() {
             let b = items[k];
             if align_to(o.max(min_off), sub.align[b]).saturating_add(sub.size[b]) > self.cap {
                 return St::NotFound;
             }
             min_height = min_height.min(o + sub.size[b]);
         }
-        if !self.infer(items, lo, hi, min_off, &ord) {
+        if !self.infer(items, lo, hi, min_off, ord) {
             return St::NotFound;
         }
         // Only nodes that pass inference count against the limit.
         self.nodes += 1;
-        if self.nodes > self.limit || (self.nodes.is_multiple_of(1024) && self.budget.expired()) {
+        if self.nodes > self.limit
+            || (self.nodes.is_multiple_of(256) && (self.cancel.load(Ordering::Relaxed) || self.stop.expired()))
+        {
             return St::Abort;
         }
-        let floors: Vec<u64> = self.floor[lo..=hi].to_vec();
-        for &(off, k) in &ord {
+        // Quick inference for every candidate at once. After `infer`, each section's floor plus
+        // its unplaced total fits the capacity, so placing a buffer at `off` kills the node
+        // exactly when some section's unplaced total, stacked from `off` (a section of the
+        // buffer's own: from its top, without it), crosses the capacity: when `off` plus the
+        // largest section total does. Candidates come by ascending offset, so the first dead
+        // one ends the loop.
+        let heaviest = self.total[lo..=hi].iter().copied().max().unwrap_or(0);
+        for &(off, k) in ord.iter() {
             // Dominance: a buffer that fits entirely below `off` at its lowest offset
             // could be moved down there, so nothing at or above min_height is tried.
-            if off >= min_height {
+            if off >= min_height || off.saturating_add(heaviest) > self.cap {
                 break;
             }
             // Canonical order: (offset, pre-order index) non-decreasing.
@@ -466,20 +540,7 @@ impl Search<'_> {
             if sub.members[cls][self.class_placed[cls]] != b {
                 continue;
             }
-            // Quick inference first: floors only rise, and b's sections rise to its top.
-            let top = off + sub.size[b];
-            let dead = (lo..=hi).any(|t| {
-                let (f, tot) = if (sub.s_lo[b]..=sub.s_hi[b]).contains(&t) {
-                    (floors[t - lo].max(top), self.total[t] - sub.size[b])
-                } else {
-                    (floors[t - lo], self.total[t])
-                };
-                tot > 0 && f.max(off).saturating_add(tot) > self.cap
-            });
-            if dead {
-                continue;
-            }
-            let st = self.branch(items, lo, hi, b, off, k, &ord);
+            let st = self.branch(items, lo, hi, b, off, k, ord);
             if st != St::NotFound {
                 return st;
             }
@@ -490,9 +551,11 @@ impl Search<'_> {
     /// Section inference. `ord` lists the unplaced buffers of `items` as
     /// (lowest offset, index) ascending. A section's floor is the lowest offset any
     /// of its unplaced buffers can take; painting sections in ascending offset
-    /// order (skipping painted ones with a union-find) gives every floor in
-    /// O(m log m + sections). Every later buffer sits at or above `min_off`
-    /// (canonical order), and a section's unplaced buffers stack above its floor.
+    /// order (skipping painted ones with a union-find) meets every section at its floor,
+    /// in O(m log m + sections). Every later buffer sits at or above `min_off`
+    /// (canonical order), and a section's unplaced buffers stack above its floor, so the
+    /// node is dead as soon as one section's stack crosses the capacity. (A section no
+    /// unplaced buffer covers has nothing to stack.)
     fn infer(&mut self, items: &[usize], lo: usize, hi: usize, min_off: u64, ord: &[(u64, usize)]) -> bool {
         let sub = self.sub;
         for s in lo..=hi + 1 {
@@ -500,14 +563,17 @@ impl Search<'_> {
         }
         for &(o, k) in ord {
             let b = items[k];
+            let floor = o.max(min_off);
             let mut s = find(&mut self.next, sub.s_lo[b]);
             while s <= sub.s_hi[b] {
-                self.floor[s] = o;
+                if floor.saturating_add(self.total[s]) > self.cap {
+                    return false;
+                }
                 self.next[s] = s + 1;
                 s = find(&mut self.next, s + 1);
             }
         }
-        (lo..=hi).all(|s| self.total[s] == 0 || self.floor[s].max(min_off).saturating_add(self.total[s]) <= self.cap)
+        true
     }
 
     /// Places `b` at `off`, propagates, recurses (decomposing when the placement
@@ -596,5 +662,46 @@ impl Search<'_> {
         self.placed[b] = false;
         self.class_placed[cls] -= 1;
         st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::UsageRecord;
+    use std::time::{Duration, Instant};
+
+    /// Side by side, the pre-orders give the verdict (and the offsets) of running them in
+    /// turn, at capacities where each of found, infeasible and unknown occurs.
+    #[test]
+    fn side_by_side_orders_give_the_sequential_verdict() {
+        let budget = Budget::new(Instant::now(), Duration::from_secs(600), None, None);
+        let mut kinds = [0; 3];
+        for seed in 1..=12u64 {
+            let mut below = crate::test_rng::below(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let records: Vec<UsageRecord> = (0..40)
+                .map(|i| {
+                    let first = below(30);
+                    UsageRecord::new(format!("r{i}"), 1 + below(64), first, first + below(8))
+                })
+                .collect();
+            let p = Problem::new(&records, 1).unwrap();
+            let ids: Vec<usize> = (0..p.len()).collect();
+            let sub = Sub::new(&p, &ids);
+            let lb = *load_profile(&p).iter().max().unwrap();
+            for (cap, limit) in [(lb, 50), (lb, 5_000), (lb + lb / 20, 200), (lb + lb / 5, 2_000), (lb - 1, 5_000)] {
+                let verdicts = [false, true].map(|parallel| sub.solve_orders(cap, limit, &budget, parallel));
+                match verdicts {
+                    [Verdict::Found(a), Verdict::Found(b)] => {
+                        assert_eq!(a, b, "seed {seed} cap {cap}");
+                        kinds[0] += 1;
+                    }
+                    [Verdict::Infeasible, Verdict::Infeasible] => kinds[1] += 1,
+                    [Verdict::Unknown, Verdict::Unknown] => kinds[2] += 1,
+                    _ => panic!("seed {seed} cap {cap} limit {limit}: the verdicts differ"),
+                }
+            }
+        }
+        assert!(kinds.iter().all(|&k| k > 0), "every verdict occurs: {kinds:?}");
     }
 }
