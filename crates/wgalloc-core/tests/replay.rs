@@ -1,7 +1,7 @@
 //! The heap's segment policy on every eager trace in bench/data/traces, simulated (no device):
-//! it reserves no more than PyTorch's CUDA caching allocator policy, stays within 1.15 x live
-//! + 8 MiB, and keeps small workloads small, on every trace but the known gaps below, which
-//! must not get worse.
+//! it reserves no more than PyTorch's CUDA caching allocator policy, stays within
+//! 1.15 x live plus 8 MiB, and keeps small workloads small, on every trace but the known gaps
+//! below, which must not get worse.
 
 use std::path::PathBuf;
 
