@@ -116,6 +116,19 @@ impl Budget {
         self.cancelled() || Instant::now() >= self.deadline
     }
 
+    /// A budget for a sub-problem: the same cancel flag, `deadline` (no later than this one's),
+    /// and no progress reports (its heights are not the plan's).
+    pub fn sub(&self, deadline: Instant) -> Budget {
+        Budget {
+            start: self.start,
+            deadline: deadline.min(self.deadline),
+            cancel: self.cancel.clone(),
+            progress: None,
+            others: (0, 0),
+            last: None,
+        }
+    }
+
     /// What a search thread checks to stop: the deadline and the caller's cancel flag.
     pub fn stop(&self) -> Stop {
         Stop { deadline: self.deadline, cancel: self.cancel.clone() }

@@ -8,9 +8,12 @@ use crate::plan::{Plan, SpacePlan};
 use crate::record::{Problem, UsageRecord};
 use crate::strategies::greedy::{place, Fit};
 use crate::strategies::orders::Order;
-use crate::strategies::{exact, improve, linear_scan, naive, portfolio, Stop};
+use crate::strategies::{exact, improve, linear_scan, naive, portfolio, window, Stop};
 use crate::strategy::Strategy;
 use std::time::Instant;
+
+/// Share of what is left of `best`'s budget the peak-window relaxation may take.
+const WINDOW_SHARE: f64 = 0.4;
 
 /// Plans `records` with `opts`. Every returned plan has passed [`Plan::validate`].
 /// Empty input gives an empty plan with slab 0.
@@ -59,6 +62,15 @@ pub fn plan(records: &[UsageRecord], mut opts: PlanOptions) -> Result<Plan, Plan
             let out = exact::search(&sp.problem, seed, sp.bound, &mut budget)?;
             let mut best = out.best;
             let mut bound = out.lower_bound;
+            if opts.strategy == Strategy::Best && best.height > bound && sp.problem.len() > exact::MAX_SEARCH_BUFFERS {
+                // Too large for the search whole: the peak's window exactly, with a share of the time.
+                let now = Instant::now();
+                let slice = budget.deadline().saturating_duration_since(now).mul_f64(WINDOW_SHARE);
+                if let Some(c) = window::relax_peak(&sp.problem, &best, &budget, now + slice)? {
+                    best = c;
+                    budget.report(best.height, bound);
+                }
+            }
             if opts.strategy == Strategy::Best && best.height > bound {
                 best = improve::improve(&sp.problem, best, bound, &mut budget)?;
                 bound = bound.min(best.height);

@@ -34,7 +34,7 @@ use crate::record::Problem;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Components larger than this are left to the heuristics (search cost and depth).
-const MAX_SEARCH_BUFFERS: usize = 3000;
+pub(crate) const MAX_SEARCH_BUFFERS: usize = 3000;
 /// Parts with fewer buffers search their pre-orders in turn (threads cost more than they save).
 const PARALLEL_MIN_BUFFERS: usize = 24;
 /// First node limit per attempt; doubled every round.

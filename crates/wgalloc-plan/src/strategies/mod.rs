@@ -7,6 +7,7 @@ pub(crate) mod linear_scan;
 pub(crate) mod naive;
 pub(crate) mod orders;
 pub(crate) mod portfolio;
+pub(crate) mod window;
 
 /// Asked between pieces of work: true once the caller cancelled or the time limit passed.
 pub(crate) type Stop<'a> = &'a dyn Fn() -> bool;
