@@ -2,9 +2,10 @@
 //!
 //! The records live in a window of time around the load peak are planned exactly, with the
 //! window's other records ignored. Inside the window, the records that live throughout it are
-//! stacked into one block (any packing of the window can be rearranged to put them at the bottom
-//! of their own range, since they occupy it at every point), so the search sees only the records
-//! that start or end inside the window, plus that block. The layout found is then fixed and
+//! stacked into one block (they occupy their ranges at every point of the window, so without
+//! alignment any packing of it can be rearranged to put them at the bottom; with alignment the
+//! block is a restriction the search may pay for), so the search sees only the records that start
+//! or end inside the window, plus that block. The layout found is then fixed and
 //! every other record is placed greedily around it; away from the peak the load leaves room.
 //!
 //! Two records live in the window that overlap in time also overlap inside the window (intervals
