@@ -38,14 +38,18 @@ fn main() {
         gpu.create_buffer(SIZES[(i & 3) as usize]).unwrap().destroy();
     }
     let driver_ns = t0.elapsed().as_nanos() as f64 / m as f64;
+    // The figures mean little without the device they came from.
+    let info = gpu.info();
+    let device = format!("{} ({}, {} {})", info.adapter_name, info.backend, info.driver, info.driver_info);
     if json {
         println!(
-            "{{\"cachedNs\":{cached_ns:.1},\"driverNs\":{driver_ns:.1},\"speedup\":{:.1}}}",
-            driver_ns / cached_ns
+            "{{\"cachedNs\":{cached_ns:.1},\"driverNs\":{driver_ns:.1},\"speedup\":{:.1},\"device\":{}}}",
+            driver_ns / cached_ns,
+            serde_json::Value::from(device)
         );
     } else {
         println!(
-            "cached malloc+free: {cached_ns:.1} ns; create_buffer+destroy: {driver_ns:.1} ns; speed-up {:.1}x",
+            "{device}: cached malloc+free: {cached_ns:.1} ns; create_buffer+destroy: {driver_ns:.1} ns; speed-up {:.1}x",
             driver_ns / cached_ns
         );
     }
