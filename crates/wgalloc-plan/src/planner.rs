@@ -62,16 +62,16 @@ pub fn plan(records: &[UsageRecord], mut opts: PlanOptions) -> Result<Plan, Plan
             let out = exact::search(&sp.problem, seed, sp.bound, &mut budget)?;
             let mut best = out.best;
             let mut bound = out.lower_bound;
-            if opts.strategy == Strategy::Best && best.height > bound && sp.problem.len() > exact::MAX_SEARCH_BUFFERS {
-                // Too large for the search whole: the peak's window exactly, with a share of the time.
-                let now = Instant::now();
-                let slice = budget.deadline().saturating_duration_since(now).mul_f64(WINDOW_SHARE);
-                if let Some(c) = window::relax_peak(&sp.problem, &best, &budget, now + slice)? {
-                    best = c;
-                    budget.report(best.height, bound);
-                }
-            }
             if opts.strategy == Strategy::Best && best.height > bound {
+                if sp.problem.len() > exact::MAX_SEARCH_BUFFERS {
+                    // Too large for the search whole: the peak's window exactly, with a share of the time.
+                    let now = Instant::now();
+                    let slice = budget.deadline().saturating_duration_since(now).mul_f64(WINDOW_SHARE);
+                    if let Some(c) = window::relax_peak(&sp.problem, sp.bound_at, &best, &budget, now + slice)? {
+                        best = c;
+                        budget.report(best.height, bound);
+                    }
+                }
                 best = improve::improve(&sp.problem, best, bound, &mut budget)?;
                 bound = bound.min(best.height);
             }

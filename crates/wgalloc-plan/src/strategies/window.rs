@@ -29,16 +29,16 @@ const MAX_WINDOW_RECORDS: usize = 2000;
 /// The block's alignment (a common multiple of its records') must stay this small to be useful.
 const MAX_BLOCK_ALIGNMENT: u64 = 1 << 20;
 
-/// Plans `p` with an exact window around its load peak until `deadline`; returns the plan when
-/// it is lower than `best`. `None` when the window holds a record with a fixed or preferred
+/// Plans `p` with an exact window around `peak` (the point of its lower bound, which the caller
+/// already has) until `deadline`; returns the plan when it is lower than `best`. `None` when the window holds a record with a fixed or preferred
 /// offset, or nothing lower was found.
 pub(crate) fn relax_peak(
     p: &Problem,
+    peak: usize,
     best: &Candidate,
     budget: &Budget,
     deadline: Instant,
 ) -> Result<Option<Candidate>, PlanError> {
-    let peak = aligned_lower_bound(p).1;
     let (a, b) = widest_window(p, peak);
     let live = |i: usize| p.size[i] > 0 && p.first[i] <= b && p.last[i] >= a;
     let (mut whole, mut part) = (Vec::new(), Vec::new());
@@ -122,7 +122,7 @@ pub(crate) fn relax_peak(
         Err(PlanError::Stopped) => return Ok(None),
         r => r?,
     };
-    if done.height >= best.height || done.offsets.len() != p.len() {
+    if done.height >= best.height {
         return Ok(None);
     }
     let method = format!("window({} records, from {})", whole.len() + part.len(), best.method);
