@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::completion::{Poller, Tracker};
+use crate::driver_turn::DriverTurn;
 use crate::error::{Error, Result};
 use crate::signal::lock;
 
@@ -122,6 +123,9 @@ pub(crate) struct Shared {
     pub profiler: std::sync::OnceLock<Arc<crate::profile::ProfilerCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
+    /// Taken when the device closes and, as the last field, returned once every other field
+    /// (and with them the driver's device) is dropped: see [`DriverTurn`].
+    closing: Option<DriverTurn>,
 }
 
 /// How long dropping a device waits for its GPU work before leaving the queue to a thread
@@ -130,6 +134,7 @@ const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        self.closing = Some(DriverTurn::take());
         // SAFETY: taken once, here; no other code runs on `self` after `drop`.
         let queue = unsafe { std::mem::ManuallyDrop::take(&mut self.queue) };
         let idle = !self.tracker.is_lost() && self.tracker.completed() >= self.tracker.submitted();
@@ -169,6 +174,7 @@ impl Gpu {
     /// in the order `adapter_index` counts.
     pub async fn enumerate(backends: Option<&[String]>) -> Result<Vec<crate::adapter::AdapterSummary>> {
         let backends = parse_backends(backends)?.with_env();
+        let _turn = DriverTurn::take();
         Ok(crate::adapter::summaries(&instance(backends), backends).await)
     }
 
@@ -193,6 +199,7 @@ impl Gpu {
             force_fallback: options.force_fallback_adapter,
         }
         .with_env();
+        let turn = DriverTurn::take();
         let instance = instance(backends);
         let adapter = crate::adapter::pick(&instance, backends, &choice).await?;
 
@@ -216,6 +223,7 @@ impl Gpu {
             })
             .await
             .map_err(|e| Error::DeviceRequestFailed(format!("request_device failed: {e}")))?;
+        drop(turn);
 
         let tracker = Arc::new(Tracker::default());
         let uncaptured = Arc::new(Mutex::new(UncapturedErrors::default()));
@@ -241,6 +249,7 @@ impl Gpu {
             profiler: std::sync::OnceLock::new(),
             info,
             budget,
+            closing: None,
             _poller: poller,
         });
         let gpu = Gpu { shared };

@@ -21,6 +21,7 @@
 pub mod adapter;
 pub mod completion;
 pub mod context;
+mod driver_turn;
 pub mod error;
 pub mod exec;
 pub mod heap;
