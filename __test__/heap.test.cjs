@@ -326,3 +326,51 @@ test('worker threads share one device heap through a handle', async (t) => {
   t.throws(() => Gpu.attach(123456), { code: 'INVALID_ARGUMENT' })
   gpu.destroy()
 })
+
+test('a fragmented miss moves a live block: MOVED event, offset follows, bytes intact, history shows it', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  heap.recordHistory({ maxEntries: 1000 })
+  const moved = []
+  heap.on('MOVED', (e) => moved.push(e))
+  // Five 4 MiB blocks: three fill the first segment, two go to a second one.
+  const blocks = Array.from({ length: 5 }, () => heap.malloc(4 * MiB))
+  const data = blocks.map((_, i) => pattern(4 * MiB, 20 + i))
+  for (const [i, b] of blocks.entries()) b.write(data[i])
+  const [a, b, c, d, e] = blocks
+  t.is(a.info().segmentId, c.info().segmentId)
+  t.not(a.info().segmentId, e.info().segmentId)
+  const before = { segment: e.info().segmentId, offset: e.offset }
+  b.free()
+  d.free()
+  const driverCalls = heap.stats().driverAllocations
+  // 12.8 MiB free, no 9 MiB range: e moves next to a, and the request takes its old segment.
+  const big = heap.malloc(9 * MiB)
+  t.is(heap.stats().driverAllocations, driverCalls, 'no new segment')
+  t.like(heap.stats(), { blocksMoved: 1, bytesMoved: 4 * MiB })
+  t.is(moved.length, 1)
+  t.like(moved[0], { kind: 'MOVED', blockId: e.id, segmentId: a.info().segmentId, offset: e.offset, size: 4 * MiB })
+  t.is(e.info().segmentId, a.info().segmentId, 'e now lives in the first segment')
+  t.is(e.offset, 4 * MiB, "in b's old range")
+  t.is(big.info().segmentId, before.segment)
+  // (Buffer.compare: a deep equality of 4 MiB arrays takes ava seconds.)
+  for (const [block, bytes] of [
+    [e, data[4]],
+    [a, data[0]],
+    [c, data[2]],
+  ])
+    t.is(Buffer.compare(await block.read(), bytes), 0, `block ${block.id} changed`)
+  // The history: e leaves its old place and takes the new one.
+  const history = heap.memorySnapshot().history.filter((h) => h.blockId === e.id)
+  t.deepEqual(
+    history.map((h) => h.action),
+    ['alloc', 'free', 'alloc'],
+  )
+  t.is(history[2].offset, e.offset)
+  const offset = e.offset
+  e.free()
+  t.is(e.offset, offset, 'the offset last read stays readable after free')
+  for (const x of [a, c, big]) x.free()
+  heap.recordHistory(false)
+  gpu.destroy()
+})

@@ -140,7 +140,9 @@ test('a block freed right after run(), before awaiting it, serves the run; its m
   step.release()
 })
 
-test('shared weights: one copy for several executors and four workers', async (t) => {
+// Serial: it compares the shared device's allocated bytes before and after, which the other tests
+// of this file would move if they ran at the same time.
+test.serial('shared weights: one copy for several executors and four workers', async (t) => {
   const dev = await gpu()
   const g = graphOf(3)
   const w = paramsOf(g, 0.75)

@@ -27,7 +27,10 @@ export declare class DeviceBlock {
   get size(): number
   /** Bytes asked for. */
   get requestedSize(): number
-  /** Offset inside the segment buffer (a multiple of the storage offset alignment). */
+  /**
+   * Offset inside the segment buffer now (a multiple of the storage offset alignment); the
+   * heap may move a block to make room between operations.
+   */
   get offset(): number
   /** Pool name: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
   get pool(): string
@@ -663,7 +666,7 @@ export interface DeviceOutput {
   size: number
   /** Requested bytes (the tensor's size). */
   requested: number
-  /** Offset in its segment. */
+  /** Offset in its segment when the run ended (the heap may move the block later). */
   offset: number
   /** Pool index (as `heapPoolNames()` lists them). */
   pool: number
@@ -791,7 +794,7 @@ export interface GpuRequestOptions {
 
 /** An allocator event (see `heap.on()`). */
 export interface HeapEvent {
-  /** `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED` or `ALLOCATION_FAILED`. */
+  /** `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED`, `ALLOCATION_FAILED` or `MOVED`. */
   kind: string
   /** The block concerned (absent for segment events and failed requests). */
   blockId?: number
@@ -852,6 +855,10 @@ export interface HeapStats {
   ooms: number
   /** Garbage collections of idle segments above the low watermark. */
   gcRuns: number
+  /** Live blocks moved to another segment to make room (compaction). */
+  blocksMoved: number
+  /** Bytes of those blocks. */
+  bytesMoved: number
   /** The same figures per pool. */
   pools: Array<PoolStats>
 }
@@ -1213,6 +1220,8 @@ export interface SimulatedPolicy {
   peakAllocatedBytes?: number
   /** Allocations refused for lack of memory (only with a capacity). */
   failedAllocations: number
+  /** Bytes of live blocks moved to make room (wgalloc's compaction; 0 for the others). */
+  bytesMoved: number
 }
 
 /**

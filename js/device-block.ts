@@ -106,7 +106,8 @@ export class DeviceBlock {
   readonly #id: number
   readonly #size: number
   readonly #requested: number
-  readonly #offset: number
+  /** The offset last seen: at malloc, then wherever `offset` last found the block. */
+  #offset: number
   readonly #pool: number
   #freed = false
   #handle: Binding.DeviceBlock | null = null
@@ -146,8 +147,13 @@ export class DeviceBlock {
   @api get requestedSize(): number {
     return this.#requested
   }
-  /** Offset inside the segment buffer (a multiple of the storage offset alignment). */
+  /**
+   * Offset inside the segment buffer now (a multiple of the storage offset alignment). The heap
+   * may move a live block to make room, between operations that use it (a `MOVED` heap event),
+   * so read it when needed. After `free()`, the offset last read.
+   */
   @api get offset(): number {
+    if (!this.#freed) this.#offset = this.#native().offset
     return this.#offset
   }
   /** The pool the block came from. */
@@ -228,7 +234,7 @@ export class DeviceBlock {
   /** Readable `console.log` output. */
   @api [inspect.custom](): string {
     if (this.#freed) return `DeviceBlock { id: ${this.#id}, freed }`
-    return `DeviceBlock { id: ${this.#id}, size: ${this.#size}, requestedSize: ${this.#requested}, offset: ${this.#offset}, pool: '${this.pool}' }`
+    return `DeviceBlock { id: ${this.#id}, size: ${this.#size}, requestedSize: ${this.#requested}, offset: ${this.offset}, pool: '${this.pool}' }`
   }
 }
 

@@ -8,8 +8,11 @@ import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './
 import type { Heap } from './heap.js'
 import type { HeapHistory } from './heap-history.js'
 
-/** Allocator event kinds delivered by `heap.on()`. */
-export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED'
+/**
+ * Allocator event kinds delivered by `heap.on()`. `MOVED`: the heap moved a live block to
+ * another segment to make room (`segmentId` and `offset` say where it is now).
+ */
+export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED' | 'MOVED'
 
 /** What `heap.on('OUT_OF_MEMORY', ...)` listeners get, after the ladder gave up and before `malloc()` throws. */
 export interface OutOfMemoryEvent extends OutOfMemoryDetails {
@@ -17,7 +20,7 @@ export interface OutOfMemoryEvent extends OutOfMemoryDetails {
   kind: 'OUT_OF_MEMORY'
 }
 
-export const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'OUT_OF_MEMORY'] as const
+export const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'MOVED', 'OUT_OF_MEMORY'] as const
 type AnyKind = (typeof EVENT_KINDS)[number]
 type Listener = (event: HeapEvent) => void
 type OomListener = (event: OutOfMemoryEvent) => void
@@ -28,7 +31,7 @@ const channel = channels.heap
 /** With only a memory history listening, the native event queue is drained every this many calls. */
 const DRAIN_EVERY = 1024
 // The order `heapTakeEvents` numbers kinds and pools in (src/block_table.rs).
-export const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED'] as const
+export const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'MOVED'] as const
 /** Pool names by the index native calls report them with. */
 export const POOL_NAMES: readonly string[] = native.heapPoolNames()
 

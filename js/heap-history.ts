@@ -116,6 +116,7 @@ const K_RECYCLED = 1
 const K_FREED = 2
 const K_RELEASED = 3
 const K_FAILED = 4
+const K_MOVED = 5
 const FIRST_CAPACITY = 4096
 const ROW = 6
 
@@ -267,6 +268,13 @@ export class HeapHistory {
         if (seg === this.#lastSegment) this.#lastSegment = -1
         this.#push(A_SEGMENT_FREE, t, -1, seg, -1, size, pool, 0)
       } else if (kind === K_FAILED) this.#push(A_OOM, t, -1, -1, -1, size, pool, 0)
+      else if (kind === K_MOVED) {
+        // The trace format has no move: the block leaves its old place and takes the new
+        // one, keeping its stack.
+        this.#push(A_FREE, t, block, -1, -1, 0, 0, 0)
+        const slot = this.#push(A_ALLOC, t, block, seg, numbers[i + 3], size, pool, 0)
+        if (this.#stacks) this.#holders[slot] = this.#stackById.get(block)
+      }
     }
   }
 

@@ -47,6 +47,8 @@ export interface PolicyFigures {
   driverAllocationsPer1000Requests: number
   events: number
   peakAllocatedBytes?: number
+  /** Bytes of live blocks the heap moved to make room (wgalloc only). */
+  bytesMoved?: number
   withinTarget?: boolean
   simulated?: boolean
 }
@@ -82,9 +84,10 @@ function figures(policy: string, peakReserved: number, peakLive: number, driverA
   }
 }
 
-/** wgalloc's own figures: padding at the peak and the target check. */
-function withTarget(f: PolicyFigures, peakAllocated: number | undefined): PolicyFigures {
+/** wgalloc's own figures: padding at the peak, bytes moved and the target check. */
+function withTarget(f: PolicyFigures, peakAllocated: number | undefined, bytesMoved: number): PolicyFigures {
   f.peakAllocatedBytes = peakAllocated
+  f.bytesMoved = bytesMoved
   f.withinTarget = f.peakReservedBytes <= 1.15 * f.peakLiveBytes + SLACK
   return f
 }
@@ -109,7 +112,7 @@ export const exactSize = (trace: unknown): PolicyFigures => baselines(trace)[2]
 export function simulate(trace: unknown, options?: SimulateTraceOptions): ReplayFigures {
   const sim = simulateNative(trace, options)
   if (!sim.wgalloc) throw new WgallocError('INTERNAL', 'the simulation returned no figures for the heap')
-  const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes)
+  const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes, sim.wgalloc.bytesMoved)
   return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
 }
 
@@ -148,6 +151,7 @@ export function replayHeap(heap: Heap, trace: Trace): ReplayFigures {
     { ...figures('wgalloc', s.reservedBytes.peak, peakLive, s.driverAllocations, sim.requests, sim.events), simulated: false },
     // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
     s.allocatedBytes.peak,
+    s.bytesMoved,
   )
   return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
 }

@@ -224,13 +224,8 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
         };
         let out = raw::scratch(env, scratch)?;
         with_table(slot, |table| {
-            let block = table.heap.malloc(size, usage).napi()?;
-            *out = [
-                block.size() as f64,
-                block.requested_size() as f64,
-                block.offset() as f64,
-                block.pool().index() as f64,
-            ];
+            let (block, offset) = table.heap.malloc_placed(size, usage).napi()?;
+            *out = [block.size() as f64, block.requested_size() as f64, offset as f64, block.pool().index() as f64];
             Ok(Some(table.insert(block) as f64))
         })
     })
@@ -253,12 +248,13 @@ unsafe extern "C" fn heap_free(env: sys::napi_env, info: sys::napi_callback_info
 const EVENT_NUMBERS: usize = 6;
 
 /// Event kinds by the number `heapTakeEvents` reports.
-const EVENT_KINDS: [HeapEventKind; 5] = [
+const EVENT_KINDS: [HeapEventKind; 6] = [
     HeapEventKind::Allocated,
     HeapEventKind::Recycled,
     HeapEventKind::Freed,
     HeapEventKind::Released,
     HeapEventKind::AllocationFailed,
+    HeapEventKind::Moved,
 ];
 
 /// `heapTakeEvents(slot, out)`: moves the oldest recorded allocator events into the

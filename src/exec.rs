@@ -90,7 +90,7 @@ pub struct DeviceOutput {
     pub size: f64,
     /// Requested bytes (the tensor's size).
     pub requested: f64,
-    /// Offset in its segment.
+    /// Offset in its segment when the run ended (the heap may move the block later).
     pub offset: f64,
     /// Pool index (as `heapPoolNames()` lists them).
     pub pool: u32,
@@ -214,7 +214,7 @@ pub(crate) fn result(out: core_exec::RunOutput, table: Option<&BlockTable>, give
                 tensor,
                 size: block.size() as f64,
                 requested: block.requested_size() as f64,
-                offset: block.offset() as f64,
+                offset: block.offset().unwrap_or_default() as f64,
                 pool: PoolKind::ALL.iter().position(|&k| k == block.pool()).unwrap_or(0) as u32,
                 id: table.insert_shared(block) as f64,
             })

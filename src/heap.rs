@@ -77,6 +77,10 @@ pub struct HeapStats {
     pub ooms: f64,
     /// Garbage collections of idle segments above the low watermark.
     pub gc_runs: f64,
+    /// Live blocks moved to another segment to make room (compaction).
+    pub blocks_moved: f64,
+    /// Bytes of those blocks.
+    pub bytes_moved: f64,
     /// The same figures per pool.
     pub pools: Vec<PoolStats>,
 }
@@ -157,7 +161,7 @@ pub struct SnapshotSegment {
 /// An allocator event (see `heap.on()`).
 #[napi(object)]
 pub struct HeapEvent {
-    /// `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED` or `ALLOCATION_FAILED`.
+    /// `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED`, `ALLOCATION_FAILED` or `MOVED`.
     pub kind: String,
     /// The block concerned (absent for segment events and failed requests).
     pub block_id: Option<f64>,
@@ -288,6 +292,8 @@ impl Heap {
             retries: s.retries as f64,
             ooms: s.ooms as f64,
             gc_runs: s.gc_runs as f64,
+            blocks_moved: s.blocks_moved as f64,
+            bytes_moved: s.bytes_moved as f64,
             pools: PoolKind::ALL
                 .iter()
                 .map(|&k| {
@@ -449,10 +455,11 @@ impl DeviceBlock {
         self.inner.requested_size() as f64
     }
 
-    /// Offset inside the segment buffer (a multiple of the storage offset alignment).
+    /// Offset inside the segment buffer now (a multiple of the storage offset alignment); the
+    /// heap may move a block to make room between operations.
     #[napi(getter)]
-    pub fn offset(&self) -> f64 {
-        self.inner.offset() as f64
+    pub fn offset(&self) -> Result<f64> {
+        self.inner.offset().napi().map(|o| o as f64)
     }
 
     /// Pool name: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`.

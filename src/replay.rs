@@ -44,6 +44,8 @@ pub struct SimulatedPolicy {
     pub peak_allocated_bytes: Option<f64>,
     /// Allocations refused for lack of memory (only with a capacity).
     pub failed_allocations: f64,
+    /// Bytes of live blocks moved to make room (wgalloc's compaction; 0 for the others).
+    pub bytes_moved: f64,
 }
 
 impl From<replay::PolicyFigures> for SimulatedPolicy {
@@ -55,6 +57,7 @@ impl From<replay::PolicyFigures> for SimulatedPolicy {
             driver_allocations: p.driver_allocations as f64,
             peak_allocated_bytes: p.peak_allocated.map(|b| b as f64),
             failed_allocations: p.failed_allocations as f64,
+            bytes_moved: p.bytes_moved as f64,
         }
     }
 }

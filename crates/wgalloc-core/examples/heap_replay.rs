@@ -1,6 +1,6 @@
 //! Every trace of a folder through the simulated heap and the baselines, no device needed
 //! (`cargo run --release -p wgalloc-core --example heap_replay -- [folder or files] [--alignment N]`).
-//! Prints reserved/live and driver allocations per policy, the target check
+//! Prints reserved/live and driver allocations per policy (and the bytes wgalloc moved), the target check
 //! (<= 1.15 x live + 8 MiB, <= pytorch-cuda's reserved and driver allocations) and the
 //! geometric mean of reserved/live over the traces above 16 MiB live.
 
@@ -44,8 +44,8 @@ fn main() {
         }
     }
     let header = format!(
-        "{:<44} {:>9} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6}  target",
-        "trace", "live MiB", "wgalloc", "drv", "pytorch", "drv", "pow2", "drv", "exact", "drv"
+        "{:<44} {:>9} {:>8} {:>6} {:>9} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6}  target",
+        "trace", "live MiB", "wgalloc", "drv", "moved MiB", "pytorch", "drv", "pow2", "drv", "exact", "drv"
     );
     if !quiet {
         println!("{header}");
@@ -75,8 +75,11 @@ fn main() {
         }
         let name = f.file_name().map(|n| n.to_string_lossy().replace(".trace.json", "")).unwrap_or_default();
         print!("{name:<44} {:>9.1}", w.peak_live as f64 / MIB as f64);
-        for p in std::iter::once(w).chain(&sim.baselines) {
+        for (i, p) in std::iter::once(w).chain(&sim.baselines).enumerate() {
             print!(" {:>8.3} {:>6}", p.ratio(), p.driver_allocations);
+            if i == 0 {
+                print!(" {:>9.1}", p.bytes_moved as f64 / MIB as f64);
+            }
         }
         let why = [
             (!within, "over 1.15x+8MiB"),

@@ -34,7 +34,8 @@ fn sync(gpu: &Gpu) {
 
 /// Zeroes the target (untimed), so each pass's verification checks that pass's bytes.
 fn clear(gpu: &Gpu, dst: &DeviceBlock) {
-    let (buf, base, _) = dst.binding().unwrap();
+    let at = dst.binding().unwrap();
+    let (buf, base) = (&*at.buffer, at.offset);
     let mut s = gpu.create_stream().unwrap();
     s.encoder().unwrap().clear_buffer(buf, base, Some(TOTAL));
     s.synchronize(Duration::from_secs(120)).unwrap();
@@ -53,7 +54,8 @@ struct Belts {
 }
 
 fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char, belts: &mut Belts) -> f64 {
-    let (buf, base, _) = dst.binding().unwrap();
+    let at = dst.binding().unwrap();
+    let (buf, base) = (&*at.buffer, at.offset);
     let (device, queue) = (gpu.device(), gpu.queue());
     let host = gpu.host().unwrap();
     let mut batch = Vec::new();
@@ -118,7 +120,8 @@ fn upload(gpu: &Gpu, dst: &DeviceBlock, src: &[u8], chunk: u64, method: char, be
 /// One readback per chunk through (c) a fresh buffer, (d) a cached block read in place, or
 /// (h) the `Host::download` helper, which pipelines chunks above `pipeline_bytes` and returns a `Vec`.
 fn download(gpu: &Gpu, src: &DeviceBlock, chunk: u64, method: char) -> (f64, Vec<f64>) {
-    let (buf, base, _) = src.binding().unwrap();
+    let at = src.binding().unwrap();
+    let (buf, base) = (&*at.buffer, at.offset);
     let device = gpu.device();
     let host = gpu.host().unwrap();
     let mut lat = Vec::new();

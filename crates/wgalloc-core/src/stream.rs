@@ -104,6 +104,12 @@ impl StreamMarks {
             && self.last_seq.load(Ordering::Acquire) <= completed
     }
 
+    /// Whether work recorded on the stream may still be submitted (it may name any block the
+    /// stream was recorded on, at the place it had then). A dropped stream's never is.
+    pub(crate) fn has_unsubmitted(&self) -> bool {
+        self.has_pending.load(Ordering::Acquire) && !self.dropped.load(Ordering::Acquire)
+    }
+
     /// Work was recorded and is not submitted yet.
     pub(crate) fn recorded(&self) {
         self.has_pending.store(true, Ordering::Release);

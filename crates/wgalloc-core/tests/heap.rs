@@ -22,7 +22,7 @@ fn live_blocks_never_overlap_data_proves_it() {
     let mut blocks = Vec::new();
     for (i, &s) in sizes.iter().cycle().take(40).enumerate() {
         let b = heap.malloc(s, if i % 3 == 0 { Usage::Shared } else { Usage::Device }).unwrap();
-        assert_eq!(b.offset() % heap.alignment(), 0);
+        assert_eq!(b.offset().unwrap() % heap.alignment(), 0);
         b.write(&fill(s as usize, i as u64), 0).unwrap();
         blocks.push((b, s, i as u64));
     }
@@ -309,7 +309,7 @@ fn a_freed_device_block_serves_the_next_malloc_while_its_reader_still_runs() {
     s1.dispatch(&slow, &[&a, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
     mapped.copy_from_on(&mut s1, &a, 0, 0, 4096).unwrap();
     let reader = s1.submit().unwrap();
-    let (a_segment, a_offset) = (a.info().unwrap().segment_id, a.offset());
+    let (a_segment, a_offset) = (a.info().unwrap().segment_id, a.offset().unwrap());
     a.free().unwrap();
     mapped.free().unwrap();
     assert!(!reader.query().unwrap(), "the reading submission finished too soon to show anything");
@@ -317,7 +317,7 @@ fn a_freed_device_block_serves_the_next_malloc_while_its_reader_still_runs() {
     assert_eq!((s.pending_free_blocks, s.pending_free_bytes), (1, mapped.size()), "only the mappable block waits");
     // The next malloc of that size takes the same memory at once, and new data goes in.
     let b = heap.malloc(bytes, Usage::Device).unwrap();
-    assert_eq!((b.info().unwrap().segment_id, b.offset()), (a_segment, a_offset), "the freed memory, reused");
+    assert_eq!((b.info().unwrap().segment_id, b.offset().unwrap()), (a_segment, a_offset), "the freed memory, reused");
     b.write(&new, 0).unwrap();
     let copy = heap.malloc(bytes, Usage::Device).unwrap();
     let mut s2 = gpu.create_stream().unwrap();
@@ -359,4 +359,74 @@ fn a_free_while_leased_takes_effect_when_the_last_lease_ends() {
     drop(other.lease().unwrap());
     other.free().unwrap();
     assert!(other.is_freed());
+}
+
+#[test]
+fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
+    const MIB: u64 = 1 << 20;
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    heap.set_event_recording(true, false);
+    // Two segments: a, b, c in the first (12 MiB of 12.25), d and e in the second.
+    let blocks: Vec<_> = (0..5).map(|_| heap.malloc(4 * MIB, Usage::Device).unwrap()).collect();
+    let data: Vec<Vec<u8>> = (0..5).map(|i| fill(4 * MIB as usize, 10 + i)).collect();
+    for (b, d) in blocks.iter().zip(&data) {
+        b.write(d, 0).unwrap();
+    }
+    let seg = |b: &wgalloc_core::heap::DeviceBlock| b.info().unwrap().segment_id;
+    assert!(
+        seg(&blocks[0]) == seg(&blocks[2]) && seg(&blocks[3]) == seg(&blocks[4]) && seg(&blocks[0]) != seg(&blocks[4])
+    );
+    let mut blocks = blocks.into_iter();
+    let (a, b, c, d, e) = (
+        blocks.next().unwrap(),
+        blocks.next().unwrap(),
+        blocks.next().unwrap(),
+        blocks.next().unwrap(),
+        blocks.next().unwrap(),
+    );
+    b.free().unwrap();
+    d.free().unwrap();
+    // A submission reading e's first MiB at its old place, still queued when e moves.
+    let n = 1usize << 18;
+    let slow = gpu.compute_kernel("slow-lcg", SLOW_LCG, "main", 2, false).unwrap();
+    let out = heap.malloc(4 * n as u64, Usage::Shared).unwrap();
+    let mut s1 = gpu.create_stream().unwrap();
+    s1.dispatch(&slow, &[&e, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    let reader = s1.submit().unwrap();
+    let e_before = (seg(&e), e.offset().unwrap());
+
+    // 12.8 MiB free, no 9 MiB range: the heap moves e next to a instead of growing.
+    let before = heap.stats();
+    let big = heap.malloc(9 * MIB, Usage::Device).unwrap();
+    let s = heap.stats();
+    assert_eq!(s.driver_allocations, before.driver_allocations, "no new segment");
+    assert_eq!((s.blocks_moved, s.bytes_moved), (1, 4 * MIB));
+    assert_eq!((seg(&e), e.offset().unwrap()), (seg(&a), 4 * MIB), "e took b's old range");
+    let at = big.offset().unwrap();
+    assert!(
+        seg(&big) == e_before.0 && at <= e_before.1 && e_before.1 < at + 9 * MIB,
+        "the request covers e's old range"
+    );
+    let (events, _) = heap.take_events();
+    assert!(events.iter().any(|ev| ev.kind == HeapEventKind::Moved && ev.block_id == Some(e.id())));
+    // New bytes over e's old place, queued after the move.
+    let new = fill(9 * MIB as usize, 99);
+    big.write(&new, 0).unwrap();
+
+    let done = gpu.current_event();
+    assert!(done.wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.query().unwrap());
+    let lcg = lcg_8192();
+    let want: Vec<u32> = words(&data[4][..4 * n]).into_iter().map(&lcg).collect();
+    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw e's old bytes");
+    for (block, bytes) in [(&a, &data[0]), (&c, &data[2]), (&e, &data[4])] {
+        assert!(pollster::block_on(block.read(0, 4 * MIB)).unwrap() == *bytes, "block {} changed", block.id());
+    }
+    assert!(pollster::block_on(big.read(0, 9 * MIB)).unwrap() == new);
+    // Work recorded after the move binds e at its new place.
+    let mut s2 = gpu.create_stream().unwrap();
+    s2.dispatch(&slow, &[&e, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
 }

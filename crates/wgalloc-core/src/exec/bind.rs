@@ -118,13 +118,14 @@ pub(crate) fn bind_group(
             }),
         })
         .collect();
-    if let Some((buffer, offset, size)) = uniform {
+    // A uniform block never moves (compaction keeps to the device pools).
+    if let Some(at) = &uniform {
         entries.push(wgpu::BindGroupEntry {
             binding: storage.len() as u32,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer,
-                offset,
-                size: NonZeroU64::new(size),
+                buffer: &at.buffer,
+                offset: at.offset,
+                size: NonZeroU64::new(at.size),
             }),
         });
     }

@@ -11,7 +11,7 @@ use super::graph::{ExecGraph, TensorKind};
 use super::observer::{Observation, ObservedKind};
 use crate::context::Gpu;
 use crate::error::{Error, Result};
-use crate::heap::{DeviceBlock, Usage};
+use crate::heap::{BlockBinding, DeviceBlock, Usage};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EagerOptions {
@@ -48,7 +48,7 @@ impl Gpu {
                 let block = heap.malloc(binding_size(t.size)?, Usage::Device)?;
                 if let Some(o) = obs.as_mut() {
                     let op_name = graph.ops.get(op).map_or("", |o| o.name.as_str());
-                    o.record(op, op_name, ObservedKind::Alloc, &t.id, t.size, block.id(), block.offset());
+                    o.record(op, op_name, ObservedKind::Alloc, &t.id, t.size, block.id(), block.offset()?);
                 }
                 blocks[i] = Some(block);
                 Ok(())
@@ -71,12 +71,11 @@ impl Gpu {
             padded.resize(binding_size(t.size)? as usize, 0);
             blocks[i].as_ref().expect("just allocated").write(&padded, 0)?;
         }
-        let block_of = |blocks: &Vec<Option<DeviceBlock>>, id: &str| -> Result<(usize, wgpu::Buffer, u64, u64)> {
+        let block_of = |blocks: &Vec<Option<DeviceBlock>>, id: &str| -> Result<(BlockBinding, u64)> {
             let i = graph.index[id];
             let b =
                 blocks[graph.root[i]].as_ref().ok_or_else(|| Error::Internal(format!("tensor '{id}' has no block")))?;
-            let (buffer, offset, _) = b.binding()?;
-            Ok((graph.root[i], buffer.clone(), offset, binding_size(graph.tensors[i].size)?))
+            Ok((b.binding()?, binding_size(graph.tensors[i].size)?))
         };
         let mut stream = self.create_stream()?;
         let mut uniforms = Vec::new();
@@ -89,16 +88,19 @@ impl Gpu {
             }
             let workspace =
                 if op.workspace > 0 { Some(heap.malloc(binding_size(op.workspace)?, Usage::Device)?) } else { None };
+            // The op's blocks stay where they are until its submission.
+            let mut bound = Vec::new();
+            let mut ws = None;
             if let Some(pipeline) = bind::op_pipeline(self, graph, op)? {
-                let bound =
+                bound =
                     op.inputs.iter().chain(&op.outputs).map(|id| block_of(&blocks, id)).collect::<Result<Vec<_>>>()?;
                 let mut storage: Vec<Range> = bound
                     .iter()
-                    .map(|(_, buffer, offset, size)| Range { buffer, offset: *offset, size: *size })
+                    .map(|(at, size)| Range { buffer: &at.buffer, offset: at.offset, size: *size })
                     .collect();
-                let ws = workspace.as_ref().map(DeviceBlock::binding).transpose()?;
-                if let Some((buffer, offset, _)) = ws {
-                    storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
+                ws = workspace.as_ref().map(DeviceBlock::binding).transpose()?;
+                if let Some(at) = &ws {
+                    storage.push(Range { buffer: &at.buffer, offset: at.offset, size: binding_size(op.workspace)? });
                 }
                 let uniform = bind::op_uniform(self, op, &pipeline)?;
                 let bind_group = bind::bind_group(self, &op.name, &pipeline, &storage, uniform.as_ref())?;
@@ -109,6 +111,7 @@ impl Gpu {
                 uniforms.extend(uniform);
             }
             let event = stream.submit()?;
+            drop((bound, ws));
             // Everything this op touched is in use until its submission completes.
             let touched = op.inputs.iter().chain(&op.outputs).map(|id| graph.root[graph.index[id]]);
             for r in touched {
@@ -132,7 +135,7 @@ impl Gpu {
                             &graph.tensors[r].id,
                             graph.tensors[r].size,
                             b.id(),
-                            b.offset(),
+                            b.offset()?,
                         );
                     }
                     b.free()?;

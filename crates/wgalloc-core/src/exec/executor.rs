@@ -15,7 +15,7 @@ use super::observer::{Observation, ObservedKind};
 use super::weights::Weights;
 use crate::context::Gpu;
 use crate::error::{checked_add, Error, Result};
-use crate::heap::{DeviceBlock, Usage};
+use crate::heap::{BlockBinding, DeviceBlock, Usage};
 use crate::scope::guarded;
 use crate::signal::lock;
 
@@ -129,8 +129,15 @@ struct Deferred {
     uniform: Option<usize>,
     dispatch: [u32; 3],
     name: String,
-    /// The external blocks (by id) the last bind group was made for, and that step.
-    last: Mutex<Option<(Vec<u64>, Arc<Step>)>>,
+    last: Mutex<Option<KeptStep>>,
+}
+
+/// The external blocks (by id) a deferred op's last bind group was made for, that step, and
+/// the places it binds (pinned while the step is kept).
+struct KeptStep {
+    ids: Vec<u64>,
+    step: Arc<Step>,
+    _places: Vec<BlockBinding>,
 }
 
 pub struct Executor {
@@ -144,6 +151,8 @@ pub struct Executor {
     weights: Mutex<Option<Arc<Weights>>>,
     uniforms: Vec<DeviceBlock>,
     workspace: Option<DeviceBlock>,
+    /// The places of the blocks above, which the steps' bind groups name.
+    _pinned: Vec<BlockBinding>,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
     place: Vec<Option<Place>>,
     /// Per op: its step, built at compile time, or (binding an external tensor) made per run.
@@ -374,7 +383,20 @@ impl Executor {
             place[i] = place[graph.root[i]];
         }
 
-        // Pipelines, uniforms and bind groups: built once.
+        // Pipelines, uniforms and bind groups: built once, so the blocks they bind stay put
+        // while the executor lives.
+        let max_workspace = graph.ops.iter().map(|o| o.workspace).max().unwrap_or(0);
+        // Ops run one after another on one queue, so one region serves every op's workspace.
+        let workspace =
+            if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
+        let weights_block = weights.as_ref().map(|w| w.block());
+        let pinned = slabs
+            .iter()
+            .chain(&constants)
+            .chain(weights_block)
+            .chain(&workspace)
+            .map(DeviceBlock::binding)
+            .collect::<Result<Vec<_>>>()?;
         let mut steps = Vec::with_capacity(graph.ops.len());
         let mut uniforms = Vec::new();
         let mut bind_groups = 0;
@@ -386,10 +408,6 @@ impl Executor {
             })
             .collect()
         };
-        // Ops run one after another on one queue, so one region serves every op's workspace.
-        let max_workspace = graph.ops.iter().map(|o| o.workspace).max().unwrap_or(0);
-        let workspace =
-            if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
         let mut deferred = Vec::with_capacity(graph.ops.len());
         for op in &graph.ops {
             let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? else {
@@ -430,16 +448,20 @@ impl Executor {
                 }));
                 continue;
             }
-            let mut storage: Vec<Range> = ranges(&mut op.inputs.iter().chain(&op.outputs))?
+            let bound = ranges(&mut op.inputs.iter().chain(&op.outputs))?
                 .into_iter()
                 .map(|(slab, offset, size)| {
-                    let (buffer, base, _) = region(&slabs, constants.as_ref(), weights.as_ref(), slab).binding()?;
-                    Ok(Range { buffer, offset: base + offset, size })
+                    Ok((region(&slabs, constants.as_ref(), weights.as_ref(), slab).binding()?, offset, size))
                 })
-                .collect::<Result<_>>()?;
-            if op.workspace > 0 {
-                let (buffer, offset, _) = workspace.as_ref().expect("allocated above").binding()?;
-                storage.push(Range { buffer, offset, size: binding_size(op.workspace)? });
+                .collect::<Result<Vec<_>>>()?;
+            let ws =
+                if op.workspace > 0 { Some(workspace.as_ref().expect("allocated above").binding()?) } else { None };
+            let mut storage: Vec<Range> = bound
+                .iter()
+                .map(|(at, offset, size)| Range { buffer: &at.buffer, offset: at.offset + offset, size: *size })
+                .collect();
+            if let Some(at) = &ws {
+                storage.push(Range { buffer: &at.buffer, offset: at.offset, size: binding_size(op.workspace)? });
             }
             let uniform = bind::op_uniform(gpu, op, &pipeline)?;
             let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
@@ -486,6 +508,7 @@ impl Executor {
             weights: Mutex::new(weights),
             uniforms,
             workspace,
+            _pinned: pinned,
             place,
             steps,
             deferred,
@@ -520,10 +543,12 @@ impl Executor {
         region(&self.slabs, self.constants.as_ref(), None, slab)
     }
 
-    fn range(&self, tensor: usize) -> Result<(&wgpu::Buffer, u64, u64)> {
+    /// A placed tensor's buffer range. Slabs and constants are pinned while the executor
+    /// lives (`_pinned`), so the place outlasts the lookup.
+    fn range(&self, tensor: usize) -> Result<(Arc<wgpu::Buffer>, u64, u64)> {
         let p = self.place[tensor].ok_or_else(|| Error::Internal("tensor without placement".into()))?;
-        let (buffer, base, _) = self.region(p.slab).binding()?;
-        Ok((buffer, base + p.offset, binding_size(self.graph.tensors[tensor].size)?))
+        let at = self.region(p.slab).binding()?;
+        Ok((at.buffer.clone(), at.offset + p.offset, binding_size(self.graph.tensors[tensor].size)?))
     }
 
     /// Runs the graph on `inputs` (every input tensor, exact byte length) and returns the outputs.
@@ -586,8 +611,8 @@ impl Executor {
                 slab.copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
                 if moved < t.size {
                     // The rest is zero, as host inputs are padded.
-                    let (buffer, base, _) = slab.binding()?;
-                    stream.encoder()?.clear_buffer(buffer, base + p.offset + moved, Some(size - moved));
+                    let at = slab.binding()?;
+                    stream.encoder()?.clear_buffer(&at.buffer, at.offset + p.offset + moved, Some(size - moved));
                 }
                 continue;
             }
@@ -640,7 +665,7 @@ impl Executor {
                 src_block: None,
                 dst_block: None,
             };
-            stream.encode_copy(buffer, offset, &self.readback, at, size, info)?;
+            stream.encode_copy(&buffer, offset, &self.readback, at, size, info)?;
         }
         let event = stream.submit()?;
         for block in staging {
@@ -702,38 +727,38 @@ impl Executor {
             }
             let mut last = lock(&d.last);
             // Block ids are never reused, so the same ids mean the same live ranges.
-            if let Some((_, step)) = last.as_ref().filter(|(kept, _)| *kept == ids) {
-                out.push(Some(step.clone()));
+            if let Some(kept) = last.as_ref().filter(|kept| kept.ids == ids) {
+                out.push(Some(kept.step.clone()));
                 continue;
             }
-            let storage = d
+            // Pinned while the step is kept: its bind group names these places.
+            let held = d
                 .storage
                 .iter()
                 .map(|b| {
-                    let (buffer, offset, size) = match *b {
+                    Ok(match *b {
                         Binding::Placed { slab, offset, size } => {
-                            let region = region(&self.slabs, self.constants.as_ref(), weights, slab);
-                            let (buffer, base, _) = region.binding()?;
-                            (buffer, base + offset, size)
+                            (region(&self.slabs, self.constants.as_ref(), weights, slab).binding()?, offset, size)
                         }
-                        Binding::External { tensor, size } => {
-                            let (buffer, base, _) = block_of(tensor)?.binding()?;
-                            (buffer, base, size)
-                        }
+                        Binding::External { tensor, size } => (block_of(tensor)?.binding()?, 0, size),
                         Binding::Workspace { size } => {
-                            let (buffer, base, _) = self.workspace.as_ref().expect("allocated at compile").binding()?;
-                            (buffer, base, size)
+                            (self.workspace.as_ref().expect("allocated at compile").binding()?, 0, size)
                         }
-                    };
-                    Ok(Range { buffer, offset, size })
+                    })
                 })
                 .collect::<Result<Vec<_>>>()?;
+            let storage: Vec<Range> = held
+                .iter()
+                .map(|(at, offset, size)| Range { buffer: &at.buffer, offset: at.offset + offset, size: *size })
+                .collect();
             let uniform = d.uniform.map(|u| &self.uniforms[u]);
             let bind_group = bind::bind_group(&self.gpu, &d.name, &d.pipeline, &storage, uniform)?;
+            drop(storage);
             lock(&self.stats).bind_groups_created += 1;
             let step =
                 Arc::new(Step { pipeline: d.pipeline.clone(), bind_group, dispatch: d.dispatch, name: d.name.clone() });
-            *last = Some((ids, step.clone()));
+            *last =
+                Some(KeptStep { ids, step: step.clone(), _places: held.into_iter().map(|(at, _, _)| at).collect() });
             out.push(Some(step));
         }
         Ok(out)
@@ -784,7 +809,7 @@ impl Executor {
         for t in g.inputs() {
             let r = g.index[&t.id];
             let (buffer, offset, size) = self.range(r)?;
-            snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
+            snapshots.insert(r, self.gpu.submit_readback(&buffer, offset, size, None)?.finish().await?);
         }
         for (k, op) in g.ops.iter().enumerate() {
             // Tensors this op brings to life (not views of inputs, which exist from the start).
@@ -799,7 +824,7 @@ impl Executor {
             for &r in &outs {
                 let (buffer, offset, size) = self.range(r)?;
                 let poison: Vec<u8> = (0..size).map(|b| [0xde, 0xad, 0xbe, 0xef][(b % 4) as usize]).collect();
-                self.gpu.queue().write_buffer(buffer, offset, &poison);
+                self.gpu.queue().write_buffer(&buffer, offset, &poison);
             }
             if let Some(step) = steps[k] {
                 bind::encode(stream, &[step])?;
@@ -815,7 +840,7 @@ impl Executor {
                 snapshots.keys().copied().filter(|&r| g.last[r] >= k && written.binary_search(&r).is_err()).collect();
             for r in live {
                 let (buffer, offset, size) = self.range(r)?;
-                let now = self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?;
+                let now = self.gpu.submit_readback(&buffer, offset, size, None)?.finish().await?;
                 if now != snapshots[&r] {
                     return Err(Error::PlanInvalid(format!(
                         "op '{}' (#{k}) overwrote live tensor '{}': the plan places overlapping live tensors",
@@ -827,7 +852,7 @@ impl Executor {
             written.retain(|&r| g.tensors[r].kind != TensorKind::External);
             for &r in written.iter().filter(|&&r| !matches!(g.tensors[r].kind, TensorKind::Param)) {
                 let (buffer, offset, size) = self.range(r)?;
-                snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
+                snapshots.insert(r, self.gpu.submit_readback(&buffer, offset, size, None)?.finish().await?);
             }
             snapshots.retain(|&r, _| g.last[r] > k || g.tensors[r].kind == TensorKind::Output);
         }

@@ -96,12 +96,12 @@ impl Stream {
         }
         check_workgroups(&gpu, &workgroups, &format!("dispatch of '{}'", kernel.name))?;
         let limits = gpu.limits();
-        let mut ranges = Vec::with_capacity(blocks.len());
+        // The blocks stay where they are until they are recorded on the stream (below).
+        let mut bound = Vec::with_capacity(blocks.len());
         for (i, b) in blocks.iter().enumerate() {
             if !Arc::ptr_eq(&gpu.shared, &b.heap().gpu().shared) {
                 return Err(Error::invalid(format!("dispatch: block {i} belongs to another device")));
             }
-            let (buffer, offset, _) = b.binding()?;
             let size = binding_size(b.requested_size())?;
             if size > limits.max_storage_buffer_binding_size {
                 return Err(Error::invalid(format!(
@@ -109,8 +109,10 @@ impl Stream {
                     limits.max_storage_buffer_binding_size
                 )));
             }
-            ranges.push(Range { buffer, offset, size });
+            bound.push((b.binding()?, size));
         }
+        let ranges: Vec<Range> =
+            bound.iter().map(|(at, size)| Range { buffer: &at.buffer, offset: at.offset, size: *size }).collect();
         // The uniform's scalar block is freed with this stream recorded, so it is reused
         // only after the dispatch ran.
         let uniform = uniform.map(|u| uniform_block(&gpu, u)).transpose()?;
@@ -124,6 +126,7 @@ impl Stream {
         for b in blocks.iter().copied().chain(uniform.as_ref()) {
             b.record_stream(self)?;
         }
+        drop(bound);
         if let Some(u) = uniform {
             u.free()?;
         }

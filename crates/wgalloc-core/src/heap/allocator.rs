@@ -6,12 +6,21 @@
 //! - on a miss, the arena's idle segments are released before the new segment is sized
 //!   (`pool::segment_size`), so their bytes come back as part of one larger segment;
 //! - when an arena's last block is freed while it holds several segments, its next malloc
-//!   first merges them into one of their total size (between the requests of a serving
-//!   loop, so the next request finds one contiguous range instead of scattered holes), if
-//!   there are at least three of at least 16 MiB together.
+//!   first merges them into one (between the requests of a serving loop, so the next request
+//!   finds one contiguous range instead of scattered holes), if there are at least three of
+//!   at least 16 MiB together; the merged segment is their total, capped by the growth budget
+//!   of the largest live set so far (`pool::merged_size`).
 //!
 //! Blocks go to the newest segment of their size class (`size_bins`), so older segments
 //! drain and become replaceable.
+//!
+//! When a large device request (above 1 MiB; smaller ones grow small segments) finds enough
+//! free bytes but no range large enough, the heap first *compacts*: it moves live blocks from the emptiest segments' highest offsets into
+//! free ranges of fuller segments (VMA's defragmentation order), with one queued copy, until a
+//! range fits. Only blocks nothing can be using at their old place move: not pinned (an
+//! operation between looking up the block's place and submitting its work, or a cached bind
+//! group), not held, no pending free, and no stream with recorded, unsubmitted work on them.
+//! A segment cannot copy into itself in WebGPU, so blocks move between segments only.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,7 +29,7 @@ use std::time::Duration;
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
 use super::stats::HeapStats;
-use super::storage::SegmentStorage;
+use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
 use crate::completion::Tracker;
 use crate::error::{align_up, Error, Result};
@@ -81,10 +90,14 @@ struct BlockRec {
     /// Operations in flight that will still submit work on the block (a download's later
     /// pieces): a free defers until the last one ended, whatever has completed.
     holds: u32,
+    /// Users of the block's current place (see [`HeapCore::pin`]): it does not move meanwhile.
+    pins: u32,
 }
 
 /// Free lists: device, shared and scalar arenas (see [`PoolKind::arena`]).
 const ARENAS: usize = 3;
+/// The arena compaction works in: shared blocks may be mapped by the host, scalar ones are small.
+const DEVICE_ARENA: usize = 0;
 
 struct State<S: SegmentStorage> {
     storage: S,
@@ -94,6 +107,8 @@ struct State<S: SegmentStorage> {
     arena_segments: [u32; ARENAS],
     /// Arenas (bits) whose segments are merged at their next malloc: they went idle holding several.
     merge_pending: u8,
+    /// Most bytes allocated at once so far (unlike the stats' peak, callers cannot reset it).
+    live_peak: u64,
     blocks: IdMap<u64, BlockRec>,
     pending: Vec<u64>,
     stats: HeapStats,
@@ -141,6 +156,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                 free: Default::default(),
                 arena_segments: [0; ARENAS],
                 merge_pending: 0,
+                live_peak: 0,
                 blocks: IdMap::default(),
                 pending: Vec::new(),
                 stats: HeapStats::default(),
@@ -268,7 +284,11 @@ impl<S: SegmentStorage> HeapCore<S> {
         pool: PoolKind,
         fresh: Option<u32>,
     ) -> Placement<S::Segment> {
-        let Some((segment, offset, range)) = st.free[pool.arena()].take(aligned) else {
+        let mut taken = st.free[pool.arena()].take(aligned);
+        if taken.is_none() && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
+            taken = self.compact(st, aligned).then(|| st.free[DEVICE_ARENA].take(aligned)).flatten();
+        }
+        let Some((segment, offset, range)) = taken else {
             // Idle segments of the arena were no use: their bytes go into the new one.
             self.release_arena_idle(st, pool.arena());
             let arena = arena_figures(&st.stats, pool.arena());
@@ -294,6 +314,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                 shape: None,
                 last_use: 0,
                 holds: 0,
+                pins: 0,
                 streams: Vec::new(),
                 pending: None,
             },
@@ -306,6 +327,8 @@ impl<S: SegmentStorage> HeapCore<S> {
             stats.cache_hits += 1;
         }
         stats.allocated_bytes.add(aligned);
+        st.live_peak = st.live_peak.max(stats.allocated_bytes.current);
+        let stats = &mut st.stats;
         stats.requested_bytes.add(requested);
         stats.active_blocks.add(1);
         let p = stats.pool_mut(pool);
@@ -326,6 +349,148 @@ impl<S: SegmentStorage> HeapCore<S> {
         Placement::Block(Allocation { id, segment: handle, offset, size: aligned, requested, pool })
     }
 
+    /// Moves live device blocks out of the emptiest segments into free ranges of fuller ones
+    /// until a free range of `need` bytes exists (or nothing more can move). Returns whether
+    /// any block moved.
+    fn compact(&self, st: &mut State<S>, need: u64) -> bool {
+        let arena = DEVICE_ARENA;
+        let mut live: HashMap<u32, u64> = HashMap::new();
+        for b in st.blocks.values().filter(|b| b.pool.arena() == arena) {
+            *live.entry(b.segment).or_default() += b.size;
+        }
+        // Fullest first: blocks move towards the front of this order.
+        let mut order: Vec<(u64, u32)> = st
+            .segments
+            .iter()
+            .filter(|(_, s)| s.pool.arena() == arena && !s.dedicated)
+            .map(|(&id, _)| (live.get(&id).copied().unwrap_or(0), id))
+            .collect();
+        if order.len() < 2 {
+            return false;
+        }
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let rank: HashMap<u32, usize> = order.iter().enumerate().map(|(i, &(_, id))| (id, i)).collect();
+        let mut candidates: Vec<(usize, u64, u64)> = st
+            .blocks
+            .iter()
+            .filter(|(_, b)| b.pool.arena() == arena && movable(b))
+            .filter_map(|(&id, b)| Some((*rank.get(&b.segment)?, b.offset, id)))
+            .collect();
+        // From the back: the emptiest segment's highest block first.
+        candidates.sort_unstable_by(|a, b| b.cmp(a));
+
+        // Plan on a copy of the free ranges, so a failed copy changes nothing.
+        let mut ranges: Vec<Vec<(u64, u64)>> =
+            order.iter().map(|&(_, id)| st.free[arena].segment_ranges(id).collect()).collect();
+        let mut largest = ranges.iter().flatten().map(|r| r.1).max().unwrap_or(0);
+        let mut plan: Vec<(u64, usize, u64)> = Vec::new();
+        for (from, offset, id) in candidates {
+            if largest >= need {
+                break;
+            }
+            let size = st.blocks[&id].size;
+            // The tightest free range in a fuller segment.
+            let fit = ranges[..from]
+                .iter()
+                .enumerate()
+                .flat_map(|(seg, rs)| rs.iter().enumerate().map(move |(i, r)| (r.1, seg, i)))
+                .filter(|&(free, _, _)| free >= size)
+                .min();
+            let Some((_, to, i)) = fit else { continue };
+            let (at, free) = ranges[to][i];
+            ranges[to][i] = (at + size, free - size);
+            // The block's old range becomes free (merged with free neighbours).
+            let rs = &mut ranges[from];
+            let mut start = offset;
+            let mut end = offset + size;
+            rs.retain(|&(o, s)| {
+                if o + s == start {
+                    start = o;
+                    false
+                } else if o == end {
+                    end = o + s;
+                    false
+                } else {
+                    true
+                }
+            });
+            let k = rs.partition_point(|r| r.0 < start);
+            rs.insert(k, (start, end - start));
+            largest = ranges.iter().flatten().map(|r| r.1).max().unwrap_or(0);
+            plan.push((id, to, at));
+        }
+        if plan.is_empty() {
+            return false;
+        }
+        let moves: Vec<BlockMove<S::Segment>> = plan
+            .iter()
+            .map(|&(id, to, at)| {
+                let b = &st.blocks[&id];
+                BlockMove {
+                    from: st.segments[&b.segment].handle.clone(),
+                    from_offset: b.offset,
+                    to: st.segments[&order[to].1].handle.clone(),
+                    to_offset: at,
+                    size: b.size,
+                }
+            })
+            .collect();
+        if st.storage.copy(&moves).is_err() {
+            // Nothing moved: the request gets a segment of its own as before.
+            return false;
+        }
+        for (id, to, at) in plan {
+            let to = order[to].1;
+            let rec = &st.blocks[&id];
+            let (from, old, size, pool) = (rec.segment, rec.range, rec.size, rec.pool);
+            let range = st.free[arena].take_front(to, at, size).expect("planned range is free");
+            st.free[arena].give_back(old);
+            st.segments.get_mut(&from).expect("block's segment").live_blocks -= 1;
+            st.segments.get_mut(&to).expect("target segment").live_blocks += 1;
+            let rec = st.blocks.get_mut(&id).expect("planned block");
+            rec.segment = to;
+            rec.offset = at;
+            rec.range = range;
+            st.stats.blocks_moved += 1;
+            st.stats.bytes_moved += size;
+            self.emit(
+                st,
+                HeapEvent {
+                    kind: HeapEventKind::Moved,
+                    block_id: Some(id),
+                    segment_id: Some(to),
+                    offset: Some(at),
+                    size,
+                    pool,
+                },
+            );
+        }
+        true
+    }
+
+    /// The segment and offset of live block `id`, which stays there until [`HeapCore::unpin`]
+    /// (compaction passes it by). Every operation that records work on a block looks its place
+    /// up this way and unpins once the work is submitted or recorded on a stream.
+    pub fn pin(&self, id: u64) -> Result<(S::Segment, u64)> {
+        let mut st = self.state();
+        let st = &mut *st;
+        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        rec.pins += 1;
+        Ok((st.segments[&rec.segment].handle.clone(), rec.offset))
+    }
+
+    /// Where live block `id` is now.
+    pub fn offset(&self, id: u64) -> Result<u64> {
+        let st = self.state();
+        st.blocks.get(&id).filter(|r| r.pending.is_none()).map(|r| r.offset).ok_or_else(|| freed(id))
+    }
+
+    pub fn unpin(&self, id: u64) {
+        if let Some(rec) = self.state().blocks.get_mut(&id) {
+            rec.pins = rec.pins.saturating_sub(1);
+        }
+    }
+
     /// Releases the arena's idle segments. Returns the bytes released.
     fn release_arena_idle(&self, st: &mut State<S>, arena: usize) -> u64 {
         let idle: Vec<u32> = st
@@ -337,7 +502,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         idle.into_iter().map(|id| self.release_segment(st, id)).sum()
     }
 
-    /// Replaces the idle segments of `pool`'s arena by one segment of their total size, when
+    /// Replaces the idle segments of `pool`'s arena by one segment of their total size (at
+    /// most the growth budget of the largest live set so far, see `pool::merged_size`), when
     /// they are several and large enough for the driver call to pay off.
     fn merge_idle_segments(&self, st: &mut State<S>, pool: PoolKind) {
         let arena = pool.arena();
@@ -347,7 +513,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         if count < MERGE_MIN_SEGMENTS || bytes < MERGE_MIN_BYTES {
             return;
         }
-        let size = self.release_arena_idle(st, arena).min(self.limits.max_buffer_size);
+        let idle = self.release_arena_idle(st, arena);
+        let size = pool::merged_size(idle, st.live_peak).min(self.limits.max_buffer_size);
         // Best effort: if the driver refuses, the next malloc sizes a segment as usual.
         if size > 0 && self.fits_high_watermark(st, size) {
             let _ = self.create_segment(st, pool, size, false);
@@ -768,7 +935,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         let wanted = match kind {
             HeapEventKind::Allocated | HeapEventKind::AllocationFailed => mask & debug::ALLOCATIONS != 0,
             HeapEventKind::Recycled => mask & (debug::RECYCLES | debug::ALLOCATIONS) != 0,
-            HeapEventKind::Freed | HeapEventKind::Released => mask & debug::RELEASES != 0,
+            HeapEventKind::Freed | HeapEventKind::Released | HeapEventKind::Moved => mask & debug::RELEASES != 0,
         };
         let large = matches!(pool, PoolKind::DeviceLarge | PoolKind::SharedLarge);
         if !wanted || (mask & debug::LARGE_ONLY != 0 && !large) {
@@ -817,6 +984,15 @@ impl<S: SegmentStorage> Drop for HeapCore<S> {
 /// every block waits for work recorded but not yet submitted on any stream, and for operations
 /// that still hold it. (A block's uses are all on its own device's queue: streams of another
 /// device are refused by `record_stream`.)
+/// Whether nothing can be using block `rec` at its current place (see [`HeapCore::compact`]).
+fn movable(rec: &BlockRec) -> bool {
+    rec.pins == 0
+        && rec.holds == 0
+        && rec.pending.is_none()
+        && !rec.pool.is_shared()
+        && rec.streams.iter().all(|m| !m.has_unsubmitted())
+}
+
 fn reusable(rec: &BlockRec, uses: &[StreamUse], completed: u64) -> bool {
     if rec.holds > 0 {
         return false;

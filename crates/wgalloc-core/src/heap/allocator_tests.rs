@@ -292,3 +292,114 @@ fn snapshot_tiles_every_segment() {
         assert_eq!(end, seg.size);
     }
 }
+
+/// Two segments: the first holds `a` and `c` around a 4 MiB hole, the second `e` after a 4 MiB
+/// hole. A 9 MiB request then finds 12.8 MiB free but no range of 9 MiB.
+fn fragmented() -> (HeapCore<CpuStorage>, [super::Allocation<super::CpuSegment>; 3]) {
+    let (h, _) = heap(None, 1 << 30);
+    let a = h.malloc(4 * MIB, Usage::Device).unwrap();
+    let b = h.malloc(4 * MIB, Usage::Device).unwrap();
+    let c = h.malloc(4 * MIB, Usage::Device).unwrap();
+    let d = h.malloc(4 * MIB, Usage::Device).unwrap();
+    let e = h.malloc(4 * MIB, Usage::Device).unwrap();
+    assert_eq!([a.segment, b.segment, c.segment], [a.segment; 3], "the first segment holds 12 MiB");
+    assert!(d.segment != a.segment && e.segment == d.segment);
+    h.free(b.id).unwrap();
+    h.free(d.id).unwrap();
+    (h, [a, c, e])
+}
+
+fn assert_disjoint(h: &HeapCore<CpuStorage>) {
+    for seg in h.snapshot() {
+        let mut end = 0;
+        for &(_, offset, size, _) in &seg.blocks {
+            assert!(offset >= end, "ranges overlap in segment {}: {:?}", seg.id, seg.blocks);
+            end = offset + size;
+        }
+        assert!(end <= seg.size);
+    }
+}
+
+#[test]
+fn a_fragmented_miss_moves_a_block_instead_of_growing() {
+    let (h, [a, _, e]) = fragmented();
+    let before = h.stats();
+    let big = h.malloc(9 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!(s.driver_allocations, before.driver_allocations, "no new segment");
+    assert_eq!((s.blocks_moved, s.bytes_moved), (1, 4 * MIB));
+    assert_eq!(h.with_storage(|st| st.moved()), 4 * MIB, "the store copied the block's bytes");
+    let moved = h.block_info(e.id).unwrap();
+    assert_eq!((moved.segment_id, moved.offset), (h.block_info(a.id).unwrap().segment_id, 4 * MIB));
+    assert_eq!((big.segment, big.offset), (e.segment, 0), "the request took the emptied segment");
+    assert_eq!(h.offset(e.id).unwrap(), 4 * MIB);
+    assert_disjoint(&h);
+}
+
+#[test]
+fn pinned_held_and_unsubmitted_blocks_stay_put() {
+    // Pinned (an operation between looking up the place and submitting its work).
+    let (h, [_, _, e]) = fragmented();
+    let (segment, offset) = h.pin(e.id).unwrap();
+    assert_eq!((segment, offset), (e.segment, e.offset));
+    let before = h.stats().driver_allocations;
+    h.malloc(9 * MIB, Usage::Device).unwrap();
+    assert_eq!(h.stats().driver_allocations, before + 1, "a new segment instead");
+    assert_eq!((h.stats().blocks_moved, h.offset(e.id).unwrap()), (0, e.offset));
+    h.unpin(e.id);
+    assert_disjoint(&h);
+
+    // Held (a download's later pieces).
+    let (h, [_, _, e]) = fragmented();
+    h.hold(e.id).unwrap();
+    h.malloc(9 * MIB, Usage::Device).unwrap();
+    assert_eq!(h.stats().blocks_moved, 0);
+    h.release_hold(e.id);
+
+    // Recorded on a stream whose work is not submitted yet, then after the submit.
+    let (h, [_, _, e]) = fragmented();
+    let marks = Arc::new(StreamMarks::default());
+    h.record_stream(e.id, &marks).unwrap();
+    marks.recorded();
+    h.malloc(9 * MIB, Usage::Device).unwrap();
+    assert_eq!(h.stats().blocks_moved, 0, "the stream's work names the block's place");
+    marks.submitted(1);
+    let again = h.malloc(9 * MIB, Usage::Device);
+    assert!(again.is_ok());
+    assert_disjoint(&h);
+}
+
+#[test]
+fn random_traffic_with_compaction_never_overlaps() {
+    let (h, _) = heap(None, 1 << 30);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut live = Vec::new();
+    for step in 0..4000 {
+        if next(3) != 0 || live.is_empty() {
+            let size = match next(3) {
+                0 => 256 * (1 + next(64)),
+                1 => MIB + next(8 * MIB),
+                _ => 2 * MIB * (1 + next(8)),
+            };
+            let a = h.malloc(size, Usage::Device).unwrap();
+            if next(5) == 0 {
+                h.pin(a.id).unwrap();
+            }
+            live.push(a.id);
+        } else {
+            let i = next(live.len() as u64) as usize;
+            h.free(live.swap_remove(i)).unwrap();
+        }
+        if step % 97 == 0 {
+            assert_disjoint(&h);
+        }
+    }
+    assert!(h.stats().blocks_moved > 0, "the traffic made the heap compact");
+    assert_disjoint(&h);
+}

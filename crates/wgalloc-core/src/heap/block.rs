@@ -1,5 +1,9 @@
 //! `DeviceBlock`: the handle to one heap block. Dropping it without `free()`
 //! returns the block to its pool (the GC safety net for JS handles).
+//!
+//! A block does not keep its buffer and offset: the heap may move it to make room (see
+//! `allocator`), so every operation asks for its place with [`DeviceBlock::binding`], which
+//! pins it there until the operation's work is submitted or recorded on a stream.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -12,8 +16,6 @@ use crate::transfer::{aligned_range, check_copy_source};
 pub struct DeviceBlock {
     heap: Heap,
     id: u64,
-    buffer: Arc<wgpu::Buffer>,
-    offset: u64,
     size: u64,
     requested: u64,
     pool: PoolKind,
@@ -59,16 +61,8 @@ impl std::fmt::Debug for DeviceBlock {
 
 impl DeviceBlock {
     /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
-    pub(crate) fn new(
-        heap: Heap,
-        id: u64,
-        buffer: Arc<wgpu::Buffer>,
-        offset: u64,
-        size: u64,
-        requested: u64,
-        pool: PoolKind,
-    ) -> Self {
-        DeviceBlock { heap, id, buffer, offset, size, requested, pool, state: AtomicU32::new(0) }
+    pub(crate) fn new(heap: Heap, id: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
+        DeviceBlock { heap, id, size, requested, pool, state: AtomicU32::new(0) }
     }
 
     pub fn id(&self) -> u64 {
@@ -84,9 +78,10 @@ impl DeviceBlock {
         self.requested
     }
 
-    /// Offset of the block inside its segment buffer.
-    pub fn offset(&self) -> u64 {
-        self.offset
+    /// Offset of the block inside its segment buffer now (compaction may move it later).
+    pub fn offset(&self) -> Result<u64> {
+        self.live()?;
+        self.heap.core.offset(self.id)
     }
 
     pub fn pool(&self) -> PoolKind {
@@ -103,11 +98,6 @@ impl DeviceBlock {
         &self.heap
     }
 
-    /// The segment buffer (whatever the block's state: callers check or hold it).
-    pub(crate) fn buffer(&self) -> &Arc<wgpu::Buffer> {
-        &self.buffer
-    }
-
     fn live(&self) -> Result<()> {
         if self.is_freed() {
             return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
@@ -115,10 +105,13 @@ impl DeviceBlock {
         Ok(())
     }
 
-    /// The segment buffer and the block's offset in it, for binding (`offset..offset+size`).
-    pub fn binding(&self) -> Result<(&wgpu::Buffer, u64, u64)> {
+    /// The segment buffer and the block's offset in it (`offset..offset + size`), pinned
+    /// there until the binding drops: keep it until the work using it is submitted, or
+    /// recorded on a stream and the block recorded with [`DeviceBlock::record_stream`].
+    pub fn binding(&self) -> Result<BlockBinding> {
         self.live()?;
-        Ok((&self.buffer, self.offset, self.size))
+        let (buffer, offset) = self.heap.core.pin(self.id)?;
+        Ok(BlockBinding { heap: self.heap.clone(), id: self.id, buffer, offset, size: self.size })
     }
 
     pub fn info(&self) -> Result<BlockInfo> {
@@ -137,7 +130,9 @@ impl DeviceBlock {
         self.live()?;
         self.heap.gpu.check_alive()?;
         let padded = aligned_range(offset, data.len() as u64, self.requested, "block write")?;
-        self.heap.gpu.write_words(&self.buffer, self.offset + offset, data, padded, "block write", Some(self.id))
+        // Queued writes run before the next submission, a move's copy included.
+        let at = self.binding()?;
+        self.heap.gpu.write_words(&at.buffer, at.offset + offset, data, padded, "block write", Some(self.id))
     }
 
     /// Reads `len` bytes at `offset` (any alignment) once all earlier work completed.
@@ -158,7 +153,8 @@ impl DeviceBlock {
                 self.requested
             )));
         }
-        let readback = self.heap.gpu.submit_readback(&self.buffer, self.offset + offset, len, Some(self.id))?;
+        let at = self.binding()?;
+        let readback = self.heap.gpu.submit_readback(&at.buffer, at.offset + offset, len, Some(self.id))?;
         self.heap.record_use(self.id, readback.event.seq());
         Ok(readback)
     }
@@ -204,14 +200,8 @@ impl DeviceBlock {
             src_block: Some(src.id),
             dst_block: Some(self.id),
         };
-        stream.encode_copy(
-            &src.buffer,
-            src.offset + src_offset,
-            &self.buffer,
-            self.offset + dst_offset,
-            padded,
-            info,
-        )?;
+        let (from, to) = (src.binding()?, self.binding()?);
+        stream.encode_copy(&from.buffer, from.offset + src_offset, &to.buffer, to.offset + dst_offset, padded, info)?;
         self.record_stream(stream)?;
         src.record_stream(stream)
     }
@@ -268,6 +258,28 @@ impl DeviceBlock {
                 Err(now) => state = now,
             }
         }
+    }
+}
+
+/// A block's place, pinned while an operation records work on it (see [`DeviceBlock::binding`]).
+pub struct BlockBinding {
+    heap: Heap,
+    id: u64,
+    pub buffer: Arc<wgpu::Buffer>,
+    pub offset: u64,
+    /// Allocated bytes.
+    pub size: u64,
+}
+
+impl std::fmt::Debug for BlockBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockBinding").field("block", &self.id).field("offset", &self.offset).finish()
+    }
+}
+
+impl Drop for BlockBinding {
+    fn drop(&mut self) {
+        self.heap.core.unpin(self.id);
     }
 }
 

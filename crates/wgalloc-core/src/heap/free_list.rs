@@ -79,10 +79,16 @@ impl FreeList {
     pub fn take(&mut self, size: u64) -> Option<(u32, u64, RangeId)> {
         let found = self.by_size.best_fit(size)?;
         let n = found.node;
-        if found.size > size {
-            // The node keeps the front; a new node after it holds the free tail, which
-            // takes the found range's place in the size index.
-            let node = self.nodes[n as usize];
+        self.split(n, self.nodes[n as usize], size, &found);
+        self.free_bytes -= size;
+        Some((found.segment, found.offset, RangeId(n)))
+    }
+
+    /// Marks the first `size` bytes of free node `n` (indexed as `found`) taken; a new node
+    /// after it holds the free tail, which takes the found range's place in the size index.
+    #[inline]
+    fn split(&mut self, n: u32, node: Node, size: u64, found: &FreeRange) {
+        if node.size > size {
             let tail = self.new_node(Node {
                 segment: node.segment,
                 offset: node.offset + size,
@@ -97,13 +103,28 @@ impl FreeList {
             let front = &mut self.nodes[n as usize];
             front.next = tail;
             front.size = size;
-            self.by_size.replace(&found, self.range(tail));
+            self.by_size.replace(found, self.range(tail));
         } else {
-            self.by_size.remove(&found);
+            self.by_size.remove(found);
         }
         self.nodes[n as usize].free = false;
+    }
+
+    /// Takes `size` bytes at the start of the free range at `offset` in `segment` (where a
+    /// moved block goes). None unless a free range of at least `size` bytes starts there.
+    pub fn take_front(&mut self, segment: u32, offset: u64, size: u64) -> Option<RangeId> {
+        let mut n = self.heads.get(&segment).copied().unwrap_or(NIL);
+        while n != NIL && self.nodes[n as usize].offset < offset {
+            n = self.nodes[n as usize].next;
+        }
+        let node = *self.nodes.get(n as usize)?;
+        if node.offset != offset || !node.free || node.size < size {
+            return None;
+        }
+        let found = self.range(n);
+        self.split(n, node, size, &found);
         self.free_bytes -= size;
-        Some((found.segment, found.offset, RangeId(n)))
+        Some(RangeId(n))
     }
 
     pub fn give_back(&mut self, id: RangeId) {

@@ -24,13 +24,13 @@ use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 pub use allocator::{Allocation, HeapCore, HeapLimits};
-pub use block::{BlockLease, DeviceBlock};
+pub use block::{BlockBinding, BlockLease, DeviceBlock};
 pub use config::{debug, Watermarks};
 pub use free_list::FreeList;
 pub use id_hash::IdHasher;
 pub use pool::{PoolKind, Usage};
 pub use stats::{HeapStats, PoolStats, Stat};
-pub use storage::{CpuSegment, CpuStorage, SegmentStorage, WgpuStorage};
+pub use storage::{BlockMove, CpuSegment, CpuStorage, SegmentStorage, WgpuStorage};
 
 use crate::context::Gpu;
 use crate::error::Result;
@@ -49,6 +49,9 @@ pub enum HeapEventKind {
     Released,
     /// An allocation failed (the caller may free memory and retry).
     AllocationFailed,
+    /// A live block was moved to another segment to make room (`segment_id` and `offset` say
+    /// where it is now).
+    Moved,
 }
 
 impl HeapEventKind {
@@ -59,6 +62,7 @@ impl HeapEventKind {
             HeapEventKind::Freed => "FREED",
             HeapEventKind::Released => "RELEASED",
             HeapEventKind::AllocationFailed => "ALLOCATION_FAILED",
+            HeapEventKind::Moved => "MOVED",
         }
     }
 }
@@ -140,7 +144,7 @@ impl DeviceHeapCore {
             max_binding: limits.max_storage_buffer_binding_size,
             budget: gpu.memory_budget().bytes,
         };
-        let storage = WgpuStorage::new(gpu.device().clone(), gpu.has_feature(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS));
+        let storage = WgpuStorage::new(gpu, gpu.has_feature(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS));
         Ok(HeapCore::new(
             storage,
             gpu.shared.tracker.clone(),
@@ -208,14 +212,20 @@ impl Heap {
 
     /// Allocates a block of at least `size` bytes.
     pub fn malloc(&self, size: u64, usage: Usage) -> Result<DeviceBlock> {
+        self.malloc_placed(size, usage).map(|(block, _)| block)
+    }
+
+    /// [`Heap::malloc`], and the block's offset at allocation (it may move later, see
+    /// [`DeviceBlock::binding`]).
+    pub fn malloc_placed(&self, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
         let a = self.core.malloc(size, usage)?;
-        Ok(DeviceBlock::new(self.clone(), a.id, a.segment, a.offset, a.size, a.requested, a.pool))
+        Ok((DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool), a.offset))
     }
 
     /// A block from the scalar pool already holding `value` (uniform-bindable).
     pub fn alloc_scalar(&self, value: &[u8]) -> Result<DeviceBlock> {
         let a = self.core.malloc_scalar(value.len() as u64)?;
-        let block = DeviceBlock::new(self.clone(), a.id, a.segment, a.offset, a.size, a.requested, a.pool);
+        let block = DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool);
         block.write(value, 0)?;
         Ok(block)
     }

@@ -153,14 +153,23 @@ pub fn segment_size(
             SMALL_SECOND_FACTOR * arena.reserved
         }
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
-        _ => {
-            let need = arena.live + aligned_size;
-            let budget = (LIVE_FACTOR * need as f64) as u64 + MAX_SLACK.min(SLACK_PER_LIVE * need);
-            budget.saturating_sub(arena.reserved)
-        }
+        _ => growth_budget(arena.live + aligned_size).saturating_sub(arena.reserved),
     };
     let size = size.max(aligned_size).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE);
     (size.min(max_buffer_size).max(aligned_size), false)
+}
+
+/// What an arena may hold for `live` bytes: `LIVE_FACTOR` x live plus the slack.
+fn growth_budget(live: u64) -> u64 {
+    (LIVE_FACTOR * live as f64) as u64 + MAX_SLACK.min(SLACK_PER_LIVE * live)
+}
+
+/// The segment an idle arena's `idle` bytes of segments merge into: their total, but no more
+/// than the growth budget of the most bytes ever live at once (`live_peak`). Idle segments
+/// carry the last request's fragmentation; one contiguous segment needs less, and compaction
+/// fixes a later fragmented miss.
+pub fn merged_size(idle: u64, live_peak: u64) -> u64 {
+    idle.min(growth_budget(live_peak).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE))
 }
 
 #[cfg(test)]
@@ -193,6 +202,12 @@ mod tests {
         assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 70 * MIB), 22 * MIB);
         // Fragmentation: the budget is spent, the request still gets a segment of its size.
         assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 200 * MIB), 20 * MIB);
+    }
+
+    #[test]
+    fn a_merge_takes_at_most_the_budget_of_the_live_peak() {
+        assert_eq!(merged_size(30 * MIB, 40 * MIB), 30 * MIB, "the idle total when smaller");
+        assert_eq!(merged_size(134 * MIB, 100 * MIB), 113 * MIB, "1.05 x 100 MiB + 8 MiB");
     }
 
     #[test]

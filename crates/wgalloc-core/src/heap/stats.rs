@@ -66,6 +66,9 @@ pub struct HeapStats {
     pub ooms: u64,
     /// Garbage collections triggered by the low watermark.
     pub gc_runs: u64,
+    /// Live blocks moved to another segment to make room (compaction), and their bytes.
+    pub blocks_moved: u64,
+    pub bytes_moved: u64,
     pub pools: [PoolStats; 5],
 }
 
@@ -100,6 +103,8 @@ impl HeapStats {
         self.retries = 0;
         self.ooms = 0;
         self.gc_runs = 0;
+        self.blocks_moved = 0;
+        self.bytes_moved = 0;
     }
 
     fn stats_mut(&mut self) -> impl Iterator<Item = &mut Stat> {

@@ -3,9 +3,10 @@
 //! ([`CpuStorage`]). The heap is generic over it (one monomorphic copy per storage), so the
 //! segment policy, garbage collection and out-of-memory ladder run the same code either way.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::PoolKind;
+use crate::context::{Gpu, Shared};
 use crate::error::{Error, Result};
 use crate::scope::guarded;
 
@@ -19,17 +20,34 @@ pub trait SegmentStorage: Send + 'static {
 
     /// Gives a segment back. Blocks may still hold clones of it; they no longer use it.
     fn release(&mut self, segment: Self::Segment);
+
+    /// Copies each move's bytes to its new place, ordered after all work submitted so far and
+    /// before any submitted later. Nothing is copied when it fails.
+    fn copy(&mut self, moves: &[BlockMove<Self::Segment>]) -> Result<()>;
+}
+
+/// A live block's bytes going to another segment (compaction).
+#[derive(Debug, Clone)]
+pub struct BlockMove<G> {
+    pub from: G,
+    pub from_offset: u64,
+    pub to: G,
+    pub to_offset: u64,
+    pub size: u64,
 }
 
 /// Segments as `wgpu::Buffer`s of the device.
 pub struct WgpuStorage {
     device: wgpu::Device,
+    /// The device, to submit moves through its tracked queue. Weak: the device owns its heap,
+    /// and the heap must not keep the queue alive (its drop waits for the GPU, see `context`).
+    gpu: Weak<Shared>,
     mappable_primary: bool,
 }
 
 impl WgpuStorage {
-    pub fn new(device: wgpu::Device, mappable_primary: bool) -> Self {
-        WgpuStorage { device, mappable_primary }
+    pub(crate) fn new(gpu: &Gpu, mappable_primary: bool) -> Self {
+        WgpuStorage { device: gpu.device().clone(), gpu: Arc::downgrade(&gpu.shared), mappable_primary }
     }
 }
 
@@ -54,6 +72,23 @@ impl SegmentStorage for WgpuStorage {
     fn release(&mut self, segment: Arc<wgpu::Buffer>) {
         segment.destroy();
     }
+
+    /// One submission of buffer-to-buffer copies. WebGPU runs submissions in order, so work
+    /// submitted before reads the old places and work submitted after reads the new ones.
+    fn copy(&mut self, moves: &[BlockMove<Arc<wgpu::Buffer>>]) -> Result<()> {
+        // The caller holds a `Heap`, which holds the device: the upgrade cannot fail while it runs.
+        let gpu = Gpu { shared: self.gpu.upgrade().ok_or_else(|| Error::DeviceLost("the device was closed".into()))? };
+        let device = &self.device;
+        let commands = guarded(device, "moving heap blocks", || {
+            let mut encoder = device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgalloc heap compaction") });
+            for m in moves {
+                encoder.copy_buffer_to_buffer(&m.from, m.from_offset, &m.to, m.to_offset, m.size);
+            }
+            encoder.finish()
+        })?;
+        gpu.submit(vec![commands]).map(|_| ())
+    }
 }
 
 /// A segment of [`CpuStorage`]: its number and size (no bytes are kept: the policy needs none).
@@ -71,6 +106,7 @@ pub struct CpuStorage {
     in_use: u64,
     allocations: u64,
     releases: u64,
+    moved: u64,
 }
 
 impl CpuStorage {
@@ -82,6 +118,11 @@ impl CpuStorage {
     /// Bytes of live segments.
     pub fn in_use(&self) -> u64 {
         self.in_use
+    }
+
+    /// Bytes copied by moves so far.
+    pub fn moved(&self) -> u64 {
+        self.moved
     }
 
     /// Segments handed out and given back so far.
@@ -109,5 +150,10 @@ impl SegmentStorage for CpuStorage {
     fn release(&mut self, segment: CpuSegment) {
         self.in_use -= segment.size;
         self.releases += 1;
+    }
+
+    fn copy(&mut self, moves: &[BlockMove<CpuSegment>]) -> Result<()> {
+        self.moved += moves.iter().map(|m| m.size).sum::<u64>();
+        Ok(())
     }
 }

@@ -213,7 +213,9 @@ impl HostBlock {
             )));
         }
         self.check_device(dst, "copy")?;
-        let (dst_buf, dst_base, _) = dst.binding()?;
+        // Pinned until recorded on the stream (the end of this call).
+        let dst_at = dst.binding()?;
+        let (dst_buf, dst_base) = (&dst_at.buffer, dst_at.offset);
         let padded = aligned_range(dst_offset, len, dst.requested_size(), "copy (destination)")?;
         check_copy_source(src_offset, len, padded, self.requested, self.size, "copy")?;
         let staging = st.staging.as_mut().expect("live");
@@ -260,7 +262,9 @@ impl HostBlock {
         // A freed block is USE_AFTER_FREE whatever else is wrong with the call.
         drop(self.live()?);
         self.check_device(src, "copy")?;
-        let (src_buf, src_base, src_size) = src.binding()?;
+        // Pinned until recorded on the stream (the end of this call).
+        let src_at = src.binding()?;
+        let (src_buf, src_base, src_size) = (&src_at.buffer, src_at.offset, src_at.size);
         let padded = aligned_range(dst_offset, len, self.requested, "copy (destination)")?;
         check_copy_source(src_offset, len, padded, src.requested_size(), src_size, "copy")?;
         let from = checked_add(src_base, src_offset, "copy (source)")?;

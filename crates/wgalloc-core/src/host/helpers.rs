@@ -148,16 +148,21 @@ impl Host {
         if len == 0 {
             return Err(Error::invalid("download: length must be at least 1 byte"));
         }
-        let (_, base, allocated) = src.binding()?;
-        check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), allocated, "download")?;
+        // A freed block is USE_AFTER_FREE whatever else is wrong with the call.
+        src.offset()?;
+        check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), src.size(), "download")?;
         usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?;
+        // Held first: a held block neither moves nor is reused, so its place stays valid
+        // for every piece.
+        let hold = src.heap().hold(src.id())?;
+        let at = src.binding()?;
         Ok(Download {
             host: self.clone(),
-            buffer: src.buffer().clone(),
-            start: base + offset,
+            buffer: at.buffer.clone(),
+            start: at.offset + offset,
             len,
             src_block: src.id(),
-            _hold: src.heap().hold(src.id())?,
+            _hold: hold,
         })
     }
 }

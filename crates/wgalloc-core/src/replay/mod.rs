@@ -30,6 +30,8 @@ pub struct PolicyFigures {
     pub peak_allocated: Option<u64>,
     /// Allocations refused for lack of memory (only with a capacity).
     pub failed_allocations: u64,
+    /// Bytes of live blocks moved to make room (wgalloc's compaction; 0 for the others).
+    pub bytes_moved: u64,
 }
 
 impl PolicyFigures {
@@ -41,6 +43,7 @@ impl PolicyFigures {
             driver_allocations: driver,
             peak_allocated: None,
             failed_allocations: failed,
+            bytes_moved: 0,
         }
     }
 
@@ -136,6 +139,7 @@ pub fn simulate_heap(trace: &Trace, options: &SimulationOptions) -> Result<Polic
         driver_allocations: s.driver_allocations,
         peak_allocated: Some(s.allocated_bytes.peak),
         failed_allocations: failed,
+        bytes_moved: s.bytes_moved,
     })
 }
 
