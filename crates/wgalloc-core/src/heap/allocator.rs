@@ -122,10 +122,12 @@ struct State<S: SegmentStorage> {
     logs: Vec<String>,
 }
 
-/// A block handed out: where it lives and what it is.
-pub struct Allocation<G> {
+/// A block handed out: where it lives (until compaction moves it) and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
     pub id: u64,
-    pub segment: G,
+    /// The segment's id (as in snapshots and events); [`HeapCore::pin`] gives its storage.
+    pub segment: u32,
     pub offset: u64,
     /// Allocated bytes (the request rounded up to the pool's alignment).
     pub size: u64,
@@ -133,8 +135,8 @@ pub struct Allocation<G> {
     pub pool: PoolKind,
 }
 
-enum Placement<G> {
-    Block(Allocation<G>),
+enum Placement {
+    Block(Allocation),
     NeedsSegment { size: u64, dedicated: bool },
 }
 
@@ -188,13 +190,13 @@ impl<S: SegmentStorage> HeapCore<S> {
     }
 
     /// Allocates a block of at least `size` bytes.
-    pub fn malloc(&self, size: u64, usage: Usage) -> Result<Allocation<S::Segment>> {
+    pub fn malloc(&self, size: u64, usage: Usage) -> Result<Allocation> {
         let aligned = self.checked_request(size, self.limits.alignment)?;
         self.allocate(size, aligned, PoolKind::for_request(usage, aligned))
     }
 
     /// A block of the scalar pool (uniform-bindable) for a value of `size` bytes.
-    pub fn malloc_scalar(&self, size: u64) -> Result<Allocation<S::Segment>> {
+    pub fn malloc_scalar(&self, size: u64) -> Result<Allocation> {
         if size == 0 || size > pool::MAX_SCALAR {
             return Err(Error::invalid(format!(
                 "allocScalar: value must be 1 to {} bytes, got {size}",
@@ -220,7 +222,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         align_up(size, alignment)
     }
 
-    fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation<S::Segment>> {
+    fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation> {
         let mut st = self.state();
         if st.merge_pending & (1 << pool.arena()) != 0 {
             self.merge_idle_segments(&mut st, pool);
@@ -276,14 +278,7 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     /// Best fit in the pool's cached ranges; reports the segment needed otherwise.
     /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
-    fn place(
-        &self,
-        st: &mut State<S>,
-        requested: u64,
-        aligned: u64,
-        pool: PoolKind,
-        fresh: Option<u32>,
-    ) -> Placement<S::Segment> {
+    fn place(&self, st: &mut State<S>, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
         let mut taken = st.free[pool.arena()].take(aligned);
         if taken.is_none() && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
             taken = self.compact(st, aligned).then(|| st.free[DEVICE_ARENA].take(aligned)).flatten();
@@ -301,7 +296,6 @@ impl<S: SegmentStorage> HeapCore<S> {
         let seg = st.segments.get_mut(&segment).expect("free range of a known segment");
         seg.live_blocks += 1;
         seg.gc_age = 0;
-        let handle = seg.handle.clone();
         st.blocks.insert(
             id,
             BlockRec {
@@ -346,7 +340,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                 pool,
             },
         );
-        Placement::Block(Allocation { id, segment: handle, offset, size: aligned, requested, pool })
+        Placement::Block(Allocation { id, segment, offset, size: aligned, requested, pool })
     }
 
     /// Moves live device blocks out of the emptiest segments into free ranges of fuller ones
