@@ -430,3 +430,57 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
     assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
 }
+
+/// Random large allocations, frees, writes and stream copies (some left unsubmitted for a
+/// while) on the device, so the heap compacts many times: every live block keeps its bytes.
+#[test]
+fn random_traffic_that_compacts_keeps_every_block_s_bytes() {
+    const MIB: u64 = 1 << 20;
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    // (block, the bytes it must hold)
+    let mut live: Vec<(wgalloc_core::heap::DeviceBlock, Vec<u8>)> = Vec::new();
+    let mut stream = gpu.create_stream().unwrap();
+    for step in 0..250u64 {
+        match next(10) {
+            0..=4 => {
+                let size = MIB * (1 + next(6)) + 256 * next(4);
+                let b = heap.malloc(size, Usage::Device).unwrap();
+                let bytes = fill(size as usize, step);
+                b.write(&bytes, 0).unwrap();
+                live.push((b, bytes));
+            }
+            5..=7 if !live.is_empty() => {
+                let (b, _) = live.swap_remove(next(live.len() as u64) as usize);
+                b.free().unwrap();
+            }
+            8 if live.len() >= 2 => {
+                // A copy recorded now, submitted at some later step: both blocks stay put until then.
+                let (i, j) = (next(live.len() as u64) as usize, next(live.len() as u64) as usize);
+                if i != j {
+                    let n = live[i].1.len().min(live[j].1.len()) as u64 & !3;
+                    live[j].0.copy_from_on(&mut stream, &live[i].0, 0, 0, n).unwrap();
+                    let src = live[i].1[..n as usize].to_vec();
+                    live[j].1[..n as usize].copy_from_slice(&src);
+                }
+            }
+            _ => {
+                stream.submit().unwrap();
+            }
+        }
+    }
+    stream.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap();
+    let s = heap.stats();
+    assert!(s.blocks_moved > 0, "the traffic never made the heap compact: {s:?}");
+    for (b, bytes) in &live {
+        let back = pollster::block_on(b.read(0, bytes.len() as u64)).unwrap();
+        assert!(back == *bytes, "block {} lost its bytes ({} moves in all)", b.id(), s.blocks_moved);
+    }
+}
