@@ -101,7 +101,7 @@ module.exports = [
   {
     name: 'heap-fragmentation',
     description:
-      'eager traces of real models replayed through the heap: peak reserved / peak live, vs PyTorch CUDA caching allocator policy, power-of-two buckets and an exact-size free list',
+      'eager traces of real models replayed through the heap: peak reserved / peak live (and the bytes compaction moved), vs PyTorch CUDA caching allocator policy, power-of-two buckets and an exact-size free list',
     async run() {
       if (!existsSync(TRACES)) throw new Error(`${TRACES} is missing`)
       const out = []
@@ -118,7 +118,10 @@ module.exports = [
         const otherPolicies = others.map((b) => `${b.policy} ${b.fragmentation.toFixed(3)}, ${b.driverAllocations} allocs`).join('; ')
         out.push({
           trace: file,
-          measured: { value: ours.fragmentation, unit: `reserved/live, ${ours.driverAllocations} allocs (${file.replace('.trace.json', '')})` },
+          measured: {
+            value: ours.fragmentation,
+            unit: `reserved/live, ${ours.driverAllocations} allocs, ${(ours.bytesMoved / 2 ** 20).toFixed(1)} MiB moved (${file.replace('.trace.json', '')})`,
+          },
           baseline: { value: pytorch.fragmentation, unit: `reserved/live, ${pytorch.driverAllocations} allocs`, what: `${pytorch.policy}; ${otherPolicies}` },
           ratio: ours.peakReservedBytes / pytorch.peakReservedBytes,
           ratioMeaning: 'peak reserved vs the PyTorch CUDA caching allocator policy (lower is better; target <= 1)',
