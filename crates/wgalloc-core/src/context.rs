@@ -123,7 +123,7 @@ pub(crate) struct Shared {
     pub profiler: std::sync::OnceLock<Arc<crate::profile::ProfilerCore>>,
     info: GpuInfo,
     budget: MemoryBudget,
-    /// Taken when the device closes and, as the last field, returned once every other field
+    /// Taken when an idle device closes and, as the last field, returned once every other field
     /// (and with them the driver's device) is dropped: see [`DriverTurn`].
     closing: Option<DriverTurn>,
 }
@@ -134,14 +134,17 @@ const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        self.closing = Some(DriverTurn::take());
         // SAFETY: taken once, here; no other code runs on `self` after `drop`.
         let queue = unsafe { std::mem::ManuallyDrop::take(&mut self.queue) };
         let idle = !self.tracker.is_lost() && self.tracker.completed() >= self.tracker.submitted();
         if idle {
+            // Closed in turn with other opens and closes (the fields drop before `closing`).
+            self.closing = Some(DriverTurn::take());
             drop(queue);
             return;
         }
+        // Busy or lost: the driver's device may live on with the queue on the thread below for
+        // as long as its work runs; holding the turn that long would stall every other open.
         // wgpu's `Queue::drop` waits for the queue to go idle without a limit. Drop it on a
         // thread of its own and wait a bounded time; joined when done, so normally the
         // teardown still ends before this returns, else it is left to finish (or to end with

@@ -1,7 +1,8 @@
 //! A process-wide turn for opening and closing devices. NVIDIA's Vulkan driver on Linux races
 //! when several threads create or destroy instances and devices at once (gfx-rs/wgpu#5930:
 //! data races and crashes in `vkCreateInstance`; kvark/blade#336: crashes under parallel tests
-//! that create and destroy contexts), so wgalloc opens and closes devices one at a time.
+//! that create and destroy contexts), so wgalloc opens and closes devices one at a time (a
+//! device dropped with work still running closes outside the turn: its queue may take long).
 //!
 //! The turn is a guard that may be held across `.await` (the napi layer runs `Gpu::request`
 //! as a `Send` future), which a `MutexGuard` may not.
