@@ -31,6 +31,8 @@ pub mod replay;
 mod scope;
 pub mod signal;
 pub mod stream;
+#[cfg(test)]
+mod test_rng;
 pub mod transfer;
 
 pub use adapter::AdapterSummary;

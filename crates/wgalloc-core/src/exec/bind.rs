@@ -8,7 +8,7 @@ use super::graph::{ExecGraph, Op};
 use super::pipelines::Pipeline;
 use crate::context::Gpu;
 use crate::error::{align_up, Error, Result};
-use crate::heap::DeviceBlock;
+use crate::heap::{BlockBinding, DeviceBlock};
 use crate::profile::{What, Writes};
 use crate::scope::guarded;
 use crate::stream::Stream;
@@ -19,6 +19,13 @@ pub(crate) struct Range<'a> {
     pub buffer: &'a wgpu::Buffer,
     pub offset: u64,
     pub size: u64,
+}
+
+impl<'a> Range<'a> {
+    /// `size` bytes at `offset` into a block's pinned place.
+    pub fn at(place: &'a BlockBinding, offset: u64, size: u64) -> Range<'a> {
+        Range { buffer: &place.buffer, offset: place.offset + offset, size }
+    }
 }
 
 /// One op ready to dispatch.

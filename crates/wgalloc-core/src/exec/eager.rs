@@ -94,13 +94,10 @@ impl Gpu {
             if let Some(pipeline) = bind::op_pipeline(self, graph, op)? {
                 bound =
                     op.inputs.iter().chain(&op.outputs).map(|id| block_of(&blocks, id)).collect::<Result<Vec<_>>>()?;
-                let mut storage: Vec<Range> = bound
-                    .iter()
-                    .map(|(at, size)| Range { buffer: &at.buffer, offset: at.offset, size: *size })
-                    .collect();
+                let mut storage: Vec<Range> = bound.iter().map(|(at, size)| Range::at(at, 0, *size)).collect();
                 ws = workspace.as_ref().map(DeviceBlock::binding).transpose()?;
                 if let Some(at) = &ws {
-                    storage.push(Range { buffer: &at.buffer, offset: at.offset, size: binding_size(op.workspace)? });
+                    storage.push(Range::at(at, 0, binding_size(op.workspace)?));
                 }
                 let uniform = bind::op_uniform(self, op, &pipeline)?;
                 let bind_group = bind::bind_group(self, &op.name, &pipeline, &storage, uniform.as_ref())?;

@@ -133,11 +133,49 @@ struct Deferred {
 }
 
 /// The external blocks (by id) a deferred op's last bind group was made for, that step, and
-/// the places it binds (pinned while the step is kept).
+/// the blocks' places (pinned while the step is kept).
 struct KeptStep {
     ids: Vec<u64>,
     step: Arc<Step>,
-    _places: Vec<BlockBinding>,
+    _externals: Vec<BlockBinding>,
+}
+
+/// The places of the regions the kept bind groups name (slabs, constant region, shared weights,
+/// workspace), pinned while the executor lives.
+struct Places {
+    slabs: Vec<BlockBinding>,
+    constants: Option<BlockBinding>,
+    weights: Option<BlockBinding>,
+    workspace: Option<BlockBinding>,
+}
+
+impl Places {
+    fn pin(
+        slabs: &[DeviceBlock],
+        constants: Option<&DeviceBlock>,
+        weights: Option<&Arc<Weights>>,
+        workspace: Option<&DeviceBlock>,
+    ) -> Result<Places> {
+        Ok(Places {
+            slabs: slabs.iter().map(DeviceBlock::binding).collect::<Result<_>>()?,
+            constants: constants.map(DeviceBlock::binding).transpose()?,
+            weights: weights.map(|w| w.block().binding()).transpose()?,
+            workspace: workspace.map(DeviceBlock::binding).transpose()?,
+        })
+    }
+
+    /// The place of region `slab` (as [`region`] numbers them).
+    fn region(&self, slab: usize) -> &BlockBinding {
+        match slab {
+            CONSTANTS => self.constants.as_ref().expect("params are in the constant region"),
+            WEIGHTS => self.weights.as_ref().expect("shared params are in the weights"),
+            i => &self.slabs[i],
+        }
+    }
+
+    fn workspace(&self) -> &BlockBinding {
+        self.workspace.as_ref().expect("allocated at compile")
+    }
 }
 
 pub struct Executor {
@@ -152,7 +190,7 @@ pub struct Executor {
     uniforms: Vec<DeviceBlock>,
     workspace: Option<DeviceBlock>,
     /// The places of the blocks above, which the steps' bind groups name.
-    _pinned: Vec<BlockBinding>,
+    places: Places,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
     place: Vec<Option<Place>>,
     /// Per op: its step, built at compile time, or (binding an external tensor) made per run.
@@ -389,14 +427,7 @@ impl Executor {
         // Ops run one after another on one queue, so one region serves every op's workspace.
         let workspace =
             if max_workspace > 0 { Some(heap.malloc(binding_size(max_workspace)?, Usage::Device)?) } else { None };
-        let weights_block = weights.as_ref().map(|w| w.block());
-        let pinned = slabs
-            .iter()
-            .chain(&constants)
-            .chain(weights_block)
-            .chain(&workspace)
-            .map(DeviceBlock::binding)
-            .collect::<Result<Vec<_>>>()?;
+        let places = Places::pin(&slabs, constants.as_ref(), weights.as_ref(), workspace.as_ref())?;
         let mut steps = Vec::with_capacity(graph.ops.len());
         let mut uniforms = Vec::new();
         let mut bind_groups = 0;
@@ -448,20 +479,12 @@ impl Executor {
                 }));
                 continue;
             }
-            let bound = ranges(&mut op.inputs.iter().chain(&op.outputs))?
+            let mut storage: Vec<Range> = ranges(&mut op.inputs.iter().chain(&op.outputs))?
                 .into_iter()
-                .map(|(slab, offset, size)| {
-                    Ok((region(&slabs, constants.as_ref(), weights.as_ref(), slab).binding()?, offset, size))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let ws =
-                if op.workspace > 0 { Some(workspace.as_ref().expect("allocated above").binding()?) } else { None };
-            let mut storage: Vec<Range> = bound
-                .iter()
-                .map(|(at, offset, size)| Range { buffer: &at.buffer, offset: at.offset + offset, size: *size })
+                .map(|(slab, offset, size)| Range::at(places.region(slab), offset, size))
                 .collect();
-            if let Some(at) = &ws {
-                storage.push(Range { buffer: &at.buffer, offset: at.offset, size: binding_size(op.workspace)? });
+            if op.workspace > 0 {
+                storage.push(Range::at(places.workspace(), 0, binding_size(op.workspace)?));
             }
             let uniform = bind::op_uniform(gpu, op, &pipeline)?;
             let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
@@ -508,7 +531,7 @@ impl Executor {
             weights: Mutex::new(weights),
             uniforms,
             workspace,
-            _pinned: pinned,
+            places,
             place,
             steps,
             deferred,
@@ -543,12 +566,10 @@ impl Executor {
         region(&self.slabs, self.constants.as_ref(), None, slab)
     }
 
-    /// A placed tensor's buffer range. Slabs and constants are pinned while the executor
-    /// lives (`_pinned`), so the place outlasts the lookup.
-    fn range(&self, tensor: usize) -> Result<(Arc<wgpu::Buffer>, u64, u64)> {
+    fn range(&self, tensor: usize) -> Result<(&wgpu::Buffer, u64, u64)> {
         let p = self.place[tensor].ok_or_else(|| Error::Internal("tensor without placement".into()))?;
-        let at = self.region(p.slab).binding()?;
-        Ok((at.buffer.clone(), at.offset + p.offset, binding_size(self.graph.tensors[tensor].size)?))
+        let at = self.places.region(p.slab);
+        Ok((&at.buffer, at.offset + p.offset, binding_size(self.graph.tensors[tensor].size)?))
     }
 
     /// Runs the graph on `inputs` (every input tensor, exact byte length) and returns the outputs.
@@ -611,7 +632,7 @@ impl Executor {
                 slab.copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
                 if moved < t.size {
                     // The rest is zero, as host inputs are padded.
-                    let at = slab.binding()?;
+                    let at = self.places.region(p.slab);
                     stream.encoder()?.clear_buffer(&at.buffer, at.offset + p.offset + moved, Some(size - moved));
                 }
                 continue;
@@ -630,7 +651,7 @@ impl Executor {
             self.observe(obs);
         }
         let weights = lock(&self.weights).clone();
-        let bound = self.bind_externals(&io.inputs, weights.as_ref())?;
+        let bound = self.bind_externals(&io.inputs)?;
         if options.check_plan {
             stream.submit()?; // the checked run reads inputs back on other streams
             self.run_checked(&mut stream, &bound).await?;
@@ -665,7 +686,7 @@ impl Executor {
                 src_block: None,
                 dst_block: None,
             };
-            stream.encode_copy(&buffer, offset, &self.readback, at, size, info)?;
+            stream.encode_copy(buffer, offset, &self.readback, at, size, info)?;
         }
         let event = stream.submit()?;
         for block in staging {
@@ -699,11 +720,7 @@ impl Executor {
 
     /// The bind groups of the ops that bind external tensors, made for this run's blocks (or
     /// kept from the last run when it gave the same blocks), in op order.
-    fn bind_externals(
-        &self,
-        blocks: &HashMap<String, Arc<DeviceBlock>>,
-        weights: Option<&Arc<Weights>>,
-    ) -> Result<Vec<Option<Arc<Step>>>> {
+    fn bind_externals(&self, blocks: &HashMap<String, Arc<DeviceBlock>>) -> Result<Vec<Option<Arc<Step>>>> {
         let g = &self.graph;
         let block_of = |tensor: usize| -> Result<&Arc<DeviceBlock>> {
             blocks.get(&g.tensors[tensor].id).ok_or_else(|| {
@@ -732,33 +749,30 @@ impl Executor {
                 continue;
             }
             // Pinned while the step is kept: its bind group names these places.
-            let held = d
+            let externals = d
                 .storage
                 .iter()
-                .map(|b| {
-                    Ok(match *b {
-                        Binding::Placed { slab, offset, size } => {
-                            (region(&self.slabs, self.constants.as_ref(), weights, slab).binding()?, offset, size)
-                        }
-                        Binding::External { tensor, size } => (block_of(tensor)?.binding()?, 0, size),
-                        Binding::Workspace { size } => {
-                            (self.workspace.as_ref().expect("allocated at compile").binding()?, 0, size)
-                        }
-                    })
+                .filter_map(|b| match *b {
+                    Binding::External { tensor, .. } => Some(block_of(tensor).and_then(|b| b.binding())),
+                    _ => None,
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let storage: Vec<Range> = held
+            let mut external = externals.iter();
+            let storage: Vec<Range> = d
+                .storage
                 .iter()
-                .map(|(at, offset, size)| Range { buffer: &at.buffer, offset: at.offset + offset, size: *size })
+                .map(|b| match *b {
+                    Binding::Placed { slab, offset, size } => Range::at(self.places.region(slab), offset, size),
+                    Binding::External { size, .. } => Range::at(external.next().expect("one per external"), 0, size),
+                    Binding::Workspace { size } => Range::at(self.places.workspace(), 0, size),
+                })
                 .collect();
             let uniform = d.uniform.map(|u| &self.uniforms[u]);
             let bind_group = bind::bind_group(&self.gpu, &d.name, &d.pipeline, &storage, uniform)?;
-            drop(storage);
             lock(&self.stats).bind_groups_created += 1;
             let step =
                 Arc::new(Step { pipeline: d.pipeline.clone(), bind_group, dispatch: d.dispatch, name: d.name.clone() });
-            *last =
-                Some(KeptStep { ids, step: step.clone(), _places: held.into_iter().map(|(at, _, _)| at).collect() });
+            *last = Some(KeptStep { ids, step: step.clone(), _externals: externals });
             out.push(Some(step));
         }
         Ok(out)
@@ -809,7 +823,7 @@ impl Executor {
         for t in g.inputs() {
             let r = g.index[&t.id];
             let (buffer, offset, size) = self.range(r)?;
-            snapshots.insert(r, self.gpu.submit_readback(&buffer, offset, size, None)?.finish().await?);
+            snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
         }
         for (k, op) in g.ops.iter().enumerate() {
             // Tensors this op brings to life (not views of inputs, which exist from the start).
@@ -824,7 +838,7 @@ impl Executor {
             for &r in &outs {
                 let (buffer, offset, size) = self.range(r)?;
                 let poison: Vec<u8> = (0..size).map(|b| [0xde, 0xad, 0xbe, 0xef][(b % 4) as usize]).collect();
-                self.gpu.queue().write_buffer(&buffer, offset, &poison);
+                self.gpu.queue().write_buffer(buffer, offset, &poison);
             }
             if let Some(step) = steps[k] {
                 bind::encode(stream, &[step])?;
@@ -840,7 +854,7 @@ impl Executor {
                 snapshots.keys().copied().filter(|&r| g.last[r] >= k && written.binary_search(&r).is_err()).collect();
             for r in live {
                 let (buffer, offset, size) = self.range(r)?;
-                let now = self.gpu.submit_readback(&buffer, offset, size, None)?.finish().await?;
+                let now = self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?;
                 if now != snapshots[&r] {
                     return Err(Error::PlanInvalid(format!(
                         "op '{}' (#{k}) overwrote live tensor '{}': the plan places overlapping live tensors",
@@ -852,7 +866,7 @@ impl Executor {
             written.retain(|&r| g.tensors[r].kind != TensorKind::External);
             for &r in written.iter().filter(|&&r| !matches!(g.tensors[r].kind, TensorKind::Param)) {
                 let (buffer, offset, size) = self.range(r)?;
-                snapshots.insert(r, self.gpu.submit_readback(&buffer, offset, size, None)?.finish().await?);
+                snapshots.insert(r, self.gpu.submit_readback(buffer, offset, size, None)?.finish().await?);
             }
             snapshots.retain(|&r, _| g.last[r] > k || g.tensors[r].kind == TensorKind::Output);
         }

@@ -111,8 +111,7 @@ impl Stream {
             }
             bound.push((b.binding()?, size));
         }
-        let ranges: Vec<Range> =
-            bound.iter().map(|(at, size)| Range { buffer: &at.buffer, offset: at.offset, size: *size }).collect();
+        let ranges: Vec<Range> = bound.iter().map(|(at, size)| Range::at(at, 0, *size)).collect();
         // The uniform's scalar block is freed with this stream recorded, so it is reused
         // only after the dispatch ran.
         let uniform = uniform.map(|u| uniform_block(&gpu, u)).transpose()?;

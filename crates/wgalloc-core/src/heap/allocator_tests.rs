@@ -373,13 +373,7 @@ fn pinned_held_and_unsubmitted_blocks_stay_put() {
 #[test]
 fn random_traffic_with_compaction_never_overlaps() {
     let (h, _) = heap(None, 1 << 30);
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut next = crate::test_rng::below(0x9E37_79B9_7F4A_7C15);
     let mut live = Vec::new();
     for step in 0..4000 {
         if next(3) != 0 || live.is_empty() {

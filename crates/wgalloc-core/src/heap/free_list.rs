@@ -269,20 +269,14 @@ mod tests {
     /// Random alloc/free sequences never hand out overlapping ranges and conserve bytes.
     #[test]
     fn random_sequences_never_overlap() {
-        let mut seed = 0x9e3779b97f4a7c15u64;
-        let mut rnd = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng::below(0x9e37_79b9_7f4a_7c15);
         let mut f = FreeList::default();
         f.add_segment(0, 1 << 16);
         f.add_segment(1, 1 << 14);
         let mut live: Vec<(u32, u64, u64, RangeId)> = Vec::new();
         for _ in 0..5000 {
-            if rnd() % 3 != 0 || live.is_empty() {
-                let size = 16 * (1 + rnd() % 64);
+            if next(3) != 0 || live.is_empty() {
+                let size = 16 * (1 + next(64));
                 if let Some((s, o, id)) = f.take(size) {
                     for &(ls, lo, lz, _) in &live {
                         assert!(ls != s || o + size <= lo || lo + lz <= o, "overlap");
@@ -290,7 +284,7 @@ mod tests {
                     live.push((s, o, size, id));
                 }
             } else {
-                let i = (rnd() as usize) % live.len();
+                let i = next(live.len() as u64) as usize;
                 let (_, _, _, id) = live.swap_remove(i);
                 f.give_back(id);
             }

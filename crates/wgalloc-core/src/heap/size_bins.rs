@@ -156,13 +156,7 @@ mod tests {
     /// The fit agrees with a reference over an ordered set (the set it replaced) on random traffic.
     #[test]
     fn matches_a_reference_over_an_ordered_set() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = crate::test_rng::below(0x2545_F491_4F6C_DD1D);
         // The newest segment's smallest fitting range in the first class that has one.
         let reference = |set: &BTreeSet<FreeRange>, size: u64| {
             let from = FreeRange { size, segment: 0, offset: 0, node: 0 };

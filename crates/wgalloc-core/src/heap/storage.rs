@@ -38,16 +38,21 @@ pub struct BlockMove<G> {
 
 /// Segments as `wgpu::Buffer`s of the device.
 pub struct WgpuStorage {
-    device: wgpu::Device,
-    /// The device, to submit moves through its tracked queue. Weak: the device owns its heap,
-    /// and the heap must not keep the queue alive (its drop waits for the GPU, see `context`).
+    /// Weak: the device owns its heap, and the heap must not keep the device's queue alive
+    /// (its drop waits for the GPU, see `context`).
     gpu: Weak<Shared>,
     mappable_primary: bool,
 }
 
 impl WgpuStorage {
     pub(crate) fn new(gpu: &Gpu, mappable_primary: bool) -> Self {
-        WgpuStorage { device: gpu.device().clone(), gpu: Arc::downgrade(&gpu.shared), mappable_primary }
+        WgpuStorage { gpu: Arc::downgrade(&gpu.shared), mappable_primary }
+    }
+
+    /// The device. Every call comes through a `Heap`, which holds it, so it is still open.
+    fn gpu(&self) -> Result<Gpu> {
+        let shared = self.gpu.upgrade().ok_or_else(|| Error::DeviceLost("the device was closed".into()))?;
+        Ok(Gpu { shared })
     }
 }
 
@@ -57,7 +62,8 @@ impl SegmentStorage for WgpuStorage {
     type Segment = Arc<wgpu::Buffer>;
 
     fn allocate(&mut self, pool: PoolKind, size: u64) -> Result<Arc<wgpu::Buffer>> {
-        let device = &self.device;
+        let gpu = self.gpu()?;
+        let device = gpu.device();
         let buffer = guarded(device, "allocating a heap segment", || {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(pool.as_str()),
@@ -76,9 +82,8 @@ impl SegmentStorage for WgpuStorage {
     /// One submission of buffer-to-buffer copies. WebGPU runs submissions in order, so work
     /// submitted before reads the old places and work submitted after reads the new ones.
     fn copy(&mut self, moves: &[BlockMove<Arc<wgpu::Buffer>>]) -> Result<()> {
-        // The caller holds a `Heap`, which holds the device: the upgrade cannot fail while it runs.
-        let gpu = Gpu { shared: self.gpu.upgrade().ok_or_else(|| Error::DeviceLost("the device was closed".into()))? };
-        let device = &self.device;
+        let gpu = self.gpu()?;
+        let device = gpu.device();
         let commands = guarded(device, "moving heap blocks", || {
             let mut encoder = device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgalloc heap compaction") });

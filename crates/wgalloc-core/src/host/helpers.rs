@@ -148,13 +148,11 @@ impl Host {
         if len == 0 {
             return Err(Error::invalid("download: length must be at least 1 byte"));
         }
-        // A freed block is USE_AFTER_FREE whatever else is wrong with the call.
-        src.offset()?;
+        // Held first (a freed block is USE_AFTER_FREE whatever else is wrong with the call): a
+        // held block neither moves nor is reused, so its place stays valid for every piece.
+        let hold = src.heap().hold(src.id())?;
         check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), src.size(), "download")?;
         usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?;
-        // Held first: a held block neither moves nor is reused, so its place stays valid
-        // for every piece.
-        let hold = src.heap().hold(src.id())?;
         let at = src.binding()?;
         Ok(Download {
             host: self.clone(),

@@ -30,8 +30,8 @@ const MAX_WINDOW_RECORDS: usize = 2000;
 const MAX_BLOCK_ALIGNMENT: u64 = 1 << 20;
 
 /// Plans `p` with an exact window around `peak` (the point of its lower bound, which the caller
-/// already has) until `deadline`; returns the plan when it is lower than `best`. `None` when the window holds a record with a fixed or preferred
-/// offset, or nothing lower was found.
+/// already has) until `deadline`; returns the plan when it is lower than `best`. `None` when the
+/// window holds a record with a fixed or preferred offset, or nothing lower was found.
 pub(crate) fn relax_peak(
     p: &Problem,
     peak: usize,
