@@ -165,8 +165,10 @@ test.serial('shared weights: one copy for several executors and four workers', a
       const gpu = Gpu.attach(workerData.device)
       const exe = await gpu.compile(workerData.graph, { weights: Weights.attach(workerData.weights) })
       const r = await exe.run({ x: workerData.x })
-      parentPort.postMessage({ out: Object.values(r.outputs)[0], constant: exe.stats().constantBytes })
+      const constant = exe.stats().constantBytes
+      // Released before the message: the parent terminates the worker when it arrives.
       exe.release()
+      parentPort.postMessage({ out: Object.values(r.outputs)[0], constant })
     })().catch((e) => parentPort.postMessage({ error: e.code + ' ' + e.message }))`
   const before = dev.heap.stats().allocatedBytes.current
   const results = await Promise.all(
