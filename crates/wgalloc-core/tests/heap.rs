@@ -431,6 +431,84 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
 }
 
+/// Blocks of `sizes` MiB fill one fresh segment in order and those in `freed` are freed; a
+/// slow kernel reads block `mover` at its old place; then a malloc of `need` MiB finds enough
+/// free bytes but no range, and the heap slides `mover` within the segment to `to` MiB, over
+/// part of its old place (a kernel copies it in pieces: WebGPU cannot copy a buffer into
+/// itself). The reader saw the old bytes, every block keeps its bytes, the request's bytes
+/// land over the old place, and a dispatch after the move reads the new one.
+fn slide_case(sizes: &[f64], freed: &[usize], mover: usize, need: f64, to: f64) {
+    const MIB: f64 = (1u64 << 20) as f64;
+    let bytes = |mib: f64| (mib * MIB) as u64;
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let blocks: Vec<_> = sizes.iter().map(|&s| heap.malloc(bytes(s), Usage::Device).unwrap()).collect();
+    let data: Vec<Vec<u8>> = sizes.iter().zip(20..).map(|(&s, seed)| fill(bytes(s) as usize, seed)).collect();
+    for (b, d) in blocks.iter().zip(&data) {
+        b.write(d, 0).unwrap();
+    }
+    let seg = |b: &wgalloc_core::heap::DeviceBlock| b.info().unwrap().segment_id;
+    assert!(blocks.iter().all(|b| seg(b) == seg(&blocks[0])), "one segment");
+    assert_eq!(heap.stats().driver_allocations, 1);
+    let mut kept = Vec::new();
+    for (i, b) in blocks.into_iter().enumerate() {
+        if freed.contains(&i) {
+            b.free().unwrap();
+        } else {
+            kept.push((i, b));
+        }
+    }
+    let m = &kept.iter().find(|(i, _)| *i == mover).unwrap().1;
+    let n = 1usize << 18;
+    let slow = gpu.compute_kernel("slow-lcg", SLOW_LCG, "main", 2, false).unwrap();
+    let out = heap.malloc(4 * n as u64, Usage::Shared).unwrap();
+    let mut s1 = gpu.create_stream().unwrap();
+    s1.dispatch(&slow, &[m, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    let reader = s1.submit().unwrap();
+    let old = m.offset().unwrap();
+
+    let before = heap.stats();
+    let big = heap.malloc(bytes(need), Usage::Device).unwrap();
+    let s = heap.stats();
+    assert_eq!(s.driver_allocations, before.driver_allocations, "no new segment");
+    assert_eq!((s.blocks_moved, s.bytes_moved), (1, bytes(sizes[mover])));
+    assert_eq!((seg(m), m.offset().unwrap()), (seg(&big), bytes(to)), "slid within its segment");
+    assert!(old.abs_diff(bytes(to)) < bytes(sizes[mover]), "the new place overlaps the old one");
+    let at = big.offset().unwrap();
+    assert!(at < old + bytes(sizes[mover]) && old < at + bytes(need), "the request covers part of the old place");
+    let new = fill(bytes(need) as usize, 99);
+    big.write(&new, 0).unwrap();
+
+    assert!(gpu.current_event().wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.query().unwrap());
+    let lcg = lcg_8192();
+    let want: Vec<u32> = words(&data[mover][..4 * n]).into_iter().map(&lcg).collect();
+    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw the old bytes");
+    for (i, b) in &kept {
+        assert!(pollster::block_on(b.read(0, bytes(sizes[*i]))).unwrap() == data[*i], "block {i} changed");
+    }
+    assert!(pollster::block_on(big.read(0, bytes(need))).unwrap() == new);
+    let mut s2 = gpu.create_stream().unwrap();
+    s2.dispatch(&slow, &[m, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
+}
+
+#[test]
+fn a_block_slides_down_within_its_segment_in_pieces() {
+    // A 10.125 MiB segment: [2 free][6 MiB block][2 free][0.125 free]. A 3 MiB request: the
+    // block slides down by 2 MiB (three pieces).
+    slide_case(&[2.0, 6.0, 2.0], &[0, 2], 1, 3.0, 0.0);
+}
+
+#[test]
+fn a_block_slides_up_within_its_segment_in_pieces() {
+    // A 7.625 MiB segment: [1.5 free][3 MiB][1.5 free][1 MiB][0.625 free]. A 2 MiB request:
+    // sliding the 1 MiB block up by 0.625 MiB (two pieces) moves fewer bytes than sliding the
+    // 3 MiB block down.
+    slide_case(&[1.5, 3.0, 1.5, 1.0, 0.625], &[0, 2, 4], 3, 2.0, 6.625);
+}
+
 /// Random large allocations, frees, writes and stream copies (some left unsubmitted for a
 /// while) on the device, so the heap compacts many times: every live block keeps its bytes.
 #[test]

@@ -9,14 +9,11 @@ use wgalloc_core::replay::{simulate, SimulationOptions, Trace};
 
 const MIB: u64 = 1 << 20;
 
-/// Traces on which the policy misses part of the target today (the later models, PP-OCRv6 small
-/// and the seal detector, were added to judge it on architectures it was not tuned on), with the
-/// reserved/live ratio each must stay at or below. A trace missing here must meet the target.
-const KNOWN_GAPS: &[(&str, f64)] = &[
-    ("ppocr-v6-small-det-rec.pipeline", 1.28),
-    ("ppocr-v6-small-det.mix", 1.31),
-    ("ppocr-v6-small-rec.6x3x48x320", 1.29),
-];
+/// Traces on which the policy misses part of the target today, with the reserved/live ratio each
+/// must stay at or below; a trace missing here must meet the target. PP-OCRv6 small rec at
+/// 6x3x48x320 reserves 1.284x against pytorch-cuda's 1.168x: its first phase fits one 20 MiB
+/// PyTorch segment, which then takes the first of two 17 MiB outputs at the end.
+const KNOWN_GAPS: &[(&str, f64)] = &[("ppocr-v6-small-rec.6x3x48x320", 1.29)];
 
 fn traces() -> Vec<(String, Trace)> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/data/traces"));
@@ -66,5 +63,5 @@ fn the_heap_policy_holds_on_every_trace() {
         }
     }
     let geomean = (log_sum / large as f64).exp();
-    assert!(geomean <= 1.20, "geometric mean of reserved/live over the large traces: {geomean:.3}");
+    assert!(geomean <= 1.18, "geometric mean of reserved/live over the large traces: {geomean:.3}");
 }

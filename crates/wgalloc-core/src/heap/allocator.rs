@@ -15,17 +15,19 @@
 //! drain and become replaceable.
 //!
 //! When a large device request (above 1 MiB; smaller ones grow small segments) finds enough
-//! free bytes but no range large enough, the heap first *compacts*: it moves live blocks from the emptiest segments' highest offsets into
-//! free ranges of fuller segments (VMA's defragmentation order), with one queued copy, until a
-//! range fits. Only blocks nothing can be using at their old place move: not pinned (an
-//! operation between looking up the block's place and submitting its work, or a cached bind
-//! group), not held, no pending free, and no stream with recorded, unsubmitted work on them.
-//! A segment cannot copy into itself in WebGPU, so blocks move between segments only.
+//! free bytes but no range large enough, the heap first *compacts*: it moves live blocks, with
+//! one queued copy, until a range fits (across segments, else sliding within one; see
+//! `compaction`). A large request that creates a segment above the growth budget first empties
+//! the emptiest segments into fuller ones, so their bytes go into the new segment. Only blocks
+//! nothing can be using at their old place move: not pinned (an operation between looking up
+//! the block's place and submitting its work, or a cached bind group), not held, no pending
+//! free, and no stream with recorded, unsubmitted work on them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::compaction::{self, Resident, SegmentView};
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
 use super::stats::HeapStats;
@@ -285,6 +287,9 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
         let Some((segment, offset, range)) = taken else {
             // Idle segments of the arena were no use: their bytes go into the new one.
+            if pool == PoolKind::DeviceLarge {
+                self.evacuate(st, aligned);
+            }
             self.release_arena_idle(st, pool.arena());
             let arena = arena_figures(&st.stats, pool.arena());
             let (size, dedicated) =
@@ -343,88 +348,42 @@ impl<S: SegmentStorage> HeapCore<S> {
         Placement::Block(Allocation { id, segment, offset, size: aligned, requested, pool })
     }
 
-    /// Moves live device blocks out of the emptiest segments into free ranges of fuller ones
-    /// until a free range of `need` bytes exists (or nothing more can move). Returns whether
-    /// any block moved.
+    /// Moves live device blocks until a free range of `need` bytes exists (see `compaction`).
+    /// Returns whether they moved.
     fn compact(&self, st: &mut State<S>, need: u64) -> bool {
-        let arena = DEVICE_ARENA;
-        let mut live: HashMap<u32, u64> = HashMap::new();
-        for b in st.blocks.values().filter(|b| b.pool.arena() == arena) {
-            *live.entry(b.segment).or_default() += b.size;
-        }
-        // Fullest first: blocks move towards the front of this order.
-        let mut order: Vec<(u64, u32)> = st
-            .segments
-            .iter()
-            .filter(|(_, s)| s.pool.arena() == arena && !s.dedicated)
-            .map(|(&id, _)| (live.get(&id).copied().unwrap_or(0), id))
-            .collect();
-        if order.len() < 2 {
-            return false;
-        }
-        order.sort_unstable_by(|a, b| b.cmp(a));
-        let rank: HashMap<u32, usize> = order.iter().enumerate().map(|(i, &(_, id))| (id, i)).collect();
-        let mut candidates: Vec<(usize, u64, u64)> = st
-            .blocks
-            .iter()
-            .filter(|(_, b)| b.pool.arena() == arena && movable(b))
-            .filter_map(|(&id, b)| Some((*rank.get(&b.segment)?, b.offset, id)))
-            .collect();
-        // From the back: the emptiest segment's highest block first.
-        candidates.sort_unstable_by(|a, b| b.cmp(a));
+        let view = arena_view(st);
+        compaction::open_range(&view, need, self.limits.max_binding).is_some_and(|plan| self.apply_moves(st, &plan))
+    }
 
-        // Plan on a copy of the free ranges, so a failed copy changes nothing.
-        let mut ranges: Vec<Vec<(u64, u64)>> =
-            order.iter().map(|&(_, id)| st.free[arena].segment_ranges(id).collect()).collect();
-        let mut largest = ranges.iter().flatten().map(|r| r.1).max().unwrap_or(0);
-        let mut plan: Vec<(u64, usize, u64)> = Vec::new();
-        for (from, offset, id) in candidates {
-            if largest >= need {
-                break;
+    /// Before a large miss creates a segment above the growth budget, empties the emptiest
+    /// segments into fuller ones, so that their bytes go into the new segment (the idle ones
+    /// are released next) instead of staying beside it.
+    fn evacuate(&self, st: &mut State<S>, aligned: u64) {
+        let figures = arena_figures(&st.stats, DEVICE_ARENA);
+        let idle: u64 =
+            st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA).map(|s| s.size).sum();
+        let over = (figures.reserved - idle + aligned).saturating_sub(pool::growth_budget(figures.live + aligned));
+        if over > 0 {
+            let (plan, _) = compaction::evacuate(&arena_view(st), over);
+            if !plan.is_empty() {
+                self.apply_moves(st, &plan);
             }
-            let size = st.blocks[&id].size;
-            // The tightest free range in a fuller segment.
-            let fit = ranges[..from]
-                .iter()
-                .enumerate()
-                .flat_map(|(seg, rs)| rs.iter().enumerate().map(move |(i, r)| (r.1, seg, i)))
-                .filter(|&(free, _, _)| free >= size)
-                .min();
-            let Some((_, to, i)) = fit else { continue };
-            let (at, free) = ranges[to][i];
-            ranges[to][i] = (at + size, free - size);
-            // The block's old range becomes free (merged with free neighbours).
-            let rs = &mut ranges[from];
-            let mut start = offset;
-            let mut end = offset + size;
-            rs.retain(|&(o, s)| {
-                if o + s == start {
-                    start = o;
-                    false
-                } else if o == end {
-                    end = o + s;
-                    false
-                } else {
-                    true
-                }
-            });
-            let k = rs.partition_point(|r| r.0 < start);
-            rs.insert(k, (start, end - start));
-            largest = ranges.iter().flatten().map(|r| r.1).max().unwrap_or(0);
-            plan.push((id, to, at));
         }
-        if plan.is_empty() {
-            return false;
-        }
+    }
+
+    /// Copies the planned moves' bytes in one queued submission and rebooks each block at its
+    /// new place. Nothing changes when the copy fails.
+    fn apply_moves(&self, st: &mut State<S>, plan: &[compaction::Move]) -> bool {
+        let arena = DEVICE_ARENA;
         let moves: Vec<BlockMove<S::Segment>> = plan
             .iter()
-            .map(|&(id, to, at)| {
-                let b = &st.blocks[&id];
+            .map(|m| {
+                let b = &st.blocks[&m.block];
                 BlockMove {
                     from: st.segments[&b.segment].handle.clone(),
                     from_offset: b.offset,
-                    to: st.segments[&order[to].1].handle.clone(),
-                    to_offset: at,
+                    to: st.segments[&m.to].handle.clone(),
+                    to_offset: m.at,
                     size: b.size,
                 }
             })
@@ -433,12 +392,12 @@ impl<S: SegmentStorage> HeapCore<S> {
             // Nothing moved: the request gets a segment of its own as before.
             return false;
         }
-        for (id, to, at) in plan {
-            let to = order[to].1;
+        for &compaction::Move { block: id, to, at } in plan {
             let rec = &st.blocks[&id];
             let (from, old, size, pool) = (rec.segment, rec.range, rec.size, rec.pool);
-            let range = st.free[arena].take_front(to, at, size).expect("planned range is free");
+            // The old range first: a block sliding within its segment may land on part of it.
             st.free[arena].give_back(old);
+            let range = st.free[arena].take_at(to, at, size).expect("planned range is free");
             st.segments.get_mut(&from).expect("block's segment").live_blocks -= 1;
             st.segments.get_mut(&to).expect("target segment").live_blocks += 1;
             let rec = st.blocks.get_mut(&id).expect("planned block");
@@ -996,6 +955,33 @@ fn reusable(rec: &BlockRec, uses: &[StreamUse], completed: u64) -> bool {
     } else {
         uses.iter().all(|u| u.resolved_seq().is_some())
     }
+}
+
+/// The device arena as compaction sees it: its shared (not dedicated) segments with their
+/// free ranges and blocks.
+fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
+    let arena = DEVICE_ARENA;
+    let mut view: IdMap<u32, SegmentView> = st
+        .segments
+        .iter()
+        .filter(|(_, s)| s.pool.arena() == arena && !s.dedicated)
+        .map(|(&id, s)| {
+            let free = st.free[arena].segment_ranges(id).collect();
+            (id, SegmentView { id, size: s.size, free, blocks: Vec::new() })
+        })
+        .collect();
+    for (&id, b) in &st.blocks {
+        if let Some(v) = view.get_mut(&b.segment) {
+            v.blocks.push(Resident { id, offset: b.offset, size: b.size, movable: movable(b) });
+        }
+    }
+    let mut view: Vec<SegmentView> = view.into_values().collect();
+    for v in &mut view {
+        v.blocks.sort_unstable_by_key(|b| b.offset);
+    }
+    // Plans must not depend on hash order.
+    view.sort_unstable_by_key(|v| v.id);
+    view
 }
 
 /// Live and reserved bytes of an arena's pools.

@@ -110,19 +110,34 @@ impl FreeList {
         self.nodes[n as usize].free = false;
     }
 
-    /// Takes `size` bytes at the start of the free range at `offset` in `segment` (where a
-    /// moved block goes). None unless a free range of at least `size` bytes starts there.
-    pub fn take_front(&mut self, segment: u32, offset: u64, size: u64) -> Option<RangeId> {
+    /// Takes the `size` bytes at `offset` in `segment` (where a moved block goes). None unless
+    /// they lie inside one free range.
+    pub fn take_at(&mut self, segment: u32, offset: u64, size: u64) -> Option<RangeId> {
         let mut n = self.heads.get(&segment).copied().unwrap_or(NIL);
-        while n != NIL && self.nodes[n as usize].offset < offset {
+        while n != NIL && self.nodes[n as usize].offset + self.nodes[n as usize].size <= offset {
             n = self.nodes[n as usize].next;
         }
         let node = *self.nodes.get(n as usize)?;
-        if node.offset != offset || !node.free || node.size < size {
+        if !node.free || node.offset > offset || node.offset + node.size < offset + size {
             return None;
         }
+        if node.offset < offset {
+            // The free head before `offset` stays free in `n`; the rest becomes its own node.
+            let head = offset - node.offset;
+            let found = self.range(n);
+            let rest = self.new_node(Node { offset, size: node.size - head, prev: n, ..node });
+            if node.next != NIL {
+                self.nodes[node.next as usize].prev = rest;
+            }
+            let front = &mut self.nodes[n as usize];
+            front.next = rest;
+            front.size = head;
+            self.by_size.replace(&found, self.range(n));
+            self.by_size.insert(self.range(rest));
+            n = rest;
+        }
         let found = self.range(n);
-        self.split(n, node, size, &found);
+        self.split(n, self.nodes[n as usize], size, &found);
         self.free_bytes -= size;
         Some(RangeId(n))
     }

@@ -11,9 +11,11 @@ mod allocator;
 #[cfg(test)]
 mod allocator_tests;
 mod block;
+mod compaction;
 pub mod config;
 mod free_list;
 mod id_hash;
+mod in_buffer_copy;
 pub mod pool;
 mod size_bins;
 mod stats;

@@ -160,7 +160,7 @@ pub fn segment_size(
 }
 
 /// What an arena may hold for `live` bytes: `LIVE_FACTOR` x live plus the slack.
-fn growth_budget(live: u64) -> u64 {
+pub(super) fn growth_budget(live: u64) -> u64 {
     (LIVE_FACTOR * live as f64) as u64 + MAX_SLACK.min(SLACK_PER_LIVE * live)
 }
 

@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Weak};
 
+use super::in_buffer_copy::InBufferCopy;
 use super::PoolKind;
 use crate::context::{Gpu, Shared};
 use crate::error::{Error, Result};
@@ -22,11 +23,13 @@ pub trait SegmentStorage: Send + 'static {
     fn release(&mut self, segment: Self::Segment);
 
     /// Copies each move's bytes to its new place, ordered after all work submitted so far and
-    /// before any submitted later. Nothing is copied when it fails.
+    /// before any submitted later. Moves run in order: one may write over the old place of an
+    /// earlier one, and one within a segment may overlap its own old place (a slide). Nothing
+    /// is copied when it fails.
     fn copy(&mut self, moves: &[BlockMove<Self::Segment>]) -> Result<()>;
 }
 
-/// A live block's bytes going to another segment (compaction).
+/// A live block's bytes going to a new place (compaction), in another segment or its own.
 #[derive(Debug, Clone)]
 pub struct BlockMove<G> {
     pub from: G,
@@ -42,11 +45,13 @@ pub struct WgpuStorage {
     /// (its drop waits for the GPU, see `context`).
     gpu: Weak<Shared>,
     mappable_primary: bool,
+    /// The kernel for moves within one segment, made on the first.
+    in_buffer: Option<InBufferCopy>,
 }
 
 impl WgpuStorage {
     pub(crate) fn new(gpu: &Gpu, mappable_primary: bool) -> Self {
-        WgpuStorage { gpu: Arc::downgrade(&gpu.shared), mappable_primary }
+        WgpuStorage { gpu: Arc::downgrade(&gpu.shared), mappable_primary, in_buffer: None }
     }
 
     /// The device. Every call comes through a `Heap`, which holds it, so it is still open.
@@ -79,16 +84,26 @@ impl SegmentStorage for WgpuStorage {
         segment.destroy();
     }
 
-    /// One submission of buffer-to-buffer copies. WebGPU runs submissions in order, so work
-    /// submitted before reads the old places and work submitted after reads the new ones.
+    /// One submission: buffer-to-buffer copies between segments, the in-buffer kernel within
+    /// one. WebGPU runs submissions in order, so work submitted before reads the old places and
+    /// work submitted after reads the new ones.
     fn copy(&mut self, moves: &[BlockMove<Arc<wgpu::Buffer>>]) -> Result<()> {
         let gpu = self.gpu()?;
         let device = gpu.device();
+        let in_buffer = &mut self.in_buffer;
         let commands = guarded(device, "moving heap blocks", || {
             let mut encoder = device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgalloc heap compaction") });
-            for m in moves {
-                encoder.copy_buffer_to_buffer(&m.from, m.from_offset, &m.to, m.to_offset, m.size);
+            // Runs of moves within a segment go to the kernel together, in order.
+            for run in moves.chunk_by(|a, b| Arc::ptr_eq(&a.from, &a.to) == Arc::ptr_eq(&b.from, &b.to)) {
+                if Arc::ptr_eq(&run[0].from, &run[0].to) {
+                    let within: Vec<_> = run.iter().map(|m| (&*m.from, m.from_offset, m.to_offset, m.size)).collect();
+                    in_buffer.get_or_insert_with(|| InBufferCopy::new(device)).record(device, &mut encoder, &within);
+                } else {
+                    for m in run {
+                        encoder.copy_buffer_to_buffer(&m.from, m.from_offset, &m.to, m.to_offset, m.size);
+                    }
+                }
             }
             encoder.finish()
         })?;

@@ -1,0 +1,385 @@
+//! Where compaction moves live blocks (VMA-style defragmentation), planned on a view of one
+//! arena. Pure: the allocator builds the view from its books, copies the bytes and rebooks
+//! the ranges, so every plan is unit-tested without a device.
+//!
+//! Three plans, measured on the eager traces (`heap_replay`):
+//! - [`open_range`] on a large miss that finds enough free bytes but no range: first blocks of
+//!   the emptiest segments go to the tightest free ranges of fuller ones (*across*), else the
+//!   blocks of one segment slide towards one end (*slide*: the segment and direction that move
+//!   the fewest bytes), until a range of the request's size exists;
+//! - [`evacuate`] on a large miss that creates a segment above the growth budget: the
+//!   emptiest segments' blocks go to fuller ones, so the emptied segments' bytes go into the
+//!   new segment instead of staying beside it.
+
+/// Most pieces a move within one segment is copied in. WebGPU cannot copy a buffer into
+/// itself, so such moves are copied by a kernel; one that overlaps its old place (a shift
+/// smaller than the block) goes in pieces of the shift, in order.
+pub const MAX_SLIDE_PIECES: u64 = 8;
+
+/// A live block as the planner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resident {
+    pub id: u64,
+    pub offset: u64,
+    pub size: u64,
+    /// Nothing can be using it at its place (see the allocator's `movable`).
+    pub movable: bool,
+}
+
+/// One segment of the arena: its free ranges and its blocks, each sorted by offset.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentView {
+    pub id: u32,
+    pub size: u64,
+    pub free: Vec<(u64, u64)>,
+    pub blocks: Vec<Resident>,
+}
+
+impl SegmentView {
+    fn live(&self) -> u64 {
+        self.blocks.iter().map(|b| b.size).sum()
+    }
+}
+
+/// Block `block` goes to offset `at` of segment `to`. Moves run in order: a move may write
+/// over the old place of an earlier one (a slide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    pub block: u64,
+    pub to: u32,
+    pub at: u64,
+}
+
+/// Moves after which a free range of `need` bytes exists; `None` when no plan reaches it.
+/// A move within one segment spans at most `max_span` bytes (old and new place together
+/// are bound once by the copy kernel).
+pub fn open_range(view: &[SegmentView], need: u64, max_span: u64) -> Option<Vec<Move>> {
+    across(view, need).or_else(|| slide(view, need, max_span))
+}
+
+/// Moves that empty the emptiest segments into free ranges of fuller ones until `reclaim`
+/// bytes of segments are empty (or no further segment can be). Segments without blocks are
+/// left out: they are released anyway. Returns the moves and the bytes emptied.
+pub fn evacuate(view: &[SegmentView], reclaim: u64) -> (Vec<Move>, u64) {
+    let order: Vec<&SegmentView> = fullest_first(view).into_iter().filter(|s| !s.blocks.is_empty()).collect();
+    let mut free: Vec<Vec<(u64, u64)>> = order.iter().map(|s| s.free.clone()).collect();
+    // Segments that took blocks stay (emptying them would move those blocks twice).
+    let mut took = vec![false; order.len()];
+    let (mut plan, mut emptied) = (Vec::new(), 0);
+    for k in (1..order.len()).rev() {
+        if emptied >= reclaim {
+            break;
+        }
+        let seg = order[k];
+        if took[k] || seg.blocks.iter().any(|b| !b.movable) {
+            continue;
+        }
+        let mut blocks = seg.blocks.clone();
+        blocks.sort_unstable_by(|a, b| b.size.cmp(&a.size).then(a.offset.cmp(&b.offset)));
+        // Into the fullest segment with room (the emptier ones may be emptied next), tightest
+        // range there.
+        let mut trial = free[..k].to_vec();
+        let moves: Option<Vec<(usize, Move)>> = blocks
+            .iter()
+            .map(|b| {
+                let to = trial.iter().position(|rs| rs.iter().any(|r| r.1 >= b.size))?;
+                let (_, i) = tightest(&trial[to..=to], b.size)?;
+                Some((to, Move { block: b.id, to: order[to].id, at: take_front(&mut trial[to][i], b.size) }))
+            })
+            .collect();
+        if let Some(moves) = moves {
+            free[..k].clone_from_slice(&trial);
+            for (to, m) in moves {
+                took[to] = true;
+                plan.push(m);
+            }
+            emptied += seg.size;
+        }
+    }
+    (plan, emptied)
+}
+
+/// Blocks of the emptiest segments, highest offset first, to the tightest free ranges of
+/// fuller segments, until a range of `need` bytes is free.
+fn across(view: &[SegmentView], need: u64) -> Option<Vec<Move>> {
+    let order = fullest_first(view);
+    if order.len() < 2 {
+        return None;
+    }
+    let mut free: Vec<Vec<(u64, u64)>> = order.iter().map(|s| s.free.clone()).collect();
+    let mut candidates: Vec<(usize, u64, u64, u64)> = order
+        .iter()
+        .enumerate()
+        .flat_map(|(rank, s)| s.blocks.iter().filter(|b| b.movable).map(move |b| (rank, b.offset, b.size, b.id)))
+        .collect();
+    // From the back: the emptiest segment's highest block first.
+    candidates.sort_unstable_by(|a, b| b.cmp(a));
+    let largest = |free: &[Vec<(u64, u64)>]| free.iter().flatten().map(|r| r.1).max().unwrap_or(0);
+    let mut plan = Vec::new();
+    for (from, offset, size, id) in candidates {
+        if largest(&free) >= need {
+            break;
+        }
+        let Some((to, i)) = tightest(&free[..from], size) else { continue };
+        let at = take_front(&mut free[to][i], size);
+        give_back(&mut free[from], offset, size);
+        plan.push(Move { block: id, to: order[to].id, at });
+    }
+    (largest(&free) >= need && !plan.is_empty()).then_some(plan)
+}
+
+/// The blocks of one segment slid towards its start or its end, in order, until a gap of
+/// `need` bytes opens; a block that must stay (or would take too many pieces or span too
+/// much) is stepped over. The plan that moves the fewest bytes.
+fn slide(view: &[SegmentView], need: u64, max_span: u64) -> Option<Vec<Move>> {
+    let mut best: Option<(u64, Vec<Move>)> = None;
+    for seg in view.iter().filter(|s| s.size >= need) {
+        for towards_start in [true, false] {
+            let Some((moved, plan)) = slide_one(seg, need, towards_start, max_span) else { continue };
+            if best.as_ref().is_none_or(|(least, _)| moved < *least) {
+                best = Some((moved, plan));
+            }
+        }
+    }
+    best.map(|(_, plan)| plan)
+}
+
+fn slide_one(seg: &SegmentView, need: u64, towards_start: bool, max_span: u64) -> Option<(u64, Vec<Move>)> {
+    // Positions measured from the end the blocks slide towards.
+    let blocks: Vec<Resident> = if towards_start {
+        seg.blocks.clone()
+    } else {
+        seg.blocks.iter().rev().map(|b| Resident { offset: seg.size - b.offset - b.size, ..*b }).collect()
+    };
+    let (mut cursor, mut moved, mut plan, mut gap) = (0, 0, Vec::new(), None);
+    for b in &blocks {
+        let shift = b.offset - cursor;
+        if shift >= need {
+            gap = Some(shift);
+            break;
+        }
+        if b.movable && shift > 0 && b.size.div_ceil(shift) <= MAX_SLIDE_PIECES && shift + b.size <= max_span {
+            let at = if towards_start { cursor } else { seg.size - cursor - b.size };
+            plan.push(Move { block: b.id, to: seg.id, at });
+            moved += b.size;
+            cursor += b.size;
+        } else {
+            cursor = b.offset + b.size;
+        }
+    }
+    let gap = gap.unwrap_or(seg.size - cursor);
+    (gap >= need && !plan.is_empty()).then_some((moved, plan))
+}
+
+/// Segments by live bytes, fullest first (blocks move towards the front).
+fn fullest_first(view: &[SegmentView]) -> Vec<&SegmentView> {
+    let mut order: Vec<&SegmentView> = view.iter().collect();
+    order.sort_by_cached_key(|s| (std::cmp::Reverse(s.live()), std::cmp::Reverse(s.id)));
+    order
+}
+
+/// The tightest free range of at least `size` bytes: (segment rank, range index).
+fn tightest(free: &[Vec<(u64, u64)>], size: u64) -> Option<(usize, usize)> {
+    free.iter()
+        .enumerate()
+        .flat_map(|(seg, rs)| rs.iter().enumerate().map(move |(i, r)| (r.1, seg, i)))
+        .filter(|&(len, _, _)| len >= size)
+        .min()
+        .map(|(_, seg, i)| (seg, i))
+}
+
+/// Takes `size` bytes at the front of free range `r`; returns their offset.
+fn take_front(r: &mut (u64, u64), size: u64) -> u64 {
+    let at = r.0;
+    *r = (at + size, r.1 - size);
+    at
+}
+
+/// Frees `size` bytes at `offset`, merged with free neighbours.
+fn give_back(ranges: &mut Vec<(u64, u64)>, offset: u64, size: u64) {
+    let (mut start, mut end) = (offset, offset + size);
+    ranges.retain(|&(o, s)| {
+        if s == 0 {
+            false
+        } else if o + s == start {
+            start = o;
+            false
+        } else if o == end {
+            end = o + s;
+            false
+        } else {
+            true
+        }
+    });
+    let k = ranges.partition_point(|r| r.0 < start);
+    ranges.insert(k, (start, end - start));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(id: u64, offset: u64, size: u64) -> Resident {
+        Resident { id, offset, size, movable: true }
+    }
+
+    /// A segment with the given blocks; its free ranges are the gaps between them.
+    fn segment(id: u32, size: u64, blocks: Vec<Resident>) -> SegmentView {
+        let mut free = Vec::new();
+        let mut at = 0;
+        for b in &blocks {
+            if b.offset > at {
+                free.push((at, b.offset - at));
+            }
+            at = b.offset + b.size;
+        }
+        if size > at {
+            free.push((at, size - at));
+        }
+        SegmentView { id, size, free, blocks }
+    }
+
+    /// Applies `plan` to `view` as the allocator would; checks that no two blocks overlap and
+    /// returns the largest free range.
+    fn apply(view: &[SegmentView], plan: &[Move]) -> u64 {
+        let mut places: Vec<(u32, u64, u64, u64)> =
+            view.iter().flat_map(|s| s.blocks.iter().map(move |b| (s.id, b.offset, b.size, b.id))).collect();
+        for m in plan {
+            let p = places.iter_mut().find(|p| p.3 == m.block).expect("a planned block exists");
+            *p = (m.to, m.at, p.2, p.3);
+        }
+        let mut largest = 0;
+        for s in view {
+            let mut mine: Vec<(u64, u64)> = places.iter().filter(|p| p.0 == s.id).map(|p| (p.1, p.2)).collect();
+            mine.sort_unstable();
+            let mut at = 0;
+            for (o, len) in mine {
+                assert!(o >= at, "blocks overlap in segment {}", s.id);
+                largest = largest.max(o - at);
+                at = o + len;
+            }
+            assert!(at <= s.size, "a block runs past segment {}", s.id);
+            largest = largest.max(s.size - at);
+        }
+        largest
+    }
+
+    #[test]
+    fn across_moves_the_emptiest_segment_s_blocks() {
+        // Segment 1 holds 60 of 100 with a 30-byte hole; segment 2 holds one 10-byte block
+        // in the middle of 50. A 45-byte request needs segment 2's block gone.
+        let view = [segment(1, 100, vec![block(1, 0, 30), block(2, 60, 30)]), segment(2, 50, vec![block(3, 20, 10)])];
+        let plan = open_range(&view, 45, u64::MAX).unwrap();
+        assert_eq!(plan, vec![Move { block: 3, to: 1, at: 90 }], "the tightest range");
+        assert!(apply(&view, &plan) >= 45);
+    }
+
+    #[test]
+    fn a_lone_segment_slides_its_block_to_the_nearer_end_in_pieces() {
+        // 42 bytes in the middle of 88 (gaps 21 and 25): nothing across, so it slides. Either
+        // end moves 42 bytes; towards the start comes first.
+        let view = [segment(1, 88, vec![block(7, 21, 42)])];
+        let plan = open_range(&view, 42, u64::MAX).unwrap();
+        assert_eq!(plan, vec![Move { block: 7, to: 1, at: 0 }]);
+        assert_eq!(apply(&view, &plan), 46);
+        // A shift of 21 for 42 bytes overlaps: 2 pieces. With a shift of 4 it would take 11.
+        let view = [segment(1, 88, vec![block(7, 4, 42), block(8, 50, 34)])];
+        assert_eq!(open_range(&view, 8, u64::MAX), None, "the only slide takes more than 8 pieces");
+    }
+
+    #[test]
+    fn a_slide_steps_over_blocks_that_must_stay_and_picks_the_fewest_bytes() {
+        let pinned = Resident { movable: false, ..block(2, 40, 10) };
+        // [0,10) free, 1 at [10,30), free [30,40), pinned 2 at [40,50), free [50,60), 3 at
+        // [60,100). Towards the start: 1 moves to 0 (gap 20 at 20..40 only, pinned blocks the
+        // rest): no 25-byte gap. Towards the end: 3 stays (no shift), 2 cannot move, 1 moves
+        // up to [20,40): gap [0,20) - no. Nothing opens 25.
+        let view = [segment(1, 100, vec![block(1, 10, 20), pinned, block(3, 60, 40)])];
+        assert_eq!(open_range(&view, 25, u64::MAX), None);
+        // Need 20: towards the start moves 20 bytes (block 1), giving [20,40).
+        let plan = open_range(&view, 20, u64::MAX).unwrap();
+        assert_eq!(plan, vec![Move { block: 1, to: 1, at: 0 }]);
+        assert!(apply(&view, &plan) >= 20);
+        // Towards the start moves both blocks (50 bytes), towards the end only the small one.
+        let view = [segment(1, 100, vec![block(1, 10, 40), block(2, 60, 10)])];
+        let plan = open_range(&view, 40, u64::MAX).unwrap();
+        assert_eq!(plan, vec![Move { block: 2, to: 1, at: 90 }]);
+        assert_eq!(apply(&view, &plan), 40);
+    }
+
+    #[test]
+    fn a_move_within_a_segment_spans_at_most_the_binding_limit() {
+        let view = [segment(1, 88, vec![block(7, 21, 42)])];
+        // Old and new place together span 21 + 42 = 63 bytes towards the start, 25 + 42 = 67
+        // towards the end.
+        assert_eq!(open_range(&view, 42, 62), None);
+        assert_eq!(open_range(&view, 42, 63), Some(vec![Move { block: 7, to: 1, at: 0 }]));
+    }
+
+    #[test]
+    fn evacuation_empties_the_emptiest_segments_it_can() {
+        let view = [
+            segment(1, 100, vec![block(1, 0, 60)]),
+            segment(2, 40, vec![block(2, 0, 10), block(3, 20, 10)]),
+            segment(3, 30, vec![block(4, 0, 5)]),
+            segment(4, 20, vec![Resident { movable: false, ..block(5, 0, 1) }]),
+            segment(5, 10, vec![]),
+        ];
+        // The pinned block keeps segment 4; segment 3 empties first, then segment 2.
+        let (plan, emptied) = evacuate(&view, 50);
+        assert_eq!(emptied, 70);
+        let moved: Vec<u64> = plan.iter().map(|m| m.block).collect();
+        assert_eq!(moved, vec![4, 2, 3]);
+        assert!(plan.iter().all(|m| m.to == 1), "only the fullest segment has room");
+        apply(&view, &plan);
+        // Enough after the first segment: stop there.
+        let (plan, emptied) = evacuate(&view, 30);
+        assert_eq!((plan.len(), emptied), (1, 30));
+        // Segment 2's 20 bytes do not fit once segment 1 is nearly full.
+        let view = [segment(1, 100, vec![block(1, 0, 95)]), segment(2, 40, vec![block(2, 0, 20)])];
+        assert_eq!(evacuate(&view, 1), (vec![], 0));
+    }
+
+    #[test]
+    fn random_views_plan_valid_moves() {
+        let mut next = crate::test_rng::below(0x51de_c0de);
+        for _ in 0..2000 {
+            let mut view = Vec::new();
+            let mut id = 0;
+            for s in 0..1 + next(4) as u32 {
+                let size = 16 * (4 + next(60));
+                let mut blocks = Vec::new();
+                let mut at = 0;
+                while at < size {
+                    at += 16 * next(4);
+                    let len = 16 * (1 + next(8));
+                    if at + len > size {
+                        break;
+                    }
+                    if next(2) == 0 {
+                        id += 1;
+                        blocks.push(Resident { id, offset: at, size: len, movable: next(5) != 0 });
+                    }
+                    at += len;
+                }
+                view.push(segment(s, size, blocks));
+            }
+            let need = 16 * (1 + next(40));
+            if let Some(plan) = open_range(&view, need, 16 * 48) {
+                assert!(apply(&view, &plan) >= need);
+                for m in &plan {
+                    let b = view.iter().flat_map(|s| &s.blocks).find(|b| b.id == m.block).unwrap();
+                    assert!(b.movable, "a block that must stay moved");
+                }
+            }
+            let (plan, emptied) = evacuate(&view, next(512));
+            apply(&view, &plan);
+            let emptied_segments: u64 = view
+                .iter()
+                .filter(|s| !s.blocks.is_empty() && s.blocks.iter().all(|b| plan.iter().any(|m| m.block == b.id)))
+                .map(|s| s.size)
+                .sum();
+            assert_eq!(emptied, emptied_segments);
+        }
+    }
+}
