@@ -855,7 +855,7 @@ export interface HeapStats {
   ooms: number
   /** Garbage collections of idle segments above the low watermark. */
   gcRuns: number
-  /** Live blocks moved to another segment to make room (compaction). */
+  /** Live blocks moved to make room (compaction: to another segment or within their own). */
   blocksMoved: number
   /** Bytes of those blocks. */
   bytesMoved: number

@@ -9,8 +9,8 @@ import type { Heap } from './heap.js'
 import type { HeapHistory } from './heap-history.js'
 
 /**
- * Allocator event kinds delivered by `heap.on()`. `MOVED`: the heap moved a live block to
- * another segment to make room (`segmentId` and `offset` say where it is now).
+ * Allocator event kinds delivered by `heap.on()`. `MOVED`: the heap moved a live block to make
+ * room, to another segment or within its own (`segmentId` and `offset` say where it is now).
  */
 export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED' | 'MOVED'
 

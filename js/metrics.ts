@@ -66,7 +66,7 @@ const DEFINITIONS: Definition[] = [
   { name: 'heap_cache_misses_total', help: 'Allocations that needed a new segment.', type: 'counter', read: heapFigure('cacheMisses') },
   { name: 'heap_ooms_total', help: 'Allocations that failed with OUT_OF_MEMORY.', type: 'counter', read: heapFigure('ooms') },
   { name: 'heap_gc_runs_total', help: 'Garbage collections of idle segments.', type: 'counter', read: heapFigure('gcRuns') },
-  { name: 'heap_bytes_moved_total', help: 'Bytes of live blocks moved between segments to make room.', type: 'counter', read: heapFigure('bytesMoved') },
+  { name: 'heap_bytes_moved_total', help: 'Bytes of live blocks moved to make room (compaction).', type: 'counter', read: heapFigure('bytesMoved') },
   {
     name: 'memory_budget_bytes',
     help: 'The memory budget of the device.',

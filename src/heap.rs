@@ -77,7 +77,7 @@ pub struct HeapStats {
     pub ooms: f64,
     /// Garbage collections of idle segments above the low watermark.
     pub gc_runs: f64,
-    /// Live blocks moved to another segment to make room (compaction).
+    /// Live blocks moved to make room (compaction: to another segment or within their own).
     pub blocks_moved: f64,
     /// Bytes of those blocks.
     pub bytes_moved: f64,

@@ -51,8 +51,8 @@ pub enum HeapEventKind {
     Released,
     /// An allocation failed (the caller may free memory and retry).
     AllocationFailed,
-    /// A live block was moved to another segment to make room (`segment_id` and `offset` say
-    /// where it is now).
+    /// A live block was moved to make room, to another segment or within its own (`segment_id`
+    /// and `offset` say where it is now).
     Moved,
 }
 

@@ -66,7 +66,8 @@ pub struct HeapStats {
     pub ooms: u64,
     /// Garbage collections triggered by the low watermark.
     pub gc_runs: u64,
-    /// Live blocks moved to another segment to make room (compaction), and their bytes.
+    /// Live blocks moved to make room (compaction: to another segment or within their own), and
+    /// their bytes.
     pub blocks_moved: u64,
     pub bytes_moved: u64,
     pub pools: [PoolStats; 5],
