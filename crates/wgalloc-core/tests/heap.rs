@@ -1,5 +1,6 @@
 //! The heap allocator on a real device (lavapipe without a GPU).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use wgalloc_core::heap::{HeapEventKind, PoolKind, Usage};
@@ -509,14 +510,14 @@ fn a_block_slides_up_within_its_segment_in_pieces() {
     slide_case(&[1.5, 3.0, 1.5, 1.0, 0.625], &[0, 2, 4], 3, 2.0, 6.625);
 }
 
-/// Random large allocations, frees, writes and stream copies (some left unsubmitted for a
-/// while) on the device, so the heap compacts many times: every live block keeps its bytes.
-#[test]
-fn random_traffic_that_compacts_keeps_every_block_s_bytes() {
-    const MIB: u64 = 1 << 20;
+/// Random allocations of `size(next)` bytes, frees, writes and stream copies (some left
+/// unsubmitted for a while) on the device, `steps` of them; then every live block must hold
+/// its bytes. Returns the moves across segments and within one (slides).
+fn random_traffic(seed: u64, steps: u64, size: impl Fn(&mut dyn FnMut(u64) -> u64) -> u64) -> (u64, u64) {
     let gpu = gpu_with_budget(None);
     let heap = gpu.heap().unwrap();
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    heap.set_event_recording(true, false);
+    let mut x = seed;
     let mut next = move |m: u64| {
         x ^= x << 13;
         x ^= x >> 7;
@@ -526,10 +527,12 @@ fn random_traffic_that_compacts_keeps_every_block_s_bytes() {
     // (block, the bytes it must hold)
     let mut live: Vec<(wgalloc_core::heap::DeviceBlock, Vec<u8>)> = Vec::new();
     let mut stream = gpu.create_stream().unwrap();
-    for step in 0..250u64 {
+    // Where each block is, from the events: a move to the same segment is a slide.
+    let (mut at, mut across, mut within) = (HashMap::new(), 0, 0);
+    for step in 0..steps {
         match next(10) {
             0..=4 => {
-                let size = MIB * (1 + next(6)) + 256 * next(4);
+                let size = size(&mut next);
                 let b = heap.malloc(size, Usage::Device).unwrap();
                 let bytes = fill(size as usize, step);
                 b.write(&bytes, 0).unwrap();
@@ -553,12 +556,42 @@ fn random_traffic_that_compacts_keeps_every_block_s_bytes() {
                 stream.submit().unwrap();
             }
         }
+        for e in heap.take_events().0 {
+            match (e.kind, e.block_id, e.segment_id) {
+                (HeapEventKind::Allocated | HeapEventKind::Recycled, Some(id), Some(seg)) => {
+                    at.insert(id, seg);
+                }
+                (HeapEventKind::Moved, Some(id), Some(seg)) => match at.insert(id, seg) {
+                    Some(old) if old == seg => within += 1,
+                    _ => across += 1,
+                },
+                _ => {}
+            }
+        }
     }
     stream.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap();
     let s = heap.stats();
-    assert!(s.blocks_moved > 0, "the traffic never made the heap compact: {s:?}");
+    assert_eq!(s.blocks_moved, across + within);
     for (b, bytes) in &live {
         let back = pollster::block_on(b.read(0, bytes.len() as u64)).unwrap();
         assert!(back == *bytes, "block {} lost its bytes ({} moves in all)", b.id(), s.blocks_moved);
     }
+    (across, within)
+}
+
+/// Large blocks of 1-6 MiB: the heap moves blocks across segments many times.
+#[test]
+fn random_traffic_that_compacts_keeps_every_block_s_bytes() {
+    const MIB: u64 = 1 << 20;
+    let (across, _) = random_traffic(0x2545_F491_4F6C_DD1D, 250, |next| MIB * (1 + next(6)) + 256 * next(4));
+    assert!(across > 0, "the traffic never moved a block across segments");
+}
+
+/// Blocks of 64 KiB to 6 MiB: small blocks cut the holes, so the heap also slides blocks within
+/// their segment (the in-buffer kernel, in pieces where the old and new place overlap).
+#[test]
+fn random_traffic_that_slides_keeps_every_block_s_bytes() {
+    const KIB: u64 = 1 << 10;
+    let (across, within) = random_traffic(0x9E37_79B9_7F4A_7C14, 300, |next| 64 * KIB * (1 + next(96)));
+    assert!(across > 0 && within > 0, "moves across segments: {across}, within one: {within}");
 }
