@@ -352,7 +352,9 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Returns whether they moved.
     fn compact(&self, st: &mut State<S>, need: u64) -> bool {
         let view = arena_view(st);
-        compaction::open_range(&view, need, self.limits.max_binding).is_some_and(|plan| self.apply_moves(st, &plan))
+        let limit = compaction::Limit::for_request(need);
+        compaction::open_range(&view, need, self.limits.max_binding, limit)
+            .is_some_and(|plan| self.apply_moves(st, &plan))
     }
 
     /// Before a large miss creates a segment above the growth budget, empties the emptiest
@@ -364,7 +366,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA).map(|s| s.size).sum();
         let over = (figures.reserved - idle + aligned).saturating_sub(pool::growth_budget(figures.live + aligned));
         if over > 0 {
-            let (plan, _) = compaction::evacuate(&arena_view(st), over);
+            let (plan, _) = compaction::evacuate(&arena_view(st), over, compaction::Limit::for_request(aligned));
             if !plan.is_empty() {
                 self.apply_moves(st, &plan);
             }

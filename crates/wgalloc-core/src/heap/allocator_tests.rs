@@ -398,3 +398,29 @@ fn random_traffic_with_compaction_never_overlaps() {
     assert!(h.stats().blocks_moved > 0, "the traffic made the heap compact");
     assert_disjoint(&h);
 }
+
+/// A fragmented arena of thousands of small blocks: a large miss compacts, but no plan copies
+/// more than four times the request or more than 1024 blocks.
+#[test]
+fn compaction_copies_a_bounded_amount() {
+    let (h, _) = heap(None, 1 << 40);
+    let mut ids = Vec::new();
+    for i in 0..8_000u64 {
+        let size = if i % 7 == 0 { 2 * MIB } else { 64 * 1024 };
+        ids.push(h.malloc(size, Usage::Device).unwrap().id);
+    }
+    for id in ids.iter().step_by(2) {
+        h.free(*id).unwrap();
+    }
+    let mut compacted = 0;
+    for i in 0..10 {
+        let need = (12 + i) * MIB;
+        let before = h.stats();
+        h.malloc(need, Usage::Device).unwrap();
+        let s = h.stats();
+        let (moves, bytes) = (s.blocks_moved - before.blocks_moved, s.bytes_moved - before.bytes_moved);
+        assert!(moves <= 1024 && bytes <= 4 * need, "{moves} moves, {bytes} bytes for {need}");
+        compacted += u64::from(moves > 0);
+    }
+    assert!(compacted > 0, "no request compacted");
+}

@@ -50,28 +50,65 @@ pub struct Move {
     pub at: u64,
 }
 
+/// The most one plan may copy: compaction saves a segment's worth of bytes, and copying many
+/// times that (thousands of small blocks out of a fragmented arena) costs more than it saves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub bytes: u64,
+    pub moves: usize,
+}
+
+impl Limit {
+    /// Four times the request's bytes, at most 1024 blocks: never reached on the eager traces
+    /// (twice the request already costs ratio on some), a bound on a pathological arena.
+    pub fn for_request(need: u64) -> Limit {
+        Limit { bytes: need.saturating_mul(4), moves: 1024 }
+    }
+}
+
+/// What a plan copies so far.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spent {
+    bytes: u64,
+    moves: usize,
+}
+
+impl Spent {
+    /// Counts one more move of `size` bytes; false (and nothing counted) past `limit`.
+    fn add(&mut self, size: u64, limit: Limit) -> bool {
+        if self.bytes + size > limit.bytes || self.moves + 1 > limit.moves {
+            return false;
+        }
+        self.bytes += size;
+        self.moves += 1;
+        true
+    }
+}
+
 /// Moves after which a free range of `need` bytes exists; `None` when no plan reaches it.
 /// A move within one segment spans at most `max_span` bytes (old and new place together
-/// are bound once by the copy kernel).
-pub fn open_range(view: &[SegmentView], need: u64, max_span: u64) -> Option<Vec<Move>> {
-    across(view, need).or_else(|| slide(view, need, max_span))
+/// are bound once by the copy kernel); a plan copies no more than `limit`.
+pub fn open_range(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<Vec<Move>> {
+    across(view, need, limit).or_else(|| slide(view, need, max_span, limit))
 }
 
 /// Moves that empty the emptiest segments into free ranges of fuller ones until `reclaim`
 /// bytes of segments are empty (or no further segment can be). Segments without blocks are
-/// left out: they are released anyway. Returns the moves and the bytes emptied.
-pub fn evacuate(view: &[SegmentView], reclaim: u64) -> (Vec<Move>, u64) {
+/// left out: they are released anyway. A segment whose blocks would take the plan past `limit`
+/// stays. Returns the moves and the bytes emptied.
+pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>, u64) {
     let order: Vec<&SegmentView> = fullest_first(view).into_iter().filter(|s| !s.blocks.is_empty()).collect();
     let mut free: Vec<Vec<(u64, u64)>> = order.iter().map(|s| s.free.clone()).collect();
     // Segments that took blocks stay (emptying them would move those blocks twice).
     let mut took = vec![false; order.len()];
-    let (mut plan, mut emptied) = (Vec::new(), 0);
+    let (mut plan, mut emptied, mut spent) = (Vec::new(), 0, Spent::default());
     for k in (1..order.len()).rev() {
         if emptied >= reclaim {
             break;
         }
         let seg = order[k];
-        if took[k] || seg.blocks.iter().any(|b| !b.movable) {
+        let mut after = spent;
+        if took[k] || seg.blocks.iter().any(|b| !b.movable || !after.add(b.size, limit)) {
             continue;
         }
         let mut blocks = seg.blocks.clone();
@@ -94,6 +131,7 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64) -> (Vec<Move>, u64) {
                 plan.push(m);
             }
             emptied += seg.size;
+            spent = after;
         }
     }
     (plan, emptied)
@@ -101,12 +139,12 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64) -> (Vec<Move>, u64) {
 
 /// Blocks of the emptiest segments, highest offset first, to the tightest free ranges of
 /// fuller segments, until a range of `need` bytes is free.
-fn across(view: &[SegmentView], need: u64) -> Option<Vec<Move>> {
+fn across(view: &[SegmentView], need: u64, limit: Limit) -> Option<Vec<Move>> {
     let order = fullest_first(view);
     if order.len() < 2 {
         return None;
     }
-    let mut free: Vec<Vec<(u64, u64)>> = order.iter().map(|s| s.free.clone()).collect();
+    let mut free = FreeRanges::new(order.iter().map(|s| s.free.clone()).collect());
     let mut candidates: Vec<(usize, u64, u64, u64)> = order
         .iter()
         .enumerate()
@@ -114,29 +152,90 @@ fn across(view: &[SegmentView], need: u64) -> Option<Vec<Move>> {
         .collect();
     // From the back: the emptiest segment's highest block first.
     candidates.sort_unstable_by(|a, b| b.cmp(a));
-    let largest = |free: &[Vec<(u64, u64)>]| free.iter().flatten().map(|r| r.1).max().unwrap_or(0);
     let mut plan = Vec::new();
+    let mut spent = Spent::default();
     for (from, offset, size, id) in candidates {
-        if largest(&free) >= need {
+        if free.largest() >= need {
             break;
         }
-        let Some((to, i)) = tightest(&free[..from], size) else { continue };
-        let at = take_front(&mut free[to][i], size);
-        give_back(&mut free[from], offset, size);
+        if !spent.add(size, limit) {
+            return None;
+        }
+        let Some((to, at)) = free.take_tightest(size, from) else { continue };
+        free.give_back(from, offset, size);
         plan.push(Move { block: id, to: order[to].id, at });
     }
-    (largest(&free) >= need && !plan.is_empty()).then_some(plan)
+    (free.largest() >= need && !plan.is_empty()).then_some(plan)
+}
+
+/// The free ranges of segments by rank (each by offset), indexed by length so a plan of many
+/// moves over many ranges stays quick (a fragmented heap can hold tens of thousands).
+struct FreeRanges {
+    per: Vec<Vec<(u64, u64)>>,
+    by_len: std::collections::BTreeSet<(u64, usize, u64)>,
+}
+
+impl FreeRanges {
+    fn new(per: Vec<Vec<(u64, u64)>>) -> Self {
+        let by_len = per
+            .iter()
+            .enumerate()
+            .flat_map(|(rank, rs)| rs.iter().filter(|r| r.1 > 0).map(move |&(o, len)| (len, rank, o)))
+            .collect();
+        FreeRanges { per, by_len }
+    }
+
+    fn largest(&self) -> u64 {
+        self.by_len.last().map_or(0, |r| r.0)
+    }
+
+    /// Takes `size` bytes at the front of the tightest range in a segment ranked below `below`
+    /// (the lowest rank, then offset, among equals). Returns (rank, offset).
+    fn take_tightest(&mut self, size: u64, below: usize) -> Option<(usize, u64)> {
+        let &(len, rank, at) = self.by_len.range((size, 0, 0)..).find(|r| r.1 < below)?;
+        self.by_len.remove(&(len, rank, at));
+        let rs = &mut self.per[rank];
+        let i = rs.partition_point(|r| r.0 < at);
+        if len > size {
+            rs[i] = (at + size, len - size);
+            self.by_len.insert((len - size, rank, at + size));
+        } else {
+            rs.remove(i);
+        }
+        Some((rank, at))
+    }
+
+    /// Frees `size` bytes at `offset` of segment `rank`, merged with free neighbours.
+    fn give_back(&mut self, rank: usize, offset: u64, size: u64) {
+        let rs = &mut self.per[rank];
+        let mut i = rs.partition_point(|r| r.0 < offset);
+        let (mut start, mut end) = (offset, offset + size);
+        if i < rs.len() && rs[i].0 == end {
+            self.by_len.remove(&(rs[i].1, rank, rs[i].0));
+            end += rs[i].1;
+            rs.remove(i);
+        }
+        if i > 0 && rs[i - 1].0 + rs[i - 1].1 == start {
+            i -= 1;
+            self.by_len.remove(&(rs[i].1, rank, rs[i].0));
+            start = rs[i].0;
+            rs.remove(i);
+        }
+        rs.insert(i, (start, end - start));
+        self.by_len.insert((end - start, rank, start));
+    }
 }
 
 /// The blocks of one segment slid towards its start or its end, in order, until a gap of
 /// `need` bytes opens; a block that must stay (or would take too many pieces or span too
 /// much) is stepped over. The plan that moves the fewest bytes.
-fn slide(view: &[SegmentView], need: u64, max_span: u64) -> Option<Vec<Move>> {
+fn slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<Vec<Move>> {
     let mut best: Option<(u64, Vec<Move>)> = None;
     for seg in view.iter().filter(|s| s.size >= need) {
         for towards_start in [true, false] {
             let Some((moved, plan)) = slide_one(seg, need, towards_start, max_span) else { continue };
-            if best.as_ref().is_none_or(|(least, _)| moved < *least) {
+            let affordable = moved <= limit.bytes && plan.len() <= limit.moves;
+            if affordable && best.as_ref().is_none_or(|(least, _)| moved < *least) {
                 best = Some((moved, plan));
             }
         }
@@ -195,29 +294,11 @@ fn take_front(r: &mut (u64, u64), size: u64) -> u64 {
     at
 }
 
-/// Frees `size` bytes at `offset`, merged with free neighbours.
-fn give_back(ranges: &mut Vec<(u64, u64)>, offset: u64, size: u64) {
-    let (mut start, mut end) = (offset, offset + size);
-    ranges.retain(|&(o, s)| {
-        if s == 0 {
-            false
-        } else if o + s == start {
-            start = o;
-            false
-        } else if o == end {
-            end = o + s;
-            false
-        } else {
-            true
-        }
-    });
-    let k = ranges.partition_point(|r| r.0 < start);
-    ranges.insert(k, (start, end - start));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NO_LIMIT: Limit = Limit { bytes: u64::MAX, moves: usize::MAX };
 
     fn block(id: u64, offset: u64, size: u64) -> Resident {
         Resident { id, offset, size, movable: true }
@@ -269,7 +350,7 @@ mod tests {
         // Segment 1 holds 60 of 100 with a 30-byte hole; segment 2 holds one 10-byte block
         // in the middle of 50. A 45-byte request needs segment 2's block gone.
         let view = [segment(1, 100, vec![block(1, 0, 30), block(2, 60, 30)]), segment(2, 50, vec![block(3, 20, 10)])];
-        let plan = open_range(&view, 45, u64::MAX).unwrap();
+        let plan = open_range(&view, 45, u64::MAX, NO_LIMIT).unwrap();
         assert_eq!(plan, vec![Move { block: 3, to: 1, at: 90 }], "the tightest range");
         assert!(apply(&view, &plan) >= 45);
     }
@@ -279,12 +360,12 @@ mod tests {
         // 42 bytes in the middle of 88 (gaps 21 and 25): nothing across, so it slides. Either
         // end moves 42 bytes; towards the start comes first.
         let view = [segment(1, 88, vec![block(7, 21, 42)])];
-        let plan = open_range(&view, 42, u64::MAX).unwrap();
+        let plan = open_range(&view, 42, u64::MAX, NO_LIMIT).unwrap();
         assert_eq!(plan, vec![Move { block: 7, to: 1, at: 0 }]);
         assert_eq!(apply(&view, &plan), 46);
         // A shift of 21 for 42 bytes overlaps: 2 pieces. With a shift of 4 it would take 11.
         let view = [segment(1, 88, vec![block(7, 4, 42), block(8, 50, 34)])];
-        assert_eq!(open_range(&view, 8, u64::MAX), None, "the only slide takes more than 8 pieces");
+        assert_eq!(open_range(&view, 8, u64::MAX, NO_LIMIT), None, "the only slide takes more than 8 pieces");
     }
 
     #[test]
@@ -295,14 +376,14 @@ mod tests {
         // rest): no 25-byte gap. Towards the end: 3 stays (no shift), 2 cannot move, 1 moves
         // up to [20,40): gap [0,20) - no. Nothing opens 25.
         let view = [segment(1, 100, vec![block(1, 10, 20), pinned, block(3, 60, 40)])];
-        assert_eq!(open_range(&view, 25, u64::MAX), None);
+        assert_eq!(open_range(&view, 25, u64::MAX, NO_LIMIT), None);
         // Need 20: towards the start moves 20 bytes (block 1), giving [20,40).
-        let plan = open_range(&view, 20, u64::MAX).unwrap();
+        let plan = open_range(&view, 20, u64::MAX, NO_LIMIT).unwrap();
         assert_eq!(plan, vec![Move { block: 1, to: 1, at: 0 }]);
         assert!(apply(&view, &plan) >= 20);
         // Towards the start moves both blocks (50 bytes), towards the end only the small one.
         let view = [segment(1, 100, vec![block(1, 10, 40), block(2, 60, 10)])];
-        let plan = open_range(&view, 40, u64::MAX).unwrap();
+        let plan = open_range(&view, 40, u64::MAX, NO_LIMIT).unwrap();
         assert_eq!(plan, vec![Move { block: 2, to: 1, at: 90 }]);
         assert_eq!(apply(&view, &plan), 40);
     }
@@ -312,8 +393,8 @@ mod tests {
         let view = [segment(1, 88, vec![block(7, 21, 42)])];
         // Old and new place together span 21 + 42 = 63 bytes towards the start, 25 + 42 = 67
         // towards the end.
-        assert_eq!(open_range(&view, 42, 62), None);
-        assert_eq!(open_range(&view, 42, 63), Some(vec![Move { block: 7, to: 1, at: 0 }]));
+        assert_eq!(open_range(&view, 42, 62, NO_LIMIT), None);
+        assert_eq!(open_range(&view, 42, 63, NO_LIMIT), Some(vec![Move { block: 7, to: 1, at: 0 }]));
     }
 
     #[test]
@@ -326,19 +407,38 @@ mod tests {
             segment(5, 10, vec![]),
         ];
         // The pinned block keeps segment 4; segment 3 empties first, then segment 2.
-        let (plan, emptied) = evacuate(&view, 50);
+        let (plan, emptied) = evacuate(&view, 50, NO_LIMIT);
         assert_eq!(emptied, 70);
         let moved: Vec<u64> = plan.iter().map(|m| m.block).collect();
         assert_eq!(moved, vec![4, 2, 3]);
         assert!(plan.iter().all(|m| m.to == 1), "only the fullest segment has room");
         apply(&view, &plan);
         // Enough after the first segment: stop there.
-        let (plan, emptied) = evacuate(&view, 30);
+        let (plan, emptied) = evacuate(&view, 30, NO_LIMIT);
         assert_eq!((plan.len(), emptied), (1, 30));
         // Segment 2's 20 bytes do not fit once segment 1 is nearly full.
         let view = [segment(1, 100, vec![block(1, 0, 95)]), segment(2, 40, vec![block(2, 0, 20)])];
-        assert_eq!(evacuate(&view, 1), (vec![], 0));
+        assert_eq!(evacuate(&view, 1, NO_LIMIT), (vec![], 0));
     }
+
+    #[test]
+    fn a_plan_copies_no_more_than_its_limit() {
+        // Opening 45 bytes takes segment 2's two blocks (20 bytes, 2 moves).
+        let view = [segment(1, 100, vec![block(1, 0, 60)]), segment(2, 50, vec![block(2, 10, 10), block(3, 30, 10)])];
+        assert!(open_range(&view, 45, u64::MAX, Limit { bytes: 20, moves: 2 }).is_some());
+        assert_eq!(open_range(&view, 45, u64::MAX, Limit { bytes: 19, moves: 2 }), None);
+        assert_eq!(open_range(&view, 45, u64::MAX, Limit { bytes: 20, moves: 1 }), None);
+        // A slide moving 42 bytes is refused under a 41-byte limit.
+        let view = [segment(1, 88, vec![block(7, 21, 42)])];
+        assert_eq!(open_range(&view, 42, u64::MAX, Limit { bytes: 41, moves: 8 }), None);
+        // Evacuation keeps a segment whose blocks would pass the limit.
+        let view = [segment(1, 100, vec![block(1, 0, 30)]), segment(2, 50, vec![block(2, 0, 10), block(3, 20, 10)])];
+        assert_eq!(evacuate(&view, 1, Limit { bytes: 15, moves: 8 }), (vec![], 0));
+        assert_eq!(evacuate(&view, 1, Limit { bytes: 20, moves: 2 }).1, 50);
+        assert_eq!(Limit::for_request(MIB_TEST), Limit { bytes: 4 * MIB_TEST, moves: 1024 });
+    }
+
+    const MIB_TEST: u64 = 1 << 20;
 
     #[test]
     fn random_views_plan_valid_moves() {
@@ -365,14 +465,14 @@ mod tests {
                 view.push(segment(s, size, blocks));
             }
             let need = 16 * (1 + next(40));
-            if let Some(plan) = open_range(&view, need, 16 * 48) {
+            if let Some(plan) = open_range(&view, need, 16 * 48, NO_LIMIT) {
                 assert!(apply(&view, &plan) >= need);
                 for m in &plan {
                     let b = view.iter().flat_map(|s| &s.blocks).find(|b| b.id == m.block).unwrap();
                     assert!(b.movable, "a block that must stay moved");
                 }
             }
-            let (plan, emptied) = evacuate(&view, next(512));
+            let (plan, emptied) = evacuate(&view, next(512), NO_LIMIT);
             apply(&view, &plan);
             let emptied_segments: u64 = view
                 .iter()
