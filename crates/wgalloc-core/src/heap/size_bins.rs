@@ -39,37 +39,23 @@ impl Default for SizeBins {
 
 impl SizeBins {
     pub fn insert(&mut self, r: FreeRange) {
-        let b = bin(r.size);
-        let v = &mut self.bins[b];
-        let i = v.partition_point(|x| *x < r);
-        v.insert(i, r);
-        self.occupied[b / 64] |= 1 << (b % 64);
+        self.insert_in(bin(r.size), r)
     }
 
     /// Removes `r`; returns false if it was not present.
     pub fn remove(&mut self, r: &FreeRange) -> bool {
-        let b = bin(r.size);
-        let v = &mut self.bins[b];
-        let i = v.partition_point(|x| x < r);
-        if v.get(i) != Some(r) {
-            return false;
-        }
-        v.remove(i);
-        if v.is_empty() {
-            self.occupied[b / 64] &= !(1 << (b % 64));
-        }
-        true
+        self.remove_in(bin(r.size), r)
     }
 
     /// Replaces `old` by `new` (`old` must be present). A split or a merge usually leaves a
     /// range in its bin, and then this is one search and a write instead of a remove and an
     /// insert that each shift the bin.
     pub fn replace(&mut self, old: &FreeRange, new: FreeRange) {
-        let b = bin(old.size);
-        if bin(new.size) != b {
-            let present = self.remove(old);
+        let (b, nb) = (bin(old.size), bin(new.size));
+        if nb != b {
+            let present = self.remove_in(b, old);
             debug_assert!(present, "replaced range is in its bin");
-            return self.insert(new);
+            return self.insert_in(nb, new);
         }
         let v = &mut self.bins[b];
         let mut i = v.partition_point(|x| x < old);
@@ -84,6 +70,34 @@ impl SizeBins {
             v.swap(i - 1, i);
             i -= 1;
         }
+    }
+
+    fn insert_in(&mut self, b: usize, r: FreeRange) {
+        let v = &mut self.bins[b];
+        let i = v.partition_point(|x| *x < r);
+        // Bins hold a few ranges: shifting them one by one beats a memmove call.
+        v.push(r);
+        for j in (i + 1..v.len()).rev() {
+            v[j] = v[j - 1];
+        }
+        v[i] = r;
+        self.occupied[b / 64] |= 1 << (b % 64);
+    }
+
+    fn remove_in(&mut self, b: usize, r: &FreeRange) -> bool {
+        let v = &mut self.bins[b];
+        let i = v.partition_point(|x| x < r);
+        if v.get(i) != Some(r) {
+            return false;
+        }
+        for j in i + 1..v.len() {
+            v[j - 1] = v[j];
+        }
+        v.pop();
+        if v.is_empty() {
+            self.occupied[b / 64] &= !(1 << (b % 64));
+        }
+        true
     }
 
     /// The range a request of `size` bytes takes: in `size`'s class or the next non-empty one,
