@@ -287,10 +287,10 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
         let Some((segment, offset, range)) = taken else {
             // Idle segments of the arena were no use: their bytes go into the new one.
+            self.release_arena_idle(st, pool.arena());
             if pool == PoolKind::DeviceLarge {
                 self.evacuate(st, aligned);
             }
-            self.release_arena_idle(st, pool.arena());
             let arena = arena_figures(&st.stats, pool.arena());
             let (size, dedicated) =
                 pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
@@ -357,19 +357,18 @@ impl<S: SegmentStorage> HeapCore<S> {
             .is_some_and(|plan| self.apply_moves(st, &plan))
     }
 
-    /// Before a large miss creates a segment above the growth budget, empties the emptiest
-    /// segments into fuller ones, so that their bytes go into the new segment (the idle ones
-    /// are released next) instead of staying beside it.
+    /// Before a large miss creates a segment above the growth budget (idle segments already
+    /// released), empties the emptiest segments into fuller ones and releases them, so that
+    /// their bytes go into the new segment instead of staying beside it.
     fn evacuate(&self, st: &mut State<S>, aligned: u64) {
         let figures = arena_figures(&st.stats, DEVICE_ARENA);
-        let idle: u64 =
-            st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA).map(|s| s.size).sum();
-        let over = (figures.reserved - idle + aligned).saturating_sub(pool::growth_budget(figures.live + aligned));
-        if over > 0 {
-            let (plan, _) = compaction::evacuate(&arena_view(st), over, compaction::Limit::for_request(aligned));
-            if !plan.is_empty() {
-                self.apply_moves(st, &plan);
-            }
+        let over = (figures.reserved + aligned).saturating_sub(pool::growth_budget(figures.live + aligned));
+        if over == 0 {
+            return;
+        }
+        let (plan, _) = compaction::evacuate(&arena_view(st), over, compaction::Limit::for_request(aligned));
+        if !plan.is_empty() && self.apply_moves(st, &plan) {
+            self.release_arena_idle(st, DEVICE_ARENA);
         }
     }
 

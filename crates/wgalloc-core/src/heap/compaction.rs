@@ -98,7 +98,7 @@ pub fn open_range(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) 
 /// stays. Returns the moves and the bytes emptied.
 pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>, u64) {
     let order: Vec<&SegmentView> = fullest_first(view).into_iter().filter(|s| !s.blocks.is_empty()).collect();
-    let mut free: Vec<Vec<(u64, u64)>> = order.iter().map(|s| s.free.clone()).collect();
+    let mut free = FreeRanges::new(order.iter().map(|s| s.free.clone()).collect());
     // Segments that took blocks stay (emptying them would move those blocks twice).
     let mut took = vec![false; order.len()];
     let (mut plan, mut emptied, mut spent) = (Vec::new(), 0, Spent::default());
@@ -115,17 +115,16 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>,
         blocks.sort_unstable_by(|a, b| b.size.cmp(&a.size).then(a.offset.cmp(&b.offset)));
         // Into the fullest segment with room (the emptier ones may be emptied next), tightest
         // range there.
-        let mut trial = free[..k].to_vec();
+        let mut trial = free.clone();
         let moves: Option<Vec<(usize, Move)>> = blocks
             .iter()
             .map(|b| {
-                let to = trial.iter().position(|rs| rs.iter().any(|r| r.1 >= b.size))?;
-                let (_, i) = tightest(&trial[to..=to], b.size)?;
-                Some((to, Move { block: b.id, to: order[to].id, at: take_front(&mut trial[to][i], b.size) }))
+                let (to, at) = trial.take_fullest(b.size, k)?;
+                Some((to, Move { block: b.id, to: order[to].id, at }))
             })
             .collect();
         if let Some(moves) = moves {
-            free[..k].clone_from_slice(&trial);
+            free = trial;
             for (to, m) in moves {
                 took[to] = true;
                 plan.push(m);
@@ -170,6 +169,7 @@ fn across(view: &[SegmentView], need: u64, limit: Limit) -> Option<Vec<Move>> {
 
 /// The free ranges of segments by rank (each by offset), indexed by length so a plan of many
 /// moves over many ranges stays quick (a fragmented heap can hold tens of thousands).
+#[derive(Clone)]
 struct FreeRanges {
     per: Vec<Vec<(u64, u64)>>,
     by_len: std::collections::BTreeSet<(u64, usize, u64)>,
@@ -192,7 +192,19 @@ impl FreeRanges {
     /// Takes `size` bytes at the front of the tightest range in a segment ranked below `below`
     /// (the lowest rank, then offset, among equals). Returns (rank, offset).
     fn take_tightest(&mut self, size: u64, below: usize) -> Option<(usize, u64)> {
-        let &(len, rank, at) = self.by_len.range((size, 0, 0)..).find(|r| r.1 < below)?;
+        let r = *self.by_len.range((size, 0, 0)..).find(|r| r.1 < below)?;
+        Some(self.take(r, size))
+    }
+
+    /// Takes `size` bytes at the front of the tightest range of the fullest segment (lowest
+    /// rank) below `below` that has one. Returns (rank, offset).
+    fn take_fullest(&mut self, size: u64, below: usize) -> Option<(usize, u64)> {
+        let r = *self.by_len.range((size, 0, 0)..).filter(|r| r.1 < below).min_by_key(|r| (r.1, r.0, r.2))?;
+        Some(self.take(r, size))
+    }
+
+    /// Takes `size` bytes at the front of free range `(len, rank, at)`.
+    fn take(&mut self, (len, rank, at): (u64, usize, u64), size: u64) -> (usize, u64) {
         self.by_len.remove(&(len, rank, at));
         let rs = &mut self.per[rank];
         let i = rs.partition_point(|r| r.0 < at);
@@ -202,7 +214,7 @@ impl FreeRanges {
         } else {
             rs.remove(i);
         }
-        Some((rank, at))
+        (rank, at)
     }
 
     /// Frees `size` bytes at `offset` of segment `rank`, merged with free neighbours.
@@ -275,23 +287,6 @@ fn fullest_first(view: &[SegmentView]) -> Vec<&SegmentView> {
     let mut order: Vec<&SegmentView> = view.iter().collect();
     order.sort_by_cached_key(|s| (std::cmp::Reverse(s.live()), std::cmp::Reverse(s.id)));
     order
-}
-
-/// The tightest free range of at least `size` bytes: (segment rank, range index).
-fn tightest(free: &[Vec<(u64, u64)>], size: u64) -> Option<(usize, usize)> {
-    free.iter()
-        .enumerate()
-        .flat_map(|(seg, rs)| rs.iter().enumerate().map(move |(i, r)| (r.1, seg, i)))
-        .filter(|&(len, _, _)| len >= size)
-        .min()
-        .map(|(_, seg, i)| (seg, i))
-}
-
-/// Takes `size` bytes at the front of free range `r`; returns their offset.
-fn take_front(r: &mut (u64, u64), size: u64) -> u64 {
-    let at = r.0;
-    *r = (at + size, r.1 - size);
-    at
 }
 
 #[cfg(test)]

@@ -38,6 +38,14 @@ struct Piece {
     len: u64,
 }
 
+impl Piece {
+    /// The bound range (offset, size): from the lower place to the end of the higher one.
+    fn window(&self) -> (u64, u64) {
+        let base = self.src.min(self.dst);
+        (base, self.src.max(self.dst) + self.len - base)
+    }
+}
+
 impl InBufferCopy {
     pub fn new(device: &wgpu::Device) -> Self {
         let storage = |binding, ty| wgpu::BindGroupLayoutEntry {
@@ -92,7 +100,7 @@ impl InBufferCopy {
         let mut params = vec![0u8; pieces.len() * PIECE_STRIDE as usize];
         for (i, (_, p)) in pieces.iter().enumerate() {
             // Word offsets relative to the bound range, which starts at the lower place.
-            let base = p.src.min(p.dst);
+            let (base, _) = p.window();
             let words = [(p.src - base) / 4, (p.dst - base) / 4, p.len / 4, 0].map(|w| w as u32);
             let at = i * PIECE_STRIDE as usize;
             for (k, w) in words.iter().enumerate() {
@@ -105,8 +113,7 @@ impl InBufferCopy {
             usage: wgpu::BufferUsages::UNIFORM,
         });
         for (i, (buffer, p)) in pieces.iter().enumerate() {
-            let base = p.src.min(p.dst);
-            let span = p.src.max(p.dst) + p.len - base;
+            let (base, span) = p.window();
             let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("wgalloc in-buffer copy"),
                 layout: &self.layout,
