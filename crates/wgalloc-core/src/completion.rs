@@ -200,6 +200,9 @@ pub(crate) struct Poller {
     /// Set by the thread once it released its device handle.
     exited: Arc<Slot<()>>,
     handle: Option<JoinHandle<()>>,
+    /// Set when the device's teardown already waited its bound for the GPU work this thread
+    /// waits for: dropping then leaves the thread to end by itself at once.
+    detach: bool,
 }
 
 /// How long dropping a device waits for the poller to leave a wait for GPU work.
@@ -217,7 +220,14 @@ impl Poller {
                 exited2.complete(());
             })
             .map_err(|e| Error::Internal(format!("cannot start the poller thread: {e}")))?;
-        Ok(Poller { stop, tracker, exited, handle: Some(handle) })
+        Ok(Poller { stop, tracker, exited, handle: Some(handle), detach: false })
+    }
+
+    /// Dropping will not wait for the thread: the GPU work it waits for outlasted the
+    /// teardown's bound already (a second wait would double the time a busy process takes
+    /// to exit).
+    pub(crate) fn detach(&mut self) {
+        self.detach = true;
     }
 }
 
@@ -231,7 +241,10 @@ impl Drop for Poller {
         // poller inside a wait for GPU work gets a bounded grace, then is left to end
         // by itself: dropping a Gpu must not block the JS thread on long GPU work.
         let Some(handle) = self.handle.take() else { return };
-        if handle.thread().id() != std::thread::current().id() && self.exited.wait_timeout(POLLER_EXIT_WAIT).is_some() {
+        if !self.detach
+            && handle.thread().id() != std::thread::current().id()
+            && self.exited.wait_timeout(POLLER_EXIT_WAIT).is_some()
+        {
             let _ = handle.join();
         }
     }

@@ -103,7 +103,7 @@ pub struct UncapturedErrors {
 pub(crate) struct Shared {
     /// First, so it is dropped (and joined) before the device: the last device handle
     /// is then released on the dropping thread.
-    _poller: Poller,
+    poller: Poller,
     pub device: wgpu::Device,
     /// Dropped by `Shared::drop` with a bounded wait (wgpu's own drop waits for idle forever).
     pub queue: std::mem::ManuallyDrop<wgpu::Queue>,
@@ -128,8 +128,8 @@ pub(crate) struct Shared {
     closing: Option<DriverTurn>,
 }
 
-/// How long dropping a device waits for its GPU work before leaving the queue to a thread
-/// of its own: a process with a busy GPU must still exit.
+/// How long dropping a device waits for its GPU work before leaving the queue (and the
+/// poller) to threads of their own: a process with a busy GPU must still exit.
 const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Drop for Shared {
@@ -157,6 +157,10 @@ impl Drop for Shared {
         if let Ok(handle) = spawned {
             if done_rx.recv_timeout(TEARDOWN_WAIT).is_ok() {
                 let _ = handle.join();
+            } else {
+                // Still busy: the poller, dropped next, waits for the same work; one bound is
+                // enough.
+                self.poller.detach();
             }
         }
     }
@@ -253,7 +257,7 @@ impl Gpu {
             info,
             budget,
             closing: None,
-            _poller: poller,
+            poller,
         });
         let gpu = Gpu { shared };
         if std::env::var_os("WGALLOC_PROFILE").is_some() {
