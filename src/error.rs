@@ -1,6 +1,6 @@
 //! Error mapping only: every core error becomes a JS error whose message starts
 //! with `[CODE]`. napi-rs fixes `error.code` to its own status names on async
-//! paths, so the JS facade (js/errors.cjs) lifts the bracketed code into `code`.
+//! paths, so the JS facade (js/errors.ts) lifts the bracketed code into `code`.
 
 use wgalloc_core::Error as CoreError;
 

@@ -188,8 +188,8 @@ fn shape_from_js(shape: Vec<f64>) -> Result<Vec<u64>> {
 }
 
 /// The device's caching allocator (`gpu.heap`).
-// `malloc`, `allocScalar` and `free` are the facade's (js/heap.cjs): blocks are ids in this
-// heap's table (see block_table.rs), and their types are declared in js/index.d.ts.
+// `malloc`, `allocScalar` and `free` are the facade's (js/heap.ts, js/device-block.ts): blocks
+// are ids in this heap's table (see block_table.rs).
 #[napi]
 pub struct Heap {
     pub(crate) inner: core_heap::Heap,
@@ -204,8 +204,8 @@ impl Heap {
 
 #[napi]
 impl Heap {
-    // The four helpers below are for js/device-block.cjs only: it takes them off the public
-    // prototype at load, and they are left out of the generated types.
+    // The helpers below serve the facade's block table (js/device-block.ts, typed by
+    // `NativeHeapTable` in js/native.ts); they are left out of the generated types.
 
     /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
     #[napi(getter, skip_typescript)]
@@ -427,9 +427,8 @@ impl Heap {
 }
 
 /// One block of the device heap: `size` bytes at `offset` in a segment buffer.
-// The public `DeviceBlock` is the facade's JS object (js/device-block.cjs), which holds the
-// block's id and fields; this native handle gives its operations the buffer. `free()` and
-// `freed` are declared in js/index.d.ts.
+// The public `DeviceBlock` is the facade's class (js/device-block.ts), which holds the block's
+// id and fields; this native handle gives its operations the buffer.
 #[napi]
 pub struct DeviceBlock {
     pub(crate) inner: Arc<wgalloc_core::DeviceBlock>,
