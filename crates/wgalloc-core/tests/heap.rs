@@ -241,12 +241,13 @@ fn requests_above_the_binding_limit_get_a_dedicated_segment() {
 
 #[test]
 fn growth_falls_back_to_a_segment_that_fits_under_the_high_watermark() {
-    // 64 MiB limit: each miss sizes a segment for two more 6 MiB blocks and some slack; once
-    // that no longer fits, a 6 MiB request must still get a segment of its own size.
+    // 64 MiB limit: after the arena's 20 MiB floor, each miss sizes a segment for two more 5 MiB
+    // blocks and some slack; once that no longer fits, a 5 MiB request must still get a segment
+    // of its own size.
     let gpu = gpu_with_budget(Some(64 << 20));
     let heap = gpu.heap().unwrap();
     heap.set_high_watermark_ratio(1.0).unwrap();
-    let request = 6u64 << 20;
+    let request = 5u64 << 20;
     let mut held = Vec::new();
     let err = loop {
         match heap.malloc(request, Usage::Device) {
@@ -264,7 +265,7 @@ fn growth_falls_back_to_a_segment_that_fits_under_the_high_watermark() {
         s.reserved_bytes.current
     );
     assert!(heap.snapshot().iter().any(|seg| seg.size == request), "no segment of the request's size");
-    assert!(held.len() >= 9, "only {} 6 MiB blocks fit in 64 MiB", held.len());
+    assert!(held.len() >= 11, "only {} 5 MiB blocks fit in 64 MiB", held.len());
 }
 
 /// A kernel writing `dst[i]` = `src[i]` through many steps of a 32-bit LCG: a submission that
@@ -395,26 +396,22 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     let gpu = gpu_with_budget(None);
     let heap = gpu.heap().unwrap();
     heap.set_event_recording(true, false);
-    // Two segments: a, b, c in the first (12 MiB of 12.25), d and e in the second.
-    let blocks: Vec<_> = (0..5).map(|_| heap.malloc(4 * MIB, Usage::Device).unwrap()).collect();
-    let data: Vec<Vec<u8>> = (0..5).map(|i| fill(4 * MIB as usize, 10 + i)).collect();
+    // Two segments: a, b, c, d, x in the first (the arena's 20 MiB floor), f and e in the second
+    // (13.2 MiB); b, d and f are freed.
+    let blocks: Vec<_> = (0..7).map(|_| heap.malloc(4 * MIB, Usage::Device).unwrap()).collect();
+    let data: Vec<Vec<u8>> = (0..7).map(|i| fill(4 * MIB as usize, 10 + i)).collect();
     for (b, d) in blocks.iter().zip(&data) {
         b.write(d, 0).unwrap();
     }
     let seg = |b: &wgalloc_core::heap::DeviceBlock| b.info().unwrap().segment_id;
-    assert!(
-        seg(&blocks[0]) == seg(&blocks[2]) && seg(&blocks[3]) == seg(&blocks[4]) && seg(&blocks[0]) != seg(&blocks[4])
-    );
+    assert!(blocks[..5].iter().all(|b| seg(b) == seg(&blocks[0])) && seg(&blocks[5]) == seg(&blocks[6]));
+    assert!(seg(&blocks[0]) != seg(&blocks[6]));
     let mut blocks = blocks.into_iter();
-    let (a, b, c, d, e) = (
-        blocks.next().unwrap(),
-        blocks.next().unwrap(),
-        blocks.next().unwrap(),
-        blocks.next().unwrap(),
-        blocks.next().unwrap(),
-    );
-    b.free().unwrap();
-    d.free().unwrap();
+    let mut next = || blocks.next().unwrap();
+    let (a, b, c, d, x, f, e) = (next(), next(), next(), next(), next(), next(), next());
+    for freed in [b, d, f] {
+        freed.free().unwrap();
+    }
     // A submission reading e's first MiB at its old place, still queued when e moves.
     let n = 1usize << 18;
     let (slow, lcg) = slow_reader(&gpu);
@@ -424,7 +421,7 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     let reader = s1.submit().unwrap();
     let e_before = (seg(&e), e.offset().unwrap());
 
-    // 12.8 MiB free, no 9 MiB range: the heap moves e next to a instead of growing.
+    // 17.2 MiB free, no 9 MiB range: the heap moves e next to a instead of growing.
     let before = heap.stats();
     let big = heap.malloc(9 * MIB, Usage::Device).unwrap();
     let s = heap.stats();
@@ -445,9 +442,9 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     let done = gpu.current_event();
     assert!(done.wait_blocking(Duration::from_secs(120)).unwrap());
     assert!(reader.query().unwrap());
-    let want: Vec<u32> = words(&data[4][..4 * n]).into_iter().map(&lcg).collect();
+    let want: Vec<u32> = words(&data[6][..4 * n]).into_iter().map(&lcg).collect();
     assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw e's old bytes");
-    for (block, bytes) in [(&a, &data[0]), (&c, &data[2]), (&e, &data[4])] {
+    for (block, bytes) in [(&a, &data[0]), (&c, &data[2]), (&x, &data[4]), (&e, &data[6])] {
         assert!(pollster::block_on(block.read(0, 4 * MIB)).unwrap() == *bytes, "block {} changed", block.id());
     }
     assert!(pollster::block_on(big.read(0, 9 * MIB)).unwrap() == new);

@@ -1,7 +1,7 @@
 //! The heap's segment policy on every eager trace in bench/data/traces, simulated (no device):
-//! it reserves no more than PyTorch's CUDA caching allocator policy, stays within
-//! 1.15 x live plus 8 MiB, and keeps small workloads small, on every trace but the known gaps
-//! below, which must not get worse.
+//! it stays within 1.15 x live plus 8 MiB, reserves no more than PyTorch's CUDA caching allocator
+//! policy and calls the driver no more often, and keeps tiny workloads tiny, on every trace but
+//! the known gaps below, which must not get worse.
 
 use std::path::PathBuf;
 
@@ -9,11 +9,25 @@ use wgalloc_core::replay::{simulate, SimulationOptions, Trace};
 
 const MIB: u64 = 1 << 20;
 
-/// Traces on which the policy misses part of the target today, with the reserved/live ratio each
-/// must stay at or below; a trace missing here must meet the target. PP-OCRv6 small rec at
-/// 6x3x48x320 reserves 1.284x against pytorch-cuda's 1.168x: its first phase fits one 20 MiB
-/// PyTorch segment, which then takes the first of two 17 MiB outputs at the end.
-const KNOWN_GAPS: &[(&str, f64)] = &[("ppocr-v6-small-rec.6x3x48x320", 1.29)];
+/// A trace on which the policy misses part of the target today: the reserved/live ratio and the
+/// driver allocations it must stay at or below. Every other part of the target still holds.
+struct Gap {
+    trace: &'static str,
+    ratio: f64,
+    driver_allocations: u64,
+}
+
+/// PP-OCRv4 rec calls the driver once or twice more than pytorch-cuda: three requests of one size
+/// in a row each miss (pytorch-cuda gives each an exact segment; ours add the growth budget's
+/// slack, which the next one does not fit). PP-OCRv6 small rec at 6x3x48x320 reserves 1.284x
+/// against pytorch-cuda's 1.168x: its first phase fits one 20 MiB PyTorch segment, which then
+/// takes the first of two 17 MiB outputs at the end. A trace missing here must meet the target.
+const KNOWN_GAPS: &[Gap] = &[
+    Gap { trace: "ppocr-v4-rec.6x3x48x640", ratio: 1.29, driver_allocations: 7 },
+    Gap { trace: "ppocr-v4-rec.6x3x48x960", ratio: 1.21, driver_allocations: 7 },
+    Gap { trace: "ppocr-v4-rec.mix", ratio: 1.14, driver_allocations: 11 },
+    Gap { trace: "ppocr-v6-small-rec.6x3x48x320", ratio: 1.29, driver_allocations: 4 },
+];
 
 fn traces() -> Vec<(String, Trace)> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/data/traces"));
@@ -45,16 +59,25 @@ fn the_heap_policy_holds_on_every_trace() {
             let (ours, pytorch) = (&sim.wgalloc, &sim.baselines[0]);
             assert_eq!(pytorch.policy, "pytorch-cuda");
             let stem = name.trim_end_matches(".trace.json");
-            let meets = ours.peak_reserved <= pytorch.peak_reserved
-                && ours.peak_reserved as f64 <= 1.15 * ours.peak_live as f64 + (8 * MIB) as f64;
-            match KNOWN_GAPS.iter().find(|(gap, _)| *gap == stem) {
-                Some((_, bound)) => {
-                    assert!(ours.ratio() <= *bound, "{name}: reserved/live {:.3} above {bound}", ours.ratio())
-                }
-                None => assert!(meets, "{name} at alignment {alignment}: {ours:?} against pytorch-cuda {pytorch:?}"),
+            let within = ours.peak_reserved as f64 <= 1.15 * ours.peak_live as f64 + (8 * MIB) as f64;
+            assert!(within, "{name} at alignment {alignment}: {ours:?} above 1.15 x live + 8 MiB");
+            match KNOWN_GAPS.iter().find(|gap| gap.trace == stem) {
+                Some(gap) => assert!(
+                    ours.ratio() <= gap.ratio && ours.driver_allocations <= gap.driver_allocations,
+                    "{name}: reserved/live {:.3} (at most {}), {} driver allocations (at most {})",
+                    ours.ratio(),
+                    gap.ratio,
+                    ours.driver_allocations,
+                    gap.driver_allocations
+                ),
+                None => assert!(
+                    ours.peak_reserved <= pytorch.peak_reserved
+                        && ours.driver_allocations <= pytorch.driver_allocations,
+                    "{name} at alignment {alignment}: {ours:?} against pytorch-cuda {pytorch:?}"
+                ),
             }
-            if ours.peak_live < 8 * MIB {
-                // Small workloads: at most what the heap took before arenas (4 MiB, 3 driver calls).
+            if ours.peak_live < 3 * MIB {
+                // Tiny workloads: at most what the heap took before arenas (4 MiB, 3 driver calls).
                 assert!(ours.peak_reserved <= 4 * MIB && ours.driver_allocations <= 3, "{name}: {ours:?}");
             } else if ours.peak_live >= 16 * MIB && alignment == 256 {
                 log_sum += ours.ratio().ln();
@@ -63,5 +86,5 @@ fn the_heap_policy_holds_on_every_trace() {
         }
     }
     let geomean = (log_sum / large as f64).exp();
-    assert!(geomean <= 1.18, "geometric mean of reserved/live over the large traces: {geomean:.3}");
+    assert!(geomean <= 1.17, "geometric mean of reserved/live over the large traces: {geomean:.3}");
 }

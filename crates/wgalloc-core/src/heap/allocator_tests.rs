@@ -24,7 +24,7 @@ fn heap(capacity: Option<u64>, budget: u64) -> (HeapCore<CpuStorage>, Arc<Tracke
 #[test]
 fn blocks_are_aligned_disjoint_and_reused_without_driver_calls() {
     let (h, _) = heap(None, 1 << 30);
-    let sizes = [1u64, 100, 256, 4000, 70_000, MIB, MIB + 1, 3 * MIB, 11 * MIB];
+    let sizes = [1u64, 100, 256, 4000, 70_000, MIB, MIB + 1, 3 * MIB, 11 * MIB, 24 * MIB];
     let blocks: Vec<_> = sizes.iter().map(|&s| h.malloc(s, Usage::Device).unwrap()).collect();
     for (a, &s) in blocks.iter().zip(&sizes) {
         assert_eq!(a.offset % 256, 0);
@@ -293,20 +293,20 @@ fn snapshot_tiles_every_segment() {
     }
 }
 
-/// Two segments: the first holds `a` and `c` around a 4 MiB hole, the second `e` after a 4 MiB
-/// hole. A 9 MiB request then finds 12.8 MiB free but no range of 9 MiB.
+/// Two segments: the first (the large arena's 20 MiB floor) holds `a`, `c` and `e` around two
+/// 4 MiB holes, the second (13.2 MiB) `g` after a 4 MiB hole. A 9 MiB request then finds 17.2 MiB
+/// free but no range of 9 MiB. Returns `a`, `c` and `g`.
 fn fragmented() -> (HeapCore<CpuStorage>, [super::Allocation; 3]) {
     let (h, _) = heap(None, 1 << 30);
-    let a = h.malloc(4 * MIB, Usage::Device).unwrap();
-    let b = h.malloc(4 * MIB, Usage::Device).unwrap();
-    let c = h.malloc(4 * MIB, Usage::Device).unwrap();
-    let d = h.malloc(4 * MIB, Usage::Device).unwrap();
-    let e = h.malloc(4 * MIB, Usage::Device).unwrap();
-    assert_eq!([a.segment, b.segment, c.segment], [a.segment; 3], "the first segment holds 12 MiB");
-    assert!(d.segment != a.segment && e.segment == d.segment);
-    h.free(b.id).unwrap();
-    h.free(d.id).unwrap();
-    (h, [a, c, e])
+    let first: Vec<_> = (0..5).map(|_| h.malloc(4 * MIB, Usage::Device).unwrap()).collect();
+    let f = h.malloc(4 * MIB, Usage::Device).unwrap();
+    let g = h.malloc(4 * MIB, Usage::Device).unwrap();
+    assert!(first.iter().all(|x| x.segment == first[0].segment), "the first segment holds 20 MiB");
+    assert!(f.segment != first[0].segment && g.segment == f.segment);
+    for freed in [&first[1], &first[3], &f] {
+        h.free(freed.id).unwrap();
+    }
+    (h, [first[0], first[2], g])
 }
 
 fn assert_disjoint(h: &HeapCore<CpuStorage>) {

@@ -5,13 +5,17 @@
 //! - The small and large pools of one usage share a free list (an *arena*): small blocks
 //!   fill holes between large ones instead of needing segments of their own.
 //! - Small requests (up to 1 MiB) start their arena at 1 MiB or three times the first
-//!   request; a second segment brings a 1 MiB arena to 4 MiB (PyTorch's two 2 MiB small
+//!   request; a second segment brings the arena to 4 MiB (PyTorch's two 2 MiB small
 //!   segments: as few driver calls for the same bytes), and later ones double it, up to
 //!   8 MiB a segment: small workloads stay small.
 //! - Large requests grow it to a budget: 1.05 x the bytes live with the request, plus a
 //!   slack of 4 x those bytes up to 8 MiB (the first segments of a big model grow fast, so
 //!   few driver calls; later ones add what the live set needs). The target that budget
 //!   tracks is peak reserved <= 1.15 x peak live + 8 MiB.
+//! - An arena under 20 MiB grows to at least 20 MiB (PyTorch's large segment) or 5 x the
+//!   large request, the smaller: a model with tensors of several MiB soon has more of them
+//!   live, and one segment for them saves driver calls; the bound of 5 x the request keeps a
+//!   small model within the target.
 //! - Before sizing, the allocator releases the arena's idle segments (see `allocator`): a
 //!   WebGPU buffer cannot grow, but idle ones can be replaced by one that covers the need.
 
@@ -23,8 +27,8 @@ pub const MAX_SMALL_ALLOC: u64 = MIB;
 /// First segment of an arena for small requests, at least (and at least 3x the request).
 pub const SMALL_FIRST_SEGMENT: u64 = MIB;
 pub const SMALL_FIRST_FACTOR: u64 = 3;
-/// A second segment grows an arena no larger than the first segment by this factor.
-pub const SMALL_SECOND_FACTOR: u64 = 3;
+/// A second segment brings an arena under this size up to it.
+pub const SMALL_SECOND_TOTAL: u64 = 4 * MIB;
 /// Largest segment a small request grows its arena by.
 pub const SMALL_HEAP: u64 = 8 * MIB;
 /// Large requests: the arena grows to `LIVE_FACTOR` x (live + request) plus a slack of
@@ -32,6 +36,10 @@ pub const SMALL_HEAP: u64 = 8 * MIB;
 pub const LIVE_FACTOR: f64 = 1.05;
 pub const SLACK_PER_LIVE: u64 = 4;
 pub const MAX_SLACK: u64 = 8 * MIB;
+/// A large request grows an arena under `LARGE_ARENA_FLOOR` to at least that, or to
+/// `LARGE_FLOOR_FACTOR` x the request where that is less.
+pub const LARGE_ARENA_FLOOR: u64 = 20 * MIB;
+pub const LARGE_FLOOR_FACTOR: u64 = 5;
 /// Segment sizes are multiples of this (drivers hand out pages anyway).
 pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 /// Scalar values (uniforms, small constants) live in small segments of their own.
@@ -149,11 +157,14 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved == 0 => {
             SMALL_FIRST_SEGMENT.max(SMALL_FIRST_FACTOR * aligned_size)
         }
-        _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved <= SMALL_FIRST_SEGMENT => {
-            SMALL_SECOND_FACTOR * arena.reserved
+        _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved < SMALL_SECOND_TOTAL => {
+            SMALL_SECOND_TOTAL - arena.reserved
         }
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
-        _ => growth_budget(arena.live + aligned_size).saturating_sub(arena.reserved),
+        _ => {
+            let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
+            growth_budget(arena.live + aligned_size).max(floor).saturating_sub(arena.reserved)
+        }
     };
     let size = size.max(aligned_size).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE);
     (size.min(max_buffer_size).max(aligned_size), false)
@@ -187,6 +198,7 @@ mod tests {
         assert_eq!(size(PoolKind::DeviceSmall, 256, 0, 0), MIB);
         assert_eq!(size(PoolKind::DeviceSmall, 600 * KIB, 0, 0), 1856 * KIB, "3 x the first request");
         assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), 3 * MIB, "the second segment makes 4 MiB");
+        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, 1856 * KIB), 2240 * KIB, "from a larger first one too");
         assert_eq!(size(PoolKind::SharedSmall, 256, 4 * MIB, 4 * MIB), 4 * MIB, "then the arena doubles");
         assert_eq!(size(PoolKind::DeviceSmall, 256, 40 * MIB, 64 * MIB), SMALL_HEAP);
         assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
@@ -194,14 +206,24 @@ mod tests {
 
     #[test]
     fn large_requests_grow_the_arena_to_the_budget() {
-        // First segment: 1.05 x 4 MiB plus 4 x 4 MiB of slack, capped at 8 MiB.
-        assert_eq!(size(PoolKind::DeviceLarge, 4 * MIB, 0, 0), 12544 * KIB);
+        // First segment: 1.05 x 2 MiB plus 4 x 2 MiB of slack, capped at 8 MiB (above 5 x 2 MiB).
+        assert_eq!(size(PoolKind::DeviceLarge, 2 * MIB, 0, 0), 10368 * KIB);
         // Slack is 4 x the need while that is under 8 MiB: 1.05 x 1.5 + 6 MiB, less 1 MiB held.
         assert_eq!(size(PoolKind::DeviceLarge, MIB + MIB / 2, 0, MIB), 6784 * KIB);
         // Later: 1.05 x (60 + 20) MiB + 8 MiB, less the 70 MiB reserved.
         assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 70 * MIB), 22 * MIB);
         // Fragmentation: the budget is spent, the request still gets a segment of its size.
         assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 200 * MIB), 20 * MIB);
+    }
+
+    #[test]
+    fn a_large_request_brings_a_small_arena_to_the_floor() {
+        // 5 x 3 MiB = 15 MiB, above the budget's 11.15 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 3 * MIB, 0, 0), 15 * MIB);
+        // 20 MiB at most (5 x 8 MiB = 40), less the arena's 4 MiB of segments.
+        assert_eq!(size(PoolKind::DeviceLarge, 8 * MIB, 2 * MIB, 4 * MIB), 16 * MIB);
+        // An arena at 20 MiB grows by the budget alone: 1.05 x 18 + 8 MiB, less 20 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 4 * MIB, 14 * MIB, 20 * MIB), 7104 * KIB);
     }
 
     #[test]
