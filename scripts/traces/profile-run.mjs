@@ -55,6 +55,31 @@ function makeFeeds(inputShapes, dtypes, random) {
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'))
 
 /**
+ * Nodes the model left unnamed are saved unnamed, while the profiler calls them
+ * `<op>_<session node index>`. Optimizer passes number the nodes they add in graph order, so the
+ * profiled names missing from the graph, by index, pair with its unnamed nodes in graph order; the
+ * op types must agree, and the caller checks that every tensor is produced before it is read.
+ */
+function nameUnnamedNodes(tag, nodes, nodesByName, nodeEvents) {
+  const unnamed = nodes.filter((n) => n.name === '')
+  const missing = nodeEvents
+    .filter((e) => !nodesByName.has(e.name.slice(0, -'_kernel_time'.length)))
+    .sort((a, b) => Number(a.args.node_index) - Number(b.args.node_index))
+  if (missing.length === 0) return
+  if (missing.length !== unnamed.length) {
+    const name = missing[0].name.slice(0, -'_kernel_time'.length)
+    throw new Error(`${tag}: profiled node ${name} is not in the optimized graph`)
+  }
+  for (const [k, e] of missing.entries()) {
+    const name = e.name.slice(0, -'_kernel_time'.length)
+    if (unnamed[k].type !== e.args.op_name) {
+      throw new Error(`${tag}: unnamed node ${k} is ${unnamed[k].type}, profiled ${name} is ${e.args.op_name}`)
+    }
+    nodesByName.set(name, unnamed[k])
+  }
+}
+
+/**
  * Runs `modelPath` once on random inputs of `inputShapes` ({name: dims}) and returns
  * `{ ops, graphInputs, graphOutputs }`: ops in execution order as
  * `{ name, type, domain, inputs: [names], outputs: [{ id, dtype, shape, size }] }`.
@@ -97,9 +122,10 @@ export async function profileRun(modelPath, inputShapes, seed) {
     if (UNSUPPORTED_CONTROL_FLOW.has(n.type)) throw new Error(`${modelPath}: control flow op ${n.type} is not handled`)
   }
 
+  const nodeEvents = events.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time'))
+  nameUnnamedNodes(tag, graph.nodes, nodesByName, nodeEvents)
   const ops = []
-  for (const e of events) {
-    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue
+  for (const e of nodeEvents) {
     const name = e.name.slice(0, -'_kernel_time'.length)
     const node = nodesByName.get(name)
     if (!node) throw new Error(`${tag}: profiled node ${name} is not in the optimized graph`)
@@ -120,6 +146,13 @@ export async function profileRun(modelPath, inputShapes, seed) {
     ops.push({ name, type: node.type, domain: node.domain || undefined, inputs: node.inputs.filter((i) => i !== ''), outputs })
   }
   if (ops.length === 0) throw new Error(`${tag}: profile has no node events`)
+  // Every tensor an op produces is produced before any op reads it.
+  const producedAt = new Map(ops.flatMap((o, i) => o.outputs.map((out) => [out.id, i])))
+  for (const [i, op] of ops.entries()) {
+    for (const input of op.inputs) {
+      if ((producedAt.get(input) ?? -1) >= i) throw new Error(`${tag}: ${op.name} reads ${input} before it is produced`)
+    }
+  }
 
   const graphInputs = Object.entries(feeds).map(([name, t]) => ({
     id: name,
