@@ -54,6 +54,9 @@ function makeFeeds(inputShapes, dtypes, random) {
 
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'))
 
+/** The graph node a profiler `<node>_kernel_time` event times. */
+const nodeName = (e) => e.name.slice(0, -'_kernel_time'.length)
+
 /**
  * Nodes the model left unnamed are saved unnamed, while the profiler calls them
  * `<op>_<session node index>`. Optimizer passes number the nodes they add in graph order, so the
@@ -63,15 +66,14 @@ const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'))
 function nameUnnamedNodes(tag, nodes, nodesByName, nodeEvents) {
   const unnamed = nodes.filter((n) => n.name === '')
   const missing = nodeEvents
-    .filter((e) => !nodesByName.has(e.name.slice(0, -'_kernel_time'.length)))
+    .filter((e) => !nodesByName.has(nodeName(e)))
     .sort((a, b) => Number(a.args.node_index) - Number(b.args.node_index))
   if (missing.length === 0) return
   if (missing.length !== unnamed.length) {
-    const name = missing[0].name.slice(0, -'_kernel_time'.length)
-    throw new Error(`${tag}: profiled node ${name} is not in the optimized graph`)
+    throw new Error(`${tag}: profiled node ${nodeName(missing[0])} is not in the optimized graph`)
   }
   for (const [k, e] of missing.entries()) {
-    const name = e.name.slice(0, -'_kernel_time'.length)
+    const name = nodeName(e)
     if (unnamed[k].type !== e.args.op_name) {
       throw new Error(`${tag}: unnamed node ${k} is ${unnamed[k].type}, profiled ${name} is ${e.args.op_name}`)
     }
@@ -126,7 +128,7 @@ export async function profileRun(modelPath, inputShapes, seed) {
   nameUnnamedNodes(tag, graph.nodes, nodesByName, nodeEvents)
   const ops = []
   for (const e of nodeEvents) {
-    const name = e.name.slice(0, -'_kernel_time'.length)
+    const name = nodeName(e)
     const node = nodesByName.get(name)
     if (!node) throw new Error(`${tag}: profiled node ${name} is not in the optimized graph`)
     if (node.type !== e.args.op_name) throw new Error(`${tag}: node ${name} is ${node.type}, profile says ${e.args.op_name}`)

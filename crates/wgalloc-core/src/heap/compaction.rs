@@ -64,6 +64,11 @@ impl Limit {
     pub fn for_request(need: u64) -> Limit {
         Limit { bytes: need.saturating_mul(4), moves: 1024 }
     }
+
+    /// Whether a plan of `moves` blocks and `bytes` bytes stays within the limit.
+    fn admits(self, bytes: u64, moves: usize) -> bool {
+        bytes <= self.bytes && moves <= self.moves
+    }
 }
 
 /// What a plan copies so far.
@@ -76,7 +81,7 @@ struct Spent {
 impl Spent {
     /// Counts one more move of `size` bytes; false (and nothing counted) past `limit`.
     fn add(&mut self, size: u64, limit: Limit) -> bool {
-        if self.bytes + size > limit.bytes || self.moves + 1 > limit.moves {
+        if !limit.admits(self.bytes.saturating_add(size), self.moves + 1) {
             return false;
         }
         self.bytes += size;
@@ -107,8 +112,11 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>,
             break;
         }
         let seg = order[k];
+        if took[k] || seg.blocks.iter().any(|b| !b.movable) {
+            continue;
+        }
         let mut after = spent;
-        if took[k] || seg.blocks.iter().any(|b| !b.movable || !after.add(b.size, limit)) {
+        if !seg.blocks.iter().all(|b| after.add(b.size, limit)) {
             continue;
         }
         let mut blocks = seg.blocks.clone();
@@ -246,8 +254,7 @@ fn slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option
     for seg in view.iter().filter(|s| s.size >= need) {
         for towards_start in [true, false] {
             let Some((moved, plan)) = slide_one(seg, need, towards_start, max_span) else { continue };
-            let affordable = moved <= limit.bytes && plan.len() <= limit.moves;
-            if affordable && best.as_ref().is_none_or(|(least, _)| moved < *least) {
+            if limit.admits(moved, plan.len()) && best.as_ref().is_none_or(|(least, _)| moved < *least) {
                 best = Some((moved, plan));
             }
         }
@@ -294,6 +301,7 @@ mod tests {
     use super::*;
 
     const NO_LIMIT: Limit = Limit { bytes: u64::MAX, moves: usize::MAX };
+    const MIB: u64 = 1 << 20;
 
     fn block(id: u64, offset: u64, size: u64) -> Resident {
         Resident { id, offset, size, movable: true }
@@ -430,10 +438,8 @@ mod tests {
         let view = [segment(1, 100, vec![block(1, 0, 30)]), segment(2, 50, vec![block(2, 0, 10), block(3, 20, 10)])];
         assert_eq!(evacuate(&view, 1, Limit { bytes: 15, moves: 8 }), (vec![], 0));
         assert_eq!(evacuate(&view, 1, Limit { bytes: 20, moves: 2 }).1, 50);
-        assert_eq!(Limit::for_request(MIB_TEST), Limit { bytes: 4 * MIB_TEST, moves: 1024 });
+        assert_eq!(Limit::for_request(MIB), Limit { bytes: 4 * MIB, moves: 1024 });
     }
-
-    const MIB_TEST: u64 = 1 << 20;
 
     #[test]
     fn random_views_plan_valid_moves() {
