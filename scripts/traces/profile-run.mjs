@@ -65,9 +65,7 @@ const nodeName = (e) => e.name.slice(0, -'_kernel_time'.length)
  */
 function nameUnnamedNodes(tag, nodes, nodesByName, nodeEvents) {
   const unnamed = nodes.filter((n) => n.name === '')
-  const missing = nodeEvents
-    .filter((e) => !nodesByName.has(nodeName(e)))
-    .sort((a, b) => Number(a.args.node_index) - Number(b.args.node_index))
+  const missing = nodeEvents.filter((e) => !nodesByName.has(nodeName(e))).sort((a, b) => Number(a.args.node_index) - Number(b.args.node_index))
   if (missing.length === 0) return
   if (missing.length !== unnamed.length) {
     throw new Error(`${tag}: profiled node ${nodeName(missing[0])} is not in the optimized graph`)
