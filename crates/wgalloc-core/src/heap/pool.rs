@@ -16,6 +16,10 @@
 //!   large request, the smaller: a model with tensors of several MiB soon has more of them
 //!   live, and one segment for them saves driver calls; the bound of 5 x the request keeps a
 //!   small model within the target.
+//! - A large request under 10 MiB (PyTorch's `kMinLargeAlloc`: below it, requests share
+//!   20 MiB segments) gets room for a second one like it, as far as the target for the
+//!   bytes live allows: models ask for such tensors in pairs and then for twice the size,
+//!   and a segment holding the pair later holds the larger one.
 //! - Before sizing, the allocator releases the arena's idle segments (see `allocator`): a
 //!   WebGPU buffer cannot grow, but idle ones can be replaced by one that covers the need.
 
@@ -40,6 +44,10 @@ pub const MAX_SLACK: u64 = 8 * MIB;
 /// `LARGE_FLOOR_FACTOR` x the request where that is less.
 pub const LARGE_ARENA_FLOOR: u64 = 20 * MIB;
 pub const LARGE_FLOOR_FACTOR: u64 = 5;
+/// A large request below this gets a segment with room for two like it, up to the target.
+pub const PAIR_BELOW: u64 = 10 * MIB;
+/// The target the sizing keeps to: peak reserved <= `TARGET_FACTOR` x peak live + `MAX_SLACK`.
+pub const TARGET_FACTOR: f64 = 1.15;
 /// Segment sizes are multiples of this (drivers hand out pages anyway).
 pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 /// Scalar values (uniforms, small constants) live in small segments of their own.
@@ -162,8 +170,16 @@ pub fn segment_size(
         }
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
+            let live = arena.live + aligned_size;
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
-            growth_budget(arena.live + aligned_size).max(floor).saturating_sub(arena.reserved)
+            let grown = growth_budget(live).max(floor).saturating_sub(arena.reserved);
+            if aligned_size < PAIR_BELOW {
+                // Whole granules only, so that rounding the pair up stays within the target.
+                let room = target(live).saturating_sub(arena.reserved) / SEGMENT_GRANULE * SEGMENT_GRANULE;
+                grown.max((2 * aligned_size).min(room))
+            } else {
+                grown
+            }
         }
     };
     let size = size.max(aligned_size).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE);
@@ -173,6 +189,11 @@ pub fn segment_size(
 /// What an arena may hold for `live` bytes: `LIVE_FACTOR` x live plus the slack.
 pub(super) fn growth_budget(live: u64) -> u64 {
     (LIVE_FACTOR * live as f64) as u64 + MAX_SLACK.min(SLACK_PER_LIVE * live)
+}
+
+/// The most an arena may reserve for `live` bytes: `TARGET_FACTOR` x live + `MAX_SLACK`.
+fn target(live: u64) -> u64 {
+    (TARGET_FACTOR * live as f64) as u64 + MAX_SLACK
 }
 
 /// The segment an idle arena's `idle` bytes of segments merge into: their total, but no more
@@ -222,8 +243,20 @@ mod tests {
         assert_eq!(size(PoolKind::DeviceLarge, 3 * MIB, 0, 0), 15 * MIB);
         // 20 MiB at most (5 x 8 MiB = 40), less the arena's 4 MiB of segments.
         assert_eq!(size(PoolKind::DeviceLarge, 8 * MIB, 2 * MIB, 4 * MIB), 16 * MIB);
-        // An arena at 20 MiB grows by the budget alone: 1.05 x 18 + 8 MiB, less 20 MiB.
-        assert_eq!(size(PoolKind::DeviceLarge, 4 * MIB, 14 * MIB, 20 * MIB), 7104 * KIB);
+        // An arena at 20 MiB grows by the budget alone: 1.05 x 24 + 8 MiB, less 20 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 10 * MIB, 14 * MIB, 20 * MIB), 13568 * KIB);
+    }
+
+    #[test]
+    fn a_large_request_under_10_mib_gets_room_for_two_within_the_target() {
+        // Two 4 MiB requests (8 MiB) rather than the budget's 1.05 x 18 + 8 - 20 = 6.9 MiB: the
+        // arena's 28 MiB stay under the target of 1.15 x 18 + 8 = 28.7 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 4 * MIB, 14 * MIB, 20 * MIB), 8 * MIB);
+        // Room for two 6 MiB requests would cross the target, 1.15 x 16 + 8 = 26.4 MiB: the
+        // segment stops at it, in whole granules (6528 KiB), above the budget's 4.8 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 6 * MIB, 10 * MIB, 20 * MIB), 6528 * KIB);
+        // A 10 MiB request gets no pair: the budget, or the request itself.
+        assert_eq!(size(PoolKind::DeviceLarge, 10 * MIB, 10 * MIB, 20 * MIB), 10 * MIB);
     }
 
     #[test]
