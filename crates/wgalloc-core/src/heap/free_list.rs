@@ -79,15 +79,16 @@ impl FreeList {
     pub fn take(&mut self, size: u64) -> Option<(u32, u64, RangeId)> {
         let found = self.by_size.best_fit(size)?;
         let n = found.node;
-        self.split(n, self.nodes[n as usize], size, &found);
+        self.split(n, self.nodes[n as usize], size, Some(&found));
         self.free_bytes -= size;
         Some((found.segment, found.offset, RangeId(n)))
     }
 
-    /// Marks the first `size` bytes of free node `n` (indexed as `found`) taken; a new node
-    /// after it holds the free tail, which takes the found range's place in the size index.
+    /// Marks the first `size` bytes of free node `n` taken; a new node after it holds the free
+    /// tail, which takes the place of `found` (node `n`'s entry) in the size index, or enters it
+    /// when `n` has none.
     #[inline]
-    fn split(&mut self, n: u32, node: Node, size: u64, found: &FreeRange) {
+    fn split(&mut self, n: u32, node: Node, size: u64, found: Option<&FreeRange>) {
         if node.size > size {
             let tail = self.new_node(Node {
                 segment: node.segment,
@@ -103,8 +104,11 @@ impl FreeList {
             let front = &mut self.nodes[n as usize];
             front.next = tail;
             front.size = size;
-            self.by_size.replace(found, self.range(tail));
-        } else {
+            match found {
+                Some(found) => self.by_size.replace(found, self.range(tail)),
+                None => self.by_size.insert(self.range(tail)),
+            }
+        } else if let Some(found) = found {
             self.by_size.remove(found);
         }
         self.nodes[n as usize].free = false;
@@ -121,8 +125,9 @@ impl FreeList {
         if !node.free || node.offset > offset || node.offset + node.size < offset + size {
             return None;
         }
-        if node.offset < offset {
-            // The free head before `offset` stays free in `n`; the rest becomes its own node.
+        let taken = if node.offset < offset {
+            // The free head before `offset` stays free in `n` (its entry in the size index
+            // shrinks); the rest becomes its own node, taken at once, so it never enters the index.
             let head = offset - node.offset;
             let found = self.range(n);
             let rest = self.new_node(Node { offset, size: node.size - head, prev: n, ..node });
@@ -133,13 +138,15 @@ impl FreeList {
             front.next = rest;
             front.size = head;
             self.by_size.replace(&found, self.range(n));
-            self.by_size.insert(self.range(rest));
-            n = rest;
-        }
-        let found = self.range(n);
-        self.split(n, self.nodes[n as usize], size, &found);
+            self.split(rest, self.nodes[rest as usize], size, None);
+            rest
+        } else {
+            let found = self.range(n);
+            self.split(n, node, size, Some(&found));
+            n
+        };
         self.free_bytes -= size;
-        Some(RangeId(n))
+        Some(RangeId(taken))
     }
 
     pub fn give_back(&mut self, id: RangeId) {
@@ -281,7 +288,9 @@ mod tests {
         assert_eq!(f.take(250).map(|t| (t.0, t.1)), Some((0, 200)));
     }
 
-    /// Random alloc/free sequences never hand out overlapping ranges and conserve bytes.
+    /// Random alloc/free sequences (best fit, and placements inside a free range as compaction
+    /// makes them) never hand out overlapping ranges, conserve bytes and keep the size index
+    /// in step with the ranges.
     #[test]
     fn random_sequences_never_overlap() {
         let mut next = crate::test_rng::below(0x9e37_79b9_7f4a_7c15);
@@ -292,7 +301,18 @@ mod tests {
         for _ in 0..5000 {
             if next(3) != 0 || live.is_empty() {
                 let size = 16 * (1 + next(64));
-                if let Some((s, o, id)) = f.take(size) {
+                let taken = if next(4) == 0 {
+                    // Inside a random free range, with free bytes left on either side or both.
+                    let seg = next(2) as u32;
+                    let ranges: Vec<(u64, u64)> = f.segment_ranges(seg).filter(|r| r.1 >= size).collect();
+                    ranges.get(next(ranges.len() as u64 + 1) as usize).and_then(|&(at, len)| {
+                        let o = at + 16 * next((len - size) / 16 + 1);
+                        f.take_at(seg, o, size).map(|id| (seg, o, id))
+                    })
+                } else {
+                    f.take(size)
+                };
+                if let Some((s, o, id)) = taken {
                     for &(ls, lo, lz, _) in &live {
                         assert!(ls != s || o + size <= lo || lo + lz <= o, "overlap");
                     }
@@ -310,6 +330,8 @@ mod tests {
                 let ranges: Vec<(u64, u64)> = f.segment_ranges(seg).collect();
                 assert!(ranges.windows(2).all(|w| w[0].0 + w[0].1 < w[1].0), "unmerged neighbours {ranges:?}");
             }
+            let largest = [0u32, 1].iter().flat_map(|&s| f.segment_ranges(s)).map(|r| r.1).max().unwrap_or(0);
+            assert_eq!(f.largest(), largest, "the size index lists the free ranges");
         }
     }
 }
