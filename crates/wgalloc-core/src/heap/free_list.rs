@@ -87,7 +87,7 @@ impl FreeList {
     /// Marks the first `size` bytes of free node `n` taken; a new node after it holds the free
     /// tail, which takes the place of `found` (node `n`'s entry) in the size index, or enters it
     /// when `n` has none.
-    #[inline]
+    #[inline(always)]
     fn split(&mut self, n: u32, node: Node, size: u64, found: Option<&FreeRange>) {
         if node.size > size {
             let tail = self.new_node(Node {
@@ -228,6 +228,7 @@ impl FreeList {
     }
 
     /// Merges node `n`'s successor into `n` and recycles the successor's slot.
+    #[inline(always)]
     fn absorb_next(&mut self, n: u32) {
         let next = self.nodes[n as usize].next;
         let gone = self.nodes[next as usize];
