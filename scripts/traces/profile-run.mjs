@@ -60,23 +60,15 @@ const nodeName = (e) => e.name.slice(0, -'_kernel_time'.length)
 /**
  * Nodes the model left unnamed are saved unnamed, while the profiler calls them
  * `<op>_<session node index>`. Optimizer passes number the nodes they add in graph order, so the
- * profiled names missing from the graph, by index, pair with its unnamed nodes in graph order; the
- * op types must agree, and the caller checks that every tensor is produced before it is read.
+ * profiled names missing from the graph, by index, pair with its unnamed nodes in graph order.
+ * The caller checks each pairing as any other node: the op types must agree, and every tensor must
+ * be produced before it is read. Counts that differ pair nothing (the caller names a missing node).
  */
-function nameUnnamedNodes(tag, nodes, nodesByName, nodeEvents) {
+function nameUnnamedNodes(nodes, nodesByName, nodeEvents) {
   const unnamed = nodes.filter((n) => n.name === '')
   const missing = nodeEvents.filter((e) => !nodesByName.has(nodeName(e))).sort((a, b) => Number(a.args.node_index) - Number(b.args.node_index))
-  if (missing.length === 0) return
-  if (missing.length !== unnamed.length) {
-    throw new Error(`${tag}: profiled node ${nodeName(missing[0])} is not in the optimized graph`)
-  }
-  for (const [k, e] of missing.entries()) {
-    const name = nodeName(e)
-    if (unnamed[k].type !== e.args.op_name) {
-      throw new Error(`${tag}: unnamed node ${k} is ${unnamed[k].type}, profiled ${name} is ${e.args.op_name}`)
-    }
-    nodesByName.set(name, unnamed[k])
-  }
+  if (missing.length !== unnamed.length) return
+  for (const [k, e] of missing.entries()) nodesByName.set(nodeName(e), unnamed[k])
 }
 
 /**
@@ -123,7 +115,7 @@ export async function profileRun(modelPath, inputShapes, seed) {
   }
 
   const nodeEvents = events.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time'))
-  nameUnnamedNodes(tag, graph.nodes, nodesByName, nodeEvents)
+  nameUnnamedNodes(graph.nodes, nodesByName, nodeEvents)
   const ops = []
   for (const e of nodeEvents) {
     const name = nodeName(e)

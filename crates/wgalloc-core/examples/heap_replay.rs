@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use wgalloc_core::heap::pool;
 use wgalloc_core::replay::{simulate, SimulationOptions, Trace};
 
 const MIB: u64 = 1 << 20;
@@ -57,7 +58,7 @@ fn main() {
         let trace = Trace::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let sim = simulate(&trace, &options).expect("simulation");
         let (w, pt) = (&sim.wgalloc, &sim.baselines[0]);
-        let within = w.peak_reserved as f64 <= 1.15 * w.peak_live as f64 + 8.0 * MIB as f64;
+        let within = w.peak_reserved <= pool::target(w.peak_live);
         let ok = within && w.peak_reserved <= pt.peak_reserved && w.driver_allocations <= pt.driver_allocations;
         if !ok {
             misses += 1;

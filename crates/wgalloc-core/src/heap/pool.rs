@@ -46,8 +46,9 @@ pub const LARGE_ARENA_FLOOR: u64 = 20 * MIB;
 pub const LARGE_FLOOR_FACTOR: u64 = 5;
 /// A large request below this gets a segment with room for two like it, up to the target.
 pub const PAIR_BELOW: u64 = 10 * MIB;
-/// The target the sizing keeps to: peak reserved <= `TARGET_FACTOR` x peak live + `MAX_SLACK`.
+/// The target the sizing keeps to: peak reserved <= `TARGET_FACTOR` x peak live + `TARGET_HEADROOM`.
 pub const TARGET_FACTOR: f64 = 1.15;
+pub const TARGET_HEADROOM: u64 = 8 * MIB;
 /// Segment sizes are multiples of this (drivers hand out pages anyway).
 pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 /// Scalar values (uniforms, small constants) live in small segments of their own.
@@ -191,9 +192,9 @@ pub(super) fn growth_budget(live: u64) -> u64 {
     (LIVE_FACTOR * live as f64) as u64 + MAX_SLACK.min(SLACK_PER_LIVE * live)
 }
 
-/// The most an arena may reserve for `live` bytes: `TARGET_FACTOR` x live + `MAX_SLACK`.
-fn target(live: u64) -> u64 {
-    (TARGET_FACTOR * live as f64) as u64 + MAX_SLACK
+/// The most a heap may reserve for `live` bytes: `TARGET_FACTOR` x live + `TARGET_HEADROOM`.
+pub fn target(live: u64) -> u64 {
+    (TARGET_FACTOR * live as f64) as u64 + TARGET_HEADROOM
 }
 
 /// The segment an idle arena's `idle` bytes of segments merge into: their total, but no more
