@@ -36,7 +36,7 @@ fn brute_force(r: &[UsageRecord]) -> u64 {
 }
 
 fn records() -> impl Strategy<Value = Vec<UsageRecord>> {
-    prop::collection::vec((1u64..12, 0u64..8, 0u64..5), 1..8).prop_map(|v| {
+    prop::collection::vec((1u64..12, 0u64..8, 0u64..5), 1..9).prop_map(|v| {
         v.into_iter()
             .enumerate()
             .map(|(i, (size, first, len))| UsageRecord::new(format!("r{i}"), size, first, first + len))
@@ -45,7 +45,7 @@ fn records() -> impl Strategy<Value = Vec<UsageRecord>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
     fn exact_matches_brute_force(r in records()) {
