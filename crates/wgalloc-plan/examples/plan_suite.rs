@@ -4,6 +4,8 @@
 //! Usage: `cargo run --release -p wgalloc-plan --example plan_suite -- [SECONDS] [FILTER] [STRATEGIES]`
 //! SECONDS: time limit of exact/best per instance (default 10); FILTER: substring
 //! of instance names to run; STRATEGIES: comma-separated names (default all).
+//! `PLAN_SUITE_PERTURB=SEED` runs variants no planner was tuned on: every size scaled by a
+//! factor in [0.9, 1.1) from a seeded generator, rounded down to 1 KiB (at least 1 KiB).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -63,6 +65,18 @@ fn process_cpu() -> Option<Duration> {
     ok.then(|| Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
 }
 
+/// Scales every size by a factor in [0.9, 1.1) (xorshift64 from `seed`), rounded down to 1 KiB.
+fn perturb_sizes(recs: &mut [UsageRecord], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for r in recs {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let factor = 0.9 + 0.2 * ((x >> 11) as f64 / (1u64 << 53) as f64);
+        r.size = ((r.size as f64 * factor) as u64 / 1024 * 1024).max(1024);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let secs: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(10.0);
@@ -76,10 +90,18 @@ fn main() {
         "{:<34} {:<16} {:>16} {:>16} {:>8} {:>5} {:>10} {:>10}",
         "instance", "strategy", "slab", "lowerBound", "ratio", "opt", "ms", "cpu ms"
     );
-    for (name, recs) in instances(&root) {
+    let perturb: Option<u64> = std::env::var("PLAN_SUITE_PERTURB").ok().and_then(|v| v.parse().ok());
+    for (name, mut recs) in instances(&root) {
         if !name.contains(&filter) {
             continue;
         }
+        let name = match perturb {
+            Some(seed) => {
+                perturb_sizes(&mut recs, seed);
+                format!("{name}~{seed}")
+            }
+            None => name,
+        };
         for &s in &strategies {
             let opts =
                 PlanOptions { strategy: s, time_limit: Some(Duration::from_secs_f64(secs)), ..Default::default() };
