@@ -45,3 +45,22 @@ fn minimalloc_example_at_lower_bound() {
     assert!(p.optimal());
     check_plan(&p).unwrap();
 }
+
+/// MiniMalloc's challenging instances whose bound the exact search reaches fast: `best` must
+/// return a valid plan at the bound, found by the search (the portfolio alone ends 22-40%
+/// above it). An unsound pruning rule shows here as a plan above the bound or a raised bound.
+#[test]
+fn minimalloc_challenging_instances_reach_their_bound() {
+    let d = bench_dir("minimalloc/challenging");
+    for (name, bound) in [("C", 1_039_360), ("G", 1_048_576), ("H", 1_048_576), ("I", 1_048_576), ("K", 1_048_576)] {
+        let r = load_csv(&d.join(format!("{name}.1048576.csv")));
+        let opts = PlanOptions {
+            time_limit: Some(std::time::Duration::from_secs(120)),
+            ..PlanOptions::with_strategy(Strategy::Best)
+        };
+        let p = plan(&r, opts).unwrap();
+        assert_eq!((p.slab_size(), p.lower_bound()), (bound, bound), "{name}");
+        assert!(p.optimal() && p.method().contains("exact"), "{name}: {}", p.method());
+        check_plan(&p).unwrap();
+    }
+}
