@@ -67,12 +67,9 @@ fn process_cpu() -> Option<Duration> {
 
 /// Scales every size by a factor in [0.9, 1.1) (xorshift64 from `seed`), rounded down to 1 KiB.
 fn perturb_sizes(recs: &mut [UsageRecord], seed: u64) {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = wgalloc_plan::test_rng::below(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     for r in recs {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let factor = 0.9 + 0.2 * ((x >> 11) as f64 / (1u64 << 53) as f64);
+        let factor = 0.9 + 0.2 * ((next(u64::MAX) >> 11) as f64 / (1u64 << 53) as f64);
         r.size = ((r.size as f64 * factor) as u64 / 1024 * 1024).max(1024);
     }
 }

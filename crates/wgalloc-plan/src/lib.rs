@@ -42,8 +42,9 @@ mod record;
 mod strategies;
 mod strategy;
 mod svg;
-#[cfg(test)]
-mod test_rng;
+// Shared by the unit tests and the `plan_suite` example's perturbed instances; not API.
+#[doc(hidden)]
+pub mod test_rng;
 
 pub use bound::lower_bound;
 pub use check::check_offsets;
