@@ -12,8 +12,8 @@ const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const dc = require('node:diagnostics_channel')
 const wgalloc = require('..')
-const { apiSurface } = require('./api-surface.cjs')
-const { pattern } = require('./helpers.cjs')
+const { apiSurface } = require('./api-surface.js')
+const { pattern } = require('./helpers.js')
 
 const { Gpu, WgallocError, planMemory } = wgalloc
 

@@ -7,7 +7,7 @@ const test = require('ava')
 const { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
-const { makeShims, runWithShims } = require('./shims.cjs')
+const { makeShims, runWithShims } = require('./shims.js')
 
 const unixTest = process.platform === 'win32' ? test.skip : test
 

@@ -1,7 +1,7 @@
 'use strict'
 const test = require('ava')
 const { Gpu, WgallocError } = require('..')
-const { gpu, pattern } = require('./helpers.cjs')
+const { gpu, pattern } = require('./helpers.js')
 
 test('device opens and reports the limits wgalloc depends on', async (t) => {
   const g = await gpu()

@@ -9,7 +9,7 @@ const { mkdtempSync, existsSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { Gpu, CHANNELS, WgallocError, planMemory } = require('..')
-const { pattern } = require('./helpers.cjs')
+const { pattern } = require('./helpers.js')
 
 /** Collects the messages of `name` while `fn` runs. */
 async function collect(name, fn) {

@@ -3,7 +3,7 @@
 // with the repo's tsc, then run as child processes at small, bounded sizes on the
 // real device, asserting what they report (and, for the server, what it answers).
 const test = require('ava')
-const { promtoolCheck, samples } = require('./promtool.cjs')
+const { promtoolCheck, samples } = require('./promtool.js')
 const { execFile, spawn } = require('node:child_process')
 const { join, resolve } = require('node:path')
 

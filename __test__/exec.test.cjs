@@ -4,7 +4,7 @@ const { readFileSync, readdirSync } = require('node:fs')
 const { join } = require('node:path')
 const { Gpu, WgallocError } = require('..')
 const { checkGraph, sampleInputs } = require('../dist/check.js')
-const { chain } = require('./graphs.cjs')
+const { chain } = require('./graphs.js')
 
 const MODELS = join(__dirname, '../bench/data/models')
 

@@ -4,7 +4,7 @@
 // rounded result.
 const test = require('ava')
 const { Gpu, Heap, DeviceBlock, WgallocError, planMemory } = require('..')
-const { gpu } = require('./helpers.cjs')
+const { gpu } = require('./helpers.js')
 
 const ADD =
   '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'

@@ -3,7 +3,7 @@ const test = require('ava')
 const { Worker } = require('node:worker_threads')
 const wgalloc = require('..')
 const { Gpu, WgallocError } = wgalloc
-const { pattern } = require('./helpers.cjs')
+const { pattern } = require('./helpers.js')
 
 const MiB = 2 ** 20
 

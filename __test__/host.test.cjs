@@ -1,7 +1,7 @@
 'use strict'
 const test = require('ava')
 const { Gpu, HostBlock } = require('..')
-const { pattern } = require('./helpers.cjs')
+const { pattern } = require('./helpers.js')
 
 const MiB = 2 ** 20
 

@@ -6,7 +6,7 @@ const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
 const { inspect } = require('node:util')
 const { Gpu, ComputeKernel } = require('..')
-const { gpu } = require('./helpers.cjs')
+const { gpu } = require('./helpers.js')
 
 // The Rust kernel tests use the same kernel.
 const AXPY = readFileSync(join(__dirname, '../crates/wgalloc-core/tests/kernels/axpy.wgsl'), 'utf8')

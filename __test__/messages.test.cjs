@@ -3,7 +3,7 @@
 // wherever the same rule is broken.
 const test = require('ava')
 const { Gpu } = require('..')
-const { gpu } = require('./helpers.cjs')
+const { gpu } = require('./helpers.js')
 
 test('stream.copy of overlapping ranges names copy, not copyFrom', async (t) => {
   const g = await gpu()

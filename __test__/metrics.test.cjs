@@ -5,7 +5,7 @@ const test = require('ava')
 const { Registry } = require('prom-client')
 const { Gpu } = require('..')
 const { registerMetrics } = require('wgalloc/metrics')
-const { promtoolCheck, samples } = require('./promtool.cjs')
+const { promtoolCheck, samples } = require('./promtool.js')
 
 test('metrics match heap.stats() per device and pool, and promtool accepts them', async (t) => {
   const a = await Gpu.request()

@@ -226,7 +226,7 @@ test('a written plan keeps every constraint when planned again (toJSON, toJsonSt
 
 test('one planning story: planMemory with inputsInSlab gives the layout gpu.compile runs', async (t) => {
   const { Gpu } = require('..')
-  const { chain } = require('./graphs.cjs')
+  const { chain } = require('./graphs.js')
   const gpu = await Gpu.request()
   const alignment = gpu.info.minStorageBufferOffsetAlignment
   for (const n of [1, 3, 6]) {

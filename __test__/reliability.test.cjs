@@ -8,7 +8,7 @@ const test = require('ava')
 const { Worker } = require('node:worker_threads')
 const { spawnSync } = require('node:child_process')
 const { Gpu, WgallocError, ERROR_CODES, planMemory } = require('..')
-const { record, knob, MODE } = require('./reliability-report.cjs')
+const { record, knob, MODE } = require('./reliability-report.js')
 const { runSuite } = require('./fuzz/spawn.cjs')
 
 const OPS = knob('WGALLOC_STRESS_OPS', 300, 20_000)

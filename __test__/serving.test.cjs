@@ -5,8 +5,8 @@
 const test = require('ava')
 const { Worker } = require('node:worker_threads')
 const { Weights, planMemory } = require('..')
-const { gpu } = require('./helpers.cjs')
-const { ADD, chain, params } = require('./graphs.cjs')
+const { gpu } = require('./helpers.js')
+const { ADD, chain, params } = require('./graphs.js')
 
 const bytes = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
 const graphOf = (n) => chain(n)

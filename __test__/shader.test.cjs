@@ -4,8 +4,8 @@
 const test = require('ava')
 const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
-const { gpu } = require('./helpers.cjs')
-const { chain, params } = require('./graphs.cjs')
+const { gpu } = require('./helpers.js')
+const { chain, params } = require('./graphs.js')
 
 const AXPY = readFileSync(join(__dirname, '../crates/wgalloc-core/tests/kernels/axpy.wgsl'), 'utf8')
 const f32 = (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)

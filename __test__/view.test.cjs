@@ -14,7 +14,7 @@ const { inflateSync } = require('node:zlib')
 const { Gpu, planMemory } = require('..')
 const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('..')
 const { shapes, graph, weights } = require('../dist/demo/model.js')
-const { gpu } = require('./helpers.cjs')
+const { gpu } = require('./helpers.js')
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium'
 const BENCH = join(__dirname, '../bench/data')

@@ -10,7 +10,7 @@ const { recipe, build, show } = require('./values.cjs')
 const { describe, within, note, fault, problem } = require('./outcome.cjs')
 const { openWorld, quiet, settled, restore, expectNoLeak } = require('./world.cjs')
 const KNOWN = require('./known.cjs')
-const { ADD, chain: addChain } = require('../graphs.cjs')
+const { ADD, chain: addChain } = require('../graphs.js')
 
 const HANG_MS = 30_000
 const LEN = 64 // elements per tensor

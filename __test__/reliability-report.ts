@@ -1,32 +1,38 @@
-'use strict'
 // The figures behind the README's Reliability table. Every reliability test records
 // its counts under the run's mode ('short' for `npm test`, 'stress' for `npm run
 // stress`) in bench/reliability-report.json (or WGALLOC_RELIABILITY_REPORT);
 // `node bench/reliability-table.cjs` prints the table from it. Tests of one file run in
 // one process, so plain synchronous read-modify-write is enough.
-const fs = require('node:fs')
-const os = require('node:os')
-const path = require('node:path')
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { Gpu } from 'wgalloc'
 
-const FILE = process.env.WGALLOC_RELIABILITY_REPORT ?? path.join(__dirname, '..', 'bench', 'reliability-report.json')
-const STRESS = process.env.WGALLOC_STRESS === '1'
-const MODE = process.env.WGALLOC_RELIABILITY_MODE ?? (STRESS ? 'stress' : 'short')
+export const FILE = process.env.WGALLOC_RELIABILITY_REPORT ?? path.join(__dirname, '..', 'bench', 'reliability-report.json')
+export const STRESS = process.env.WGALLOC_STRESS === '1'
+export const MODE = process.env.WGALLOC_RELIABILITY_MODE ?? (STRESS ? 'stress' : 'short')
 
 /** A knob: its env value, else the short or the stress default. */
-function knob(name, short, stress) {
+export function knob(name: string, short: number, stress: number): number {
   return Number(process.env[name] ?? (STRESS ? stress : short))
 }
 
-function read() {
+interface Report {
+  machine?: { cpu: string; cores: number; memoryBytes: number; platform: string; node: string }
+  adapter?: { name: string; backend: string; driver: string }
+  modes: Record<string, { tests: Record<string, Record<string, unknown>> }>
+}
+
+function read(): Report {
   try {
-    return JSON.parse(fs.readFileSync(FILE, 'utf8'))
+    return JSON.parse(fs.readFileSync(FILE, 'utf8')) as Report
   } catch {
     return { modes: {} }
   }
 }
 
 /** Records `counts` for `test` under the current mode, with the machine it ran on. */
-function record(test, counts, gpu) {
+export function record(test: string, counts: Record<string, unknown>, gpu?: Gpu): void {
   const report = read()
   const cpus = os.cpus()
   report.machine = {
@@ -42,5 +48,3 @@ function record(test, counts, gpu) {
   fs.mkdirSync(path.dirname(FILE), { recursive: true })
   fs.writeFileSync(FILE, JSON.stringify(report, null, 2) + '\n')
 }
-
-module.exports = { record, knob, MODE, STRESS, FILE }

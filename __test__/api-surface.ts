@@ -1,23 +1,40 @@
-'use strict'
 // The public API as the TypeScript types declare it (the top-level index.d.ts, emitted from
 // the TypeScript sources), read with the compiler's checker: what the API tests enumerate, so
 // a new class or method is checked without editing a list.
-const ts = require('typescript')
-const { join } = require('node:path')
+import { join } from 'node:path'
+import ts from 'typescript'
 
 const ENTRY = join(__dirname, '../index.d.ts')
 
-const isInternal = (decl) => decl != null && ts.getJSDocTags(decl).some((t) => t.tagName.text === 'internal')
+const isInternal = (decl: ts.Node | undefined): boolean => decl != null && ts.getJSDocTags(decl).some((t) => t.tagName.text === 'internal')
 
 /** Whether `type` (or a member of a union) has a property `name`. */
-function hasProperty(checker, type, name) {
+function hasProperty(checker: ts.TypeChecker, type: ts.Type, name: string): boolean {
   const t = checker.getNonNullableType(type)
   if (t.isUnion()) return t.types.some((u) => hasProperty(checker, u, name))
   return checker.getPropertyOfType(t, name) !== undefined
 }
 
-function members(checker, type, owner, isStatic) {
-  const out = []
+/** One property or method of a class or of the module, as the tests see it. */
+export interface Member {
+  owner: string
+  name: string
+  isStatic: boolean
+  isSymbol: boolean
+  isMethod: boolean
+  internal: boolean
+  arity: number
+  async: boolean
+  takesSignal: boolean
+}
+
+export interface ApiSurface {
+  classes: Map<string, Member[]>
+  functions: Member[]
+}
+
+function members(checker: ts.TypeChecker, type: ts.Type, owner: string, isStatic: boolean): Member[] {
+  const out: Member[] = []
   for (const prop of checker.getPropertiesOfType(type)) {
     if (prop.name === 'prototype') continue
     const decl = prop.valueDeclaration ?? prop.declarations?.[0]
@@ -38,16 +55,16 @@ function members(checker, type, owner, isStatic) {
       // Some public signature's last parameter takes `{ signal }`.
       takesSignal: signatures.some((s) => {
         const last = s.getParameters().at(-1)
-        return last !== undefined && hasProperty(checker, checker.getTypeOfSymbolAtLocation(last, s.declaration), 'signal')
+        return last !== undefined && hasProperty(checker, checker.getTypeOfSymbolAtLocation(last, s.declaration!), 'signal')
       }),
     })
   }
   return out
 }
 
-let cached
+let cached: ApiSurface | undefined
 /** `{ classes: Map<name, member[]>, functions: member[] }` of everything index.d.ts exports. */
-function apiSurface() {
+export function apiSurface(): ApiSurface {
   if (cached) return cached
   const program = ts.createProgram([ENTRY], {
     target: ts.ScriptTarget.ES2022,
@@ -59,8 +76,8 @@ function apiSurface() {
     noEmit: true,
   })
   const checker = program.getTypeChecker()
-  const mod = checker.getSymbolAtLocation(program.getSourceFile(ENTRY))
-  const classes = new Map()
+  const mod = checker.getSymbolAtLocation(program.getSourceFile(ENTRY)!)!
+  const classes = new Map<string, Member[]>()
   for (let sym of checker.getExportsOfModule(mod)) {
     if (sym.flags & ts.SymbolFlags.Alias) sym = checker.getAliasedSymbol(sym)
     if (sym.flags & ts.SymbolFlags.Class) {
@@ -73,5 +90,3 @@ function apiSurface() {
   cached = { classes, functions }
   return cached
 }
-
-module.exports = { apiSurface }

@@ -1,20 +1,17 @@
-'use strict'
 // Shared helpers for the ava suite. Every test runs on a real wgpu device
 // (lavapipe on machines without a GPU).
-const { Gpu } = require('..')
+import { Gpu } from 'wgalloc'
 
-let shared
+let shared: Promise<Gpu> | undefined
 /** One device per test file: opening a device costs ~100 ms on lavapipe. */
-function gpu() {
+export function gpu(): Promise<Gpu> {
   shared ??= Gpu.request()
   return shared
 }
 
 /** Bytes that differ per position and per seed, so misplaced copies are caught. */
-function pattern(size, seed = 1) {
+export function pattern(size: number, seed = 1): Uint8Array {
   const out = new Uint8Array(size)
   for (let i = 0; i < size; i++) out[i] = (i * 31 + seed * 7 + (i >>> 8)) & 0xff
   return out
 }
-
-module.exports = { gpu, pattern }

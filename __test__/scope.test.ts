@@ -1,10 +1,9 @@
-'use strict'
 // Heap scopes: per-tenant quotas on one device. One tenant running out leaves the other
 // serving; stats per scope are exact; scopes nest; executors and weights can be charged.
-const test = require('ava')
-const { Registry } = require('prom-client')
-const { Gpu, HeapScope, WgallocError, registerMetrics } = require('..')
-const { samples } = require('./promtool.cjs')
+import test from 'ava'
+import { Registry } from 'prom-client'
+import { type DeviceBlock, Gpu, type Graph, HeapScope, WgallocError, registerMetrics } from 'wgalloc'
+import { samples } from './promtool.js'
 
 const KiB = 1024
 
@@ -14,11 +13,11 @@ test('two tenants on one device: one runs out, the other keeps allocating; stats
   const a = gpu.heap.scope({ name: 'tenant-a', limit: 64 * KiB })
   const b = gpu.heap.scope({ name: 'tenant-b', limit: 1024 * KiB })
   t.true(a instanceof HeapScope)
-  const held = []
+  const held: DeviceBlock[] = []
   for (let i = 0; i < 4; i++) held.push(a.malloc(16 * KiB))
   const err = t.throws(() => a.malloc(1), { instanceOf: WgallocError, code: 'QUOTA_EXCEEDED' })
-  t.regex(err.message, /scope 'tenant-a'/)
-  t.regex(err.message, /65536/)
+  t.regex(err!.message, /scope 'tenant-a'/)
+  t.regex(err!.message, /65536/)
   // Tenant b is untouched.
   const bBlocks = [b.malloc(100 * KiB), b.malloc(3)]
   t.like(b.stats(), { allocatedBytes: 100 * KiB + Math.ceil(3 / align) * align, activeBlocks: 2, quotaExceeded: 0 })
@@ -31,7 +30,7 @@ test('two tenants on one device: one runs out, the other keeps allocating; stats
     quotaExceeded: 1,
   })
   // Freeing returns the bytes; a refused malloc allocated nothing.
-  held.pop().free()
+  held.pop()!.free()
   t.is(a.stats().allocatedBytes, 48 * KiB)
   held.push(a.malloc(16 * KiB))
   t.is(a.stats().allocatedBytes, 64 * KiB)
@@ -66,11 +65,11 @@ test('scopes nest: a child is charged to its parent, and its limit cannot exceed
 test('bad limits, a disposed scope, and blocks collected without free()', async (t) => {
   const gpu = await Gpu.request()
   for (const limit of [0, -1, 1.5, Number.NaN, '10', 2 ** 60]) {
-    t.throws(() => gpu.heap.scope({ name: `s${String(limit)}`, limit }), { code: 'INVALID_ARGUMENT' }, String(limit))
+    t.throws(() => gpu.heap.scope({ name: `s${String(limit)}`, limit: limit as number }), { code: 'INVALID_ARGUMENT' }, String(limit))
   }
   t.throws(() => gpu.heap.scope({ name: 'over', limit: gpu.memoryBudget.bytes + 1 }), { code: 'INVALID_ARGUMENT', message: /memory budget/ })
-  t.throws(() => gpu.heap.scope({ limit: 10 }), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => gpu.heap.scope(null), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => gpu.heap.scope({ limit: 10 } as never), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => gpu.heap.scope(null as never), { code: 'INVALID_ARGUMENT' })
   const s = gpu.heap.scope({ name: 'short-lived', limit: 64 * KiB })
   const kept = s.malloc(4 * KiB)
   s.dispose()
@@ -82,7 +81,7 @@ test('bad limits, a disposed scope, and blocks collected without free()', async 
     again.malloc(8 * KiB) // dropped without free(): the GC net returns its bytes to the scope
   })()
   for (let i = 0; i < 20 && again.stats().allocatedBytes > 0; i++) {
-    global.gc()
+    globalThis.gc!()
     await new Promise((r) => setTimeout(r, 10))
   }
   t.is(again.stats().allocatedBytes, 0)
@@ -93,7 +92,7 @@ test('executors and weights charged to a scope; scope metrics per path', async (
   const gpu = await Gpu.request()
   const source =
     '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
-  const graph = {
+  const graph: Graph = {
     kernels: { k: { source } },
     tensors: [
       { id: 'x', size: 4096, kind: 'input' },
@@ -119,6 +118,6 @@ test('executors and weights charged to a scope; scope metrics per path', async (
   const before = gpu.heap.stats().allocatedBytes.current
   await t.throwsAsync(gpu.compile(graph, { scope: tiny }), { code: 'QUOTA_EXCEEDED', message: /scope 'tiny'/ })
   t.is(gpu.heap.stats().allocatedBytes.current, before)
-  await t.throwsAsync(gpu.compile(graph, { scope: {} }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.compile(graph, { scope: {} as never }), { code: 'INVALID_ARGUMENT' })
   gpu.destroy()
 })

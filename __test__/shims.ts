@@ -1,12 +1,16 @@
-'use strict'
 // Stand-ins for the `cargo` and `npm` executables, so the `prepare` hook's
 // decision (build or not) can be observed without starting a build. Each shim
 // appends its name and arguments to calls.log; SHIM_<NAME>_STATUS sets its exit code.
-const { mkdirSync, writeFileSync, readFileSync, existsSync } = require('node:fs')
-const { join } = require('node:path')
-const { spawnSync } = require('node:child_process')
+import { type SpawnSyncReturns, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 
-function makeShims(dir, names = ['cargo', 'npm']) {
+export interface Shims {
+  bin: string
+  calls: () => string[]
+}
+
+export function makeShims(dir: string, names = ['cargo', 'npm']): Shims {
   const bin = join(dir, 'bin')
   const log = join(dir, 'calls.log')
   mkdirSync(bin, { recursive: true })
@@ -21,9 +25,7 @@ function makeShims(dir, names = ['cargo', 'npm']) {
 }
 
 /** Runs a script with PATH limited to the shims (no real cargo or npm reachable). */
-function runWithShims(script, shims, env = {}) {
+export function runWithShims(script: string, shims: Shims, env: Record<string, string> = {}): SpawnSyncReturns<string> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_') && k !== 'WGALLOC_SKIP_BUILD'))
   return spawnSync(process.execPath, [script], { env: { ...clean, PATH: shims.bin, ...env }, encoding: 'utf8' })
 }
-
-module.exports = { makeShims, runWithShims }

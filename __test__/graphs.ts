@@ -1,9 +1,9 @@
-'use strict'
 // A small compute graph for executor tests and the graph fuzzer: a chain of
 // elementwise adds over f32 tensors, one of them read through a view.
+import type { Graph, GraphOp, GraphTensor } from 'wgalloc'
 
 /** c = (a + b) * scale over the first n elements. */
-const ADD = `
+export const ADD = `
 @group(0) @binding(0) var<storage, read_write> a: array<f32>;
 @group(0) @binding(1) var<storage, read_write> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;
@@ -15,7 +15,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }`
 
 /** ADD's uniform block: scale, n. */
-function params(scale, n) {
+export function params(scale: number, n: number): Uint8Array {
   const buf = new ArrayBuffer(16)
   new Float32Array(buf, 0, 1)[0] = scale
   new Uint32Array(buf, 4, 1)[0] = n
@@ -26,13 +26,13 @@ function params(scale, n) {
  * x -> t0 -> ... -> y, each step (prev + w) * 1 with w a param, over `len` f32s;
  * op `viewAt` reads its input through a view.
  */
-function chain(n, { len = 256, viewAt = 3 } = {}) {
+export function chain(n: number, { len = 256, viewAt = 3 }: { len?: number; viewAt?: number } = {}): Graph {
   const bytes = len * 4
-  const tensors = [
+  const tensors: GraphTensor[] = [
     { id: 'x', size: bytes, kind: 'input', dtype: 'f32' },
     { id: 'w', size: bytes, kind: 'param', dtype: 'f32' },
   ]
-  const ops = []
+  const ops: GraphOp[] = []
   let prev = 'x'
   for (let i = 0; i < n; i++) {
     const out = i === n - 1 ? 'y' : `t${i}`
@@ -47,5 +47,3 @@ function chain(n, { len = 256, viewAt = 3 } = {}) {
   }
   return { kernels: { add: { source: ADD } }, tensors, ops }
 }
-
-module.exports = { ADD, params, chain }
