@@ -1,23 +1,43 @@
-'use strict'
 // Prints the README's Reliability table from what the reliability tests recorded
 // (bench/reliability-report.json, or the path in WGALLOC_RELIABILITY_REPORT):
-// `npx ava __test__/reliability.test.cjs` fills the short row, `npm run stress` the
-// stress row, then `node bench/reliability-table.cjs [--json]`.
-const fs = require('node:fs')
-const path = require('node:path')
+// `npx ava dist-test/reliability.test.js` fills the short row, `npm run stress` the
+// stress row, then `npm run reliability-table [-- --json]`.
+import fs from 'node:fs'
+import path from 'node:path'
+import { ROOT } from './harness.js'
 
-const FILE = process.env.WGALLOC_RELIABILITY_REPORT ?? path.join(__dirname, 'reliability-report.json')
-const n = (v) => Math.round(v).toLocaleString('en-US')
-const sum = (tests, key) => tests.reduce((a, t) => a + (Number(t?.[key]) || 0), 0)
+/** What one reliability test recorded: counts, and faults injected by kind. */
+interface TestCounts {
+  operations?: number
+  threads?: number
+  badInputs?: number
+  crashes?: number
+  hangs?: number
+  reads?: number
+  corruptedReads?: number
+  leakedBytes?: number
+  runs?: number
+  faults?: Record<string, number>
+}
+
+interface Report {
+  machine?: { cpu: string; cores: number; memoryBytes: number }
+  adapter?: { name: string; backend: string }
+  modes: Record<string, { tests: Record<string, TestCounts> }>
+}
+
+const FILE = process.env.WGALLOC_RELIABILITY_REPORT ?? path.join(ROOT, 'bench', 'reliability-report.json')
+const n = (v: number) => Math.round(v).toLocaleString('en-US')
+const sum = (tests: (TestCounts | undefined)[], key: keyof TestCounts) => tests.reduce((a, t) => a + (Number(t?.[key]) || 0), 0)
 
 /** One table row (and its figures) from one mode's tests. */
-function row(mode, tests) {
+function row(mode: string, tests: Record<string, TestCounts>) {
   const fuzz = Object.entries(tests)
     .filter(([k]) => k.startsWith('fuzz-'))
     .map(([, v]) => v)
   const { workers, cycles, misuse, exit, gc } = tests
   const fuzzOps = sum(fuzz, 'operations')
-  const faults = {}
+  const faults: Record<string, number> = {}
   for (const t of [exit, gc, ...fuzz]) for (const [k, v] of Object.entries(t?.faults ?? {})) faults[k] = (faults[k] ?? 0) + v
   const figures = {
     operations: (workers?.operations ?? 0) + (cycles?.operations ?? 0) + fuzzOps,
@@ -30,15 +50,17 @@ function row(mode, tests) {
     corruptedReads: sum([workers, ...fuzz], 'corruptedReads'),
     leakedBytes: sum([workers, gc, cycles, ...fuzz], 'leakedBytes'),
   }
-  const parts = []
-  if (workers) parts.push(`${n(workers.operations)} mixed heap / host / executor ops`)
-  if (cycles) parts.push(`${n(cycles.operations)} alloc/free cycles`)
+  const parts: string[] = []
+  if (workers) parts.push(`${n(workers.operations ?? 0)} mixed heap / host / executor ops`)
+  if (cycles) parts.push(`${n(cycles.operations ?? 0)} alloc/free cycles`)
   if (fuzz.length) parts.push(`${n(fuzzOps)} fuzzed calls and commands in ${n(sum(fuzz, 'runs'))} sequences`)
   const faultText = Object.entries(faults)
     .sort((a, b) => b[1] - a[1])
     .map(([k, v]) => `${k} (${n(v)})`)
     .join(', ')
-  const bad = [misuse ? `${n(misuse.badInputs)} random calls` : null, fuzz.length ? `${n(sum(fuzz, 'badInputs'))} fuzzed` : null].filter(Boolean).join(' + ')
+  const bad = [misuse ? `${n(misuse.badInputs ?? 0)} random calls` : null, fuzz.length ? `${n(sum(fuzz, 'badInputs'))} fuzzed` : null]
+    .filter(Boolean)
+    .join(' + ')
   const threads = `${figures.threads} workers${fuzz.length ? ` + ${fuzz.length} fuzz processes` : ''}`
   const cells = [
     mode,
@@ -53,15 +75,16 @@ function row(mode, tests) {
   return { cells, figures }
 }
 
-function main() {
-  let report
+function main(): number {
+  let report: Report
   try {
-    report = JSON.parse(fs.readFileSync(FILE, 'utf8'))
+    report = JSON.parse(fs.readFileSync(FILE, 'utf8')) as Report
   } catch (err) {
-    console.error(`no reliability report at ${FILE} (${err.code ?? err.message}); run \`npx ava __test__/reliability.test.cjs\` or \`npm run stress\` first`)
+    const e = err as NodeJS.ErrnoException
+    console.error(`no reliability report at ${FILE} (${e.code ?? e.message}); run \`npx ava dist-test/reliability.test.js\` or \`npm run stress\` first`)
     return 1
   }
-  const order = (mode) => ['short', 'stress'].indexOf(mode) >>> 0 // the known modes first, in this order
+  const order = (mode: string) => ['short', 'stress'].indexOf(mode) >>> 0 // the known modes first, in this order
   const rows = Object.entries(report.modes)
     .sort(([a], [b]) => order(a) - order(b))
     .map(([mode, m]) => ({ mode, ...row(mode, m.tests) }))

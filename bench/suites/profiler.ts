@@ -1,11 +1,25 @@
-'use strict'
 // Profiler benchmarks: what profiling costs (executor runs of the demo graph, and a
 // loop of small dispatch-sized copies, off vs stats-only vs traced), and whether GPU
 // copy time reported by timestamps scales linearly with bytes.
-const { shapes, graph, weights } = require('../../dist/demo/model.js')
+import type { Graph } from 'wgalloc'
+import { type Context, internal, type Result, type Suite, type TimeOptions } from '../harness.js'
+
+interface DemoShapes {
+  seq: number
+  dim: number
+  heads: number
+}
+interface DemoModel {
+  shapes: (options: Partial<DemoShapes>) => DemoShapes
+  graph: (s: DemoShapes) => Graph
+  weights: (s: DemoShapes, seed: number) => { params: Record<string, Float32Array>; inputs: Record<string, Float32Array> }
+}
+const { shapes, graph, weights } = internal<DemoModel>('demo/model.js')
+
+type ProfilerStart = Parameters<Context['gpu']['profiler']['start']>[0]
 
 /** Least-squares fit y = a + b x and its R^2. */
-function linearFit(xs, ys) {
+function linearFit(xs: number[], ys: number[]): { slope: number; intercept: number; r2: number } {
   const n = xs.length
   const mx = xs.reduce((a, b) => a + b, 0) / n
   const my = ys.reduce((a, b) => a + b, 0) / n
@@ -22,20 +36,24 @@ function linearFit(xs, ys) {
 }
 
 /** Median over interleaved rounds so drift hits every variant alike. */
-async function compare(variants, rounds, timeIt) {
-  const samples = variants.map(() => [])
+async function compare(
+  variants: (() => Promise<void>)[],
+  rounds: number,
+  timeIt: (fn: () => unknown, opts?: TimeOptions) => Promise<number>,
+): Promise<number[]> {
+  const samples: number[][] = variants.map(() => [])
   for (let r = 0; r < rounds; r++) {
     for (const [i, v] of variants.entries()) samples[i].push(await timeIt(v, { runs: 3, warmup: 1 }))
   }
   return samples.map((s) => s.sort((a, b) => a - b)[s.length >> 1])
 }
 
-module.exports = [
+export const suites: Suite[] = [
   {
     name: 'profiler-overhead',
     description:
       'executor runs of the demo graph (seq 64, dim 128) with the profiler off, on with stats only (interval mode, no trace export), and on with timestamps + trace events',
-    async run({ gpu, timeIt }) {
+    async run({ gpu, timeIt }: Context): Promise<Result[]> {
       const s = shapes({ seq: 64, dim: 128, heads: 4 })
       const data = weights(s, 1)
       const exe = await gpu.compile(graph(s), { params: data.params })
@@ -44,7 +62,7 @@ module.exports = [
       const loop = async () => {
         for (let i = 0; i < runs; i++) await exe.run(data.inputs)
       }
-      const profiled = (opts) => async () => {
+      const profiled = (opts: ProfilerStart) => async () => {
         p.start(opts)
         await loop()
         await p.flush()
@@ -99,7 +117,7 @@ module.exports = [
         }
         await st.submit().wait()
       }
-      const profiled = (opts) => async () => {
+      const profiled = (opts?: ProfilerStart) => async () => {
         p.start(opts)
         await loop()
         await p.flush()
@@ -136,7 +154,7 @@ module.exports = [
       const src = gpu.createBuffer(16 * MiB)
       const dst = gpu.createBuffer(16 * MiB)
       const p = gpu.profiler
-      const ms = []
+      const ms: number[] = []
       for (const size of sizes) {
         p.resetStats()
         await p.profile(async () => {
@@ -146,7 +164,7 @@ module.exports = [
             await st.submit().wait()
           }
         })
-        const c = p.stats().copies.find((x) => x.kind === 'device-to-device')
+        const c = p.stats().copies.find((x) => x.kind === 'device-to-device')!
         ms.push(c.totalGpuMs / c.gpuTimed)
       }
       src.destroy()

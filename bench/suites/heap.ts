@@ -1,16 +1,24 @@
-'use strict'
 // Heap allocator benchmarks: cached malloc/free speed through JS, and
 // fragmentation on the real-model eager traces against PyTorch's CUDA caching allocator
 // policy and two simple policies (simulated on the same events).
-const { readFileSync, readdirSync, existsSync } = require('node:fs')
-const { join } = require('node:path')
-const { replayHeap } = require('../../dist/replay.js')
-const { Gpu } = require('../..')
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Gpu, type Heap, type Trace } from 'wgalloc'
+import { DATA, internal, type Result, type Suite } from '../harness.js'
 
-const TRACES = join(__dirname, '../data/traces')
+interface PolicyFigures {
+  policy: string
+  peakReservedBytes: number
+  fragmentation: number
+  driverAllocations: number
+  bytesMoved?: number
+}
+const { replayHeap } = internal<{ replayHeap: (heap: Heap, trace: Trace) => PolicyFigures & { baselines: PolicyFigures[] } }>('replay.js')
+
+const TRACES = join(DATA, 'traces')
 const SIZES = [256, 4096, 65536, 1 << 20]
 
-module.exports = [
+export const suites: Suite[] = [
   {
     name: 'heap-malloc-free',
     description: 'cached heap.malloc + block.free round trip through JS vs gpu.createBuffer + destroy of the same sizes',
@@ -44,7 +52,7 @@ module.exports = [
     async run({ gpu }) {
       const heap = gpu.heap
       const n = 10000
-      const perOp = (fn) => {
+      const perOp = (fn: () => void) => {
         const t0 = process.hrtime.bigint()
         fn()
         return Number(process.hrtime.bigint() - t0) / n
@@ -52,12 +60,12 @@ module.exports = [
       const loop = () => {
         for (let i = 0; i < n; i++) heap.malloc(SIZES[i & 3]).free()
       }
-      const median = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
+      const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
       // Chunks alternate on/off (in ABBA order) so machine drift cancels; the median of the
       // pairwise differences is the cost. A ring of 4096 entries is full after the first chunk.
-      const added = (stacks, rounds) => {
-        const diffs = []
-        const offs = []
+      const added = (stacks: boolean, rounds: number) => {
+        const diffs: number[] = []
+        const offs: number[] = []
         for (let r = 0; r < rounds; r++) {
           const on = () => {
             heap.recordHistory({ stacks, maxEntries: 4096 })
@@ -104,11 +112,11 @@ module.exports = [
       'eager traces of real models replayed through the heap: peak reserved / peak live (and the bytes compaction moved), vs PyTorch CUDA caching allocator policy, power-of-two buckets and an exact-size free list',
     async run() {
       if (!existsSync(TRACES)) throw new Error(`${TRACES} is missing`)
-      const out = []
+      const out: Result[] = []
       for (const file of readdirSync(TRACES)
         .filter((f) => f.endsWith('.trace.json'))
         .sort()) {
-        const trace = JSON.parse(readFileSync(join(TRACES, file), 'utf8'))
+        const trace = JSON.parse(readFileSync(join(TRACES, file), 'utf8')) as Trace
         // A device of its own, so nothing else's memory counts in the peak.
         const gpu = await Gpu.request()
         const { baselines, ...ours } = replayHeap(gpu.heap, trace)
@@ -120,7 +128,7 @@ module.exports = [
           trace: file,
           measured: {
             value: ours.fragmentation,
-            unit: `reserved/live, ${ours.driverAllocations} allocs, ${(ours.bytesMoved / 2 ** 20).toFixed(1)} MiB moved (${file.replace('.trace.json', '')})`,
+            unit: `reserved/live, ${ours.driverAllocations} allocs, ${((ours.bytesMoved ?? 0) / 2 ** 20).toFixed(1)} MiB moved (${file.replace('.trace.json', '')})`,
           },
           baseline: { value: pytorch.fragmentation, unit: `reserved/live, ${pytorch.driverAllocations} allocs`, what: `${pytorch.policy}; ${otherPolicies}` },
           ratio: ours.peakReservedBytes / pytorch.peakReservedBytes,

@@ -1,35 +1,36 @@
-'use strict'
 // Serving-grade execution: chained executors through device blocks vs through the host,
 // shared weights vs per-executor params, and a mixed-batch request stream through a shape
 // executor vs padding every request to the largest batch. Each against a baseline from the
 // same run.
-const { chain } = require('../../__test__/graphs.cjs')
+import type { Dispatch, Executor, Graph } from 'wgalloc'
+import { chain } from '../../__test__/graphs.js'
+import type { Suite } from '../harness.js'
 
 const ROWS = 64 // rows per batch unit: tensors are batch * ROWS * 256 floats
 
 /** A chain of `n` adds whose tensors hold `batch` units of 64 KiB (dims for compileShapes). */
-function model(n, { symbolic = false, batch = 1 } = {}) {
+function model(n: number, { symbolic = false, batch = 1 } = {}): { graph: Graph; row: number } {
   const g = chain(n, { len: ROWS * 256 })
-  const row = g.tensors.find((t) => t.id === 'x').size
+  const row = g.tensors.find((t) => t.id === 'x')!.size as number
   for (const t of g.tensors) {
     if (t.kind === 'param') continue
     t.size = symbolic ? `batch * ${row}` : batch * row
   }
-  for (const op of g.ops) op.dispatch = op.dispatch.map((d) => (symbolic ? `batch * ${d}` : batch * d))
+  for (const op of g.ops) op.dispatch = op.dispatch!.map((d) => (symbolic ? `batch * ${d}` : batch * (d as number))) as Dispatch
   if (symbolic) g.dims = ['batch']
   return { graph: g, row }
 }
 
-const params = (row) => ({ w: new Float32Array(row / 4).fill(0.5) })
+const params = (row: number) => ({ w: new Float32Array(row / 4).fill(0.5) })
 
-async function timed(n, fn) {
+async function timed(n: number, fn: (i: number) => Promise<unknown>): Promise<number> {
   for (let i = 0; i < 3; i++) await fn(i)
   const t = performance.now()
   for (let i = 0; i < n; i++) await fn(i)
   return (performance.now() - t) / n
 }
 
-module.exports = [
+export const suites: Suite[] = [
   {
     name: 'serving-chain',
     description: 'two executors chained through a device block vs through the host (ms per request, host bytes)',
@@ -71,7 +72,7 @@ module.exports = [
       const weights = gpu.createWeights(params(row))
       const shared = await Promise.all([0, 1, 2, 3].map(() => gpu.compile(graph, { weights })))
       const own = await Promise.all([0, 1, 2, 3].map(() => gpu.compile(graph, { params: params(row) })))
-      const resident = (list) => list.reduce((n, e) => n + e.stats().constantBytes, 0)
+      const resident = (list: Executor[]) => list.reduce((n, e) => n + e.stats().constantBytes, 0)
       const sharedBytes = resident(shared) + weights.deviceBytes
       const ownBytes = resident(own)
       const sharedMs = await timed(40, (i) => shared[i % 4].run({ x }))
@@ -96,7 +97,7 @@ module.exports = [
       const batches = Array.from({ length: 60 }, (_, i) => 1 + ((i * 7 + 3) % 16))
       const { graph, row } = model(4, { symbolic: true })
       const p = params(row)
-      const inputs = (b) => ({ x: new Float32Array((b * row) / 4).fill(1) })
+      const inputs = (b: number) => ({ x: new Float32Array((b * row) / 4).fill(1) })
       gpu.heap.emptyCache()
       gpu.heap.resetPeakStats()
       const shapes = gpu.compileShapes(graph, { params: p, buckets: { batch: [1, 2, 4, 8, 16] }, capacity: 5 })

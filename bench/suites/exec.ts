@@ -1,24 +1,34 @@
-'use strict'
 // Plan execution on the real-model graphs (checksum kernels): planned slab vs
 // lower bound, planned device memory vs the eager run's peak reserved, and
 // planned vs eager run time (median of 20), all in one run.
-const { readFileSync, readdirSync, existsSync } = require('node:fs')
-const { join } = require('node:path')
-const { checkGraph } = require('../../dist/check.js')
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Gpu, Graph } from 'wgalloc'
+import { DATA, internal, type Result, type Suite } from '../harness.js'
 
-const MODELS = join(__dirname, '../data/models')
+interface CheckFigures {
+  outputsEqual: boolean
+  ratio: number
+  eagerPeakReservedBytes: number
+  plannedPeakBytes: number
+  eagerMs: number
+  plannedMs: number
+}
+const { checkGraph } = internal<{ checkGraph: (gpu: Gpu, graph: Graph, options: { runs: number }) => Promise<CheckFigures> }>('check.js')
 
-module.exports = [
+const MODELS = join(DATA, 'models')
+
+export const suites: Suite[] = [
   {
     name: 'exec-models',
     description: 'model graphs: planned vs eager memory and time (median of 20 runs each)',
     async run({ gpu }) {
       if (!existsSync(MODELS)) return []
-      const out = []
+      const out: Result[] = []
       for (const file of readdirSync(MODELS)
         .filter((f) => f.endsWith('.json'))
         .sort()) {
-        const graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8')))
+        const graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8'))) as Graph
         const f = await checkGraph(gpu, graph, { runs: 20 })
         out.push({
           model: file,

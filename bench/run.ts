@@ -1,44 +1,32 @@
-'use strict'
 // Benchmark harness: `npm run bench [-- name...]`. Each suite measures wgalloc and a
 // baseline in the same run and reports the ratio; bench/report.json keeps the
 // figures with the machine and adapter they came from.
-const { readdirSync, writeFileSync } = require('node:fs')
-const { join } = require('node:path')
-const os = require('node:os')
-const { Gpu } = require('..')
-const { table } = require('../dist/cli/table.js')
+import { writeFileSync } from 'node:fs'
+import os from 'node:os'
+import { join } from 'node:path'
+import { Gpu } from 'wgalloc'
+import { internal, ROOT, type Result, type Suite, timeIt } from './harness.js'
+import { suites as exec } from './suites/exec.js'
+import { suites as heap } from './suites/heap.js'
+import { suites as host } from './suites/host.js'
+import { suites as planner } from './suites/planner.js'
+import { suites as profiler } from './suites/profiler.js'
+import { suites as serving } from './suites/serving.js'
+import { suites as transfer } from './suites/transfer.js'
 
-function loadSuites() {
-  const dir = join(__dirname, 'suites')
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.cjs'))
-    .sort()
-    .flatMap((f) => require(join(dir, f)))
-}
+const { table } = internal<{ table: (header: string[], rows: (string | number)[][]) => string }>('cli/table.js')
 
-/** Median wall time in ms of `fn` over `runs` runs after `warmup` runs. */
-async function timeIt(fn, { runs = 9, warmup = 2 } = {}) {
-  for (let i = 0; i < warmup; i++) await fn()
-  const samples = []
-  for (let i = 0; i < runs; i++) {
-    const t0 = process.hrtime.bigint()
-    await fn()
-    samples.push(Number(process.hrtime.bigint() - t0) / 1e6)
-  }
-  samples.sort((a, b) => a - b)
-  return samples[samples.length >> 1]
-}
+const SUITES: Suite[] = [exec, heap, host, planner, profiler, serving, transfer].flat()
 
-const fmt = (v) => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
+const fmt = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
 
-async function main(names) {
-  const suites = loadSuites()
-  const unknown = names.filter((n) => !suites.some((s) => s.name === n))
+async function main(names: string[]): Promise<number> {
+  const unknown = names.filter((n) => !SUITES.some((s) => s.name === n))
   if (unknown.length) {
-    console.error(`unknown benchmark(s): ${unknown.join(', ')}; available: ${suites.map((s) => s.name).join(', ')}`)
+    console.error(`unknown benchmark(s): ${unknown.join(', ')}; available: ${SUITES.map((s) => s.name).join(', ')}`)
     return 2
   }
-  const selected = names.length ? suites.filter((s) => names.includes(s.name)) : suites
+  const selected = names.length ? SUITES.filter((s) => names.includes(s.name)) : SUITES
   const gpu = await Gpu.request()
   const machine = {
     cpu: os.cpus()[0]?.model ?? 'unknown',
@@ -48,15 +36,15 @@ async function main(names) {
     node: process.version,
   }
   const adapter = { name: gpu.info.adapterName, backend: gpu.info.backend, deviceType: gpu.info.deviceType }
-  const results = []
+  const results: (Result & { name: string; description: string })[] = []
   for (const suite of selected) {
     process.stderr.write(`running ${suite.name} ...\n`)
     const r = await suite.run({ gpu, timeIt })
     // A suite returns one result, or several each with its own name.
-    for (const one of [].concat(r)) results.push({ name: suite.name, description: suite.description, ...one, machine, adapter })
+    for (const one of ([] as Result[]).concat(r)) results.push({ name: suite.name, description: suite.description, ...one, machine, adapter })
   }
   const report = { generatedAt: new Date().toISOString(), machine, adapter, results }
-  writeFileSync(join(__dirname, 'report.json'), JSON.stringify(report, null, 2) + '\n')
+  writeFileSync(join(ROOT, 'bench', 'report.json'), JSON.stringify(report, null, 2) + '\n')
   console.log(`machine: ${machine.cpu} x${machine.cores}; adapter: ${adapter.name} (${adapter.backend})\n`)
   console.log(
     table(

@@ -1,9 +1,10 @@
-'use strict'
 // Foundation benchmarks: raw data movement and event round trips on the device.
+
+import type { Suite } from '../harness.js'
 
 const SIZE = 64 << 20
 
-module.exports = [
+export const suites: Suite[] = [
   {
     name: 'copy-64mib',
     description: 'device-to-device copy of 64 MiB through a Stream (submit + wait) vs a host memcpy of 64 MiB',

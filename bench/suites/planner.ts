@@ -1,13 +1,13 @@
-'use strict'
 // Planner benchmarks on published instances: `best` (10 s budget) against the
 // seeds' greedy-by-size measured in the same run, ratio to the lower bound. CPU time
 // (the process's, which the planner thread dominates) is reported beside wall time,
 // so runs on a loaded machine can be compared.
-const { readFileSync, existsSync } = require('node:fs')
-const { join } = require('node:path')
-const { planMemory } = require('../..')
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { planMemory, type UsageRecord } from 'wgalloc'
+import { DATA, type Result, type Suite } from '../harness.js'
 
-const BENCH = join(__dirname, '../data')
+const BENCH = DATA
 const BUDGET_MS = Number(process.env.WGALLOC_BENCH_PLAN_MS ?? 10_000)
 
 const INSTANCES = [
@@ -19,12 +19,12 @@ const INSTANCES = [
   ['iopddl-Y_1', 'idealloc/iopddl/Y_1.csv'],
 ]
 
-module.exports = [
+export const suites: Suite[] = [
   {
     name: 'planner',
     description: `best (budget ${BUDGET_MS} ms) vs greedyBySize on MiniMalloc's challenging set and idealloc's instances`,
     async run() {
-      const out = []
+      const out: Result[] = []
       for (const [name, file] of INSTANCES) {
         const path = join(BENCH, file)
         if (!existsSync(path)) throw new Error(`benchmark data ${path} is missing from the repository`)
@@ -60,11 +60,11 @@ module.exports = [
     description:
       'greedyBySize on 10,000 records vs naive on the same records: the DNN-shaped set of the criterion bench (the 10 ms target), and a denser random set as a stress case',
     async run({ timeIt }) {
-      const rows = []
+      const rows: Result[] = []
       for (const [variant, records, target] of [
         ['DNN-shaped (criterion set)', dnnShaped(10_000, 0x9e3779b97f4a7c15n), ' (target: greedy < 10 ms)'],
         ['dense random', denseRandom(10_000), ''],
-      ]) {
+      ] as const) {
         let greedyMs = 0
         let naiveMs = 0
         await timeIt(
@@ -96,7 +96,7 @@ module.exports = [
  * The criterion bench's records (crates/wgalloc-plan/benches/planner.rs, same xorshift and
  * draw order): one record per op, most living under 40 ops, one in 20 up to 2,000.
  */
-function dnnShaped(n, seed) {
+function dnnShaped(n: number, seed: bigint): UsageRecord[] {
   const M = (1n << 64n) - 1n
   let s = seed
   const next = () => {
@@ -113,7 +113,7 @@ function dnnShaped(n, seed) {
 }
 
 /** Two records starting per op on average, each living up to 200 ops: about 200 live at once. */
-function denseRandom(n) {
+function denseRandom(n: number): UsageRecord[] {
   let seed = 12345
   const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32
   return Array.from({ length: n }, (_, i) => {
