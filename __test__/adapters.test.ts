@@ -1,9 +1,8 @@
-'use strict'
 // Choosing among GPUs: Gpu.enumerate() lists every adapter with an index and a stable id,
 // and Gpu.request({ adapterIndex | adapterId }) or WGALLOC_ADAPTER picks one.
-const test = require('ava')
-const { spawnSync } = require('node:child_process')
-const { Gpu } = require('..')
+import { spawnSync } from 'node:child_process'
+import test from 'ava'
+import { Gpu } from 'wgalloc'
 
 const ENTRY = JSON.stringify(require.resolve('..'))
 

@@ -1,7 +1,6 @@
-'use strict'
-const test = require('ava')
-const { Gpu, WgallocError } = require('..')
-const { gpu, pattern } = require('./helpers.js')
+import test from 'ava'
+import { Gpu, type GpuEvent, WgallocError } from 'wgalloc'
+import { gpu, pattern } from './helpers.js'
 
 test('device opens and reports the limits wgalloc depends on', async (t) => {
   const g = await gpu()
@@ -90,9 +89,9 @@ test('out-of-range and wrongly typed arguments give typed errors', async (t) => 
     t.throws(() => g.createBuffer(bad), { code: 'INVALID_ARGUMENT' }, `size ${bad}`)
   }
   t.throws(() => g.createBuffer(g.info.maxBufferSize + 4), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => g.createBuffer('16'), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => g.createBuffer('16' as never), { code: 'INVALID_ARGUMENT' })
   t.throws(() => g.writeBuffer(buf, 12, new Uint8Array(8)), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => g.writeBuffer(buf, 0, 'not bytes'), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => g.writeBuffer(buf, 0, 'not bytes' as never), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(g.readBuffer(buf, 8, 16), { code: 'INVALID_ARGUMENT' })
   buf.destroy()
   t.throws(() => g.writeBuffer(buf, 0, new Uint8Array(4)), { code: 'USE_AFTER_FREE' })
@@ -105,13 +104,13 @@ test('events complete in submission order and query() flips to true', async (t) 
   const a = g.createBuffer(size)
   const b = g.createBuffer(size)
   const s = g.createStream()
-  const events = []
+  const events: GpuEvent[] = []
   for (let i = 0; i < 6; i++) {
     s.copy(a, b)
     events.push(s.submit())
   }
   for (let i = 1; i < events.length; i++) t.true(events[i].seq > events[i - 1].seq)
-  const order = []
+  const order: number[] = []
   await Promise.all(events.map((e, i) => e.wait().then(() => order.push(i))))
   t.deepEqual(order, [0, 1, 2, 3, 4, 5])
   t.true(events.every((e) => e.query() === true))
@@ -146,20 +145,20 @@ test('wait() honours an AbortSignal', async (t) => {
   const err = await t.throwsAsync(e.wait({ signal: ac.signal }), { code: 'ABORTED' })
   t.is(err.name, 'AbortError')
   await e.wait({ signal: AbortSignal.timeout(10_000) })
-  await t.throwsAsync(e.wait({ signal: 'nope' }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(e.wait({ signal: 'nope' as never }), { code: 'INVALID_ARGUMENT' })
 })
 
 test('bad request options give typed errors', async (t) => {
-  await t.throwsAsync(Gpu.request({ backends: ['quantum'] }), { code: 'INVALID_ARGUMENT', instanceOf: WgallocError })
+  await t.throwsAsync(Gpu.request({ backends: ['quantum' as never] }), { code: 'INVALID_ARGUMENT', instanceOf: WgallocError })
   await t.throwsAsync(Gpu.request({ backends: [] }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(Gpu.request({ memoryBudget: -1 }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(Gpu.request({ memoryBudget: 2 ** 53 + 2 }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(Gpu.request({ memoryBudget: 1.5 }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(Gpu.request({ memoryBudget: '1GB' }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(Gpu.request({ powerPreference: 'turbo' }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(Gpu.request({ memoryBudget: '1GB' as never }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(Gpu.request({ powerPreference: 'turbo' as never }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(Gpu.request({ requiredFeatures: ['NOT_A_FEATURE'] }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(Gpu.request({ adapterName: 'no such adapter xyz' }), { code: 'ADAPTER_NOT_FOUND' })
-  await t.throwsAsync(Gpu.request(42), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(Gpu.request(42 as never), { code: 'INVALID_ARGUMENT' })
 })
 
 test('a destroyed device turns every later call into DEVICE_LOST', async (t) => {

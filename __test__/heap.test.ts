@@ -1,9 +1,7 @@
-'use strict'
-const test = require('ava')
-const { Worker } = require('node:worker_threads')
-const wgalloc = require('..')
-const { Gpu, WgallocError } = wgalloc
-const { pattern } = require('./helpers.js')
+import { Worker } from 'node:worker_threads'
+import test from 'ava'
+import { type BlockInfo, DeviceBlock, Gpu, type HeapEvent, WgallocError } from 'wgalloc'
+import { pattern } from './helpers.js'
 
 const MiB = 2 ** 20
 
@@ -11,7 +9,7 @@ test('blocks are aligned, never overlap while live, and hold their data', async 
   const gpu = await Gpu.request()
   const heap = gpu.heap
   const sizes = [4, 100, 1000, 4096, 70000, MiB, MiB + 4, 3 * MiB, 5]
-  const live = []
+  const live: { b: DeviceBlock; size: number; seed: number }[] = []
   for (let i = 0; i < 36; i++) {
     const size = sizes[i % sizes.length]
     const b = heap.malloc(size, { usage: i % 4 === 0 ? 'shared' : 'device' })
@@ -28,7 +26,7 @@ test('blocks are aligned, never overlap while live, and hold their data', async 
     kept.push({ b, size: sizes[i], seed: 100 + i })
   }
   // Ranges of live blocks in the same segment are disjoint ...
-  const bySegment = new Map()
+  const bySegment = new Map<number, BlockInfo[]>()
   for (const { b } of kept) {
     const info = b.info()
     const list = bySegment.get(info.segmentId) ?? []
@@ -58,7 +56,7 @@ test('a block is a plain handle: no constructor, no reachable internals, fields 
   const b = heap.malloc(1000, { usage: 'shared', shape: [10, 100] })
   t.deepEqual(Object.keys(b), [], 'no enumerable internals (id, slot or native handle)')
   t.throws(() => new (Object.getPrototypeOf(b).constructor)(), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => new wgalloc.DeviceBlock(), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => new (DeviceBlock as unknown as new () => DeviceBlock)(), { code: 'INVALID_ARGUMENT' })
   const info = b.info()
   t.like(info, { id: b.id, size: b.size, requestedSize: 1000, offset: b.offset, pool: b.pool, isShared: b.isShared, shape: [10, 100] })
   // The same block through every kind of operation that takes one: stream copy, upload,
@@ -85,7 +83,7 @@ test('a block is a plain handle: no constructor, no reachable internals, fields 
   t.throws(() => s.copy(b, c), { code: 'USE_AFTER_FREE' })
   t.throws(() => s.dispatch(k, [b], 1), { code: 'USE_AFTER_FREE' })
   await t.throwsAsync(gpu.download(b), { code: 'USE_AFTER_FREE' })
-  t.throws(() => heap.free({ id }), { code: 'INVALID_ARGUMENT' }, 'a look-alike object is not a block')
+  t.throws(() => heap.free({ id } as never), { code: 'INVALID_ARGUMENT' }, 'a look-alike object is not a block')
   c.free()
   t.is(heap.stats().activeBlocks.current, 0)
   gpu.destroy()
@@ -106,7 +104,7 @@ test('stats: requested vs allocated, peaks, cache hits and driver calls', async 
   t.true(s.cacheHits >= 50)
   t.is(s.activeBlocks.peak, 1)
   const small = s.pools.find((p) => p.pool === 'device-small')
-  t.is(small.segments.current, 1)
+  t.is(small!.segments.current, 1)
   heap.resetAccumulatedStats()
   t.is(heap.stats().cacheHits, 0)
   heap.resetPeakStats()
@@ -121,10 +119,10 @@ test('bad input gets typed errors and leaves stats exact', async (t) => {
   const keep = heap.malloc(4096)
   const before = heap.stats()
   for (const bad of [0, -1, 1.5, NaN, Infinity, 2 ** 53, '64', null]) {
-    t.throws(() => heap.malloc(bad), { code: 'INVALID_ARGUMENT', instanceOf: WgallocError }, String(bad))
+    t.throws(() => heap.malloc(bad as never), { code: 'INVALID_ARGUMENT', instanceOf: WgallocError }, String(bad))
   }
   t.throws(() => heap.malloc(gpu.info.maxBufferSize + 256), { code: 'INVALID_ARGUMENT', message: /maxBufferSize/ })
-  t.throws(() => heap.malloc(16, { usage: 'texture' }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.malloc(16, { usage: 'texture' as never }), { code: 'INVALID_ARGUMENT' })
   t.throws(() => heap.malloc(16, { shape: [-1] }), { code: 'INVALID_ARGUMENT' })
   const b = heap.malloc(64)
   b.free()
@@ -174,14 +172,14 @@ test("the driver's own out-of-memory becomes OUT_OF_MEMORY and the heap stays us
   const gpu = await Gpu.request()
   const heap = gpu.heap
   heap.setHighWatermarkRatio(0)
-  const held = []
-  let err
+  const held: DeviceBlock[] = []
+  let err: WgallocError | undefined
   // lavapipe has one 2 GiB heap; keep allocating 1 GiB blocks until the driver refuses.
   for (let i = 0; i < 16 && !err; i++) {
     try {
       held.push(heap.malloc(Math.min(gpu.info.maxBufferSize, 2 ** 30)))
     } catch (e) {
-      err = e
+      err = e as WgallocError
     }
   }
   if (!err) {
@@ -203,8 +201,8 @@ test('ALLOCATION_FAILED listeners may free memory and the retry succeeds; events
   const gpu = await Gpu.request({ memoryBudget: 64 * MiB })
   const heap = gpu.heap
   heap.setHighWatermarkRatio(1)
-  const kinds = []
-  for (const k of ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED']) heap.on(k, (e) => kinds.push(e.kind))
+  const kinds: string[] = []
+  for (const k of ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED'] as const) heap.on(k, (e) => kinds.push(e.kind))
   const big = heap.malloc(40 * MiB)
   let freedInListener = false
   const off = heap.on('ALLOCATION_FAILED', (e) => {
@@ -223,7 +221,7 @@ test('ALLOCATION_FAILED listeners may free memory and the retry succeeds; events
   t.true(kinds.includes('RECYCLED'))
   t.true(kinds.includes('FREED'))
   t.true(kinds.includes('RELEASED'))
-  t.throws(() => heap.on('SOMETHING', () => {}), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.on('SOMETHING' as never, () => {}), { code: 'INVALID_ARGUMENT' })
   gpu.destroy()
 })
 
@@ -237,8 +235,8 @@ test('scalar blocks hold their value; shape metadata round-trips; lookup by id',
   const b = heap.malloc(24, { shape: [2, 3] })
   t.deepEqual(b.shape, [2, 3])
   b.setShape([6])
-  t.deepEqual(heap.getBlockInfo(b.id).shape, [6])
-  t.is(heap.getBlockInfo(b.id).state, 'active')
+  t.deepEqual(heap.getBlockInfo(b.id)!.shape, [6])
+  t.is(heap.getBlockInfo(b.id)!.state, 'active')
   b.free()
   t.is(heap.getBlockInfo(b.id), null)
   const snap = heap.snapshot()
@@ -274,14 +272,14 @@ test('copyFrom and stream-recorded frees defer reuse until the GPU work complete
 })
 
 test('blocks dropped without free() are reclaimed by the garbage collector', async (t) => {
-  if (typeof global.gc !== 'function') return t.pass('run with --expose-gc')
+  if (typeof globalThis.gc !== 'function') return t.pass('run with --expose-gc')
   const gpu = await Gpu.request()
   const heap = gpu.heap
   ;(() => {
     for (let i = 0; i < 20; i++) heap.malloc(MiB)
   })()
   for (let i = 0; i < 10 && heap.stats().activeBlocks.current > 0; i++) {
-    global.gc()
+    globalThis.gc!()
     await new Promise((r) => setTimeout(r, 20))
   }
   t.is(heap.stats().activeBlocks.current, 0)
@@ -312,8 +310,8 @@ test('worker threads share one device heap through a handle', async (t) => {
       parentPort.postMessage(ids.length)
     })().catch((e) => { parentPort.postMessage(String(e)) })
   `
-  const run = (seed) =>
-    new Promise((resolve, reject) => {
+  const run = (seed: number) =>
+    new Promise<unknown>((resolve, reject) => {
       const w = new Worker(code, { eval: true, workerData: { handle, seed } })
       w.once('message', resolve)
       w.once('error', reject)
@@ -331,7 +329,7 @@ test('a fragmented miss moves a live block: MOVED event, offset follows, bytes i
   const gpu = await Gpu.request()
   const heap = gpu.heap
   heap.recordHistory({ maxEntries: 1000 })
-  const moved = []
+  const moved: HeapEvent[] = []
   heap.on('MOVED', (e) => moved.push(e))
   // Seven 4 MiB blocks: five fill the first segment (the arena's 20 MiB floor), two go to a second one.
   const blocks = Array.from({ length: 7 }, () => heap.malloc(4 * MiB))
@@ -359,7 +357,7 @@ test('a fragmented miss moves a live block: MOVED event, offset follows, bytes i
     [a, data[0]],
     [c, data[2]],
     [x, data[4]],
-  ])
+  ] as const)
     t.is(Buffer.compare(await block.read(), bytes), 0, `block ${block.id} changed`)
   // The history: e leaves its old place and takes the new one.
   const history = heap.memorySnapshot().history.filter((h) => h.blockId === e.id)

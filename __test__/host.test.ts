@@ -1,7 +1,6 @@
-'use strict'
-const test = require('ava')
-const { Gpu, HostBlock } = require('..')
-const { pattern } = require('./helpers.js')
+import test from 'ava'
+import { Gpu, HostBlock, type UploadBatchItem } from 'wgalloc'
+import { pattern } from './helpers.js'
 
 const MiB = 2 ** 20
 
@@ -70,7 +69,7 @@ test('bytes is detached before the memory is unmapped', async (t) => {
   t.is(bytes.buffer.byteLength, 0)
   t.throws(() => bytes.fill(2), { instanceOf: TypeError })
   t.throws(() => new Uint8Array(bytes.buffer), { instanceOf: TypeError })
-  t.is(bytes[0], undefined)
+  t.is<number | undefined, undefined>(bytes[0], undefined)
   t.throws(() => b.bytes, { code: 'USE_AFTER_FREE' })
   // A copy detaches too: the upload's bytes are final once copied.
   const c = host.alloc(256)
@@ -85,7 +84,7 @@ test('bytes is detached before the memory is unmapped', async (t) => {
   t.is(c.bytes.length, 256)
   c.free()
   // Reusing the same staging buffer many times while old views are still reachable.
-  const kept = []
+  const kept: Uint8Array[] = []
   for (let i = 0; i < 200; i++) {
     const r = host.alloc(4096)
     r.bytes[0] = i
@@ -221,7 +220,7 @@ test('bad input: typed errors, nothing corrupted, stats exact', async (t) => {
   const other = await Gpu.request()
   const { host, heap } = gpu
   for (const size of [0, -1, 1.5, NaN, 2 ** 60]) t.throws(() => host.alloc(size), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => host.alloc(16, { direction: 'sideways' }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => host.alloc(16, { direction: 'sideways' as never }), { code: 'INVALID_ARGUMENT' })
   const b = host.alloc(100)
   t.throws(() => b.write(new Uint8Array(101)), { code: 'INVALID_ARGUMENT' })
   t.throws(() => b.bytes.set(new Uint8Array(101)), { instanceOf: RangeError }, 'writing past bytes.length')
@@ -233,7 +232,7 @@ test('bad input: typed errors, nothing corrupted, stats exact', async (t) => {
   t.throws(() => s.copy(b, dev, { size: 104 }), { code: 'INVALID_ARGUMENT' })
   t.throws(() => s.copy(b, dev, { dstOffset: 252, size: 8 }), { code: 'INVALID_ARGUMENT' })
   t.throws(() => s.copy(dev, b), { code: 'INVALID_ARGUMENT' }, 'upload block as a download target')
-  t.throws(() => s.copy(b, {}), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => s.copy(b, {} as never), { code: 'INVALID_ARGUMENT' })
   t.true(b.mapped, 'refused copies leave the block mapped')
   t.throws(() => other.host.free(b), { code: 'INVALID_ARGUMENT' }, 'freeing a block from another device')
   b.free()
@@ -268,7 +267,7 @@ test('uploadBatch packs many ranges into few blocks, and the cache stays warm', 
   const chunk = 64 * 1024
   const dev = heap.malloc(64 * chunk)
   const odd = heap.malloc(7)
-  const items = Array.from({ length: 64 }, (_, i) => ({ block: dev, data: pattern(chunk, i), offset: i * chunk }))
+  const items: UploadBatchItem[] = Array.from({ length: 64 }, (_, i) => ({ block: dev, data: pattern(chunk, i), offset: i * chunk }))
   items.push({ block: odd, data: pattern(7, 99) })
   await gpu.uploadBatch(items)
   const back = await gpu.download(dev)
@@ -288,9 +287,9 @@ test('uploadBatch packs many ranges into few blocks, and the cache stays warm', 
   t.is(s.numHostAlloc, created, 'steady state takes no driver call')
   t.is(s.activeRequests.current, 0)
   // Bad input: typed errors, and nothing is recorded.
-  await t.throwsAsync(gpu.uploadBatch('nope'), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.uploadBatch('nope' as never), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(gpu.uploadBatch([]), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: 'x' }]), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: 'x' as never }]), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: pattern(8, 1), offset: 2 }]), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(gpu.uploadBatch([{ block: dev, data: pattern(8, 1), offset: 64 * chunk }]), { code: 'INVALID_ARGUMENT' })
   const ac = new AbortController()

@@ -1,17 +1,16 @@
-'use strict'
 // Kernels dispatched directly on heap blocks: results read back from the GPU, stream
 // ordering, deferred frees, and typed errors for bad input.
-const test = require('ava')
-const { readFileSync } = require('node:fs')
-const { join } = require('node:path')
-const { inspect } = require('node:util')
-const { Gpu, ComputeKernel } = require('..')
-const { gpu } = require('./helpers.js')
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { inspect } from 'node:util'
+import test from 'ava'
+import { ComputeKernel, Gpu, type WgallocError } from 'wgalloc'
+import { gpu } from './helpers.js'
 
 // The Rust kernel tests use the same kernel.
 const AXPY = readFileSync(join(__dirname, '../crates/wgalloc-core/tests/kernels/axpy.wgsl'), 'utf8')
 
-const f32 = (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
+const f32 = (buf: ArrayBufferView): Float32Array => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
 
 test('axpy on heap blocks: two ordered dispatches, values read back', async (t) => {
   const g = await gpu()
@@ -31,7 +30,7 @@ test('axpy on heap blocks: two ordered dispatches, values read back', async (t) 
   // Freed with the dispatches recorded but unsubmitted: the block must not be reused yet.
   const xId = bx.id
   bx.free()
-  t.is(g.heap.getBlockInfo(xId).state, 'pending-free')
+  t.is(g.heap.getBlockInfo(xId)!.state, 'pending-free')
   await s.synchronize()
   const y = f32(await by.read())
   for (let i = 0; i < n; i++) t.is(y[i], 5 * x[i] + y0[i], `y[${i}]`)
@@ -44,7 +43,7 @@ test('bad input is typed and records nothing', async (t) => {
   const a = g.heap.malloc(256)
   const b = g.heap.malloc(256)
   const s = g.createStream()
-  const code = (fn) => t.throws(fn).code
+  const code = (fn: () => unknown) => t.throws<WgallocError>(fn).code
   t.is(
     code(() => s.dispatch(axpy, [a], 1, new Float32Array(4))),
     'INVALID_ARGUMENT',

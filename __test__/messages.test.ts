@@ -1,9 +1,8 @@
-'use strict'
 // Errors name the call the user made and the rule that was broken, with the same code
 // wherever the same rule is broken.
-const test = require('ava')
-const { Gpu } = require('..')
-const { gpu } = require('./helpers.js')
+import test from 'ava'
+import { Gpu, type Graph } from 'wgalloc'
+import { gpu } from './helpers.js'
 
 test('stream.copy of overlapping ranges names copy, not copyFrom', async (t) => {
   const g = await gpu()
@@ -35,7 +34,7 @@ test('malloc(0) and malloc(-5) describe the same valid range', async (t) => {
 test('runEager refuses a tensor above the binding limit by name, as compile does', async (t) => {
   const g = await gpu()
   const big = g.info.maxStorageBufferBindingSize + 256
-  const graph = {
+  const graph: Graph = {
     kernels: {
       k: {
         source:

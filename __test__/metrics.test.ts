@@ -1,11 +1,10 @@
-'use strict'
 // Prometheus metrics (registerMetrics, `wgalloc/metrics`): every metric present, valid for
 // promtool, and equal to the stats it is read from.
-const test = require('ava')
-const { Registry } = require('prom-client')
-const { Gpu } = require('..')
-const { registerMetrics } = require('wgalloc/metrics')
-const { promtoolCheck, samples } = require('./promtool.js')
+import test from 'ava'
+import { Registry } from 'prom-client'
+import { Gpu, type Graph } from 'wgalloc'
+import { registerMetrics } from 'wgalloc/metrics'
+import { promtoolCheck, samples } from './promtool.js'
 
 test('metrics match heap.stats() per device and pool, and promtool accepts them', async (t) => {
   const a = await Gpu.request()
@@ -22,7 +21,7 @@ test('metrics match heap.stats() per device and pool, and promtool accepts them'
   for (const [name, gpu] of [
     ['a', a],
     ['b', b],
-  ]) {
+  ] as const) {
     const s = gpu.heap.stats()
     for (const p of s.pools) {
       const l = `{device="${name}",pool="${p.pool}"}`
@@ -61,7 +60,7 @@ test('profiler kernel time appears while the profiler records', async (t) => {
   registerMetrics(gpu, { registry })
   const source =
     '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&a)) { a[g.x] = a[g.x] + 1u; } }'
-  const graph = {
+  const graph: Graph = {
     kernels: { inc: { source } },
     tensors: [
       { id: 'x', size: 256, kind: 'input' },
@@ -82,8 +81,8 @@ test('bad arguments are INVALID_ARGUMENT', async (t) => {
   const gpu = await Gpu.request()
   const registry = new Registry()
   t.throws(() => registerMetrics(gpu, { registry, prefix: 'bad prefix' }), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => registerMetrics({ x: {} }, { registry }), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => registerMetrics(42, { registry }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => registerMetrics({ x: {} } as never, { registry }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => registerMetrics(42 as never, { registry }), { code: 'INVALID_ARGUMENT' })
   const h = registerMetrics(gpu, { registry })
   t.throws(() => h.add('0', gpu), { code: 'INVALID_ARGUMENT', message: /registered already/ })
   t.throws(() => registerMetrics(gpu, { registry }), { code: 'INVALID_ARGUMENT', message: /already/ }, 'the same names twice in one registry')

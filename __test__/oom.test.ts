@@ -1,11 +1,10 @@
-'use strict'
 // Explaining an OOM: `err.details` carries the request and the heap's figures, OUT_OF_MEMORY
 // listeners get them before malloc throws, and WGALLOC_OOM_SNAPSHOT writes the heap's snapshot.
-const test = require('ava')
-const { mkdtempSync, readFileSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { Gpu } = require('..')
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test from 'ava'
+import { Gpu, type OutOfMemoryEvent, type SnapshotSegment, type WgallocError } from 'wgalloc'
 
 test('an OOM from malloc carries structured details, tells OUT_OF_MEMORY listeners and writes a snapshot', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-oom-'))
@@ -14,20 +13,20 @@ test('an OOM from malloc carries structured details, tells OUT_OF_MEMORY listene
   try {
     const heap = gpu.heap
     heap.setHighWatermarkRatio(1)
-    const seen = []
+    const seen: OutOfMemoryEvent[] = []
     heap.on('OUT_OF_MEMORY', (e) => seen.push(e))
     const held = heap.malloc(40 << 20)
-    const err = t.throws(() => heap.malloc(40 << 20), { code: 'OUT_OF_MEMORY' })
-    const d = err.details
+    const err = t.throws<WgallocError>(() => heap.malloc(40 << 20), { code: 'OUT_OF_MEMORY' })
+    const d = err.details!
     t.is(d.requested, 40 << 20)
     t.is(d.budget, 64 << 20)
     t.is(d.highWatermark, 64 << 20)
     t.is(d.allocated, held.size)
-    t.true(d.reserved >= held.size)
+    t.true(d.reserved! >= held.size)
     t.is(typeof d.largestFreeBlock, 'number')
     t.is(seen.length, 1)
     t.like(seen[0], { kind: 'OUT_OF_MEMORY', requested: 40 << 20, largestFreeBlock: d.largestFreeBlock })
-    const snap = JSON.parse(readFileSync(d.snapshotPath, 'utf8'))
+    const snap = JSON.parse(readFileSync(d.snapshotPath!, 'utf8')) as { kind: string; details: { requested: number }; segments: SnapshotSegment[] }
     t.is(snap.kind, 'wgalloc-oom')
     t.deepEqual(snap.details.requested, 40 << 20)
     t.true(snap.segments.some((s) => s.blocks.some((b) => b.blockId === held.id)))

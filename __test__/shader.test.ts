@@ -1,14 +1,13 @@
-'use strict'
 // Kernels as people write them: `var<storage, read>` inputs work, and a kernel whose
 // bindings differ from what wgalloc binds is refused up front, naming the binding.
-const test = require('ava')
-const { readFileSync } = require('node:fs')
-const { join } = require('node:path')
-const { gpu } = require('./helpers.js')
-const { chain, params } = require('./graphs.js')
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import test from 'ava'
+import { chain, params } from './graphs.js'
+import { gpu } from './helpers.js'
 
 const AXPY = readFileSync(join(__dirname, '../crates/wgalloc-core/tests/kernels/axpy.wgsl'), 'utf8')
-const f32 = (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
+const f32 = (buf: ArrayBufferView): Float32Array => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
 
 test('a kernel declaring var<storage, read> inputs runs, on blocks of one segment', async (t) => {
   const g = await gpu()
