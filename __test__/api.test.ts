@@ -1,21 +1,37 @@
-'use strict'
 // API ergonomics, checked over the whole public surface as the types declare it
-// (__test__/api-surface.cjs): every async call takes { signal } and rejects with a
+// (__test__/api-surface.ts): every async call takes { signal } and rejects with a
 // typed ABORTED error before doing any work when the signal already fired; every
 // handle has [Symbol.dispose]; every class prints its key fields; every stats()
 // is a plain object of numbers. A new class or async method without a fixture
 // below fails these tests, so the list cannot silently fall behind.
-const test = require('ava')
-const { inspect } = require('node:util')
-const { mkdtempSync, existsSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const dc = require('node:diagnostics_channel')
-const wgalloc = require('..')
-const { apiSurface } = require('./api-surface.js')
-const { pattern } = require('./helpers.js')
+import dc from 'node:diagnostics_channel'
+import { existsSync, mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { inspect } from 'node:util'
+import test, { type ExecutionContext } from 'ava'
+import * as wgalloc from 'wgalloc'
+import {
+  type DeviceBlock,
+  type Executor,
+  Gpu,
+  type GpuBuffer,
+  type Graph,
+  type HeapScope,
+  type HostBlock,
+  type MemoryPlan,
+  type OutputArray,
+  type ShapeExecutor,
+  type Stream,
+  type Weights,
+  WgallocError,
+  planMemory,
+} from 'wgalloc'
+import { type Member, apiSurface } from './api-surface.js'
+import { pattern } from './helpers.js'
 
-const { Gpu, WgallocError, planMemory } = wgalloc
+/** The package's classes by the names the types give them (the tests look them up by name). */
+const exported = wgalloc as unknown as Record<string, (abstract new (...args: never[]) => object) & { prototype: Partial<Disposable> }>
 
 const DOUBLE = `
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -25,7 +41,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (g.x < arrayLength(&y)) { y[g.x] = x[g.x] * 2.0; }
 }`
 /** y = 2x over 64 floats. */
-const GRAPH = {
+const GRAPH: Graph = {
   kernels: { double: { source: DOUBLE } },
   tensors: [
     { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
@@ -35,16 +51,31 @@ const GRAPH = {
 }
 const X = Float32Array.from({ length: 64 }, (_, i) => i)
 /** GRAPH with `batch` rows of 64 floats. */
-const SHAPES = {
+const SHAPES: Graph = {
   ...GRAPH,
   dims: ['batch'],
   tensors: GRAPH.tensors.map((t) => ({ ...t, size: 'batch * 256' })),
   ops: GRAPH.ops.map((op) => ({ ...op, dispatch: ['batch'] })),
 }
 
-let shared
+interface Context {
+  gpu: Gpu
+  exe: Executor
+  block: DeviceBlock
+  buffer: GpuBuffer
+  stream: Stream
+  down: HostBlock
+  plan: MemoryPlan
+  shapes: ShapeExecutor
+  weights: Weights
+  scope: HeapScope
+  profiled: number
+  dir: string
+}
+
+let shared: Promise<Context> | undefined
 /** One device and one of everything, for the fixtures. */
-function context() {
+function context(): Promise<Context> {
   shared ??= (async () => {
     const gpu = await Gpu.request()
     const exe = await gpu.compile(GRAPH)
@@ -66,7 +97,7 @@ function context() {
 }
 
 /** Every public async call, given a signal (keys: `Class.method` as the types name them). */
-const ASYNC_CALLS = {
+const ASYNC_CALLS: Record<string, (c: Context, signal: AbortSignal) => Promise<unknown>> = {
   'Gpu.request': (_c, signal) => Gpu.request({ signal }),
   'Gpu.enumerate': (_c, signal) => Gpu.enumerate({ signal }),
   'Gpu.readBuffer': (c, signal) => c.gpu.readBuffer(c.buffer, 0, 16, { signal }),
@@ -89,7 +120,7 @@ const ASYNC_CALLS = {
 }
 
 /** What the types call async, by `Class.method` (dispose symbols take no options). */
-function typedAsyncCalls() {
+function typedAsyncCalls(): (Member & { key: string })[] {
   const { classes, functions } = apiSurface()
   const calls = functions.filter((f) => f.async)
   for (const [name, ms] of classes) if (name !== 'WgallocError') calls.push(...ms.filter((m) => m.async && !m.internal && !m.isSymbol))
@@ -97,7 +128,7 @@ function typedAsyncCalls() {
 }
 
 /** Everything an aborted call could have started: allocations, transfers, runs, opened devices. */
-function footprint(c, opened) {
+function footprint(c: Context, opened: unknown[]) {
   const h = c.gpu.heap.stats()
   const s = c.gpu.host.stats()
   return {
@@ -121,8 +152,8 @@ test.serial('every async call in the types takes { signal } (types and runtime a
 
 test.serial('an already-aborted signal rejects every async call with ABORTED before any work starts', async (t) => {
   const c = await context()
-  const opened = []
-  const onDevice = (m) => (m.kind === 'open' || m.kind === 'destroy') && opened.push(m)
+  const opened: unknown[] = []
+  const onDevice = (m: unknown) => typeof m === 'object' && m !== null && 'kind' in m && (m.kind === 'open' || m.kind === 'destroy') && opened.push(m)
   dc.subscribe('wgalloc:device', onDevice)
   const start = footprint(c, opened)
   try {
@@ -149,7 +180,7 @@ test.serial('an already-aborted signal rejects every async call with ABORTED bef
 test.serial('a signal that is not an AbortSignal is INVALID_ARGUMENT for every async call', async (t) => {
   const c = await context()
   for (const [key, call] of Object.entries(ASYNC_CALLS)) {
-    await t.throwsAsync(() => call(c, { aborted: 'no' }), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' }, key)
+    await t.throwsAsync(() => call(c, { aborted: 'no' } as never), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' }, key)
   }
 })
 
@@ -176,35 +207,41 @@ test.serial('aborting in flight rejects at once and releases what arrives late',
   const run = c.exe.run({ x: X }, { signal: ac2.signal })
   ac2.abort()
   await t.throwsAsync(run, { code: 'ABORTED' })
-  let out
+  let out: OutputArray | undefined
   for (let i = 0; i < 100 && !out; i++) {
     try {
       out = (await c.exe.run({ x: X })).outputs.y
     } catch (e) {
-      if (e.code !== 'EXECUTOR_BUSY') throw e
+      if (!WgallocError.is(e, 'EXECUTOR_BUSY')) throw e
       await new Promise((r) => setTimeout(r, 10))
     }
   }
   t.deepEqual(
-    Array.from(out),
+    Array.from(out!),
     Array.from(X, (v) => v * 2),
   )
 })
 
+/** How to make a handle `H` for a test, and how to tell it was released (methods: a fixture of any handle fits). */
+interface Handle<H extends Disposable = Disposable & Partial<AsyncDisposable>> {
+  make(c: Context): H | Promise<H>
+  released(h: H): boolean
+}
+
 /** A fresh instance of every handle class, and how to tell it was released. */
-const HANDLES = {
-  Gpu: { make: () => Gpu.request(), released: (g) => g.lost },
-  GpuBuffer: { make: (c) => c.gpu.createBuffer(8), released: (b) => b.destroyed },
-  DeviceBlock: { make: (c) => c.gpu.heap.malloc(64), released: (b) => b.freed },
-  HostBlock: { make: (c) => c.gpu.host.alloc(64), released: (b) => b.freed },
-  Executor: { make: (c) => c.gpu.compile(GRAPH), released: (e) => e.released },
-  Weights: { make: (c) => c.gpu.createWeights({ w: new Float32Array(4) }), released: (w) => w.released },
+const HANDLES: Record<string, Handle> = {
+  Gpu: { make: () => Gpu.request(), released: (g: Gpu) => g.lost },
+  GpuBuffer: { make: (c) => c.gpu.createBuffer(8), released: (b: GpuBuffer) => b.destroyed },
+  DeviceBlock: { make: (c) => c.gpu.heap.malloc(64), released: (b: DeviceBlock) => b.freed },
+  HostBlock: { make: (c) => c.gpu.host.alloc(64), released: (b: HostBlock) => b.freed },
+  Executor: { make: (c) => c.gpu.compile(GRAPH), released: (e: Executor) => e.released },
+  Weights: { make: (c) => c.gpu.createWeights({ w: new Float32Array(4) }), released: (w: Weights) => w.released },
   HeapScope: {
     make: (() => {
       let n = 0
-      return (c) => c.gpu.heap.scope({ name: `dispose-${n++}`, limit: 1 << 20 })
+      return (c: Context) => c.gpu.heap.scope({ name: `dispose-${n++}`, limit: 1 << 20 })
     })(),
-    released: (s) => s.disposed,
+    released: (s: HeapScope) => s.disposed,
   },
   ShapeExecutor: {
     make: async (c) => {
@@ -212,7 +249,7 @@ const HANDLES = {
       await s.run({ batch: 2 }, { x: new Float32Array(128) })
       return s
     },
-    released: (s) => s.stats().cached === 0,
+    released: (s: ShapeExecutor) => s.stats().cached === 0,
   },
   Stream: {
     // A stream owns recorded work: disposal submits it.
@@ -221,16 +258,16 @@ const HANDLES = {
       s.copy(c.buffer, c.gpu.createBuffer(16))
       return s
     },
-    released: (s) => s.pendingCommands === 0,
+    released: (s: Stream) => s.pendingCommands === 0,
   },
 }
 
 test.serial('every handle class has [Symbol.dispose] that releases it, idempotently', async (t) => {
   const c = await context()
-  t.is(Symbol.dispose, Symbol.for('nodejs.dispose'), 'Node defines (or the facade uses) the registered symbol')
+  t.is<symbol, symbol>(Symbol.dispose, Symbol.for('nodejs.dispose'), 'Node defines (or the facade uses) the registered symbol')
   const { classes } = apiSurface()
   // A handle: a class that releases itself (`x.free()`, `x.destroy()`, `x.release()`), or declares disposal.
-  const releases = (m) => (['free', 'destroy', 'release'].includes(m.name) && m.arity === 0) || m.name === '[Symbol.dispose]'
+  const releases = (m: Member) => (['free', 'destroy', 'release'].includes(m.name) && m.arity === 0) || m.name === '[Symbol.dispose]'
   const typed = [...classes].filter(([name, ms]) => name !== 'WgallocError' && ms.some(releases))
   t.deepEqual(typed.map(([n]) => n).sort(), Object.keys(HANDLES).sort(), 'HANDLES lists every handle class')
   for (const [name, ms] of typed) {
@@ -239,7 +276,7 @@ test.serial('every handle class has [Symbol.dispose] that releases it, idempoten
       `${name} declares [Symbol.dispose] in the types`,
     )
     const { make, released } = HANDLES[name]
-    t.is(typeof wgalloc[name].prototype[Symbol.dispose], 'function', `${name}.prototype[Symbol.dispose]`)
+    t.is(typeof exported[name].prototype[Symbol.dispose], 'function', `${name}.prototype[Symbol.dispose]`)
     const h = await make(c)
     t.false(released(h), `${name} starts live`)
     h[Symbol.dispose]()
@@ -247,7 +284,7 @@ test.serial('every handle class has [Symbol.dispose] that releases it, idempoten
     t.notThrows(() => h[Symbol.dispose](), `${name}: a second disposal is harmless`)
     if (ms.some((m) => m.name === '[Symbol.asyncDispose]')) {
       const h2 = await make(c)
-      await h2[Symbol.asyncDispose]()
+      await h2[Symbol.asyncDispose]!()
       t.true(released(h2), `${name} is released by [Symbol.asyncDispose]`)
     }
   }
@@ -267,7 +304,7 @@ test.serial('a disposed stream ran its recorded copy', async (t) => {
 /** One instance of every exported class, and fields its inspect output must show. */
 const KERNEL = '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@compute @workgroup_size(1) fn main() { a[0] = 1u; }'
 
-const PRINTS = {
+const PRINTS: Record<string, (c: Context) => [unknown, RegExp]> = {
   Gpu: (c) => [c.gpu, /^Gpu \{ adapter: '.+', backend: '\w+', type: '\w+', budget: \d+ \}$/],
   GpuBuffer: (c) => [c.buffer, /^GpuBuffer \{ size: 16 \}$/],
   GpuEvent: (c) => [c.stream.submit(), /^GpuEvent \{ seq: \d+, (pending|complete) \}$/],
@@ -292,7 +329,7 @@ test.serial('every class prints its key fields with util.inspect', async (t) => 
   t.deepEqual(printed.sort(), Object.keys(PRINTS).sort(), 'PRINTS lists every class')
   for (const name of printed) {
     const [obj, shape] = PRINTS[name](c)
-    t.true(obj instanceof wgalloc[name], name)
+    t.true(obj instanceof exported[name], name)
     t.regex(inspect(obj), shape, name)
     t.regex(inspect({ nested: [obj] }), new RegExp(`${name} \\{ \\w`), `${name} prints inside other values`)
   }
@@ -301,7 +338,7 @@ test.serial('every class prints its key fields with util.inspect', async (t) => 
 })
 
 /** Checks that `value` is a plain object tree whose leaves are finite numbers (strings only as entry labels). */
-function plainNumbers(t, value, path) {
+function plainNumbers(t: ExecutionContext, value: object, path: string): void {
   const LABELS = new Set(['pool', 'name', 'pipeline', 'kind'])
   if (Array.isArray(value)) {
     for (const [i, v] of value.entries()) plainNumbers(t, v, `${path}[${i}]`)
@@ -319,13 +356,14 @@ function plainNumbers(t, value, path) {
 test.serial('every stats() returns a plain object of numbers that survives JSON and structuredClone', async (t) => {
   const c = await context()
   const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler, ShapeExecutor: c.shapes, HeapScope: c.scope }
+  const byName: Record<string, { stats(): object }> = owners
   await c.gpu.profiler.profile(() => c.exe.run({ x: X }))
   c.gpu.profiler.markCpuFallback('topk', 64)
   const { classes } = apiSurface()
   const withStats = [...classes].filter(([, ms]) => ms.some((m) => m.name === 'stats' && m.isMethod)).map(([n]) => n)
   t.deepEqual(withStats.sort(), Object.keys(owners).sort(), 'every class with stats() is covered')
   for (const name of withStats) {
-    const s = owners[name].stats()
+    const s = byName[name].stats()
     plainNumbers(t, s, `${name}.stats()`)
     t.deepEqual(JSON.parse(JSON.stringify(s)), s, `${name}.stats() round-trips through JSON`)
     t.deepEqual(structuredClone(s), s, `${name}.stats() is structured-cloneable`)

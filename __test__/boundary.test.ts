@@ -1,27 +1,37 @@
-'use strict'
 // The boundary between JS and the threads that finish async calls: every call owns what
 // it needs before it returns, so reused or transferred inputs, terminated workers, frees
 // and the GC safety net can neither crash the process nor change a result.
-const test = require('ava')
-const { spawn } = require('node:child_process')
-const { Gpu } = require('..')
-const { native } = require('../dist/native.js')
-const { gpu, pattern } = require('./helpers.js')
-const { chain } = require('./graphs.js')
+import { spawn } from 'node:child_process'
+import test from 'ava'
+import { Gpu, WgallocError } from 'wgalloc'
+import { chain } from './graphs.js'
+import { gpu, pattern } from './helpers.js'
+
+const { native } = require('../dist/native.js') as { native: { hostViewRegistryLength: () => number } }
 
 const ENTRY = JSON.stringify(require.resolve('..'))
-const GRAPHS = JSON.stringify(require.resolve('./graphs.cjs'))
+const GRAPHS = JSON.stringify(require.resolve('./graphs.js'))
+
+/** How a child Node ended and what it printed. */
+interface ChildResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  /** The last 20 lines. */
+  stderr: string
+  exitedAt: number
+}
 
 /** Runs `script` in a child Node; resolves how it ended and what it printed. */
-function child(script, { timeoutMs = 60_000, env = {} } = {}) {
+function child(script: string, { timeoutMs = 60_000, env = {} }: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<ChildResult> {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, ['--expose-gc', '-e', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    p.stdout.on('data', (d) => {
+    p.stdout.on('data', (d: Buffer) => {
       stdout += d
     })
-    p.stderr.on('data', (d) => {
+    p.stderr.on('data', (d: Buffer) => {
       stderr += d
     })
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
@@ -34,10 +44,12 @@ function child(script, { timeoutMs = 60_000, env = {} } = {}) {
 
 const LEN = 1 << 18 // f32 elements per tensor (1 MiB)
 const BIG = 4_000_000 // 16 MB inputs: copying them takes long enough to race a caller's writes
-const f32 = (buf) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
+/** A rejection's code and message, for t.log. */
+const why = (e: unknown): unknown[] => (WgallocError.is(e) ? [e.code, e.message] : [e])
+const f32 = (buf: ArrayBufferView) => new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4)
 
 /** The chain graph over `len` floats with w = 1 everywhere: y = x + steps. */
-async function chainExecutor(g, len, steps = 4) {
+async function chainExecutor(g: Gpu, len: number, steps = 4) {
   const w = new Float32Array(len).fill(1)
   return g.compile(chain(steps, { len }), { params: { w: new Uint8Array(w.buffer) } })
 }
@@ -145,7 +157,7 @@ test('a read issued on a live block gets its bytes even when free() and a new ow
       if (Buffer.compare(await read, Buffer.from(mine)) !== 0) failures.wrong++
     } catch (e) {
       failures.rejected++
-      t.log(e.code, e.message)
+      t.log(...why(e))
     }
     next.free()
   }
@@ -169,7 +181,7 @@ test('a download issued on a live block completes with its bytes when free() fol
       if (Buffer.compare(Buffer.from(await download), Buffer.from(mine)) !== 0) failures.wrong++
     } catch (e) {
       failures.rejected++
-      t.log(e.code, e.message)
+      t.log(...why(e))
     }
     next.free()
   }
@@ -191,16 +203,16 @@ test('readBuffer followed by destroy() still resolves with the bytes', async (t)
       t.true(Buffer.compare(await read, Buffer.from(bytes)) === 0)
     } catch (e) {
       rejected++
-      t.log(e.code, e.message)
+      t.log(...why(e))
     }
   }
   t.is(rejected, 0)
 })
 
 test('the GC safety net never frees a block under a pending read', async (t) => {
-  if (typeof global.gc !== 'function') return t.fail('run with --expose-gc (package.json ava.nodeArguments)')
+  if (typeof globalThis.gc !== 'function') return t.fail('run with --expose-gc (package.json ava.nodeArguments)')
   const g = await Gpu.request()
-  const reads = []
+  const reads: Promise<unknown>[] = []
   for (let i = 0; i < 400; i++) {
     ;(() => {
       const b = g.heap.malloc(4096) // never freed by hand: the FinalizationRegistry returns it
@@ -209,12 +221,12 @@ test('the GC safety net never frees a block under a pending read', async (t) => 
       reads.push(
         b.read().then(
           (r) => Buffer.compare(r, Buffer.from(bytes)) === 0,
-          (e) => e.code,
+          (e: unknown) => (WgallocError.is(e) ? e.code : e),
         ),
       )
     })()
     if (i % 25 === 0) {
-      global.gc()
+      globalThis.gc!()
       await new Promise(setImmediate)
     }
   }
@@ -257,11 +269,11 @@ test('bytes views do not accumulate: one registry entry per host block, pruned a
     b.bytes.fill(1)
     b.free()
     if (i % 200 === 0) {
-      global.gc()
+      globalThis.gc!()
       await new Promise(setImmediate)
     }
   }
-  global.gc()
+  globalThis.gc!()
   await new Promise(setImmediate)
   const after = native.hostViewRegistryLength() - before
   t.true(after <= 600, `${after} registry entries after 2000 short-lived blocks`)

@@ -1,10 +1,25 @@
-'use strict'
 // `wgalloc check` explains a mismatch: the output, the first differing element, both values
 // and the op that last wrote the output (also in --json).
-const test = require('ava')
-const { firstDifference } = require('../dist/check.js')
+import test from 'ava'
+import type { Graph } from 'wgalloc'
 
-const graph = {
+interface Difference {
+  output: string
+  index: number | null
+  dtype?: string
+  eager: number | string | undefined
+  planned: number | string | undefined
+  op: string | null
+}
+const { firstDifference } = require('../dist/check.js') as {
+  firstDifference: (
+    graph: Pick<Graph, 'tensors' | 'ops'>,
+    eager: Record<string, ArrayBufferView>,
+    planned: Record<string, ArrayBufferView>,
+  ) => Difference | null
+}
+
+const graph: Pick<Graph, 'tensors' | 'ops'> = {
   tensors: [
     { id: 'x', size: 12, kind: 'input', dtype: 'f32' },
     { id: 'y', size: 12, kind: 'output', dtype: 'f32' },
@@ -40,5 +55,5 @@ test('the first differing element is named by output, index in its dtype, values
     planned: 9,
     op: 'bytes',
   })
-  t.is(firstDifference(graph, eager, { z: eager.z }).planned, 'missing')
+  t.is(firstDifference(graph, eager, { z: eager.z })!.planned, 'missing')
 })

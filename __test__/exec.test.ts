@@ -1,10 +1,17 @@
-'use strict'
-const test = require('ava')
-const { readFileSync, readdirSync } = require('node:fs')
-const { join } = require('node:path')
-const { Gpu, WgallocError } = require('..')
-const { checkGraph, sampleInputs } = require('../dist/check.js')
-const { chain } = require('./graphs.js')
+import { readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import test from 'ava'
+import { Gpu, type Graph, WgallocError, type WgallocErrorCode } from 'wgalloc'
+import { chain } from './graphs.js'
+
+const { checkGraph, sampleInputs } = require('../dist/check.js') as {
+  checkGraph: (
+    gpu: Gpu,
+    graph: Graph,
+    options?: { runs?: number; checkPlan?: boolean },
+  ) => Promise<{ outputsEqual: boolean; ratio: number; slabSize: number; lowerBound: number; plannedPeakBytes: number; eagerPeakReservedBytes: number }>
+  sampleInputs: (graph: Pick<Graph, 'tensors'>) => Record<string, Uint8Array>
+}
 
 const MODELS = join(__dirname, '../bench/data/models')
 
@@ -33,13 +40,13 @@ test('a compiled graph computes the right numbers, reuses memory and creates not
   t.is(after.runs, 7)
   const eager = await gpu.runEager(graph, { x }, { params: { w }, observe: true })
   t.deepEqual(Array.from(eager.outputs.y), Array.from(outputs.y))
-  const records = eager.observation.toUsageRecords()
+  const records = eager.observation!.toUsageRecords()
   t.is(records.length, 12 /* x, w + t0..t8 + y */)
   t.deepEqual(
     records.find((r) => r.id === 't4'),
     { id: 't4', size: 1024, first: 4, last: 5 },
   )
-  t.true(eager.observation.events.every((e) => typeof e.op === 'number' && (e.kind === 'alloc' || e.kind === 'free')))
+  t.true(eager.observation!.events.every((e) => typeof e.op === 'number' && (e.kind === 'alloc' || e.kind === 'free')))
   exe.release()
   await t.throwsAsync(exe.run({ x }), { code: 'USE_AFTER_FREE' })
   gpu.destroy()
@@ -55,14 +62,14 @@ test('plan: "observe" plans from an eager run and gives the same results', async
   t.is(b.plan.slabSize, a.plan.slabSize)
   t.deepEqual(Array.from((await b.run({ x })).outputs.y), Array.from((await a.run({ x })).outputs.y))
   const checked = await b.run({ x }, { checkPlan: true, observe: true })
-  t.true(checked.observation.events.length > 0)
+  t.true(checked.observation!.events.length > 0)
   gpu.destroy()
 })
 
 test('planned runs equal eager runs bit for bit on every model graph; planned memory is smaller', async (t) => {
   const gpu = await Gpu.request()
   for (const file of readdirSync(MODELS).filter((f) => f.endsWith('.json'))) {
-    const graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8')))
+    const graph: Graph = JSON.parse(gpu.checksumGraph(readFileSync(join(MODELS, file), 'utf8')))
     const f = await checkGraph(gpu, graph, { runs: 1, checkPlan: true })
     t.true(f.outputsEqual, `${file}: outputs equal`)
     t.true(f.ratio <= 1.02, `${file}: slab ${f.slabSize} within 1.02x of ${f.lowerBound}`)
@@ -77,12 +84,12 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
   const params = { w: new Float32Array(256) }
   const good = await gpu.compile(chain(3), { params })
   const x = new Float32Array(256)
-  const bad = (mutate) => {
+  const bad = (mutate: (g: Graph) => void): Graph => {
     const g = chain(3)
     mutate(g)
     return g
   }
-  const cases = [
+  const cases: [Graph | string, WgallocErrorCode, RegExp][] = [
     [
       bad((g) => {
         g.ops[0].kernel = 'nope'
@@ -144,19 +151,19 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
   ]
   for (const [graph, code, message] of cases) {
     const err = await t.throwsAsync(gpu.compile(graph, { params }), { instanceOf: WgallocError })
-    t.is(err.code, code, err.message)
-    t.regex(err.message, message)
+    t.is(err!.code, code, err!.message)
+    t.regex(err!.message, message)
   }
   await t.throwsAsync(good.run({ x: new Float32Array(3) }), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(good.run({}), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(good.run({ x, extra: x }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(good.run({ x: 'text' }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(good.run({ x: 'text' } as never), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(gpu.compile(chain(2), { params: { w: new Float32Array(3) } }), { code: 'INVALID_ARGUMENT' })
   // A param without data would compute on zeros: refused by name, compiled or eager.
   const noParam = await t.throwsAsync(gpu.compile(chain(2)), { code: 'INVALID_ARGUMENT' })
-  t.regex(noParam.message, /^param 'w' \(1024 bytes\) has no data/)
+  t.regex(noParam!.message, /^param 'w' \(1024 bytes\) has no data/)
   const noParamEager = await t.throwsAsync(gpu.runEager(chain(2), { x }), { code: 'INVALID_ARGUMENT' })
-  t.is(noParamEager.message, noParam.message)
+  t.is(noParamEager!.message, noParam!.message)
   // Concurrent runs of one executor: overlapping calls are refused with EXECUTOR_BUSY
   // (which call wins is up to the scheduler), the winners complete normally.
   const settled = await Promise.allSettled(Array.from({ length: 8 }, () => good.run({ x }, { checkPlan: true })))
@@ -176,7 +183,7 @@ test('tensors larger than the binding limit are named; slabs split under maxSlab
   big.tensors[2].size = gpu.info.maxStorageBufferBindingSize + 4
   const params = { w: new Float32Array(256) }
   const err = await t.throwsAsync(gpu.compile(big, { params }), { code: 'INVALID_ARGUMENT' })
-  t.regex(err.message, /tensor 't0'/)
+  t.regex(err!.message, /tensor 't0'/)
   const graph = chain(6)
   const x = Float32Array.from({ length: 256 }, (_, i) => i % 7)
   const whole = await gpu.compile(graph, { params })
@@ -187,6 +194,6 @@ test('tensors larger than the binding limit are named; slabs split under maxSlab
 })
 
 test('sample inputs are deterministic', (t) => {
-  const g = { tensors: [{ id: 'a', size: 8, kind: 'input' }] }
+  const g: Pick<Graph, 'tensors'> = { tensors: [{ id: 'a', size: 8, kind: 'input' }] }
   t.deepEqual(sampleInputs(g).a, sampleInputs(g).a)
 })

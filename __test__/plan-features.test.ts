@@ -1,14 +1,14 @@
-'use strict'
 // planMemory features seen from JS: fixed and preferred offsets, in-place sharing,
 // any positive alignment, memory spaces with capacities, graph inputs first, strict
 // fields, exact integers past 2^53, the aligned lower bound, and round trips of a
 // written plan (toJSON, toJsonString, `wgalloc plan --json`).
-const test = require('ava')
-const { execFileSync } = require('node:child_process')
-const { mkdtempSync, writeFileSync, readFileSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { planMemory, STRATEGIES } = require('..')
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test from 'ava'
+import { Gpu, type MemoryPlanJSON, type PlanProgress, STRATEGIES, type WgallocError, planMemory } from 'wgalloc'
+import { chain } from './graphs.js'
 
 const fast = { timeLimitMs: 100 }
 
@@ -23,7 +23,7 @@ test('fixed offsets are kept by every strategy; overlapping fixed records are re
     t.is(p.offsetOf('f'), 32, strategy)
     p.validate()
   }
-  const e = await t.throwsAsync(
+  const e = await t.throwsAsync<WgallocError>(
     planMemory([
       { id: 'f', size: 16, first: 0, last: 4, offset: 0 },
       { id: 'g', size: 8, first: 2, last: 3, offset: 8 },
@@ -52,10 +52,10 @@ test('the CSV offset column is read as fixed', async (t) => {
 test('unknown record fields are refused unless strict is false', async (t) => {
   const records = [{ id: 'a', size: 8, first: 0, last: 1, ofset: 4 }]
   // JS objects: a bad field is the caller's argument; JSON text: the text does not parse.
-  const e = await t.throwsAsync(planMemory(records, fast))
+  const e = await t.throwsAsync<WgallocError>(planMemory(records, fast))
   t.is(e.code, 'INVALID_ARGUMENT')
   t.regex(e.message, /records\[0\]\.ofset.*unknown field/)
-  const text = await t.throwsAsync(planMemory(JSON.stringify(records), fast))
+  const text = await t.throwsAsync<WgallocError>(planMemory(JSON.stringify(records), fast))
   t.is(text.code, 'PARSE_ERROR')
   const p = await planMemory(records, { ...fast, strict: false })
   t.is(p.slabSize, 8)
@@ -70,7 +70,7 @@ test('in-place sharing gives one range and checks lifetimes', async (t) => {
   const p = await planMemory(records, fast)
   t.is(p.offsetOf('b'), p.offsetOf('a'))
   t.is(p.slabSize, 96)
-  const e = await t.throwsAsync(planMemory([records[0], { ...records[1], first: 1 }], fast))
+  const e = await t.throwsAsync<WgallocError>(planMemory([records[0], { ...records[1], first: 1 }], fast))
   t.is(e.code, 'INVALID_ARGUMENT')
 })
 
@@ -92,7 +92,7 @@ test('in-place ops on a graph save bytes', async (t) => {
   const shared = await planMemory(graph, { ...fast, inPlace: true })
   t.is(plain.slabSize, 128)
   t.is(shared.slabSize, 72)
-  t.deepEqual(shared.toJSON().graph.inPlace, [{ id: 'b', base: 'a' }])
+  t.deepEqual((shared.toJSON().graph as { inPlace: { id: string; base: string }[] }).inPlace, [{ id: 'b', base: 'a' }])
 })
 
 test('any positive integer alignment; 0 and fractions are refused', async (t) => {
@@ -103,11 +103,11 @@ test('any positive integer alignment; 0 and fractions are refused', async (t) =>
   ]
   const p = await planMemory(records, { ...fast, alignment: 20 })
   t.true(p.offsets.every((o) => o % 20 === 0))
-  t.is(p.offsetOf('c') % 60, 0)
+  t.is(p.offsetOf('c')! % 60, 0)
   for (const alignment of [0, -4, 2.5]) {
-    t.is((await t.throwsAsync(planMemory(records, { ...fast, alignment }))).code, 'INVALID_ARGUMENT', String(alignment))
+    t.is((await t.throwsAsync<WgallocError>(planMemory(records, { ...fast, alignment }))).code, 'INVALID_ARGUMENT', String(alignment))
   }
-  t.is((await t.throwsAsync(planMemory([{ ...records[0], alignment: 0 }], fast))).code, 'INVALID_ARGUMENT')
+  t.is((await t.throwsAsync<WgallocError>(planMemory([{ ...records[0], alignment: 0 }], fast))).code, 'INVALID_ARGUMENT')
 })
 
 test('memory spaces are planned apart; a capacity below the live bytes is INFEASIBLE', async (t) => {
@@ -126,7 +126,7 @@ test('memory spaces are planned apart; a capacity below the live bytes is INFEAS
     ],
   )
   t.is(p.slabSize, 132)
-  const e = await t.throwsAsync(planMemory(records, { ...fast, capacities: { uniform: 31 } }))
+  const e = await t.throwsAsync<WgallocError>(planMemory(records, { ...fast, capacities: { uniform: 31 } }))
   t.is(e.code, 'INFEASIBLE')
   t.regex(e.message, /uniform.*at op 1/)
   t.is((await planMemory(records, { ...fast, capacity: 100, capacities: { uniform: 32 } })).spaces[0].capacity, 32)
@@ -148,13 +148,13 @@ test('the lower bound is the aligned one, the same in the result and in onProgre
     { id: 'a', size: 60, first: 0, last: 1 },
     { id: 'b', size: 60, first: 1, last: 2 },
   ]
-  const seen = []
+  const seen: PlanProgress[] = []
   const p = await planMemory(records, { alignment: 64, onProgress: (x) => seen.push(x) })
   t.is(p.slabSize, 124)
   t.is(p.lowerBound, 124)
   t.true(p.optimal)
   t.is(p.optimalBy, 'lowerBound')
-  t.is(seen.at(-1).lowerBound, 124)
+  t.is(seen.at(-1)!.lowerBound, 124)
   const q = await planMemory(
     [
       { id: 'a', size: 3, first: 0, last: 1 },
@@ -183,7 +183,7 @@ test('lifetimes past 2^53 stay exact: BigInt and JSON text in, strings out; roun
   t.is((await planMemory(text, fast)).slabSize, 8)
   const again = await planMemory(json, fast)
   t.is(again.slabSize, 8)
-  const e = await t.throwsAsync(planMemory([{ id: 'a', size: 8, first: 2 ** 60, last: 2 ** 60 }], fast))
+  const e = await t.throwsAsync<WgallocError>(planMemory([{ id: 'a', size: 8, first: 2 ** 60, last: 2 ** 60 }], fast))
   t.is(e.code, 'SIZE_OVERFLOW')
 })
 
@@ -198,14 +198,14 @@ test('a written plan keeps every constraint when planned again (toJSON, toJsonSt
   const p = await planMemory(records, { ...fast, alignment: 4 })
   const written = p.toJSON()
   t.deepEqual(JSON.parse(p.toJsonString()).records, written.records)
-  const b = written.records.find((r) => r.id === 'b')
+  const b = written.records.find((r) => r.id === 'b')!
   t.is(b.alignment, 64)
-  t.true(written.records.find((r) => r.id === 'f').fixed)
-  t.is(written.records.find((r) => r.id === 't').sharesWith, 'a')
-  t.is(written.records.find((r) => r.id === 's').space, 'heap2')
+  t.true(written.records.find((r) => r.id === 'f')!.fixed)
+  t.is(written.records.find((r) => r.id === 't')!.sharesWith, 'a')
+  t.is(written.records.find((r) => r.id === 's')!.space, 'heap2')
   for (const input of [written, p.toJsonString()]) {
     const again = await planMemory(input, fast)
-    t.is(again.offsetOf('b') % 64, 0)
+    t.is(again.offsetOf('b')! % 64, 0)
     t.is(again.offsetOf('f'), 512)
     t.is(again.offsetOf('t'), again.offsetOf('a'))
     t.true(again.offsets.every((o) => o % 4 === 0))
@@ -217,21 +217,19 @@ test('a written plan keeps every constraint when planned again (toJSON, toJsonSt
   writeFileSync(input, JSON.stringify(records))
   const cli = join(__dirname, '..', 'dist', 'cli.js')
   execFileSync(process.execPath, [cli, 'plan', input, '--time-limit', '100ms', '--alignment', '4', '--json', out])
-  const fromCli = JSON.parse(readFileSync(out, 'utf8'))
-  t.is(fromCli.records.find((r) => r.id === 'b').alignment, 64)
+  const fromCli: MemoryPlanJSON = JSON.parse(readFileSync(out, 'utf8'))
+  t.is(fromCli.records.find((r) => r.id === 'b')!.alignment, 64)
   const replanned = await planMemory(readFileSync(out, 'utf8'), fast)
-  t.is(replanned.offsetOf('b') % 64, 0)
+  t.is(replanned.offsetOf('b')! % 64, 0)
   t.is(replanned.offsetOf('f'), 512)
 })
 
 test('one planning story: planMemory with inputsInSlab gives the layout gpu.compile runs', async (t) => {
-  const { Gpu } = require('..')
-  const { chain } = require('./graphs.js')
   const gpu = await Gpu.request()
   const alignment = gpu.info.minStorageBufferOffsetAlignment
   for (const n of [1, 3, 6]) {
     const graph = chain(n)
-    const exe = await gpu.compile(graph, { params: { w: new Float32Array(graph.tensors.find((x) => x.id === 'w').size / 4) } })
+    const exe = await gpu.compile(graph, { params: { w: new Float32Array(Number(graph.tensors.find((x) => x.id === 'w')!.size) / 4) } })
     const planned = await planMemory(graph, { alignment, inputsInSlab: true })
     t.is(planned.slabSize, exe.plan.slabSize, `chain(${n})`)
     // Without it, inputs stay in the caller's buffers: never more slab than compile's.

@@ -1,17 +1,16 @@
-'use strict'
 // Serving-grade execution from JS: inputs and outputs kept on the GPU (chained executors,
 // state in one block across runs), weights shared by executors and workers, and graphs with
 // changing shapes, each bit for bit against the plain host path.
-const test = require('ava')
-const { Worker } = require('node:worker_threads')
-const { Weights, planMemory } = require('..')
-const { gpu } = require('./helpers.js')
-const { ADD, chain, params } = require('./graphs.js')
+import { Worker } from 'node:worker_threads'
+import test from 'ava'
+import { type Dispatch, type Graph, type GraphOp, type GraphTensor, type OutputArray, Weights, planMemory } from 'wgalloc'
+import { ADD, chain, params } from './graphs.js'
+import { gpu } from './helpers.js'
 
-const bytes = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
-const graphOf = (n) => chain(n)
-const rowOf = (g) => g.tensors.find((t) => t.id === 'x').size
-const paramsOf = (g, value) => ({ w: new Float32Array(rowOf(g) / 4).fill(value) })
+const bytes = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+const graphOf = (n: number) => chain(n)
+const rowOf = (g: Graph) => Number(g.tensors.find((t) => t.id === 'x')!.size)
+const paramsOf = (g: Graph, value: number) => ({ w: new Float32Array(rowOf(g) / 4).fill(value) })
 
 test('two executors chain through a device block: no host round trip, same bytes', async (t) => {
   const dev = await gpu()
@@ -23,7 +22,7 @@ test('two executors chain through a device block: no host round trip, same bytes
   const viaHost = (await b.run({ x: Object.values((await a.run({ x })).outputs)[0] })).outputs
   const first = await a.run({ x }, { outputs: 'device' })
   t.deepEqual(Object.keys(first.outputs), [], 'nothing was read back')
-  const [name, block] = Object.entries(first.blocks)[0]
+  const [name, block] = Object.entries(first.blocks!)[0]
   t.is(block.constructor.name, 'DeviceBlock')
   const chained = (await b.run({ x: block })).outputs
   t.deepEqual(bytes(Object.values(chained)[0]), bytes(Object.values(viaHost)[0]))
@@ -31,8 +30,8 @@ test('two executors chain through a device block: no host round trip, same bytes
   t.true(typeof name === 'string')
   // A freed block is refused, typed, before anything runs.
   await t.throwsAsync(b.run({ x: block }), { code: 'USE_AFTER_FREE' })
-  await t.throwsAsync(b.run({ x: {} }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(b.run({ x }, { outputs: 'gpu' }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(b.run({ x: {} } as never), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(b.run({ x }, { outputs: 'gpu' } as never), { code: 'INVALID_ARGUMENT' })
   a.release()
   b.release()
 })
@@ -42,7 +41,7 @@ test('decoder-style state stays in one block across 100 runs, equal to the host 
   const g = graphOf(1)
   const step = await dev.compile(g, { params: paramsOf(g, 1) })
   const x0 = new Float32Array(rowOf(g) / 4).map((_, i) => i * 0.25)
-  let host = x0
+  let host: OutputArray = x0
   for (let i = 0; i < 100; i++) host = Object.values((await step.run({ x: host })).outputs)[0]
   const out = Object.keys((await step.run({ x: x0 })).outputs)[0]
   const state = dev.heap.malloc(x0.byteLength)
@@ -57,16 +56,23 @@ test('decoder-style state stays in one block across 100 runs, equal to the host 
 })
 
 /** h = x + s; s updated to h + x (external, in place, or a second output fed back); y = h + x. */
-function recurrent(external) {
+function recurrent(external: boolean): Graph {
   const len = 256
   const n = len * 4
-  const op = (name, inputs, out) => ({ name, kernel: 'add', inputs, outputs: [out], dispatch: [len / 64], params: params(1, len) })
+  const op = (name: string, inputs: string[], out: string): GraphOp => ({
+    name,
+    kernel: 'add',
+    inputs,
+    outputs: [out],
+    dispatch: [len / 64],
+    params: params(1, len),
+  })
   return {
     kernels: { add: { source: ADD } },
     tensors: [
       { id: 'x', size: n, kind: 'input' },
       { id: 's', size: n, kind: external ? 'external' : 'input' },
-      ...(external ? [] : [{ id: 's2', size: n, kind: 'output' }]),
+      ...(external ? [] : ([{ id: 's2', size: n, kind: 'output' }] satisfies GraphTensor[])),
       { id: 'h', size: n },
       { id: 'y', size: n, kind: 'output', dtype: 'f32' },
     ],
@@ -79,8 +85,8 @@ test('external tensors: state read and written in place across 100 runs, equal t
   const x = new Float32Array(256).map((_, i) => Math.sin(i) * 3)
   const s0 = new Float32Array(256).map((_, i) => i * 0.125)
   const host = await dev.compile(recurrent(false))
-  let s = s0
-  const ys = []
+  let s: OutputArray = s0
+  const ys: Uint8Array[] = []
   for (let i = 0; i < 100; i++) {
     const { outputs } = await host.run({ x, s })
     s = outputs.s2
@@ -100,7 +106,7 @@ test('external tensors: state read and written in place across 100 runs, equal t
     'not a slab record',
   )
   t.deepEqual(
-    plan.graph.aliases.find((a) => a.id === 's'),
+    (plan.graph as { aliases: { id: string; region: string; base: string }[] }).aliases.find((a) => a.id === 's'),
     { id: 's', region: 'external', base: 's' },
   )
   await t.throwsAsync(step.run({ x }), { code: 'INVALID_ARGUMENT', message: /external tensor 's' needs a DeviceBlock/ })
@@ -140,6 +146,13 @@ test('a block freed right after run(), before awaiting it, serves the run; its m
   step.release()
 })
 
+/** What a worker of the shared-weights test posts back. */
+interface WorkerReply {
+  out?: OutputArray
+  constant?: number
+  error?: string
+}
+
 // Serial: it compares the shared device's allocated bytes before and after, which the other tests
 // of this file would move if they ran at the same time.
 test.serial('shared weights: one copy for several executors and four workers', async (t) => {
@@ -174,9 +187,9 @@ test.serial('shared weights: one copy for several executors and four workers', a
   const results = await Promise.all(
     [0, 1, 2, 3].map(
       () =>
-        new Promise((resolve, reject) => {
+        new Promise<WorkerReply>((resolve, reject) => {
           const worker = new Worker(script, { eval: true, workerData: { device: dev.shareHandle(), weights: weights.shareHandle(), graph: g, x } })
-          worker.once('message', (m) => {
+          worker.once('message', (m: WorkerReply) => {
             worker.terminate()
             resolve(m)
           })
@@ -187,7 +200,7 @@ test.serial('shared weights: one copy for several executors and four workers', a
   for (const r of results) {
     t.is(r.error, undefined)
     t.is(r.constant, 0, 'the worker bound the shared copy')
-    t.deepEqual(bytes(r.out), want)
+    t.deepEqual(bytes(r.out!), want)
   }
   t.true(dev.heap.stats().allocatedBytes.current <= before, 'workers added no weight copies that stayed')
   weights.release()
@@ -213,7 +226,7 @@ test('changing shapes: one graph, executors per bucket, outputs cut to the asked
   const row = rowOf(g)
   const symbolic = structuredClone(g)
   for (const x of symbolic.tensors) if (x.kind !== 'param') x.size = `batch * ${row}`
-  for (const op of symbolic.ops) op.dispatch = op.dispatch.map((d) => `batch * ${d}`)
+  for (const op of symbolic.ops) op.dispatch = op.dispatch!.map((d) => `batch * ${d}`) as Dispatch
   symbolic.dims = ['batch']
   const params = paramsOf(g, 0.5)
   const shapes = dev.compileShapes(symbolic, { params, buckets: { batch: [2, 4, 8] }, capacity: 2 })
@@ -223,7 +236,7 @@ test('changing shapes: one graph, executors per bucket, outputs cut to the asked
     const got = Object.values((await shapes.run({ batch }, { x })).outputs)[0]
     const concrete = structuredClone(g)
     for (const t2 of concrete.tensors) if (t2.kind !== 'param') t2.size = batch * row
-    for (const op of concrete.ops) op.dispatch = op.dispatch.map((d) => batch * d)
+    for (const op of concrete.ops) op.dispatch = op.dispatch!.map((d) => batch * Number(d)) as Dispatch
     const exe = await dev.compile(concrete, { params })
     t.deepEqual(bytes(got), bytes(Object.values((await exe.run({ x })).outputs)[0]), `batch ${batch}`)
     exe.release()
@@ -259,7 +272,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (g.x < n) { y[g.x] = x[g.x]; }
   if (g.x < 16u) { last[g.x] = x[n - 16u + g.x]; }
 }`
-  const graph = {
+  const graph: Graph = {
     dims: ['batch'],
     kernels: { k: { source } },
     tensors: [
@@ -309,7 +322,7 @@ test('typed data in and out: any typed array, DataView or ArrayBuffer; reads as 
   t.deepEqual(new Float32Array(host.bytes.buffer.slice(host.bytes.byteOffset, host.bytes.byteOffset + 16)), new Float32Array([1, 2, 3, 4]))
   host.free()
   await t.throwsAsync(block.read(0, 6, { as: Float32Array }), { code: 'INVALID_ARGUMENT', message: /whole number of Float32Array/ })
-  await t.throwsAsync(block.read(0, 8, { as: Object }), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => block.write('text'), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(block.read(0, 8, { as: Object } as never), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => block.write('text' as never), { code: 'INVALID_ARGUMENT' })
   block.free()
 })
