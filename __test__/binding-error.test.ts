@@ -1,17 +1,20 @@
-'use strict'
 // Loading without a usable binary: a copy of the package's JS (dist/ and
 // package.json) with no addon beside it is loaded in a child process through
 // the real napi-rs loader, which must fail with a BINARY_NOT_FOUND that names
 // the platform, the package to install and what the loader tried.
-const test = require('ava')
-const { mkdtempSync, mkdirSync, cpSync, copyFileSync, writeFileSync, readdirSync, readFileSync, rmSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { spawnSync } = require('node:child_process')
-const { targetName, currentTarget } = require('../dist/binding-error.js')
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test, { type ExecutionContext } from 'ava'
+
+const { targetName, currentTarget } = require('../dist/binding-error.js') as {
+  targetName: (triple: string) => string
+  currentTarget: () => { target: string }
+}
 
 const root = join(__dirname, '..')
-const pkg = require('../package.json')
+const pkg = require('../package.json') as { version: string; napi: { targets: string[] } }
 
 // This machine's target, as `napi build --platform` named the addon it built
 // (independent of binding-error.ts's own detection); falls back to it otherwise.
@@ -21,7 +24,7 @@ const built = readdirSync(join(root, 'dist'))
 const target = built ?? currentTarget().target
 
 /** A package copy without the addon, outside any node_modules tree of this checkout. */
-function packageCopy(t) {
+function packageCopy(t: ExecutionContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-nobinary-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   copyFileSync(join(root, 'package.json'), join(dir, 'package.json'))
@@ -29,8 +32,26 @@ function packageCopy(t) {
   return dir
 }
 
+/** The error a child process threw on loading the copy, as plain data. */
+interface LoadError {
+  name: string
+  code: string
+  message: string
+  platform: string
+  arch: string
+  libc: string | null
+  target: string
+  packageName: string
+  supported: boolean
+  loadErrors: string[]
+  cause: string
+}
+
 /** Loads the copy in a child process; returns the error it threw, as plain data. */
-function loadError(dir, { preload, env = {}, entry = 'cjs' } = {}) {
+function loadError(
+  dir: string,
+  { preload, env = {}, entry = 'cjs' }: { preload?: string; env?: Record<string, string>; entry?: 'cjs' | 'esm' } = {},
+): LoadError {
   const report =
     'const r = (e) => console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message, platform: e.platform, arch: e.arch, libc: e.libc, target: e.target, packageName: e.packageName, supported: e.supported, loadErrors: e.loadErrors, cause: e.cause?.message }))'
   const load =
@@ -41,7 +62,7 @@ function loadError(dir, { preload, env = {}, entry = 'cjs' } = {}) {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NAPI_RS_') && k !== 'NODE_PATH'))
   const r = spawnSync(process.execPath, args, { cwd: dir, env: { ...clean, ...env }, encoding: 'utf8' })
   if (r.status !== 0) throw new Error(`child failed: ${r.stderr}`)
-  return JSON.parse(r.stdout)
+  return JSON.parse(r.stdout) as LoadError
 }
 
 test('platform package not installed: names the platform and the package to install', (t) => {
@@ -90,7 +111,7 @@ test('platform package of another version: asks for the matching one', (t) => {
   const dir = packageCopy(t)
   const platformDir = join(dir, 'node_modules', `wgalloc-${target}`)
   mkdirSync(platformDir, { recursive: true })
-  const manifest = JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8'))
+  const manifest = JSON.parse(readFileSync(join(root, 'npm', target, 'package.json'), 'utf8')) as Record<string, unknown>
   writeFileSync(join(platformDir, 'package.json'), JSON.stringify({ ...manifest, version: '0.0.1', main: 'missing.node' }))
   const e = loadError(dir)
   t.true(e.message.includes(`wgalloc-${target}@0.0.1 is installed`), e.message)
@@ -144,7 +165,7 @@ test('the CLI reports it as a one-line-prefixed error with exit code 1, not a st
 test('targetName maps every napi target to its generated npm/ package', (t) => {
   for (const triple of pkg.napi.targets) {
     const name = targetName(triple)
-    const manifest = JSON.parse(readFileSync(join(root, 'npm', name, 'package.json'), 'utf8'))
+    const manifest = JSON.parse(readFileSync(join(root, 'npm', name, 'package.json'), 'utf8')) as { name: string; main: string }
     t.is(manifest.name, `wgalloc-${name}`)
     t.is(manifest.main, `wgalloc.${name}.node`)
   }

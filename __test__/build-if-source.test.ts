@@ -1,18 +1,17 @@
-'use strict'
 // The `prepare` hook (scripts/build-if-source.cjs) builds the addon and the JS in a
 // source checkout on `npm install` / `npm ci`, only the JS while npm packs or
 // publishes, and nothing in an installed copy. Run against cargo/npm shims that
 // record calls.
-const test = require('ava')
-const { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { makeShims, runWithShims } = require('./shims.js')
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test, { type ExecutionContext } from 'ava'
+import { makeShims, runWithShims, type Shims } from './shims.js'
 
 const unixTest = process.platform === 'win32' ? test.skip : test
 
 /** A package root holding the hook, with or without Cargo.toml (a checkout vs an installed copy). */
-function packageRoot(t, { checkout, shims = ['cargo', 'npm'] }) {
+function packageRoot(t: ExecutionContext, { checkout, shims = ['cargo', 'npm'] }: { checkout: boolean; shims?: string[] }): { script: string; shims: Shims } {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-prepare-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   mkdirSync(join(dir, 'scripts'))

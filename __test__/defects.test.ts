@@ -1,29 +1,45 @@
-'use strict'
 // Regression tests for defects found from outside (see also boundary.test.cjs): CLI input
 // that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
 // keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
-const test = require('ava')
-const { spawn, execFileSync } = require('node:child_process')
-const { mkdtempSync, writeFileSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { Gpu, planMemory } = require('..')
+import { type ChildProcessByStdio, execFileSync, spawn } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import test from 'ava'
+import { Gpu, planMemory } from 'wgalloc'
 
 const CLI = join(__dirname, '..', 'dist', 'cli.js')
 const ENTRY = JSON.stringify(require.resolve('..'))
 
+type Child = ChildProcessByStdio<null, Readable, Readable>
+
+interface NodeOptions {
+  env?: Record<string, string | undefined>
+  timeoutMs?: number
+  onSpawn?: (p: Child) => void
+}
+
+interface NodeResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+  ms: number
+}
+
 /** Runs node with `args` (`env` adds to ours; an undefined value removes one); resolves { code, signal, stdout, stderr, ms }. */
-function node(args, { env = {}, timeoutMs = 60_000, onSpawn } = {}) {
+function node(args: string[], { env = {}, timeoutMs = 60_000, onSpawn }: NodeOptions = {}): Promise<NodeResult> {
   return new Promise((resolve) => {
     const started = Date.now()
     const merged = Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([, v]) => v !== undefined))
     const p = spawn(process.execPath, args, { env: merged, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    p.stdout.on('data', (d) => {
+    p.stdout.on('data', (d: Buffer) => {
       stdout += d
     })
-    p.stderr.on('data', (d) => {
+    p.stderr.on('data', (d: Buffer) => {
       stderr += d
     })
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
@@ -66,19 +82,19 @@ test('check on a negative size and demo writing to a missing folder give typed e
 test('input nested too deep is INVALID_ARGUMENT, and a bad field of JS records names the record', async (t) => {
   let deep = {}
   for (let i = 0; i < 200_000; i++) deep = { a: deep }
-  await t.throwsAsync(planMemory([{ id: 'a', size: 4, first: 0, last: 1, x: deep }]), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
+  await t.throwsAsync(planMemory([{ id: 'a', size: 4, first: 0, last: 1, x: deep }] as never), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
   await t.throwsAsync(planMemory({ tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
   const gpu = await Gpu.request()
-  await t.throwsAsync(gpu.compile({ kernels: {}, tensors: [], ops: [], deep }), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
+  await t.throwsAsync(gpu.compile({ kernels: {}, tensors: [], ops: [], deep } as never), { code: 'INVALID_ARGUMENT', message: /nesting too deep/ })
   gpu.destroy()
-  const { renderHtml } = require('../dist/view/index.js')
+  const { renderHtml } = require('../dist/view/index.js') as { renderHtml: (json: unknown) => string }
   t.throws(() => renderHtml({ traceEvents: [{ name: 'x', ph: 'X', ts: 0, dur: 1, pid: 1, tid: 1, args: deep }] }), {
     code: 'INVALID_ARGUMENT',
     message: /nesting too deep/,
   })
   const err = await t.throwsAsync(planMemory([{ id: 'a', size: -1, first: 0, last: 1 }]), { code: 'INVALID_ARGUMENT' })
-  t.regex(err.message, /records\[0\]\.size/)
-  t.notRegex(err.message, /line 0/)
+  t.regex(err!.message, /records\[0\]\.size/)
+  t.notRegex(err!.message, /line 0/)
 })
 
 test('planMemory on many JS records keeps the event loop responsive and aborts within 100 ms', async (t) => {
@@ -97,7 +113,7 @@ test('planMemory on many JS records keeps the event loop responsive and aborts w
   ac.abort()
   const outcome = await pending.then(
     (p) => p,
-    (e) => e,
+    (e: Error & { code?: string }) => e,
   )
   const took = performance.now() - abortedAt
   clearInterval(timer)
@@ -117,13 +133,13 @@ test('WGALLOC_PROFILE: the exit report keeps no dropped device alive', async (t)
       console.log(JSON.stringify({ base, after: threads() }))
     })()`
   const r = await node(['--expose-gc', '-e', script], { env: { WGALLOC_PROFILE: 'operation-stats' }, timeoutMs: 120_000 })
-  const { base, after } = JSON.parse(r.stdout.trim().split('\n').pop())
+  const { base, after } = JSON.parse(r.stdout.trim().split('\n').pop()!) as { base: number; after: number }
   // Each open device holds its own driver threads; 30 kept alive would add well over 100.
   t.true(after - base < 60, `threads ${base} -> ${after}`)
 })
 
 test('WGALLOC_PROFILE: SIGINT prints the report and leaves the process to the application', async (t) => {
-  const script = (own) => `const { Gpu } = require(${ENTRY})
+  const script = (own: boolean) => `const { Gpu } = require(${ENTRY})
     ${own ? "process.on('SIGINT', () => { console.log('app handled SIGINT'); setTimeout(() => { console.log('app exits on its own'); process.exit(0) }, 200) })" : ''}
     Gpu.request().then(async (gpu) => { await gpu.heap.malloc(4096).read(0, 16); console.log('ready'); setInterval(() => {}, 1000) })`
   for (const own of [true, false]) {

@@ -1,18 +1,24 @@
-'use strict'
 // The examples as smoke tests: type-checked against the public types and compiled
 // with the repo's tsc, then run as child processes at small, bounded sizes on the
 // real device, asserting what they report (and, for the server, what it answers).
-const test = require('ava')
-const { promtoolCheck, samples } = require('./promtool.js')
-const { execFile, spawn } = require('node:child_process')
-const { join, resolve } = require('node:path')
+import { execFile, spawn } from 'node:child_process'
+import { join, resolve } from 'node:path'
+import test, { type ExecutionContext } from 'ava'
+import { promtoolCheck, samples } from './promtool.js'
 
 const ROOT = resolve(__dirname, '..')
 const BUILD = join(ROOT, 'examples', 'build')
 const TSC = require.resolve('typescript/bin/tsc')
 
+/** A child's exit code (or the signal that ended it) and its output. */
+interface Run {
+  code: number | string | null | undefined
+  stdout: string
+  stderr: string
+}
+
 /** Runs node with `args`; resolves with the exit code and output instead of rejecting. */
-function node(args, { timeout = 90_000 } = {}) {
+function node(args: string[], { timeout = 90_000 } = {}): Promise<Run> {
   return new Promise((done) => {
     execFile(process.execPath, args, { cwd: ROOT, timeout, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
       done({ code: err ? (err.code ?? err.signal) : 0, stdout, stderr }),
@@ -20,23 +26,95 @@ function node(args, { timeout = 90_000 } = {}) {
   })
 }
 
-let built
+let built: Promise<Run> | undefined
 /** Type-checks and compiles the examples once (every test waits for it). */
-function build() {
+function build(): Promise<Run> {
   built ??= node([TSC, '-p', join(ROOT, 'examples', 'tsconfig.json')])
   return built
 }
 
-async function runJson(t, args) {
+/** min / max / first / last of a series the load test samples. */
+interface Series {
+  min: number
+  max: number
+  first: number
+  last: number
+}
+
+/** The inference server's `--load-test --json` report (the fields checked here). */
+interface LoadTestReport {
+  workers: number
+  devicePerWorker: boolean
+  requests: number
+  ok: number
+  failed: number
+  failures: unknown
+  mismatched: number
+  maxAbsError: number
+  rows: number
+  requestsPerSecond: number
+  latencyMs: { p50: number; p99: number; max: number }
+  executors: { deviceBytes: number }[]
+  memory: {
+    gcBeforeSamples: boolean
+    samples: number
+    heapReserved: Series
+    heapAllocated: Series
+    hostAllocated: Series
+    jsHeapUsed: { slopePerRequest: number }
+    rss: Series
+  }
+}
+
+/** The heap's figures at the end of an epoch of the training loop. */
+interface EpochHeap {
+  allocated: number
+  peakAllocated: number
+  reserved: number
+  driverAllocations: number
+  cacheMisses: number
+  cacheHits: number
+}
+
+/** The training loop's `--json` report (the fields checked here). */
+interface TrainingReport {
+  epochs: { loss: number; heap: EpochHeap }[]
+  steps: number
+  samples: number
+  shape: { batch: number; hidden: number }
+  initialLoss: number
+  finalLoss: number
+  firstStepCheck: { lossRelError: number; gradientRelError: number; updateRelError: number }
+  stateBytes: number
+  reservedAfterStep1: number
+  reservedAtEnd: number
+  reservedStable: boolean
+  driverAllocationsAfterStep1: number
+  driverAllocationsAtEnd: number
+  driverAllocationsStable: boolean
+  allocatedStable: boolean
+  msPerStep: number
+  graphStep: {
+    maxAbsDiff: number
+    inPlaceMaxAbsDiff: number
+    hostBytesPerStep: { stateThroughHost: number; stateInPlace: number }
+    deviceMs: number
+    eagerMs: number
+    compiledMs: number
+    compiledInPlaceMs: number
+  }
+}
+
+async function runJson<T>(t: ExecutionContext, args: string[]): Promise<T> {
   const b = await build()
   t.is(b.code, 0, `tsc failed:\n${b.stdout}${b.stderr}`)
   const r = await node(args)
   t.is(r.code, 0, `${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`)
-  return JSON.parse(r.stdout.trim().split('\n').pop())
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as T
 }
 
 test('inference server: load test answers every request correctly with flat device memory', async (t) => {
-  const r = await runJson(t, [
+  const r = await runJson<LoadTestReport>(t, [
     '--expose-gc',
     join(BUILD, 'inference-server.js'),
     '--load-test',
@@ -76,7 +154,7 @@ test('inference server: load test answers every request correctly with flat devi
 })
 
 test('inference server: a device per worker gives the same answers', async (t) => {
-  const r = await runJson(t, [
+  const r = await runJson<LoadTestReport>(t, [
     join(BUILD, 'inference-server.js'),
     '--load-test',
     '--requests',
@@ -95,19 +173,43 @@ test('inference server: a device per worker gives the same answers', async (t) =
   t.true(r.memory.heapReserved.first >= 2 * r.executors[0].deviceBytes)
 })
 
+/** The classifier's shape (examples/lib/classifier.ts). */
+interface ClassifierShape {
+  batch: number
+  inputs: number
+  hidden: number
+  classes: number
+}
+type ClassifierWeights = Record<'w1' | 'b1' | 'w2' | 'b2' | 'w3' | 'b3', Float32Array>
+
+/** The server's answer to a bad request. */
+interface ErrorReply {
+  error: { code: string }
+}
+
+/** GET /stats (the fields checked here). */
+interface StatsReply {
+  served: number
+  workers: { executor: { runs: number; cached: number; misses: number } }[]
+  memory: { heapReserved: number }
+}
+
 test('inference server: HTTP routes, typed errors and a clean shutdown', async (t) => {
   const b = await build()
   t.is(b.code, 0, b.stdout + b.stderr)
-  const { classifierWeights, classifyRow } = require(join(BUILD, 'lib', 'classifier.js'))
-  const shape = { batch: 2, inputs: 4, hidden: 8, classes: 3 }
+  const { classifierWeights, classifyRow } = require(join(BUILD, 'lib', 'classifier.js')) as {
+    classifierWeights: (shape: ClassifierShape, seed?: number) => ClassifierWeights
+    classifyRow: (shape: ClassifierShape, w: ClassifierWeights, row: ArrayLike<number>) => Float64Array
+  }
+  const shape: ClassifierShape = { batch: 2, inputs: 4, hidden: 8, classes: 3 }
   const child = spawn(
     process.execPath,
     [join(BUILD, 'inference-server.js'), '--port', '0', '--workers', '1', '--batch', '2', '--inputs', '4', '--hidden', '8', '--classes', '3'],
     { cwd: ROOT },
   )
   let stdout = ''
-  const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })))
-  const port = await new Promise((resolve, reject) => {
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })))
+  const port = await new Promise<number>((resolve, reject) => {
     child.stdout.on('data', (d) => {
       stdout += d
       const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stdout)
@@ -115,30 +217,30 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
     })
     exited.then(() => reject(new Error(`server exited early:\n${stdout}`)))
   })
-  const call = async (method, path, body) => {
+  const call = async <T = unknown>(method: string, path: string, body?: string): Promise<{ status: number; json: T }> => {
     const res = await fetch(`http://127.0.0.1:${port}${path}`, { method, body })
-    return { status: res.status, json: await res.json() }
+    return { status: res.status, json: (await res.json()) as T }
   }
   try {
     const rows = [
       [0.5, -1, 0.25, 2],
       [0, 0, 0, 0],
     ]
-    const ok = await call('POST', '/infer', JSON.stringify({ input: rows }))
+    const ok = await call<{ output: number[][] }>('POST', '/infer', JSON.stringify({ input: rows }))
     t.is(ok.status, 200)
     const w = classifierWeights(shape, 1)
     rows.forEach((row, k) => {
       const expected = classifyRow(shape, w, row)
       for (const [c, p] of ok.json.output[k].entries()) t.true(Math.abs(p - expected[c]) < 1e-5, `row ${k} class ${c}: ${p} vs ${expected[c]}`)
     })
-    t.deepEqual((await call('POST', '/infer', '{"input": [[1, 2, 3]]}')).json.error.code, 'INVALID_ARGUMENT')
+    t.deepEqual((await call<ErrorReply>('POST', '/infer', '{"input": [[1, 2, 3]]}')).json.error.code, 'INVALID_ARGUMENT')
     t.is((await call('POST', '/infer', '{"input": [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]]}')).status, 400, 'more rows than the batch')
-    const bad = await call('POST', '/infer', 'not json')
+    const bad = await call<ErrorReply>('POST', '/infer', 'not json')
     t.is(bad.status, 400)
     t.is(bad.json.error.code, 'PARSE_ERROR')
     t.is((await call('GET', '/infer')).status, 405)
     t.is((await call('GET', '/nope')).status, 404)
-    const stats = await call('GET', '/stats')
+    const stats = await call<StatsReply>('GET', '/stats')
     t.is(stats.status, 200)
     t.is(stats.json.served, 1)
     t.is(stats.json.workers[0].executor.runs, 1)
@@ -148,7 +250,7 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
     // Prometheus scrapes /metrics: valid for promtool, and the heap's figures as /stats has them.
     const scrape = await fetch(`http://127.0.0.1:${port}/metrics`)
     t.is(scrape.status, 200)
-    t.regex(scrape.headers.get('content-type'), /^text\/plain/)
+    t.regex(scrape.headers.get('content-type')!, /^text\/plain/)
     const text = await scrape.text()
     const check = promtoolCheck(text)
     t.true(check.ok, check.output)
@@ -156,7 +258,7 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
     const reserved = Object.entries(got)
       .filter(([k]) => k.startsWith('wgalloc_heap_reserved_bytes{device="main"'))
       .reduce((n, [, v]) => n + v, 0)
-    const now = await call('GET', '/stats')
+    const now = await call<StatsReply>('GET', '/stats')
     t.is(reserved, now.json.memory.heapReserved)
     for (const name of [
       'heap_allocated_bytes',
@@ -178,7 +280,7 @@ test('inference server: HTTP routes, typed errors and a clean shutdown', async (
 })
 
 test('training loop: state on the device, loss falls, the first step matches the CPU reference, reserved memory is constant after step 1', async (t) => {
-  const r = await runJson(t, [join(BUILD, 'training-loop.js'), '--epochs', '10', '--json'])
+  const r = await runJson<TrainingReport>(t, [join(BUILD, 'training-loop.js'), '--epochs', '10', '--json'])
   t.is(r.epochs.length, 10)
   t.is(r.steps, 10 * Math.floor(r.samples / r.shape.batch))
   t.true(r.finalLoss < r.initialLoss / 4, `loss ${r.initialLoss} -> ${r.finalLoss}`)

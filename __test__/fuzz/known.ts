@@ -1,9 +1,8 @@
-'use strict'
 // Defects in the Rust core that the fuzzers found and that wait for a native fix. Each
 // flag makes the model accept today's behaviour *only in the exact situation the
 // defect describes*; set it to false once the fix lands and the model demands the
 // correct behaviour.
-module.exports = {
+export const KNOWN: Readonly<Record<KnownDefect, boolean>> = {
   // wgpu refuses copy_buffer_to_buffer within one buffer, and every block of a segment
   // shares the segment's buffer: a copy between two blocks of one segment is recorded
   // fine, then fails the whole stream's submit with GPU_VALIDATION (DeviceBlock::
@@ -32,3 +31,12 @@ module.exports = {
   // Fixed too: op params shorter than the kernel's uniform struct (sized by naga's
   // reflection) are INVALID_ARGUMENT; they used to be zero-padded and run.
 }
+
+/** The defects listed in KNOWN. */
+export type KnownDefect =
+  | 'sameSegmentCopy'
+  | 'crossDeviceRecordStream'
+  | 'releaseKeepsUniforms'
+  | 'idleSubmitAfterLoss'
+  | 'classConstructorUntyped'
+  | 'checkPlanBlamesDeclaredViews'

@@ -1,27 +1,30 @@
-'use strict'
 // A crash leaves no stack to read, so the child writes each step to a file as it goes
 // (one write syscall per step) and the parent shows the tail when the child dies.
 // The file is rewritten from the start at every run, so it holds the current run only.
-const fs = require('node:fs')
+import fs from 'node:fs'
 
-let fd = null
+let fd: number | null = null
 let pos = 0
 
-function open(path) {
+export function open(path: string | undefined): void {
   if (path) fd = fs.openSync(path, 'w')
 }
 
 /** Starts a new run: the trace keeps only this run's steps. */
-function reset(header) {
+export function reset(header: string): void {
   if (fd === null) return
   fs.ftruncateSync(fd, 0)
   pos = 0
   line(header)
 }
 
-function line(text) {
+export function line(text: string): void {
   if (fd === null) return
   pos += fs.writeSync(fd, `${text}\n`, pos)
 }
 
-module.exports = { open, reset, line }
+/** The step log a suite writes to (run passes this module). */
+export interface Trace {
+  reset(header: string): void
+  line(text: string): void
+}

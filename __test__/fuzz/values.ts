@@ -1,14 +1,13 @@
-'use strict'
 // Argument values for API fuzzing. fast-check generates *recipes* (plain data that
 // shrinks and prints well); `build(recipe, ctx)` turns one into a value at call time,
 // so it can name live objects of the run: blocks of this device or of another, freed
 // ones, streams, plans, and hostile objects (throwing getters and proxies, a getter
 // that frees a block in the middle of the call that reads it).
-const fc = require('fast-check')
+import fc from 'fast-check'
 
 /** Thrown by hostile values; a call may pass it through unchanged. */
-class Hostile extends Error {
-  constructor(where) {
+export class Hostile extends Error {
+  constructor(where: string) {
     super(`hostile value: ${where}`)
     this.name = 'Hostile'
   }
@@ -17,7 +16,7 @@ class Hostile extends Error {
 // Sizes stay below 64 MiB where they are valid: lavapipe allocates (and zeroes) for
 // real, and a fuzzer that takes the machine's memory proves nothing. Invalid ones go
 // far beyond every limit.
-const NUMBERS = [
+export const NUMBERS: number[] = [
   0,
   -0,
   1,
@@ -60,7 +59,7 @@ const NUMBERS = [
 ]
 // No absolute path except one whose parent does not exist, nothing that climbs out of
 // the run's directory: profiler exports write files.
-const STRINGS = [
+export const STRINGS: string[] = [
   '',
   ' ',
   'x',
@@ -130,8 +129,8 @@ const SPECIAL = [
   'frozen',
   'error',
   'weakmap',
-]
-const TYPED = ['u8', 'u8odd', 'i8', 'u16', 'f32', 'u32', 'f64', 'bigint64', 'dataview', 'arraybuffer', 'shared', 'detached', 'buffer', 'clamped']
+] as const
+const TYPED = ['u8', 'u8odd', 'i8', 'u16', 'f32', 'u32', 'f64', 'bigint64', 'dataview', 'arraybuffer', 'shared', 'detached', 'buffer', 'clamped'] as const
 const REFS = [
   'gpu',
   'gpu2',
@@ -163,7 +162,7 @@ const REFS = [
   'freeingOptions',
   'handle2',
   'Gpu',
-]
+] as const
 const OPTION_KEYS = [
   'size',
   'offset',
@@ -208,21 +207,42 @@ const OPTION_KEYS = [
   'w',
   '__proto__',
   'constructor',
-]
+] as const
+
+export type Special = (typeof SPECIAL)[number]
+export type Typed = (typeof TYPED)[number]
+/** Live objects of the run (world.ts `fixtures()` supplies them). */
+export type Ref = (typeof REFS)[number]
+export type OptionKey = (typeof OPTION_KEYS)[number]
+
+/** Plain data that describes an argument value; `build()` makes the value. */
+export type Recipe =
+  | { k: 'num'; v: number }
+  | { k: 'str'; v: string }
+  | { k: 'special'; v: Special }
+  | { k: 'typed'; v: Typed; len: number }
+  | { k: 'ref'; v: Ref }
+  | { k: 'array'; items: Recipe[] }
+  | { k: 'object'; entries: [OptionKey, Recipe][] }
+
+/** What `build()` needs to name the run's live objects. */
+export interface BuildContext {
+  ref(name: Ref): unknown
+}
 
 /** A recipe: `{ k: kind, ... }`, nested up to `depth` levels of arrays and option objects. */
-const recipe = fc.letrec((tie) => ({
+export const recipe: fc.Arbitrary<Recipe> = fc.letrec<{ value: Recipe }>((tie) => ({
   value: fc.oneof(
     { depthSize: 'small', withCrossShrink: true },
-    { weight: 4, arbitrary: fc.constantFrom(...NUMBERS).map((v) => ({ k: 'num', v })) },
-    { weight: 1, arbitrary: fc.oneof(fc.integer(), fc.double()).map((v) => ({ k: 'num', v })) },
-    { weight: 3, arbitrary: fc.constantFrom(...STRINGS).map((v) => ({ k: 'str', v })) },
+    { weight: 4, arbitrary: fc.constantFrom(...NUMBERS).map((v): Recipe => ({ k: 'num', v })) },
+    { weight: 1, arbitrary: fc.oneof(fc.integer(), fc.double()).map((v): Recipe => ({ k: 'num', v })) },
+    { weight: 3, arbitrary: fc.constantFrom(...STRINGS).map((v): Recipe => ({ k: 'str', v })) },
     // No slash: a random string may become a file path (profiler exports), and must stay
     // inside the run's scratch directory.
-    { weight: 1, arbitrary: fc.string({ maxLength: 12 }).map((v) => ({ k: 'str', v: v.replace(/[/\\]/g, '_') })) },
-    { weight: 3, arbitrary: fc.constantFrom(...SPECIAL).map((v) => ({ k: 'special', v })) },
+    { weight: 1, arbitrary: fc.string({ maxLength: 12 }).map((v): Recipe => ({ k: 'str', v: v.replace(/[/\\]/g, '_') })) },
+    { weight: 3, arbitrary: fc.constantFrom(...SPECIAL).map((v): Recipe => ({ k: 'special', v })) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('typed'), v: fc.constantFrom(...TYPED), len: fc.nat(70) }) },
-    { weight: 4, arbitrary: fc.constantFrom(...REFS).map((v) => ({ k: 'ref', v })) },
+    { weight: 4, arbitrary: fc.constantFrom(...REFS).map((v): Recipe => ({ k: 'ref', v })) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant('array'), items: fc.array(tie('value'), { maxLength: 4 }) }) },
     {
       weight: 3,
@@ -232,9 +252,9 @@ const recipe = fc.letrec((tie) => ({
 })).value
 
 /** Up to `max` argument recipes. */
-const args = (max = 4) => fc.array(recipe, { maxLength: max })
+export const args = (max = 4): fc.Arbitrary<Recipe[]> => fc.array(recipe, { maxLength: max })
 
-function typedArray(kind, len) {
+function typedArray(kind: Typed, len: number): ArrayBufferView | ArrayBuffer {
   switch (kind) {
     case 'u8':
       return Uint8Array.from({ length: len }, (_, i) => (i * 37 + 11) & 0xff)
@@ -273,7 +293,7 @@ function typedArray(kind, len) {
   }
 }
 
-function special(kind) {
+function special(kind: Special): unknown {
   switch (kind) {
     case 'undefined':
       return undefined
@@ -325,7 +345,7 @@ function special(kind) {
     case 'nestedArray':
       return [[[[[[1]]]]]]
     case 'cyclic': {
-      const o = { size: 4 }
+      const o: { size: number; self?: unknown; tensors?: unknown[] } = { size: 4 }
       o.self = o
       o.tensors = [o]
       return o
@@ -386,7 +406,7 @@ function special(kind) {
 }
 
 /** Builds the value a recipe describes; `ctx.ref(name)` supplies live objects. */
-function build(r, ctx) {
+export function build(r: Recipe, ctx: BuildContext): unknown {
   switch (r.k) {
     case 'num':
       return r.v
@@ -411,7 +431,7 @@ function build(r, ctx) {
 }
 
 /** A short printable form of a value, for traces and failure messages. */
-function show(v) {
+export function show(v: unknown): string {
   try {
     return showInner(v, 0)
   } catch {
@@ -419,14 +439,14 @@ function show(v) {
   }
 }
 
-function showInner(v, depth) {
+function showInner(v: unknown, depth: number): string {
   if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...(${v.length})` : v)
   if (typeof v === 'bigint') return `${v}n`
   if (typeof v === 'symbol' || typeof v === 'function') return String(v).slice(0, 30)
   if (v === null || typeof v !== 'object') return Object.is(v, -0) ? '-0' : String(v)
   if (ArrayBuffer.isView(v)) return `${v.constructor.name}(${v.byteLength})`
   if (v instanceof ArrayBuffer) return `ArrayBuffer(${v.byteLength})`
-  const name = Object.getPrototypeOf(v)?.constructor?.name
+  const name: string | undefined = Object.getPrototypeOf(v)?.constructor?.name
   if (name && name !== 'Object' && name !== 'Array') return name
   if (depth > 1) return Array.isArray(v) ? '[..]' : '{..}'
   if (Array.isArray(v))
@@ -439,5 +459,3 @@ function showInner(v, depth) {
     .map((k) => `${k}: ${showInner(Object.getOwnPropertyDescriptor(v, k)?.value, depth + 1)}`)
     .join(', ')} }`
 }
-
-module.exports = { recipe, args, build, show, Hostile, NUMBERS, STRINGS }

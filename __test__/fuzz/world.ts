@@ -1,14 +1,114 @@
-'use strict'
 // The devices a fuzz suite works on, the objects one run may name as arguments, and
 // the end-of-run check that everything went back: after freeing what the run left,
 // the heap's active blocks and bytes and the host cache's active requests and bytes
 // are exactly what they were before the run.
-const { Gpu, DeviceBlock, HostBlock, GpuBuffer, Executor, Stream, Weights, ShapeExecutor, planMemory } = require('../..')
+import {
+  DeviceBlock,
+  Executor,
+  Gpu,
+  GpuBuffer,
+  type GpuEvent,
+  type Graph,
+  type Heap,
+  type HeapScope,
+  type Host,
+  HostBlock,
+  type HostConfig,
+  type MemoryPlan,
+  type Profiler,
+  ShapeExecutor,
+  Stream,
+  Weights,
+  planMemory,
+} from 'wgalloc'
+import type { Counts } from './outcome.js'
+import type { BuildContext } from './values.js'
 
-const BUDGET = 256 * 2 ** 20 // bounds what a fuzzed malloc can take
-const COPY_KERNEL =
+/** The two devices of a world. */
+export type DeviceKey = 'gpu' | 'gpu2'
+
+/** A device's allocator usage: heap blocks and bytes, host-cache requests and bytes. */
+export interface Usage {
+  blocks: number
+  bytes: number
+  hostRequests: number
+  hostBytes: number
+}
+
+/** Settings a run may change on a device (`restore()` puts them back). */
+export interface Defaults {
+  high: number
+  low: number
+  host: HostConfig
+}
+
+/** What `record()` reads: the settings and the usage each run returns to. */
+interface Recorded {
+  gpuDefaults: Defaults
+  gpu2Defaults: Defaults
+  baseline: Record<DeviceKey, Usage>
+}
+
+/** The devices a suite works on (`openWorld()`), one compiled executor and one plan. */
+export interface World extends Recorded {
+  gpu: Gpu
+  gpu2: Gpu
+  /** Devices reopened after a run destroyed them. */
+  reopened: number
+  executor: Executor
+  plan: MemoryPlan
+}
+
+/** Something a call returned (`how`: the method's name), freed, released or destroyed after the run. */
+export interface Owned {
+  value: unknown
+  how: string | symbol
+}
+
+/** The objects one run may name as arguments (`fixtures()`). */
+export interface Fixtures extends BuildContext {
+  gpu: Gpu
+  gpu2: Gpu
+  heap: Heap
+  heap2: Heap
+  host: Host
+  host2: Host
+  block: DeviceBlock
+  blockShared: DeviceBlock
+  blockLarge: DeviceBlock
+  blockFreed: DeviceBlock
+  blockOther: DeviceBlock
+  hostUp: HostBlock
+  hostDown: HostBlock
+  hostFreed: HostBlock
+  hostOther: HostBlock
+  stream: Stream
+  streamOther: Stream
+  buffer: GpuBuffer
+  bufferDestroyed: GpuBuffer
+  bufferOther: GpuBuffer
+  plan: MemoryPlan
+  executor: Executor
+  profiler: Profiler
+  signal: AbortSignal
+  signalAborted: AbortSignal
+  handle2: number
+  Gpu: typeof Gpu
+  scope: HeapScope
+  weights: Weights
+  shapes: ShapeExecutor
+  event: GpuEvent
+  /** Every option it has frees `block` and `hostUp` when read. */
+  freeingGetter: object
+  /** Reading `size` frees `block` and `hostUp`. */
+  freeingOptions: { srcOffset: number; dstOffset: number; readonly size: number }
+  owned: Owned[]
+}
+
+export const BUDGET = 256 * 2 ** 20 // bounds what a fuzzed malloc can take
+export const COPY_KERNEL =
   '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
-const GRAPH = {
+export const GRAPH: Graph = {
   kernels: { k: { source: COPY_KERNEL } },
   tensors: [
     { id: 'x', size: 256, kind: 'input', dtype: 'u32' },
@@ -22,7 +122,7 @@ const GRAPH = {
 }
 
 /** y = x + 1 over `batch` rows of 64 u32s (the shape executor a run may call). */
-const SHAPE_GRAPH = {
+const SHAPE_GRAPH: Graph = {
   dims: ['batch'],
   kernels: { k: { source: COPY_KERNEL } },
   tensors: [
@@ -33,42 +133,41 @@ const SHAPE_GRAPH = {
 }
 
 const tick = () => new Promise(setImmediate)
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-function usage(gpu) {
+export function usage(gpu: Gpu): Usage {
   const h = gpu.heap.stats()
   const s = gpu.host.stats()
   return { blocks: h.activeBlocks.current, bytes: h.allocatedBytes.current, hostRequests: s.activeRequests.current, hostBytes: s.activeBytes.current }
 }
 
-async function openDevice() {
+export async function openDevice(): Promise<Gpu> {
   return Gpu.request({ memoryBudget: BUDGET })
 }
 
 /** Two devices (cross-device misuse needs a second), one compiled executor and one plan. */
-async function openWorld() {
-  const world = { gpu: await openDevice(), gpu2: await openDevice(), reopened: 0 }
-  world.executor = await world.gpu.compile(GRAPH)
-  world.plan = await planMemory([
+export async function openWorld(): Promise<World> {
+  const gpu = await openDevice()
+  const gpu2 = await openDevice()
+  const executor = await gpu.compile(GRAPH)
+  const plan = await planMemory([
     { id: 'a', size: 32, first: 0, last: 1 },
     { id: 'b', size: 28, first: 1, last: 4 },
   ])
-  await record(world)
-  return world
+  return { gpu, gpu2, reopened: 0, executor, plan, ...(await record({ gpu, gpu2 })) }
 }
 
 /** Settings a run may change, and the usage every run must return to. */
-async function record(world) {
-  for (const key of ['gpu', 'gpu2']) {
-    const gpu = world[key]
-    world[key + 'Defaults'] = { high: gpu.heap.highWatermarkRatio, low: gpu.heap.lowWatermarkRatio, host: { ...gpu.host.config } }
-  }
-  world.baseline = { gpu: await quiet(world.gpu, () => ({})), gpu2: await quiet(world.gpu2, () => ({})) }
+async function record(world: Pick<World, DeviceKey>): Promise<Recorded> {
+  const defaults = (gpu: Gpu): Defaults => ({ high: gpu.heap.highWatermarkRatio, low: gpu.heap.lowWatermarkRatio, host: { ...gpu.host.config } })
+  const gpuDefaults = defaults(world.gpu)
+  const gpu2Defaults = defaults(world.gpu2)
+  return { gpuDefaults, gpu2Defaults, baseline: { gpu: await quiet(world.gpu, () => ({})), gpu2: await quiet(world.gpu2, () => ({})) } }
 }
 
 /** Frees what lingers (GC safety net included) until usage is back to `target`, or gives up. */
-async function quiet(gpu, target, streams = []) {
-  let u
+export async function quiet(gpu: Gpu, target: (u: Usage) => Partial<Usage>, streams: Stream[] = []): Promise<Usage> {
+  let u!: Usage
   for (let i = 0; i < 40; i++) {
     for (const s of streams) {
       try {
@@ -79,33 +178,34 @@ async function quiet(gpu, target, streams = []) {
     gpu.host.processEvents()
     u = usage(gpu)
     const want = target(u)
-    if (Object.keys(want).every((k) => u[k] === want[k]) && i > 0) return u
-    if (i > 2 && global.gc) global.gc()
+    if ((Object.keys(want) as (keyof Usage)[]).every((k) => u[k] === want[k]) && i > 0) return u
+    if (i > 2 && globalThis.gc) globalThis.gc()
     await (i < 4 ? tick() : sleep(5))
   }
   return u
 }
 
 /** Usage once the GC and pending frees have settled (two equal readings in a row). */
-async function settled(gpu) {
-  let last = null
+export async function settled(gpu: Gpu): Promise<Usage> {
+  let last: Usage | null = null
   for (let i = 0; i < 40; i++) {
-    if (global.gc) global.gc()
+    if (globalThis.gc) globalThis.gc()
     await (i < 3 ? tick() : sleep(5))
     gpu.heap.freeInactiveBuffers()
     gpu.host.processEvents()
     const u = usage(gpu)
-    if (i >= 2 && last && Object.keys(u).every((k) => u[k] === last[k])) return u
+    const prev = last
+    if (i >= 2 && prev && (Object.keys(u) as (keyof Usage)[]).every((k) => u[k] === prev[k])) return u
     last = u
   }
-  return last
+  return last!
 }
 
 /**
  * Waits until `gpu`'s usage is back to `before` (a `settled()` reading); otherwise counts the
  * difference as leaked and throws, naming `what` ran.
  */
-async function expectNoLeak(gpu, before, counts, what) {
+export async function expectNoLeak(gpu: Gpu, before: Usage, counts: Counts, what: string): Promise<void> {
   const u = await quiet(gpu, () => ({ blocks: before.blocks, bytes: before.bytes, hostRequests: before.hostRequests, hostBytes: before.hostBytes }))
   const leak = {
     blocks: u.blocks - before.blocks,
@@ -121,7 +221,7 @@ async function expectNoLeak(gpu, before, counts, what) {
 }
 
 /** Restores every setting a run may have changed on `gpu`. */
-function restore(gpu, defaults) {
+export function restore(gpu: Gpu, defaults: Defaults): void {
   const h = gpu.heap
   try {
     h.setLogger(null)
@@ -164,10 +264,10 @@ function restore(gpu, defaults) {
 }
 
 /** The objects a run may pass as arguments (recipe `{ k: 'ref' }`), made fresh per run. */
-function fixtures(world) {
+export function fixtures(world: World): Fixtures {
   const { gpu, gpu2 } = world
   const heap = gpu.heap
-  const fx = {
+  const made = {
     gpu,
     gpu2,
     heap,
@@ -195,15 +295,15 @@ function fixtures(world) {
     signalAborted: AbortSignal.abort(new Error('fuzz abort')),
     handle2: gpu2.shareHandle(),
     Gpu,
+    // Serving objects, made fresh per run so a call may release or clear them.
+    scope: heap.scope({ name: 'fuzz', limit: 4 << 20 }),
+    weights: gpu.createWeights({ w: new Uint32Array(64) }),
+    shapes: gpu.compileShapes(SHAPE_GRAPH, { buckets: { batch: [1, 4] }, capacity: 2 }),
   }
-  // Serving objects, made fresh per run so a call may release or clear them.
-  fx.scope = heap.scope({ name: 'fuzz', limit: 4 << 20 })
-  fx.weights = gpu.createWeights({ w: new Uint32Array(64) })
-  fx.shapes = gpu.compileShapes(SHAPE_GRAPH, { buckets: { batch: [1, 4] }, capacity: 2 })
-  fx.blockFreed.free()
-  fx.hostFreed.free()
-  fx.bufferDestroyed.destroy()
-  fx.event = fx.stream.submit()
+  made.blockFreed.free()
+  made.hostFreed.free()
+  made.bufferDestroyed.destroy()
+  const event = made.stream.submit()
   // Reading any option frees the fixture block first: the call must notice, not use freed memory.
   const freeing = () => {
     try {
@@ -214,24 +314,29 @@ function fixtures(world) {
     } catch {}
     return 64
   }
-  fx.freeingGetter = {}
+  const freeingGetter = {}
   for (const key of ['size', 'offset', 'length', 'srcOffset', 'dstOffset', 'usage', 'shape', 'direction', 'mode', 'strategy', 'alignment']) {
-    Object.defineProperty(fx.freeingGetter, key, { enumerable: true, get: freeing })
+    Object.defineProperty(freeingGetter, key, { enumerable: true, get: freeing })
   }
-  fx.freeingOptions = {
-    srcOffset: 0,
-    dstOffset: 0,
-    get size() {
-      return freeing()
+  const fx: Fixtures = {
+    ...made,
+    event,
+    freeingGetter,
+    freeingOptions: {
+      srcOffset: 0,
+      dstOffset: 0,
+      get size() {
+        return freeing()
+      },
     },
+    ref: (name) => fx[name],
+    owned: [], // what calls returned: freed, released or destroyed after the run
   }
-  fx.ref = (name) => fx[name]
-  fx.owned = [] // what calls returned: freed, released or destroyed after the run
   return fx
 }
 
 /** Frees, releases or destroys everything a run made; returns the streams to drain. */
-function release(fx) {
+function release(fx: Fixtures): Stream[] {
   const streams = [fx.stream, fx.streamOther]
   for (const o of [fx.block, fx.blockShared, fx.blockLarge, fx.blockOther, fx.hostUp, fx.hostDown, fx.hostOther, ...fx.owned.map((x) => x.value)]) {
     if (o instanceof DeviceBlock || o instanceof HostBlock) {
@@ -246,7 +351,14 @@ function release(fx) {
       try {
         o.release()
       } catch {}
-    } else if (o?.blocks && typeof o.blocks === 'object' && !(o instanceof Gpu)) {
+    } else if (
+      o !== null &&
+      (typeof o === 'object' || typeof o === 'function') &&
+      'blocks' in o &&
+      o.blocks &&
+      typeof o.blocks === 'object' &&
+      !(o instanceof Gpu)
+    ) {
       // A run's outputs left on the device (`outputs: 'device'`).
       for (const b of Object.values(o.blocks)) {
         try {
@@ -289,16 +401,16 @@ function release(fx) {
  * baseline. Returns what did not come back (all zeros when nothing leaked). A device the
  * run destroyed is reopened; the main device must survive (only gpu2 may be destroyed).
  */
-async function endRun(world, fx) {
+export async function endRun(world: World, fx: Fixtures): Promise<{ leak: Usage; mainLost: boolean }> {
   const streams = release(fx)
-  const leak = { blocks: 0, bytes: 0, hostRequests: 0, hostBytes: 0 }
-  for (const key of ['gpu', 'gpu2']) {
+  const leak: Usage = { blocks: 0, bytes: 0, hostRequests: 0, hostBytes: 0 }
+  for (const key of ['gpu', 'gpu2'] as const) {
     const gpu = world[key]
     if (gpu.lost) continue
-    restore(gpu, world[key + 'Defaults'])
+    restore(gpu, world[`${key}Defaults`])
     const base = world.baseline[key]
     const u = await quiet(gpu, () => ({ blocks: base.blocks, bytes: base.bytes, hostRequests: base.hostRequests, hostBytes: base.hostBytes }), streams)
-    for (const k of Object.keys(leak)) leak[k] += Math.max(0, u[k] - base[k])
+    for (const k of Object.keys(leak) as (keyof Usage)[]) leak[k] += Math.max(0, u[k] - base[k])
   }
   const mainLost = world.gpu.lost
   if (mainLost) {
@@ -310,9 +422,7 @@ async function endRun(world, fx) {
   } else if (world.gpu2.lost) {
     world.reopened++
     world.gpu2 = await openDevice()
-    await record(world)
+    Object.assign(world, await record(world))
   }
   return { leak, mainLost }
 }
-
-module.exports = { openWorld, openDevice, fixtures, endRun, restore, usage, quiet, settled, expectNoLeak, GRAPH, COPY_KERNEL, BUDGET }
