@@ -1,4 +1,4 @@
-// Regression tests for defects found from outside (see also boundary.test.cjs): CLI input
+// Regression tests for defects found from outside (see also boundary.test.ts): CLI input
 // that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
 // keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
 import { type ChildProcessByStdio, execFileSync, spawn } from 'node:child_process'

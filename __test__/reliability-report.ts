@@ -1,7 +1,7 @@
 // The figures behind the README's Reliability table. Every reliability test records
 // its counts under the run's mode ('short' for `npm test`, 'stress' for `npm run
 // stress`) in bench/reliability-report.json (or WGALLOC_RELIABILITY_REPORT);
-// `node bench/reliability-table.cjs` prints the table from it. Tests of one file run in
+// `npm run reliability-table` prints the table from it. Tests of one file run in
 // one process, so plain synchronous read-modify-write is enough.
 import fs from 'node:fs'
 import os from 'node:os'

