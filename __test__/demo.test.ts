@@ -1,28 +1,75 @@
-'use strict'
 // `wgalloc demo` end to end at tiny sizes: real kernels on the real device,
 // checked against the CPU reference, plus the CLI's --json output.
-const test = require('ava')
-const { execFile } = require('node:child_process')
-const { mkdtempSync, readFileSync, readdirSync, existsSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join, resolve } = require('node:path')
-const { runDemo } = require('../dist/demo/index.js')
-const { reference } = require('../dist/demo/reference.js')
-const { shapes, graph, weights } = require('../dist/demo/model.js')
-const { STRATEGIES } = require('..')
+import { type ExecFileException, execFile } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import test, { type ExecutionContext } from 'ava'
+import { type Graph, STRATEGIES, type Strategy } from 'wgalloc'
+
+interface ShapeOptions {
+  seq?: number
+  dim?: number
+  heads?: number
+  ffn?: number
+}
+interface Shapes {
+  seq: number
+  dim: number
+  heads: number
+  ffn: number
+  headDim: number
+  hidden: number
+}
+interface DemoData {
+  params: Record<string, Float32Array>
+  inputs: { x: Float32Array }
+}
+interface DemoOptions extends ShapeOptions {
+  runs?: number
+  strategy?: string
+  timeLimitMs?: number
+  svg?: string | null
+  trace?: string | null
+  seed?: number
+}
+/** What runDemo() returns (and `wgalloc demo --json` prints), as far as these tests read it. */
+interface DemoFigures {
+  model: { seq: number; intermediates: number; views: number; paramBytes: number }
+  planning: { alignment: number; naiveBytes: number; strategies: { strategy: Strategy; slabSize: number; lowerBound: number }[] }
+  plan: { strategy: Strategy; slabSize: number; lowerBound: number }
+  memory: { eagerPeakReservedBytes: number; plannedDeviceBytes: number; plannedSlabBytes: number; plannedConstantBytes: number }
+  time: { eagerMs: number; plannedMs: number }
+  accuracy: { maxAbsError: number; ok: boolean; eagerEqualsPlanned: boolean; eagerMaxAbsDiff: number }
+  svg: string | null
+  trace: string | null
+}
+const { runDemo } = require('../dist/demo/index.js') as { runDemo: (options?: DemoOptions) => Promise<DemoFigures> }
+const { reference } = require('../dist/demo/reference.js') as { reference: (s: Shapes, data: DemoData) => Float64Array }
+const { shapes, graph, weights } = require('../dist/demo/model.js') as {
+  shapes: (options?: ShapeOptions) => Shapes
+  graph: (s: Shapes) => Graph
+  weights: (s: Shapes, seed?: number) => DemoData
+}
 
 const CLI = resolve(__dirname, '..', 'dist', 'cli.js')
 const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-demo-'))
 
+interface CliResult {
+  code: ExecFileException['code']
+  stdout: string
+  stderr: string
+}
+
 /** Runs the CLI; resolves with the exit code and output instead of rejecting on failure. */
-function cli(args, cwd) {
+function cli(args: string[], cwd: string): Promise<CliResult> {
   return new Promise((done) => {
     execFile(process.execPath, [CLI, ...args], { cwd }, (err, stdout, stderr) => done({ code: err ? err.code : 0, stdout, stderr }))
   })
 }
 
 /** What every demo result must satisfy, whatever the shapes. */
-function assertFigures(t, f, { tight = true } = {}) {
+function assertFigures(t: ExecutionContext, f: DemoFigures, { tight = true } = {}) {
   const a = f.accuracy
   t.true(a.maxAbsError < 1e-3, `max abs error ${a.maxAbsError}`)
   t.true(a.ok)
@@ -33,13 +80,13 @@ function assertFigures(t, f, { tight = true } = {}) {
     [...STRATEGIES],
   )
   // naive places records side by side (each at an aligned offset): no strategy does worse.
-  const naive = f.planning.strategies.find((s) => s.strategy === 'naive')
+  const naive = f.planning.strategies.find((s) => s.strategy === 'naive')!
   t.true(naive.slabSize >= f.planning.naiveBytes)
   for (const s of f.planning.strategies) {
     t.true(s.slabSize >= s.lowerBound, `${s.strategy}: slab ${s.slabSize} below lower bound ${s.lowerBound}`)
     t.true(s.slabSize <= naive.slabSize, `${s.strategy}: slab above naive's`)
   }
-  const best = f.planning.strategies.find((s) => s.strategy === 'best')
+  const best = f.planning.strategies.find((s) => s.strategy === 'best')!
   if (tight) t.true(best.slabSize <= 1.02 * best.lowerBound, `best: ${best.slabSize} vs lower bound ${best.lowerBound}`)
   t.true(f.plan.slabSize >= f.plan.lowerBound)
   t.true(f.memory.plannedDeviceBytes < f.memory.eagerPeakReservedBytes, `planned ${f.memory.plannedDeviceBytes} vs eager ${f.memory.eagerPeakReservedBytes}`)
@@ -57,7 +104,7 @@ test('runDemo: planned output matches the CPU reference and eager, in less memor
   const trace = join(dir, 'trace.json')
   const f = await runDemo({ seq: 8, dim: 16, heads: 2, runs: 2, svg, trace })
   // The profiled runs: a structurally valid Trace Event file with kernels and memory counters.
-  const events = JSON.parse(readFileSync(trace, 'utf8')).traceEvents
+  const events = (JSON.parse(readFileSync(trace, 'utf8')) as { traceEvents: { ph: unknown; ts: unknown; dur: number; name: string }[] }).traceEvents
   t.true(events.every((e) => typeof e.ph === 'string' && typeof e.ts === 'number' && 'pid' in e && 'tid' in e))
   t.true(events.filter((e) => e.ph === 'X').every((e) => e.dur >= 0))
   t.true(
@@ -102,7 +149,7 @@ test('the graph keeps every op output separate and reads attention through a vie
   const g = graph(shapes({ seq: 8, dim: 16, heads: 2 }))
   const produced = g.ops.flatMap((o) => o.outputs)
   t.is(new Set(produced).size, produced.length)
-  const view = g.tensors.find((x) => x.viewOf)
+  const view = g.tensors.find((x) => x.viewOf)!
   t.is(view.viewOf, 'attn')
   t.true(g.ops.some((o) => o.inputs.includes(view.id)))
   for (const o of g.ops) t.true(o.params instanceof Uint8Array && o.params.byteLength === 16, `${o.name} params`)
@@ -117,7 +164,7 @@ test('bad shape options are refused', async (t) => {
 test('CLI: `wgalloc demo --json` prints the figures and writes plan.svg and trace.json into wgalloc-demo/', async (t) => {
   const cwd = scratch()
   const { code, stdout, stderr } = await cli(['demo', '--seq', '8', '--dim', '16', '--heads', '2', '--runs', '2', '--json'], cwd)
-  const f = JSON.parse(stdout) // printed even when a check fails (exit code 1), so the figures say which
+  const f = JSON.parse(stdout) as DemoFigures & { svg: string; trace: string } // printed even when a check fails (exit code 1), so the figures say which
   assertFigures(t, f)
   t.is(code, 0, stderr)
   t.is(f.model.seq, 8)
@@ -125,7 +172,7 @@ test('CLI: `wgalloc demo --json` prints the figures and writes plan.svg and trac
   t.is(f.svg, join(out, 'plan.svg'))
   t.is(f.trace, join(out, 'trace.json'))
   t.true(readFileSync(f.svg, 'utf8').startsWith('<svg'))
-  t.true(Array.isArray(JSON.parse(readFileSync(f.trace, 'utf8')).traceEvents))
+  t.true(Array.isArray((JSON.parse(readFileSync(f.trace, 'utf8')) as { traceEvents: unknown }).traceEvents))
   t.deepEqual(readdirSync(cwd), ['wgalloc-demo'], 'nothing loose in the working directory')
   // stdout is the JSON; the files written are named on stderr.
   t.regex(stderr, new RegExp(`wrote ${f.svg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))

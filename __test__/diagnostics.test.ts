@@ -1,20 +1,31 @@
-'use strict'
 // node:diagnostics_channel: what each wgalloc channel publishes (on a real device),
 // that nothing is recorded without a subscriber, and that the library never prints.
-const test = require('ava')
-const dc = require('node:diagnostics_channel')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { mkdtempSync, existsSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { Gpu, CHANNELS, WgallocError, planMemory } = require('..')
-const { pattern } = require('./helpers.js')
+import { execFile } from 'node:child_process'
+import dc from 'node:diagnostics_channel'
+import { existsSync, mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import test from 'ava'
+import {
+  CHANNELS,
+  type DeviceChannelMessage,
+  Gpu,
+  type HeapChannelMessage,
+  type HostBlockMessage,
+  type HostChannelMessage,
+  type HostTransferMessage,
+  type ProfilerChannelMessage,
+  WgallocError,
+  planMemory,
+} from 'wgalloc'
+import { pattern } from './helpers.js'
 
 /** Collects the messages of `name` while `fn` runs. */
-async function collect(name, fn) {
-  const got = []
-  const onMessage = (m) => got.push(m)
+async function collect<M>(name: string, fn: () => unknown): Promise<M[]> {
+  const got: M[] = []
+  // diagnostics_channel hands listeners `unknown`: the message type is the one wgalloc documents for the channel.
+  const onMessage = (m: unknown) => got.push(m as M)
   dc.subscribe(name, onMessage)
   try {
     await fn()
@@ -33,13 +44,13 @@ test('CHANNELS names the four channels', (t) => {
 test.serial('wgalloc:heap: allocator events reach a channel subscriber with no heap.on() listener', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap
-  const got = await collect('wgalloc:heap', () => {
+  const got = await collect<HeapChannelMessage>('wgalloc:heap', () => {
     const a = heap.malloc(1000)
     a.free()
     heap.malloc(2000).free()
     heap.emptyCache()
   })
-  const round = (n) => Math.ceil(n / heap.alignment) * heap.alignment
+  const round = (n: number) => Math.ceil(n / heap.alignment) * heap.alignment
   t.deepEqual(
     got.map(({ heap: h, ...m }) => m),
     [
@@ -58,7 +69,7 @@ test.serial('wgalloc:heap: allocator events reach a channel subscriber with no h
   // Unsubscribed: the native heap stops recording, so nothing is queued that a later
   // subscriber would get.
   heap.malloc(64).free()
-  const again = await collect('wgalloc:heap', async () => heap.malloc(128).free())
+  const again = await collect<HeapChannelMessage>('wgalloc:heap', async () => heap.malloc(128).free())
   t.deepEqual(
     again.map((m) => [m.kind, m.size]),
     [
@@ -72,7 +83,7 @@ test.serial('wgalloc:heap: allocator events reach a channel subscriber with no h
 test.serial('wgalloc:host: block alloc/free and completed transfers with their byte counts', async (t) => {
   const gpu = await Gpu.request()
   const dev = gpu.heap.malloc(4096)
-  const got = await collect('wgalloc:host', async () => {
+  const got = await collect<HostChannelMessage>('wgalloc:host', async () => {
     const up = gpu.host.alloc(100, { direction: 'upload' })
     up.free()
     await gpu.upload(dev, pattern(4096, 5))
@@ -83,10 +94,10 @@ test.serial('wgalloc:host: block alloc/free and completed transfers with their b
     const back = await gpu.download(dev, { length: 512 })
     t.is(back.length, 512)
   })
-  const blocks = got.filter((m) => m.kind === 'alloc' || m.kind === 'free')
+  const blocks = got.filter((m): m is HostBlockMessage => m.kind === 'alloc' || m.kind === 'free')
   t.like(blocks[0], { kind: 'alloc', direction: 'upload', requestedSize: 100, size: 128, poolId: 0, host: gpu.host })
   t.like(blocks[1], { kind: 'free', id: blocks[0].id, direction: 'upload', requestedSize: 100 })
-  const transfers = got.filter((m) => m.kind === 'upload' || m.kind === 'download')
+  const transfers = got.filter((m): m is HostTransferMessage => m.kind === 'upload' || m.kind === 'download')
   t.deepEqual(
     transfers.map(({ kind, bytes, items }) => ({ kind, bytes, items })),
     [
@@ -107,7 +118,7 @@ test.serial('wgalloc:profiler: sessions, captures, traces and fallbacks', async 
   const gpu = await Gpu.request()
   const p = gpu.profiler
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-diag-'))
-  const got = await collect('wgalloc:profiler', async () => {
+  const got = await collect<ProfilerChannelMessage>('wgalloc:profiler', async () => {
     await p.profile(async () => p.markCpuFallback('topk', 64), { mode: 'event' })
     await p.exportTrace(join(dir, 'a.json'))
     p.startCapture(join(dir, 'cap'))
@@ -130,8 +141,9 @@ test.serial('wgalloc:profiler: sessions, captures, traces and fallbacks', async 
 })
 
 test.serial('wgalloc:device: open, typed errors with the call that threw, destroy, and a device lost elsewhere', async (t) => {
-  let gpu, other
-  const got = await collect('wgalloc:device', async () => {
+  let gpu!: Gpu
+  let other!: Gpu
+  const got = await collect<DeviceChannelMessage>('wgalloc:device', async () => {
     gpu = await Gpu.request()
     t.throws(() => gpu.heap.malloc(-1), { code: 'INVALID_ARGUMENT' })
     await t.throwsAsync(gpu.readBuffer(gpu.createBuffer(4), 0, 64), { code: 'INVALID_ARGUMENT' })
@@ -181,14 +193,14 @@ test('no subscriber, no output: a busy session prints nothing; a bad WGALLOC_PRO
       if (process.env.LISTEN) process.stdout.write(JSON.stringify(warnings))
     })()`
   // A private runtime dir keeps Mesa's own XDG_RUNTIME_DIR complaint out of stderr.
-  const env = { ...process.env, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? mkdtempSync(join(tmpdir(), 'wgalloc-xdg-')) }
+  const env: NodeJS.ProcessEnv = { ...process.env, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? mkdtempSync(join(tmpdir(), 'wgalloc-xdg-')) }
   delete env.WGALLOC_PROFILE
   delete env.WGALLOC_DEBUG_ALLOCATOR
   const quiet = await promisify(execFile)(process.execPath, ['-e', script], { env })
   t.is(quiet.stdout, '')
   t.is(quiet.stderr, '', 'the library printed nothing')
   const bad = await promisify(execFile)(process.execPath, ['-e', script], { env: { ...env, LISTEN: '1', WGALLOC_PROFILE: 'bogus' } })
-  const warnings = JSON.parse(bad.stdout)
+  const warnings = JSON.parse(bad.stdout) as string[]
   t.is(warnings.length, 1)
   t.regex(warnings[0], /profiler disabled: .*bogus/)
 })

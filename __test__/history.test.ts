@@ -1,19 +1,18 @@
-'use strict'
 // Memory history with JS stacks (heap.recordHistory), memory snapshots that carry them, and
 // the leak report, in process and at exit (WGALLOC_LEAK_REPORT).
-const test = require('ava')
-const { spawnSync } = require('node:child_process')
-const { mkdtempSync, readdirSync, readFileSync, rmSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { Gpu, MAX_HISTORY_ENTRIES } = require('..')
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test from 'ava'
+import { type DeviceBlock, Gpu, type Heap, type HeapEvent, type LeakReport, MAX_HISTORY_ENTRIES, type MemorySnapshot } from 'wgalloc'
 
 const ENTRY = JSON.stringify(require.resolve('..'))
 
-function allocateForTenantA(heap, size) {
+function allocateForTenantA(heap: Heap, size: number): DeviceBlock {
   return heap.malloc(size)
 }
-function allocateForTenantB(heap, size) {
+function allocateForTenantB(heap: Heap, size: number): DeviceBlock {
   return heap.malloc(size)
 }
 
@@ -29,11 +28,11 @@ test('the history records allocations with their JS stacks; the snapshot carries
   const snap = heap.memorySnapshot()
   t.is(snap.format, 'wgalloc-memory-history')
   const blocks = snap.segments.flatMap((s) => s.blocks)
-  const blockA = blocks.find((x) => x.blockId === a.id)
-  t.regex(blockA.stack, /allocateForTenantA/)
-  t.regex(blockA.stack, /history\.test\.cjs/)
-  t.notRegex(blockA.stack, /dist[\\/]heap\.js/, 'wgalloc frames are trimmed')
-  t.is(blocks.find((x) => x.blockId === before.id).stack, undefined)
+  const blockA = blocks.find((x) => x.blockId === a.id)!
+  t.regex(blockA.stack!, /allocateForTenantA/)
+  t.regex(blockA.stack!, /history\.test\.[jt]s/)
+  t.notRegex(blockA.stack!, /dist[\\/]heap\.js/, 'wgalloc frames are trimmed')
+  t.is(blocks.find((x) => x.blockId === before.id)!.stack, undefined)
   const actions = snap.history.map((e) => [e.action, e.blockId])
   t.deepEqual(
     actions.filter(([, id]) => id === a.id || id === b.id),
@@ -43,9 +42,9 @@ test('the history records allocations with their JS stacks; the snapshot carries
       ['free', b.id],
     ],
   )
-  const allocA = snap.history.find((e) => e.action === 'alloc' && e.blockId === a.id)
+  const allocA = snap.history.find((e) => e.action === 'alloc' && e.blockId === a.id)!
   t.is(allocA.offset, a.offset)
-  t.regex(allocA.stack, /allocateForTenantA/)
+  t.regex(allocA.stack!, /allocateForTenantA/)
   t.true(snap.history.some((e) => e.action === 'segment_alloc'))
   // Stopping returns malloc and free to their fast path; the report then has no stacks.
   heap.recordHistory(false)
@@ -59,16 +58,16 @@ test('the history records allocations with their JS stacks; the snapshot carries
 test('alloc entries carry their stack when other listeners get the events at once', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap
-  const seen = []
-  const listener = (e) => seen.push(e.kind)
+  const seen: string[] = []
+  const listener = (e: HeapEvent) => seen.push(e.kind)
   heap.on('ALLOCATED', listener)
   heap.on('RECYCLED', listener)
   heap.recordHistory({ maxEntries: 100 })
   const a = allocateForTenantA(heap, 4096)
   const scalar = heap.allocScalar(new Uint8Array(16))
   const entries = heap.memorySnapshot().history.filter((e) => e.action === 'alloc' && !e.label)
-  t.regex(entries.find((e) => e.blockId === a.id).stack, /allocateForTenantA/)
-  t.regex(entries.find((e) => e.blockId === scalar.id).stack, /history\.test\.cjs/)
+  t.regex(entries.find((e) => e.blockId === a.id)!.stack!, /allocateForTenantA/)
+  t.regex(entries.find((e) => e.blockId === scalar.id)!.stack!, /history\.test\.[jt]s/)
   t.true(seen.length >= 2, 'the listener got the events')
   heap.off('ALLOCATED', listener)
   heap.off('RECYCLED', listener)
@@ -81,7 +80,7 @@ test('the ring keeps the newest maxEntries events; bad limits are INVALID_ARGUME
   const gpu = await Gpu.request()
   const heap = gpu.heap
   heap.recordHistory({ maxEntries: 10, stacks: false })
-  const ids = []
+  const ids: number[] = []
   for (let i = 0; i < 50; i++) {
     const b = heap.malloc(64)
     ids.push(b.id)
@@ -89,18 +88,18 @@ test('the ring keeps the newest maxEntries events; bad limits are INVALID_ARGUME
   }
   const history = heap.memorySnapshot().history
   t.is(history.length, 10)
-  t.is(history.at(-1).action, 'free')
-  t.is(history.at(-1).blockId, ids.at(-1))
+  t.is(history.at(-1)!.action, 'free')
+  t.is(history.at(-1)!.blockId, ids.at(-1))
   t.is(
     history.find((e) => e.stack !== undefined),
     undefined,
     'stacks: false records none',
   )
   for (const maxEntries of [0, -1, 1.5, Number.NaN, '10', 2 ** 53]) {
-    t.throws(() => heap.recordHistory({ maxEntries }), { code: 'INVALID_ARGUMENT' }, String(maxEntries))
+    t.throws(() => heap.recordHistory({ maxEntries: maxEntries as never }), { code: 'INVALID_ARGUMENT' }, String(maxEntries))
   }
-  t.throws(() => heap.recordHistory({ stacks: 'yes' }), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => heap.recordHistory(5), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.recordHistory({ stacks: 'yes' as never }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => heap.recordHistory(5 as never), { code: 'INVALID_ARGUMENT' })
   t.is(MAX_HISTORY_ENTRIES, 10_000_000)
   heap.recordHistory({ maxEntries: 2 ** 40 }) // capped, not allocated up front
   t.true(heap.recordingHistory)
@@ -112,7 +111,7 @@ test('the leak report groups unfreed blocks by stack, and counts blocks the GC r
   const gpu = await Gpu.request()
   const heap = gpu.heap
   heap.recordHistory()
-  const kept = []
+  const kept: DeviceBlock[] = []
   for (let i = 0; i < 2; i++) kept.push(allocateForTenantA(heap, 1024)) // one call site: one group
   kept.push(allocateForTenantB(heap, 4096))
   allocateForTenantA(heap, 1024).free()
@@ -120,7 +119,7 @@ test('the leak report groups unfreed blocks by stack, and counts blocks the GC r
     allocateForTenantB(heap, 65536) // dropped without free()
   })()
   for (let i = 0; i < 20 && heap.leakReport().groups.every((g) => g.reclaimed === 0); i++) {
-    global.gc()
+    globalThis.gc!()
     await new Promise((r) => setTimeout(r, 10))
   }
   const report = heap.leakReport()
@@ -160,7 +159,7 @@ test('WGALLOC_LEAK_REPORT prints unfreed blocks with their stacks at exit, and w
     t.regex(r.stderr, /loadModelWeights/)
   }
   const [file] = readdirSync(dir)
-  const written = JSON.parse(readFileSync(join(dir, file), 'utf8'))
+  const written = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { kind: string; report: LeakReport; snapshot: MemorySnapshot }
   t.is(written.kind, 'wgalloc-leaks')
   t.is(written.report.count, 1)
   t.regex(written.report.groups[0].stack, /loadModelWeights/)

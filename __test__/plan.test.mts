@@ -1,17 +1,24 @@
-import test from 'ava'
+import test, { type ExecutionContext } from 'ava'
 import { readFileSync, mkdtempSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { planMemory, STRATEGIES, WgallocError } from '../dist/index.mjs'
+import { planMemory, type PlanProgress, STRATEGIES, type Strategy, WgallocError, type WgallocErrorCode } from 'wgalloc'
 
 const bench = fileURLToPath(new URL('../bench/data/', import.meta.url))
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url))
-const read = (p) => readFileSync(join(bench, p), 'utf8')
+const read = (p: string) => readFileSync(join(bench, p), 'utf8')
+
+interface Rec {
+  id: string
+  size: number
+  first: number
+  last: number
+}
 
 /** Independent check: records live at the same time never share bytes; offsets aligned. */
-function assertValid(t, records, offsets, alignment = 1) {
+function assertValid(t: ExecutionContext, records: Rec[], offsets: number[], alignment = 1) {
   for (let i = 0; i < records.length; i++) {
     t.is(offsets[i] % alignment, 0)
     for (let j = i + 1; j < records.length; j++) {
@@ -34,7 +41,7 @@ test('Pisarchyk & Lee Figure 6: greedyBySize gives 124 with the published offset
 })
 
 test('every strategy gives a valid, aligned plan no smaller than the lower bound', async (t) => {
-  const records = []
+  const records: Rec[] = []
   let seed = 7
   const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) % 1000) / 1000
   for (let i = 0; i < 60; i++) {
@@ -53,14 +60,14 @@ test('every strategy gives a valid, aligned plan no smaller than the lower bound
 })
 
 test('a model graph: views, outputs and params handled; offsets and aliases in toJSON', async (t) => {
-  const graph = JSON.parse(read('models/ppocr-mobile-v2-cls.1x3x48x192.json'))
+  const graph = JSON.parse(read('models/ppocr-mobile-v2-cls.1x3x48x192.json')) as { lowerBound: number; tensors: { id: string; viewOf?: string }[] }
   const plan = await planMemory(graph, { alignment: 16 })
   t.is(plan.lowerBound, graph.lowerBound)
   t.true(plan.ratio < 1.07)
   const json = plan.toJSON()
   const views = graph.tensors.filter((x) => x.viewOf)
   t.true(
-    views.every((v) => json.graph.aliases.some((a) => a.id === v.id)),
+    views.every((v) => (json.graph as { aliases: { id: string }[] }).aliases.some((a) => a.id === v.id)),
     'every view is placed through its base',
   )
   t.true(plan.toSVG().startsWith('<svg'))
@@ -69,7 +76,7 @@ test('a model graph: views, outputs and params handled; offsets and aliases in t
 test('abort returns the best plan so far; onProgress reports improvements', async (t) => {
   const csv = read('minimalloc/challenging/K.1048576.csv')
   const ac = new AbortController()
-  const reports = []
+  const reports: PlanProgress[] = []
   setTimeout(() => ac.abort(), 300)
   const started = Date.now()
   const plan = await planMemory(csv, { strategy: 'exact', timeLimitMs: 60_000, signal: ac.signal, onProgress: (p) => reports.push(p) })
@@ -82,7 +89,7 @@ test('abort returns the best plan so far; onProgress reports improvements', asyn
 
 test('abort settles within 100 ms on a large input, whatever phase the planner is in', async (t) => {
   // 300k records as JSON text: parsing, then placement, each take far longer than 100 ms here.
-  const records = []
+  const records: Rec[] = []
   for (let i = 0; i < 300_000; i++) records.push({ id: `r${i}`, size: 64 + ((i * 7919) % 4096), first: i % 50_000, last: (i % 50_000) + (i % 97) })
   const text = JSON.stringify(records)
   for (const delayMs of [20, 400, 1500]) {
@@ -93,7 +100,7 @@ test('abort settles within 100 ms on a large input, whatever phase the planner i
     ac.abort()
     const outcome = await pending.then(
       (plan) => plan,
-      (err) => err,
+      (err: WgallocError) => err,
     )
     const took = performance.now() - abortedAt
     t.true(took < 100, `settled ${took.toFixed(0)} ms after an abort at ${delayMs} ms`)
@@ -103,7 +110,7 @@ test('abort settles within 100 ms on a large input, whatever phase the planner i
 })
 
 test('bad input gives typed errors', async (t) => {
-  const bad = [
+  const bad: [unknown, WgallocErrorCode | null][] = [
     [[{ id: 'a', size: -1, first: 0, last: 1 }], null],
     [[{ id: 'a', size: 1.5, first: 0, last: 1 }], null],
     [[{ id: 'a', size: 4, first: 3, last: 1 }], 'INVALID_ARGUMENT'],
@@ -126,13 +133,13 @@ test('bad input gives typed errors', async (t) => {
     [42, 'INVALID_ARGUMENT'],
   ]
   for (const [input, code] of bad) {
-    const err = await t.throwsAsync(planMemory(input), { instanceOf: WgallocError })
+    const err = await t.throwsAsync(planMemory(input as never), { instanceOf: WgallocError })
     if (code) t.is(err.code, code, JSON.stringify(input))
     else t.true(['INVALID_ARGUMENT', 'PARSE_ERROR', 'SIZE_OVERFLOW'].includes(err.code), err.code)
   }
   // Any positive integer alignment is accepted (3 included); zero is not.
   await t.throwsAsync(planMemory([], { alignment: 0 }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(planMemory([], { strategy: 'magic' }), { instanceOf: WgallocError })
+  await t.throwsAsync(planMemory([], { strategy: 'magic' as never }), { instanceOf: WgallocError })
   const empty = await planMemory([])
   t.is(empty.slabSize, 0)
 })
@@ -146,15 +153,15 @@ test('`wgalloc plan --strategy all --json` prints one object per strategy', (t) 
   const rows = out
     .trim()
     .split('\n')
-    .map((l) => JSON.parse(l))
+    .map((l) => JSON.parse(l) as Record<string, unknown> & { strategy: Strategy; slabSize: number })
   t.deepEqual(
     rows.map((r) => r.strategy),
     STRATEGIES,
   )
   for (const r of rows) for (const k of ['slabSize', 'lowerBound', 'ratio', 'optimal', 'timeMs']) t.true(k in r, k)
-  t.is(rows.find((r) => r.strategy === 'best').slabSize, 12)
+  t.is(rows.find((r) => r.strategy === 'best')!.slabSize, 12)
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-'))
   execFileSync(process.execPath, [cli, 'plan', join(bench, 'pisarchyk_fig6/fig6.csv'), '--svg', join(dir, 'p.svg'), '--json', join(dir, 'p.json')])
-  t.is(JSON.parse(readFileSync(join(dir, 'p.json'), 'utf8')).slabSize, 124)
+  t.is((JSON.parse(readFileSync(join(dir, 'p.json'), 'utf8')) as { slabSize: number }).slabSize, 124)
   t.regex(readFileSync(join(dir, 'p.svg'), 'utf8'), /^<svg/)
 })

@@ -1,15 +1,46 @@
-'use strict'
 // gpu.profiler on lavapipe (which has timestamp queries): per-kernel GPU times on
 // the demo graph, a Trace Event file that passes a structural check, stats
 // objects, the bad-input list, and identical results with profiling on and off.
-const test = require('ava')
-const { mkdtempSync, readFileSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join } = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { Gpu, Profiler, WgallocError } = require('..')
-const { shapes, graph, weights } = require('../dist/demo/model.js')
+import { execFile } from 'node:child_process'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import test, { type ExecutionContext } from 'ava'
+import { Gpu, type Graph, Profiler, WgallocError } from 'wgalloc'
+
+interface Shapes {
+  seq: number
+  dim: number
+  heads: number
+  ffn: number
+  headDim: number
+  hidden: number
+}
+interface DemoData {
+  params: Record<string, Float32Array>
+  inputs: { x: Float32Array }
+}
+const { shapes, graph, weights } = require('../dist/demo/model.js') as {
+  shapes: (options?: { seq?: number; dim?: number; heads?: number; ffn?: number }) => Shapes
+  graph: (s: Shapes) => Graph
+  weights: (s: Shapes, seed?: number) => DemoData
+}
+
+/** One event of a Trace Event file, as far as these tests read it. */
+interface TraceEvent {
+  ph: string
+  ts: number
+  pid: number
+  tid: number
+  dur: number
+  cat?: string
+  name?: string
+  args: Record<string, unknown>
+}
+interface TraceDoc {
+  traceEvents: TraceEvent[]
+}
 
 const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-prof-'))
 const demo = () => {
@@ -18,11 +49,11 @@ const demo = () => {
 }
 
 /** The Trace Event structure chrome://tracing and ui.perfetto.dev load. */
-function checkTrace(t, doc) {
+function checkTrace(t: ExecutionContext, doc: TraceDoc) {
   t.true(Array.isArray(doc.traceEvents))
   let lastCounter = -Infinity
   for (const e of doc.traceEvents) {
-    for (const k of ['ph', 'ts', 'pid', 'tid']) t.true(e[k] !== undefined, `event lacks ${k}: ${JSON.stringify(e)}`)
+    for (const k of ['ph', 'ts', 'pid', 'tid'] as const) t.true(e[k] !== undefined, `event lacks ${k}: ${JSON.stringify(e)}`)
     t.true(typeof e.ts === 'number' && e.ts >= 0)
     if (e.ph === 'X') t.true(e.dur >= 0, `negative duration: ${JSON.stringify(e)}`)
     if (e.ph === 'C') {
@@ -66,8 +97,8 @@ test('demo graph: per-kernel GPU times, stats objects and a valid trace; results
   const upload = s.copies.find((c) => c.kind === 'upload')
   const download = s.copies.find((c) => c.kind === 'download')
   t.truthy(upload && download)
-  for (const k of ['count', 'bytes', 'blocking', 'viaHost', 'totalGpuMs', 'bandwidthGbps']) t.true(k in download, k)
-  t.true(download.blocking >= 1 && download.totalGpuMs > 0)
+  for (const k of ['count', 'bytes', 'blocking', 'viaHost', 'totalGpuMs', 'bandwidthGbps']) t.true(k in download!, k)
+  t.true(download!.blocking >= 1 && download!.totalGpuMs > 0)
   t.deepEqual(s.fallbacks, [{ name: 'topk', runs: 1, bytes: 256 }])
   t.is(s.pendingSubmissions, 0)
   t.is(s.timestamps.zero + s.timestamps.reversed + s.timestamps.overflow, 0)
@@ -75,7 +106,7 @@ test('demo graph: per-kernel GPU times, stats objects and a valid trace; results
 
   const path = join(scratch(), 'demo.trace.json')
   await p.exportTrace(path)
-  const doc = JSON.parse(readFileSync(path, 'utf8'))
+  const doc = JSON.parse(readFileSync(path, 'utf8')) as TraceDoc
   checkTrace(t, doc)
   const ev = doc.traceEvents
   const gpuTracks = new Set(ev.filter((e) => e.cat === 'op').map((e) => e.tid))
@@ -109,7 +140,7 @@ test('capture writes one trace file with OOM instants and memory counters', asyn
   t.is(back[12345], 7)
   const file = await p.stopCapture()
   t.is(file, `${name}.json`)
-  const doc = JSON.parse(readFileSync(file, 'utf8'))
+  const doc = JSON.parse(readFileSync(file, 'utf8')) as TraceDoc
   checkTrace(t, doc)
   t.true(doc.traceEvents.some((e) => e.name === 'heap OOM' && e.ph === 'i'))
   t.true(doc.traceEvents.some((e) => e.name === 'host cache bytes' && e.ph === 'C'))
@@ -122,9 +153,9 @@ test('capture writes one trace file with OOM instants and memory counters', asyn
 test('bad input: unknown modes, stop without start, nested start, unwritable export, bad capture calls', async (t) => {
   const gpu = await Gpu.request()
   const p = gpu.profiler
-  const mode = t.throws(() => p.start({ mode: 'intervals' }), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  const mode = t.throws(() => p.start({ mode: 'intervals' as never }), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
   t.regex(mode.message, /'interval', 'event' or 'interval,event'/)
-  t.throws(() => p.start({ mode: 3 }), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => p.start({ mode: 3 as never }), { code: 'INVALID_ARGUMENT' })
   t.throws(() => p.stop(), { code: 'PROFILER_STATE', message: /start\(\) first/ })
   p.start()
   t.throws(() => p.start(), { code: 'PROFILER_STATE', message: /do not nest/ })
@@ -150,7 +181,7 @@ test('bad input: unknown modes, stop without start, nested start, unwritable exp
 })
 
 test('WGALLOC_PROFILE: unknown flags name the valid ones; stats tables print at exit', async (t) => {
-  const run = (env, code) => promisify(execFile)(process.execPath, ['-e', code], { env: { ...process.env, ...env } })
+  const run = (env: Record<string, string>, code: string) => promisify(execFile)(process.execPath, ['-e', code], { env: { ...process.env, ...env } })
   const script = `const { Gpu } = require(${JSON.stringify(join(__dirname, '..'))})
     Gpu.request().then(async (gpu) => {
       const b = gpu.heap.malloc(4096); await b.read(0, 16)

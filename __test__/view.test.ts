@@ -1,20 +1,68 @@
-'use strict'
 // `wgalloc view` pages in headless Chromium (Debian's `chromium`, driven by
 // puppeteer-core): inputs made for real (a heap on the device, a plan of a model
 // graph, a profiled run, a trace replayed through the heap), each page loaded
 // from file://, drawn, screenshotted, counted and hovered, with no console
 // errors and no request but the page itself.
-const test = require('ava')
-const { execFile } = require('node:child_process')
-const { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } = require('node:fs')
-const { tmpdir } = require('node:os')
-const { join, resolve } = require('node:path')
-const { pathToFileURL } = require('node:url')
-const { inflateSync } = require('node:zlib')
-const { Gpu, planMemory } = require('..')
-const { renderHtml, detectKind, readJsonFile, recordMemoryHistory } = require('..')
-const { shapes, graph, weights } = require('../dist/demo/model.js')
-const { gpu } = require('./helpers.js')
+import { type ExecFileException, execFile } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { inflateSync } from 'node:zlib'
+import test, { type ExecutionContext } from 'ava'
+import type { Browser, Page } from 'puppeteer-core'
+import {
+  type DeviceBlock,
+  Gpu,
+  type Graph,
+  type Heap,
+  type MemoryHistorySnapshot,
+  type MemorySnapshot,
+  type PlannedRecord,
+  type SnapshotSegment,
+  type Trace,
+  detectKind,
+  planMemory,
+  readJsonFile,
+  recordMemoryHistory,
+  renderHtml,
+} from 'wgalloc'
+import { gpu } from './helpers.js'
+
+interface Shapes {
+  seq: number
+  dim: number
+  heads: number
+  ffn: number
+  headDim: number
+  hidden: number
+}
+interface DemoData {
+  params: Record<string, Float32Array>
+  inputs: { x: Float32Array }
+}
+const { shapes, graph, weights } = require('../dist/demo/model.js') as {
+  shapes: (options?: { seq?: number; dim?: number; heads?: number; ffn?: number }) => Shapes
+  graph: (s: Shapes) => Graph
+  weights: (s: Shapes, seed?: number) => DemoData
+}
+
+// The few browser globals the page functions below use (they run in Chromium, not in Node;
+// the test config has no DOM lib).
+declare const document: { body: { dataset: Record<string, string | undefined> } }
+declare const window: { wgallocView: { pointOf(id: string): { x: number; y: number } } }
+/** The part of a DOM element the page functions below read. */
+interface Shown {
+  hidden: boolean
+  textContent: string
+}
+
+/** One event of a profiler trace, as far as these tests read it. */
+interface ProfileEvent {
+  ph: string
+  tid: number
+  name: string
+}
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium'
 const BENCH = join(__dirname, '../bench/data')
@@ -23,7 +71,7 @@ const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
 
 // Browser tests run one at a time: concurrent screenshots in one headless
 // Chromium can stall for minutes.
-let browser
+let browser: Browser | undefined
 test.before(async () => {
   if (!existsSync(CHROMIUM)) {
     throw new Error(
@@ -32,7 +80,7 @@ test.before(async () => {
         'or point CHROMIUM_PATH at a Chromium or Chrome binary.',
     )
   }
-  const puppeteer = require('puppeteer-core')
+  const { default: puppeteer } = await import('puppeteer-core')
   browser = await puppeteer.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless'] })
 })
 test.after.always(async () => {
@@ -40,18 +88,26 @@ test.after.always(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-function cli(args) {
+interface CliResult {
+  code: ExecFileException['code']
+  stdout: string
+  stderr: string
+}
+
+function cli(args: string[]): Promise<CliResult> {
   return new Promise((done) => {
     execFile(process.execPath, [CLI, ...args], { cwd: dir }, (err, stdout, stderr) => done({ code: err ? err.code : 0, stdout, stderr }))
   })
 }
 
 /** Decodes an 8-bit RGB/RGBA PNG (what Chromium writes) and counts its distinct colours. */
-function pngColours(png) {
+function pngColours(png: Buffer) {
   if (png.subarray(0, 8).toString('hex') !== '89504e470d0a1a0a') throw new Error('not a PNG')
   let pos = 8
-  let width, height, bpp
-  const idat = []
+  let width!: number
+  let height!: number
+  let bpp!: number
+  const idat: Buffer[] = []
   while (pos < png.length) {
     const len = png.readUInt32BE(pos)
     const type = png.toString('latin1', pos + 4, pos + 8)
@@ -68,7 +124,7 @@ function pngColours(png) {
   const stride = width * bpp
   const cur = Buffer.alloc(stride)
   let prev = Buffer.alloc(stride)
-  const colours = new Set()
+  const colours = new Set<number>()
   for (let y = 0; y < height; y++) {
     const f = raw[y * (stride + 1)]
     const row = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1))
@@ -104,31 +160,31 @@ function pngColours(png) {
  * screenshot and collects console problems and requests. Returns the page and
  * its data- counts.
  */
-async function open(t, html, name) {
+async function open(t: ExecutionContext, html: string, name: string) {
   const file = join(dir, `${name}.html`)
   writeFileSync(file, html)
   const url = pathToFileURL(file).href
-  const page = await browser.newPage()
+  const page = await browser!.newPage()
   t.teardown(() => page.close())
   await page.setViewport({ width: 1200, height: 850 })
-  const problems = []
-  const requests = []
+  const problems: string[] = []
+  const requests: string[] = []
   page.on('console', (m) => {
     if (m.type() !== 'log' && m.type() !== 'info' && m.type() !== 'debug') problems.push(`${m.type()}: ${m.text()}`)
   })
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`))
+  page.on('pageerror', (e) => problems.push(`page error: ${(e as Error).message}`))
   page.on('request', (r) => requests.push(r.url()))
   await page.goto(url, { waitUntil: 'load' })
   await page.waitForSelector('body[data-rendered="true"]', { timeout: 10000 })
-  const png = await page.screenshot({ fullPage: true })
+  const png = Buffer.from(await page.screenshot({ fullPage: true }))
   const shot = pngColours(png)
   t.true(png.length > 20000, `${name}: screenshot only ${png.length} bytes`)
   t.true(shot.width >= 1200 && shot.height >= 850, `${name}: screenshot ${shot.width}x${shot.height}`)
   t.true(shot.colours > 50, `${name}: screenshot has ${shot.colours} colours`)
   writeFileSync(join(dir, `${name}.png`), png)
   const counts = await page.evaluate(() => ({ ...document.body.dataset }))
-  const sections = await page.$$eval('section h2', (hs) => hs.map((h) => h.textContent))
-  const cards = await page.$$eval('#summary .card', (cs) => cs.length)
+  const sections = await page.$$eval('section h2', (hs: Shown[]) => hs.map((h) => h.textContent))
+  const cards = await page.$$eval('#summary .card', (cs: unknown[]) => cs.length)
   const finish = () => {
     t.deepEqual(problems, [], `${name}: console`)
     t.deepEqual(requests, [url], `${name}: the page made requests`)
@@ -136,14 +192,14 @@ async function open(t, html, name) {
   return { page, counts, sections, cards, finish }
 }
 
-async function hoverText(page, x, y) {
+async function hoverText(page: Page, x: number, y: number): Promise<string> {
   await page.mouse.move(x, y)
   await page.waitForSelector('#tip:not([hidden])', { timeout: 2000 })
-  return page.$eval('#tip', (e) => e.textContent)
+  return page.$eval('#tip', (e: Shown) => e.textContent)
 }
 
 /** A device of its own: the shared one's heap also holds other tests' slabs. */
-async function ownGpu(t) {
+async function ownGpu(t: ExecutionContext) {
   const g = await Gpu.request()
   t.teardown(() => g.destroy())
   return g
@@ -152,7 +208,7 @@ async function ownGpu(t) {
 test.serial('heap snapshot of a real heap: pools table and segment map with every block', async (t) => {
   const g = await ownGpu(t)
   const heap = g.heap
-  const blocks = []
+  const blocks: DeviceBlock[] = []
   for (let i = 0; i < 60; i++) blocks.push(heap.malloc(4096 + ((i * 7919) % 97) * 3000))
   blocks.push(heap.malloc(3 << 20)) // a large-pool block
   for (let i = 0; i < 60; i += 4) blocks[i].free()
@@ -162,7 +218,7 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   const stream = g.createStream()
   stream.copy(pending, blocks[2], { size: 4096 })
   pending.free()
-  const snapshot = JSON.parse(JSON.stringify(heap.snapshot()))
+  const snapshot = JSON.parse(JSON.stringify(heap.snapshot())) as SnapshotSegment[]
   await stream.submit().wait()
   t.is(detectKind(snapshot), 'snapshot')
   const used = snapshot.flatMap((s) => s.blocks.filter((b) => b.state !== 'free'))
@@ -176,16 +232,16 @@ test.serial('heap snapshot of a real heap: pools table and segment map with ever
   t.is(Number(counts.segmentBlocks), used.length)
   t.deepEqual(sections, ['Memory by pool', `Segment map (${snapshot.length} segments)`])
   t.is(cards, 7)
-  const pools = await page.$$eval('section tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)))
+  const pools = await page.$$eval('section tbody tr', (rows: { cells: Iterable<Shown> }[]) => rows.map((r) => [...r.cells].map((c) => c.textContent)))
   t.deepEqual(pools.map((r) => r[0]).sort(), [...new Set(snapshot.map((s) => s.pool))].sort())
   // Small and large blocks share segments; a segment counts under the pool that created it.
-  const home = snapshot.find((s) => s.blocks.some((b) => b.blockId === pending.id)).pool
-  t.is(pools.find((r) => r[0] === home)[4], '3 MiB', 'pending-free bytes of the pending block segment')
+  const home = snapshot.find((s) => s.blocks.some((b) => b.blockId === pending.id))!.pool
+  t.is(pools.find((r) => r[0] === home)![4], '3 MiB', 'pending-free bytes of the pending block segment')
   for (const row of pools.filter((r) => r[0] !== home)) t.is(row[4], '0 B', row[0])
   finish()
 })
 
-function loadEmbeddingTable(heap) {
+function loadEmbeddingTable(heap: Heap) {
   return heap.malloc(900 << 10)
 }
 
@@ -193,33 +249,33 @@ test.serial('memory snapshot with stacks: hovering a block shows where it was al
   const heap = (await ownGpu(t)).heap
   heap.recordHistory()
   const block = loadEmbeddingTable(heap)
-  const doc = JSON.parse(JSON.stringify(heap.memorySnapshot()))
+  const doc = JSON.parse(JSON.stringify(heap.memorySnapshot())) as MemorySnapshot
   heap.recordHistory(false)
   block.free()
-  t.regex(doc.segments.flatMap((s) => s.blocks).find((b) => b.blockId === block.id).stack, /loadEmbeddingTable/)
+  t.regex(doc.segments.flatMap((s) => s.blocks).find((b) => b.blockId === block.id)!.stack!, /loadEmbeddingTable/)
   const { page, finish } = await open(t, renderHtml(doc), 'stacks')
   // The segment map is the last canvas; the one block fills most of its segment's row.
   const canvases = await page.$$('section canvas')
-  const box = await canvases.at(-1).boundingBox()
-  let text = null
+  const box = (await canvases.at(-1)!.boundingBox())!
+  let text: string | null = null
   // The block's place in its segment's row depends on the segment policy: sweep the rows.
   for (let y = box.y + 4; y < box.y + Math.min(box.height, 240) && text === null; y += 6) {
     for (let x = 0.02; x < 1 && text === null; x += 0.04) {
       await page.mouse.move(box.x + box.width * x, y)
-      const shown = await page.$eval('#tip', (e) => (e.hidden ? null : e.textContent))
+      const shown = await page.$eval('#tip', (e: Shown) => (e.hidden ? null : e.textContent))
       if (shown?.includes('allocated at')) text = shown
     }
   }
   t.truthy(text, 'no tooltip with a stack over the segment map')
   t.regex(text ?? '', /allocated at.*loadEmbeddingTable/s)
-  t.regex(text ?? '', /view\.test\.cjs/)
+  t.regex(text ?? '', /view\.test\.[jt]s/)
   finish()
 })
 
 test.serial('recorded history: one band per allocation; a click shows the blocks live at that step', async (t) => {
   const heap = (await ownGpu(t)).heap
   const rec = recordMemoryHistory(heap)
-  const live = []
+  const live: DeviceBlock[] = []
   let allocs = 0
   for (let i = 0; i < 300; i++) {
     const b = heap.malloc(1024 * (1 + ((i * 37) % 200)))
@@ -228,7 +284,7 @@ test.serial('recorded history: one band per allocation; a click shows the blocks
     allocs++
     if (i % 3 === 2) live.splice((i * 13) % live.length, 1)[0].free()
   }
-  const doc = JSON.parse(JSON.stringify(rec.snapshot()))
+  const doc = JSON.parse(JSON.stringify(rec.snapshot())) as MemoryHistorySnapshot
   rec.stop()
   for (const b of live) b.free()
   t.is(doc.history.filter((e) => e.action === 'alloc').length, allocs)
@@ -239,8 +295,8 @@ test.serial('recorded history: one band per allocation; a click shows the blocks
   t.true(Number(counts.segments) > 0)
 
   // Blocks live at a step, from the history itself.
-  const liveAt = (step) => {
-    const open = new Set()
+  const liveAt = (step: number) => {
+    const open = new Set<number | undefined>()
     let s = 0
     for (const e of doc.history) {
       if (e.action !== 'alloc' && e.action !== 'free') continue
@@ -252,13 +308,13 @@ test.serial('recorded history: one band per allocation; a click shows the blocks
     return open.size
   }
   t.is(Number(counts.segmentBlocks), liveAt(Number(counts.segmentStep)))
-  const box = await (await page.$('section canvas')).boundingBox()
+  const box = (await (await page.$('section canvas'))!.boundingBox())!
   await page.mouse.click(box.x + box.width * 0.3, box.y + box.height / 2)
-  await page.waitForFunction((s) => document.body.dataset.segmentStep !== s, {}, counts.segmentStep)
+  await page.waitForFunction((s: string | undefined) => document.body.dataset.segmentStep !== s, {}, counts.segmentStep)
   const after = await page.evaluate(() => ({ ...document.body.dataset }))
   t.is(Number(after.segmentBlocks), liveAt(Number(after.segmentStep)))
   t.regex(
-    await page.$eval('section:nth-of-type(2) h2', (h) => h.textContent),
+    await page.$eval('section:nth-of-type(2) h2', (h: Shown) => h.textContent),
     new RegExp(`^Segment map at step ${Number(after.segmentStep).toLocaleString('en-US')}`),
   )
   finish()
@@ -266,14 +322,16 @@ test.serial('recorded history: one band per allocation; a click shows the blocks
 
 test.serial('plan of a model graph: one rectangle per buffer; hover names id, size, offset and lifetime', async (t) => {
   const model = join(BENCH, 'models/ppocr-mobile-v2-cls.1x3x48x192.json')
-  const input = JSON.parse(readFileSync(model, 'utf8'))
+  const input = JSON.parse(readFileSync(model, 'utf8')) as object
   const plan = (await planMemory(input, { strategy: 'greedyBySize' })).toJSON()
+  // Sizes and steps are numbers here (decimal strings only past 2^53 - 1).
+  const records = plan.records as (PlannedRecord & { size: number; first: number; last: number })[]
   t.is(detectKind(plan), 'plan')
   const { page, counts, sections, finish } = await open(t, renderHtml(plan), 'plan')
   t.is(Number(counts.records), plan.records.length)
   t.deepEqual(sections, ['Offsets by step', 'Live bytes by step'])
-  const big = plan.records.reduce((a, b) => (b.size * (b.last - b.first + 1) > a.size * (a.last - a.first + 1) ? b : a))
-  const at = await page.evaluate((id) => window.wgallocView.pointOf(id), big.id)
+  const big = records.reduce((a, b) => (b.size * (b.last - b.first + 1) > a.size * (a.last - a.first + 1) ? b : a))
+  const at = await page.evaluate((id: string) => window.wgallocView.pointOf(id), big.id)
   const text = await hoverText(page, at.x, at.y)
   t.true(text.startsWith(big.id), text)
   t.true(text.includes(`${big.size.toLocaleString('en-US')} B`), text)
@@ -294,7 +352,7 @@ test.serial('profiler trace of a real run: a track per stream, every slice and c
   exe.release()
   const file = join(dir, 'profile.trace.json')
   await g.profiler.exportTrace(file)
-  const trace = readJsonFile(file)
+  const trace = readJsonFile(file) as { traceEvents: ProfileEvent[] }
   t.is(detectKind(trace), 'profile')
   const ev = trace.traceEvents
   const slices = ev.filter((e) => e.ph === 'X')
@@ -304,22 +362,22 @@ test.serial('profiler trace of a real run: a track per stream, every slice and c
   t.is(Number(counts.counters), new Set(ev.filter((e) => e.ph === 'C').map((e) => e.name)).size)
   t.is(Number(counts.counterSamples), ev.filter((e) => e.ph === 'C').length)
   t.deepEqual(sections, ['Timeline', 'Slices by name'])
-  const names = await page.$$eval('section:nth-of-type(2) tbody tr td:first-child', (tds) => tds.map((d) => d.textContent))
+  const names = await page.$$eval('section:nth-of-type(2) tbody tr td:first-child', (tds: Shown[]) => tds.map((d) => d.textContent))
   for (const op of ['ln1', 'q_proj', 'softmax']) t.true(names.includes(op), `${op} missing from ${names}`)
   // Zooming in on the left quarter draws fewer slices; a double-click restores all.
-  const box = await (await page.$('section canvas')).boundingBox()
+  const box = (await (await page.$('section canvas'))!.boundingBox())!
   await page.mouse.move(box.x + 180 + (box.width - 194) * 0.05, box.y + 40)
   for (let i = 0; i < 4; i++) await page.mouse.wheel({ deltaY: -400 })
-  await page.waitForFunction((n) => Number(document.body.dataset.slices) < n, {}, slices.length)
+  await page.waitForFunction((n: number) => Number(document.body.dataset.slices) < n, {}, slices.length)
   await page.mouse.click(box.x + box.width / 2, box.y + 40, { clickCount: 2 })
-  await page.waitForFunction((n) => Number(document.body.dataset.slices) === n, {}, slices.length)
+  await page.waitForFunction((n: number) => Number(document.body.dataset.slices) === n, {}, slices.length)
   finish()
 })
 
 test.serial('CLI: `wgalloc view` replays an alloc/free trace through the device heap; `replay --snapshot` saves one', async (t) => {
   const mix = join(BENCH, 'traces/ppocr-mobile-v2-cls.mix.trace.json')
   const trace = mix
-  const allocs = readJsonFile(trace).events.filter((e) => e.op === 'alloc').length
+  const allocs = (readJsonFile(trace) as Trace).events.filter((e) => e.op === 'alloc').length
   const r = await cli(['view', trace, '-o', 'replayed.html'])
   t.is(r.code, 0, r.stderr)
   t.regex(r.stdout, /wrote replayed\.html \(memory history/)
@@ -330,7 +388,7 @@ test.serial('CLI: `wgalloc view` replays an alloc/free trace through the device 
 
   const saved = await cli(['replay', trace, '--snapshot', 'snap.json'])
   t.is(saved.code, 0, saved.stderr)
-  const snap = readJsonFile(join(dir, 'snap.json'))
+  const snap = readJsonFile(join(dir, 'snap.json')) as MemorySnapshot
   t.is(detectKind(snap), 'snapshot')
   t.is(snap.history.filter((e) => e.action === 'alloc').length, allocs)
 })
@@ -373,6 +431,6 @@ test.serial('page text is escaped: ids cannot inject markup', async (t) => {
   const { page, counts, finish } = await open(t, renderHtml(plan, { title: '<b>title</b>' }), 'escaped')
   t.is(Number(counts.records), 2)
   t.is(await page.title(), '<b>title</b>')
-  t.is(await page.$$eval('img', (i) => i.length), 0)
+  t.is(await page.$$eval('img', (i: unknown[]) => i.length), 0)
   finish()
 })
