@@ -1,4 +1,3 @@
-'use strict'
 // Model-based fuzzing of the device heap, the host staging cache and streams
 // (fast-check commands). The model knows what every block must hold, which calls must
 // succeed and which must fail with which code: writes, reads, copies recorded on
@@ -6,27 +5,95 @@
 // after free, frees and copies across devices, shapes, watermarks, private host pools.
 // After every command the heap's active blocks and bytes are exactly the model's;
 // after every sequence everything is read back, freed, and usage is back to baseline.
-const { shadow, pattern, put, copy, snapshot, mismatch } = require('./shadow.cjs')
-const { describe, settle, note, fault, problem } = require('./outcome.cjs')
-const { openWorld, restore } = require('./world.cjs')
-const KNOWN = require('./known.cjs')
+import type { Arbitrary, AsyncCommand } from 'fast-check'
+import type { DeviceBlock, Gpu, HeapStats, HostBlock, HostDirection, HostStats, Stream, WgallocErrorCode } from 'wgalloc'
+import { KNOWN } from './known.js'
+import { type Counts, describe, fault, type Harness, note, problem, settle } from './outcome.js'
+import { copy, type Mem, mismatch, pattern, put, shadow, snapshot } from './shadow.js'
+import type { Trace } from './trace.js'
+import { type DeviceKey, openWorld, restore, type World } from './world.js'
+
+// ---- the model ------------------------------------------------------------------------
+/** A live or freed device block and what it must hold. */
+interface BlockEntry {
+  b: DeviceBlock
+  dev: number
+  req: number
+  size: number
+  seg: number
+  mem: Mem
+}
+/** A host staging block and what it must hold. */
+interface HostEntry {
+  h: HostBlock
+  dev: number
+  dir: HostDirection
+  req: number
+  size: number
+  mapped: boolean
+  mem: Mem
+  streams: Set<StreamEntry>
+}
+/** A recorded transfer, applied to the model when its stream is submitted. */
+type PendingOp =
+  | { kind: 'copy'; src: BlockEntry; dst: BlockEntry; sOff: number; dOff: number; len: number }
+  | { kind: 'upload'; dst: BlockEntry; dOff: number; bytes: Mem }
+  | { kind: 'download'; src: BlockEntry; dst: HostEntry; sOff: number; dOff: number; len: number }
+interface StreamEntry {
+  s: Stream
+  pending: PendingOp[]
+}
+interface DeviceModel {
+  gpu: Gpu
+  blocks: number
+  bytes: number
+  streams: StreamEntry[]
+  pools: { capturing: number[]; use: Map<number, number> }
+  watermarksChanged: boolean
+}
+/** The model of one sequence. */
+interface State {
+  world: World
+  counts: Counts
+  trace: Trace
+  devs: DeviceModel[]
+  blocks: BlockEntry[]
+  freed: BlockEntry[]
+  hosts: HostEntry[]
+  hostsFreed: HostEntry[]
+}
+/** The real system is the devices the model holds: fast-check's `real` is empty. */
+type Real = Record<string, never>
+/** A block's requested and allocated bytes: what the validity rules read. */
+interface Extent {
+  req: number
+  size: number
+}
+/** A call's result or what it threw. */
+type Result<T> = { ok: true; value: T } | { ok: false; error: unknown }
 
 const HANG_MS = 20_000
-const pad4 = (n) => Math.ceil(n / 4) * 4
-const pick = (list, i) => list[i % list.length]
+const pad4 = (n: number): number => Math.ceil(n / 4) * 4
+const pick = <T>(list: readonly T[], i: number): T => list[i % list.length]
+/** The `code` of what a call threw (undefined when it has none). */
+const codeOf = (err: unknown): unknown => (typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined)
 
 // ---- validity rules, from the README's data-movement rule ------------------------
-const validWrite = (req, off, len) => len >= 1 && off % 4 === 0 && off + len <= req && (len % 4 === 0 || off + len === req)
-const validRead = (req, off, len) => len >= 1 && off + len <= req
-const validCopy = (src, dst, sOff, dOff, len) =>
+export const validWrite = (req: number, off: number, len: number): boolean =>
+  len >= 1 && off % 4 === 0 && off + len <= req && (len % 4 === 0 || off + len === req)
+const validRead = (req: number, off: number, len: number): boolean => len >= 1 && off + len <= req
+export const validCopy = (src: Extent, dst: Extent, sOff: number, dOff: number, len: number): boolean =>
   validWrite(dst.req, dOff, len) &&
   sOff % 4 === 0 &&
   sOff + len <= src.req &&
   sOff + pad4(len) <= src.size &&
   !(src === dst && sOff < dOff + pad4(len) && dOff < sOff + pad4(len))
 
+type OffsetKind = 'zero' | 'aligned' | 'unaligned' | 'end' | 'beyond' | 'huge'
+type LengthKind = 'rest' | 'words' | 'some' | 'three' | 'zero' | 'tooLong'
+
 /** An offset of kind `k` in a range of `n` bytes (`f` in [0, 1) places it). */
-function offsetOf(k, f, n) {
+function offsetOf(k: OffsetKind, f: number, n: number): number {
   const aligned = Math.floor((f * n) / 4) * 4
   switch (k) {
     case 'zero':
@@ -44,7 +111,7 @@ function offsetOf(k, f, n) {
   }
 }
 /** A length of kind `k` from `off` in a range of `n` bytes. */
-function lengthOf(k, f, off, n) {
+function lengthOf(k: LengthKind, f: number, off: number, n: number): number {
   const rest = Math.max(0, n - off)
   switch (k) {
     case 'rest':
@@ -63,7 +130,7 @@ function lengthOf(k, f, off, n) {
 }
 
 /** A copy length: mostly one that fits both ranges ('fit'), else any length kind. */
-function copyLength(l, sOff, srcReq, dOff, dstReq) {
+function copyLength(l: { k: LengthKind | 'fit'; f: number }, sOff: number, srcReq: number, dOff: number, dstReq: number): number {
   if (l.k !== 'fit') return lengthOf(l.k, l.f, sOff, srcReq)
   const room = Math.min(srcReq - sOff, dstReq - dOff)
   if (room <= 0) return 4
@@ -72,15 +139,15 @@ function copyLength(l, sOff, srcReq, dOff, dstReq) {
 }
 
 // ---- outcomes ---------------------------------------------------------------------
-function attempt(fn) {
+function attempt<T>(fn: () => T): Result<T> {
   try {
     return { ok: true, value: fn() }
   } catch (error) {
     return { ok: false, error }
   }
 }
-async function attemptAsync(fn) {
-  let p
+async function attemptAsync<T>(fn: () => T): Promise<Result<Awaited<T>>> {
+  let p: T
   try {
     p = fn()
   } catch (error) {
@@ -90,25 +157,25 @@ async function attemptAsync(fn) {
   if (s.hang) throw new Error(`did not settle within ${HANG_MS} ms`)
   return 'error' in s ? { ok: false, error: s.error } : { ok: true, value: s.value }
 }
-function ok(S, r, what) {
+function ok<T>(S: State, r: Result<T>, what: string): T {
   if (!r.ok) {
     note(S.counts, r.error)
     throw new Error(`${what} failed: ${describe(r.error)}`)
   }
   return r.value
 }
-function fails(S, r, code, what) {
+function fails(S: State, r: Result<unknown>, code: WgallocErrorCode, what: string): undefined {
   if (r.ok) throw new Error(`${what} succeeded; expected ${code}`)
   const kind = note(S.counts, r.error)
-  if (kind !== 'typed' || r.error.code !== code) throw new Error(`${what}: expected ${code}, got ${describe(r.error)}`)
+  if (kind !== 'typed' || codeOf(r.error) !== code) throw new Error(`${what}: expected ${code}, got ${describe(r.error)}`)
 }
 /** The call must succeed iff `valid`; otherwise fail with `code`. */
-function judged(S, r, valid, code, what) {
+function judged<T>(S: State, r: Result<T>, valid: boolean, code: WgallocErrorCode, what: string): T | undefined {
   S.counts.badInputs += valid ? 0 : 1
   return valid ? ok(S, r, what) : fails(S, r, code, what)
 }
 
-function checkStats(_S, dev, what) {
+function checkStats(_S: State, dev: DeviceModel, what: string): void {
   const st = dev.gpu.heap.stats()
   if (st.activeBlocks.current !== dev.blocks || st.allocatedBytes.current !== dev.bytes) {
     throw new Error(`${what}: heap says ${st.activeBlocks.current} active blocks / ${st.allocatedBytes.current} bytes, the model ${dev.blocks} / ${dev.bytes}`)
@@ -116,11 +183,11 @@ function checkStats(_S, dev, what) {
   if (st.reservedBytes.current < st.allocatedBytes.current)
     throw new Error(`${what}: reserved ${st.reservedBytes.current} < allocated ${st.allocatedBytes.current}`)
 }
-function checkPending(st, what) {
+function checkPending(st: StreamEntry, what: string): void {
   const n = st.s.pendingCommands
   if (n !== st.pending.length) throw new Error(`${what}: stream reports ${n} pending commands, the model ${st.pending.length}`)
 }
-function compare(S, mem, off, got, what) {
+function compare(S: State, mem: Mem, off: number, got: Uint8Array, what: string): void {
   S.counts.reads++
   const at = mismatch(mem, off, got)
   if (at >= 0) {
@@ -130,19 +197,19 @@ function compare(S, mem, off, got, what) {
 }
 
 // ---- submission: the model applies a stream's recorded copies when it is submitted ---
-function sameSegment(op) {
+function sameSegment(op: PendingOp): boolean {
   return op.kind === 'copy' && op.src.dev === op.dst.dev && op.src.seg === op.dst.seg
 }
-function apply(op) {
+function apply(op: PendingOp): void {
   if (op.kind === 'copy') copy(op.dst.mem, op.dOff, op.src.mem, op.sOff, op.len)
   else if (op.kind === 'upload') {
     op.dst.mem.data.set(op.bytes.data, op.dOff)
     op.dst.mem.known.set(op.bytes.known, op.dOff)
   } else copy(op.dst.mem, op.dOff, op.src.mem, op.sOff, op.len) // download into a host block
 }
-async function submit(S, st, how) {
+async function submit(S: State, st: StreamEntry, how: 'submit' | 'sync'): Promise<void> {
   const doomed = KNOWN.sameSegmentCopy && st.pending.some(sameSegment)
-  const r = how === 'sync' ? await attemptAsync(() => st.s.synchronize()) : attempt(() => st.s.submit())
+  const r: Result<unknown> = how === 'sync' ? await attemptAsync(() => st.s.synchronize()) : attempt(() => st.s.submit())
   if (doomed) {
     fails(S, r, 'GPU_VALIDATION', `${how} of a stream holding a copy within one segment (known defect)`)
     fault(S.counts, 'known defect: copy within one segment')
@@ -155,42 +222,45 @@ async function submit(S, st, how) {
 }
 
 // ---- commands -----------------------------------------------------------------------
-const pos = (fc) =>
+type FastCheck = Harness['fc']
+const pos = (fc: FastCheck) =>
   fc.record({
     k: fc.constantFrom('zero', 'zero', 'aligned', 'aligned', 'aligned', 'aligned', 'unaligned', 'end', 'beyond', 'huge'),
     f: fc.nat(999).map((x) => x / 1000),
   })
-const copyLen = (fc) =>
+const copyLen = (fc: FastCheck) =>
   fc.oneof({ weight: 4, arbitrary: fc.record({ k: fc.constant('fit'), f: fc.nat(999).map((x) => x / 1000) }) }, { weight: 2, arbitrary: len(fc) })
-const len = (fc) => fc.record({ k: fc.constantFrom('rest', 'rest', 'words', 'words', 'some', 'three', 'zero', 'tooLong'), f: fc.nat(999).map((x) => x / 1000) })
+const len = (fc: FastCheck) =>
+  fc.record({ k: fc.constantFrom('rest', 'rest', 'words', 'words', 'some', 'three', 'zero', 'tooLong'), f: fc.nat(999).map((x) => x / 1000) })
 const SIZES = [1, 3, 4, 12, 100, 255, 256, 257, 4096, 65536, (1 << 20) - 4, 1 << 20, (1 << 20) + 4, 2 << 20, 3 << 20, (10 << 20) + 12]
 
-class Command {
-  constructor(name, p, check, body) {
-    this.name = name
-    this.p = p
-    this.checkFn = check
-    this.body = body
-  }
-  check(S) {
+class Command<P> implements AsyncCommand<State, Real> {
+  constructor(
+    readonly name: string,
+    readonly p: P,
+    readonly checkFn: (S: Readonly<State>) => boolean,
+    readonly body: (S: State, p: P) => void | Promise<void>,
+  ) {}
+  check(S: Readonly<State>): boolean {
     return this.checkFn(S)
   }
-  async run(S) {
+  async run(S: State): Promise<void> {
     S.counts.operations++
     S.trace.line(this.toString())
     await this.body(S, this.p)
   }
-  toString() {
+  toString(): string {
     return `${this.name}(${JSON.stringify(this.p)})`
   }
 }
 
-function commands(fc) {
-  const c = (name, arb, check, body) => arb.map((p) => new Command(name, p, check, body))
+export function commands(fc: FastCheck): Arbitrary<AsyncCommand<State, Real>>[] {
+  const c = <P>(name: string, arb: Arbitrary<P>, check: (S: Readonly<State>) => boolean, body: (S: State, p: P) => void | Promise<void>) =>
+    arb.map((p): AsyncCommand<State, Real> => new Command(name, p, check, body))
   const any = () => true
-  const hasBlocks = (S) => S.blocks.length > 0
-  const hasFreed = (S) => S.freed.length > 0
-  const hasHosts = (S) => S.hosts.length > 0
+  const hasBlocks = (S: Readonly<State>) => S.blocks.length > 0
+  const hasFreed = (S: Readonly<State>) => S.freed.length > 0
+  const hasHosts = (S: Readonly<State>) => S.hosts.length > 0
   const i = fc.nat(999)
 
   return [
@@ -210,7 +280,7 @@ function commands(fc) {
         const dev = S.devs[p.dev]
         const options = p.usage || p.shape ? { usage: p.usage, shape: p.shape ?? undefined } : undefined
         const r = attempt(() => dev.gpu.heap.malloc(p.size, options))
-        if (!r.ok && r.error.code === 'OUT_OF_MEMORY') {
+        if (!r.ok && codeOf(r.error) === 'OUT_OF_MEMORY') {
           note(S.counts, r.error)
           fault(S.counts, 'out of memory')
           if (dev.bytes + p.size < 64 << 20 && !dev.watermarksChanged) throw new Error(`malloc(${p.size}) ran out of memory with ${dev.bytes} bytes live`)
@@ -225,7 +295,7 @@ function commands(fc) {
         const shared = p.usage === 'shared' && dev.gpu.info.features.includes('MAPPABLE_PRIMARY_BUFFERS')
         if (b.isShared !== shared || !b.pool.startsWith(shared ? 'shared' : 'device')) throw new Error(`malloc(${p.size}, ${p.usage}) came from pool ${b.pool}`)
         if (JSON.stringify(b.shape) !== JSON.stringify(p.shape ?? null)) throw new Error(`shape ${JSON.stringify(b.shape)} != ${JSON.stringify(p.shape)}`)
-        const e = { b, dev: p.dev, req: p.size, size: b.size, seg: info.segmentId, mem: shadow(p.size) }
+        const e: BlockEntry = { b, dev: p.dev, req: p.size, size: b.size, seg: info.segmentId, mem: shadow(p.size) }
         S.blocks.push(e)
         if (p.fill !== null) {
           const data = pattern(Math.min(p.size, 1 << 20), p.fill)
@@ -263,8 +333,8 @@ function commands(fc) {
       const valid = validRead(e.req, off, n) && (p.via === 'read' || off % 4 === 0)
       const got = judged(S, r, valid, 'INVALID_ARGUMENT', `${p.via}(${n} bytes at ${off} of ${e.req})`)
       if (valid) {
-        if (got.length !== n) throw new Error(`${p.via} returned ${got.length} bytes, asked ${n}`)
-        compare(S, e.mem, off, got, `${p.via} at ${off}`)
+        if (got!.length !== n) throw new Error(`${p.via} returned ${got!.length} bytes, asked ${n}`)
+        compare(S, e.mem, off, got!, `${p.via} at ${off}`)
       }
     }),
 
@@ -299,7 +369,7 @@ function commands(fc) {
           const event = judged(S, r, valid, 'INVALID_ARGUMENT', `copyFrom(${src.req} -> ${dst.req})`)
           if (valid) {
             copy(dst.mem, 0, src.mem, 0, n)
-            if (p.sOff.f < 0.5) ok(S, await attemptAsync(() => event.wait()), 'copyFrom event wait')
+            if (p.sOff.f < 0.5) ok(S, await attemptAsync(() => event!.wait()), 'copyFrom event wait')
           }
           return
         }
@@ -344,7 +414,7 @@ function commands(fc) {
       if (p.via === 'dispose')
         ok(
           S,
-          attempt(() => e.b[Symbol.dispose ?? Symbol.for('nodejs.dispose')]()),
+          attempt(() => e.b[Symbol.dispose]()),
           'dispose of a freed block (a no-op)',
         )
       else
@@ -418,7 +488,7 @@ function commands(fc) {
             }
           },
         }
-        fails(S, await attemptAsync(calls[p.op]), 'USE_AFTER_FREE', `${p.op} on a freed block`)
+        fails(S, await attemptAsync<unknown>(calls[p.op]), 'USE_AFTER_FREE', `${p.op} on a freed block`)
         fault(S.counts, 'use after free')
         checkPending(st, 'use after free')
         checkStats(S, dev, 'use after free')
@@ -476,7 +546,7 @@ function commands(fc) {
           },
           recordStream: () => a.b.recordStream(d1.streams[0].s),
         }
-        fails(S, await attemptAsync(calls[p.op]), 'INVALID_ARGUMENT', `${p.op} across devices`)
+        fails(S, await attemptAsync<unknown>(calls[p.op]), 'INVALID_ARGUMENT', `${p.op} across devices`)
         fault(S.counts, 'cross-device use')
         if (a.b.freed) throw new Error('a refused cross-device call freed the block')
         for (const st of [...d0.streams, ...d1.streams]) checkPending(st, 'cross-device call')
@@ -533,9 +603,10 @@ function commands(fc) {
         const r = attempt(() => h[`set${p.which}WatermarkRatio`](p.v))
         if (!(p.v >= 0 && p.v <= 2)) judged(S, r, false, 'INVALID_ARGUMENT', `set${p.which}WatermarkRatio(${p.v})`)
         else if (!r.ok) note(S.counts, r.error) // e.g. low above high: refused, typed
-        if (!r.ok && r.error.code !== 'INVALID_ARGUMENT') throw new Error(`set${p.which}WatermarkRatio: ${describe(r.error)}`)
+        if (!r.ok && codeOf(r.error) !== 'INVALID_ARGUMENT') throw new Error(`set${p.which}WatermarkRatio: ${describe(r.error)}`)
         const now = [h.highWatermarkRatio, h.lowWatermarkRatio]
-        if (r.ok && h[`${p.which.toLowerCase()}WatermarkRatio`] !== p.v) throw new Error(`set${p.which}WatermarkRatio(${p.v}) left it at ${now}`)
+        if (r.ok && (p.which === 'High' ? h.highWatermarkRatio : h.lowWatermarkRatio) !== p.v)
+          throw new Error(`set${p.which}WatermarkRatio(${p.v}) left it at ${now}`)
         if (!r.ok && (now[0] !== before[0] || now[1] !== before[1]))
           throw new Error(`a refused set${p.which}WatermarkRatio changed the ratios ${before} -> ${now}`)
         if (r.ok) S.devs[p.dev].watermarksChanged = true
@@ -628,7 +699,7 @@ function commands(fc) {
         'INVALID_ARGUMENT',
         `host read(${n} at ${off} of ${e.req}, ${e.dir}, mapped ${e.mapped})`,
       )
-      if (valid) compare(S, e.mem, off, got, 'host read')
+      if (valid) compare(S, e.mem, off, got!, 'host read')
     }),
 
     c(
@@ -648,7 +719,8 @@ function commands(fc) {
         const dOff = offsetOf(p.dOff.k, p.dOff.f, dst.req)
         const n = p.len ? copyLength(p.len, sOff, src.req, dOff, dst.req) : Math.max(0, Math.min(src.req - sOff, dst.req - dOff))
         const options = p.len ? { srcOffset: sOff, dstOffset: dOff, size: n } : { srcOffset: sOff, dstOffset: dOff }
-        const r = attempt(() => st.s.copy(src === e ? e.h : d.b, dst === e ? e.h : d.b, options))
+        // src is the host block exactly when it uploads (the two overloads of copy).
+        const r = attempt(() => (up ? st.s.copy(e.h, d.b, options) : st.s.copy(d.b, e.h, options)))
         const valid = validCopy(src, dst, sOff, dOff, n)
         judged(S, r, valid, 'INVALID_ARGUMENT', `host copy ${up ? 'up' : 'down'} (${n} bytes ${sOff} of ${src.req} -> ${dOff} of ${dst.req})`)
         if (valid) {
@@ -731,10 +803,12 @@ function commands(fc) {
           unmap: () => e.h.unmap(),
           bytes: () => e.h.bytes,
           recordStream: () => e.h.recordStream(dev.streams[0].s),
-          copy: () => (target ? dev.streams[0].s.copy(e.dir === 'upload' ? e.h : target.b, e.dir === 'upload' ? target.b : e.h, { size: 4 }) : e.h.unmap()),
+          // The upload block is the source, the download block the destination (the two overloads of copy).
+          copy: () =>
+            target ? (e.dir === 'upload' ? dev.streams[0].s.copy(e.h, target.b, { size: 4 }) : dev.streams[0].s.copy(target.b, e.h, { size: 4 })) : e.h.unmap(),
         }
         const code = p.op === 'free' || p.op === 'hostFree' ? 'DOUBLE_FREE' : 'USE_AFTER_FREE'
-        fails(S, await attemptAsync(calls[p.op]), code, `${p.op} on a freed host block`)
+        fails(S, await attemptAsync<unknown>(calls[p.op]), code, `${p.op} on a freed host block`)
         fault(S.counts, code === 'DOUBLE_FREE' ? 'double free' : 'use after free')
         checkPending(dev.streams[0], 'host misuse')
       },
@@ -812,8 +886,8 @@ const NAMES = [
 ]
 
 // ---- one sequence ---------------------------------------------------------------------
-function start(world, counts, trace) {
-  const devs = [world.gpu, world.gpu2].map((gpu, k) => {
+function start(world: World, counts: Counts, trace: Trace): State {
+  const devs = [world.gpu, world.gpu2].map((gpu, k): DeviceModel => {
     const base = world.baseline[k === 0 ? 'gpu' : 'gpu2']
     return { gpu, blocks: base.blocks, bytes: base.bytes, streams: [], pools: { capturing: [], use: new Map() }, watermarksChanged: false }
   })
@@ -823,7 +897,7 @@ function start(world, counts, trace) {
 }
 
 /** Submits what is left, reads every live block back, frees everything, checks usage. */
-async function finish(S, defaults) {
+async function finish(S: State, defaults: ((gpu: Gpu) => void)[]): Promise<void> {
   for (const dev of S.devs) for (const st of dev.streams) await submit(S, st, 'sync')
   for (const e of S.blocks) {
     const n = Math.min(e.req, 1 << 20)
@@ -859,13 +933,14 @@ async function finish(S, defaults) {
     S.devs[e.dev].blocks--
     S.devs[e.dev].bytes -= e.size
   }
-  const problems = []
+  const problems: string[] = []
   for (const [k, dev] of S.devs.entries()) {
     for (const st of dev.streams) await st.s.synchronize()
     const base = S.world.baseline[k === 0 ? 'gpu' : 'gpu2']
     const { gpu } = dev
     defaults[k](gpu)
-    let h, s
+    let h!: HeapStats
+    let s!: HostStats
     for (let t = 0; t < 200; t++) {
       gpu.heap.freeInactiveBuffers()
       gpu.host.processEvents()
@@ -890,14 +965,14 @@ async function finish(S, defaults) {
   if (problems.length) throw new Error(problems.join('; '))
 }
 
-async function run({ fc, check, counts, trace }) {
+export async function run({ fc, check, counts, trace }: Harness): Promise<void> {
   const world = await openWorld()
-  const restoreDefaults = (w, key) => (gpu) => restore(gpu, w[key + 'Defaults'])
+  const restoreDefaults = (w: World, key: DeviceKey) => (gpu: Gpu) => restore(gpu, w[`${key}Defaults`])
   let n = 0
   // Weights: allocation, data movement and submission carry the state the others probe.
   const all = commands(fc)
-  const weight = { malloc: 4, write: 3, read: 3, copy: 4, submit: 2, hostAlloc: 2, hostCopy: 3, hostMap: 2 }
-  const weighted = all.flatMap((arb, k) => Array(weight[NAMES[k]] ?? 1).fill(arb))
+  const weight: Record<string, number> = { malloc: 4, write: 3, read: 3, copy: 4, submit: 2, hostAlloc: 2, hostCopy: 3, hostMap: 2 }
+  const weighted = all.flatMap((arb, k) => Array<typeof arb>(weight[NAMES[k]] ?? 1).fill(arb))
   const property = fc.asyncProperty(fc.commands(weighted, { maxCommands: 80, size: 'max' }), async (cmds) => {
     counts.runs++
     trace.reset(`heap run ${++n}`)
@@ -906,7 +981,7 @@ async function run({ fc, check, counts, trace }) {
       await fc.asyncModelRun(() => ({ model: S, real: {} }), cmds)
       await finish(S, [restoreDefaults(world, 'gpu'), restoreDefaults(world, 'gpu2')])
     } catch (err) {
-      if (/corrupt|expected \d+$/.test(err.message)) problem(counts, err.message)
+      if (err instanceof Error && /corrupt|expected \d+$/.test(err.message)) problem(counts, err.message)
       // Leave the devices clean for the next run (and the shrinker's replays).
       for (const e of S.blocks)
         try {
@@ -921,11 +996,9 @@ async function run({ fc, check, counts, trace }) {
           try {
             await st.s.synchronize()
           } catch {}
-      for (const k of ['gpu', 'gpu2']) restoreDefaults(world, k)(world[k])
+      for (const k of ['gpu', 'gpu2'] as const) restoreDefaults(world, k)(world[k])
       throw err
     }
   })
   await check('heap / host / stream model', property, 60)
 }
-
-module.exports = { run, commands, validWrite, validCopy }

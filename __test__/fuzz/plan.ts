@@ -1,33 +1,47 @@
-'use strict'
 // planMemory fuzzing: random records (checked against an independent JS checker:
 // alignment, disjointness of live records, slab and lower bound, exact integers),
 // the same records mutated into malformed ones (every refusal typed; anything accepted
 // must still be a correct plan of what was given), random and malformed graphs and CSV,
 // hostile options, aborts mid-search. Pure CPU: no device.
-const { planMemory, STRATEGIES } = require('../..')
-const { recipe, build, show, Hostile } = require('./values.cjs')
-const { describe, settle, note, fault, problem } = require('./outcome.cjs')
+import { type MemoryPlan, planMemory, STRATEGIES, WgallocError } from 'wgalloc'
+import { type Counts, describe, fault, type Harness, note, type Outcome, problem, settle } from './outcome.js'
+import { type BuildContext, build, Hostile, type Recipe, recipe, show } from './values.js'
 
 const HANG_MS = 30_000
 const ALIGNMENTS = [1, 2, 4, 8, 64, 256, 4096]
 const SIZES = [1, 2, 3, 4, 31, 32, 100, 1000, 4096, 65536, 1 << 20, 2 ** 40, 2 ** 52, 2 ** 53 - 1, 2 ** 53, 2 ** 60, 2 ** 63]
 
-const record = (fc) =>
+type FastCheck = Harness['fc']
+/** A usage record as the checks read it: integers as numbers, or BigInts past 2^53 - 1 (`asInts`). */
+export type Rec = {
+  id: string
+  size: number | bigint
+  first: number | bigint
+  last: number | bigint
+  alignment?: number | null
+}
+/** A value JSON.parse returns. */
+type Json = null | boolean | number | string | Json[] | JsonObject
+type JsonObject = { [key: string]: Json }
+/** A record as a mutation sees it: any fields, of any value. */
+type Loose = Record<string, unknown>
+
+const record = (fc: FastCheck) =>
   fc.record({
     size: fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 5000 }) }, { weight: 1, arbitrary: fc.constantFrom(...SIZES) }),
     first: fc.nat(30),
     span: fc.nat(12),
     alignment: fc.option(fc.constantFrom(...ALIGNMENTS), { freq: 5 }),
   })
-const records = (fc) =>
+const records = (fc: FastCheck) =>
   fc.array(record(fc), { maxLength: 40 }).map((rs) =>
     rs.map((r, i) => {
-      const out = { id: `r${i}`, size: r.size, first: r.first, last: r.first + r.span }
+      const out: Rec = { id: `r${i}`, size: r.size, first: r.first, last: r.first + r.span }
       if (r.alignment !== null) out.alignment = r.alignment
       return out
     }),
   )
-const options = (fc) =>
+const options = (fc: FastCheck) =>
   fc.record(
     {
       strategy: fc.constantFrom(...STRATEGIES),
@@ -42,12 +56,12 @@ const options = (fc) =>
  * alignment, disjointness of records live at once, slab size, lower bound. Returns
  * what is wrong, or null.
  */
-function checkPlan(plan, rs, alignment = 1) {
+export function checkPlan(plan: MemoryPlan, rs: readonly Rec[], alignment = 1): string | null {
   const offsets = plan.offsets
   if (offsets.length !== rs.length) return `${offsets.length} offsets for ${rs.length} records`
-  const big = (v) => BigInt(v)
+  const big = (v: number | bigint) => BigInt(v)
   let end = 0n
-  const ends = []
+  const ends: bigint[] = []
   for (const [k, r] of rs.entries()) {
     const o = offsets[k]
     if (!Number.isSafeInteger(o) || o < 0) return `offset ${o} of ${r.id} is not an exact non-negative integer`
@@ -80,36 +94,39 @@ function checkPlan(plan, rs, alignment = 1) {
 }
 
 /** A non-negative integer as the planner reads it: a JSON integer, or a decimal string below 2^64 (exact). */
-const exactInt = (v) => (Number.isInteger(v) && v >= 0) || (typeof v === 'string' && /^\d+$/.test(v) && BigInt(v) < 2n ** 64n)
+const exactInt = (v: unknown): boolean =>
+  (typeof v === 'number' && Number.isInteger(v) && v >= 0) || (typeof v === 'string' && /^\d+$/.test(v) && BigInt(v) < 2n ** 64n)
 /** Decimal-string integers as numbers (BigInt past 2^53 - 1), so the checks compare them as integers. */
-const asInts = (rs) =>
-  rs.map((r) =>
-    Object.fromEntries(
-      Object.entries(r).map(([k, v]) => [
-        k,
-        typeof v === 'string' && k !== 'id' && /^\d+$/.test(v) ? (BigInt(v) <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : BigInt(v)) : v,
-      ]),
-    ),
+const asInts = (rs: readonly JsonObject[]): Rec[] =>
+  rs.map(
+    (r) =>
+      // `invalid()` accepted these records: id a string, size, first and last exact integers.
+      Object.fromEntries(
+        Object.entries(r).map(([k, v]) => [
+          k,
+          typeof v === 'string' && k !== 'id' && /^\d+$/.test(v) ? (BigInt(v) <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : BigInt(v)) : v,
+        ]),
+      ) as Rec,
   )
 
 /** Why `rs` (as JSON sees them) is not a valid record list, or null. */
-function invalid(rs) {
+function invalid(rs: Json): string | null {
   if (!Array.isArray(rs)) return 'not an array'
-  const ids = new Set()
+  const ids = new Set<string>()
   for (const r of rs) {
     if (r === null || typeof r !== 'object' || Array.isArray(r)) return 'a record is not an object'
     if (typeof r.id !== 'string') return 'id is not a string'
     if (ids.has(r.id)) return 'duplicate id'
     ids.add(r.id)
     for (const k of ['size', 'first', 'last']) if (!exactInt(r[k])) return `${k} is not a non-negative integer`
-    if (BigInt(r.first) > BigInt(r.last)) return 'first > last'
+    if (BigInt(r.first as number | string) > BigInt(r.last as number | string)) return 'first > last' // exact integers (checked just above)
     if (r.alignment != null && !exactInt(r.alignment)) return 'alignment is not a non-negative integer'
   }
   return null
 }
 
-const MUTATIONS = ['setField', 'deleteField', 'duplicateId', 'swapLifetime', 'notObject', 'wrapRecords', 'asText', 'truncateText', 'extraField']
-const mutation = (fc) =>
+const MUTATIONS = ['setField', 'deleteField', 'duplicateId', 'swapLifetime', 'notObject', 'wrapRecords', 'asText', 'truncateText', 'extraField'] as const
+const mutation = (fc: FastCheck) =>
   fc.record({
     kind: fc.constantFrom(...MUTATIONS),
     at: fc.nat(),
@@ -117,9 +134,17 @@ const mutation = (fc) =>
     value: recipe,
     cut: fc.nat(),
   })
+interface Mutation {
+  kind: (typeof MUTATIONS)[number]
+  at: number
+  field: 'id' | 'size' | 'first' | 'last' | 'alignment'
+  value: Recipe
+  cut: number
+}
 
-function mutate(rs, m, ctx) {
-  const out = rs.map((r) => ({ ...r }))
+/** `rs` mutated by `m` (after a `notObject`, an element may be any value: spreading it copies what it has). */
+function mutate(rs: readonly Loose[], m: Mutation, ctx: BuildContext): unknown {
+  const out = rs.map((r): Loose => ({ ...r }))
   const r = out.length ? out[m.at % out.length] : null
   switch (m.kind) {
     case 'setField':
@@ -129,13 +154,13 @@ function mutate(rs, m, ctx) {
       if (r) delete r[m.field]
       return out
     case 'duplicateId':
-      if (out.length > 1) out[(m.at + 1) % out.length].id = r.id
+      if (out.length > 1) out[(m.at + 1) % out.length].id = r!.id
       return out
     case 'swapLifetime':
       if (r && r.first !== r.last) [r.first, r.last] = [r.last, r.first]
       return out
     case 'notObject':
-      if (r) out[m.at % out.length] = build(m.value, ctx)
+      if (r) (out as unknown[])[m.at % out.length] = build(m.value, ctx) // a record that is not an object
       return out
     case 'wrapRecords':
       return { records: out }
@@ -158,8 +183,9 @@ function mutate(rs, m, ctx) {
   }
 }
 
-async function plan(counts, input, opts) {
-  const s = await settle(planMemory(input, opts), HANG_MS)
+/** planMemory with any input and options (hostile ones included); a hang counts and throws. */
+async function plan(counts: Counts, input: unknown, opts: unknown): Promise<Outcome<MemoryPlan>> {
+  const s = await settle(planMemory(input as never, opts as never), HANG_MS)
   if (s.hang) {
     counts.hangs++
     throw new Error(`planMemory(${show(input)}, ${show(opts)}) did not settle within ${HANG_MS} ms`)
@@ -167,17 +193,17 @@ async function plan(counts, input, opts) {
   return s
 }
 
-function judge(counts, s, what) {
+function judge(counts: Counts, s: Outcome<MemoryPlan>, what: string): MemoryPlan | null {
   if (!('error' in s)) return s.value
   const kind = note(counts, s.error)
   if (kind !== 'typed' && kind !== 'hostile') throw new Error(`${what} threw ${describe(s.error)}`)
-  if (s.error.code === 'INTERNAL') problem(counts, `INTERNAL from ${what}: ${s.error.message}`)
+  if (WgallocError.is(s.error, 'INTERNAL')) problem(counts, `INTERNAL from ${what}: ${s.error.message}`)
   return null
 }
 
-const ctx = { ref: () => undefined }
+const ctx: BuildContext = { ref: () => undefined }
 
-async function run({ fc, check, counts, trace }) {
+export async function run({ fc, check, counts, trace }: Harness): Promise<void> {
   // Valid records: the plan must pass the independent checker; `best` never loses to the portfolio.
   await check(
     'valid records',
@@ -190,7 +216,7 @@ async function run({ fc, check, counts, trace }) {
       const total = rs.reduce((a, r) => a + BigInt(r.size) + BigInt(Math.max(opts.alignment ?? 1, r.alignment ?? 1)), 0n)
       if ('error' in s) {
         const kind = note(counts, s.error)
-        if (kind === 'typed' && s.error.code === 'SIZE_OVERFLOW' && total > BigInt(Number.MAX_SAFE_INTEGER)) return
+        if (kind === 'typed' && WgallocError.is(s.error, 'SIZE_OVERFLOW') && total > BigInt(Number.MAX_SAFE_INTEGER)) return
         throw new Error(`valid records refused: ${describe(s.error)}`)
       }
       const wrong = checkPlan(s.value, rs, opts.alignment ?? 1)
@@ -226,7 +252,7 @@ async function run({ fc, check, counts, trace }) {
         counts.runs++
         counts.operations++
         counts.badInputs++
-        let input = rs
+        let input: unknown = rs
         for (const m of ms) {
           try {
             input = Array.isArray(input) ? mutate(input, m, ctx) : input
@@ -235,7 +261,7 @@ async function run({ fc, check, counts, trace }) {
             throw err
           }
         }
-        const opts = optRecipes ? Object.fromEntries(optRecipes.map(([k, r]) => [k, build(r, ctx)])) : { strategy: 'greedyBySize' }
+        const opts: Record<string, unknown> = optRecipes ? Object.fromEntries(optRecipes.map(([k, r]) => [k, build(r, ctx)])) : { strategy: 'greedyBySize' }
         if (typeof opts.timeLimitMs !== 'number' || !(opts.timeLimitMs <= 50)) opts.timeLimitMs = 20
         trace.line(`malformed ${show(input)} ${show(opts)}`)
         const s = await plan(counts, input, opts)
@@ -244,13 +270,18 @@ async function run({ fc, check, counts, trace }) {
         if (typeof input === 'string' && !/^\s*[[{]/.test(input)) return value.validate() // read as MiniMalloc CSV
         // JSON text is planned exactly, but JSON.parse here would round integers past 2^53: not checked.
         if (typeof input === 'string' && /\d{16,}/.test(input)) return
-        const given = typeof input === 'string' ? JSON.parse(input) : input
-        const list = Array.isArray(given) ? given : given?.records
+        const given: unknown = typeof input === 'string' ? JSON.parse(input) : input
+        const list = Array.isArray(given) ? given : typeof given === 'object' && given !== null && 'records' in given ? given.records : undefined
         // What the planner saw: BigInt fields go as decimal strings.
-        const json = JSON.parse(JSON.stringify(list ?? null, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)))
+        const json: Json = JSON.parse(JSON.stringify(list ?? null, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)))
         const why = invalid(json)
         if (why) throw new Error(`accepted invalid records (${why}): ${show(json)}`)
-        const wrong = checkPlan(value, asInts(json), Number.isInteger(opts.alignment) ? opts.alignment : 1)
+        // invalid() found an array of record objects.
+        const wrong = checkPlan(
+          value,
+          asInts(json as JsonObject[]),
+          typeof opts.alignment === 'number' && Number.isInteger(opts.alignment) ? opts.alignment : 1,
+        )
         counts.reads++
         if (wrong) throw new Error(`plan of accepted input is wrong: ${wrong}`)
       },
@@ -288,7 +319,7 @@ async function run({ fc, check, counts, trace }) {
       counts.operations++
       counts.badInputs++
       const n = g.tensors.length
-      const id = (k) => (g.ghost && k % 7 === 3 ? 'ghost' : `t${n ? k % n : 0}`)
+      const id = (k: number) => (g.ghost && k % 7 === 3 ? 'ghost' : `t${n ? k % n : 0}`)
       const input = {
         tensors: g.tensors.map((t, k) => ({
           id: `t${k}`,
@@ -351,7 +382,7 @@ async function run({ fc, check, counts, trace }) {
   // Aborts mid-search and progress callbacks that throw: a plan (the best so far) or a typed error, never a hang or a crash.
   const many = fc
     .array(record(fc), { minLength: 20, maxLength: 160 })
-    .map((rs) => rs.map((r, i) => ({ id: `r${i}`, size: (r.size % 5000) + 1, first: r.first, last: r.first + r.span })))
+    .map((rs) => rs.map((r, i): Rec => ({ id: `r${i}`, size: (r.size % 5000) + 1, first: r.first, last: r.first + r.span })))
   await check(
     'abort and progress',
     fc.asyncProperty(many, fc.nat(120), fc.constantFrom('none', 'ok', 'throws'), async (rs, abortAfter, progress) => {
@@ -377,5 +408,3 @@ async function run({ fc, check, counts, trace }) {
     40,
   )
 }
-
-module.exports = { run, checkPlan }
