@@ -1,14 +1,14 @@
-'use strict'
 // Defects the fuzzers (__test__/fuzz/) found in the JS facade, each pinned by a direct
 // test: every one used to end in an untyped error, an uncaught exception or a silently
 // rounded result.
-const test = require('ava')
-const { Gpu, Heap, DeviceBlock, WgallocError, planMemory } = require('..')
-const { gpu } = require('./helpers.js')
+import test from 'ava'
+import { DeviceBlock, Gpu, type Graph, Heap, type UsageRecord, WgallocError, planMemory } from 'wgalloc'
+import { chain } from './fuzz/graph.js'
+import { gpu } from './helpers.js'
 
 const ADD =
   '@group(0) @binding(0) var<storage, read_write> a: array<u32>;\n@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }'
-const GRAPH = {
+const GRAPH: Graph = {
   kernels: { k: { source: ADD } },
   tensors: [
     { id: 'x', size: 256, kind: 'input', dtype: 'u32' },
@@ -20,14 +20,14 @@ const GRAPH = {
 test('a facade method called on something else is a TypeError, as a native one is', async (t) => {
   const g = await gpu()
   for (const fn of [Heap.prototype.on, Heap.prototype.off, Heap.prototype.malloc, DeviceBlock.prototype.free, Gpu.prototype.upload, Gpu.prototype.download]) {
-    t.throws(() => fn.call(0, 'FREED', () => {}), { instanceOf: TypeError, message: /Illegal invocation/ }, fn.name)
+    t.throws(() => Reflect.apply(fn, 0, ['FREED', () => {}]), { instanceOf: TypeError, message: /Illegal invocation/ }, fn.name)
   }
   const { free } = g.heap.malloc(64)
   t.throws(() => free(), { instanceOf: TypeError })
   // Getters too: they read private fields, which only instances have.
   for (const name of ['freed', 'id', 'size', 'pool', 'shape']) {
-    const { get } = Object.getOwnPropertyDescriptor(DeviceBlock.prototype, name)
-    for (const self of [undefined, null, {}, g.heap]) t.throws(() => get.call(self), { instanceOf: TypeError }, `${name} on ${typeof self}`)
+    const { get } = Object.getOwnPropertyDescriptor(DeviceBlock.prototype, name)!
+    for (const self of [undefined, null, {}, g.heap]) t.throws(() => get!.call(self), { instanceOf: TypeError }, `${name} on ${typeof self}`)
   }
 })
 
@@ -48,18 +48,18 @@ test("the heap's native block-table helpers are not reachable (calling one leake
 
 test('a BigInt or a cycle where napi-rs expects another type is INVALID_ARGUMENT, not a JSON TypeError', async (t) => {
   const g = await gpu()
-  const cyclic = {}
+  const cyclic: { self?: unknown } = {}
   cyclic.self = cyclic
   for (const v of [new BigInt64Array(1), [1n], { a: 1n }, cyclic]) {
-    t.throws(() => g.profiler.startCapture(v), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+    t.throws(() => g.profiler.startCapture(v as never), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
   }
-  await t.throwsAsync(g.compile({ ...GRAPH, extra: 1n }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.compile({ ...GRAPH, extra: 1n } as never), { code: 'INVALID_ARGUMENT' })
 })
 
 test('a missing required options object or map is INVALID_ARGUMENT', async (t) => {
   const g = await gpu()
-  t.throws(() => g.host.configure(), { code: 'INVALID_ARGUMENT' })
-  t.throws(() => g.host.configure(null), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => (g.host.configure as (options?: unknown) => void)(), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => g.host.configure(null as never), { code: 'INVALID_ARGUMENT' })
   // The native layer is internal: its positional forms are not reachable from the public objects.
   for (const name of ['runEagerGraph', 'compileGraph', 'downloadRange', 'submitUploadBatch']) t.false(name in g, name)
 })
@@ -68,10 +68,10 @@ test('values that cannot be printed still get a typed error', async (t) => {
   const g = await gpu()
   const nullProto = Object.create(null)
   for (const kind of [Symbol('k'), nullProto, [nullProto]]) {
-    t.throws(() => g.heap.on(kind, () => {}), { code: 'INVALID_ARGUMENT' })
-    t.throws(() => g.heap.off(kind, () => {}), { code: 'INVALID_ARGUMENT' })
+    t.throws(() => g.heap.on(kind as never, () => {}), { code: 'INVALID_ARGUMENT' })
+    t.throws(() => g.heap.off(kind as never, () => {}), { code: 'INVALID_ARGUMENT' })
   }
-  await t.throwsAsync(g.compile(GRAPH, { plan: Symbol('p') }), { code: 'INVALID_ARGUMENT', message: /Symbol\(p\)/ })
+  await t.throwsAsync(g.compile(GRAPH, { plan: Symbol('p') as never }), { code: 'INVALID_ARGUMENT', message: /Symbol\(p\)/ })
 })
 
 test('JSON text that does not parse is PARSE_ERROR', async (t) => {
@@ -86,7 +86,7 @@ test('a typed array over a transferred buffer is INVALID_ARGUMENT', async (t) =>
   const buffer = new ArrayBuffer(256)
   const x = new Uint32Array(buffer)
   structuredClone(buffer, { transfer: [buffer] })
-  await t.throwsAsync(g.runEager(x, {}), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.runEager(x as never, {}), { code: 'INVALID_ARGUMENT' })
   await t.throwsAsync(g.runEager(GRAPH, { x }), { code: 'INVALID_ARGUMENT', message: /detached/ })
   const exe = await g.compile(GRAPH)
   await t.throwsAsync(exe.run({ x }), { code: 'INVALID_ARGUMENT' })
@@ -94,7 +94,7 @@ test('a typed array over a transferred buffer is INVALID_ARGUMENT', async (t) =>
 })
 
 test('a plan whose slab JS numbers cannot hold exactly is SIZE_OVERFLOW, not rounded offsets', async (t) => {
-  const records = [
+  const records: UsageRecord[] = [
     { id: 'a', size: 2 ** 52, first: 0, last: 0 },
     { id: 'b', size: 2 ** 52, first: 0, last: 0 },
     { id: 'c', size: 12, first: 0, last: 0 },
@@ -127,14 +127,14 @@ test('an onProgress that throws rejects planMemory with its error instead of end
 
 test('profiler.start({ mode: null }) is refused by the facade, as the types say', async (t) => {
   const g = await gpu()
-  t.throws(() => g.profiler.start({ mode: null }), { code: 'INVALID_ARGUMENT', message: /mode must be/ })
+  t.throws(() => g.profiler.start({ mode: null as never }), { code: 'INVALID_ARGUMENT', message: /mode must be/ })
   t.false(g.profiler.active)
 })
 
 test('a bad or hostile signal is refused before the work starts, so no promise is left to reject unhandled', async (t) => {
   const g = await gpu()
-  const unhandled = []
-  const onUnhandled = (reason) => unhandled.push(reason)
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => unhandled.push(reason)
   process.on('unhandledRejection', onUnhandled)
   const hostile = new Proxy(
     {},
@@ -146,10 +146,10 @@ test('a bad or hostile signal is refused before the work starts, so no promise i
   )
   const host = g.host.alloc(64, { direction: 'download' })
   const block = g.heap.malloc(64)
-  await t.throwsAsync(host.map(hostile), { message: 'hostile signal' })
-  await t.throwsAsync(block.read(0, 4, { signal: {} }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(g.download(block, { signal: { aborted: false } }), { code: 'INVALID_ARGUMENT' })
-  await t.throwsAsync(g.download(block, hostile), { message: 'hostile signal' })
+  await t.throwsAsync(host.map(hostile as never), { message: 'hostile signal' })
+  await t.throwsAsync(block.read(0, 4, { signal: {} as never }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.download(block, { signal: { aborted: false } as never }), { code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.download(block, hostile as never), { message: 'hostile signal' })
   host.free() // a map() left running would now fail with USE_AFTER_FREE
   block.free()
   await new Promise((r) => setTimeout(r, 50))
@@ -160,19 +160,19 @@ test('a bad or hostile signal is refused before the work starts, so no promise i
 test('runEager with null options, and plan: observe with a size that is no size, fail typed', async (t) => {
   const g = await gpu()
   const x = new Uint32Array(64)
-  const { outputs } = await g.runEager(GRAPH, { x }, null)
+  const { outputs } = await g.runEager(GRAPH, { x }, null as never)
   t.deepEqual(Array.from(outputs.y.slice(0, 2)), [1, 1])
-  await t.throwsAsync(g.runEager(GRAPH, { x }, 5), { code: 'INVALID_ARGUMENT' })
-  const bad = { ...GRAPH, tensors: [{ ...GRAPH.tensors[0], size: -1 }, GRAPH.tensors[1]] }
+  await t.throwsAsync(g.runEager(GRAPH, { x }, 5 as never), { code: 'INVALID_ARGUMENT' })
+  const bad: Graph = { ...GRAPH, tensors: [{ ...GRAPH.tensors[0], size: -1 }, GRAPH.tensors[1]] }
   await t.throwsAsync(g.compile(bad, { plan: 'observe' }), { code: 'INVALID_ARGUMENT', message: /size/ })
-  await t.throwsAsync(g.compile({ ...GRAPH, tensors: {} }, { plan: 'observe' }), { instanceOf: WgallocError })
+  await t.throwsAsync(g.compile({ ...GRAPH, tensors: {} } as never, { plan: 'observe' }), { instanceOf: WgallocError })
 })
 
-// Core defects the fuzzers found (their flags in __test__/fuzz/known.cjs are now off).
+// Core defects the fuzzers found (their flags in __test__/fuzz/known.ts are now off).
 test('core: no public constructors; cross-device recordStream refused; release frees uniforms; idle stream after loss', async (t) => {
-  t.throws(() => new Gpu(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /Gpu\.request\(\)/ })
-  t.throws(() => new DeviceBlock(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /heap\.malloc\(\)/ })
-  t.throws(() => DeviceBlock(), { instanceOf: TypeError }, 'a class called without new, as JS refuses it')
+  t.throws(() => new (Gpu as unknown as new () => Gpu)(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /Gpu\.request\(\)/ })
+  t.throws(() => new (DeviceBlock as unknown as new () => DeviceBlock)(), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: /heap\.malloc\(\)/ })
+  t.throws(() => (DeviceBlock as unknown as () => DeviceBlock)(), { instanceOf: TypeError }, 'a class called without new, as JS refuses it')
   const g = await gpu()
   const other = await Gpu.request()
   const block = g.heap.malloc(256)
@@ -194,13 +194,14 @@ test('core: no public constructors; cross-device recordStream refused; release f
 })
 
 test('core: checkPlan accepts an op that writes a view of a live tensor', async (t) => {
-  const { chain } = require('./fuzz/graph.cjs')
   const graph = chain(2)
-  const y = graph.tensors.find((x) => x.id === 'y')
+  const y = graph.tensors.find((x) => x.id === 'y')!
   y.viewOf = 't0'
   const g = await gpu()
-  const exe = await g.compile(graph, { params: Object.fromEntries(graph.tensors.filter((x) => x.kind === 'param').map((x) => [x.id, new Uint8Array(x.size)])) })
-  const inputs = Object.fromEntries(graph.tensors.filter((x) => x.kind === 'input').map((x) => [x.id, new Uint8Array(x.size).fill(1)]))
+  const exe = await g.compile(graph, {
+    params: Object.fromEntries(graph.tensors.filter((x) => x.kind === 'param').map((x) => [x.id, new Uint8Array(x.size as number)])),
+  })
+  const inputs = Object.fromEntries(graph.tensors.filter((x) => x.kind === 'input').map((x) => [x.id, new Uint8Array(x.size as number).fill(1)]))
   const checked = await exe.run(inputs, { checkPlan: true })
   const plain = await exe.run(inputs)
   t.deepEqual(Buffer.from(checked.outputs.y.buffer), Buffer.from(plain.outputs.y.buffer))
@@ -208,7 +209,6 @@ test('core: checkPlan accepts an op that writes a view of a live tensor', async 
 })
 
 test('core: an input, param or external tensor that is a view is refused at compile (a run panicked on it)', async (t) => {
-  const { chain } = require('./fuzz/graph.cjs')
   const g = await gpu()
   const w = new Float32Array(64).fill(0.25)
   const x = Float32Array.from({ length: 64 }, (_, i) => i)
@@ -217,8 +217,8 @@ test('core: an input, param or external tensor that is a view is refused at comp
     ['w', 'x'],
   ]) {
     const graph = chain(1)
-    graph.tensors.find((d) => d.id === id).viewOf = base
-    const kind = graph.tensors.find((d) => d.id === id).kind
+    graph.tensors.find((d) => d.id === id)!.viewOf = base
+    const kind = graph.tensors.find((d) => d.id === id)!.kind
     const refusal = { instanceOf: WgallocError, code: 'INVALID_ARGUMENT', message: new RegExp(`${kind} tensor '${id}' cannot be a view`) }
     await t.throwsAsync(g.compile(graph, { params: { w } }), refusal)
     await t.throwsAsync(g.runEager(graph, { x }, { params: { w } }), refusal)
@@ -227,9 +227,9 @@ test('core: an input, param or external tensor that is a view is refused at comp
 
 test('a panic napi-rs caught in a background task reaches the caller as INTERNAL, typed', (t) => {
   // The facade's error mapping (internal module): napi-rs rejects with GenericFailure.
-  const { toWgallocError } = require('../dist/errors.js')
+  const { toWgallocError } = require('../dist/errors.js') as { toWgallocError: (err: unknown, native?: boolean) => unknown }
   const caught = Object.assign(new Error('Panic in async function'), { code: 'GenericFailure' })
-  const mapped = toWgallocError(caught, true)
+  const mapped = toWgallocError(caught, true) as WgallocError
   t.true(mapped instanceof WgallocError)
   t.is(mapped.code, 'INTERNAL')
   t.is(mapped.cause, caught)
@@ -241,7 +241,7 @@ test('stress: a detached typed array inside a graph is INVALID_ARGUMENT, not a T
   const g = await gpu()
   const empty = new Uint8Array(0)
   structuredClone(empty.buffer, { transfer: [empty.buffer] })
-  await t.throwsAsync(g.compile([empty]), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(g.compile([empty] as never), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
   t.throws(() => g.heap.malloc(16).write(empty), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
 })
 

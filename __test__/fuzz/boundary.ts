@@ -1,20 +1,20 @@
-'use strict'
 // The JS / background-thread boundary, attacked as a multi-worker server and a careless
 // caller would: async calls raced by free(), inputs overwritten or transferred right after
 // a call, forced GCs between steps, worker threads terminated with calls in flight, and a
 // child process that must exit within a bound while its GPU is busy. Every read must
 // return the bytes the block held when it was issued, and every run the result of the
-// input it was given; a crash shows up as the child dying (reliability.test.cjs).
-const { spawn } = require('node:child_process')
-const { Worker } = require('node:worker_threads')
-const path = require('node:path')
-const { settle, note, describe, fault } = require('./outcome.cjs')
-const { openDevice, COPY_KERNEL } = require('./world.cjs')
+// input it was given; a crash shows up as the child dying (reliability.test.ts).
+import { spawn } from 'node:child_process'
+import path from 'node:path'
+import { Worker } from 'node:worker_threads'
+import type { ExecResult, Graph } from 'wgalloc'
+import { type Harness, describe, fault, note, settle } from './outcome.js'
+import { COPY_KERNEL, openDevice } from './world.js'
 
 const ENTRY = path.join(__dirname, '..', '..')
 const HANG_MS = 20_000
 const WORDS = 1 << 16 // u32s per executor tensor: 256 KiB, so copies take long enough to race
-const copyGraph = (words) => ({
+const copyGraph = (words: number): Graph => ({
   kernels: { k: { source: COPY_KERNEL } },
   tensors: [
     { id: 'x', size: 4 * words, kind: 'input', dtype: 'u32' },
@@ -22,14 +22,27 @@ const copyGraph = (words) => ({
   ],
   ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [Math.ceil(words / 64)] }],
 })
-const fill = (n, tag) => Uint8Array.from({ length: n }, (_, i) => (i * 13 + tag * 7) & 0xff)
-const gc = () => global.gc?.()
+const fill = (n: number, tag: number) => Uint8Array.from({ length: n }, (_, i) => (i * 13 + tag * 7) & 0xff)
+const gc = () => globalThis.gc?.()
 
 /** One step on one thread: issue an async call, then race it. */
 const RACES = ['none', 'free', 'freeAndReuse', 'gc', 'overwrite', 'transfer']
 const CALLS = ['read', 'download', 'readBuffer', 'run', 'runEager']
 
-async function races({ fc, check, counts, trace }) {
+/** The code of a rejection, if it has one (WgallocErrors do). */
+const codeOf = (err: unknown): unknown => (typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined)
+
+/**
+ * An async call in flight: its promise, the check of what it resolved with, and the cleanup
+ * once it settled. `check` is a method, so each call's own result type fits it.
+ */
+interface Issued {
+  p: Promise<unknown>
+  check(got: unknown): void
+  done(): void
+}
+
+async function races({ fc, check, counts, trace }: Harness): Promise<void> {
   let n = 0
   const step = fc.record({ call: fc.constantFrom(...CALLS), race: fc.constantFrom(...RACES), size: fc.integer({ min: 1, max: 1 << 20 }), wait: fc.boolean() })
   const property = fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 30 }), async (steps) => {
@@ -38,10 +51,10 @@ async function races({ fc, check, counts, trace }) {
     const gpu = await openDevice()
     const executors = [await gpu.compile(copyGraph(WORDS)), await gpu.compile(copyGraph(WORDS))]
     let nextExecutor = 0
-    const failures = []
-    const pending = []
+    const failures: string[] = []
+    const pending: Promise<void>[] = []
     let tag = 0
-    const expectBytes = (what, got, want) => {
+    const expectBytes = (what: string, got: ArrayBufferView, want: ArrayBufferView) => {
       counts.reads++
       if (Buffer.compare(Buffer.from(got.buffer, got.byteOffset, got.byteLength), Buffer.from(want.buffer, want.byteOffset, want.byteLength)) !== 0) {
         counts.corruptedReads++
@@ -52,7 +65,7 @@ async function races({ fc, check, counts, trace }) {
       counts.operations++
       const what = `${s.call}(${s.size}) raced by ${s.race}`
       trace.line(what)
-      let issued
+      let issued: Issued
       if (s.call === 'read' || s.call === 'download') {
         const block = gpu.heap.malloc(s.size)
         const bytes = fill(s.size, ++tag)
@@ -66,7 +79,7 @@ async function races({ fc, check, counts, trace }) {
         }
         issued = {
           p,
-          check: (got) => expectBytes(what, got, bytes),
+          check: (got: Buffer) => expectBytes(what, got, bytes),
           done: () => {
             if (!block.freed) block.free()
           },
@@ -78,7 +91,7 @@ async function races({ fc, check, counts, trace }) {
         gpu.writeBuffer(buf, 0, bytes)
         const p = gpu.readBuffer(buf, 0, size)
         if (s.race === 'free' || s.race === 'freeAndReuse') buf.destroy()
-        issued = { p, check: (got) => expectBytes(what, got, bytes), done: () => buf.destroy() }
+        issued = { p, check: (got: Buffer) => expectBytes(what, got, bytes), done: () => buf.destroy() }
       } else {
         const x = new Uint32Array(WORDS)
         const base = ++tag * 1000
@@ -88,17 +101,21 @@ async function races({ fc, check, counts, trace }) {
         const p = s.call === 'run' ? exe.run({ x }) : gpu.runEager(copyGraph(WORDS), { x })
         if (s.race === 'overwrite') x.fill(7)
         if (s.race === 'transfer') structuredClone(x.buffer, { transfer: [x.buffer] })
-        issued = { p, check: (r) => expectBytes(what, r.outputs.y, want), done: () => {} }
+        issued = { p, check: (r: ExecResult) => expectBytes(what, r.outputs.y, want), done: () => {} }
       }
       if (s.race === 'gc' || s.race === 'transfer') gc()
       const onInput = s.race === 'overwrite' || s.race === 'transfer'
       const applies = s.race !== 'none' && onInput === (s.call === 'run' || s.call === 'runEager')
-      if (applies || s.race === 'gc')
-        fault(
-          counts,
-          { free: 'free()', freeAndReuse: 'free() and reuse', gc: 'forced GC', overwrite: 'input overwritten', transfer: 'input transferred' }[s.race] +
-            ' racing an async call',
-        )
+      if (applies || s.race === 'gc') {
+        const injected: Record<string, string> = {
+          free: 'free()',
+          freeAndReuse: 'free() and reuse',
+          gc: 'forced GC',
+          overwrite: 'input overwritten',
+          transfer: 'input transferred',
+        }
+        fault(counts, injected[s.race] + ' racing an async call')
+      }
       const settled = settle(issued.p, HANG_MS).then((o) => {
         if (o.hang) {
           counts.hangs++
@@ -106,7 +123,7 @@ async function races({ fc, check, counts, trace }) {
         } else if ('error' in o) {
           note(counts, o.error)
           // Only a run may be refused, for a concurrent run of the same executor.
-          if (o.error.code !== 'EXECUTOR_BUSY') failures.push(`${what} failed: ${describe(o.error)}`)
+          if (codeOf(o.error) !== 'EXECUTOR_BUSY') failures.push(`${what} failed: ${describe(o.error)}`)
         } else {
           issued.check(o.value)
         }
@@ -147,7 +164,7 @@ const graph = workerData.graph
 })()
 `
 
-async function terminations({ fc, check, counts, trace }) {
+async function terminations({ fc, check, counts, trace }: Harness): Promise<void> {
   let n = 0
   const property = fc.asyncProperty(fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 1, maxLength: 4 }), async (delays) => {
     counts.runs++
@@ -183,7 +200,7 @@ async function terminations({ fc, check, counts, trace }) {
 }
 
 /** A child with its GPU busy for tens of seconds must exit within a bound once it destroys its device. */
-async function busyExit({ counts, trace }) {
+async function busyExit({ counts, trace }: Pick<Harness, 'counts' | 'trace'>): Promise<void> {
   trace.reset('boundary busy exit')
   const script = `
     const { Gpu } = require(${JSON.stringify(ENTRY)})
@@ -201,7 +218,7 @@ async function busyExit({ counts, trace }) {
   counts.runs++
   counts.operations++
   fault(counts, 'process exit with the GPU busy')
-  const ended = await new Promise((resolve) => {
+  const ended = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>((resolve) => {
     const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.on('data', (d) => {
@@ -219,7 +236,7 @@ async function busyExit({ counts, trace }) {
   }
 }
 
-async function run(ctx) {
+export async function run(ctx: Harness): Promise<void> {
   await races(ctx)
   await terminations(ctx)
   await ctx.check(
@@ -228,5 +245,3 @@ async function run(ctx) {
     1,
   )
 }
-
-module.exports = { run }

@@ -1,4 +1,3 @@
-'use strict'
 // compile / run / runEager fuzzing: a small valid graph (a chain of adds with a param,
 // a view and a uniform) broken by random mutations: bad sizes, kinds, dtypes, ids,
 // dangling and cyclic references, dispatches beyond the limits, kernels that do not
@@ -6,16 +5,18 @@
 // inputs. Every refusal must be typed. A graph that compiles must run to the same bytes
 // as its eager run (and, unmutated, to the CPU's numbers); `checkPlan` must find the
 // plan sound; after release, the heap is back where it was.
-const { recipe, build, show } = require('./values.cjs')
-const { describe, within, note, fault, problem } = require('./outcome.cjs')
-const { openWorld, quiet, settled, restore, expectNoLeak } = require('./world.cjs')
-const KNOWN = require('./known.cjs')
-const { ADD, chain: addChain } = require('../graphs.js')
+import type { Arbitrary } from 'fast-check'
+import { type Executor, type Graph, WgallocError } from 'wgalloc'
+import { ADD, chain as addChain } from '../graphs.js'
+import { KNOWN } from './known.js'
+import { type Harness, describe, fault, note, problem, within } from './outcome.js'
+import { type Recipe, build, recipe, show } from './values.js'
+import { type Usage, expectNoLeak, openWorld, quiet, restore, settled } from './world.js'
 
 const HANG_MS = 30_000
 const LEN = 64 // elements per tensor
 /** x -> t0 -> ... -> y over LEN elements; op 1 reads its input through a view. */
-const chain = (n) => addChain(n, { len: LEN, viewAt: 1 })
+export const chain = (n: number): Graph => addChain(n, { len: LEN, viewAt: 1 })
 
 // Kernels that must fail their own compile (or validation), never the process. No
 // kernel loops: lavapipe runs shaders on the CPU, and an endless one would hang it.
@@ -71,7 +72,13 @@ const VALUES = [
   [2, 2, 2],
 ]
 
-const mutation = (fc) =>
+/** One change to the valid graph (`mutate()` applies it). */
+type Mutation =
+  | { kind: 'tensor' | 'op'; at: number; field: string; value: unknown }
+  | { kind: 'kernel'; source: number }
+  | { kind: 'dropTensor' | 'dupTensor' | 'cycle' | 'dropOp' | 'dropKernel' | 'noOps' | 'shortParams' | 'random'; at: number; value: Recipe }
+
+const mutation = (fc: Harness['fc']): Arbitrary<Mutation> =>
   fc.oneof(
     fc.record({ kind: fc.constant('tensor'), at: fc.nat(), field: fc.constantFrom(...TENSOR_FIELDS), value: fc.constantFrom(...VALUES) }),
     fc.record({ kind: fc.constant('op'), at: fc.nat(), field: fc.constantFrom(...OP_FIELDS), value: fc.constantFrom(...VALUES) }),
@@ -83,15 +90,16 @@ const mutation = (fc) =>
     }),
   )
 
-function mutate(g, m) {
-  const t = g.tensors.length ? g.tensors[m.at % g.tensors.length] : null
-  const o = g.ops.length ? g.ops[m.at % g.ops.length] : null
+function mutate(g: Graph, m: Mutation): Graph {
+  const at = 'at' in m ? m.at : 0
+  const t = g.tensors.length ? g.tensors[at % g.tensors.length] : null
+  const o = g.ops.length ? g.ops[at % g.ops.length] : null
   switch (m.kind) {
     case 'tensor':
-      if (t) t[m.field] = m.value
+      if (t) Reflect.set(t, m.field, m.value)
       break
     case 'op':
-      if (o) o[m.field] = m.value
+      if (o) Reflect.set(o, m.field, m.value)
       break
     case 'kernel':
       if (g.kernels.add) g.kernels.add.source = BAD_KERNELS[m.source]
@@ -119,27 +127,27 @@ function mutate(g, m) {
       break
     default: {
       const v = build(m.value, { ref: () => undefined })
-      if (o) o[OP_FIELDS[m.at % OP_FIELDS.length]] = v
+      if (o) Reflect.set(o, OP_FIELDS[m.at % OP_FIELDS.length], v)
     }
   }
   return g
 }
 
 /** Whether some op writes a view (the graph itself aliases that output with its base). */
-function writesView(g) {
+function writesView(g: Graph): boolean {
   const views = new Set(g.tensors.filter((t) => t && t.viewOf != null).map((t) => t.id))
   return g.ops.some((o) => Array.isArray(o?.outputs) && o.outputs.some((id) => views.has(id)))
 }
 
-const CPU = (n, x, w) => x.map((v, i) => v + n * w[i])
+const CPU = (n: number, x: Float32Array, w: Float32Array) => x.map((v, i) => v + n * w[i])
 
 /**
  * Whether every op still writes all of its outputs, so a planned run and an eager run
  * must agree byte for byte. Mutated dispatches, params (too short: the uniform is
- * zero-padded, see known.cjs), sizes, or an op reading its own output leave bytes
+ * zero-padded, see known.ts), sizes, or an op reading its own output leave bytes
  * unwritten, and unwritten bytes differ between runs.
  */
-function comparable(ms) {
+function comparable(ms: Mutation[]): boolean {
   return ms.every(
     (m) =>
       m.kind === 'kernel' ||
@@ -151,20 +159,23 @@ function comparable(ms) {
   )
 }
 
-async function run({ fc, check, counts, trace }) {
+/** The `code` of a thrown value (undefined when it has none). */
+const codeOf = (err: unknown): unknown => (typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined)
+
+export async function run({ fc, check, counts, trace }: Harness): Promise<void> {
   const world = await openWorld()
   const gpu = world.gpu
   let runIndex = 0
-  const timed = (p, what) => within(counts, p, HANG_MS, what)
-  const refused = (err, what) => {
+  const timed = <T>(p: Promise<T>, what: string) => within(counts, p, HANG_MS, what)
+  const refused = (err: unknown, what: string) => {
     const kind = note(counts, err)
     if (kind !== 'typed' && kind !== 'hostile') throw new Error(`${what} threw ${describe(err)}`)
-    if (err.code === 'INTERNAL') problem(counts, `INTERNAL from ${what}: ${err.message.split('\n')[0]}`)
+    if (err instanceof WgallocError && err.code === 'INTERNAL') problem(counts, `INTERNAL from ${what}: ${err.message.split('\n')[0]}`)
   }
 
   const property = fc.asyncProperty(
     fc.integer({ min: 1, max: 5 }),
-    fc.oneof({ weight: 2, arbitrary: fc.constant([]) }, { weight: 3, arbitrary: fc.array(mutation(fc), { minLength: 1, maxLength: 2 }) }),
+    fc.oneof({ weight: 2, arbitrary: fc.constant<Mutation[]>([]) }, { weight: 3, arbitrary: fc.array(mutation(fc), { minLength: 1, maxLength: 2 }) }),
     fc.record({
       strategy: fc.constantFrom(undefined, undefined, undefined, 'best', 'greedyBySize', 'naive', 'exact', 'bogus'),
       maxSlabSize: fc.constantFrom(undefined, undefined, undefined, undefined, undefined, 256, 1024, 2 ** 20, 1, -1),
@@ -178,7 +189,7 @@ async function run({ fc, check, counts, trace }) {
       const g = ms.reduce(mutate, chain(n))
       const w = new Float32Array(LEN).fill(0.25)
       const x = Float32Array.from({ length: LEN }, (_, i) => i)
-      const inputs = {
+      const inputs: Record<string, unknown> = {
         good: { x },
         missing: {},
         extra: { x, ghost: x },
@@ -186,7 +197,7 @@ async function run({ fc, check, counts, trace }) {
         notTyped: { x: [1, 2] },
         u8: { x: new Uint8Array(x.buffer) },
       }[inputKind]
-      const options = { timeLimitMs: 20, params: { w } }
+      const options: Record<string, unknown> = { timeLimitMs: 20, params: { w } }
       for (const [k, v] of Object.entries(opts)) if (v !== undefined) options[k] = v
       const what = `graph(${n} ops, ${JSON.stringify(ms)}) ${show(opts)}`
       const before = await settled(gpu)
@@ -199,26 +210,39 @@ async function run({ fc, check, counts, trace }) {
     },
   )
 
-  async function exercise(g, inputs, options, what, ms, n, inputKind, checkPlan, x, w, before) {
+  async function exercise(
+    g: Graph,
+    inputs: Record<string, unknown>,
+    options: Record<string, unknown>,
+    what: string,
+    ms: Mutation[],
+    n: number,
+    inputKind: string,
+    checkPlan: boolean,
+    x: Float32Array,
+    w: Float32Array,
+    before: Usage,
+  ) {
     trace.line(`compile ${what}`)
     counts.operations++
     if (ms.length) counts.badInputs++
-    const compiled = await timed(gpu.compile(g, options), `compile ${what}`)
-    let exe = null
+    const compiled = await timed(gpu.compile(g, options as never), `compile ${what}`)
+    let exe: Executor | null = null
     if ('error' in compiled) refused(compiled.error, `compile ${what}`)
     else exe = compiled.value
-    delete compiled.value
+    Reflect.deleteProperty(compiled, 'value')
     try {
       if (exe) {
         trace.line(`run ${inputKind} checkPlan=${checkPlan}`)
         counts.operations++
         if (inputKind !== 'good') counts.badInputs++
-        const planned = await timed(exe.run(inputs, { checkPlan }), `run ${what}`)
+        const planned = await timed(exe.run(inputs as never, { checkPlan }), `run ${what}`)
         counts.operations++
-        const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
+        const eager = await timed(gpu.runEager(g, inputs as never, { params: { w } }), `runEager ${what}`)
         if ('error' in planned) refused(planned.error, `run ${what}`)
         if ('error' in eager) refused(eager.error, `runEager ${what}`)
-        if (checkPlan && 'error' in planned && planned.error.code === 'PLAN_INVALID') {
+        // refused() let only typed (WgallocError) and hostile errors through.
+        if (checkPlan && 'error' in planned && WgallocError.is(planned.error, 'PLAN_INVALID')) {
           if (KNOWN.checkPlanBlamesDeclaredViews && writesView(g)) fault(counts, 'known defect: checkPlan blames a declared view')
           else throw new Error(`checkPlan found the plan unsound: ${planned.error.message}`)
         }
@@ -234,7 +258,7 @@ async function run({ fc, check, counts, trace }) {
           }
           if (!ms.length && inputKind === 'good') {
             const want = CPU(n, x, w)
-            if (planned.value.outputs.y.some((v, i) => v !== want[i])) {
+            if (planned.value.outputs.y.some((v: number, i: number) => v !== want[i])) {
               counts.corruptedReads++
               throw new Error(`y differs from the CPU reference: ${planned.value.outputs.y.slice(0, 4)} vs ${want.slice(0, 4)}`)
             }
@@ -243,7 +267,7 @@ async function run({ fc, check, counts, trace }) {
       } else {
         // A graph that does not compile may still run eagerly, or fail typed.
         counts.operations++
-        const eager = await timed(gpu.runEager(g, inputs, { params: { w } }), `runEager ${what}`)
+        const eager = await timed(gpu.runEager(g, inputs as never, { params: { w } }), `runEager ${what}`)
         if ('error' in eager) refused(eager.error, `runEager ${what}`)
       }
     } finally {
@@ -251,7 +275,7 @@ async function run({ fc, check, counts, trace }) {
     }
     if (exe) {
       const again = await timed(exe.run({ x }), 'run after release')
-      if (!('error' in again) || again.error.code !== 'USE_AFTER_FREE')
+      if (!('error' in again) || codeOf(again.error) !== 'USE_AFTER_FREE')
         throw new Error(`run after release: ${'error' in again ? describe(again.error) : 'succeeded'}`)
       note(counts, again.error)
       fault(counts, 'use after free')
@@ -263,5 +287,3 @@ async function run({ fc, check, counts, trace }) {
   }
   await check('compile / run / runEager with malformed graphs', property, 60)
 }
-
-module.exports = { run, chain }

@@ -1,13 +1,12 @@
-'use strict'
 // Device loss in the middle of work: a fresh device per run does random heap, host,
 // stream, executor and profiler work, some of it left in flight, and is destroyed at a
 // random step; the sequence then goes on. Every promise must settle (no waiter left
 // hanging), every call must return or fail typed, and once the device is gone every
 // call that needs it fails with DEVICE_LOST.
-const { WgallocError } = require('../..')
-const { describe, settle, note, fault } = require('./outcome.cjs')
-const { openDevice, GRAPH } = require('./world.cjs')
-const KNOWN = require('./known.cjs')
+import { type DeviceBlock, type HostBlock, type Stream, WgallocError } from 'wgalloc'
+import { KNOWN } from './known.js'
+import { type Harness, describe, fault, note, settle } from './outcome.js'
+import { GRAPH, openDevice } from './world.js'
 
 const HANG_MS = 20_000
 const OPS = [
@@ -27,11 +26,27 @@ const OPS = [
   'compile',
   'profile',
   'bytes',
-]
+] as const
+type Op = (typeof OPS)[number]
 // Calls that need the device: after loss they must fail with DEVICE_LOST.
-const NEEDS_DEVICE = new Set(['malloc', 'hostAlloc', 'compile', 'run', 'read', 'download', 'upload', 'hostMap', ...(KNOWN.idleSubmitAfterLoss ? [] : ['sync'])])
+const NEEDS_DEVICE = new Set<Op>([
+  'malloc',
+  'hostAlloc',
+  'compile',
+  'run',
+  'read',
+  'download',
+  'upload',
+  'hostMap',
+  ...(KNOWN.idleSubmitAfterLoss ? [] : ['sync' as const]),
+])
 
-async function run({ fc, check, counts, trace }) {
+/** Whether a call returned a promise (anything with a `then` method). */
+function isPromise(r: unknown): r is Promise<unknown> {
+  return (typeof r === 'object' || typeof r === 'function') && r !== null && 'then' in r && typeof r.then === 'function'
+}
+
+export async function run({ fc, check, counts, trace }: Harness): Promise<void> {
   let n = 0
   const property = fc.asyncProperty(
     fc.array(fc.record({ op: fc.constantFrom(...OPS), i: fc.nat(99), wait: fc.boolean() }), { minLength: 4, maxLength: 40 }),
@@ -42,20 +57,25 @@ async function run({ fc, check, counts, trace }) {
       trace.reset(`lost run ${++n}`)
       const gpu = await openDevice()
       const exe = await gpu.compile(GRAPH)
-      const S = { blocks: [gpu.heap.malloc(1024)], hosts: [gpu.host.alloc(1024)], streams: [gpu.createStream()] }
-      const inFlight = []
-      const failures = []
+      const S: { blocks: DeviceBlock[]; hosts: HostBlock[]; streams: Stream[] } = {
+        blocks: [gpu.heap.malloc(1024)],
+        hosts: [gpu.host.alloc(1024)],
+        streams: [gpu.createStream()],
+      }
+      const inFlight: Promise<void>[] = []
+      const failures: string[] = []
       let lost = false
-      const pick = (list, i) => list[i % list.length]
-      const judge = (err, what, afterLoss, waited) => {
+      const pick = <T>(list: T[], i: number) => list[i % list.length]
+      const judge = (err: unknown, what: string, afterLoss: boolean, waited: boolean) => {
         const kind = note(counts, err)
         // Also true, and may be said instead: a run while another is in flight is busy; a
         // call left running may find its block freed by a later step before it starts.
         const allowed = ['DEVICE_LOST', ...(what.startsWith('run') ? ['EXECUTOR_BUSY'] : []), ...(waited ? [] : ['USE_AFTER_FREE'])]
         if (kind !== 'typed') failures.push(`${what} threw ${describe(err)}`)
-        else if (afterLoss && !allowed.includes(err.code)) failures.push(`${what}: expected DEVICE_LOST, got ${describe(err)}`)
+        // 'typed' is a WgallocError with a known code.
+        else if (afterLoss && WgallocError.is(err) && !allowed.includes(err.code)) failures.push(`${what}: expected DEVICE_LOST, got ${describe(err)}`)
       }
-      const calls = {
+      const calls: Record<Op, (i: number) => unknown> = {
         malloc: () => {
           S.blocks.push(gpu.heap.malloc(256 + 4 * (S.blocks.length % 64)))
         },
@@ -86,7 +106,8 @@ async function run({ fc, check, counts, trace }) {
         if (k === cut) {
           trace.line(`${how} the device`)
           if (how === 'destroy') gpu.destroy()
-          else gpu[Symbol.dispose ?? Symbol.for('nodejs.dispose')]()
+          // Symbol.dispose: every Node the package supports has it (engines: ^18.18 || >= 20.4).
+          else gpu[Symbol.dispose]()
           lost = true
           fault(counts, 'device destroyed mid-run')
           if (!gpu.lost) failures.push('gpu.lost is false after destroy')
@@ -95,7 +116,7 @@ async function run({ fc, check, counts, trace }) {
         trace.line(what)
         counts.operations++
         const afterLoss = lost && NEEDS_DEVICE.has(s.op)
-        let r
+        let r: unknown
         try {
           r = calls[s.op](s.i)
         } catch (err) {
@@ -104,7 +125,7 @@ async function run({ fc, check, counts, trace }) {
           else note(counts, err)
           continue
         }
-        if (r && typeof r.then === 'function') {
+        if (isPromise(r)) {
           const p = settle(r, HANG_MS).then((o) => {
             if (o.hang) {
               counts.hangs++
@@ -139,5 +160,3 @@ async function run({ fc, check, counts, trace }) {
   )
   await check('device destroyed mid-sequence', property, 12)
 }
-
-module.exports = { run }

@@ -1,13 +1,15 @@
-'use strict'
 // Model-based fuzzing of the profiler: sessions and captures started and stopped in any
 // order with good and bad modes, exports to good and bad paths, flushes, CPU-fallback
 // marks, scoped profile() with work that throws, and real GPU work in between. The model
 // knows which calls must succeed and with which code the others fail; every trace
 // written must be a Chrome trace document; fallback counts must match.
-const fs = require('node:fs')
-const { recipe, build, show, Hostile } = require('./values.cjs')
-const { describe, settle, note, fault } = require('./outcome.cjs')
-const { openWorld, restore } = require('./world.cjs')
+import fs from 'node:fs'
+import type { Arbitrary, AsyncCommand } from 'fast-check'
+import { type Profiler, type ProfilerStats, WgallocError, type WgallocErrorCode } from 'wgalloc'
+import { type Counts, type Harness, describe, fault, note, settle } from './outcome.js'
+import type { Trace } from './trace.js'
+import { Hostile, build, recipe, show } from './values.js'
+import { type World, openWorld, restore } from './world.js'
 
 const HANG_MS = 20_000
 const MODES = [
@@ -27,12 +29,28 @@ const MODES = [
 ]
 const NAMES = ['trace-a', 'trace-b.json', 'sub/none/t.json', '/nonexistent-wgalloc/t.json', '', 'x\0y', 'dir']
 
-const validMode = (m) => m === undefined || (typeof m === 'string' && m.split(',').every((p) => p.trim() === 'interval' || p.trim() === 'event'))
+const validMode = (m: unknown) => m === undefined || (typeof m === 'string' && m.split(',').every((p) => p.trim() === 'interval' || p.trim() === 'event'))
 /** Whether writing a trace to `name` (relative to the run's directory) can succeed. */
-const writable = (name) =>
+const writable = (name: unknown) =>
   typeof name === 'string' && name !== '' && !name.includes('\0') && !name.includes('/') && !['dir', '.', '..'].includes(name) && Buffer.byteLength(name) <= 250
 
-async function attemptAsync(fn) {
+/** The model (`S`): what the profiler must be doing, and where the counts and the step log go. */
+interface State {
+  world: World
+  counts: Counts
+  trace: Trace
+  profiler: Profiler
+  session: boolean
+  capture: string | null
+  fallbacks: Map<string, number>
+}
+/** The real system is the model's device: the commands need nothing beside the model. */
+type Real = object
+
+/** How a call ended: its value, or what it threw or rejected with. */
+type Attempt<T> = { ok: true; value: T } | { ok: false; error: unknown }
+
+async function attemptAsync<T>(fn: () => T | PromiseLike<T>): Promise<Attempt<T>> {
   try {
     const s = await settle(Promise.resolve().then(fn), HANG_MS)
     if (s.hang) throw new Error(`did not settle within ${HANG_MS} ms`)
@@ -42,7 +60,10 @@ async function attemptAsync(fn) {
   }
 }
 
-function expect(S, r, codes, what) {
+/** `codes` null: the call must succeed (its value is returned); else it must fail with one of `codes`. */
+function expect<T>(S: State, r: Attempt<T>, codes: null, what: string): T
+function expect<T>(S: State, r: Attempt<T>, codes: WgallocErrorCode[] | null, what: string): T | undefined
+function expect<T>(S: State, r: Attempt<T>, codes: WgallocErrorCode[] | null, what: string): T | undefined {
   if (codes === null) {
     if (!r.ok) {
       note(S.counts, r.error)
@@ -53,31 +74,40 @@ function expect(S, r, codes, what) {
   S.counts.badInputs++
   if (r.ok) throw new Error(`${what} succeeded; expected ${codes.join(' or ')}`)
   const kind = note(S.counts, r.error)
-  if (kind !== 'typed' || !codes.includes(r.error.code)) throw new Error(`${what}: expected ${codes.join(' or ')}, got ${describe(r.error)}`)
+  // 'typed' is a WgallocError with a known code.
+  if (kind !== 'typed' || !WgallocError.is(r.error) || !codes.includes(r.error.code))
+    throw new Error(`${what}: expected ${codes.join(' or ')}, got ${describe(r.error)}`)
   return undefined
 }
 
-function checkTrace(path, what) {
-  let doc
+function checkTrace(path: string, what: string): void {
+  let doc: unknown
   try {
     doc = JSON.parse(fs.readFileSync(path, 'utf8'))
   } catch (err) {
-    throw new Error(`${what}: ${path} is not a readable JSON trace: ${err.message}`)
+    throw new Error(`${what}: ${path} is not a readable JSON trace: ${(err as Error).message}`)
   }
-  const events = Array.isArray(doc) ? doc : doc.traceEvents
+  const events: unknown = Array.isArray(doc) ? doc : (doc as { traceEvents?: unknown }).traceEvents
   if (!Array.isArray(events) || events.some((e) => typeof e.ph !== 'string' || typeof e.name !== 'string'))
     throw new Error(`${what}: ${path} is not a Chrome trace`)
   fs.rmSync(path)
 }
 
-class Command {
-  constructor(name, p, check, body) {
-    Object.assign(this, { name, p, checkFn: check, body })
+class Command<P> implements AsyncCommand<State, Real> {
+  name: string
+  p: P
+  checkFn: (S: State) => boolean
+  body: (S: State, p: P) => Promise<unknown>
+  constructor(name: string, p: P, check: (S: State) => boolean, body: (S: State, p: P) => Promise<unknown>) {
+    this.name = name
+    this.p = p
+    this.checkFn = check
+    this.body = body
   }
-  check(S) {
+  check(S: State): boolean {
     return this.checkFn(S)
   }
-  async run(S) {
+  async run(S: State): Promise<void> {
     S.counts.operations++
     S.trace.line(this.toString())
     await this.body(S, this.p)
@@ -88,13 +118,14 @@ class Command {
       )
     }
   }
-  toString() {
+  toString(): string {
     return `${this.name}(${show(this.p)})`
   }
 }
 
-function commands(fc) {
-  const c = (name, arb, body) => arb.map((p) => new Command(name, p, () => true, body))
+function commands(fc: Harness['fc']): Arbitrary<AsyncCommand<State, Real>>[] {
+  const c = <P>(name: string, arb: Arbitrary<P>, body: (S: State, p: P) => Promise<unknown>): Arbitrary<AsyncCommand<State, Real>> =>
+    arb.map((p) => new Command(name, p, () => true, body))
   return [
     c(
       'start',
@@ -106,7 +137,7 @@ function commands(fc) {
       }),
       async (S, p) => {
         const options = { object: { mode: p.mode, statsOnly: p.statsOnly, waitUntilCompleted: p.wait }, none: undefined, number: 5 }[p.shape]
-        const r = await attemptAsync(() => S.profiler.start(options))
+        const r = await attemptAsync(() => S.profiler.start(options as never))
         const bad = p.shape === 'number' || (p.shape === 'object' && !validMode(p.mode))
         expect(S, r, bad ? ['INVALID_ARGUMENT'] : S.session ? ['PROFILER_STATE'] : null, `start(${show(options)})`)
         if (!bad && !S.session) S.session = true
@@ -120,7 +151,7 @@ function commands(fc) {
     }),
     c('startCapture', fc.record({ name: fc.oneof(fc.constantFrom(...NAMES), recipe) }), async (S, p) => {
       const name = typeof p.name === 'string' ? p.name : build(p.name, { ref: () => undefined })
-      const r = await attemptAsync(() => S.profiler.startCapture(name))
+      const r = await attemptAsync(() => S.profiler.startCapture(name as never))
       if (!r.ok && r.error instanceof Hostile) return note(S.counts, r.error) // a hostile value's own error, passed through
       const bad = typeof name !== 'string' || name === ''
       expect(S, r, bad ? ['INVALID_ARGUMENT'] : S.capture !== null ? ['PROFILER_STATE'] : null, `startCapture(${show(name)})`)
@@ -142,16 +173,16 @@ function commands(fc) {
     }),
     c('exportTrace', fc.record({ name: fc.oneof(fc.constantFrom(...NAMES), recipe) }), async (S, p) => {
       const name = typeof p.name === 'string' ? p.name : build(p.name, { ref: () => undefined })
-      const r = await attemptAsync(() => S.profiler.exportTrace(name))
+      const r = await attemptAsync(() => S.profiler.exportTrace(name as never))
       if (!r.ok && r.error instanceof Hostile) return note(S.counts, r.error)
       if (typeof name !== 'string' || name === '') return expect(S, r, ['INVALID_ARGUMENT'], `exportTrace(${show(name)})`)
       if (!writable(name)) return expect(S, r, ['IO_ERROR', 'INVALID_ARGUMENT'], `exportTrace(${show(name)})`)
       expect(S, r, null, `exportTrace(${show(name)})`)
       checkTrace(name, 'exportTrace')
     }),
-    c('flush', fc.constantFrom(undefined, 0, 10, 5000, -1, NaN, 'x'), async (S, t) => {
-      const bad = t !== undefined && !(Number.isInteger(t) && t >= 0)
-      const r = await attemptAsync(() => S.profiler.flush(t))
+    c('flush', fc.constantFrom(undefined, 0, 10, 5000, -1, Number.NaN, 'x'), async (S, t) => {
+      const bad = t !== undefined && !(typeof t === 'number' && Number.isInteger(t) && t >= 0)
+      const r = await attemptAsync(() => S.profiler.flush(t as never))
       const done = expect(S, r, bad ? ['INVALID_ARGUMENT'] : null, `flush(${t})`)
       if (!bad && typeof done !== 'boolean') throw new Error(`flush resolved ${done}`)
     }),
@@ -159,12 +190,12 @@ function commands(fc) {
       const bad = typeof p.name !== 'string' || p.name === '' || (p.bytes !== undefined && !(Number.isInteger(p.bytes) && p.bytes >= 0))
       expect(
         S,
-        await attemptAsync(() => S.profiler.markCpuFallback(p.name, p.bytes)),
+        await attemptAsync(() => S.profiler.markCpuFallback(p.name as never, p.bytes)),
         bad ? ['INVALID_ARGUMENT'] : null,
         `markCpuFallback(${show(p.name)}, ${p.bytes})`,
       )
-      if (!bad) S.fallbacks.set(p.name, (S.fallbacks.get(p.name) ?? 0) + 1)
-      const seen = new Map(S.profiler.stats().fallbacks.map((f) => [f.name, f.runs]))
+      if (!bad && typeof p.name === 'string') S.fallbacks.set(p.name, (S.fallbacks.get(p.name) ?? 0) + 1)
+      const seen = new Map(S.profiler.stats().fallbacks.map((f): [string, number] => [f.name, f.runs]))
       for (const [name, runs] of S.fallbacks)
         if (seen.get(name) !== runs) throw new Error(`fallback '${name}': stats say ${seen.get(name)} runs, the model ${runs}`)
     }),
@@ -187,7 +218,7 @@ function commands(fc) {
       } else if (kind === 'run') {
         const r = expect(S, await attemptAsync(() => executor.run({ x: new Uint32Array(64).fill(1) })), null, 'profiled run')
         S.counts.reads++
-        if (r.outputs.y.some((v) => v !== 3)) {
+        if (r.outputs.y.some((v: number) => v !== 3)) {
           S.counts.corruptedReads++
           throw new Error('a profiled run computed the wrong numbers')
         }
@@ -207,7 +238,7 @@ function commands(fc) {
       }
       await S.profiler.flush()
       const after = S.profiler.stats()
-      const total = (st) => st.operations.reduce((n, o) => n + o.runs, 0) + st.copies.reduce((n, o) => n + o.count, 0)
+      const total = (st: ProfilerStats) => st.operations.reduce((n, o) => n + o.runs, 0) + st.copies.reduce((n, o) => n + o.count, 0)
       if ((S.session || S.capture !== null) && total(after) <= total(before)) throw new Error(`profiled ${kind} was not counted`)
       if (!(S.session || S.capture !== null) && total(after) !== total(before)) throw new Error(`unprofiled ${kind} was counted`)
     }),
@@ -225,7 +256,7 @@ function commands(fc) {
           },
           notFunction: 42,
         }[p.outcome]
-        const r = await attemptAsync(() => S.profiler.profile(fn, p.mode ? { mode: p.mode } : undefined))
+        const r = await attemptAsync(() => S.profiler.profile(fn as never, p.mode ? { mode: p.mode as never } : undefined))
         if (p.outcome === 'notFunction' || p.mode === 'bogus') return expect(S, r, ['INVALID_ARGUMENT'], 'profile() with bad arguments')
         if (S.session) return expect(S, r, ['PROFILER_STATE'], 'profile() inside a session')
         if (p.outcome === 'value') {
@@ -240,14 +271,14 @@ function commands(fc) {
   ]
 }
 
-async function run({ fc, check, counts, trace }) {
+export async function run({ fc, check, counts, trace }: Harness): Promise<void> {
   const world = await openWorld()
   fs.mkdirSync('dir', { recursive: true }) // a directory where a trace file was asked for
   let n = 0
   const property = fc.asyncProperty(fc.commands(commands(fc), { maxCommands: 40, size: 'max' }), async (cmds) => {
     counts.runs++
     trace.reset(`profiler run ${++n}`)
-    const S = { world, counts, trace, profiler: world.gpu.profiler, session: false, capture: null, fallbacks: new Map() }
+    const S: State = { world, counts, trace, profiler: world.gpu.profiler, session: false, capture: null, fallbacks: new Map() }
     S.profiler.resetStats()
     try {
       await fc.asyncModelRun(() => ({ model: S, real: {} }), cmds)
@@ -259,5 +290,3 @@ async function run({ fc, check, counts, trace }) {
   })
   await check('profiler sessions, captures and exports', property, 40)
 }
-
-module.exports = { run }

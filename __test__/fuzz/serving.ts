@@ -1,4 +1,3 @@
-'use strict'
 // Serving fuzzing: executors fed with DeviceBlocks (device inputs, external state bound in
 // place, `outputsInto`, `outputs: 'device'`), shared weights and shape executors, with blocks
 // freed, reused, too small or of another device around the runs. A shadow model holds every
@@ -6,8 +5,10 @@
 // other block as it was; a run it refuses must fail typed and write nothing. Blocks freed right
 // after a run is called (not awaited) still serve that run, and memory reused at once is not
 // touched by it. After each sequence the heap and the host cache are back where they were.
-const { within, note, fault, problem } = require('./outcome.cjs')
-const { openWorld, settled, restore, expectNoLeak } = require('./world.cjs')
+import type { Arbitrary } from 'fast-check'
+import { type DeviceBlock, type Graph, type OutputArray, type RunOptions, WgallocError, type WgallocErrorCode } from 'wgalloc'
+import { type Harness, fault, note, problem, within } from './outcome.js'
+import { expectNoLeak, openWorld, restore, settled } from './world.js'
 
 const HANG_MS = 30_000
 const N = 64 // u32 elements per tensor
@@ -25,7 +26,7 @@ const INC = `@group(0) @binding(0) var<storage, read> a: array<u32>;
 fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&b)) { b[g.x] = a[g.x] + 1u; } }`
 
 /** h = x + s; s = h + w (in place); y = h + h. */
-const STATE_GRAPH = {
+const STATE_GRAPH: Graph = {
   kernels: { add: { source: ADD2 } },
   tensors: [
     { id: 'x', size: BYTES, kind: 'input', dtype: 'u32' },
@@ -41,7 +42,7 @@ const STATE_GRAPH = {
   ],
 }
 /** y = x + 1 over `batch` rows. */
-const SHAPE_GRAPH = {
+const SHAPE_GRAPH: Graph = {
   dims: ['batch'],
   kernels: { inc: { source: INC } },
   tensors: [
@@ -52,12 +53,20 @@ const SHAPE_GRAPH = {
 }
 const BUCKETS = [1, 2, 4]
 
-const add = (a, b) => a.map((v, i) => (v + b[i]) >>> 0)
-const same = (a, b) => a.length === b.length && a.every((v, i) => v === b[i])
+const add = (a: Uint32Array, b: Uint32Array) => a.map((v, i) => (v + b[i]) >>> 0)
+const same = (a: OutputArray, b: Uint32Array) => a.length === b.length && a.every((v: number, i: number) => v === b[i])
+
+/** What failure messages read of a thrown value: anything may be thrown, and WgallocErrors have both. */
+const codeOf = (err: unknown): unknown => (typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined)
+const messageOf = (err: unknown): unknown => (typeof err === 'object' && err !== null && 'message' in err ? err.message : undefined)
 
 /** One block the sequence made: its DeviceBlock, whether it is live, and its u32s when known. */
 class Slot {
-  constructor(block, gpuName) {
+  block: DeviceBlock
+  gpu: 'gpu' | 'gpu2'
+  live: boolean
+  data: Uint32Array | null
+  constructor(block: DeviceBlock, gpuName: 'gpu' | 'gpu2') {
     this.block = block
     this.gpu = gpuName
     this.live = true
@@ -65,7 +74,7 @@ class Slot {
   }
 }
 
-const command = (fc) =>
+const command = (fc: Harness['fc']) =>
   fc.oneof(
     {
       weight: 2,
@@ -102,14 +111,19 @@ const command = (fc) =>
     { weight: 1, arbitrary: fc.record({ op: fc.constant('release'), what: fc.constantFrom('executor', 'weights', 'shapes') }) },
   )
 
-async function run({ fc, check, counts, trace }) {
+/** One step of a sequence. */
+type Command = ReturnType<typeof command> extends Arbitrary<infer C> ? C : never
+
+export async function run({ fc, check, counts, trace }: Harness): Promise<void> {
   const world = await openWorld()
   const { gpu, gpu2 } = world
   let index = 0
-  const timed = (p, what) => within(counts, p, HANG_MS, what)
-  const refusedTyped = (err, what) => {
+  const timed = <T>(p: Promise<T>, what: string) => within(counts, p, HANG_MS, what)
+  const refusedTyped = (err: unknown, what: string): WgallocErrorCode => {
     const kind = note(counts, err)
-    if (kind !== 'typed') throw new Error(`${what} threw ${err?.constructor?.name}: ${err?.message}`)
+    // 'typed' is a WgallocError with a known code.
+    if (kind !== 'typed' || !(err instanceof WgallocError))
+      throw new Error(`${what} threw ${err == null ? undefined : err.constructor?.name}: ${messageOf(err)}`)
     if (err.code === 'INTERNAL') problem(counts, `INTERNAL from ${what}: ${err.message.split('\n')[0]}`)
     return err.code
   }
@@ -127,26 +141,26 @@ async function run({ fc, check, counts, trace }) {
   })
 
   /** Runs one command sequence; everything it made is freed or released before it returns. */
-  async function sequence(cmds, wSeed) {
+  async function sequence(cmds: Command[], wSeed: number) {
     const w = Uint32Array.from({ length: N }, (_, i) => (wSeed * 7 + i * 3) >>> 0)
-    const slots = []
+    const slots: Slot[] = []
     const weights = gpu.createWeights({ w })
     let weightsReleased = false
     let exe = await gpu.compile(STATE_GRAPH, wSeed % 2 ? { weights } : { params: { w } })
     let exeReleased = false
     let shapes = gpu.compileShapes(SHAPE_GRAPH, { buckets: { batch: BUCKETS }, capacity: 2 })
-    const pick = (at, pred = () => true) => {
+    const pick = (at: number, pred: (s: Slot) => unknown = () => true) => {
       const c = slots.filter(pred)
       return c.length ? c[at % c.length] : null
     }
-    const fill = (seed, n = N) => Uint32Array.from({ length: n }, (_, i) => (seed * 2654435761 + i * 40503) >>> 0)
-    const malloc = (size, other = false) => {
+    const fill = (seed: number, n = N) => Uint32Array.from({ length: n }, (_, i) => (seed * 2654435761 + i * 40503) >>> 0)
+    const malloc = (size: number, other = false) => {
       const s = new Slot((other ? gpu2 : gpu).heap.malloc(size), other ? 'gpu2' : 'gpu')
       slots.push(s)
       return s
     }
     /** A live block of the executor's device, big enough, with known contents (made if none). */
-    const good = (at, seed) => {
+    const good = (at: number, seed: number) => {
       const s = pick(at, (s) => s.live && s.gpu === 'gpu' && s.data && s.block.requestedSize >= BYTES)
       if (s) return s
       const made = malloc(BYTES)
@@ -154,13 +168,13 @@ async function run({ fc, check, counts, trace }) {
       made.block.write(made.data)
       return made
     }
-    const free = (s) => {
+    const free = (s: Slot) => {
       s.block.free()
       s.live = false
       s.data = null
     }
     /** Every live block with known contents still holds them. */
-    const verify = async (what) => {
+    const verify = async (what: string) => {
       for (const s of slots) {
         if (!s.live || !s.data) continue
         counts.reads++
@@ -198,7 +212,7 @@ async function run({ fc, check, counts, trace }) {
                 s.block.free()
                 throw new Error('a second free() succeeded')
               } catch (err) {
-                if (refusedTyped(err, 'second free') !== 'DOUBLE_FREE') throw new Error(`second free: ${err.code}`)
+                if (refusedTyped(err, 'second free') !== 'DOUBLE_FREE') throw new Error(`second free: ${codeOf(err)}`)
               }
             }
             break
@@ -214,8 +228,8 @@ async function run({ fc, check, counts, trace }) {
               exe.release()
               exeReleased = true
               const again = await timed(exe.run({ x: fill(1) }, {}), 'run after release')
-              if (!('error' in again) || again.error.code !== 'USE_AFTER_FREE')
-                throw new Error(`run after release: ${'error' in again ? again.error.code : 'succeeded'}`)
+              if (!('error' in again) || codeOf(again.error) !== 'USE_AFTER_FREE')
+                throw new Error(`run after release: ${'error' in again ? codeOf(again.error) : 'succeeded'}`)
               note(counts, again.error)
               fault(counts, 'use after release')
               exe = await gpu.compile(STATE_GRAPH, { params: { w } })
@@ -240,18 +254,19 @@ async function run({ fc, check, counts, trace }) {
     }
 
     /** The state graph's run: what the model expects, what it got. */
-    async function runState(c) {
+    async function runState(c: Extract<Command, { op: 'run' }>) {
       const [ax, as, ao] = c.at
       const xHost = fill(c.seed)
       // The codes a refusal may carry, when the model expects one (any of them when several
       // arguments are wrong: which one is reported first is the executor's choice).
-      let refuse = null
-      const why = (codes) => {
+      // Set by why(), in a closure: typed so that the checks below do not narrow it to null.
+      let refuse = null as string[] | null
+      const why = (codes: string[]) => {
         refuse = [...new Set([...(refuse ?? []), ...codes])]
       }
-      const inputs = {}
-      let xSlot = null
-      let sSlot = null
+      const inputs: Record<string, unknown> = {}
+      let xSlot: Slot | null = null
+      let sSlot: Slot | null = null
       // The external state block.
       if (c.s === 'block' || c.s === 'good') {
         sSlot = c.s === 'good' ? good(as, c.seed + 2) : (pick(as) ?? malloc(BYTES))
@@ -277,8 +292,8 @@ async function run({ fc, check, counts, trace }) {
         else if (xSlot.gpu !== 'gpu' || xSlot.block.requestedSize < BYTES) why(['INVALID_ARGUMENT'])
       } else why(['INVALID_ARGUMENT'])
       // Where y goes.
-      const options = { checkPlan: c.checkPlan, observe: c.observe }
-      let intoSlot = null
+      const options: RunOptions = { checkPlan: c.checkPlan, observe: c.observe }
+      let intoSlot: Slot | null = null
       if (c.out === 'device') options.outputs = 'device'
       else if (c.out.startsWith('into')) {
         if (c.out === 'intoS' && sSlot) intoSlot = sSlot
@@ -297,8 +312,8 @@ async function run({ fc, check, counts, trace }) {
       const want = h ? { y: add(h, h), s: add(h, w) } : null
 
       // Call, then free (and maybe reuse) before awaiting: the run holds what it was given.
-      const p = exe.run(inputs, options)
-      const freedNow = []
+      const p = exe.run(inputs as never, options)
+      const freedNow: Slot[] = []
       for (const role of c.freeAfter) {
         const s = role === 'x' ? xSlot : role === 's' ? sSlot : intoSlot
         if (s?.live && !freedNow.includes(s)) {
@@ -316,15 +331,15 @@ async function run({ fc, check, counts, trace }) {
       if (refuse) {
         if (!('error' in got)) throw new Error(`run ${JSON.stringify(c)} should be refused (${refuse.join(' or ')}) but succeeded`)
         const code = refusedTyped(got.error, `run ${JSON.stringify(c)}`)
-        if (!refuse.includes(code)) throw new Error(`run ${JSON.stringify(c)}: ${code} (${got.error.message}), expected ${refuse.join(' or ')}`)
+        if (!refuse.includes(code)) throw new Error(`run ${JSON.stringify(c)}: ${code} (${messageOf(got.error)}), expected ${refuse.join(' or ')}`)
         return
       }
-      if ('error' in got) throw new Error(`run ${JSON.stringify(c)} failed: ${got.error.code ?? ''} ${got.error.message}`)
+      if ('error' in got) throw new Error(`run ${JSON.stringify(c)} failed: ${codeOf(got.error) ?? ''} ${messageOf(got.error)}`)
       const result = got.value
       // The state block was updated in place; y landed where it was sent (after the ops, so a
       // y written into the state block or the input block is what that block holds).
       if (sSlot?.live) sSlot.data = want ? Uint32Array.from(want.s) : null
-      let y = null
+      let y: OutputArray | null = null
       if (c.out === 'host') y = result.outputs.y
       else if (c.out === 'device') {
         const blk = result.blocks?.y
@@ -350,11 +365,11 @@ async function run({ fc, check, counts, trace }) {
     }
 
     /** The shape executor's run at `batch` rows. */
-    async function runShape(c) {
+    async function runShape(c: Extract<Command, { op: 'shape' }>) {
       const valid = Number.isInteger(c.batch) && c.batch >= 1 && c.batch <= BUCKETS[BUCKETS.length - 1]
       const x = fill(c.seed, Math.max(0, Math.floor(c.batch)) * ROW || ROW)
-      let xs = null
-      let input = x
+      let xs: Slot | null = null
+      let input: Uint32Array | DeviceBlock = x
       if (c.block && valid) {
         xs = malloc(x.byteLength)
         xs.block.write(x)
@@ -370,10 +385,10 @@ async function run({ fc, check, counts, trace }) {
       const got = await timed(p, `shape run ${JSON.stringify(c)}`)
       if (!valid) {
         if (!('error' in got)) throw new Error(`shape run at batch ${c.batch} should be refused`)
-        if (refusedTyped(got.error, 'shape run') !== 'INVALID_ARGUMENT') throw new Error(`shape run at batch ${c.batch}: ${got.error.code}`)
+        if (refusedTyped(got.error, 'shape run') !== 'INVALID_ARGUMENT') throw new Error(`shape run at batch ${c.batch}: ${codeOf(got.error)}`)
         return
       }
-      if ('error' in got) throw new Error(`shape run ${JSON.stringify(c)} failed: ${got.error.code ?? ''} ${got.error.message}`)
+      if ('error' in got) throw new Error(`shape run ${JSON.stringify(c)} failed: ${codeOf(got.error) ?? ''} ${messageOf(got.error)}`)
       counts.reads++
       const y = got.value.outputs.y
       const want = x.map((v) => (v + 1) >>> 0)
@@ -386,5 +401,3 @@ async function run({ fc, check, counts, trace }) {
 
   await check('executors with device blocks, external state, shared weights and shapes', property, 40)
 }
-
-module.exports = { run }
