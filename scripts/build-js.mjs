@@ -1,6 +1,7 @@
 // Builds the published JS from js/: tsc into dist/ (CommonJS, plus the .mjs ESM entry), the
-// generated napi loader and the viewer's browser files copied beside it, and the public
-// declarations bundled into the one top-level index.d.ts.
+// generated napi loader copied beside it, the viewer's page scripts (tsc, as classic browser
+// scripts) with their other assets, and the public declarations bundled into the one
+// top-level index.d.ts.
 import { execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -23,8 +24,16 @@ for (const entry of readdirSync(dist)) if (!entry.endsWith('.node')) rmSync(join
 
 run('typescript/bin/tsc', ['-p', 'tsconfig.json'])
 cpSync(join(root, 'js/binding.js'), join(dist, 'binding.js'))
+// The viewer's page scripts: js/view/client/*.ts -> dist/view/client/*.js (its tsconfig sets outDir);
+// everything else there but the TypeScript sources and the tsconfig (page.css, vendor/) is copied as is.
 const client = join(root, 'js/view/client')
-if (existsSync(client)) cpSync(client, join(dist, 'view/client'), { recursive: true, filter: (src) => !src.endsWith('tsconfig.json') })
+if (existsSync(client)) {
+  run('typescript/bin/tsc', ['-p', 'js/view/client/tsconfig.json'])
+  for (const entry of readdirSync(client)) {
+    if (entry.endsWith('.ts') || entry === 'tsconfig.json') continue
+    cpSync(join(client, entry), join(dist, 'view/client', entry), { recursive: true })
+  }
+}
 run('dts-bundle-generator/dist/bin/dts-bundle-generator.js', [
   '--silent',
   '--project',

@@ -1,8 +1,25 @@
 // Plan page: every buffer as a rectangle over its lifetime (x: steps) at its
 // offset in the slab (y: bytes), the slab and lower-bound lines, and the live
-// bytes per step underneath.
+// bytes per step underneath. A classic script inlined after common.ts (see
+// there); the data comes from js/view/plan.ts.
+
+/** The plan page's data (js/view/plan.ts). */
+interface PlanData {
+  kind: 'plan'
+  title: string
+  subtitle: string
+  /** One column per field, one row per buffer: live over steps first..last (inclusive) at [offset, offset + size). */
+  records: { id: string[]; size: number[]; first: number[]; last: number[]; offset: number[] }
+  steps: number
+  slabSize: number
+  lowerBound: number | null
+  /** Views sharing a base buffer's storage, by the base's id. */
+  views: Partial<Record<string, string[]>>
+  summary: SummaryRow[]
+}
+
 ;(() => {
-  const D = V.data
+  const D = V.data as PlanData
   const R = D.records
   const n = R.id.length
   const colour = R.id.map((id) => V.colour(id))
@@ -33,7 +50,7 @@
     V.legend([
       { label: 'buffer (colour per id)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
       { label: `slab ${V.bytes(D.slabSize)}`, colour: t.line, kind: 'line' },
-      ...(D.lowerBound != null ? [{ label: `lower bound ${V.bytes(D.lowerBound)}`, colour: t.warn, kind: 'dash' }] : []),
+      ...(D.lowerBound != null ? [{ label: `lower bound ${V.bytes(D.lowerBound)}`, colour: t.warn, kind: 'dash' as const }] : []),
     ]),
   )
   const plot = V.el('div', { class: 'plot' })
@@ -48,9 +65,9 @@
   const lv = V.canvas(livePlot)
 
   const M = { l: 74, r: 14, t: 10, b: 28 }
-  const plotX = () => [M.l, cv.width - M.r]
-  let geom = null
-  const counts = {}
+  const plotX = (): [number, number] => [M.l, cv.width - M.r]
+  let geom: { xs: Scale; ys: Scale } | null = null
+  const counts: Counts = {}
 
   function drawLayout() {
     const W = V.plotWidth(plot)
@@ -126,18 +143,18 @@
   // Both charts share one x range.
   Object.defineProperty(zl, 'lo', {
     get: () => z.lo,
-    set: (v) => {
+    set: (v: number) => {
       z.lo = v
     },
   })
   Object.defineProperty(zl, 'hi', {
     get: () => z.hi,
-    set: (v) => {
+    set: (v: number) => {
       z.hi = v
     },
   })
 
-  function recordAt(e) {
+  function recordAt(e: MouseEvent) {
     const step = z.at(e.offsetX)
     const maxYpx = cv.height - M.b
     const bytes = ((maxYpx - e.offsetY) / (maxYpx - M.t)) * maxY
@@ -152,7 +169,7 @@
   cv.el.addEventListener('mousemove', (e) => {
     const i = recordAt(e)
     if (i < 0) return V.hideTip()
-    const rows = [
+    const rows: TipRow[] = [
       ['size', V.bytesLong(R.size[i])],
       ['offset', V.bytesLong(R.offset[i])],
       ['end', V.bytesLong(R.offset[i] + R.size[i])],
@@ -180,7 +197,7 @@
   draw()
   // For tools and tests: where a buffer is drawn, in viewport coordinates.
   const wgallocView = {
-    pointOf(id) {
+    pointOf(id: string | number) {
       const i = R.id.indexOf(String(id))
       if (i < 0 || !geom) return null
       const r = cv.el.getBoundingClientRect()

@@ -1,10 +1,59 @@
 // Shared page helpers: number formats, axis ticks, stable colours, HiDPI
-// canvases, tooltips, x zoom/pan, legends and summary cards. Plain browser JS,
-// inlined into every page by js/view/shell.cjs.
+// canvases, tooltips, x zoom/pan, legends and summary cards. A classic browser
+// script (no import/export): compiled to dist/view/client/common.js and inlined
+// into every page by js/view/shell.ts ahead of the page's own script, which
+// reads the global `V` (and the global types below) declared here.
+
+/** A summary card's unit (js/view/check.ts's SummaryRow): every unit but 'text' formats a number. */
+type NumericUnit = 'bytes' | 'count' | 'ratio' | 'ms'
+/** A summary value and its unit. */
+type SummaryValue = [value: number, unit: NumericUnit] | [value: number | string, unit: 'text']
+/** A summary card: label, value and how to show it. */
+type SummaryRow = [label: string, ...SummaryValue]
+/** One tooltip row: key and value (shown as `String(value)`, escaped). */
+type TipRow = [key: string, value: unknown]
+/** A legend entry: a swatch (the default), a line, a dashed line or a hatched swatch. */
+interface LegendItem {
+  label: string
+  colour: string
+  kind?: 'swatch' | 'line' | 'dash' | 'hatch'
+}
+/** `el()`'s attributes: `class`, `html` (innerHTML), `on<type>` (a listener) or any attribute. */
+type Attrs = Record<string, string | EventListener>
+/** A canvas sized in CSS pixels (`width`, `height`) and drawn at device resolution. */
+interface ViewCanvas {
+  el: HTMLCanvasElement
+  ctx: CanvasRenderingContext2D
+  width: number
+  height: number
+  size(w: number, h: number): void
+}
+/** An x range under zoom and pan (`xzoom()`). */
+interface Zoom {
+  lo: number
+  hi: number
+  full: [number, number]
+  /** Gets clicks that were not drags. */
+  onClick: ((e: MouseEvent) => void) | null
+  /** The x value at a CSS pixel offset. */
+  at: (offsetX: number) => number
+}
+/** Plot margins in CSS pixels. */
+interface Margins {
+  l: number
+  r: number
+  t: number
+  b: number
+}
+type Scale = (v: number) => number
+type Format = (v: number) => string
+/** What the page scripts count as drawn, written to <body data-*>. */
+type Counts = Record<string, string | number>
+
 const V = (() => {
-  const data = JSON.parse(document.getElementById('wgalloc-data').textContent)
-  const main = document.getElementById('main')
-  const cssVar = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim()
+  const data: unknown = JSON.parse(document.getElementById('wgalloc-data')!.textContent!)
+  const main = document.getElementById('main')!
+  const cssVar = (name: string) => getComputedStyle(document.documentElement).getPropertyValue(name).trim()
   const theme = () => ({
     fg: cssVar('--fg'),
     muted: cssVar('--muted'),
@@ -19,9 +68,9 @@ const V = (() => {
   })
 
   const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB']
-  const short = (n) => (n >= 100 || Number.isInteger(n) ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2)).replace(/\.0+$/, '')
+  const short = (n: number) => (n >= 100 || Number.isInteger(n) ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2)).replace(/\.0+$/, '')
   /** 1536 -> "1.5 KiB" */
-  function bytes(n) {
+  function bytes(n: number) {
     if (!Number.isFinite(n)) return String(n)
     let v = Math.abs(n)
     let i = 0
@@ -31,27 +80,27 @@ const V = (() => {
     }
     return `${n < 0 ? '-' : ''}${short(v)} ${UNITS[i]}`
   }
-  const int = (n) => Math.round(n).toLocaleString('en-US')
+  const int = (n: number) => Math.round(n).toLocaleString('en-US')
   /** Exact and short: "1,572,864 B (1.5 MiB)". */
-  const bytesLong = (n) => (n < 1024 ? `${int(n)} B` : `${int(n)} B (${bytes(n)})`)
+  const bytesLong = (n: number) => (n < 1024 ? `${int(n)} B` : `${int(n)} B (${bytes(n)})`)
   /** Microseconds -> "12.5 µs" / "3.2 ms" / "1.05 s". */
-  function time(us) {
+  function time(us: number) {
     const a = Math.abs(us)
     if (a < 1000) return `${short(us)} µs`
     if (a < 1e6) return `${short(us / 1000)} ms`
     return `${short(us / 1e6)} s`
   }
 
-  function nice(x) {
+  function nice(x: number) {
     const p = 10 ** Math.floor(Math.log10(x))
     const f = x / p
     return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p
   }
   /** Tick values in [lo, hi]; `binary` steps are 1-2-5 multiples of B/KiB/MiB/... */
-  function ticks(lo, hi, count, binary) {
+  function ticks(lo: number, hi: number, count: number, binary?: boolean) {
     const span = hi - lo
     if (!(span > 0) || !(count > 0)) return [lo]
-    let step
+    let step: number
     if (binary) {
       let unit = 1
       while (unit * 1024 <= span) unit *= 1024
@@ -59,14 +108,14 @@ const V = (() => {
     } else {
       step = nice(span / count)
     }
-    const out = []
+    const out: number[] = []
     for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(v)
     return out
   }
 
   // Colours stable per id: FNV-1a of the id picks hue, saturation and lightness.
-  const colours = new Map()
-  function hash(s) {
+  const colours = new Map<string, string>()
+  function hash(s: string) {
     let h = 2166136261
     for (let i = 0; i < s.length; i++) {
       h ^= s.charCodeAt(i)
@@ -74,7 +123,7 @@ const V = (() => {
     }
     return h >>> 0
   }
-  function colour(key) {
+  function colour(key: string) {
     const k = String(key)
     let c = colours.get(k)
     if (!c) {
@@ -86,21 +135,21 @@ const V = (() => {
   }
 
   /** Largest value of an array (spreading 100k values into Math.max overflows the stack). */
-  function max(values, start = -Infinity) {
+  function max(values: ArrayLike<number>, start = -Infinity) {
     let m = start
     for (let i = 0; i < values.length; i++) if (values[i] > m) m = values[i]
     return m
   }
 
   /** The same colour as `colour(key)`, as a little-endian RGBA word for ImageData. */
-  function colourRgba(key) {
-    const m = /hsl\((\d+) (\d+)% (\d+)%\)/.exec(colour(key))
+  function colourRgba(key: string) {
+    const m = /hsl\((\d+) (\d+)% (\d+)%\)/.exec(colour(key))!
     const h = Number(m[1]) / 360,
       s = Number(m[2]) / 100,
       l = Number(m[3]) / 100
     const q = l < 0.5 ? l * (1 + s) : l + s - l * s
     const p = 2 * l - q
-    const ch = (t) => {
+    const ch = (t: number) => {
       t = (t + 1) % 1
       const v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 1 / 2 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p
       return Math.round(v * 255)
@@ -108,26 +157,26 @@ const V = (() => {
     return ((255 << 24) | (ch(h - 1 / 3) << 16) | (ch(h) << 8) | ch(h + 1 / 3)) >>> 0
   }
 
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
-  function el(tag, attrs, ...children) {
+  const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+  function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs, ...children: (Node | string | null | undefined)[]): HTMLElementTagNameMap[K] {
     const e = document.createElement(tag)
     for (const [k, v] of Object.entries(attrs ?? {})) {
-      if (k === 'class') e.className = v
-      else if (k === 'html') e.innerHTML = v
-      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v)
-      else e.setAttribute(k, v)
+      if (k === 'class') e.className = String(v)
+      else if (k === 'html') e.innerHTML = String(v)
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v as EventListener)
+      else e.setAttribute(k, String(v))
     }
     for (const c of children) if (c != null) e.append(c)
     return e
   }
-  function section(title, help) {
+  function section(title: string, help?: string) {
     const s = el('section', {}, el('h2', {}, title))
     if (help) s.append(el('p', { class: 'help', html: help }))
     main.append(s)
     return s
   }
   /** items: [{ label, colour, kind: 'swatch' | 'line' | 'dash' | 'hatch' }] */
-  function legend(items) {
+  function legend(items: LegendItem[]) {
     const box = el('div', { class: 'legend' })
     for (const it of items) {
       const mark =
@@ -144,33 +193,33 @@ const V = (() => {
     }
     return box
   }
-  function formatValue(value, unit) {
+  function formatValue(...[value, unit]: SummaryValue) {
     if (unit === 'bytes') return bytes(value)
     if (unit === 'ratio') return `${value.toFixed(3)}x`
     if (unit === 'ms') return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${short(value)} ms`
     if (unit === 'count') return int(value)
     return String(value)
   }
-  function cards(summary) {
-    const box = document.getElementById('summary')
-    for (const [k, v, unit] of summary ?? []) {
-      const card = el('div', { class: 'card' }, el('div', { class: 'k' }, k), el('div', { class: 'v' }, formatValue(v, unit)))
-      if (unit === 'bytes') card.title = `${int(v)} bytes`
+  function cards(summary?: SummaryRow[]) {
+    const box = document.getElementById('summary')!
+    for (const [k, ...value] of summary ?? []) {
+      const card = el('div', { class: 'card' }, el('div', { class: 'k' }, k), el('div', { class: 'v' }, formatValue(...value)))
+      if (value[1] === 'bytes') card.title = `${int(value[0])} bytes`
       box.append(card)
     }
   }
 
   /** A canvas sized in CSS pixels and drawn at device resolution. */
-  function canvas(parent) {
+  function canvas(parent: HTMLElement): ViewCanvas {
     const c = el('canvas')
     parent.append(c)
-    const ctx = c.getContext('2d')
+    const ctx = c.getContext('2d')!
     return {
       el: c,
       ctx,
       width: 0,
       height: 0,
-      size(w, h) {
+      size(w: number, h: number) {
         const dpr = window.devicePixelRatio || 1
         this.width = w
         this.height = h
@@ -183,11 +232,11 @@ const V = (() => {
       },
     }
   }
-  const plotWidth = (elem) => Math.max(320, elem.clientWidth)
+  const plotWidth = (elem: HTMLElement) => Math.max(320, elem.clientWidth)
 
-  const tipEl = document.getElementById('tip')
+  const tipEl = document.getElementById('tip')!
   /** rows: [[key, value]] (values are escaped) */
-  function tip(event, title, rows) {
+  function tip(event: MouseEvent, title: string, rows: TipRow[]) {
     tipEl.innerHTML = `<b>${esc(title)}</b><table>${rows.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join('')}</table>`
     tipEl.hidden = false
     const r = tipEl.getBoundingClientRect()
@@ -201,9 +250,9 @@ const V = (() => {
   }
 
   /** Redraws `fn` at most once a frame. */
-  function throttle(fn) {
+  function throttle<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
     let pending = false
-    let lastArgs
+    let lastArgs: A
     return (...args) => {
       lastArgs = args
       if (pending) return
@@ -214,8 +263,8 @@ const V = (() => {
       })
     }
   }
-  const resizers = []
-  const onResize = (fn) => resizers.push(fn)
+  const resizers: (() => void)[] = []
+  const onResize = (fn: () => void) => resizers.push(fn)
   let lastWidth = main.clientWidth
   const resize = throttle(() => {
     if (main.clientWidth === lastWidth) return
@@ -230,14 +279,13 @@ const V = (() => {
    * double-click resets. `plotX()` gives the plot's [left, right] in CSS px.
    * `z.click(fn)` gets clicks that were not drags.
    */
-  function xzoom(elem, lo, hi, plotX, redraw) {
-    const z = { lo, hi, full: [lo, hi], onClick: null }
+  function xzoom(elem: HTMLElement, lo: number, hi: number, plotX: () => [number, number], redraw: () => void): Zoom {
     const minSpan = (hi - lo) / 1e6
-    const at = (offsetX) => {
+    const at = (offsetX: number) => {
       const [x0, x1] = plotX()
       return z.lo + ((offsetX - x0) / (x1 - x0)) * (z.hi - z.lo)
     }
-    z.at = at
+    const z: Zoom = { lo, hi, full: [lo, hi], onClick: null, at }
     const clamp = () => {
       const span = Math.min(Math.max(z.hi - z.lo, minSpan), z.full[1] - z.full[0])
       if (z.lo < z.full[0]) z.lo = z.full[0]
@@ -260,7 +308,7 @@ const V = (() => {
       },
       { passive: false },
     )
-    let drag = null
+    let drag: { x: number; lo: number; hi: number; moved: boolean } | null = null
     elem.addEventListener('mousedown', (e) => {
       drag = { x: e.clientX, lo: z.lo, hi: z.hi, moved: false }
     })
@@ -289,7 +337,20 @@ const V = (() => {
   }
 
   /** Horizontal axis with grid lines from `top` to `y`. */
-  function axisX(ctx, { x0, x1, y, top, lo, hi, format, binary = false, labelEvery = 90 }) {
+  function axisX(
+    ctx: CanvasRenderingContext2D,
+    {
+      x0,
+      x1,
+      y,
+      top,
+      lo,
+      hi,
+      format,
+      binary = false,
+      labelEvery = 90,
+    }: { x0: number; x1: number; y: number; top: number; lo: number; hi: number; format: Format; binary?: boolean; labelEvery?: number },
+  ) {
     const t = theme()
     ctx.save()
     ctx.font = '11px system-ui, sans-serif'
@@ -310,7 +371,19 @@ const V = (() => {
     ctx.restore()
   }
   /** Vertical axis at x0 with grid lines to x1. */
-  function axisY(ctx, { x0, x1, y0, y1, lo, hi, format, binary = false }) {
+  function axisY(
+    ctx: CanvasRenderingContext2D,
+    {
+      x0,
+      x1,
+      y0,
+      y1,
+      lo,
+      hi,
+      format,
+      binary = false,
+    }: { x0: number; x1: number; y0: number; y1: number; lo: number; hi: number; format: Format; binary?: boolean },
+  ) {
     const t = theme()
     ctx.save()
     ctx.font = '11px system-ui, sans-serif'
@@ -333,13 +406,13 @@ const V = (() => {
    * `M` of a `W` x `H` canvas, then a clip to the plot area (the caller restores it).
    * Returns the plot box and the step -> x and bytes -> y scales.
    */
-  function bytePlot(ctx, { W, H, M, z, maxY }) {
+  function bytePlot(ctx: CanvasRenderingContext2D, { W, H, M, z, maxY }: { W: number; H: number; M: Margins; z: Zoom; maxY: number }) {
     const x0 = M.l,
       x1 = W - M.r,
       y0 = H - M.b,
       y1 = M.t
-    const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
-    const ys = (v) => y0 - (v / maxY) * (y0 - y1)
+    const xs: Scale = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
+    const ys: Scale = (v) => y0 - (v / maxY) * (y0 - y1)
     axisY(ctx, { x0, x1, y0, y1, lo: 0, hi: maxY, format: bytes, binary: true })
     axisX(ctx, { x0, x1, y: y0, top: y1, lo: z.lo, hi: z.hi, format: (v) => int(v) })
     ctx.save()
@@ -350,11 +423,11 @@ const V = (() => {
   }
 
   /** What was drawn, as data- attributes on <body> (read by tests and tools); redraws after `done` refresh them. */
-  function update(counts) {
+  function update(counts: Counts) {
     if (document.body.dataset.rendered) done(counts)
   }
   /** Marks the page as drawn. */
-  function done(counts) {
+  function done(counts: Counts) {
     for (const [k, v] of Object.entries(counts)) document.body.dataset[k] = String(v)
     if (!document.body.dataset.rendered) document.body.dataset.renderMs = String(Math.round(performance.now()))
     document.body.dataset.rendered = 'true'

@@ -1,18 +1,80 @@
 // Memory page: active-memory timeline (one band per allocation, stacked in
 // allocation order, as PyTorch's memory viewer draws it) and the segment map
-// (each segment with its blocks at their offsets) at a chosen step.
+// (each segment with its blocks at their offsets) at a chosen step. A classic
+// script inlined after common.ts (see there); the data comes from js/view/memory.ts.
+
+/** The memory page's data (js/view/memory.ts): a snapshot, a recorded history or a trace. */
+interface MemoryData {
+  kind: 'memory'
+  title: string
+  subtitle: string
+  /** 'snapshot': one moment (steps 1, pool table); 'history': replayed or recorded; 'trace': no segments or offsets. */
+  mode: 'snapshot' | 'history' | 'trace'
+  /** Allocator steps (one alloc or free each). */
+  steps: number
+  pools: string[]
+  blocks: MemoryBlocks
+  /** JS stacks of mallocs, indexed by `blocks.stack`. */
+  stacks: string[]
+  segments: MemorySegment[]
+  /** Failed allocations, at step `t`. */
+  ooms: { t: number; size: number; pool: string }[]
+  /** Snapshot mode only. */
+  byPool?: PoolRow[]
+  /** History and trace modes: the step of the peak active bytes. */
+  peakStep?: number
+  summary: SummaryRow[]
+}
+/** One column per field, one row per block (live over steps [start, end)). */
+interface MemoryBlocks {
+  label: string[]
+  size: number[]
+  start: number[]
+  end: number[]
+  /** Index into `segments`, -1 without one. */
+  seg: number[]
+  /** Offset in the segment, -1 when unknown. */
+  off: number[]
+  /** Index into `pools`. */
+  pool: number[]
+  /** 0: active, 1: pending free. */
+  state: number[]
+  /** Index into `stacks`, -1 without one (absent in older pages). */
+  stack?: number[]
+}
+/** A segment (one wgpu::Buffer), live over steps [start, end). */
+interface MemorySegment {
+  id: number
+  /** Index into `pools`. */
+  pool: number
+  size: number
+  dedicated: boolean
+  start: number
+  end: number
+}
+/** What one pool holds in a snapshot. */
+interface PoolRow {
+  name: string
+  segments: number
+  reserved: number
+  active: number
+  pending: number
+  free: number
+  largestFree: number
+}
+
 ;(() => {
-  const D = V.data
+  const D = V.data as MemoryData
   const B = D.blocks
   const n = B.size.length
   const segs = D.segments
   const MAX_RECTS = 1 << 19 // beyond this many band rectangles the timeline is drawn per pixel column
   const blockColour = B.label.map((l) => V.colour(l))
-  const counts = {}
+  const counts: Counts = {}
   V.cards(D.summary)
 
-  const blockRows = (k, step) => {
-    const rows = [['size', V.bytesLong(B.size[k])]]
+  const blockRows = (k: number, step?: number | null) => {
+    const rows: TipRow[] = [['size', V.bytesLong(B.size[k])]]
     if (D.mode !== 'trace') rows.push(['pool', D.pools[B.pool[k]]])
     if (B.seg[k] >= 0) rows.push(['segment', `#${segs[B.seg[k]].id}`], ['offset', B.off[k] >= 0 ? V.bytesLong(B.off[k]) : 'unknown'])
     if (D.mode !== 'snapshot') rows.push(['lifetime', `steps ${V.int(B.start[k])} to ${V.int(B.end[k])} (${V.int(B.end[k] - B.start[k])} steps)`])
@@ -28,13 +90,13 @@
   const byStart = Array.from({ length: n }, (_, i) => i).sort((a, b) => B.start[a] - B.start[b] || a - b)
   const byEnd = Array.from({ length: n }, (_, i) => i).sort((a, b) => B.end[a] - B.end[b] || a - b)
   /** Live blocks in allocation order; `advance(s)` applies every event up to step s (frees first at a step). */
-  function sweeper(onFree, onAlloc) {
+  function sweeper(onFree?: (k: number, i: number, t: number) => boolean | undefined, onAlloc?: (k: number) => void) {
     let ai = 0
     let fi = 0
-    const stack = []
+    const stack: number[] = []
     return {
       stack,
-      advance(s) {
+      advance(s: number) {
         for (;;) {
           const nf = fi < n ? B.end[byEnd[fi]] : Infinity
           const na = ai < n ? B.start[byStart[ai]] : Infinity
@@ -65,7 +127,7 @@
     let rb = new Int32Array(cap)
     let rt = new Float64Array(cap * 3) // t0, t1, base
     let count = 0
-    const emit = (b, t0, t1, base) => {
+    const emit = (b: number, t0: number, t1: number, base: number) => {
       if (t1 <= t0) return true
       if (count === cap) {
         if (cap >= MAX_RECTS) return false
@@ -135,7 +197,7 @@
     return out
   }
 
-  let selectStep = (_step) => {}
+  let selectStep = (_step: number) => {}
 
   function timeline() {
     const sec = V.section(
@@ -152,9 +214,9 @@
     sec.append(
       V.legend([
         { label: 'allocation (colour per id)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
-        ...(reserved ? [{ label: 'reserved (segments)', colour: t.line, kind: 'dash' }] : []),
+        ...(reserved ? [{ label: 'reserved (segments)', colour: t.line, kind: 'dash' as const }] : []),
         ...(D.ooms.length ? [{ label: 'allocation failed', colour: t.warn }] : []),
-        ...(segs.length ? [{ label: 'step shown in the segment map', colour: t.accent, kind: 'line' }] : []),
+        ...(segs.length ? [{ label: 'step shown in the segment map', colour: t.accent, kind: 'line' as const }] : []),
       ]),
     )
     if (!layout) {
@@ -172,10 +234,10 @@
     const cv = V.canvas(plot)
     const M = { l: 74, r: 14, t: 10, b: 28 }
     const maxY = Math.max(1, V.max(total), reserved ? V.max(reserved) : 0) * 1.04
-    const plotX = () => [M.l, cv.width - M.r]
+    const plotX = (): [number, number] => [M.l, cv.width - M.r]
 
     /** Pixel columns: the live stack at one step per column, written into an image. */
-    function drawColumns(ctx, x0, x1, y0, y1) {
+    function drawColumns(ctx: CanvasRenderingContext2D, x0: number, x1: number, y0: number, y1: number) {
       const dpr = window.devicePixelRatio || 1
       const pw = Math.max(1, Math.round((x1 - x0) * dpr))
       const ph = Math.max(1, Math.round((y0 - y1) * dpr))
@@ -203,14 +265,14 @@
             seen[k] = 1
             drawn++
           }
-          const colour = rgba[k]
+          const colour = rgba![k]
           for (let r = r0; r < r1; r++) px[r * pw + c] = colour
         }
       }
       const off = document.createElement('canvas')
       off.width = pw
       off.height = ph
-      off.getContext('2d').putImageData(img, 0, 0)
+      off.getContext('2d')!.putImageData(img, 0, 0)
       ctx.drawImage(off, x0, y1, x1 - x0, y0 - y1)
       return drawn
     }
@@ -284,9 +346,9 @@
     let selected = D.peakStep ?? 0
     const redraw = V.throttle(draw)
 
-    let hoverSweep = null
+    let hoverSweep: { sw: ReturnType<typeof sweeper>; step: number } | null = null
     /** The block drawn at (step, bytes), or -1. */
-    function blockAt(step, bytes) {
+    function blockAt(step: number, bytes: number) {
       if (layout) {
         const { rb, rt } = layout
         for (let i = 0; i < layout.count; i++) {
@@ -308,7 +370,7 @@
       return -1
     }
     let inside = false
-    const hover = V.throttle((e) => {
+    const hover = V.throttle((e: MouseEvent) => {
       if (!inside) return
       const x0 = M.l,
         x1 = cv.width - M.r,
@@ -317,7 +379,7 @@
       if (e.offsetX < x0 || e.offsetX > x1 || e.offsetY < y1 || e.offsetY > y0) return V.hideTip()
       const step = z.at(e.offsetX)
       const s = Math.min(D.steps - 1, Math.max(0, Math.floor(step)))
-      const at = [['active', V.bytesLong(total[s])], ...(reserved ? [['reserved', V.bytesLong(reserved[s])]] : [])]
+      const at: TipRow[] = [['active', V.bytesLong(total[s])], ...(reserved ? [['reserved', V.bytesLong(reserved[s])] satisfies TipRow] : [])]
       const k = blockAt(step, ((y0 - e.offsetY) / (y0 - y1)) * maxY)
       if (k >= 0) V.tip(e, B.label[k], [...blockRows(k), ['at step', V.int(s)], ...at])
       else V.tip(e, `step ${V.int(s)}`, at)
@@ -353,8 +415,8 @@
         { label: 'free (cached)', colour: t.free },
       ]),
     )
-    const rows = D.byPool.map((p) => {
-      const pct = (v) => (p.reserved > 0 ? (100 * v) / p.reserved : 0)
+    const rows = D.byPool!.map((p) => {
+      const pct = (v: number) => (p.reserved > 0 ? (100 * v) / p.reserved : 0)
       const bar = V.el(
         'div',
         { class: 'bar' },
@@ -379,13 +441,13 @@
   }
 
   const PENDING = '#f0a33a'
-  let hatchPattern = null
+  let hatchPattern: CanvasPattern | null = null
   /** Diagonal orange stripes: a pending free (freed, GPU work still outstanding). */
-  function hatch(ctx) {
+  function hatch(ctx: CanvasRenderingContext2D) {
     if (!hatchPattern) {
       const c = document.createElement('canvas')
       c.width = c.height = 6
-      const g = c.getContext('2d')
+      const g = c.getContext('2d')!
       g.strokeStyle = PENDING
       g.lineWidth = 2
       g.beginPath()
@@ -398,10 +460,10 @@
       g.stroke()
       hatchPattern = ctx.createPattern(c, 'repeat')
     }
-    return hatchPattern
+    return hatchPattern!
   }
 
-  function segmentMap(initial) {
+  function segmentMap(initial: number) {
     const sec = V.section('Segment map', 'One row per segment (one <code>wgpu::Buffer</code>), its blocks at their offsets. Hover for details.')
     if (!segs.length) {
       sec.append(
@@ -418,7 +480,7 @@
       counts.segmentBlocks = 0
       return
     }
-    const title = sec.querySelector('h2')
+    const title = sec.querySelector('h2')!
     const t = V.theme()
     const common = V.el('input', { type: 'checkbox' })
     sec.append(
@@ -431,15 +493,15 @@
         { label: 'free range', colour: t.free },
       ]),
     )
-    sec.querySelector('.legend').append(V.el('label', {}, common, ' bar length proportional to segment size'))
+    sec.querySelector('.legend')!.append(V.el('label', {}, common, ' bar length proportional to segment size'))
     const scroll = V.el('div', { class: 'scroll plot' })
     sec.append(scroll)
     const cv = V.canvas(scroll)
     const LABEL = 190
     let step = initial
-    let rows = []
-    let hits = [] // per row: blocks [k] sorted by offset
-    let geom = null
+    let rows: number[] = []
+    let hits: number[][] = [] // per row: blocks [k] sorted by offset
+    let geom: { x0: number; x1: number; rowH: number; gap: number; maxSize: number } | null = null
     const draw = () => {
       rows = segs
         .map((s, i) => i)
@@ -522,7 +584,7 @@
       const s = segs[rows[r]]
       const w = common.checked ? Math.max(2, ((x1 - x0) * s.size) / maxSize) : x1 - x0
       const used = hits[r].reduce((a, k) => a + B.size[k], 0)
-      const segRows = [
+      const segRows: TipRow[] = [
         ['pool', D.pools[s.pool]],
         ['size', V.bytesLong(s.size)],
         ['in use', `${V.bytes(used)} in ${hits[r].length} blocks`],

@@ -1,8 +1,58 @@
 // Profile page: one track per thread / GPU stream with its slices packed into
 // lanes, markers for instants (OOM, gc), counters (heap and host bytes) as step
-// lines on the same time axis, and a table of slices by name.
+// lines on the same time axis, and a table of slices by name. A classic script
+// inlined after common.ts (see there); the data comes from js/view/profile.ts.
+
+/** The profile page's data (js/view/profile.ts); times are microseconds from the trace's start. */
+interface ProfileData {
+  kind: 'profile'
+  title: string
+  subtitle: string
+  duration: number
+  tracks: ProfileTrack[]
+  /** String table for slice names and categories. */
+  names: string[]
+  counters: ProfileCounter[]
+  marks: ProfileMark[]
+  sliceCount: number
+  summary: SummaryRow[]
+}
+/** Trace event arguments, as JSON. */
+type ProfileArgs = Record<string, unknown>
+/** One thread / GPU stream: one column per field, one row per slice. */
+interface ProfileTrack {
+  name: string
+  process: string
+  lanes: number
+  ts: number[]
+  dur: number[]
+  /** Index into `names`. */
+  name_: number[]
+  /** Index into `names`. */
+  cat: number[]
+  lane: number[]
+  args: (ProfileArgs | null)[]
+}
+/** A counter: `values[key][sample]` at times `ts[sample]`. */
+interface ProfileCounter {
+  name: string
+  bytes: boolean
+  keys: string[]
+  ts: number[]
+  values: number[][]
+}
+/** An instant event; `track` -1 draws it on the axis. */
+interface ProfileMark {
+  track: number
+  ts: number
+  name: string
+  /** The event's `cat`, as the trace gave it. */
+  cat: unknown
+  args: ProfileArgs | null
+}
+
 ;(() => {
-  const D = V.data
+  const D = V.data as ProfileData
   V.cards(D.summary)
   const t = V.theme()
   const LABEL = 180
@@ -11,7 +61,7 @@
   const COUNTER_H = 84
   const AXIS_H = 24
   // Numbered names ("encode+submit #253") share a colour and a row in the table.
-  const groupOf = (name) => name.replace(/\s*#\d+$/, '')
+  const groupOf = (name: string) => name.replace(/\s*#\d+$/, '')
   const sliceColour = D.names.map((name) => V.colour(groupOf(name)))
 
   const sec = V.section(
@@ -19,12 +69,12 @@
     'One track per stream (GPU time from timestamp queries) and for CPU encode/submit; counters below share the time axis. ' +
       'Hover for details; wheel to zoom, drag to pan, double-click to reset.',
   )
-  const keyColour = (c, k) => V.colour(`${c.name}/${k}`)
+  const keyColour = (c: ProfileCounter, k: string) => V.colour(`${c.name}/${k}`)
   sec.append(
     V.legend([
       { label: 'slice (colour per name)', colour: 'linear-gradient(90deg,#e9775b,#5bb0e9,#7be95b)' },
       ...(D.marks.length ? [{ label: 'instant event (OOM, gc, ...)', colour: t.warn }] : []),
-      ...D.counters.flatMap((c) => c.keys.map((k) => ({ label: `${c.name}: ${k}`, colour: keyColour(c, k), kind: 'line' }))),
+      ...D.counters.flatMap((c) => c.keys.map((k) => ({ label: `${c.name}: ${k}`, colour: keyColour(c, k), kind: 'line' as const }))),
     ]),
   )
   const plot = V.el('div', { class: 'plot' })
@@ -32,28 +82,28 @@
   const cv = V.canvas(plot)
 
   // Vertical layout: axis, tracks (lanes), counters.
-  const trackY = []
+  const trackY: number[] = []
   let y = AXIS_H
   for (const tr of D.tracks) {
     trackY.push(y)
     y += tr.lanes * LANE + TRACK_PAD
   }
-  const counterY = []
+  const counterY: number[] = []
   for (const c of D.counters) {
     counterY.push(y + 6)
     y += COUNTER_H + 12
   }
   const H = y + 6
   const counterMax = D.counters.map((c) => Math.max(1, ...c.values.map((v) => V.max(v))))
-  const plotX = () => [LABEL, cv.width - 14]
-  const counts = { tracks: D.tracks.length, counters: D.counters.length, marks: D.marks.length }
+  const plotX = (): [number, number] => [LABEL, cv.width - 14]
+  const counts: Counts = { tracks: D.tracks.length, counters: D.counters.length, marks: D.marks.length }
 
   function draw() {
     const W = V.plotWidth(plot)
     cv.size(W, H)
     const ctx = cv.ctx
     const [x0, x1] = plotX()
-    const xs = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
+    const xs: Scale = (v) => x0 + ((v - z.lo) / (z.hi - z.lo)) * (x1 - x0)
     // Axis at the top, grid through everything.
     ctx.save()
     ctx.font = '11px system-ui, sans-serif'
@@ -123,8 +173,8 @@
       const cy = counterY[k]
       const y0 = cy + COUNTER_H,
         y1 = cy + 4
-      const ys = (v) => y0 - (v / (counterMax[k] * 1.05)) * (y0 - y1)
-      const fmt = c.bytes ? V.bytes : (v) => V.int(v)
+      const ys: Scale = (v) => y0 - (v / (counterMax[k] * 1.05)) * (y0 - y1)
+      const fmt: Format = c.bytes ? V.bytes : (v) => V.int(v)
       ctx.fillStyle = t.fg
       ctx.textAlign = 'left'
       ctx.fillText(c.name, 6, cy + 8)
@@ -168,7 +218,7 @@
   }
   const z = V.xzoom(cv.el, 0, D.duration, plotX, V.throttle(draw))
 
-  const fmtArg = (k, v) =>
+  const fmtArg = (k: string, v: unknown) =>
     typeof v === 'number' && /bytes|allocated|reserved|active/i.test(k) ? V.bytesLong(v) : typeof v === 'object' ? JSON.stringify(v) : String(v)
   cv.el.addEventListener('mousemove', (e) => {
     const [x0, x1] = plotX()
@@ -178,7 +228,7 @@
     for (const m of D.marks) {
       const my = m.track >= 0 ? trackY[m.track] : AXIS_H
       if (Math.abs(m.ts - at) <= slack * 2 && e.offsetY >= my && e.offsetY <= my + 10) {
-        return V.tip(e, m.name, [['at', V.time(m.ts)], ['category', m.cat], ...Object.entries(m.args ?? {}).map(([k, v]) => [k, fmtArg(k, v)])])
+        return V.tip(e, m.name, [['at', V.time(m.ts)], ['category', m.cat], ...Object.entries(m.args ?? {}).map(([k, v]): TipRow => [k, fmtArg(k, v)])])
       }
     }
     const r = trackY.findIndex((ty, i) => e.offsetY >= ty && e.offsetY < ty + D.tracks[i].lanes * LANE)
@@ -192,7 +242,7 @@
             ['category', D.names[tr.cat[i]]],
             ['start', V.time(tr.ts[i])],
             ['duration', V.time(tr.dur[i])],
-            ...Object.entries(tr.args[i] ?? {}).map(([k, v]) => [k, fmtArg(k, v)]),
+            ...Object.entries(tr.args[i] ?? {}).map(([k, v]): TipRow => [k, fmtArg(k, v)]),
           ])
         }
       }
@@ -211,7 +261,7 @@
       }
       return V.tip(e, c.name, [
         ['at', V.time(at)],
-        ...c.keys.map((key, j) => [key, i < 0 ? 'no sample yet' : c.bytes ? V.bytesLong(c.values[j][i]) : V.int(c.values[j][i])]),
+        ...c.keys.map((key, j): TipRow => [key, i < 0 ? 'no sample yet' : c.bytes ? V.bytesLong(c.values[j][i]) : V.int(c.values[j][i])]),
       ])
     }
     V.hideTip()
@@ -219,7 +269,7 @@
   cv.el.addEventListener('mouseleave', V.hideTip)
 
   // Slices by name: where the time went.
-  const agg = new Map()
+  const agg = new Map<string, { name: string; track: string; count: number; total: number; max: number }>()
   for (const tr of D.tracks) {
     for (let i = 0; i < tr.ts.length; i++) {
       const name = groupOf(D.names[tr.name_[i]])
