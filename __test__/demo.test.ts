@@ -5,26 +5,9 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import test, { type ExecutionContext } from 'ava'
-import { type Graph, STRATEGIES, type Strategy } from 'wgalloc'
+import { STRATEGIES, type Strategy } from 'wgalloc'
+import { type DemoData, graph, type ShapeOptions, type Shapes, shapes, weights } from './demo-model.js'
 
-interface ShapeOptions {
-  seq?: number
-  dim?: number
-  heads?: number
-  ffn?: number
-}
-interface Shapes {
-  seq: number
-  dim: number
-  heads: number
-  ffn: number
-  headDim: number
-  hidden: number
-}
-interface DemoData {
-  params: Record<string, Float32Array>
-  inputs: { x: Float32Array }
-}
 interface DemoOptions extends ShapeOptions {
   runs?: number
   strategy?: string
@@ -46,11 +29,6 @@ interface DemoFigures {
 }
 const { runDemo } = require('../dist/demo/index.js') as { runDemo: (options?: DemoOptions) => Promise<DemoFigures> }
 const { reference } = require('../dist/demo/reference.js') as { reference: (s: Shapes, data: DemoData) => Float64Array }
-const { shapes, graph, weights } = require('../dist/demo/model.js') as {
-  shapes: (options?: ShapeOptions) => Shapes
-  graph: (s: Shapes) => Graph
-  weights: (s: Shapes, seed?: number) => DemoData
-}
 
 const CLI = resolve(__dirname, '..', 'dist', 'cli.js')
 const scratch = () => mkdtempSync(join(tmpdir(), 'wgalloc-demo-'))

@@ -7,25 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import test, { type ExecutionContext } from 'ava'
-import { Gpu, type Graph, Profiler, WgallocError } from 'wgalloc'
-
-interface Shapes {
-  seq: number
-  dim: number
-  heads: number
-  ffn: number
-  headDim: number
-  hidden: number
-}
-interface DemoData {
-  params: Record<string, Float32Array>
-  inputs: { x: Float32Array }
-}
-const { shapes, graph, weights } = require('../dist/demo/model.js') as {
-  shapes: (options?: { seq?: number; dim?: number; heads?: number; ffn?: number }) => Shapes
-  graph: (s: Shapes) => Graph
-  weights: (s: Shapes, seed?: number) => DemoData
-}
+import { Gpu, Profiler, WgallocError } from 'wgalloc'
+import { graph, shapes, weights } from './demo-model.js'
 
 /** One event of a Trace Event file, as far as these tests read it. */
 interface TraceEvent {

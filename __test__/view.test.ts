@@ -14,7 +14,6 @@ import type { Browser, Page } from 'puppeteer-core'
 import {
   type DeviceBlock,
   Gpu,
-  type Graph,
   type Heap,
   type MemoryHistorySnapshot,
   type MemorySnapshot,
@@ -28,24 +27,7 @@ import {
   renderHtml,
 } from 'wgalloc'
 import { gpu } from './helpers.js'
-
-interface Shapes {
-  seq: number
-  dim: number
-  heads: number
-  ffn: number
-  headDim: number
-  hidden: number
-}
-interface DemoData {
-  params: Record<string, Float32Array>
-  inputs: { x: Float32Array }
-}
-const { shapes, graph, weights } = require('../dist/demo/model.js') as {
-  shapes: (options?: { seq?: number; dim?: number; heads?: number; ffn?: number }) => Shapes
-  graph: (s: Shapes) => Graph
-  weights: (s: Shapes, seed?: number) => DemoData
-}
+import { graph, shapes, weights } from './demo-model.js'
 
 // The few browser globals the page functions below use (they run in Chromium, not in Node;
 // the test config has no DOM lib).
