@@ -4,18 +4,33 @@
 // the request ends (they live to the last op). Views alias their input and allocate nothing;
 // uses through a view extend the life of the tensor it aliases.
 
+import type { ProfiledRun } from './profile-run.mjs'
+import type { TraceEvent } from './trace-format.mjs'
+
+/** A tensor that takes memory: its trace id, its size, and the ops where it is made and last used. */
+interface TensorLife {
+  id: string
+  size: number
+  /** The op that allocates it (-1: a graph input, allocated first). */
+  first: number
+  /** The op after which it is freed. */
+  last: number
+  /** Allocation order, which orders the frees after one op. */
+  order: number
+}
+
 export const VIEW_OPS = new Set(['Reshape', 'Squeeze', 'Unsqueeze', 'Flatten', 'Identity'])
 
 /** `prefix` is put in front of every id (e.g. `r3:`); graph inputs are named `input:<name>`. */
-export function eagerEvents(run, prefix = '') {
-  const tensors = new Map() // id -> { id, size, last, order }
-  const baseOf = new Map() // view id -> id of the non-view tensor it aliases
+export function eagerEvents(run: ProfiledRun, prefix = ''): TraceEvent[] {
+  const tensors = new Map<string, TensorLife>() // id -> { id, size, last, order }
+  const baseOf = new Map<string, string>() // view id -> id of the non-view tensor it aliases
   let order = 0
   for (const g of run.graphInputs) {
     tensors.set(g.id, { id: `input:${g.id}`, size: g.size, first: -1, last: -1, order: order++ })
   }
-  const root = (name) => (baseOf.has(name) ? baseOf.get(name) : name)
-  const allocsAt = run.ops.map(() => [])
+  const root = (name: string) => (baseOf.has(name) ? baseOf.get(name)! : name)
+  const allocsAt = run.ops.map((): TensorLife[] => [])
   run.ops.forEach((op, i) => {
     for (const input of op.inputs) {
       const t = tensors.get(root(input))
@@ -27,21 +42,21 @@ export function eagerEvents(run, prefix = '') {
         return
       }
       if (tensors.has(out.id)) throw new Error(`tensor ${out.id} produced twice`)
-      const t = { id: out.id, size: out.size, first: i, last: i, order: order++ }
+      const t: TensorLife = { id: out.id, size: out.size, first: i, last: i, order: order++ }
       tensors.set(out.id, t)
       allocsAt[i].push(t)
     })
   })
   const lastOp = run.ops.length - 1
-  for (const out of run.graphOutputs) tensors.get(root(out)).last = lastOp
+  for (const out of run.graphOutputs) tensors.get(root(out))!.last = lastOp
 
-  const freesAt = run.ops.map(() => [])
+  const freesAt = run.ops.map((): TensorLife[] => [])
   for (const t of tensors.values()) freesAt[Math.max(t.last, 0)].push(t)
   for (const list of freesAt) list.sort((a, b) => a.order - b.order)
 
-  const events = []
+  const events: TraceEvent[] = []
   for (const g of run.graphInputs) {
-    const t = tensors.get(g.id)
+    const t = tensors.get(g.id)!
     if (t.size > 0) events.push({ op: 'alloc', id: prefix + t.id, size: t.size })
   }
   run.ops.forEach((_, i) => {
@@ -52,8 +67,8 @@ export function eagerEvents(run, prefix = '') {
 }
 
 /** Largest sum of live allocation sizes over an event stream; throws on inconsistent events. */
-export function peakLiveBytes(events) {
-  const live = new Map()
+export function peakLiveBytes(events: TraceEvent[]): number {
+  const live = new Map<string, number>()
   let current = 0
   let peak = 0
   events.forEach((e, i) => {
@@ -64,7 +79,7 @@ export function peakLiveBytes(events) {
       peak = Math.max(peak, current)
     } else {
       if (!live.has(e.id)) throw new Error(`event ${i}: free of ${e.id}, which is not live`)
-      current -= live.get(e.id)
+      current -= live.get(e.id)!
       live.delete(e.id)
     }
   })

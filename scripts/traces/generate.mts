@@ -1,34 +1,48 @@
 // Generates bench/data/traces/*.trace.json for the large real-model workloads: single requests
 // at fixed input shapes, a 50-request serving mix of changing shapes per model, and a pipeline
 // mixing two models. Dev-only (see README in bench/data/traces). Usage:
-//   cd scripts/traces && npm install && node generate.mjs [trace-name-prefix ...]
+//   cd scripts/traces && npm install && npm run generate [-- trace-name-prefix ...]
+// (npm run build, then node dist/generate.mjs [trace-name-prefix ...], skips the PyPI fetch.)
 
 import fs from 'node:fs'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { profileRun, rng } from './profile-run.mjs'
+import { type ProfiledRun, profileRun, rng } from './profile-run.mjs'
 import { eagerEvents, peakLiveBytes } from './eager-events.mjs'
-import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR } from './workloads.mjs'
+import type { TraceEvent, TraceFields, TraceSource } from './trace-format.mjs'
+import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR, PACKAGE_DIR, type MixSpec, type PipelineSpec, type Shapes } from './workloads.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
+/** A model's file and the trace fields that describe it. */
+interface ModelInfo {
+  key: string
+  file: string
+  meta: TraceSource
+}
+
+/** The fields of a package.json the generator reads. */
+interface PackageJson {
+  version: string
+  license: string
+}
+
+const here = PACKAGE_DIR
 const outDir = path.resolve(here, '../../bench/data/traces')
-const ORT_VERSION = JSON.parse(fs.readFileSync(path.join(here, 'node_modules/onnxruntime-node/package.json'), 'utf8')).version
+const ORT_VERSION = (JSON.parse(fs.readFileSync(path.join(here, 'node_modules/onnxruntime-node/package.json'), 'utf8')) as PackageJson).version
 const RUNTIME = `onnxruntime-node@${ORT_VERSION} CPU, graphOptimizationLevel 'all', sequential execution`
 
-// npm models live in node_modules; PyPI models in the wheel that fetch-pypi-models.mjs unpacked.
-function modelInfo(key) {
+// npm models live in node_modules; PyPI models in the wheel that fetch-pypi-models.mts unpacked.
+function modelInfo(key: string): ModelInfo {
   const m = MODELS[key]
-  let file
-  let source
-  let license
+  let file: string
+  let source: string
+  let license: string
   if (m.pypi) {
     file = path.join(here, PYPI_DIR, `${m.pypi.name}-${m.pypi.version}`, m.path)
     source = `pypi:${m.pypi.name}@${m.pypi.version}/${m.path}`
     license = m.pypi.license
-    if (!fs.existsSync(file)) throw new Error(`${file} is missing: run node fetch-pypi-models.mjs first`)
+    if (!fs.existsSync(file)) throw new Error(`${file} is missing: run npm run fetch-pypi-models first`)
   } else {
     const pkgDir = path.join(here, 'node_modules', m.package) // package exports may hide package.json
-    const pkgJson = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'))
+    const pkgJson = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as PackageJson
     file = path.join(pkgDir, m.path)
     source = `${m.package}@${pkgJson.version}/${m.path}`
     license = pkgJson.license
@@ -41,24 +55,24 @@ function modelInfo(key) {
 }
 
 // One profiled run per distinct (model, shape); requests with equal shapes reuse its records.
-const runCache = new Map()
-async function run(key, shapes) {
+const runCache = new Map<string, ProfiledRun>()
+async function run(key: string, shapes: Shapes): Promise<ProfiledRun> {
   const id = `${key}|${JSON.stringify(shapes)}`
   if (!runCache.has(id)) {
     const info = modelInfo(key)
     process.stderr.write(`  run ${key} ${JSON.stringify(shapes)}\n`)
     runCache.set(id, await profileRun(info.file, shapes, SEED))
   }
-  return runCache.get(id)
+  return runCache.get(id)!
 }
 
-const shapeName = (shapes) =>
+const shapeName = (shapes: Shapes) =>
   Object.values(shapes)
     .map((d) => d.join('x'))
     .join('-')
 
 // Same layout as the existing trace files: one metadata field per line, one event per line.
-function writeTrace(name, fields, events) {
+function writeTrace(name: string, fields: TraceFields, events: TraceEvent[]) {
   const doc = { ...fields, numEvents: events.length, peakLiveBytes: peakLiveBytes(events) }
   const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
   const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n')
@@ -68,17 +82,17 @@ function writeTrace(name, fields, events) {
   console.log(`${path.basename(file)}\t${doc.trace}\t${doc.requests} req\t${events.length} events\t` + `peak ${doc.peakLiveBytes} B\t${text.length} B`)
 }
 
-async function single(key, shapes) {
+async function single(key: string, shapes: Shapes) {
   const { meta } = modelInfo(key)
   const events = eagerEvents(await run(key, shapes))
   writeTrace(`${key}.${shapeName(shapes)}`, { ...meta, trace: 'single', inputShapes: [shapes], requests: 1 }, events)
 }
 
-async function mix(key, spec) {
+async function mix(key: string, spec: MixSpec) {
   const { meta } = modelInfo(key)
   const random = rng(SEED)
   const requests = Array.from({ length: spec.requests }, () => spec.draw(random))
-  const events = []
+  const events: TraceEvent[] = []
   for (const [k, shapes] of requests.entries()) events.push(...eagerEvents(await run(key, shapes), `r${k}:`))
   const distinctShapes = new Set(requests.map((s) => JSON.stringify(s))).size
   writeTrace(
@@ -96,11 +110,11 @@ async function mix(key, spec) {
   )
 }
 
-async function pipeline(name, spec) {
+async function pipeline(name: string, spec: PipelineSpec) {
   const infos = spec.models.map(modelInfo)
   const random = rng(SEED)
   const requests = Array.from({ length: spec.requests }, () => spec.draw(random))
-  const events = []
+  const events: TraceEvent[] = []
   for (const [k, stages] of requests.entries()) {
     for (const [j, stage] of stages.entries()) {
       events.push(...eagerEvents(await run(stage.model, stage.shapes), `r${k}:${stage.model}#${j}:`))
@@ -128,7 +142,7 @@ async function pipeline(name, spec) {
 }
 
 const filters = process.argv.slice(2)
-const wanted = (name) => filters.length === 0 || filters.some((f) => name.startsWith(f))
+const wanted = (name: string) => filters.length === 0 || filters.some((f) => name.startsWith(f))
 fs.mkdirSync(outDir, { recursive: true })
 for (const [key, shapesList] of Object.entries(SINGLES)) {
   for (const shapes of shapesList) if (wanted(`${key}.${shapeName(shapes)}`)) await single(key, shapes)

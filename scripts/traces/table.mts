@@ -1,11 +1,12 @@
 // Rewrites the trace table in bench/data/traces/README.md (between its BEGIN/END markers) from
-// the trace files this generator writes, so the figures there always match the data.
+// the trace files this generator writes, so the figures there always match the data. Usage:
+//   cd scripts/traces && npm run table   (npm run build, then node dist/table.mjs)
 import fs from 'node:fs'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { MODELS, PIPELINES } from './workloads.mjs'
+import type { TraceFile } from './trace-format.mjs'
+import { MODELS, PACKAGE_DIR, PIPELINES } from './workloads.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
+const here = PACKAGE_DIR
 const dir = path.resolve(here, '../../bench/data/traces')
 const readme = path.join(dir, 'README.md')
 const names = [...Object.keys(MODELS), ...Object.keys(PIPELINES)]
@@ -13,9 +14,9 @@ const files = fs
   .readdirSync(dir)
   .filter((f) => f.endsWith('.trace.json') && names.some((n) => f.startsWith(`${n}.`)))
   .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
-const n = (x) => x.toLocaleString('en-US')
+const n = (x: number) => x.toLocaleString('en-US')
 const rows = files.map((f) => {
-  const t = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))
+  const t = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as TraceFile
   return (
     `| ${t.model} | ${t.trace} | ${t.requests} | ${t.distinctShapes ?? 1} | ${n(t.numEvents)} | ` +
     `${n(t.peakLiveBytes)} | ${(t.peakLiveBytes / 2 ** 20).toFixed(1)} | ${n(fs.statSync(path.join(dir, f)).size)} | \`${f}\` |`
@@ -26,7 +27,7 @@ const table = [
   '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
   ...rows,
 ].join('\n')
-const begin = '<!-- BEGIN GENERATED TABLE (scripts/traces/table.mjs) -->'
+const begin = '<!-- BEGIN GENERATED TABLE (scripts/traces/table.mts) -->'
 const end = '<!-- END GENERATED TABLE -->'
 const text = fs.readFileSync(readme, 'utf8')
 const at = text.indexOf(begin)

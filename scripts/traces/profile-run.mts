@@ -7,9 +7,57 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import ort from 'onnxruntime-node'
-import { readOnnxGraph } from './onnx-graph.mjs'
+import type { Tensor } from 'onnxruntime-node'
+import { type OnnxNode, readOnnxGraph } from './onnx-graph.mjs'
+import type { Random, Shapes } from './workloads.mjs'
 
-const ELEMENT_BYTES = {
+/** A tensor of the run: its name, element type, shape, and size in bytes. */
+export interface TensorRecord {
+  id: string
+  dtype: string
+  shape: number[]
+  size: number
+}
+
+/**
+ * An op that ran: its node's name, op type and domain (undefined for the default ONNX domain), the
+ * names of the tensors it reads, and the tensors it writes.
+ */
+export interface ProfiledOp {
+  name: string
+  type: string
+  domain: string | undefined
+  inputs: string[]
+  outputs: TensorRecord[]
+}
+
+/** What `profileRun` returns: the ops in execution order, the fed graph inputs, the graph output names. */
+export interface ProfiledRun {
+  ops: ProfiledOp[]
+  graphInputs: TensorRecord[]
+  graphOutputs: string[]
+}
+
+/** An event of the profile ONNX Runtime writes (a JSON array of Chrome trace events). */
+interface ProfileEvent {
+  cat: string
+  name: string
+  args: object
+}
+
+/** A `<node>_kernel_time` event: one op's run. The profiler writes its numbers as strings. */
+interface KernelEvent extends ProfileEvent {
+  cat: 'Node'
+  args: {
+    op_name: string
+    node_index: string
+    output_size: string
+    /** One `{ <element type>: dims }` per output. */
+    output_type_shape: Record<string, number[]>[]
+  }
+}
+
+const ELEMENT_BYTES: Record<string, number> = {
   float: 4,
   float16: 2,
   double: 8,
@@ -23,11 +71,11 @@ const ELEMENT_BYTES = {
   uint64: 8,
   bool: 1,
 }
-const ORT_TYPE = { float: 'float32', int64: 'int64', int32: 'int32', uint8: 'uint8' }
+const ORT_TYPE: Record<string, Tensor.Type> = { float: 'float32', int64: 'int64', int32: 'int32', uint8: 'uint8' }
 const UNSUPPORTED_CONTROL_FLOW = new Set(['If', 'Loop', 'Scan'])
 
 /** Deterministic PRNG (mulberry32): same seed, same numbers. */
-export function rng(seed) {
+export function rng(seed: number): Random {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0
@@ -38,9 +86,8 @@ export function rng(seed) {
   }
 }
 
-function makeFeeds(inputShapes, dtypes, random) {
-  /** @type {Record<string, ort.Tensor>} */
-  const feeds = {}
+function makeFeeds(inputShapes: Shapes, dtypes: Record<string, string>, random: Random): Record<string, Tensor> {
+  const feeds: Record<string, Tensor> = {}
   for (const [name, dims] of Object.entries(inputShapes)) {
     const count = dims.reduce((a, b) => a * b, 1)
     const type = ORT_TYPE[dtypes[name] ?? 'float']
@@ -55,7 +102,7 @@ function makeFeeds(inputShapes, dtypes, random) {
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wgalloc-traces-'))
 
 /** The graph node a profiler `<node>_kernel_time` event times. */
-const nodeName = (e) => e.name.slice(0, -'_kernel_time'.length)
+const nodeName = (e: ProfileEvent) => e.name.slice(0, -'_kernel_time'.length)
 
 /**
  * Nodes the model left unnamed are saved unnamed, while the profiler calls them
@@ -64,7 +111,7 @@ const nodeName = (e) => e.name.slice(0, -'_kernel_time'.length)
  * The caller checks each pairing as any other node: the op types must agree, and every tensor must
  * be produced before it is read. Counts that differ pair nothing (the caller names a missing node).
  */
-function nameUnnamedNodes(nodes, nodesByName, nodeEvents) {
+function nameUnnamedNodes(nodes: OnnxNode[], nodesByName: Map<string, OnnxNode>, nodeEvents: KernelEvent[]) {
   const unnamed = nodes.filter((n) => n.name === '')
   const missing = nodeEvents.filter((e) => !nodesByName.has(nodeName(e))).sort((a, b) => Number(a.args.node_index) - Number(b.args.node_index))
   if (missing.length !== unnamed.length) return
@@ -76,7 +123,7 @@ function nameUnnamedNodes(nodes, nodesByName, nodeEvents) {
  * `{ ops, graphInputs, graphOutputs }`: ops in execution order as
  * `{ name, type, domain, inputs: [names], outputs: [{ id, dtype, shape, size }] }`.
  */
-export async function profileRun(modelPath, inputShapes, seed) {
+export async function profileRun(modelPath: string, inputShapes: Shapes, seed: number): Promise<ProfiledRun> {
   const tag = `${path.basename(modelPath, '.onnx')}-${Object.values(inputShapes)
     .map((d) => d.join('x'))
     .join('-')}`
@@ -104,7 +151,7 @@ export async function profileRun(modelPath, inputShapes, seed) {
     .map((f) => path.join(workDir, f))
     .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0]
   if (!profileFile) throw new Error(`no profile written for ${tag}`)
-  const events = JSON.parse(fs.readFileSync(profileFile, 'utf8'))
+  const events = JSON.parse(fs.readFileSync(profileFile, 'utf8')) as ProfileEvent[]
   fs.rmSync(profileFile)
 
   const graph = readOnnxGraph(fs.readFileSync(optimizedPath))
@@ -114,9 +161,9 @@ export async function profileRun(modelPath, inputShapes, seed) {
     if (UNSUPPORTED_CONTROL_FLOW.has(n.type)) throw new Error(`${modelPath}: control flow op ${n.type} is not handled`)
   }
 
-  const nodeEvents = events.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time'))
+  const nodeEvents = events.filter((e): e is KernelEvent => e.cat === 'Node' && e.name.endsWith('_kernel_time'))
   nameUnnamedNodes(graph.nodes, nodesByName, nodeEvents)
-  const ops = []
+  const ops: ProfiledOp[] = []
   for (const e of nodeEvents) {
     const name = nodeName(e)
     const node = nodesByName.get(name)
@@ -125,7 +172,7 @@ export async function profileRun(modelPath, inputShapes, seed) {
     const outNames = node.outputs.filter((o) => o !== '')
     const shapes = e.args.output_type_shape
     if (shapes.length !== outNames.length) throw new Error(`${tag}: node ${name} has ${outNames.length} outputs, profile ${shapes.length}`)
-    const outputs = outNames.map((id, k) => {
+    const outputs = outNames.map((id, k): TensorRecord => {
       const [[dtype, shape]] = Object.entries(shapes[k])
       const bytes = ELEMENT_BYTES[dtype]
       if (!bytes) throw new Error(`${tag}: unknown element type ${dtype}`)
@@ -139,14 +186,14 @@ export async function profileRun(modelPath, inputShapes, seed) {
   }
   if (ops.length === 0) throw new Error(`${tag}: profile has no node events`)
   // Every tensor an op produces is produced before any op reads it.
-  const producedAt = new Map(ops.flatMap((o, i) => o.outputs.map((out) => [out.id, i])))
+  const producedAt = new Map(ops.flatMap((o, i) => o.outputs.map((out): [string, number] => [out.id, i])))
   for (const [i, op] of ops.entries()) {
     for (const input of op.inputs) {
       if ((producedAt.get(input) ?? -1) >= i) throw new Error(`${tag}: ${op.name} reads ${input} before it is produced`)
     }
   }
 
-  const graphInputs = Object.entries(feeds).map(([name, t]) => ({
+  const graphInputs: TensorRecord[] = Object.entries(feeds).map(([name, t]) => ({
     id: name,
     dtype: 'float',
     shape: [...t.dims],

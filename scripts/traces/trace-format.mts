@@ -1,0 +1,65 @@
+// The fields of bench/data/traces/*.trace.json as generate.mts writes them: the metadata fields, one
+// per line in the order generate.mts builds them, then `numEvents`, `peakLiveBytes` and the events,
+// one per line (see bench/data/models/README.md, "Trace file format").
+
+import type { Shapes } from './workloads.mjs'
+
+/** An allocation of `size` bytes under `id`, or the free of a live `id`. */
+export type TraceEvent = { op: 'alloc'; id: string; size: number } | { op: 'free'; id: string }
+
+/** Where the model comes from and how it ran: the fields every trace starts with. */
+export interface TraceSource {
+  /** `<npm package>@<version>/<path>`, or `pypi:<wheel>@<version>/<path>`; a pipeline joins its models' with ` + `. */
+  source: string
+  license: string
+  /** The model's key in MODELS, or the pipeline's name. */
+  model: string
+  kind: string
+  modelFileBytes: number
+  runtime: string
+}
+
+/** One request at one set of input shapes. */
+export interface SingleTraceFields extends TraceSource {
+  trace: 'single'
+  inputShapes: Shapes[]
+  requests: number
+  /** Single traces have none (table.mts counts one). */
+  distinctShapes?: undefined
+}
+
+/** Requests of one model drawn from a seeded mix; equal shapes reuse one profiled run. */
+export interface MixTraceFields extends TraceSource {
+  trace: 'serving-mix'
+  seed: number
+  /** How the requests are drawn. */
+  mix: string
+  requests: number
+  distinctShapes: number
+  inputShapes: Shapes[]
+}
+
+/** One stage of a pipeline request as `inputShapes` lists it: the model, then its input shapes. */
+export interface PipelineStageShapes {
+  model: string
+  [input: string]: string | number[]
+}
+
+/** Requests that each run several models in turn (ids are prefixed `r<k>:<model>#<stage>:`). */
+export interface PipelineTraceFields extends TraceSource {
+  trace: 'pipeline'
+  seed: number
+  mix: string
+  requests: number
+  distinctShapes: number
+  inputShapes: PipelineStageShapes[][]
+}
+
+export type TraceFields = SingleTraceFields | MixTraceFields | PipelineTraceFields
+
+/** A whole trace file. */
+export type TraceFile = TraceFields & {
+  numEvents: number
+  peakLiveBytes: number
+  events: TraceEvent[]
+}
