@@ -67,9 +67,18 @@ test('a model graph: views, outputs and params handled; offsets and aliases in t
   const json = plan.toJSON()
   const views = graph.tensors.filter((x) => x.viewOf)
   t.true(
-    views.every((v) => (json.graph as { aliases: { id: string }[] }).aliases.some((a) => a.id === v.id)),
+    views.every((v) => json.graph!.aliases.some((a) => a.id === v.id)),
     'every view is placed through its base',
   )
+  // The graph section holds what PlannedGraph declares, each alias in one of its four shapes.
+  const g = json.graph!
+  t.deepEqual(Object.keys(g).sort(), ['aliases', 'constantSize', 'constants', 'inPlace', 'steps', 'workspace'])
+  t.true(g.constants.every((c) => typeof c.id === 'string' && Number.isInteger(c.offset) && c.offset < g.constantSize))
+  t.true(Number.isInteger(g.steps) && g.steps > 0)
+  t.deepEqual(Object.keys(g.workspace).sort(), ['sharedSize', 'uniqueSize'])
+  for (const a of g.aliases) {
+    t.deepEqual(Object.keys(a).sort(), a.region === 'constant' ? ['id', 'offset', 'region'] : ['base', 'id', 'region'], a.id)
+  }
   t.true(plan.toSVG().startsWith('<svg'))
 })
 

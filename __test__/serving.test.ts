@@ -106,7 +106,7 @@ test('external tensors: state read and written in place across 100 runs, equal t
     'not a slab record',
   )
   t.deepEqual(
-    (plan.graph as { aliases: { id: string; region: string; base: string }[] }).aliases.find((a) => a.id === 's'),
+    plan.graph!.aliases.find((a) => a.id === 's'),
     { id: 's', region: 'external', base: 's' },
   )
   await t.throwsAsync(step.run({ x }), { code: 'INVALID_ARGUMENT', message: /external tensor 's' needs a DeviceBlock/ })

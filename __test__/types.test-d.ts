@@ -32,6 +32,16 @@ async function heapAndPlan(gpu: Gpu): Promise<number> {
 }
 void heapAndPlan
 
+import type { PlannedAlias } from 'wgalloc'
+/** A graph plan's aliases narrow on `region`: a constant has an offset, the others a base. */
+function aliasTarget(a: PlannedAlias): string | number {
+  if (a.region === 'constant') return a.offset
+  // @ts-expect-error only a constant alias has an offset
+  void a.offset
+  return a.base
+}
+void aliasTarget
+
 import type { HostBlock, HostStats } from 'wgalloc'
 async function hostCache(gpu: Gpu): Promise<number> {
   const host = gpu.host

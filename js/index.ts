@@ -78,6 +78,8 @@ export {
   MemoryPlan,
   type MemoryPlanJSON,
   type PlanMemoryCallOptions,
+  type PlannedAlias,
+  type PlannedGraph,
   type PlannedRecord,
   planMemory,
   STRATEGIES,

@@ -127,7 +127,63 @@ export interface MemoryPlanJSON {
   /** Records with their offsets. */
   records: PlannedRecord[]
   /** For graph input: the constant region, views and workspaces. */
-  graph?: unknown
+  graph?: PlannedGraph
+}
+
+/** Where the bytes of a tensor that is not a slab record of its own live (views, params, inputs). */
+export type PlannedAlias = {
+  /** The tensor. */
+  id: string
+} & (
+  | {
+      /** In the slab, at the planned offset of record `base`. */
+      region: 'slab'
+      /** The slab record whose bytes it uses. */
+      base: string
+    }
+  | {
+      /** In the constant region (the params). */
+      region: 'constant'
+      /** Its offset in the constant region. */
+      offset: number
+    }
+  | {
+      /** In a graph input (the caller's own buffer), or an external tensor (the caller's block, bound at run time). */
+      region: 'input' | 'external'
+      /** The input or external tensor. */
+      base: string
+    }
+)
+
+/** What a plan of a graph adds to its records: the constant region, aliases and workspaces. */
+export interface PlannedGraph {
+  /** Bytes of the constant region. */
+  constantSize: number
+  /** The params in the constant region. */
+  constants: {
+    /** The param. */
+    id: string
+    /** Its offset in the constant region. */
+    offset: number
+  }[]
+  /** Every view and non-slab tensor, with where its bytes live. */
+  aliases: PlannedAlias[]
+  /** Op workspaces. */
+  workspace: {
+    /** The largest op's workspace (shared mode). */
+    sharedSize: number
+    /** All ops' workspaces together (unique mode). */
+    uniqueSize: number
+  }
+  /** Time steps the records' lifetimes count in (ops, or parallel steps). */
+  steps: number
+  /** Records written in place over another. */
+  inPlace: {
+    /** The record written in place. */
+    id: string
+    /** The record whose bytes it takes. */
+    base: string
+  }[]
 }
 
 const kCreate = Symbol('MemoryPlan.create')
