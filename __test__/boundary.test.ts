@@ -1,45 +1,20 @@
 // The boundary between JS and the threads that finish async calls: every call owns what
 // it needs before it returns, so reused or transferred inputs, terminated workers, frees
 // and the GC safety net can neither crash the process nor change a result.
-import { spawn } from 'node:child_process'
 import test from 'ava'
 import { Gpu, WgallocError } from 'wgalloc'
 import { chain } from './graphs.js'
-import { gpu, pattern } from './helpers.js'
+import { gpu, type NodeResult, pattern, runNode } from './helpers.js'
 
 const { native } = require('../dist/native.js') as { native: { hostViewRegistryLength: () => number } }
 
 const ENTRY = JSON.stringify(require.resolve('..'))
 const GRAPHS = JSON.stringify(require.resolve('./graphs.js'))
 
-/** How a child Node ended and what it printed. */
-interface ChildResult {
-  code: number | null
-  signal: NodeJS.Signals | null
-  stdout: string
-  /** The last 20 lines. */
-  stderr: string
-  exitedAt: number
-}
-
-/** Runs `script` in a child Node; resolves how it ended and what it printed. */
-function child(script: string, { timeoutMs = 60_000, env = {} }: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<ChildResult> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--expose-gc', '-e', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    p.stdout.on('data', (d: Buffer) => {
-      stdout += d
-    })
-    p.stderr.on('data', (d: Buffer) => {
-      stderr += d
-    })
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
-    p.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr: stderr.split('\n').slice(-20).join('\n'), exitedAt: Date.now() })
-    })
-  })
+/** Runs `script` in a child Node (with --expose-gc); stderr keeps its last 20 lines. */
+async function child(script: string, { timeoutMs = 60_000, env = {} }: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<NodeResult> {
+  const r = await runNode(['--expose-gc', '-e', script], { env, timeoutMs })
+  return { ...r, stderr: r.stderr.split('\n').slice(-20).join('\n') }
 }
 
 const LEN = 1 << 18 // f32 elements per tensor (1 MiB)
@@ -305,7 +280,7 @@ test('a process whose GPU is still busy exits within a bound after destroy()', a
   t.is(r.code, 0, r.stderr)
   t.regex(r.stdout, /wait ABORTED/)
   const destroyed = Number(/destroyed (\d+)/.exec(r.stdout)?.[1])
-  const ms = r.exitedAt - destroyed
+  const ms = r.endedAt - destroyed
   t.log(`exited ${ms} ms after destroy() with the GPU busy`)
   t.true(ms < 8_000, `exit took ${ms} ms`)
 })

@@ -1,55 +1,16 @@
 // Regression tests for defects found from outside (see also boundary.test.ts): CLI input
 // that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
 // keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
-import { type ChildProcessByStdio, execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Readable } from 'node:stream'
 import test from 'ava'
 import { Gpu, planMemory } from 'wgalloc'
+import { runNode as node } from './helpers.js'
 
 const CLI = join(__dirname, '..', 'dist', 'cli.js')
 const ENTRY = JSON.stringify(require.resolve('..'))
-
-type Child = ChildProcessByStdio<null, Readable, Readable>
-
-interface NodeOptions {
-  env?: Record<string, string | undefined>
-  timeoutMs?: number
-  onSpawn?: (p: Child) => void
-}
-
-interface NodeResult {
-  code: number | null
-  signal: NodeJS.Signals | null
-  stdout: string
-  stderr: string
-  ms: number
-}
-
-/** Runs node with `args` (`env` adds to ours; an undefined value removes one); resolves { code, signal, stdout, stderr, ms }. */
-function node(args: string[], { env = {}, timeoutMs = 60_000, onSpawn }: NodeOptions = {}): Promise<NodeResult> {
-  return new Promise((resolve) => {
-    const started = Date.now()
-    const merged = Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([, v]) => v !== undefined))
-    const p = spawn(process.execPath, args, { env: merged, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    p.stdout.on('data', (d: Buffer) => {
-      stdout += d
-    })
-    p.stderr.on('data', (d: Buffer) => {
-      stderr += d
-    })
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
-    onSpawn?.(p)
-    p.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr, ms: Date.now() - started })
-    })
-  })
-}
 
 test('CLI commands refuse devices, pipes and oversized files with IO_ERROR at once', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-input-'))

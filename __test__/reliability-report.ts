@@ -17,10 +17,27 @@ export function knob(name: string, short: number, stress: number): number {
   return Number(process.env[name] ?? (STRESS ? stress : short))
 }
 
-interface Report {
+/** What one reliability test records: the counts the README's table sums, and its own figures. */
+export interface TestCounts {
+  operations?: number
+  threads?: number
+  badInputs?: number
+  crashes?: number
+  hangs?: number
+  reads?: number
+  corruptedReads?: number
+  leakedBytes?: number
+  runs?: number
+  /** Faults injected, by kind. */
+  faults?: Record<string, number>
+  [figure: string]: unknown
+}
+
+/** The report file: per mode, each test's counts, with the machine and adapter of the last run. */
+export interface Report {
   machine?: { cpu: string; cores: number; memoryBytes: number; platform: string; node: string }
   adapter?: { name: string; backend: string; driver: string }
-  modes: Record<string, { tests: Record<string, Record<string, unknown>> }>
+  modes: Record<string, { tests: Record<string, TestCounts> }>
 }
 
 function read(): Report {
@@ -32,7 +49,7 @@ function read(): Report {
 }
 
 /** Records `counts` for `test` under the current mode, with the machine it ran on. */
-export function record(test: string, counts: Record<string, unknown>, gpu?: Gpu): void {
+export function record(test: string, counts: TestCounts, gpu?: Gpu): void {
   const report = read()
   const cpus = os.cpus()
   report.machine = {

@@ -4,27 +4,8 @@
 // stress row, then `npm run reliability-table [-- --json]`.
 import fs from 'node:fs'
 import path from 'node:path'
+import type { Report, TestCounts } from '../__test__/reliability-report.js'
 import { ROOT } from './harness.js'
-
-/** What one reliability test recorded: counts, and faults injected by kind. */
-interface TestCounts {
-  operations?: number
-  threads?: number
-  badInputs?: number
-  crashes?: number
-  hangs?: number
-  reads?: number
-  corruptedReads?: number
-  leakedBytes?: number
-  runs?: number
-  faults?: Record<string, number>
-}
-
-interface Report {
-  machine?: { cpu: string; cores: number; memoryBytes: number }
-  adapter?: { name: string; backend: string }
-  modes: Record<string, { tests: Record<string, TestCounts> }>
-}
 
 const FILE = process.env.WGALLOC_RELIABILITY_REPORT ?? path.join(ROOT, 'bench', 'reliability-report.json')
 const n = (v: number) => Math.round(v).toLocaleString('en-US')

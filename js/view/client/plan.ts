@@ -69,6 +69,18 @@ interface PlanData {
   let geom: { xs: Scale; ys: Scale } | null = null
   const counts: Counts = {}
 
+  /** The lower bound, dashed across the plot (both plots draw it). */
+  function lowerBoundLine(ctx: CanvasRenderingContext2D, x0: number, x1: number, ys: (v: number) => number) {
+    if (D.lowerBound == null) return
+    ctx.strokeStyle = t.warn
+    ctx.setLineDash([6, 4])
+    ctx.beginPath()
+    ctx.moveTo(x0, ys(D.lowerBound))
+    ctx.lineTo(x1, ys(D.lowerBound))
+    ctx.stroke()
+    ctx.setLineDash([])
+  }
+
   function drawLayout() {
     const W = V.plotWidth(plot)
     const H = Math.round(Math.min(Math.max(window.innerHeight * 0.5, 280), 640))
@@ -98,15 +110,7 @@ interface PlanData {
     ctx.moveTo(x0, ys(D.slabSize))
     ctx.lineTo(x1, ys(D.slabSize))
     ctx.stroke()
-    if (D.lowerBound != null) {
-      ctx.strokeStyle = t.warn
-      ctx.setLineDash([6, 4])
-      ctx.beginPath()
-      ctx.moveTo(x0, ys(D.lowerBound))
-      ctx.lineTo(x1, ys(D.lowerBound))
-      ctx.stroke()
-      ctx.setLineDash([])
-    }
+    lowerBoundLine(ctx, x0, x1, ys)
     ctx.restore()
     counts.records = drawn
     V.update(counts)
@@ -123,14 +127,7 @@ interface PlanData {
       const xa = xs(s)
       ctx.fillRect(xa, ys(live[s]), Math.max(xs(s + 1) - xa - (xs(s + 1) - xa > 4 ? 1 : 0), 0.5), y0 - ys(live[s]))
     }
-    if (D.lowerBound != null) {
-      ctx.strokeStyle = t.warn
-      ctx.setLineDash([6, 4])
-      ctx.beginPath()
-      ctx.moveTo(x0, ys(D.lowerBound))
-      ctx.lineTo(x1, ys(D.lowerBound))
-      ctx.stroke()
-    }
+    lowerBoundLine(ctx, x0, x1, ys)
     ctx.restore()
   }
 
