@@ -358,11 +358,14 @@ async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promis
   }
   // Abort settles within ABORT_GRACE_MS: the search stops at its next check and resolves
   // with its best plan; a phase that cannot stop that fast (parsing a huge input) rejects.
+  // Before the first progress report there is no plan to wait for, so it rejects at once.
   let abandon = () => {}
   const abandoned = new Promise<never>((_resolve, reject) => {
     abandon = () => {
       job.cancel()
-      setTimeout(() => reject(new WgallocError('ABORTED', 'planMemory was aborted before any plan existed')), ABORT_GRACE_MS).unref?.()
+      const aborted = () => reject(new WgallocError('ABORTED', 'planMemory was aborted before any plan existed'))
+      if (job.progress() == null) aborted()
+      else setTimeout(aborted, ABORT_GRACE_MS).unref?.()
     }
   })
   abandoned.catch(() => {})

@@ -218,7 +218,7 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
                 if cancelled.is_some_and(|c| c.load(Ordering::Relaxed)) {
                     return Err(PlanError::Stopped);
                 }
-                wgalloc_plan::plan(&records, opts).map(|p| (p, graph))
+                wgalloc_plan::plan(records, opts).map(|p| (p, graph))
             }));
         })
         .map_err(|e| coded("INTERNAL", &format!("cannot start the planner thread: {e}")))?;

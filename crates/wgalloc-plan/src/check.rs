@@ -71,9 +71,20 @@ pub fn check_offsets(
     }
     let mut spaces: HashMap<&str, u64> = HashMap::new();
     let mut space = Vec::with_capacity(n);
+    // Neighbouring records are mostly in one space: look a name up only when it changes.
+    let mut previous: Option<(&str, u64)> = None;
     for r in records {
-        let k = spaces.len() as u64;
-        space.push(*spaces.entry(r.space_name()).or_insert(k));
+        let name = r.space_name();
+        let k = match previous {
+            Some((l, k)) if l == name => k,
+            _ => {
+                let k = spaces.len() as u64;
+                let k = *spaces.entry(name).or_insert(k);
+                previous = Some((name, k));
+                k
+            }
+        };
+        space.push(k);
     }
     // Units with bytes ranked by (space, offset, index): the live set is a set of ranks.
     let mut by_offset: Vec<(u64, u64)> = Vec::with_capacity(n);

@@ -26,8 +26,18 @@ pub(crate) struct Layout {
 impl Layout {
     pub fn new(records: &[UsageRecord], align: u64) -> Result<Layout, PlanError> {
         // Validates ids, lifetimes, alignments, fixed offsets and the size sum.
-        Problem::new(records, align)?;
+        let whole = Problem::new(records, align)?;
         let group = share_groups(records)?;
+        let one_space = records.iter().all(|r| r.space_name() == records[0].space_name());
+        if !records.is_empty() && one_space && group.iter().enumerate().all(|(i, &g)| g == i) {
+            // The common case: every record is its own unit in one space, so the problem
+            // just built is the space's (no copy of the records, no second pass).
+            check_fixed(records, align)?;
+            let name = records[0].space_name().to_string();
+            let (bound, bound_at) = aligned_lower_bound(&whole);
+            let place = (0..records.len()).map(|i| (0, i)).collect();
+            return Ok(Layout { spaces: vec![Space { name, problem: whole, bound, bound_at }], place });
+        }
         let mut unit_of = vec![usize::MAX; records.len()];
         let mut units: Vec<UsageRecord> = Vec::new();
         for i in 0..records.len() {
@@ -76,18 +86,20 @@ impl Layout {
         }
         let mut space_ix: HashMap<String, usize> = HashMap::new();
         let mut members: Vec<Vec<UsageRecord>> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         let mut unit_place = Vec::with_capacity(units.len());
         for u in units {
-            let k = *space_ix.entry(u.space_name().to_string()).or_insert_with(|| {
-                members.push(Vec::new());
-                members.len() - 1
-            });
+            let k = match space_ix.get(u.space_name()) {
+                Some(&k) => k,
+                None => {
+                    space_ix.insert(u.space_name().to_string(), members.len());
+                    names.push(u.space_name().to_string());
+                    members.push(Vec::new());
+                    members.len() - 1
+                }
+            };
             unit_place.push((k, members[k].len()));
             members[k].push(u);
-        }
-        let mut names = vec![String::new(); members.len()];
-        for (name, &k) in &space_ix {
-            names[k] = name.clone();
         }
         let mut spaces = Vec::with_capacity(members.len());
         for (units, name) in members.into_iter().zip(names) {

@@ -58,7 +58,7 @@ impl Plan {
     /// says whether space k's bound was raised by the search.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
-        records: &[UsageRecord],
+        records: Vec<UsageRecord>,
         offsets: Vec<u64>,
         alignment: u64,
         spaces: Vec<SpacePlan>,
@@ -71,18 +71,8 @@ impl Plan {
         let lower_bound = spaces.iter().map(|x| x.lower_bound).sum();
         let optimal_by =
             (slab_size == lower_bound).then_some(if searched { OptimalBy::Search } else { OptimalBy::LowerBound });
-        let plan = Plan {
-            records: records.to_vec(),
-            offsets,
-            alignment,
-            slab_size,
-            lower_bound,
-            optimal_by,
-            strategy,
-            method,
-            elapsed,
-            spaces,
-        };
+        let plan =
+            Plan { records, offsets, alignment, slab_size, lower_bound, optimal_by, strategy, method, elapsed, spaces };
         plan.validate()?;
         Ok(plan)
     }
@@ -108,7 +98,7 @@ impl Plan {
             let s = &mut spaces[layout.place[i].0];
             s.slab_size = s.slab_size.max(end);
         }
-        Plan::assemble(&records, offsets, alignment, spaces, false, Strategy::Naive, "external".into(), Duration::ZERO)
+        Plan::assemble(records, offsets, alignment, spaces, false, Strategy::Naive, "external".into(), Duration::ZERO)
     }
 
     /// Re-runs the independent checker: alignment, bounds, overflow, fixed offsets,

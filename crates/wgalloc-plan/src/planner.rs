@@ -10,16 +10,19 @@ use crate::strategies::greedy::{place, Fit};
 use crate::strategies::orders::Order;
 use crate::strategies::{exact, improve, linear_scan, naive, portfolio, window, Stop};
 use crate::strategy::Strategy;
+use std::borrow::Cow;
 use std::time::Instant;
 
 /// Share of what is left of `best`'s budget the peak-window relaxation may take.
 const WINDOW_SHARE: f64 = 0.4;
 
 /// Plans `records` with `opts`. Every returned plan has passed [`Plan::validate`].
+/// The plan keeps the records: pass them by value (a `Vec`) to spare it a copy.
 /// Empty input gives an empty plan with slab 0.
-pub fn plan(records: &[UsageRecord], mut opts: PlanOptions) -> Result<Plan, PlanError> {
+pub fn plan<'a>(records: impl Into<Cow<'a, [UsageRecord]>>, mut opts: PlanOptions) -> Result<Plan, PlanError> {
     let start = Instant::now();
-    let layout = Layout::new(records, opts.alignment)?;
+    let records: Cow<'a, [UsageRecord]> = records.into();
+    let layout = Layout::new(&records, opts.alignment)?;
     if opts.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
         return Err(PlanError::Stopped);
     }
@@ -98,7 +101,16 @@ pub fn plan(records: &[UsageRecord], mut opts: PlanOptions) -> Result<Plan, Plan
     let searched = spaces.iter().zip(&layout.spaces).any(|(s, sp)| s.lower_bound > sp.bound);
     let offsets = layout.record_offsets(&per_space);
     let method = if methods.is_empty() { "empty".to_string() } else { methods.join("; ") };
-    Plan::assemble(records, offsets, opts.alignment, spaces, searched, opts.strategy, method, start.elapsed())
+    Plan::assemble(
+        records.into_owned(),
+        offsets,
+        opts.alignment,
+        spaces,
+        searched,
+        opts.strategy,
+        method,
+        start.elapsed(),
+    )
 }
 
 struct SpaceOutcome {

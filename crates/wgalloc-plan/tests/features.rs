@@ -250,7 +250,7 @@ fn integers_above_2_pow_53_stay_exact() {
         base + 1,
         base + 1
     );
-    assert_eq!(plan(&json::parse_records(&text).unwrap(), PlanOptions::default()).unwrap().slab_size(), 8);
+    assert_eq!(plan(json::parse_records(&text).unwrap(), PlanOptions::default()).unwrap().slab_size(), 8);
     let e = json::parse_records(r#"[{"id":"a","size":"18446744073709551616","first":0,"last":0}]"#).unwrap_err();
     assert_eq!(e.code(), "SIZE_OVERFLOW");
     assert_eq!(code(json::parse_records(r#"[{"id":"a","size":1.5,"first":0,"last":0}]"#)), "PARSE_ERROR");
