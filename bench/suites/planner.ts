@@ -65,23 +65,24 @@ export const suites: Suite[] = [
         ['DNN-shaped (criterion set)', dnnShaped(10_000, 0x9e3779b97f4a7c15n), ' (target: greedy < 10 ms)'],
         ['dense random', denseRandom(10_000), ''],
       ] as const) {
-        let greedyMs = 0
-        let naiveMs = 0
+        // The best of the runs' planner times: it moves least with the load of a shared machine.
+        let greedyMs = Number.POSITIVE_INFINITY
+        let naiveMs = Number.POSITIVE_INFINITY
         await timeIt(
           async () => {
-            greedyMs = (await planMemory(records, { strategy: 'greedyBySize' })).timeMs
+            greedyMs = Math.min(greedyMs, (await planMemory(records, { strategy: 'greedyBySize' })).timeMs)
           },
           { runs: 5, warmup: 1 },
         )
         await timeIt(
           async () => {
-            naiveMs = (await planMemory(records, { strategy: 'naive' })).timeMs
+            naiveMs = Math.min(naiveMs, (await planMemory(records, { strategy: 'naive' })).timeMs)
           },
           { runs: 5, warmup: 1 },
         )
         rows.push({
           variant,
-          measured: { value: greedyMs, unit: `ms (planner time, ${variant})` },
+          measured: { value: greedyMs, unit: `ms (planner time, best of 5, ${variant})` },
           baseline: { value: naiveMs, unit: 'ms', what: 'naive' },
           ratio: greedyMs / naiveMs,
           ratioMeaning: `greedyBySize time / naive time${target}`,

@@ -1,5 +1,5 @@
 //! Small, fast planner benches: greedyBySize on 10,000 random records and the
-//! portfolio on ResNet-50 (idealloc somas dump, skipped if the data is absent).
+//! portfolio on ResNet-50 (idealloc's somas dump, in `bench/data`).
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -29,15 +29,12 @@ fn benches(c: &mut Criterion) {
         b.iter(|| plan(black_box(&recs), PlanOptions::with_strategy(Strategy::GreedyBySize)).map(|p| p.slab_size()))
     });
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/data/idealloc/somas_tensors/resnet50.csv");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let r = wgalloc_plan::csv::parse(&text).expect("resnet50 csv");
-            c.bench_function("portfolio/resnet50", |b| {
-                b.iter(|| plan(black_box(&r), PlanOptions::with_strategy(Strategy::Portfolio)).map(|p| p.slab_size()))
-            });
-        }
-        Err(_) => eprintln!("note: {} missing, skipping", path.display()),
-    }
+    // The data ships with the repository: a missing file is an error, not a skipped bench.
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r = wgalloc_plan::csv::parse(&text).expect("resnet50 csv");
+    c.bench_function("portfolio/resnet50", |b| {
+        b.iter(|| plan(black_box(&r), PlanOptions::with_strategy(Strategy::Portfolio)).map(|p| p.slab_size()))
+    });
 }
 
 criterion_group! {
