@@ -179,7 +179,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
         let names = |key: &str| -> Result<Vec<String>, PlanError> {
             match o.get(key) {
                 None => Ok(Vec::new()),
-                Some(list) => arr(list, &format!("{path}.{key}"))?
+                Some(list) => arr(list, format!("{path}.{key}"))?
                     .iter()
                     .enumerate()
                     .map(|(k, s)| {
@@ -250,11 +250,11 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
     if let Some(list) = steps {
         let mut out = Vec::new();
         for (i, s) in arr(list, "steps")?.iter().enumerate() {
-            let ops = arr(s, &format!("steps[{i}]"))?;
+            let ops = arr(s, format!("steps[{i}]"))?;
             out.push(
                 ops.iter()
                     .enumerate()
-                    .map(|(k, x)| as_u64(x, &format!("steps[{i}][{k}]")).map(|x| x as usize))
+                    .map(|(k, x)| as_u64(x, format!("steps[{i}][{k}]")).map(|x| x as usize))
                     .collect::<Result<Vec<_>, _>>()?,
             );
         }
