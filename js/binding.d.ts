@@ -490,6 +490,11 @@ export declare class ShapeExecutor {
   stats(): ShapeExecutorStats
   /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
   clear(): void
+  /**
+   * Releases every cached executor for good: a run already started releases its own when it ends.
+   * @internal
+   */
+  release(): void
 }
 
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */

@@ -189,3 +189,14 @@ export function stringifyInput(value: unknown, what: string, replacer?: (key: st
 
 /** `message` of any thrown value. */
 export const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err))
+
+/**
+ * `value` as a 32-bit unsigned integer from `min` up; INVALID_ARGUMENT naming `what` otherwise.
+ * The native layer would wrap or truncate anything else (2^32 + 1 to 1, 1.5 to 1, NaN to 0).
+ */
+export function u32(value: unknown, what: string, min = 0): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > 0xffff_ffff) {
+    throw new WgallocError('INVALID_ARGUMENT', `${what} must be an integer from ${min} to 4294967295, got ${shown(value)}`)
+  }
+  return value
+}

@@ -5,7 +5,7 @@ import { api } from './api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { HeapScope, type ScopeCharge } from './heap-scope.js'
-import { WgallocError, parseJson, shown } from './errors.js'
+import { WgallocError, parseJson, shown, u32 } from './errors.js'
 import { type Graph, type OutputArray, type TensorData, byteMap, dtypes, graphJson, typed, zeroInputs } from './graph.js'
 import { type Binding, native } from './native.js'
 import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
@@ -351,7 +351,7 @@ export class ShapeExecutor {
    */
   @api release(): void {
     this.#released = true
-    this.#native.clear()
+    this.#native.release()
   }
   /** True once `release()` ran. */
   @api get released(): boolean {
@@ -438,6 +438,7 @@ function checkScope(scope: unknown): void {
 /** `gpu.compileShapes()`. */
 export function compileShapes(device: ExecDevice, graph: Graph | string, options?: CompileShapesOptions): ShapeExecutor {
   const { buckets, capacity, params, weights, ...rest } = objectOptions(options, 'compileShapes')
+  if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
   return createShapeExecutor(se, dtypes(json), device)

@@ -8,7 +8,7 @@ import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from
 import type { DeviceBlock } from './device-block.js'
 import { blockHandle } from './device-block.js'
 import { channels, deviceDestroyed, deviceOpened, warn } from './diagnostics.js'
-import { WgallocError, messageOf } from './errors.js'
+import { WgallocError, messageOf, u32 } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import {
   type CompileOptions,
@@ -242,6 +242,9 @@ export class Gpu {
   }
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   @api createKernel(options: KernelOptions): ComputeKernel {
+    const o = optionsObject(options, 'createKernel')
+    // Checked here: the binding reads a u32, which would wrap 2^32 + 2 to 2.
+    if (o.bindings !== undefined) u32(o.bindings, 'createKernel: bindings')
     return wrapKernel(this.#native.createKernel(options))
   }
 

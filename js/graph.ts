@@ -94,7 +94,8 @@ export function byteMap(obj: unknown, what: string): Record<string, Uint8Array> 
 
 /** Output bytes as the typed array the tensor's dtype names (Uint8Array without one). */
 export function typed(buffer: Uint8Array, dtype: string | undefined): OutputArray {
-  const T = TYPED[dtype as DType] ?? Uint8Array
+  // Own keys only: a dtype such as 'constructor' must not reach Object.prototype.
+  const T = dtype !== undefined && Object.hasOwn(TYPED, dtype) ? TYPED[dtype as DType] : Uint8Array
   const size = (T as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT
   const usable = buffer.byteLength - (buffer.byteLength % size)
   const aligned = buffer.byteOffset % size === 0 ? buffer : Uint8Array.prototype.slice.call(buffer)

@@ -142,8 +142,17 @@ export class HeapScope {
     // The heap rounds the request up to its alignment: charge what the block will hold.
     const bytes = Number.isSafeInteger(size) && size > 0 ? Math.ceil(size / alignment) * alignment : 0
     this.#check(bytes)
-    const block = this.#heap.malloc(size, options)
-    this.#charge(block.size, true)
+    // Charged before the heap's malloc: its event listeners may malloc from this scope too, and
+    // must see these bytes as taken.
+    this.#charge(bytes, true)
+    let block: DeviceBlock
+    try {
+      block = this.#heap.malloc(size, options)
+    } catch (err) {
+      this.#uncharge(bytes, true)
+      throw err
+    }
+    if (block.size !== bytes) this.#charge(block.size - bytes, false)
     setBlockScope(block, (freed) => this.#uncharge(freed, true))
     return block
   }

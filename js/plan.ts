@@ -5,7 +5,7 @@ import { reported, api } from './api.js'
 import type { PlanProgress, PlanSpace } from './binding.js'
 import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import { type Binding, native } from './native.js'
-import { type AsyncOptions, checkSignal } from './signal.js'
+import { type AsyncOptions, checkSignal, detach } from './signal.js'
 
 /** Planner strategies, in `STRATEGIES` order. */
 export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'greedyInputsFirst' | 'portfolio' | 'exact' | 'best'
@@ -374,7 +374,7 @@ async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promis
     signal?.addEventListener('abort', onAbort, { once: true })
   } catch (err) {
     job.cancel() // a signal that throws: stop the search rather than leave it running
-    throw err
+    throw new WgallocError('INVALID_ARGUMENT', 'signal.addEventListener threw', { cause: err })
   }
   let last: PlanProgress | undefined
   let failed: { err: unknown } | undefined // once onProgress threw: the search stops and planMemory rejects with it
@@ -407,7 +407,7 @@ async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promis
     throw typed(err)
   } finally {
     if (timer) clearInterval(timer)
-    signal?.removeEventListener('abort', onAbort)
+    detach(signal, onAbort)
   }
 }
 

@@ -6,7 +6,7 @@
 // INVALID_ARGUMENT naming their index) and the simulations are in Rust (wgalloc-core `replay`).
 import type { SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
 import type { DeviceBlock } from './device-block.js'
-import { WgallocError, toWgallocError } from './errors.js'
+import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
 import { native } from './native.js'
 
@@ -61,7 +61,7 @@ export interface ReplayFigures extends PolicyFigures {
 /** Runs the native simulation on a trace object or its JSON text; errors are typed. */
 function simulateNative(trace: unknown, options?: SimulateTraceOptions): TraceSimulation {
   try {
-    return native.simulateTrace(typeof trace === 'string' ? trace : JSON.stringify(trace ?? null), options)
+    return native.simulateTrace(typeof trace === 'string' ? trace : stringifyInput(trace ?? null, 'the trace'), options)
   } catch (err) {
     throw toWgallocError(err, true)
   }

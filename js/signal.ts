@@ -17,7 +17,7 @@ export interface AsyncOptions {
 export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal == null) return undefined
   const s = signal as Partial<AbortSignal>
-  if (typeof signal !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function') {
+  if (typeof signal !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function' || typeof s.removeEventListener !== 'function') {
     throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
   }
   if (s.aborted) throw abortError(signal as AbortSignal)
@@ -42,19 +42,38 @@ export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefin
       aborted = true
       reject(abortError(signal))
     }
-    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      signal.addEventListener('abort', onAbort, { once: true })
+    } catch (err) {
+      // A signal-like object that throws: the call fails typed, and what it started is released.
+      promise.then(onLate, () => {})
+      reject(new WgallocError('INVALID_ARGUMENT', 'signal.addEventListener threw', { cause: err }))
+      return
+    }
     promise.then(
       (v) => {
-        signal.removeEventListener('abort', onAbort)
+        detach(signal, onAbort)
         if (aborted) onLate?.(v)
         else resolve(v)
       },
       (e) => {
-        signal.removeEventListener('abort', onAbort)
+        detach(signal, onAbort)
         reject(e)
       },
     )
   })
+}
+
+/**
+ * Removes `onAbort` from `signal`. A signal-like object whose method throws must not turn a
+ * settled call into an uncaught exception, which would end the process.
+ */
+export function detach(signal: AbortSignal | undefined | null, onAbort: () => void): void {
+  try {
+    signal?.removeEventListener('abort', onAbort)
+  } catch {
+    // nothing to undo: the call has settled
+  }
 }
 
 /** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */

@@ -4,7 +4,7 @@ import { api } from './api.js'
 import type { CopyOptions } from './binding.js'
 import { GpuBuffer, bufferHandle } from './buffer.js'
 import { DeviceBlock, blockHandle } from './device-block.js'
-import { WgallocError, shown } from './errors.js'
+import { WgallocError, shown, u32 } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import { HostBlock, hostBlockHandle } from './host-block.js'
 import { type ComputeKernel, kernelHandle } from './kernel.js'
@@ -49,7 +49,8 @@ export class Stream {
   @api dispatch(kernel: ComputeKernel, blocks: DeviceBlock[], workgroups: number | number[], uniform?: ArrayBufferView): void {
     if (!Array.isArray(blocks)) throw new WgallocError('INVALID_ARGUMENT', `dispatch: blocks must be an array of DeviceBlocks, got ${shown(blocks)}`)
     const handles = blocks.map((b, i) => blockHandle(b, `dispatch: blocks[${i}]`))
-    const wg = typeof workgroups === 'number' ? [workgroups] : workgroups
+    const counts: unknown[] = Array.isArray(workgroups) ? workgroups : [workgroups]
+    const wg = counts.map((n, i) => u32(n, `dispatch: workgroups${Array.isArray(workgroups) ? `[${i}]` : ''}`))
     const bytes =
       ArrayBuffer.isView(uniform) && !(uniform instanceof Uint8Array) ? new Uint8Array(uniform.buffer, uniform.byteOffset, uniform.byteLength) : uniform
     this.#native.dispatch(kernelHandle(kernel), handles, wg, bytes as Uint8Array | undefined)

@@ -104,6 +104,13 @@ impl ShapeExecutor {
     pub fn clear(&self) {
         self.inner.clear()
     }
+
+    /// Releases every cached executor for good: a run already started releases its own when it ends.
+    /// @internal
+    #[napi]
+    pub fn release(&self) {
+        self.inner.close()
+    }
 }
 
 #[napi]

@@ -165,7 +165,7 @@ impl ExecGraph {
                 size,
                 kind,
                 view_of: o.get("viewOf").map(|b| string(b, &format!("{path}.viewOf"))).transpose()?,
-                dtype: o.get("dtype").and_then(Value::as_str).map(str::to_string),
+                dtype: dtype(o.get("dtype"), size, &path)?,
             });
         }
         let mut ops = Vec::new();
@@ -433,6 +433,27 @@ impl ExecGraph {
             .collect();
         json!({ "tensors": tensors, "ops": ops, "kernels": kernels }).to_string()
     }
+}
+
+/// Element types of graph tensors and their sizes in bytes (f16 comes back as Uint16Array).
+const DTYPES: [(&str, u64); 7] = [("f32", 4), ("u32", 4), ("i32", 4), ("u16", 2), ("f16", 2), ("i8", 1), ("u8", 1)];
+
+/// A tensor's `dtype`: absent, or one of [`DTYPES`] that divides its size (outputs come back as
+/// that typed array, so a remainder would be dropped).
+fn dtype(v: Option<&Value>, size: u64, path: &str) -> Result<Option<String>> {
+    let name = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(d)) => d.as_str(),
+        Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
+    };
+    let names = || DTYPES.map(|(n, _)| n).join(", ");
+    let Some(&(_, bytes)) = DTYPES.iter().find(|(n, _)| *n == name) else {
+        return Err(bad(format!("{path}.dtype: unknown dtype '{name}' ({})", names())));
+    };
+    if !size.is_multiple_of(bytes) {
+        return Err(bad(format!("{path}: {size} bytes is not a whole number of {name} elements ({bytes} bytes each)")));
+    }
+    Ok(Some(name.to_string()))
 }
 
 #[cfg(test)]

@@ -271,6 +271,10 @@ struct CacheState {
     /// Most recently used last.
     entries: Vec<(Dims, Arc<Executor>)>,
     stats: ShapeCacheStats,
+    /// Times `clear` ran: a compile that saw it run meanwhile must not fill the cleared cache.
+    clears: u64,
+    /// Set by `close`: runs still in flight compile for themselves, and nothing is cached.
+    closed: bool,
 }
 
 impl ShapeCache {
@@ -323,20 +327,35 @@ impl ShapeCache {
 
     /// The executor for `dims` (compiled on a miss), and the shape it runs at.
     pub fn executor(&self, dims: &Dims) -> Result<(Arc<Executor>, Dims)> {
-        let shape = self.concrete(dims)?;
-        {
-            let mut st = lock(&self.state);
-            if let Some(k) = st.entries.iter().position(|(d, _)| *d == shape) {
-                let entry = st.entries.remove(k);
-                let exe = entry.1.clone();
-                st.entries.push(entry);
-                st.stats.hits += 1;
-                return Ok((exe, shape));
-            }
+        let (exe, shape, cached) = self.lookup(dims)?;
+        if !cached {
+            exe.release(); // the cache was cleared while it compiled: nothing may keep it
         }
+        Ok((exe, shape))
+    }
+
+    /// [`Self::executor`], and whether the cache holds it: not when the cache was cleared while
+    /// it compiled (the caller runs it once, then releases it).
+    fn lookup(&self, dims: &Dims) -> Result<(Arc<Executor>, Dims, bool)> {
+        let shape = self.concrete(dims)?;
+        let clears = {
+            let mut st = lock(&self.state);
+            if let Some(exe) = st.hit(&shape) {
+                return Ok((exe, shape, true));
+            }
+            st.clears
+        };
         // Compiled outside the lock: other shapes keep running meanwhile.
         let exe = Arc::new(self.gpu.compile(self.graph.instantiate(&shape)?, self.options.clone())?);
         let mut st = lock(&self.state);
+        if st.closed || st.clears != clears {
+            return Ok((exe, shape, false));
+        }
+        if let Some(first) = st.hit(&shape) {
+            // Another run compiled this shape meanwhile: one executor per shape.
+            exe.release();
+            return Ok((first, shape, true));
+        }
         st.stats.misses += 1;
         st.entries.push((shape.clone(), exe.clone()));
         while st.entries.len() > self.capacity {
@@ -344,7 +363,7 @@ impl ShapeCache {
             old.release();
             st.stats.evictions += 1;
         }
-        Ok((exe, shape))
+        Ok((exe, shape, true))
     }
 
     /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are zero-padded to the
@@ -357,7 +376,23 @@ impl ShapeCache {
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        let (exe, shape) = self.executor(dims)?;
+        let (exe, shape, cached) = self.lookup(dims)?;
+        let out = self.run_at(&exe, &shape, dims, inputs, io, options).await;
+        if !cached {
+            exe.release();
+        }
+        out
+    }
+
+    async fn run_at(
+        &self,
+        exe: &Executor,
+        shape: &Dims,
+        dims: &Dims,
+        inputs: &HashMap<String, Vec<u8>>,
+        io: &DeviceIo,
+        options: RunOptions,
+    ) -> Result<RunOutput> {
         let asked = self.graph.sizes(dims)?;
         let mut padded = HashMap::with_capacity(inputs.len());
         for (id, bytes) in inputs {
@@ -378,14 +413,14 @@ impl ShapeCache {
         // Device inputs and outputs move the bytes of the asked shape; the executor zeroes the
         // rest of an input, as `padded` does for host bytes.
         let resized;
-        let io = if shape != *dims {
+        let io = if shape != dims {
             resized = DeviceIo { bytes: asked.clone(), ..io.clone() };
             &resized
         } else {
             io
         };
         let mut out = exe.run_io(&padded, io, options).await?;
-        if shape != *dims {
+        if shape != dims {
             for (id, bytes) in &mut out.outputs {
                 if let Some(&size) = asked.get(id) {
                     bytes.truncate(size as usize);
@@ -408,10 +443,32 @@ impl ShapeCache {
         &self.graph
     }
 
-    /// Releases every executor (their slabs return to the heap).
+    /// Releases every executor (their slabs return to the heap), and any compiled meanwhile
+    /// once its run ends.
     pub fn clear(&self) {
-        for (_, e) in lock(&self.state).entries.drain(..) {
+        let mut st = lock(&self.state);
+        st.clears += 1;
+        for (_, e) in st.entries.drain(..) {
             e.release();
         }
+    }
+
+    /// [`Self::clear`], for good: a run already started compiles for itself and releases its
+    /// executor when it ends.
+    pub fn close(&self) {
+        lock(&self.state).closed = true;
+        self.clear();
+    }
+}
+
+impl CacheState {
+    /// The cached executor of `shape`, now the most recently used.
+    fn hit(&mut self, shape: &Dims) -> Option<Arc<Executor>> {
+        let k = self.entries.iter().position(|(d, _)| d == shape)?;
+        let entry = self.entries.remove(k);
+        let exe = entry.1.clone();
+        self.entries.push(entry);
+        self.stats.hits += 1;
+        Some(exe)
     }
 }

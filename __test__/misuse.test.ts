@@ -1,0 +1,163 @@
+// Regression tests for misuse found by probing the public API as a careless or hostile caller
+// would: signal-like objects that lack a method, graph dtypes that are no dtype, a shape cache
+// released while it compiles, a heap listener that allocates from the scope being charged,
+// integers the native layer would wrap, and a trace nested too deep to serialise.
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import test from 'ava'
+import { Gpu, type Graph, planMemory, WgallocError } from 'wgalloc'
+import { runNode as node } from './helpers.js'
+
+const DOUBLE = `
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&y)) { y[g.x] = x[g.x] * 2.0; } }`
+
+// Each test opens its own device (not the file's shared one): they add listeners and destroy it.
+
+function doubling(outputDtype: string, outputSize = 256): Graph {
+  return {
+    kernels: { double: { source: DOUBLE } },
+    tensors: [
+      { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
+      { id: 'y', size: outputSize, kind: 'output', dtype: outputDtype as never },
+    ],
+    ops: [{ kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+  }
+}
+
+test('a signal-like object without removeEventListener is refused, never an uncaught exception', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const signal = { aborted: false, addEventListener() {} } as never
+  const block = gpu.heap.malloc(64)
+  await t.throwsAsync(block.read(0, 16, { signal }), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  await t.throwsAsync(planMemory([{ id: 'a', size: 4, first: 0, last: 0 }], { signal }), { code: 'INVALID_ARGUMENT' })
+  // One whose removeEventListener throws: the call settles with its result.
+  const throwing = {
+    aborted: false,
+    addEventListener() {},
+    removeEventListener: () => {
+      throw new Error('no')
+    },
+  } as never
+  const bytes = await block.read(0, 16, { signal: throwing })
+  t.is(bytes.byteLength, 16)
+  const plan = await planMemory([{ id: 'a', size: 4, first: 0, last: 0 }], { signal: throwing })
+  t.is(plan.slabSize, 4)
+  // And one whose addEventListener throws: typed, and the block stays usable.
+  const refusing = {
+    aborted: false,
+    addEventListener: () => {
+      throw new Error('no')
+    },
+    removeEventListener() {},
+  } as never
+  await t.throwsAsync(block.read(0, 16, { signal: refusing }), { code: 'INVALID_ARGUMENT', message: /addEventListener threw/ })
+  block.free()
+})
+
+test('a graph dtype must be one of the element types and divide its tensor', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  for (const dtype of ['toString', 'constructor', '__proto__', 'f64', 'F32', 'bytes']) {
+    await t.throwsAsync(gpu.compile(doubling(dtype)), { code: 'INVALID_ARGUMENT', message: /dtype: unknown dtype/ }, dtype)
+  }
+  // 258 bytes would come back as 64 floats, two bytes dropped.
+  await t.throwsAsync(gpu.compile(doubling('f32', 258)), { code: 'INVALID_ARGUMENT', message: /258 bytes is not a whole number of f32/ })
+  const exe = await gpu.compile(doubling('f32'))
+  const { outputs } = await exe.run({ x: new Float32Array(64).fill(1.5) })
+  t.true(outputs.y instanceof Float32Array)
+  t.is(outputs.y[63], 3)
+  exe.release()
+})
+
+test('a shape executor released while its first shape compiles keeps nothing', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const before = gpu.heap.stats().allocatedBytes.current
+  // Distinct kernels make the compile slow enough for release() to land while it runs.
+  const n = 24
+  const kernels: Graph['kernels'] = {}
+  for (let j = 0; j < n; j++) kernels[`k${j}`] = { source: DOUBLE.replace('* 2.0', `* ${j}.0`) }
+  const graph: Graph = {
+    dims: ['n'],
+    kernels,
+    tensors: Array.from({ length: n + 1 }, (_, j) => ({
+      id: `t${j}`,
+      size: 'n * 256',
+      kind: j === 0 ? ('input' as const) : j === n ? ('output' as const) : ('intermediate' as const),
+    })),
+    ops: Array.from({ length: n }, (_, j) => ({ kernel: `k${j}`, inputs: [`t${j}`], outputs: [`t${j + 1}`], dispatch: ['n'] as [string] })),
+  }
+  const shapes = gpu.compileShapes(graph)
+  const pending = shapes.run({ n: 1 }, { t0: new Float32Array(64) }).then(
+    () => 'ran',
+    (e: WgallocError) => e.code,
+  )
+  shapes.release()
+  await pending
+  t.is(shapes.stats().cached, 0)
+  t.is(shapes.stats().deviceBytes, 0)
+  t.is(gpu.heap.stats().allocatedBytes.current, before, 'the compiled slabs went back to the heap')
+})
+
+test('a heap listener that allocates from the scope being charged cannot take it past its limit', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const scope = gpu.heap.scope({ name: 'tenant', limit: 1024 })
+  let inner: unknown
+  const hook = () => {
+    if (inner !== undefined) return
+    try {
+      inner = scope.malloc(600)
+    } catch (err) {
+      inner = err
+    }
+  }
+  gpu.heap.on('ALLOCATED', hook)
+  gpu.heap.on('RECYCLED', hook)
+  const outer = scope.malloc(600)
+  t.true(inner instanceof WgallocError && inner.code === 'QUOTA_EXCEEDED', `the nested malloc gave ${String(inner)}`)
+  t.is(scope.stats().allocatedBytes, outer.size)
+  t.true(scope.stats().allocatedBytes <= 1024)
+  outer.free()
+  t.is(scope.stats().allocatedBytes, 0)
+})
+
+test('integers the native layer reads as u32 are checked, not wrapped', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const source = DOUBLE.replace('var<storage, read> x', 'var<storage, read_write> x')
+  for (const bindings of [2 ** 32 + 2, 1.5, -1, Number.NaN]) {
+    t.throws(() => gpu.createKernel({ source, bindings }), { code: 'INVALID_ARGUMENT', message: /bindings must be an integer/ }, String(bindings))
+  }
+  const kernel = gpu.createKernel({ source, bindings: 2 })
+  const x = gpu.heap.malloc(256)
+  const y = gpu.heap.malloc(256)
+  const stream = gpu.createStream()
+  for (const wg of [2 ** 32 + 1, 1.5, 0.5, Number.NaN, Number.POSITIVE_INFINITY, [1, 1.5], '1']) {
+    t.throws(() => stream.dispatch(kernel, [x, y], wg as never), { code: 'INVALID_ARGUMENT', message: /workgroups/ }, JSON.stringify(wg))
+  }
+  for (const capacity of [-1, 0, 1.5, 2 ** 32 + 1]) {
+    t.throws(() => gpu.compileShapes(doubling('f32'), { capacity }), { code: 'INVALID_ARGUMENT', message: /capacity/ }, String(capacity))
+  }
+  x.free()
+  y.free()
+})
+
+test('a trace nested too deep to serialise is refused typed by the CLI', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-deep-'))
+  const file = join(dir, 'deep.json')
+  writeFileSync(file, `{"events":[${'['.repeat(20_000)}${']'.repeat(20_000)}]}`)
+  for (const args of [
+    ['replay', file],
+    ['replay', '--simulate', file],
+  ]) {
+    const r = await node([join(__dirname, '..', 'dist', 'cli.js'), ...args])
+    t.is(r.code, 1, args.join(' '))
+    t.regex(r.stderr, /\[INVALID_ARGUMENT\]/, args.join(' '))
+  }
+})
