@@ -1,7 +1,8 @@
 // Regression tests for misuse found by probing the public API as a careless or hostile caller
 // would: signal-like objects that lack a method, graph dtypes that are no dtype, a shape cache
 // released while it compiles, a heap listener that allocates from the scope being charged,
-// integers the native layer would wrap, and a trace nested too deep to serialise.
+// integers the native layer would wrap, a trace nested too deep to serialise, Proxies of typed
+// arrays and an options getter that throws after the block would have been allocated.
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -160,4 +161,29 @@ test('a trace nested too deep to serialise is refused typed by the CLI', async (
     t.is(r.code, 1, args.join(' '))
     t.regex(r.stderr, /\[INVALID_ARGUMENT\]/, args.join(' '))
   }
+})
+
+test('a Proxy of a typed array or buffer is refused typed, never written as nothing', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const block = gpu.heap.malloc(16)
+  for (const data of [new Proxy(new Uint8Array(4), {}), new Proxy(new ArrayBuffer(4), {}), new Proxy(new Float32Array(2), {})]) {
+    t.throws(() => block.write(data), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' }, Object.prototype.toString.call(data))
+  }
+  block.write(new Float32Array([1, 2]))
+  t.deepEqual(Array.from(await block.read(0, 8, { as: Float32Array })), [1, 2])
+  block.free()
+})
+
+test('a malloc option getter that throws leaves no block behind', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const before = gpu.heap.stats().activeBlocks.current
+  const options = {
+    get shape(): number[] {
+      throw new Error('no shape')
+    },
+  }
+  t.throws(() => gpu.heap.malloc(64, options), { message: 'no shape' })
+  t.is(gpu.heap.stats().activeBlocks.current, before)
 })

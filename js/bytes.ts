@@ -19,13 +19,19 @@ export type TypedArrayClass =
 
 /** The bytes of `value` as a Uint8Array over the same memory; INVALID_ARGUMENT naming `what` otherwise. */
 export function bytesOf(value: unknown, what: string): Uint8Array {
-  // Non-empty: a view of a transferred (detached) buffer has length 0 and must be refused below.
-  if (value instanceof Uint8Array && value.byteLength > 0) return value
   try {
-    if (value instanceof ArrayBuffer || value instanceof SharedArrayBuffer) return new Uint8Array(value)
+    // Non-empty: a view of a transferred (detached) buffer has length 0 and must be refused below.
+    // Inside the try: a Proxy of a typed array passes instanceof, then throws on byteLength.
+    if (value instanceof Uint8Array && value.byteLength > 0) return value
+    if (value instanceof ArrayBuffer || value instanceof SharedArrayBuffer) {
+      const bytes = new Uint8Array(value)
+      // A Proxy of a buffer reads as an empty array-like; its byteLength getter throws instead.
+      if (bytes.byteLength !== value.byteLength) throw new TypeError('not a plain ArrayBuffer')
+      return bytes
+    }
     if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
   } catch (err) {
-    // A view of a transferred (detached) buffer cannot be read.
+    // A view of a transferred (detached) buffer, or a Proxy of one, cannot be read.
     throw new WgallocError('INVALID_ARGUMENT', `${what}: ${messageOf(err)}`, { cause: err })
   }
   throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)

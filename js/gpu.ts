@@ -173,7 +173,10 @@ export class Gpu {
     const { signal, ...rest } = optionsObject(options, 'Gpu.enumerate')
     return callWithSignal(signal, () => native.Gpu.enumerate(rest))
   }
-  /** The device behind a handle from `shareHandle()` (for worker threads). */
+  /**
+   * The device behind a handle from `shareHandle()` (for worker threads). It is the same device:
+   * `destroy()` here destroys it for every thread, so a worker lets go of it instead.
+   */
   @api static attach(handle: number): Gpu {
     const gpu = create(native.Gpu.attach(handle))
     deviceOpened(gpu, 'attach')

@@ -59,6 +59,8 @@ export class Heap {
    */
   @api malloc(size: number, options?: MallocOptions): DeviceBlock {
     const usage = usageCode(options)
+    // Read before allocating: a getter that throws must not leave a block behind.
+    const shape = options?.shape
     const table = this.#table
     let block: DeviceBlock
     const events = this.#events
@@ -86,7 +88,6 @@ export class Heap {
       }
       if (historyOnly) events.tick()
     }
-    const shape = options?.shape
     if (shape !== undefined && shape !== null) {
       try {
         block.setShape(shape)

@@ -22,6 +22,10 @@ pub fn parse_with(text: &str, strict: bool) -> Result<Vec<UsageRecord>, PlanErro
         return Ok(Vec::new());
     };
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    // A known column given twice is ambiguous (which value counts?), strict or not.
+    if let Some(c) = COLUMNS.iter().find(|&&k| cols.iter().filter(|&&c| c == k).count() > 1) {
+        return Err(PlanError::parse(1, *c, "column given twice"));
+    }
     let col = |name: &str| cols.iter().position(|c| *c == name);
     let need = |name: &str| col(name).ok_or_else(|| PlanError::parse(1, name, "missing column"));
     let id_c = need("id")?;

@@ -76,6 +76,12 @@ fn csv_errors_name_line_and_field() {
     assert_eq!(code(csv::parse("id,lower,size\na,0,2\n")), "PARSE_ERROR");
     assert_eq!(code(csv::parse("id,lower,upper,size\na,3,3,4\n")), "PARSE_ERROR");
     assert!(csv::parse("").unwrap().is_empty());
+    // A known column twice is ambiguous, strict or not; an unknown one twice is ignored when not strict.
+    for strict in [true, false] {
+        let e = csv::parse_with("id,lower,upper,size,size\na,0,2,4,8\n", strict).unwrap_err();
+        assert_eq!(e, PlanError::Parse { line: 1, field: "size".into(), message: "column given twice".into() });
+    }
+    assert_eq!(csv::parse_with("id,lower,upper,size,x,x\na,0,2,4,1,2\n", false).unwrap()[0].size, 4);
 }
 
 #[test]
