@@ -325,11 +325,12 @@ impl ShapeCache {
             .collect()
     }
 
-    /// The executor for `dims` (compiled on a miss), and the shape it runs at.
+    /// The executor for `dims` (compiled on a miss), and the shape it runs at. When the cache
+    /// was cleared while it compiled, the executor comes back released (nothing may keep it).
     pub fn executor(&self, dims: &Dims) -> Result<(Arc<Executor>, Dims)> {
         let (exe, shape, cached) = self.lookup(dims)?;
         if !cached {
-            exe.release(); // the cache was cleared while it compiled: nothing may keep it
+            exe.release();
         }
         Ok((exe, shape))
     }
