@@ -187,3 +187,36 @@ test('a malloc option getter that throws leaves no block behind', async (t) => {
   t.throws(() => gpu.heap.malloc(64, options), { message: 'no shape' })
   t.is(gpu.heap.stats().activeBlocks.current, before)
 })
+
+test('the native-only options (records, raw heap slots and block ids) cannot be passed through compile or run', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const add = `
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&y)) { y[g.x] = a[g.x] + b[g.x]; } }`
+  // y = 2x + x: records that put x, h and y at one offset would give 4x.
+  const graph: Graph = {
+    kernels: { double: { source: DOUBLE }, add: { source: add } },
+    tensors: [
+      { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
+      { id: 'h', size: 256, dtype: 'f32' },
+      { id: 'y', size: 256, kind: 'output', dtype: 'f32' },
+    ],
+    ops: [
+      { kernel: 'double', inputs: ['x'], outputs: ['h'], dispatch: [1] },
+      { kernel: 'add', inputs: ['h', 'x'], outputs: ['y'], dispatch: [1] },
+    ],
+  }
+  const records = JSON.stringify(['x', 'h', 'y'].map((id, i) => ({ id, size: 256, first: i, last: i })))
+  const exe = await gpu.compile(graph, { recordsJson: records } as never)
+  const x = new Float32Array(64).map((_, i) => i)
+  const { outputs } = await exe.run({ x }, { heapSlot: 2 ** 32, deviceInputs: { x: 1 } } as never)
+  t.deepEqual(
+    Array.from(outputs.y as Float32Array),
+    Array.from(x, (v) => v * 3),
+  )
+  exe.release()
+})

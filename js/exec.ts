@@ -111,7 +111,9 @@ function execResult(r: RunResult, types: Types, table: HeapTable | null): ExecRe
  */
 function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => HeapTable) {
   if (inputs == null || typeof inputs !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'inputs must be an object of { id: TypedArray | DeviceBlock }')
-  const { signal, outputsInto, outputs, ...rest } = options
+  const { signal, outputsInto, outputs, observe, checkPlan } = options
+  // The public options only: the native ones also take a heap slot and raw block ids.
+  const rest = { observe, checkPlan }
   const host: Record<string, Uint8Array> = {}
   const deviceInputs: Record<string, number> = {}
   const into: Record<string, number> = {}
@@ -215,10 +217,20 @@ export class Weights {
   }
 }
 
-/** The native compile options: params as bytes and shared weights as their handle. */
-function compileNative(rest: object, params: unknown, weights: unknown) {
+/**
+ * The native compile options: params as bytes and shared weights as their handle. Only the public
+ * options are copied: the native ones also take records and raw handles, which no caller may pass.
+ */
+function compileNative(rest: Record<string, unknown>, params: unknown, weights: unknown): Binding.CompileGraphOptions {
   if (weights != null && !(weights instanceof Weights)) throw new WgallocError('INVALID_ARGUMENT', 'weights must come from gpu.createWeights()')
-  return { ...rest, params: byteMap(params, 'params'), ...(weights != null ? { weightsHandle: weightsHandle(weights).shareHandle() } : {}) }
+  const { strategy, timeLimitMs, maxSlabSize } = rest as Binding.CompileGraphOptions
+  return {
+    strategy,
+    timeLimitMs,
+    maxSlabSize,
+    params: byteMap(params, 'params'),
+    ...(weights != null ? { weightsHandle: weightsHandle(weights).shareHandle() } : {}),
+  }
 }
 
 /** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */

@@ -245,10 +245,11 @@ export class Gpu {
   }
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   @api createKernel(options: KernelOptions): ComputeKernel {
-    const o = optionsObject(options, 'createKernel')
-    // Checked here: the binding reads a u32, which would wrap 2^32 + 2 to 2.
+    // A copy, checked and passed on (a getter is read once): the binding reads a u32, which would
+    // wrap 2^32 + 2 to 2.
+    const o = { ...optionsObject(options, 'createKernel') }
     if (o.bindings !== undefined) u32(o.bindings, 'createKernel: bindings')
-    return wrapKernel(this.#native.createKernel(options))
+    return wrapKernel(this.#native.createKernel(o as KernelOptions))
   }
 
   /**

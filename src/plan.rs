@@ -213,13 +213,19 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         .name("wgalloc-plan".into())
         .spawn(move || {
             let cancelled = opts.cancel.clone();
-            done.complete(parse().and_then(|(records, graph)| {
-                // Parsing a large input takes seconds: a cancel meanwhile skips the planning.
-                if cancelled.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                    return Err(PlanError::Stopped);
-                }
-                wgalloc_plan::plan(records, opts).map(|p| (p, graph))
-            }));
+            let work = move || {
+                parse().and_then(|(records, graph)| {
+                    // Parsing a large input takes seconds: a cancel meanwhile skips the planning.
+                    if cancelled.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                        return Err(PlanError::Stopped);
+                    }
+                    wgalloc_plan::plan(records, opts).map(|p| (p, graph))
+                })
+            };
+            // A panic must still settle `wait()`: left unsettled, planMemory would never return.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                .unwrap_or_else(|_| Err(PlanError::Internal("the planner panicked".into())));
+            done.complete(outcome);
         })
         .map_err(|e| coded("INTERNAL", &format!("cannot start the planner thread: {e}")))?;
     Ok(PlanJob { cancel, progress, outcome })

@@ -144,6 +144,9 @@ fn bad_shapes_and_graphs_are_refused_with_typed_errors() {
     assert_eq!(code(SymbolicGraph::parse(&bad_expr).map(drop)), "INVALID_ARGUMENT");
     let unknown = symbolic_chain().replace("batch * 1024", "rows * 1024");
     assert_eq!(code(SymbolicGraph::parse(&unknown).map(drop)), "INVALID_ARGUMENT");
+    // Operands past 2^53 are refused before they multiply (their product overflowed i128).
+    let huge = symbolic_chain().replace("batch * 1024", "18446744073709551615 * 18446744073709551615");
+    assert_eq!(code(SymbolicGraph::parse(&huge).map(drop)), "INVALID_ARGUMENT");
     let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
     let policy = ShapePolicy::Buckets(HashMap::from([("batch".to_string(), vec![2, 4])]));
     let cache = ShapeCache::new(&gpu, graph.clone(), policy, 2, options()).unwrap();

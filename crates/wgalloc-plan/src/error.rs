@@ -47,6 +47,9 @@ pub enum PlanError {
     /// A plan failed the independent checker.
     #[error("plan invalid: {0}")]
     PlanInvalid(String),
+    /// The planner itself failed (a bug: the caller's input was not the cause).
+    #[error("internal error: {0}; please report it")]
+    Internal(String),
 }
 
 fn parse_message(line: usize, field: &str, message: &str) -> String {
@@ -72,6 +75,7 @@ impl PlanError {
             PlanError::Infeasible(_) => "INFEASIBLE",
             PlanError::CapacityNotMet(_) => "CAPACITY_NOT_MET",
             PlanError::Stopped => "ABORTED",
+            PlanError::Internal(_) => "INTERNAL",
         }
     }
 

@@ -213,13 +213,14 @@ impl Parser<'_> {
             self.at += 1;
             return Ok(v);
         }
-        if let Ok(n) = t.parse::<u64>() {
-            return Ok(n as i128);
-        }
-        match self.dims.get(&t) {
-            Some(&v) => Ok(v as i128),
-            None => Err(format!("unknown dimension '{t}'")),
-        }
+        // Every operand is checked, so a product of two stays far inside i128.
+        let v = match (t.parse::<u64>(), self.dims.get(&t)) {
+            (Ok(n), _) => n as i128,
+            (_, Some(&v)) => v as i128,
+            _ => return Err(format!("unknown dimension '{t}'")),
+        };
+        check(v)?;
+        Ok(v)
     }
 }
 

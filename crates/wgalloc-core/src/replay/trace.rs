@@ -75,7 +75,11 @@ impl Trace {
                         return Err(bad(format!("id {} is allocated again while live", id_of(e))));
                     }
                     live[slot as usize] = Some(size);
-                    current += size;
+                    // Sizes are at most 2^53 - 1 each; their sum still must fit.
+                    current = current
+                        .checked_add(size)
+                        .filter(|&c| c <= crate::MAX_SAFE_INTEGER)
+                        .ok_or_else(|| bad("the bytes live at once exceed 2^53 - 1".to_string()))?;
                     peak_live = peak_live.max(current);
                     out.push(TraceEvent::Alloc { slot, size });
                 }
@@ -168,6 +172,10 @@ mod tests {
             (r#"{"op":"realloc","id":"a","size":8}"#, r#"trace event 0: op must be "alloc" or "free", got "realloc""#),
             (r#"{"op":"alloc","size":8}"#, "trace event 0: id must be a non-empty string or a number, got nothing"),
             (r#"7"#, "trace event 0: id must be"),
+            (
+                r#"{"op":"alloc","id":"a","size":9007199254740991}, {"op":"alloc","id":"b","size":1}"#,
+                "trace event 1: the bytes live at once exceed 2^53 - 1",
+            ),
         ];
         for (events, want) in cases {
             let err = parse(events).unwrap_err();
