@@ -220,3 +220,13 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&y)
   )
   exe.release()
 })
+
+test('a panic in a native call comes back as an INTERNAL error, and the process goes on', (t) => {
+  const binding = require('../dist/binding.js') as { panicForTests: (message: string) => void }
+  const { toWgallocError } = require('../dist/errors.js') as { toWgallocError: (err: unknown, native?: boolean) => unknown }
+  const err = t.throws(() => binding.panicForTests('boom'))
+  const typed = toWgallocError(err, true)
+  t.true(typed instanceof WgallocError, String(typed))
+  t.is((typed as WgallocError).code, 'INTERNAL')
+  t.regex((typed as WgallocError).message, /panicked in a native call \(boom\)/)
+})

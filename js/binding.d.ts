@@ -1037,6 +1037,13 @@ export interface OperationStats {
   meanSchedulingMs: number
 }
 
+/**
+ * Panics with `message`: lets the tests check that a panic in a native call comes back as an
+ * error (every `#[napi]` function catches them) and leaves the process running.
+ * @internal
+ */
+export declare function panicForTests(message: string): void
+
 /** Options of `planMemory()`. */
 export interface PlanMemoryOptions {
   /** `naive`, `linearScan`, `greedyBySize`, `greedyByBreadth`, `greedyInputsFirst`, `portfolio`, `exact`, `best` (default). */

@@ -852,5 +852,6 @@ module.exports.Stream = nativeBinding.Stream
 module.exports.Weights = nativeBinding.Weights
 module.exports.heapPoolNames = nativeBinding.heapPoolNames
 module.exports.hostViewRegistryLength = nativeBinding.hostViewRegistryLength
+module.exports.panicForTests = nativeBinding.panicForTests
 module.exports.simulateTrace = nativeBinding.simulateTrace
 module.exports.startPlan = nativeBinding.startPlan

@@ -151,6 +151,11 @@ export function toWgallocError(err: unknown, native = false): unknown {
   if ((err as { code?: string }).code === 'GenericFailure' && /^Panic in async function/.test(err.message)) {
     return new WgallocError('INTERNAL', 'wgalloc panicked in a background call; please report it with the steps that led here', { cause: err })
   }
+  // Every native error of ours carries a code, so an uncoded failure out of a native call is a
+  // panic the binding caught (`#[napi(catch_unwind)]`), with the panic's message.
+  if (native && (err as { code?: string }).code === 'GenericFailure') {
+    return new WgallocError('INTERNAL', `wgalloc panicked in a native call (${err.message}); please report it with the steps that led here`, { cause: err })
+  }
   if (native && err instanceof TypeError && NAPI_CONVERSION.test(err.message)) {
     return new WgallocError('INVALID_ARGUMENT', `an argument has the wrong type (${err.message})`, { cause: err })
   }

@@ -129,7 +129,7 @@ pub(crate) fn blocks(table: &BlockTable, ids: HashMap<String, f64>, what: &str) 
 
 /// Names of the pools, indexed as `heapMalloc` reports them.
 /// @internal
-#[napi]
+#[napi(catch_unwind)]
 pub fn heap_pool_names() -> Vec<&'static str> {
     PoolKind::ALL.iter().map(|k| k.as_str()).collect()
 }
@@ -286,7 +286,7 @@ unsafe extern "C" fn heap_take_events(env: sys::napi_env, info: sys::napi_callba
 
 /// Adds `heapMalloc` and `heapFree` to the module's exports (once per JS environment, so
 /// worker threads get them too).
-#[napi(module_exports)]
+#[napi(catch_unwind, module_exports)]
 pub fn register_block_functions(exports: Object) -> Result<()> {
     let value = exports.value();
     let functions: [(&str, sys::napi_callback); 3] =

@@ -13,19 +13,19 @@ pub struct GpuBuffer {
 #[napi]
 impl GpuBuffer {
     /// Bytes requested at creation.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn size(&self) -> f64 {
         self.inner.size() as f64
     }
 
     /// True once `destroy()` ran.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn destroyed(&self) -> bool {
         self.inner.is_destroyed()
     }
 
     /// Releases the GPU memory (work already submitted still completes). Idempotent.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn destroy(&self) {
         self.inner.destroy();
     }

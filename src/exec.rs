@@ -246,13 +246,13 @@ pub struct Executor {
 #[napi]
 impl Executor {
     /// The memory plan the executor runs with.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn plan(&self) -> MemoryPlan {
         MemoryPlan::from_plan(self.inner.plan().clone())
     }
 
     /// Objects created at compile time, runs so far and slab sizes.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> ExecutorStats {
         let s = self.inner.stats();
         ExecutorStats {
@@ -269,13 +269,13 @@ impl Executor {
     }
 
     /// Device bytes held: slabs plus the constant region.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn device_bytes(&self) -> f64 {
         self.inner.device_bytes() as f64
     }
 
     /// True once `release()` ran.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn released(&self) -> bool {
         self.inner.is_released()
     }
@@ -284,7 +284,7 @@ impl Executor {
     /// The inputs are copied before this returns: the caller may reuse, transfer or lose
     /// them (a terminated worker) while the run is in flight.
     /// @internal
-    #[napi(ts_return_type = "Promise<RunResult>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<RunResult>")]
     pub fn run<'env>(
         &self,
         env: &'env Env,
@@ -305,7 +305,7 @@ impl Executor {
 
     /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
     /// Returns false if it was already released.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn release(&self) -> bool {
         self.inner.release()
     }
@@ -362,7 +362,7 @@ impl Gpu {
     /// Arguments are parsed and copied before this returns; planning and compiling run off
     /// the JS thread.
     /// @internal
-    #[napi(ts_return_type = "Promise<Executor>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<Executor>")]
     pub fn compile_graph<'env>(
         &self,
         env: &'env Env,
@@ -384,7 +384,7 @@ impl Gpu {
     /// Native form of the facade's `runEager()`. Inputs and params are copied before this
     /// returns.
     /// @internal
-    #[napi(ts_return_type = "Promise<RunResult>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<RunResult>")]
     pub fn run_eager_graph<'env>(
         &self,
         env: &'env Env,
@@ -404,7 +404,7 @@ impl Gpu {
     }
 
     /// The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn checksum_graph(&self, model_json: String) -> Result<String> {
         let g = core_exec::checksum::from_model(&model_json, self.inner.info().max_compute_workgroups_per_dimension)
             .napi()?;

@@ -186,7 +186,7 @@ impl Gpu {
     }
 
     /// The adapter, its backend and the limits wgalloc depends on.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn info(&self) -> GpuInfo {
         let i = self.inner.info();
         GpuInfo {
@@ -209,26 +209,26 @@ impl Gpu {
     }
 
     /// The memory budget in bytes and where it came from (`memoryBudget` option, driver, or default).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn memory_budget(&self) -> MemoryBudget {
         let b = self.inner.memory_budget();
         MemoryBudget { bytes: b.bytes as f64, source: b.source.as_str().to_string() }
     }
 
     /// True once the device was lost or destroyed.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn lost(&self) -> bool {
         self.inner.is_lost()
     }
 
     /// Driver errors that no error scope caught (they are counted, never thrown).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn uncaptured_error_count(&self) -> f64 {
         self.inner.uncaptured_errors().0 as f64
     }
 
     /// A new ordered lane of GPU work.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn create_stream(&self) -> Result<Stream> {
         Ok(Stream::new(self.inner.create_stream().napi()?))
     }
@@ -236,7 +236,7 @@ impl Gpu {
     /// A zero-filled device-local buffer of `size` bytes (padded to a multiple of 4), outside the heap.
     /// `INVALID_ARGUMENT` for a size that is not a non-negative integer or exceeds `info.maxBufferSize`,
     /// `OUT_OF_MEMORY` when the driver refuses it.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn create_buffer(&self, size: f64) -> Result<GpuBuffer> {
         let buf = self.inner.create_buffer(to_u64(size, "size")?).napi()?;
         Ok(GpuBuffer { inner: Arc::new(buf) })
@@ -245,7 +245,7 @@ impl Gpu {
     /// Writes `data` at `offset` (a multiple of 4); ordered before all later submissions.
     /// A length that is not a multiple of 4 is accepted only where the write ends at the buffer's end;
     /// other misaligned or out-of-range writes fail with `INVALID_ARGUMENT`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn write_buffer(&self, buffer: &GpuBuffer, offset: f64, data: Uint8Array) -> Result<()> {
         self.inner.write_buffer(&buffer.inner, to_u64(offset, "offset")?, &data).napi()
     }
@@ -253,7 +253,7 @@ impl Gpu {
     /// Native form of `readBuffer(buffer, offset, size, { signal })`. The copy is submitted
     /// before this returns: a `destroy()` right after does not affect the read.
     /// @internal
-    #[napi(ts_return_type = "Promise<Buffer>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<Buffer>")]
     pub fn read_buffer<'env>(
         &self,
         env: &'env Env,
@@ -267,26 +267,26 @@ impl Gpu {
     }
 
     /// The device's caching allocator.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn heap(&self) -> Result<Heap> {
         Ok(Heap::new(self.inner.heap().napi()?))
     }
 
     /// The device's profiler. `INVALID_ARGUMENT` if `WGALLOC_PROFILE` holds an unknown flag.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn profiler(&self) -> Result<crate::profiler::Profiler> {
         Ok(crate::profiler::Profiler { inner: self.inner.profiler().napi()? })
     }
 
     /// The device's host staging cache.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn host(&self) -> Result<Host> {
         Ok(Host { inner: self.inner.host().napi()? })
     }
 
     /// Copies `data` into `block` at `offset` (default 0) through the host cache and submits;
     /// the facade's `upload()` awaits the returned event.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn submit_upload(&self, block: &DeviceBlock, data: Uint8Array, offset: Option<f64>) -> Result<GpuEvent> {
         let host = self.inner.host().napi()?;
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
@@ -296,7 +296,7 @@ impl Gpu {
     /// Uploads `data[i]` into `blocks[i]` at `offsets[i]` through the host cache, in staging
     /// blocks of `pipelineBytes` submitted as they are written; returns the last one's event.
     /// Positional form of the facade's `uploadBatch(items)`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn submit_upload_batch(
         &self,
         blocks: Vec<ClassInstance<'_, DeviceBlock>>,
@@ -324,7 +324,7 @@ impl Gpu {
     /// The range is checked and the block held before this returns: a `free()` right after
     /// defers until the download ended.
     /// @internal
-    #[napi(ts_return_type = "Promise<Buffer>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<Buffer>")]
     pub fn download_range<'env>(
         &self,
         env: &'env Env,
@@ -344,20 +344,20 @@ impl Gpu {
 
     /// A process-wide handle: pass it to a worker thread and call `Gpu.attach(handle)` there
     /// to share this device and its heap. The handle does not keep the device open.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn share_handle(&self) -> f64 {
         self.inner.share_handle() as f64
     }
 
     /// The device behind a handle from `shareHandle()` (for worker threads).
-    #[napi(writable = true, configurable = true)]
+    #[napi(catch_unwind, writable = true, configurable = true)]
     pub fn attach(handle: f64) -> Result<Gpu> {
         let gpu = wgalloc_core::Gpu::attach(to_u64(handle, "handle")?).napi()?;
         Ok(Gpu { inner: Arc::new(gpu) })
     }
 
     /// Destroys the device: every later call fails with `DEVICE_LOST`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn destroy(&self) {
         // Mapped staging memory goes with the device: detach every JS view of it first.
         crate::host::detach_device_views(self.inner.identity());

@@ -208,21 +208,21 @@ impl Heap {
     // `NativeHeapTable` in js/native.ts); they are left out of the generated types.
 
     /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
-    #[napi(getter, skip_typescript)]
+    #[napi(catch_unwind, getter, skip_typescript)]
     pub fn slot(&self) -> u32 {
         self.slot.index
     }
 
     /// Native form of `allocScalar(value)`: a scalar-pool block holding `value`, as an id in
     /// this heap's table.
-    #[napi(skip_typescript)]
+    #[napi(catch_unwind, skip_typescript)]
     pub fn alloc_scalar_id(&self, value: Uint8Array) -> Result<f64> {
         let block = self.inner.alloc_scalar(&value).napi()?;
         Ok(self.slot.table.insert(block) as f64)
     }
 
     /// The native handle of a live block of this heap's table (`USE_AFTER_FREE` if not there).
-    #[napi(skip_typescript)]
+    #[napi(catch_unwind, skip_typescript)]
     pub fn block_handle(&self, id: f64) -> Result<DeviceBlock> {
         let id = to_u64(id, "id")?;
         match self.slot.table.get(id) {
@@ -233,14 +233,14 @@ impl Heap {
 
     /// True when both heap objects reach one device heap (e.g. `gpu.heap` and the heap of a
     /// `Gpu.attach` of the same device).
-    #[napi(skip_typescript)]
+    #[napi(catch_unwind, skip_typescript)]
     pub fn same_heap_as(&self, other: &Heap) -> bool {
         self.inner.same_heap(&other.inner)
     }
 
     /// Frees a block the garbage collector found unreachable without `free()` (no error if it
     /// was freed meanwhile); returns its size, 0 when it was not in the table.
-    #[napi(skip_typescript)]
+    #[napi(catch_unwind, skip_typescript)]
     pub fn release_block(&self, id: f64) -> Result<f64> {
         let Some(block) = self.slot.table.remove(to_u64(id, "id")?) else {
             return Ok(0.0);
@@ -254,26 +254,26 @@ impl Heap {
 
     /// The blocks this heap object handed out and nobody freed, as `[id, size]` pairs in id
     /// order (the leak report's input).
-    #[napi(skip_typescript)]
+    #[napi(catch_unwind, skip_typescript)]
     pub fn table_blocks(&self) -> Float64Array {
         Float64Array::new(self.slot.table.live())
     }
 
     /// Releases idle cached segments to the driver; returns the bytes released.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn empty_cache(&self) -> f64 {
         self.inner.empty_cache() as f64
     }
 
     /// Returns freed blocks whose GPU work completed to their pools.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn free_inactive_buffers(&self) {
         self.inner.free_inactive_buffers()
     }
 
     /// Allocator statistics: bytes, blocks and segments (current, peak, cumulative), cache and
     /// driver counters, per pool. A plain object of numbers.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> HeapStats {
         let s = self.inner.stats();
         HeapStats {
@@ -311,19 +311,19 @@ impl Heap {
     }
 
     /// Sets every `peak` to its `current` value.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn reset_peak_stats(&self) {
         self.inner.reset_peak_stats()
     }
 
     /// Zeroes the cumulative figures (`allocated`, `freed`) and the counters.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn reset_accumulated_stats(&self) {
         self.inner.reset_accumulated_stats()
     }
 
     /// Every segment with its blocks and free ranges.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn snapshot(&self) -> Vec<SnapshotSegment> {
         self.inner
             .snapshot()
@@ -348,65 +348,65 @@ impl Heap {
     }
 
     /// Information on a live block by id, or null.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn get_block_info(&self, id: f64) -> Result<Option<BlockInfo>> {
         Ok(self.inner.block_info(to_u64(id, "id")?).map(Into::into))
     }
 
     /// Hard limit as a fraction of the memory budget (0 disables; at most 2).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn high_watermark_ratio(&self) -> f64 {
         self.inner.watermarks().high
     }
 
     /// Soft limit (garbage collection of idle segments) as a fraction of the budget; 0 disables.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn low_watermark_ratio(&self) -> f64 {
         self.inner.watermarks().low
     }
 
     /// Sets the hard limit (fraction of the budget, 0 to 2; 0 disables); lowers the low watermark
     /// to it if needed. `INVALID_ARGUMENT` out of range.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_high_watermark_ratio(&self, ratio: f64) -> Result<()> {
         self.inner.set_high_watermark_ratio(ratio).napi()
     }
 
     /// Sets the soft limit (fraction of the budget, at most the high watermark; 0 disables).
     /// `INVALID_ARGUMENT` out of range.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_low_watermark_ratio(&self, ratio: f64) -> Result<()> {
         self.inner.set_low_watermark_ratio(ratio).napi()
     }
 
     /// Bytes the heap may still reserve before garbage collection starts.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn low_watermark_headroom(&self) -> f64 {
         self.inner.low_watermark_headroom() as f64
     }
 
     /// Storage offset alignment of every block offset.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn alignment(&self) -> f64 {
         self.inner.alignment() as f64
     }
 
     /// The `WGALLOC_DEBUG_ALLOCATOR` mask in force.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn debug_mask(&self) -> u32 {
         self.inner.debug_mask()
     }
 
     /// Keep events (and debug log lines) for `takeEvents()`; used by the facade's `on()`/`setLogger()`.
     /// @internal
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_event_recording(&self, events: bool, logs: bool) {
         self.inner.set_event_recording(events, logs)
     }
 
     /// Events and log lines recorded since the last call (the facade delivers them).
     /// @internal
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn take_events(&self) -> HeapEventBatch {
         let (events, logs) = self.inner.take_events();
         HeapEventBatch {
@@ -437,62 +437,62 @@ pub struct DeviceBlock {
 #[napi]
 impl DeviceBlock {
     /// Block id (as in heap events, snapshots and `heap.getBlockInfo()`).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn id(&self) -> f64 {
         self.inner.id() as f64
     }
 
     /// Allocated bytes (the request rounded up to the storage offset alignment).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn size(&self) -> f64 {
         self.inner.size() as f64
     }
 
     /// Bytes asked for.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn requested_size(&self) -> f64 {
         self.inner.requested_size() as f64
     }
 
     /// Offset inside the segment buffer now (a multiple of the storage offset alignment); the
     /// heap may move a block to make room between operations.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn offset(&self) -> Result<f64> {
         self.inner.offset().napi().map(|o| o as f64)
     }
 
     /// Pool name: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn pool(&self) -> String {
         self.inner.pool().as_str().into()
     }
 
     /// From a `shared` pool (mappable where the adapter has MAPPABLE_PRIMARY_BUFFERS).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn is_shared(&self) -> bool {
         self.inner.pool().is_shared()
     }
 
     /// What the heap knows about the block. `USE_AFTER_FREE` once freed.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn info(&self) -> Result<BlockInfo> {
         Ok(self.inner.info().napi()?.into())
     }
 
     /// Shape metadata set at `malloc()` or with `setShape()`, or null. `USE_AFTER_FREE` once freed.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn shape(&self) -> Result<Option<Vec<f64>>> {
         Ok(self.info()?.shape)
     }
 
     /// Sets (or clears, with null) the shape metadata.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_shape(&self, shape: Option<Vec<f64>>) -> Result<()> {
         self.inner.set_shape(shape.map(shape_from_js).transpose()?).napi()
     }
 
     /// Writes `data` at `offset` (default 0, a multiple of 4); ordered before later submissions.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn write(&self, data: Uint8Array, offset: Option<f64>) -> Result<()> {
         self.inner.write(&data, to_u64(offset.unwrap_or(0.0), "offset")?).napi()
     }
@@ -501,7 +501,7 @@ impl DeviceBlock {
     /// returns, so a `free()` right after defers until it ran and the read gets this block's
     /// bytes; the wait owns everything it needs.
     /// @internal
-    #[napi(ts_return_type = "Promise<Buffer>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<Buffer>")]
     pub fn read<'env>(
         &self,
         env: &'env Env,
@@ -518,13 +518,13 @@ impl DeviceBlock {
     }
 
     /// Copies `src` into this block (up to the smaller size) and submits; returns the event.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn copy_from(&self, src: &DeviceBlock) -> Result<GpuEvent> {
         Ok(GpuEvent::from(self.inner.copy_from(&src.inner).napi()?))
     }
 
     /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn record_stream(&self, stream: &Stream) -> Result<()> {
         stream.with(|s| self.inner.record_stream(s))
     }

@@ -150,7 +150,7 @@ impl Host {
     /// await s.synchronize()
     /// up.free()
     /// ```
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn alloc(&self, size: f64, options: Option<HostAllocOptions>) -> Result<HostBlock> {
         let size = to_u64(size, "size")?;
         let dir = match options.and_then(|o| o.direction).as_deref() {
@@ -164,7 +164,7 @@ impl Host {
     }
 
     /// Frees `block` (same as `block.free()`), checking that it belongs to this device.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn free(&self, block: &HostBlock) -> Result<()> {
         if !block.inner.host().same_cache(&self.inner) {
             return Err(coded("INVALID_ARGUMENT", "the host block belongs to another device's cache"));
@@ -173,37 +173,37 @@ impl Host {
     }
 
     /// Returns freed blocks whose GPU work completed to the cache (also done on every alloc).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn process_events(&self) {
         self.inner.process_events()
     }
 
     /// Releases idle cached blocks (and those of released private pools); returns the bytes released.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn empty_cache(&self) -> f64 {
         self.inner.empty_cache() as f64
     }
 
     /// Allocations until `endAllocateToPool(poolId)` come from private pool `poolId` (an integer >= 1).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn begin_allocate_to_pool(&self, pool: f64) -> Result<()> {
         self.inner.begin_allocate_to_pool(pool_id(pool)?).napi()
     }
 
     /// Ends `beginAllocateToPool(pool)`: later allocations come from the default pool again.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn end_allocate_to_pool(&self, pool: f64) -> Result<()> {
         self.inner.end_allocate_to_pool(pool_id(pool)?).napi()
     }
 
     /// Drops one hold on the pool; once none is left, `emptyCache()` frees its idle blocks.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn release_pool(&self, pool: f64) -> Result<()> {
         self.inner.release_pool(pool_id(pool)?).napi()
     }
 
     /// Private pools still held.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn private_pools(&self) -> Vec<PrivatePoolInfo> {
         self.inner
             .private_pools()
@@ -213,7 +213,7 @@ impl Host {
     }
 
     /// Host-cache statistics (PyTorch HostStats): a plain object of numbers.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> HostStats {
         let s = self.inner.stats();
         let buckets = s
@@ -254,19 +254,19 @@ impl Host {
     }
 
     /// Sets every `peak` to its `current` value.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn reset_peak_stats(&self) {
         self.inner.reset_peak_stats()
     }
 
     /// Zeroes the cumulative figures and counters.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn reset_accumulated_stats(&self) {
         self.inner.reset_accumulated_stats()
     }
 
     /// The settings in force.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn config(&self) -> HostConfig {
         let c = self.inner.config();
         let bytes = |v: u64| if v == u64::MAX { f64::INFINITY } else { v as f64 };
@@ -280,7 +280,7 @@ impl Host {
     }
 
     /// Changes settings; lowering `maxCachedBytes` releases idle blocks above it.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn configure(&self, options: HostConfig) -> Result<()> {
         let mut c = self.inner.config();
         let bytes = |v: f64, what: &str| if v == f64::INFINITY { Ok(u64::MAX) } else { to_u64(v, what) };
@@ -345,7 +345,7 @@ thread_local! {
 
 /// Registry entries on this thread (live and not yet pruned), for the leak test.
 /// @internal
-#[napi]
+#[napi(catch_unwind)]
 pub fn host_view_registry_length() -> u32 {
     VIEWS.with(|v| v.borrow().entries.len() as u32)
 }
@@ -493,50 +493,50 @@ impl Drop for HostBlock {
 #[napi]
 impl HostBlock {
     /// Block id (as in `wgalloc:host` messages).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn id(&self) -> f64 {
         self.inner.id() as f64
     }
 
     /// Bytes asked for: the length of `bytes`.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn requested_size(&self) -> f64 {
         self.inner.requested_size() as f64
     }
 
     /// Bytes of the staging buffer (the size class).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn size(&self) -> f64 {
         self.inner.size() as f64
     }
 
     /// `'upload'` or `'download'`.
-    #[napi(getter, ts_return_type = "'upload' | 'download'")]
+    #[napi(catch_unwind, getter, ts_return_type = "'upload' | 'download'")]
     pub fn direction(&self) -> String {
         self.inner.direction().as_str().into()
     }
 
     /// 0 for the default pool, else the private pool the block came from.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn pool_id(&self) -> f64 {
         self.inner.pool_id() as f64
     }
 
     /// True once `free()` ran (reuse still waits for the block's GPU work).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn freed(&self) -> bool {
         self.inner.is_freed()
     }
 
     /// True while `bytes` is available.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn mapped(&self) -> bool {
         self.inner.is_mapped()
     }
 
     /// The mapped bytes (`requestedSize` long), without a copy where the runtime allows.
     /// Detached (length 0) once the block is copied, unmapped or freed.
-    #[napi(getter, ts_return_type = "Uint8Array")]
+    #[napi(catch_unwind, getter, ts_return_type = "Uint8Array")]
     pub fn bytes<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
         if let Some(view) = self.view.borrow().as_ref() {
             let mut array = ptr::null_mut();
@@ -551,7 +551,7 @@ impl HostBlock {
     }
 
     /// Copies `data` into an upload block at `offset` (default 0).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn write(&self, data: Uint8Array, offset: Option<f64>) -> Result<()> {
         // A copied view would overwrite this on unmap: fold it in first.
         if self.view.borrow().as_ref().is_some_and(|v| v.copied) {
@@ -576,7 +576,7 @@ impl HostBlock {
     }
 
     /// Copies `length` bytes (default: to the end) at `offset` out of a mapped download block.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn read(&self, offset: Option<f64>, length: Option<f64>) -> Result<Buffer> {
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
         let length = match length {
@@ -588,7 +588,7 @@ impl HostBlock {
 
     /// Native form of `map({ signal })`.
     /// @internal
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn map<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         // Not an `async fn`: the view cell must stay on the JS thread.
         let block = self.inner.clone();
@@ -596,21 +596,21 @@ impl HostBlock {
     }
 
     /// Unmaps the block (detaching `bytes`).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn unmap(&self) -> Result<()> {
         self.detach();
         self.inner.unmap().napi()
     }
 
     /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn record_stream(&self, stream: &Stream) -> Result<()> {
         stream.with(|s| self.inner.record_stream(s))
     }
 
     /// Returns the block to the cache (reused once its GPU work ran); detaches `bytes`.
     /// A second call fails with `DOUBLE_FREE`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn free(&self) -> Result<()> {
         self.detach();
         self.inner.free().napi()

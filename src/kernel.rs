@@ -32,19 +32,19 @@ pub struct ComputeKernel {
 #[napi]
 impl ComputeKernel {
     /// Name in errors and profiles.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn name(&self) -> String {
         self.inner.name().to_string()
     }
 
     /// Storage bindings the kernel takes (blocks per dispatch).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn bindings(&self) -> u32 {
         self.inner.bindings()
     }
 
     /// Whether dispatches pass uniform bytes.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn uniform(&self) -> bool {
         self.inner.has_uniform()
     }
@@ -53,7 +53,7 @@ impl ComputeKernel {
 #[napi]
 impl Gpu {
     /// Compiles a kernel for `stream.dispatch` (once per device and signature).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn create_kernel(&self, options: KernelOptions) -> Result<ComputeKernel> {
         let entry = options.entry_point.unwrap_or_else(|| "main".into());
         let name = options.name.unwrap_or_else(|| entry.clone());
@@ -70,7 +70,7 @@ impl Stream {
     /// Records one dispatch of `kernel` over `blocks` (binding i = blocks[i]) with
     /// `workgroups` ([x, y?, z?]) and, if the kernel takes one, `uniform` bytes. Every
     /// block is recorded as used by this stream, so freeing it waits for the dispatch.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn dispatch(
         &self,
         kernel: &ComputeKernel,

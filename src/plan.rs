@@ -86,13 +86,13 @@ pub struct PlanJob {
 impl PlanJob {
     /// Stops the search; `wait()` then resolves with the best plan found so far, or rejects with
     /// `ABORTED` when there was none yet.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
     }
 
     /// The latest progress report, or null before the first.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn progress(&self) -> Option<PlanProgress> {
         let p = (*self.progress.lock().ok()?)?;
         Some(PlanProgress {
@@ -103,13 +103,13 @@ impl PlanJob {
     }
 
     /// True once the plan (or an error) is ready.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn done(&self) -> bool {
         self.outcome.is_done()
     }
 
     /// Resolves with the validated plan.
-    #[napi(ts_return_type = "Promise<MemoryPlan>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<MemoryPlan>")]
     pub fn wait<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, MemoryPlan>> {
         let outcome = self.outcome.clone();
         env.spawn_future(async move {
@@ -123,7 +123,7 @@ impl PlanJob {
 /// thread), or MiniMalloc `csv`).
 /// Bad options fail here; bad input, found while parsing on the planner thread, rejects `wait()`.
 /// @internal
-#[napi]
+#[napi(catch_unwind)]
 pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOptions>) -> Result<PlanJob> {
     let o = options.unwrap_or(PlanMemoryOptions {
         strategy: None,
@@ -247,45 +247,45 @@ impl MemoryPlan {
 #[napi]
 impl MemoryPlan {
     /// The strategy asked for (`best`, `exact`, ...).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn strategy(&self) -> String {
         self.inner.strategy().as_str().into()
     }
     /// Which algorithm produced the winning layout (e.g. the portfolio member).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn method(&self) -> String {
         self.inner.method().into()
     }
     /// Bytes of the slab: the highest offset + size over all records.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn slab_size(&self) -> f64 {
         self.inner.slab_size() as f64
     }
     /// Lower bound on the slab: the largest total size live at one time, strengthened for alignment and raised by
     /// the exact search; the same figure `onProgress` ends on. No plan is smaller.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn lower_bound(&self) -> f64 {
         self.inner.lower_bound() as f64
     }
     /// slabSize / lowerBound (1 is optimal).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn ratio(&self) -> f64 {
         self.inner.ratio()
     }
     /// Optimal: `slabSize === lowerBound` (see `optimalBy`).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn optimal(&self) -> bool {
         self.inner.optimal()
     }
     /// What proves it optimal: `lowerBound` (the slab meets the aligned lower bound) or `search` (the exact
     /// search proved no smaller slab exists and raised the bound to it); null when not optimal.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn optimal_by(&self) -> Option<String> {
         self.inner.optimal_by().map(|o| o.as_str().to_string())
     }
     /// Memory spaces, in order of first appearance: each planned on its own, with its slab, lower bound and
     /// capacity. Offsets are within the record's space; `slabSize` is their sum.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn spaces(&self) -> Vec<PlanSpace> {
         self.inner
             .spaces()
@@ -299,37 +299,37 @@ impl MemoryPlan {
             .collect()
     }
     /// Planning time, ms.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn time_ms(&self) -> f64 {
         self.inner.elapsed().as_secs_f64() * 1e3
     }
     /// Every offset is a multiple of this many bytes.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn alignment(&self) -> f64 {
         self.inner.alignment() as f64
     }
     /// Offsets in record order.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn offsets(&self) -> Vec<f64> {
         self.inner.offsets().iter().map(|&o| o as f64).collect()
     }
     /// Offset of the record `id`, or null.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn offset_of(&self, id: String) -> Option<f64> {
         self.inner.offset_of(&id).map(|o| o as f64)
     }
     /// Re-checks the plan with the independent checker; throws `PLAN_INVALID` if it fails.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn validate(&self) -> Result<()> {
         self.inner.validate().map_err(plan_err)
     }
     /// SVG picture of the layout (op index on x, offset on y).
-    #[napi(js_name = "toSVG")]
+    #[napi(catch_unwind, js_name = "toSVG")]
     pub fn to_svg(&self) -> String {
         self.inner.to_svg()
     }
     /// The plan as JSON text (`toJSON()` returns it parsed).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn to_json_string(&self) -> String {
         let mut v: Value = serde_json::from_str(&self.inner.to_json()).unwrap_or(Value::Null);
         if let (Some(g), Value::Object(map)) = (&self.graph, &mut v) {

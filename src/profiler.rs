@@ -151,7 +151,7 @@ pub struct Profiler {
 #[napi]
 impl Profiler {
     /// What the device can time and what the profiler is doing now.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn info(&self) -> ProfilerInfo {
         let i = self.inner.info();
         ProfilerInfo {
@@ -171,7 +171,7 @@ impl Profiler {
     }
 
     /// True while recording (session, capture or `WGALLOC_PROFILE`).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn active(&self) -> bool {
         self.inner.is_active()
     }
@@ -185,7 +185,7 @@ impl Profiler {
     /// gpu.profiler.stop()
     /// console.log(gpu.profiler.stats().operations)
     /// ```
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn start(&self, options: Option<ProfilerStartOptions>) -> Result<()> {
         let o = options.unwrap_or_default();
         let mode = Mode::parse(o.mode.as_deref().unwrap_or("interval")).napi()?;
@@ -199,13 +199,13 @@ impl Profiler {
     }
 
     /// Ends the session. `PROFILER_STATE` without one.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stop(&self) -> Result<()> {
         self.inner.stop().napi()
     }
 
     /// Per-op and per-copy statistics (`await flush()` first for every GPU time).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> ProfilerStats {
         let s = self.inner.stats();
         ProfilerStats {
@@ -256,21 +256,21 @@ impl Profiler {
     }
 
     /// Clears the statistics (not the trace).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn reset_stats(&self) {
         self.inner.reset_stats()
     }
 
     /// Counts a CPU fallback of op `name` that copied `bytes` between host and device.
     /// `INVALID_ARGUMENT` for an empty name.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn mark_cpu_fallback(&self, name: String, bytes: Option<f64>) -> Result<()> {
         self.inner.mark_cpu_fallback(&name, to_u64(bytes.unwrap_or(0.0), "bytes")?).napi()
     }
 
     /// Native form of `flush({ timeoutMs, signal })`.
     /// @internal
-    #[napi(ts_return_type = "Promise<boolean>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<boolean>")]
     pub fn flush<'env>(&self, env: &'env Env, timeout_ms: Option<f64>) -> Result<PromiseRaw<'env, bool>> {
         let timeout = Duration::from_millis(to_u64(timeout_ms.unwrap_or(10_000.0), "timeoutMs")?);
         let p = self.inner.clone();
@@ -283,34 +283,34 @@ impl Profiler {
 
     /// Writes the trace recorded so far to `path` without waiting for outstanding timestamps
     /// (`exportTrace()` flushes first). `IO_ERROR` if the file cannot be written.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn export_trace_now(&self, path: String) -> Result<()> {
         self.inner.export_trace(std::path::Path::new(&path)).napi()
     }
 
     /// Starts recording everything into one trace, written by `stopCapture()` to `name`
     /// (`.json` appended without an extension). `PROFILER_STATE` if a capture is running.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn start_capture(&self, name: String) -> Result<()> {
         self.inner.start_capture(&name).napi()
     }
 
     /// Ends the capture and writes its trace file without waiting for outstanding timestamps
     /// (`stopCapture()` flushes first); returns its path. `PROFILER_STATE` without a capture.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stop_capture_now(&self) -> Result<String> {
         Ok(self.inner.stop_capture().napi()?.display().to_string())
     }
 
     /// All stats tables as text.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn format_stats(&self) -> String {
         self.inner.format_stats()
     }
 
     /// The tables `WGALLOC_PROFILE` asks for at exit, or null.
     /// @internal
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn exit_report(&self) -> Option<String> {
         self.inner.exit_report()
     }

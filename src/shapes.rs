@@ -51,13 +51,13 @@ fn dims(map: HashMap<String, f64>) -> Result<Dims> {
 #[napi]
 impl ShapeExecutor {
     /// The graph's dimension names.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn dims(&self) -> Vec<String> {
         self.inner.graph().dims().to_vec()
     }
 
     /// The shape a run at `dims` uses (its buckets applied).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn shape_of(&self, dims_: HashMap<String, f64>) -> Result<HashMap<String, f64>> {
         let shape = self.inner.concrete(&dims(dims_)?).napi()?;
         Ok(shape.into_iter().map(|(k, v)| (k, v as f64)).collect())
@@ -65,7 +65,7 @@ impl ShapeExecutor {
 
     /// Native form of `run(dims, inputs, options)`: inputs sized for `dims`, outputs too.
     /// @internal
-    #[napi(ts_return_type = "Promise<RunResult>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<RunResult>")]
     pub fn run_native<'env>(
         &self,
         env: &'env Env,
@@ -87,7 +87,7 @@ impl ShapeExecutor {
     }
 
     /// Hits, misses, evictions and what the cached executors hold.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> ShapeExecutorStats {
         let s = self.inner.stats();
         ShapeExecutorStats {
@@ -100,14 +100,14 @@ impl ShapeExecutor {
     }
 
     /// Releases every cached executor (their slabs return to the heap); later runs compile again.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn clear(&self) {
         self.inner.clear()
     }
 
     /// Releases every cached executor for good: a run already started releases its own when it ends.
     /// @internal
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn release(&self) {
         self.inner.close()
     }
@@ -117,7 +117,7 @@ impl ShapeExecutor {
 impl Gpu {
     /// Native form of the facade's `compileShapes()`.
     /// @internal
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn compile_shapes_native(
         &self,
         graph_json: String,

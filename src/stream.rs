@@ -26,27 +26,27 @@ impl From<wgalloc_core::Event> for GpuEvent {
 #[napi]
 impl GpuEvent {
     /// Submission sequence number; events of one device are ordered by it.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn seq(&self) -> f64 {
         self.inner.seq() as f64
     }
 
     /// Non-blocking: true once the GPU finished this submission.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn query(&self) -> Result<bool> {
         self.inner.query().napi()
     }
 
     /// Native form of `wait({ signal })`.
     /// @internal
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn wait<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let event = self.inner.clone();
         env.spawn_future(async move { event.wait().await.napi() })
     }
 
     /// Blocks the JS thread up to `timeoutMs`; returns whether the work completed.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn wait_sync(&self, timeout_ms: f64) -> Result<bool> {
         let ms = to_u64(timeout_ms, "timeoutMs")?;
         self.inner.wait_blocking(Duration::from_millis(ms)).napi()
@@ -89,7 +89,7 @@ impl Stream {
 #[napi]
 impl Stream {
     /// Records a buffer-to-buffer copy; it runs when the stream is submitted.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn copy(&self, src: &GpuBuffer, dst: &GpuBuffer, options: Option<CopyOptions>) -> Result<()> {
         let o = options.unwrap_or(CopyOptions { src_offset: None, dst_offset: None, size: None });
         let src_offset = to_u64(o.src_offset.unwrap_or(0.0), "srcOffset")?;
@@ -103,7 +103,7 @@ impl Stream {
 
     /// Records a copy between heap blocks (offsets within the blocks); both blocks are
     /// recorded as used by this stream, so freeing either waits until the copy ran.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn copy_blocks(&self, src: &DeviceBlock, dst: &DeviceBlock, options: Option<CopyOptions>) -> Result<()> {
         let o = options.unwrap_or(CopyOptions { src_offset: None, dst_offset: None, size: None });
         let src_offset = to_u64(o.src_offset.unwrap_or(0.0), "srcOffset")?;
@@ -122,7 +122,7 @@ impl Stream {
     /// Records a copy from an upload block into a device block (offsets within the blocks;
     /// `size` defaults to the smaller remaining length). Detaches and unmaps the upload
     /// block's `bytes`; both blocks are recorded as used by this stream.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn copy_to_device(&self, src: &HostBlock, dst: &DeviceBlock, options: Option<CopyOptions>) -> Result<()> {
         let (src_offset, dst_offset, size) =
             copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
@@ -131,7 +131,7 @@ impl Stream {
 
     /// Records a copy from a device block into a download block; `await block.map()` after
     /// submitting to read it. Both blocks are recorded as used by this stream.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn copy_to_host(&self, src: &DeviceBlock, dst: &HostBlock, options: Option<CopyOptions>) -> Result<()> {
         let (src_offset, dst_offset, size) =
             copy_range(options, src.inner.requested_size(), dst.inner.requested_size())?;
@@ -139,20 +139,20 @@ impl Stream {
     }
 
     /// Commands recorded since the last submit.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn pending_commands(&self) -> Result<u32> {
         Ok(self.lock()?.pending_commands())
     }
 
     /// Submits recorded work; the event completes when the GPU finished it.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn submit(&self) -> Result<GpuEvent> {
         Ok(GpuEvent { inner: self.lock()?.submit().napi()? })
     }
 
     /// Native form of `synchronize({ signal })`.
     /// @internal
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn synchronize<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let event = self.lock()?.submit().napi()?;
         env.spawn_future(async move { event.wait().await.napi() })

@@ -31,13 +31,13 @@ impl Weights {
 #[napi]
 impl Weights {
     /// Device bytes of the one copy (0 once released).
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn device_bytes(&self) -> f64 {
         self.get().map_or(0.0, |w| w.device_bytes() as f64)
     }
 
     /// The param ids the store holds, sorted.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.get().map(|w| w.ids().map(String::from).collect()).unwrap_or_default();
         ids.sort();
@@ -45,20 +45,20 @@ impl Weights {
     }
 
     /// True once `release()` ran.
-    #[napi(getter)]
+    #[napi(catch_unwind, getter)]
     pub fn released(&self) -> bool {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).is_none()
     }
 
     /// A process-wide handle: pass it to a worker and call `Weights.attach(handle)` there.
     /// It does not keep the weights alive.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn share_handle(&self) -> Result<f64> {
         Ok(self.get()?.share_handle() as f64)
     }
 
     /// The weights behind a handle from `shareHandle()`, while something still holds them.
-    #[napi(writable = true, configurable = true)]
+    #[napi(catch_unwind, writable = true, configurable = true)]
     pub fn attach(handle: f64) -> Result<Weights> {
         let w = CoreWeights::attach(to_u64(handle, "handle")?).napi()?;
         Ok(Weights { inner: Mutex::new(Some(w)) })
@@ -66,7 +66,7 @@ impl Weights {
 
     /// Lets go of this handle's reference; executors compiled with the weights keep theirs.
     /// Returns false if it was already released.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn release(&self) -> bool {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).take().is_some()
     }
@@ -76,7 +76,7 @@ impl Weights {
 impl Gpu {
     /// Uploads `params` (param id -> bytes) once, for executors to share (`compile(graph, { weights })`).
     /// @internal
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn create_weights_native(&self, params: HashMap<String, Uint8Array>) -> Result<Weights> {
         let params = params.into_iter().map(|(k, v)| (k, v.to_vec())).collect();
         let w = self.inner.create_weights(params).napi()?;
