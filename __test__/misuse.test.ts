@@ -7,7 +7,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test from 'ava'
-import { Gpu, type Graph, planMemory, WgallocError } from 'wgalloc'
+import { Registry } from 'prom-client'
+import { Gpu, type Graph, planMemory, renderHtml, replayHistory, WgallocError } from 'wgalloc'
+import { registerMetrics } from 'wgalloc/metrics'
 import { runNode as node } from './helpers.js'
 
 const DOUBLE = `
@@ -229,4 +231,107 @@ test('a panic in a native call comes back as an INTERNAL error, and the process 
   t.true(typed instanceof WgallocError, String(typed))
   t.is((typed as WgallocError).code, 'INTERNAL')
   t.regex((typed as WgallocError).message, /panicked in a native call \(boom\)/)
+})
+
+test('a memory snapshot whose history ring wrapped still renders; a free twice in the window is still refused', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const heap = gpu.heap
+  heap.recordHistory({ maxEntries: 100 })
+  const kept = []
+  for (let i = 0; i < 300; i++) {
+    const b = heap.malloc(256 + i)
+    if (i % 7 === 0) kept.push(b)
+    else b.free()
+  }
+  const snapshot = JSON.parse(JSON.stringify(heap.memorySnapshot())) as { history: { action: string; blockId?: number }[] }
+  t.true(snapshot.history.length <= 100)
+  const html = renderHtml(snapshot)
+  t.regex(html, /begins mid-run/)
+  // Every block still live is drawn, those allocated before the window too.
+  for (const b of kept) t.true(html.includes(`block ${b.id}`), `block ${b.id}`)
+  const allocated = new Set(snapshot.history.filter((e) => e.action === 'alloc').map((e) => e.blockId))
+  const freed = snapshot.history.find((e) => e.action === 'free' && allocated.has(e.blockId))!
+  const twice = { ...snapshot, history: [...snapshot.history, freed] }
+  t.throws(() => renderHtml(twice), { code: 'INVALID_ARGUMENT', message: /freed twice/ })
+  for (const b of kept) b.free()
+})
+
+test('replayHistory refuses an id allocated twice (no leak) and a heap that is recording (its recording goes on)', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const heap = gpu.heap
+  const trace = {
+    events: [
+      { op: 'alloc' as const, id: 'a', size: 100 },
+      { op: 'alloc' as const, id: 'a', size: 300 },
+    ],
+  }
+  t.throws(() => replayHistory(heap, trace), { code: 'INVALID_ARGUMENT', message: /allocated again while live/ })
+  t.is(heap.stats().activeBlocks.current, 0)
+  heap.recordHistory({ maxEntries: 50 })
+  heap.malloc(128).free()
+  t.throws(
+    () =>
+      replayHistory(heap, {
+        events: [
+          { op: 'alloc', id: 1, size: 8 },
+          { op: 'free', id: 1 },
+        ],
+      }),
+    { code: 'INVALID_ARGUMENT', message: /recording/ },
+  )
+  t.true(heap.recordingHistory)
+  t.is(heap.memorySnapshot().history.filter((e) => e.action === 'alloc').length, 1)
+})
+
+test('registerMetrics takes a device named heap as a device, and refuses what is no Gpu', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const registry = new Registry()
+  registerMetrics({ heap: gpu }, { registry })
+  const block = gpu.heap.malloc(4096)
+  t.regex(await registry.metrics(), /wgalloc_heap_allocated_bytes\{[^}]*device="heap"[^}]*\} 4096/)
+  block.free()
+  t.throws(() => registerMetrics({ heap: {} } as never, { registry: new Registry() }), { code: 'INVALID_ARGUMENT' })
+})
+
+test('heap scopes nested deeper than the JS stack still name, list and dispose', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const root = gpu.heap.scope({ name: 'root', limit: 1 << 30 })
+  let leaf = root
+  for (let i = 0; i < 20_000; i++) leaf = leaf.scope({ name: 'n', limit: 1 << 30 })
+  t.true(leaf.path.startsWith('root/n/n/'))
+  t.is(leaf.path.split('/').length, 20_001)
+  t.is(gpu.heap.scopes().length, 20_001)
+  root.dispose()
+  t.true(leaf.disposed)
+  t.throws(() => root.malloc(64), { code: 'INVALID_ARGUMENT' })
+})
+
+test('the viewer refuses BigInt input typed', (t) => {
+  t.throws(() => renderHtml({ events: [{ op: 'alloc', id: 1n, size: 5 }] }), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+  t.throws(() => renderHtml({ events: [] }, { title: 1n as never }), { instanceOf: WgallocError, code: 'INVALID_ARGUMENT' })
+})
+
+test('profiler counters in the metrics never go down when the profiler stats start again', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const registry = new Registry()
+  registerMetrics(gpu, { registry })
+  const exe = await gpu.compile(doubling('f32'))
+  const x = new Float32Array(64)
+  const runs = async () => {
+    const line = (await registry.metrics()).split('\n').find((l) => l.startsWith('wgalloc_profiler_kernel_runs_total{'))
+    return Number(line?.split(' ').pop() ?? 0)
+  }
+  await gpu.profiler.profile(() => exe.run({ x }))
+  await gpu.profiler.profile(() => exe.run({ x }))
+  const before = await runs()
+  t.true(before >= 2, `runs ${before}`)
+  gpu.profiler.resetStats()
+  await gpu.profiler.profile(() => exe.run({ x }))
+  t.is(await runs(), before + 1)
+  exe.release()
 })

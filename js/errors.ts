@@ -188,6 +188,8 @@ export function stringifyInput(value: unknown, what: string, replacer?: (key: st
     if (err instanceof RangeError) throw new WgallocError('INVALID_ARGUMENT', `${what}: nesting too deep to serialise (${err.message})`, { cause: err })
     if (err instanceof TypeError && /circular/i.test(err.message))
       throw new WgallocError('INVALID_ARGUMENT', `${what}: a circular reference cannot be serialised`, { cause: err })
+    if (err instanceof TypeError && /BigInt/.test(err.message))
+      throw new WgallocError('INVALID_ARGUMENT', `${what}: a BigInt cannot be serialised here; pass a number or a decimal string`, { cause: err })
     throw err
   }
 }

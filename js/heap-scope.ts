@@ -92,7 +92,10 @@ export class HeapScope {
   }
   /** Names from the outermost scope down, joined with `/`. */
   @api get path(): string {
-    return this.#parent ? `${this.#parent.path}/${this.#name}` : this.#name
+    // Iterative, as are walk() and dispose(): scopes may nest deeper than the JS stack.
+    const names: string[] = []
+    for (let s: HeapScope | null = this; s !== null; s = s.#parent) names.push(s.#name)
+    return names.reverse().join('/')
   }
   /** The limit in bytes. */
   @api get limit(): number {
@@ -196,14 +199,17 @@ export class HeapScope {
 
   /** The scope and its children, depth first (for metrics). */
   *walk(): Generator<HeapScope> {
-    yield this
-    for (const c of this.#children.values()) yield* c.walk()
+    const stack: HeapScope[] = [this]
+    for (let s = stack.pop(); s !== undefined; s = stack.pop()) {
+      yield s
+      const children = [...s.#children.values()]
+      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i])
+    }
   }
 
   /** Ends the scope (and its children): later mallocs fail; live blocks stay valid and are still returned when freed. */
   @api dispose(): void {
-    for (const c of this.#children.values()) c.dispose()
-    this.#disposed = true
+    for (const s of this.walk()) s.#disposed = true
   }
   /** Same as `dispose()`. */
   @api [Symbol.dispose](): void {

@@ -2,7 +2,7 @@
 // and profiler statistics when the registry is scraped (no timers, nothing between scrapes).
 // The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
 import { WgallocError, messageOf, shown } from './errors.js'
-import type { Gpu } from './gpu.js'
+import { Gpu } from './gpu.js'
 
 /** What wgalloc needs of a prom-client `Registry` (any registry with these methods works). */
 export interface MetricsRegistry {
@@ -119,6 +119,24 @@ const DEFINITIONS: Definition[] = [
 
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/
 
+/**
+ * Keeps a counter's series from going down: what it is read from may start again from zero
+ * (`profiler.resetStats()`, a new profiler session), and Prometheus takes any decrease for a
+ * restart of the process. A series that drops has its previous total carried on top.
+ */
+function monotonicCounter(): (values: Sample[]) => Sample[] {
+  const series = new Map<string, { last: number; carried: number }>()
+  return (values) =>
+    values.map((v) => {
+      const key = JSON.stringify(Object.entries(v.labels).sort(([a], [b]) => (a < b ? -1 : 1)))
+      const s = series.get(key) ?? { last: 0, carried: 0 }
+      if (v.value < s.last) s.carried += s.last
+      s.last = v.value
+      series.set(key, s)
+      return { ...v, value: s.carried + v.value }
+    })
+}
+
 function defaultRegistry(): MetricsRegistry {
   try {
     return (require('prom-client') as { register: MetricsRegistry }).register
@@ -153,13 +171,12 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opti
     if (typeof name !== 'string' || name === '')
       throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: a device name must be a non-empty string, got ${shown(name)}`)
     if (gpus.has(name)) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' is registered already`)
-    if (gpu === null || typeof gpu !== 'object' || typeof (gpu as Partial<Gpu>).heap !== 'object')
-      throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' must be a Gpu`)
+    if (!(gpu instanceof Gpu)) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' must be a Gpu`)
     gpus.set(name, gpu)
   }
   if (Array.isArray(devices)) {
     for (const [i, g] of devices.entries()) add(String(i), g)
-  } else if (devices !== null && typeof devices === 'object' && 'heap' in devices) add('0', devices as Gpu)
+  } else if (devices instanceof Gpu) add('0', devices)
   else if (devices !== null && typeof devices === 'object') for (const [k, g] of Object.entries(devices)) add(k, g)
   else throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: pass a Gpu, an array of Gpus or { name: Gpu }')
 
@@ -167,6 +184,7 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opti
   for (const n of names) if (!LABEL.test(n.replace(/:/g, '_'))) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: '${n}' is not a metric name`)
   const metrics = DEFINITIONS.map((d, i) => {
     const name = names[i]
+    const monotonic = d.type === 'counter' ? monotonicCounter() : (values: Sample[]) => values
     const sample = () => {
       const values: Sample[] = []
       for (const [device, gpu] of gpus) {
@@ -177,7 +195,7 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opti
           // A device lost between the check and the read reports nothing this scrape.
         }
       }
-      return values
+      return monotonic(values)
     }
     // prom-client's metric interface: name, help, type, aggregator, get(), reset().
     return {

@@ -1,6 +1,6 @@
 // Input checks shared by the view kinds: a malformed field is an INVALID_ARGUMENT
 // naming where it is, never a page that draws garbage.
-import { WgallocError } from '../errors.js'
+import { WgallocError, shown } from '../errors.js'
 
 /** Parsed JSON, checked field by field before use. */
 // biome-ignore lint/suspicious/noExplicitAny: input JSON is unstructured until each field is checked
@@ -12,13 +12,13 @@ export function fail(where: string, what: string): never {
 
 /** A finite number >= 0. */
 export function count(value: unknown, where: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) fail(where, `expected a number >= 0, got ${JSON.stringify(value)}`)
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) fail(where, `expected a number >= 0, got ${shown(value)}`)
   return value as never
 }
 
 /** A finite number (time stamps may be negative in hand-made traces). */
 export function number(value: unknown, where: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value)) fail(where, `expected a number, got ${JSON.stringify(value)}`)
+  if (typeof value !== 'number' || !Number.isFinite(value)) fail(where, `expected a number, got ${shown(value)}`)
   return value as never
 }
 
@@ -26,7 +26,7 @@ export function number(value: unknown, where: string): number {
 export function id(value: unknown, where: string): string {
   if (typeof value === 'string') return value
   if (typeof value === 'number' && Number.isFinite(value)) return String(value)
-  return fail(where, `expected a string or number id, got ${JSON.stringify(value)}`)
+  return fail(where, `expected a string or number id, got ${shown(value)}`)
 }
 
 export function array(value: unknown, where: string): Loose[] {

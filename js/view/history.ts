@@ -69,6 +69,13 @@ export function replayHistory(heap: Heap, trace: Trace): MemoryHistorySnapshot {
   if (!trace || !Array.isArray(trace.events)) {
     throw new WgallocError('INVALID_ARGUMENT', 'a trace is an object with an events array of { op: "alloc", id, size } | { op: "free", id }')
   }
+  // The replay records on the heap and stops at the end: it must not take over a recording.
+  if (heap.recordingHistory) {
+    throw new WgallocError(
+      'INVALID_ARGUMENT',
+      'replayHistory: this heap is recording its history; stop that first (heap.recordHistory(false)) or replay on another device',
+    )
+  }
   heap.emptyCache()
   const recorder = recordMemoryHistory(heap, { stacks: false })
   const live = new Map<string | number, DeviceBlock>()
@@ -77,6 +84,7 @@ export function replayHistory(heap: Heap, trace: Trace): MemoryHistorySnapshot {
       if (e.op === 'alloc') {
         if (!Number.isSafeInteger(e.size) || (e.size as number) < 0)
           throw new WgallocError('INVALID_ARGUMENT', `trace event ${i}: size must be a non-negative integer`)
+        if (live.has(e.id)) throw new WgallocError('INVALID_ARGUMENT', `trace event ${i}: id ${String(e.id)} is allocated again while live`)
         const block = heap.malloc(Math.max(e.size as number, 1))
         recorder.label(block.id, String(e.id))
         live.set(e.id, block)

@@ -2,7 +2,7 @@
 // a heap snapshot, an alloc/free trace, a memory plan or a profiler trace. The kind is read
 // from the JSON's shape; each kind has a module that checks its input and reduces it to the
 // compact data its page script draws.
-import { WgallocError } from '../errors.js'
+import { WgallocError, shown } from '../errors.js'
 import type { Loose } from './check.js'
 import * as memory from './memory.js'
 import * as plan from './plan.js'
@@ -62,6 +62,8 @@ const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; 
  */
 export function renderHtml(json: unknown, options: RenderHtmlOptions = {}): string {
   if (!isObject(options)) throw new WgallocError('INVALID_ARGUMENT', 'renderHtml: options must be an object')
+  if (options.title !== undefined && typeof options.title !== 'string')
+    throw new WgallocError('INVALID_ARGUMENT', `renderHtml: title must be a string, got ${shown(options.title)}`)
   const kind = options.kind ?? detectKind(json)
   if (!Object.hasOwn(MODULES, kind))
     throw new WgallocError('INVALID_ARGUMENT', `renderHtml: unknown kind '${kind}'; use one of ${Object.keys(VIEW_KINDS).join(', ')}`)

@@ -3,6 +3,7 @@
 // free is one step), segments with lifetimes, and summary figures. The page
 // draws the active-memory timeline and the segment map from these columns.
 import { type Loose, type SummaryRow, array, count, fail, id, object } from './check.js'
+import { shown } from '../errors.js'
 
 const STATES = ['active', 'pending-free']
 
@@ -74,7 +75,7 @@ function checkSegments(list: unknown, where: string): Segment[] {
     const blocks = array(s.blocks, `${at}.blocks`).map((b, j) => {
       const bt = `${at}.blocks[${j}]`
       object(b, bt)
-      if (b.state !== 'free' && !STATES.includes(b.state)) fail(`${bt}.state`, `expected 'active', 'pending-free' or 'free', got ${JSON.stringify(b.state)}`)
+      if (b.state !== 'free' && !STATES.includes(b.state)) fail(`${bt}.state`, `expected 'active', 'pending-free' or 'free', got ${shown(b.state)}`)
       return {
         blockId: count(b.blockId ?? 0, `${bt}.blockId`),
         offset: count(b.offset, `${bt}.offset`),
@@ -166,7 +167,11 @@ function fromSegments(segments: Segment[], title: string | undefined) {
   }
 }
 
-/** A snapshot with its recorded history: the timeline and the segment map at any step. */
+/**
+ * A snapshot with its recorded history: the timeline and the segment map at any step. The
+ * history is a ring, so it may start after blocks and segments were made: their frees are
+ * skipped, and those still live at the end (in `segments`) are drawn from the first step.
+ */
 function fromHistory(segments: Segment[], history: unknown, title: string | undefined) {
   const pools: string[] = []
   const blocks: Columns = blockColumns()
@@ -175,6 +180,10 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
   const segIndex = new Map<number, number>() // live segment id -> index in segs
   const live = new Map<number, number>() // live block id -> index in blocks
   const ooms: { t: number; size: number; pool: string }[] = []
+  // Seen in the window: a second free of one of these is corrupt input, not an older block.
+  const windowBlocks = new Set<number>()
+  const windowSegments = new Set<number>()
+  let older = 0 // events about blocks and segments from before the window
   let t = 0
   const openSegment = (segmentId: number, size: number, pool: string, dedicated: boolean) => {
     segIndex.set(segmentId, segs.push({ id: segmentId, pool: poolIndex(pools, pool), size, dedicated, start: t, end: -1 }) - 1)
@@ -185,10 +194,15 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
     switch (e.action) {
       case 'segment_alloc':
         openSegment(count(e.segmentId, `${at}.segmentId`), count(e.size, `${at}.size`), String(e.pool), Boolean(e.dedicated))
+        windowSegments.add(e.segmentId)
         break
       case 'segment_free': {
         const k = segIndex.get(e.segmentId)
-        if (k === undefined) fail(at, `segment_free of unknown segment ${e.segmentId}`)
+        if (k === undefined) {
+          if (windowSegments.has(e.segmentId)) fail(at, `segment ${e.segmentId} freed twice`)
+          older++
+          break
+        }
         segs[k].end = t
         segIndex.delete(e.segmentId)
         break
@@ -196,6 +210,7 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
       case 'alloc': {
         const blockId = count(e.blockId, `${at}.blockId`)
         if (live.has(blockId)) fail(at, `block ${blockId} allocated twice without a free`)
+        windowBlocks.add(blockId)
         const seg = segIndex.get(e.segmentId)
         live.set(blockId, blocks.size.length)
         blocks.label.push(e.label != null ? String(e.label) : e.shape ? `block ${blockId} [${e.shape.join('x')}]` : `block ${blockId}`)
@@ -212,7 +227,11 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
       }
       case 'free': {
         const k = live.get(e.blockId)
-        if (k === undefined) fail(at, `free of unknown block ${e.blockId}`)
+        if (k === undefined) {
+          if (windowBlocks.has(e.blockId)) fail(at, `block ${e.blockId} freed twice`)
+          older++
+          break
+        }
         blocks.end[k] = t
         live.delete(e.blockId)
         t++
@@ -222,7 +241,29 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
         ooms.push({ t, size: count(e.size, `${at}.size`), pool: String(e.pool) })
         break
       default:
-        fail(`${at}.action`, `expected alloc, free, segment_alloc, segment_free or oom, got ${JSON.stringify(e.action)}`)
+        fail(`${at}.action`, `expected alloc, free, segment_alloc, segment_free or oom, got ${shown(e.action)}`)
+    }
+  }
+  // Segments and blocks of the final snapshot the window never saw made: there from the start.
+  for (const s of segments) {
+    if (segIndex.has(s.id) || windowSegments.has(s.id)) continue
+    segIndex.set(s.id, segs.push({ id: s.id, pool: poolIndex(pools, s.pool), size: s.size, dedicated: s.dedicated, start: 0, end: -1 }) - 1)
+    older++
+  }
+  for (const s of segments) {
+    for (const b of s.blocks) {
+      if (b.state === 'free' || live.has(b.blockId) || windowBlocks.has(b.blockId)) continue
+      live.set(b.blockId, blocks.size.length)
+      blocks.label.push(`block ${b.blockId}`)
+      blocks.size.push(b.size)
+      blocks.start.push(0)
+      blocks.end.push(-1)
+      blocks.seg.push(segIndex.get(s.id) ?? -1)
+      blocks.off.push(b.offset)
+      blocks.pool.push(poolIndex(pools, s.pool))
+      blocks.state.push(0)
+      blocks.stack.push(-1)
+      older++
     }
   }
   const steps = Math.max(t, 1)
@@ -251,7 +292,7 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
   return {
     kind: 'memory',
     title: title ?? 'wgalloc memory history',
-    subtitle: `${blocks.size.length} allocations, ${steps} steps, ${segs.length} segments`,
+    subtitle: `${blocks.size.length} allocations, ${steps} steps, ${segs.length} segments${older > 0 ? '; the history begins mid-run (its ring dropped older events)' : ''}`,
     mode: 'history',
     steps,
     pools,
@@ -305,7 +346,7 @@ export function fromTrace(json: Loose) {
       blocks.end[k] = t
       live.delete(key)
     } else {
-      fail(`${at}.op`, `expected "alloc" or "free", got ${JSON.stringify(e.op)}`)
+      fail(`${at}.op`, `expected "alloc" or "free", got ${shown(e.op)}`)
     }
     t++
   }
