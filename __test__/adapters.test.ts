@@ -36,13 +36,15 @@ test('adapterIndex and adapterId open the listed adapter; each Gpu has its own h
   b.destroy()
 })
 
-test('a missing adapter is ADAPTER_NOT_FOUND listing the adapters; a bad index is INVALID_ARGUMENT', async (t) => {
+test('a missing adapter is ADAPTER_NOT_FOUND listing the adapters; a bad index, or an index with an id, is INVALID_ARGUMENT', async (t) => {
   const list = await Gpu.enumerate()
   const err = await t.throwsAsync(Gpu.request({ adapterIndex: list.length }), { code: 'ADAPTER_NOT_FOUND' })
   t.true(err.message.includes(`adapterIndex ${list.length} is out of range`))
   t.true(err.message.includes(`0: ${list[0].id}`), err.message)
   await t.throwsAsync(Gpu.request({ adapterId: 'vulkan:0000:0000:no such GPU' }), { code: 'ADAPTER_NOT_FOUND', message: /no adapter has id/ })
   for (const bad of [-1, 1.5, NaN]) await t.throwsAsync(Gpu.request({ adapterIndex: bad }), { code: 'INVALID_ARGUMENT' })
+  // Both could name different adapters: neither silently wins.
+  await t.throwsAsync(Gpu.request({ adapterIndex: 0, adapterId: 'nope' }), { code: 'INVALID_ARGUMENT', message: /adapterIndex or adapterId, not both/ })
 })
 
 test('WGALLOC_ADAPTER picks by index or id, over the options', (t) => {

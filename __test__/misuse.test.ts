@@ -151,13 +151,15 @@ test('integers the native layer reads as u32 are checked, not wrapped', async (t
   y.free()
 })
 
-test('a trace nested too deep to serialise is refused typed by the CLI', async (t) => {
+test('the CLI refuses a trace nested too deep to serialise, an unknown flag and a flag without its value, typed', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-deep-'))
   const file = join(dir, 'deep.json')
   writeFileSync(file, `{"events":[${'['.repeat(20_000)}${']'.repeat(20_000)}]}`)
   for (const args of [
     ['replay', file],
     ['replay', '--simulate', file],
+    ['plan', '--bogus', file],
+    ['plan', '--strategy'],
   ]) {
     const r = await node([join(__dirname, '..', 'dist', 'cli.js'), ...args])
     t.is(r.code, 1, args.join(' '))

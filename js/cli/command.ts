@@ -1,5 +1,6 @@
 // What every CLI command shares: its arguments parsed with its own options and usage.
 import { type ParseArgsConfig, parseArgs } from 'node:util'
+import { WgallocError, messageOf } from '../errors.js'
 
 /** A command's options (node:util parseArgs form). */
 export type Options = NonNullable<ParseArgsConfig['options']>
@@ -16,11 +17,20 @@ export type Parsed = { values: Values; positionals: string[]; exit?: undefined }
  * command's usage: 0 for `--help`, 2 for a wrong number of files.
  */
 export function parseCommand(argv: string[], { options, usage, files = 0 }: { options: Options; usage: string; files?: number }): Parsed {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: files > 0,
-    options: { ...options, help: { type: 'boolean', short: 'h', default: false } },
-  })
+  let parsed: { values: Record<string, unknown>; positionals: string[] }
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: files > 0,
+      options: { ...options, help: { type: 'boolean', short: 'h', default: false } },
+    })
+  } catch (err) {
+    // An unknown flag or a flag without its value: the caller's argument, typed like any other.
+    const code = (err as { code?: string }).code ?? ''
+    if (code.startsWith('ERR_PARSE_ARGS')) throw new WgallocError('INVALID_ARGUMENT', `${messageOf(err)} (see --help)`, { cause: err })
+    throw err
+  }
+  const { values, positionals } = parsed
   if (values.help || positionals.length !== files) {
     console.log(usage)
     return { exit: values.help ? 0 : 2 }

@@ -194,6 +194,10 @@ impl Gpu {
                 )));
             }
         }
+        if let (Some(i), Some(id)) = (options.adapter_index, &options.adapter_id) {
+            // Either names one adapter; two could name different ones.
+            return Err(Error::invalid(format!("pass adapterIndex or adapterId, not both (got {i} and '{id}')")));
+        }
         let backends = parse_backends(options.backends.as_deref())?.with_env();
         let power_preference = parse_power_preference(options.power_preference.as_deref())?;
         let required = parse_features(&options.required_features)?;
