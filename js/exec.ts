@@ -113,7 +113,7 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   if (inputs == null || typeof inputs !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'inputs must be an object of { id: TypedArray | DeviceBlock }')
   const { signal, outputsInto, outputs, observe, checkPlan } = options
   // The public options only: the native ones also take a heap slot and raw block ids.
-  const rest = { observe, checkPlan }
+  const flags = { observe, checkPlan }
   const host: Record<string, Uint8Array> = {}
   const deviceInputs: Record<string, number> = {}
   const into: Record<string, number> = {}
@@ -136,7 +136,7 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
     throw new WgallocError('INVALID_ARGUMENT', `outputs must be 'host' or 'device', got ${shown(outputs)}`)
   const device = table !== null || outputs === 'device'
   const chosen: HeapTable | null = table ?? (device ? defaultTable() : null)
-  const nativeOptions = chosen ? { ...rest, heapSlot: chosen.slot, deviceInputs, outputsInto: into, outputs } : rest
+  const nativeOptions = chosen ? { ...flags, heapSlot: chosen.slot, deviceInputs, outputsInto: into, outputs } : flags
   return { host, nativeOptions, signal, table: chosen }
 }
 

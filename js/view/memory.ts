@@ -185,8 +185,21 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
   const windowSegments = new Set<number>()
   let older = 0 // events about blocks and segments from before the window
   let t = 0
-  const openSegment = (segmentId: number, size: number, pool: string, dedicated: boolean) => {
-    segIndex.set(segmentId, segs.push({ id: segmentId, pool: poolIndex(pools, pool), size, dedicated, start: t, end: -1 }) - 1)
+  const openSegment = (segmentId: number, size: number, pool: string, dedicated: boolean, start = t) => {
+    segIndex.set(segmentId, segs.push({ id: segmentId, pool: poolIndex(pools, pool), size, dedicated, start, end: -1 }) - 1)
+  }
+  /** A block live from step `start` (until its free, or the end). */
+  const openBlock = (blockId: number, label: string, size: number, start: number, seg: number | undefined, offset: number, pool: string, stack: number) => {
+    live.set(blockId, blocks.size.length)
+    blocks.label.push(label)
+    blocks.size.push(size)
+    blocks.start.push(start)
+    blocks.end.push(-1)
+    blocks.seg.push(seg ?? -1)
+    blocks.off.push(offset)
+    blocks.pool.push(poolIndex(pools, pool))
+    blocks.state.push(0)
+    blocks.stack.push(stack)
   }
   for (const [i, e] of array(history, 'history').entries()) {
     const at = `history[${i}]`
@@ -211,17 +224,16 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
         const blockId = count(e.blockId, `${at}.blockId`)
         if (live.has(blockId)) fail(at, `block ${blockId} allocated twice without a free`)
         windowBlocks.add(blockId)
-        const seg = segIndex.get(e.segmentId)
-        live.set(blockId, blocks.size.length)
-        blocks.label.push(e.label != null ? String(e.label) : e.shape ? `block ${blockId} [${e.shape.join('x')}]` : `block ${blockId}`)
-        blocks.size.push(count(e.size, `${at}.size`))
-        blocks.start.push(t)
-        blocks.end.push(-1)
-        blocks.seg.push(seg ?? -1)
-        blocks.off.push(e.offset == null ? -1 : count(e.offset, `${at}.offset`))
-        blocks.pool.push(poolIndex(pools, String(e.pool)))
-        blocks.state.push(0)
-        blocks.stack.push(stacks.add(e.stack))
+        openBlock(
+          blockId,
+          e.label != null ? String(e.label) : e.shape ? `block ${blockId} [${e.shape.join('x')}]` : `block ${blockId}`,
+          count(e.size, `${at}.size`),
+          t,
+          segIndex.get(e.segmentId),
+          e.offset == null ? -1 : count(e.offset, `${at}.offset`),
+          String(e.pool),
+          stacks.add(e.stack),
+        )
         t++
         break
       }
@@ -246,23 +258,13 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
   }
   // Segments and blocks of the final snapshot the window never saw made: there from the start.
   for (const s of segments) {
-    if (segIndex.has(s.id) || windowSegments.has(s.id)) continue
-    segIndex.set(s.id, segs.push({ id: s.id, pool: poolIndex(pools, s.pool), size: s.size, dedicated: s.dedicated, start: 0, end: -1 }) - 1)
-    older++
-  }
-  for (const s of segments) {
+    if (!segIndex.has(s.id) && !windowSegments.has(s.id)) {
+      openSegment(s.id, s.size, s.pool, s.dedicated, 0)
+      older++
+    }
     for (const b of s.blocks) {
       if (b.state === 'free' || live.has(b.blockId) || windowBlocks.has(b.blockId)) continue
-      live.set(b.blockId, blocks.size.length)
-      blocks.label.push(`block ${b.blockId}`)
-      blocks.size.push(b.size)
-      blocks.start.push(0)
-      blocks.end.push(-1)
-      blocks.seg.push(segIndex.get(s.id) ?? -1)
-      blocks.off.push(b.offset)
-      blocks.pool.push(poolIndex(pools, s.pool))
-      blocks.state.push(0)
-      blocks.stack.push(-1)
+      openBlock(b.blockId, `block ${b.blockId}`, b.size, 0, segIndex.get(s.id), b.offset, s.pool, -1)
       older++
     }
   }
