@@ -284,3 +284,75 @@ test('a process whose GPU is still busy exits within a bound after destroy()', a
   t.log(`exited ${ms} ms after destroy() with the GPU busy`)
   t.true(ms < 8_000, `exit took ${ms} ms`)
 })
+
+/**
+ * Keeps the GPU busy for about half a second, then waits 50 ms: the device is polled for that
+ * work when destroy() comes, and the poll that ends it is where a destroyed device is freed.
+ */
+const BUSY = `
+  const busy = async (gpu) => {
+    const a = gpu.heap.malloc(64 << 20), b = gpu.heap.malloc(64 << 20)
+    const s = gpu.createStream()
+    for (let i = 0; i < 12; i++) { s.copy(a, b); s.copy(b, a) }
+    s.submit()
+    await settle()
+  }
+  const settle = () => new Promise((r) => setTimeout(r, 50))
+  const sum = (v) => { let s = 0; for (let i = 0; i < v.length; i += 4096) s += v[i]; return s }`
+
+test('a zero-copy view whose block was collected stays readable after destroy() with work in flight', async (t) => {
+  // 64 MiB: the driver gives it memory of its own and unmaps it when freed, so a dangling
+  // view faulted the process here.
+  const r = await child(`
+    const { Gpu } = require(${ENTRY})
+    ${BUSY}
+    ;(async () => {
+      const gpu = await Gpu.request()
+      const view = (() => { const b = gpu.host.alloc(64 << 20); const v = b.bytes; v.fill(7); return v })()
+      for (let i = 0; i < 5; i++) { global.gc(); await settle() }
+      await busy(gpu)
+      gpu.destroy()
+      for (let i = 0; i < 50; i++) await settle()
+      console.log('length ' + view.length + ' sum ' + sum(view))
+    })()`)
+  t.is(r.signal, null, `the child died of ${r.signal}:\n${r.stderr}`)
+  t.is(r.code, 0, r.stderr)
+  t.regex(r.stdout, new RegExp(`length ${64 << 20} sum ${7 * (64 << 8)}`))
+})
+
+test("destroy() on one thread leaves another thread's zero-copy view readable until that thread frees it", async (t) => {
+  const r = await child(`
+    const { Worker } = require('node:worker_threads')
+    const { Gpu } = require(${ENTRY})
+    ${BUSY}
+    const WORKER = \`
+      const { workerData, parentPort } = require('node:worker_threads')
+      const { Gpu } = require(workerData.entry)
+      const gpu = Gpu.attach(workerData.handle)
+      const block = gpu.host.alloc(64 << 20)
+      block.bytes.fill(9)
+      parentPort.postMessage('ready')
+      parentPort.once('message', () => {
+        let s = 0; for (let i = 0; i < block.bytes.length; i += 4096) s += block.bytes[i]
+        let code = 'none'
+        try { gpu.host.alloc(16) } catch (e) { code = e.code }
+        const view = block.bytes
+        block.free()
+        parentPort.postMessage({ s, code, detached: view.length })
+      })\`
+    ;(async () => {
+      const gpu = await Gpu.request()
+      const worker = new Worker(WORKER, { eval: true, workerData: { handle: gpu.shareHandle(), entry: ${ENTRY} } })
+      await new Promise((r) => worker.once('message', r))
+      await busy(gpu)
+      gpu.destroy()
+      for (let i = 0; i < 50; i++) await settle()
+      worker.postMessage('read')
+      const m = await new Promise((r) => worker.once('message', r))
+      console.log('sum ' + m.s + ' then ' + m.code + ' detached ' + m.detached)
+      await worker.terminate()
+    })()`)
+  t.is(r.signal, null, `the child died of ${r.signal}:\n${r.stderr}`)
+  t.is(r.code, 0, r.stderr)
+  t.regex(r.stdout, new RegExp(`sum ${9 * (64 << 8)} then DEVICE_LOST detached 0`))
+})

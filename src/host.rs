@@ -3,7 +3,7 @@
 //! detached here, on the JS thread, before every call that unmaps the block,
 //! so JS can never reach memory that is no longer mapped.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::ptr;
 use std::rc::{Rc, Weak};
@@ -13,6 +13,7 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 use wgalloc_core::host::{self as core_host, Direction};
+use wgalloc_core::MappingLease;
 
 use crate::error::{coded, to_u64, IntoNapi};
 use crate::heap::{DeviceBlock, Stat};
@@ -309,6 +310,19 @@ struct View {
     array: sys::napi_ref,
     /// A copy (external ArrayBuffers refused): written back before unmapping.
     copied: bool,
+    /// A zero-copy view's lease on the mapping, shared with the ArrayBuffer's finalizer:
+    /// whichever comes first, the detach or the finalizer, ends it.
+    lease: Option<LeaseSlot>,
+}
+
+/// Keeps a destroyed device from freeing the memory a zero-copy view points at.
+type LeaseSlot = Rc<Cell<Option<MappingLease>>>;
+
+/// What an external ArrayBuffer's finalizer drops: the block (so its mapping stays) and the
+/// view's lease, if the view was never detached.
+struct ViewHint {
+    _block: Arc<core_host::HostBlock>,
+    _lease: LeaseSlot,
 }
 
 type ViewCell = Rc<RefCell<Option<View>>>;
@@ -365,9 +379,10 @@ pub(crate) fn detach_device_views(key: usize) {
     }
 }
 
-unsafe extern "C" fn drop_block_hint(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
-    // SAFETY: `hint` is the Box made in `make_view`; finalizers run once.
-    drop(unsafe { Box::from_raw(hint.cast::<Arc<core_host::HostBlock>>()) });
+unsafe extern "C" fn drop_view_hint(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box made in `make_view`; finalizers run once, on the JS thread
+    // that made the view (the only thread that touches its lease slot).
+    drop(unsafe { Box::from_raw(hint.cast::<ViewHint>()) });
 }
 
 fn check(status: sys::napi_status, what: &str) -> Result<()> {
@@ -378,11 +393,21 @@ fn check(status: sys::napi_status, what: &str) -> Result<()> {
     }
 }
 
-/// Detaches a view; with `write_back`, first copies a copied view's bytes into the mapping.
+/// Detaches a view, then ends its lease; with `write_back`, first copies a copied view's
+/// bytes into the mapping.
 ///
 /// # Safety
 /// Call on the JS thread of `view.env`; `write_back` must point at `len` mapped bytes.
 unsafe fn release_view(view: View, write_back: Option<(*mut u8, usize)>) {
+    unsafe { detach_view(&view, write_back) };
+    if let Some(slot) = view.lease {
+        drop(slot.take());
+    }
+}
+
+/// # Safety
+/// As [`release_view`].
+unsafe fn detach_view(view: &View, write_back: Option<(*mut u8, usize)>) {
     unsafe {
         let mut array = ptr::null_mut();
         if sys::napi_get_reference_value(view.env, view.array, &mut array) == sys::Status::napi_ok && !array.is_null() {
@@ -420,32 +445,35 @@ impl HostBlock {
     /// Detaches `bytes` (writing a copied view back into upload memory) before an unmap.
     pub(crate) fn detach(&self) {
         let Some(view) = self.view.borrow_mut().take() else { return };
-        let write_back = match (self.inner.direction(), self.inner.mapped_range()) {
-            (Direction::Upload, Ok((p, n))) => Some((p.as_ptr(), n)),
+        // No lease (the device is lost): nothing to write back into.
+        let mapping = match self.inner.direction() {
+            Direction::Upload if view.copied => self.inner.lend().ok(),
             _ => None,
         };
-        // SAFETY: class methods run on the JS thread that created the view; the
-        // mapping is still in place (the unmap comes after this call).
-        unsafe { release_view(view, write_back) };
+        // SAFETY: class methods run on the JS thread that created the view; the mapping is
+        // still in place (the unmap comes after this call) and leased while it is written.
+        unsafe { release_view(view, mapping.as_ref().map(|m| (m.ptr.as_ptr(), m.len))) };
     }
 
     fn make_view(&self, env: &Env) -> Result<sys::napi_value> {
-        let (p, len) = self.inner.mapped_range().napi()?;
+        let core_host::LentBytes { ptr: p, len, lease } = self.inner.lend().napi()?;
         let raw = env.raw();
         let host = self.inner.host();
         let mut buffer = ptr::null_mut();
         let mut copied = !host.zero_copy();
+        let slot: LeaseSlot = Rc::new(Cell::new(Some(lease)));
         // SAFETY: `p` points at `len` mapped bytes that stay mapped until `detach`
         // runs (every unmapping call goes through it); the finalizer hint keeps the
-        // block, and so the mapping, alive for as long as the ArrayBuffer exists.
+        // block, and so the mapping, alive for as long as the ArrayBuffer exists, and the
+        // lease keeps a destroyed device from freeing it until the view is detached.
         unsafe {
             if !copied {
-                let hint = Box::into_raw(Box::new(self.inner.clone()));
+                let hint = Box::into_raw(Box::new(ViewHint { _block: self.inner.clone(), _lease: slot.clone() }));
                 let status = sys::napi_create_external_arraybuffer(
                     raw,
                     p.as_ptr().cast(),
                     len,
-                    Some(drop_block_hint),
+                    Some(drop_view_hint),
                     hint.cast(),
                     &mut buffer,
                 );
@@ -469,7 +497,14 @@ impl HostBlock {
             )?;
             let mut reference = ptr::null_mut();
             check(sys::napi_create_reference(raw, array, 1, &mut reference), "referencing the bytes view")?;
-            *self.view.borrow_mut() = Some(View { env: raw, array: reference, copied });
+            // A copy needs the mapping only while it is made and written back.
+            let lease = if copied {
+                drop(slot.take());
+                None
+            } else {
+                Some(slot)
+            };
+            *self.view.borrow_mut() = Some(View { env: raw, array: reference, copied, lease });
             host.note_view(!copied);
             if !self.registered.replace(true) {
                 VIEWS.with(|v| v.borrow_mut().register(device_key(&self.inner), &self.view));
@@ -563,8 +598,8 @@ impl HostBlock {
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;
         // `data` may view this very mapping (`block.bytes.subarray(...)`): write from a copy,
         // so no Rust reference aliases the bytes being written.
-        let overlapping = self.inner.mapped_range().is_ok_and(|(p, n)| {
-            let (start, end) = (p.as_ptr() as usize, p.as_ptr() as usize + n);
+        let overlapping = self.inner.mapped_address().is_some_and(|start| {
+            let end = start + self.inner.requested_size() as usize;
             let (d, len) = (data.as_ptr() as usize, data.len());
             len > 0 && d < end && start < d + len
         });

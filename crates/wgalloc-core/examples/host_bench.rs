@@ -138,9 +138,13 @@ fn download(gpu: &Gpu, src: &DeviceBlock, chunk: u64, method: char) -> (f64, Vec
             b.copy_from_device_on(&mut s, src, off, 0, chunk).unwrap();
             s.submit().unwrap();
             pollster::block_on(b.map()).unwrap();
-            let (p, n) = b.mapped_range().unwrap();
-            // SAFETY: mapped for `n` bytes until `free` below.
-            sum += unsafe { std::slice::from_raw_parts(p.as_ptr(), n) }.iter().map(|&x| x as u64).sum::<u64>();
+            let lent = b.lend().unwrap();
+            // SAFETY: mapped for `len` bytes (and leased) until the lease drops, before `free`.
+            sum += unsafe { std::slice::from_raw_parts(lent.ptr.as_ptr(), lent.len) }
+                .iter()
+                .map(|&x| x as u64)
+                .sum::<u64>();
+            drop(lent);
             b.free().unwrap();
         } else {
             let staging = device.create_buffer(&wgpu::BufferDescriptor {

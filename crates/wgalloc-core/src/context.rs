@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::completion::{Poller, Tracker};
 use crate::driver_turn::DriverTurn;
 use crate::error::{Error, Result};
+use crate::mapping::{MappingLease, MappingLeases};
 use crate::signal::lock;
 
 /// Features wgalloc asks for whenever the adapter offers them.
@@ -108,6 +109,8 @@ pub(crate) struct Shared {
     /// Dropped by `Shared::drop` with a bounded wait (wgpu's own drop waits for idle forever).
     pub queue: std::mem::ManuallyDrop<wgpu::Queue>,
     pub tracker: Arc<Tracker>,
+    /// Who reads or writes mapped memory now; `Gpu::destroy` waits for them.
+    pub(crate) leases: MappingLeases,
     /// Serialises submit + completion-callback registration so sequence numbers match.
     pub submit_lock: Mutex<()>,
     pub uncaptured: Arc<Mutex<UncapturedErrors>>,
@@ -252,6 +255,7 @@ impl Gpu {
             device,
             queue: std::mem::ManuallyDrop::new(queue),
             tracker,
+            leases: MappingLeases::default(),
             submit_lock: Mutex::new(()),
             uncaptured,
             heap: std::sync::OnceLock::new(),
@@ -332,11 +336,24 @@ impl Gpu {
         (u.count, u.last.clone())
     }
 
-    /// Destroys the device. Every later call fails with `DEVICE_LOST`.
+    /// Destroys the device. Every later call fails with `DEVICE_LOST`. The driver's device,
+    /// and with it every buffer, goes once no [`MappingLease`] is out (mapped memory a JS view
+    /// or another thread still reads stays valid until then).
     pub fn destroy(&self) {
-        self.shared.device.destroy();
         // The lost callback runs on a later poll; make the state visible at once.
         self.shared.tracker.mark_lost("destroyed by the caller".into());
+        MappingLeases::destroy(&self.shared);
+    }
+
+    /// Keeps the device's mapped memory in place until the lease drops: hold one while
+    /// reading or writing through a pointer into a mapping. Fails once the device is lost.
+    pub fn lease_mapping(&self) -> Result<MappingLease> {
+        MappingLeases::take(&self.shared)
+    }
+
+    /// Mapping leases out now.
+    pub fn mapping_leases(&self) -> usize {
+        self.shared.leases.live()
     }
 
     pub fn device(&self) -> &wgpu::Device {

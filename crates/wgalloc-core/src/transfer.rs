@@ -252,6 +252,8 @@ impl Readback {
         // in one poll); wait for that too, so once a read resolved, every earlier
         // submission counts as done and blocks freed before it can be reused at once.
         self.event.wait().await?;
+        // A device destroyed from now on keeps the mapping until the lease drops.
+        let lease = self.gpu.lease_mapping()?;
         let bytes = {
             let view = self
                 .staging
@@ -260,6 +262,7 @@ impl Readback {
             view[self.skip..self.skip + self.len].to_vec()
         };
         self.staging.unmap();
+        drop(lease);
         // Dropped, not destroyed: see `GpuBuffer`'s note on wgpu's resource lock.
         Ok(bytes)
     }

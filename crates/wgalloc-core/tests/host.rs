@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use wgalloc_core::heap::Usage;
 use wgalloc_core::host::{Direction, HostConfig, UploadItem};
-use wgalloc_core::{Gpu, GpuOptions};
+use wgalloc_core::{wgpu, Gpu, GpuOptions};
 
 fn gpu() -> Gpu {
     pollster::block_on(Gpu::request(GpuOptions::default())).expect("a Vulkan adapter")
@@ -204,7 +204,7 @@ fn bad_input_gets_typed_errors_and_stats_stay_exact() {
     b.free().unwrap();
     assert_eq!(b.free().unwrap_err().code(), "DOUBLE_FREE");
     assert_eq!(b.write(&[1], 0).unwrap_err().code(), "USE_AFTER_FREE");
-    assert_eq!(b.mapped_range().unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(b.lend().unwrap_err().code(), "USE_AFTER_FREE");
     let d = host.alloc(64, Direction::Download).unwrap();
     assert_eq!(d.read(0, 4).unwrap_err().code(), "INVALID_ARGUMENT", "not mapped yet");
     d.copy_from_device_on(&mut s, &dev, 0, 0, 64).unwrap();
@@ -379,4 +379,66 @@ fn upload_many_checks_every_item_before_recording() {
     }
     let st = host.stats();
     assert_eq!((st.num_host_alloc, st.active_requests.current), (0, 0), "no block taken for a bad batch");
+}
+
+/// A mapped buffer made with wgpu directly: its mapping is readable until wgpu frees the
+/// buffers of a destroyed device (at the first poll after `device.destroy()`).
+fn probe(gpu: &Gpu) -> wgpu::Buffer {
+    gpu.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("probe"),
+        size: 256,
+        usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: true,
+    })
+}
+
+/// Polls, then tells whether the probe's memory is still there.
+fn still_mapped(gpu: &Gpu, probe: &wgpu::Buffer) -> bool {
+    let _ = gpu.device().poll(wgpu::PollType::wait_indefinitely());
+    probe.get_mapped_range(..).is_ok()
+}
+
+#[test]
+fn a_destroyed_device_keeps_lent_mapped_memory_until_the_last_lease_ends() {
+    let gpu = gpu();
+    let (heap, host) = (gpu.heap().unwrap(), gpu.host().unwrap());
+    let size = 1 << 20;
+    let data = fill(size, 11);
+    let up = host.alloc(size as u64, Direction::Upload).unwrap();
+    up.write(&data, 0).unwrap();
+    let lent = up.lend().unwrap();
+    let probe = probe(&gpu);
+    assert_eq!(gpu.mapping_leases(), 1);
+    // GPU work in flight, so the device is polled after the destroy: that poll is where wgpu
+    // frees the buffers of a destroyed device.
+    let (a, b) = (heap.malloc(16 << 20, Usage::Device).unwrap(), heap.malloc(16 << 20, Usage::Device).unwrap());
+    let mut s = gpu.create_stream().unwrap();
+    for _ in 0..8 {
+        b.copy_from_on(&mut s, &a, 0, 0, 16 << 20).unwrap();
+        a.copy_from_on(&mut s, &b, 0, 0, 16 << 20).unwrap();
+    }
+    s.submit().unwrap();
+    gpu.destroy();
+    assert_eq!(up.lend().unwrap_err().code(), "DEVICE_LOST", "no new lease once destroyed");
+    assert_eq!(up.write(&data, 0).unwrap_err().code(), "DEVICE_LOST");
+    assert_eq!(gpu.create_buffer(16).err().unwrap().code(), "DEVICE_LOST", "lost to every call at once");
+    assert!(still_mapped(&gpu, &probe), "the driver's device waits for the lease");
+    // SAFETY: the lease keeps the mapping in place; this is what a JS view reads.
+    let bytes = unsafe { std::slice::from_raw_parts(lent.ptr.as_ptr(), lent.len) };
+    assert!(bytes == data);
+    drop(lent);
+    assert_eq!(gpu.mapping_leases(), 0);
+    assert!(!still_mapped(&gpu, &probe), "the last lease destroyed the driver's device");
+}
+
+#[test]
+fn a_device_destroyed_without_leases_goes_at_once() {
+    let gpu = gpu();
+    let up = gpu.host().unwrap().alloc(4096, Direction::Upload).unwrap();
+    let probe = probe(&gpu);
+    drop(up.lend().unwrap());
+    assert!(still_mapped(&gpu, &probe));
+    gpu.destroy();
+    assert!(!still_mapped(&gpu, &probe));
+    assert_eq!(gpu.mapping_leases(), 0);
 }

@@ -703,6 +703,7 @@ impl Executor {
         if !read_back.is_empty() {
             self.gpu.map_read(&self.readback).await?;
             {
+                let _lease = self.gpu.lease_mapping()?;
                 let view = self
                     .readback
                     .get_mapped_range(..)

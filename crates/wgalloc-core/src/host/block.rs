@@ -1,9 +1,10 @@
 //! `HostBlock`: the handle to one cached staging buffer. Dropping it without
 //! `free()` frees it (the GC safety net for JS handles).
 //!
-//! Mapped memory is reachable through `mapped_range()` only while the block is
-//! mapped; every call that unmaps it (`copy_*`, `unmap`, `free`) invalidates the
-//! pointer, so the JS layer detaches its ArrayBuffer before making those calls.
+//! Mapped memory is reachable through `lend()` only while the block is mapped; every
+//! call that unmaps it (`copy_*`, `unmap`, `free`) invalidates the pointer, so the JS
+//! layer detaches its ArrayBuffer before making those calls. The lease `lend()` gives
+//! keeps a destroyed device from freeing the memory while a view still points at it.
 
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +14,7 @@ use super::pool::{MapState, Pending, Staging};
 use super::Host;
 use crate::error::{checked_add, Error, Result};
 use crate::heap::DeviceBlock;
+use crate::mapping::MappingLease;
 use crate::profile::{CopyInfo, CopyKind};
 use crate::signal::lock;
 use crate::stream::{Stream, StreamMarks, StreamUse};
@@ -22,6 +24,14 @@ struct BlockState {
     /// `None` once freed.
     staging: Option<Staging>,
     streams: Vec<Arc<StreamMarks>>,
+}
+
+/// A block's mapped bytes and the lease that keeps them in place (see [`HostBlock::lend`]).
+#[derive(Debug)]
+pub struct LentBytes {
+    pub ptr: NonNull<u8>,
+    pub len: usize,
+    pub lease: MappingLease,
 }
 
 pub struct HostBlock {
@@ -108,14 +118,26 @@ impl HostBlock {
         }
     }
 
-    /// The mapped bytes: a pointer to `requested_size()` bytes, valid until the
-    /// block is next unmapped (a copy, `unmap`, `free`) or dropped.
-    pub fn mapped_range(&self) -> Result<(NonNull<u8>, usize)> {
+    /// The mapped bytes: a pointer to `requested_size()` bytes, valid until the block
+    /// is next unmapped (a copy, `unmap`, `free`) or dropped, and while the lease lives
+    /// (a destroyed device frees its memory once the last lease ends). Fails once the
+    /// device is lost.
+    pub fn lend(&self) -> Result<LentBytes> {
         let st = self.live()?;
         let staging = st.staging.as_ref().expect("live");
         match staging.map {
-            MapState::Mapped(p) => Ok((p.0, self.requested as usize)),
+            MapState::Mapped(p) => {
+                Ok(LentBytes { ptr: p.0, len: self.requested as usize, lease: self.host.gpu.lease_mapping()? })
+            }
             ref other => Err(self.not_mapped_error(other)),
+        }
+    }
+
+    /// Where the mapped bytes start, to compare with other memory; not for access (see `lend`).
+    pub fn mapped_address(&self) -> Option<usize> {
+        match lock(&self.state).staging.as_ref()?.map {
+            MapState::Mapped(p) => Some(p.0.as_ptr() as usize),
+            _ => None,
         }
     }
 
@@ -135,9 +157,10 @@ impl HostBlock {
                 self.requested
             )));
         }
+        let _lease = self.host.gpu.lease_mapping()?;
         match st.staging.as_ref().expect("live").map {
-            // SAFETY: the buffer is mapped (state lock held) and the range lies inside it.
-            // `copy`, not `copy_nonoverlapping`: `data` may be a view of this very mapping.
+            // SAFETY: the buffer is mapped (state lock held, lease out) and the range lies
+            // inside it. `copy`, not `copy_nonoverlapping`: `data` may be a view of this mapping.
             MapState::Mapped(p) => unsafe {
                 std::ptr::copy(data.as_ptr(), p.0.as_ptr().add(offset as usize), data.len());
             },
@@ -162,9 +185,11 @@ impl HostBlock {
                 self.requested
             )));
         }
+        let _lease = self.host.gpu.lease_mapping()?;
         match st.staging.as_ref().expect("live").map {
             MapState::Mapped(p) if self.dir == Direction::Download => {
-                // SAFETY: the buffer is mapped (state lock held) and the range lies inside it.
+                // SAFETY: the buffer is mapped (state lock held, lease out) and the range lies
+                // inside it.
                 Ok(f(unsafe { std::slice::from_raw_parts(p.0.as_ptr().add(offset as usize), len as usize) }))
             }
             MapState::Mapped(_) => Err(Error::invalid(format!(

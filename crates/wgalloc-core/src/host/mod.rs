@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
-pub use block::HostBlock;
+pub use block::{HostBlock, LentBytes};
 pub use config::{Direction, HostConfig};
 pub use helpers::{Download, UploadItem, DOWNLOAD_DEPTH};
 pub use stats::{BucketStats, DurationStat, HostStats, Stat};
