@@ -337,3 +337,113 @@ test('profiler counters in the metrics never go down when the profiler stats sta
   t.is(await runs(), before + 1)
   exe.release()
 })
+
+// Third probe: serving execution and the host cache.
+
+test('an aborted run with outputs on the device leaves no output block behind', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const exe = await gpu.compile(doubling('f32'))
+  const shapes = gpu.compileShapes({ ...doubling('f32'), dims: ['n'], tensors: doubling('f32').tensors.map((x) => ({ ...x, size: 'n * 256' })) })
+  const x = new Float32Array(64).fill(1)
+  await shapes.run({ n: 1 }, { x }) // compiled, so the aborted runs below allocate only their outputs
+  const before = gpu.heap.stats().allocatedBytes.current
+  /** Runs `run` until the executor is no longer busy with an aborted run. */
+  const whenIdle = async (run: () => Promise<unknown>) => {
+    for (;;) {
+      try {
+        return await run()
+      } catch (e) {
+        if (!WgallocError.is(e, 'EXECUTOR_BUSY')) throw e
+        await new Promise((r) => setTimeout(r, 5))
+      }
+    }
+  }
+  let aborted = 0
+  for (let i = 0; i < 6; i++) {
+    const ac = new AbortController()
+    const runs = [exe.run({ x }, { signal: ac.signal, outputs: 'device' }), shapes.run({ n: 1 }, { x }, { signal: ac.signal, outputs: 'device' })]
+    ac.abort()
+    for (const r of await Promise.allSettled(runs)) if (r.status === 'rejected' && WgallocError.is(r.reason, 'ABORTED')) aborted++
+    // The runs end after their callers gave up; their output blocks then go back.
+    await whenIdle(() => exe.run({ x }))
+    await whenIdle(() => shapes.run({ n: 1 }, { x }))
+    t.is(gpu.heap.stats().allocatedBytes.current, before, `try ${i}`)
+  }
+  t.is(aborted, 12)
+  // A block the caller gave in outputsInto stays the caller's.
+  const mine = gpu.heap.malloc(256)
+  const ac = new AbortController()
+  const late = exe.run({ x }, { signal: ac.signal, outputsInto: { y: mine } })
+  ac.abort()
+  await t.throwsAsync(late, { code: 'ABORTED' })
+  await new Promise((r) => setTimeout(r, 100))
+  t.false(mine.freed)
+  t.deepEqual(Array.from(new Float32Array((await mine.read()).buffer)), Array(64).fill(2))
+})
+
+test('release() right after run() lets that run complete; runs after it are USE_AFTER_FREE', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const before = gpu.heap.stats().allocatedBytes.current
+  const x = new Float32Array(64).map((_, i) => i)
+  for (let i = 0; i < 10; i++) {
+    const exe = await gpu.compile(doubling('f32'))
+    const run = exe.run({ x })
+    exe.release()
+    t.is(exe.deviceBytes, 0)
+    t.deepEqual(
+      Array.from((await run).outputs.y as Float32Array),
+      Array.from(x, (v) => v * 2),
+      `try ${i}`,
+    )
+    await t.throwsAsync(exe.run({ x }), { code: 'USE_AFTER_FREE' })
+  }
+  t.is(gpu.heap.stats().allocatedBytes.current, before, 'each executor gave its slabs back once its run ended')
+})
+
+test("a tensor named '__proto__' is refused, and ids are never looked up on a prototype", async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const graph = doubling('f32')
+  graph.tensors[1].id = '__proto__'
+  graph.ops[0].outputs = ['__proto__']
+  await t.throwsAsync(gpu.compile(graph), { code: 'INVALID_ARGUMENT', message: /'__proto__' cannot name a tensor/ })
+  // An input id the graph lacks that names a prototype member is refused as unknown, not found.
+  const exe = await gpu.compile(doubling('f32'))
+  t.teardown(() => exe.release())
+  await t.throwsAsync(exe.run({ x: new Float32Array(64), constructor: new Float32Array(64) }), { code: 'INVALID_ARGUMENT', message: /constructor/ })
+})
+
+test('two outputs written into one block are refused before anything runs', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const graph: Graph = {
+    kernels: { double: { source: DOUBLE } },
+    tensors: [
+      { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
+      { id: 'a', size: 256, kind: 'output', dtype: 'f32' },
+      { id: 'b', size: 256, kind: 'output', dtype: 'f32' },
+    ],
+    ops: [
+      { kernel: 'double', inputs: ['x'], outputs: ['a'], dispatch: [1] },
+      { kernel: 'double', inputs: ['a'], outputs: ['b'], dispatch: [1] },
+    ],
+  }
+  const exe = await gpu.compile(graph)
+  t.teardown(() => exe.release())
+  const block = gpu.heap.malloc(256)
+  block.write(new Uint8Array(256).fill(5))
+  await t.throwsAsync(exe.run({ x: new Float32Array(64) }, { outputsInto: { a: block, b: block } }), {
+    code: 'INVALID_ARGUMENT',
+    message: /outputs 'a' and 'b' are given the same block/,
+  })
+  t.deepEqual(new Uint8Array(await block.read()), new Uint8Array(256).fill(5), 'nothing was written')
+})
+
+test('a mistyped argument says what was expected', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  t.throws(() => gpu.host.alloc('64' as never), { code: 'INVALID_ARGUMENT', message: /^an argument has the wrong type: expected a number, got string/ })
+  t.throws(() => gpu.host.alloc(64, { direction: 7 } as never), { code: 'INVALID_ARGUMENT', message: /expected a string, got number/ })
+})

@@ -75,7 +75,8 @@ export declare class Executor {
    */
   run(inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
   /**
-   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
+   * called before completes first, and its slabs go back when it ends.
    * Returns false if it was already released.
    */
   release(): boolean
@@ -329,7 +330,9 @@ export declare class HostBlock {
   get mapped(): boolean
   /**
    * The mapped bytes (`requestedSize` long), without a copy where the runtime allows.
-   * Detached (length 0) once the block is copied, unmapped or freed.
+   * A view taken earlier is detached (length 0) once the block is copied, unmapped or
+   * freed; reading `bytes` then throws `INVALID_ARGUMENT` (map it again) or, once freed,
+   * `USE_AFTER_FREE`. `DEVICE_LOST` once the device is lost.
    */
   get bytes(): Uint8Array
   /** Copies `data` into an upload block at `offset` (default 0). */

@@ -121,6 +121,26 @@ const UNSERIALISABLE = /^(Do not know how to serialize a BigInt|Converting circu
 const NAPI_CONVERSION =
   /^(Cannot convert undefined or null to object|Cannot convert object to primitive value|Cannot convert a Symbol value|Cannot convert a BigInt value|Cannot perform Construct on a detached ArrayBuffer)/
 
+// napi-rs's words for a mistyped argument, e.g. "Failed to convert napi value String into rust type `f64`".
+const NAPI_MISTYPED = /^Failed to convert (?:napi|JavaScript) value `?(\w+)[^`]*`? into rust type `([^`]+)`/
+const JS_KIND: Record<string, string> = {
+  f64: 'a number',
+  f32: 'a number',
+  i32: 'a number',
+  u32: 'a number',
+  i64: 'a number',
+  u64: 'a number',
+  bool: 'a boolean',
+  String: 'a string',
+}
+
+/** napi-rs's conversion message, led by what the caller passed and what was expected. */
+function conversionMessage(message: string): string {
+  const m = NAPI_MISTYPED.exec(message)
+  if (!m || !Object.hasOwn(JS_KIND, m[2])) return message
+  return `an argument has the wrong type: expected ${JS_KIND[m[2]]}, got ${m[1].toLowerCase()} (${message})`
+}
+
 const isCode = (code: string): code is WgallocErrorCode => (ERROR_CODES as readonly string[]).includes(code)
 
 /** A user value in a message, whatever it is (a Symbol or a null-prototype object cannot be interpolated). */
@@ -142,7 +162,7 @@ export function toWgallocError(err: unknown, native = false): unknown {
   if (err instanceof WgallocError || !(err instanceof Error)) return err
   const m = CODED.exec(err.message)
   if (m && isCode(m[1])) return new WgallocError(m[1], m[2])
-  if (NAPI_TYPE_STATUSES.has((err as { code?: string }).code ?? '')) return new WgallocError('INVALID_ARGUMENT', err.message)
+  if (NAPI_TYPE_STATUSES.has((err as { code?: string }).code ?? '')) return new WgallocError('INVALID_ARGUMENT', conversionMessage(err.message))
   if (err instanceof TypeError && UNSERIALISABLE.test(err.message)) {
     return new WgallocError('INVALID_ARGUMENT', `an argument holds a value of the wrong type (${err.message.split('\n')[0]})`, { cause: err })
   }

@@ -114,9 +114,10 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   const { signal, outputsInto, outputs, observe, checkPlan } = options
   // The public options only: the native ones also take a heap slot and raw block ids.
   const flags = { observe, checkPlan }
-  const host: Record<string, Uint8Array> = {}
-  const deviceInputs: Record<string, number> = {}
-  const into: Record<string, number> = {}
+  // Keyed by ids the caller chose: no prototype, so no id reaches one.
+  const host: Record<string, Uint8Array> = Object.create(null)
+  const deviceInputs: Record<string, number> = Object.create(null)
+  const into: Record<string, number> = Object.create(null)
   let table: HeapTable | null = null
   const take = (block: unknown, what: string) => {
     const ref = blockRef(block, what)
@@ -137,7 +138,11 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   const device = table !== null || outputs === 'device'
   const chosen: HeapTable | null = table ?? (device ? defaultTable() : null)
   const nativeOptions = chosen ? { ...flags, heapSlot: chosen.slot, deviceInputs, outputsInto: into, outputs } : flags
-  return { host, nativeOptions, signal, table: chosen }
+  /** A run that ended after its caller aborted: the blocks it made for outputs go back to the heap (`outputsInto` blocks stay the caller's). */
+  const dropLate = (r: RunResult) => {
+    for (const o of r.deviceOutputs ?? []) if (chosen && !Object.hasOwn(into, o.tensor)) adoptBlock(chosen, o).free()
+  }
+  return { host, nativeOptions, signal, table: chosen, dropLate }
 }
 
 function runOptions(options: unknown): RunOptions {
@@ -276,13 +281,14 @@ export class Executor {
    * work completes).
    */
   @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
-    const { host, nativeOptions, signal, table } = runArguments(inputs, runOptions(options), this.#device.table)
+    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, runOptions(options), this.#device.table)
     checkSignal(signal)
-    const r = await withSignal(this.#native.run(host, nativeOptions), signal)
+    const r = await withSignal(this.#native.run(host, nativeOptions), signal, dropLate)
     return execResult(r, this.#types, table)
   }
   /**
-   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
+   * called before completes first, and its slabs go back when it ends.
    * Returns false if it was already released.
    */
   @api release(): boolean {
@@ -344,9 +350,9 @@ export class ShapeExecutor {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
     const opts = runOptions(options)
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
-    const { host, nativeOptions, signal, table } = runArguments(inputs, opts, this.#device.table)
+    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table)
     checkSignal(signal)
-    const r = await withSignal(this.#native.runNative(dims, host, nativeOptions), signal)
+    const r = await withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate)
     return execResult(r, this.#types, table)
   }
   /** Hits, misses, evictions and what the cached executors hold. */

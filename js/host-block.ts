@@ -75,7 +75,9 @@ export class HostBlock {
   }
   /**
    * The mapped bytes (`requestedSize` long), without a copy where the runtime allows.
-   * Detached (length 0) once the block is copied, unmapped or freed.
+   * A view taken earlier is detached (length 0) once the block is copied, unmapped or
+   * freed; reading `bytes` then throws `INVALID_ARGUMENT` (map it again) or, once freed,
+   * `USE_AFTER_FREE`. `DEVICE_LOST` once the device is lost.
    */
   @api get bytes(): Uint8Array {
     return this.#native.bytes

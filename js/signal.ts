@@ -30,10 +30,16 @@ export function checkSignal(signal: unknown): AbortSignal | undefined {
  */
 export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined | null, onLate?: (value: T) => void): Promise<T> {
   if (signal == null) return promise
+  // Nobody awaits a late result: releasing it must not throw (a lost device fails the release).
+  const late = (v: T) => {
+    try {
+      onLate?.(v)
+    } catch {}
+  }
   try {
     checkSignal(signal)
   } catch (err) {
-    promise.then(onLate, () => {})
+    promise.then(late, () => {})
     return Promise.reject(err)
   }
   return new Promise<T>((resolve, reject) => {
@@ -46,14 +52,14 @@ export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefin
       signal.addEventListener('abort', onAbort, { once: true })
     } catch (err) {
       // A signal-like object that throws: the call fails typed, and what it started is released.
-      promise.then(onLate, () => {})
+      promise.then(late, () => {})
       reject(new WgallocError('INVALID_ARGUMENT', 'signal.addEventListener threw', { cause: err }))
       return
     }
     promise.then(
       (v) => {
         detach(signal, onAbort)
-        if (aborted) onLate?.(v)
+        if (aborted) late(v)
         else resolve(v)
       },
       (e) => {

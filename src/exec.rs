@@ -296,14 +296,17 @@ impl Executor {
         let (opts, table, io, given) = run_arguments(options)?;
         // Leased now: a free() before the run recorded its work takes effect after it.
         let leases = io.lease().napi()?;
+        // Claimed now: a release() right after this call lets the run complete.
+        let claim = wgalloc_core::exec::Executor::claim(exe).napi()?;
         env.spawn_future(async move {
-            let out = exe.run_io(&inputs, &io, opts).await;
+            let out = claim.run_io(&inputs, &io, opts).await;
             drop(leases);
             Ok(result(out.napi()?, table.as_deref(), &given))
         })
     }
 
-    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`.
+    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
+    /// called before completes first, and its slabs go back when it ends.
     /// Returns false if it was already released.
     #[napi(catch_unwind)]
     pub fn release(&self) -> bool {

@@ -570,7 +570,9 @@ impl HostBlock {
     }
 
     /// The mapped bytes (`requestedSize` long), without a copy where the runtime allows.
-    /// Detached (length 0) once the block is copied, unmapped or freed.
+    /// A view taken earlier is detached (length 0) once the block is copied, unmapped or
+    /// freed; reading `bytes` then throws `INVALID_ARGUMENT` (map it again) or, once freed,
+    /// `USE_AFTER_FREE`. `DEVICE_LOST` once the device is lost.
     #[napi(catch_unwind, getter, ts_return_type = "Uint8Array")]
     pub fn bytes<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
         if let Some(view) = self.view.borrow().as_ref() {

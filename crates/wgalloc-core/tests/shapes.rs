@@ -147,6 +147,13 @@ fn bad_shapes_and_graphs_are_refused_with_typed_errors() {
     // Operands past 2^53 are refused before they multiply (their product overflowed i128).
     let huge = symbolic_chain().replace("batch * 1024", "18446744073709551615 * 18446744073709551615");
     assert_eq!(code(SymbolicGraph::parse(&huge).map(drop)), "INVALID_ARGUMENT");
+    // Parentheses 64 deep evaluate; deeper ones are refused (100,000 overflowed the stack).
+    let nest = |n: usize| format!("{}batch * 1024{}", "(".repeat(n), ")".repeat(n));
+    assert!(SymbolicGraph::parse(&symbolic_chain().replace("batch * 1024", &nest(64))).is_ok());
+    let deep = symbolic_chain().replace("batch * 1024", &nest(100_000));
+    let err = SymbolicGraph::parse(&deep).map(drop).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert!(err.to_string().contains("parentheses nest deeper than 64"), "{err}");
     let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
     let policy = ShapePolicy::Buckets(HashMap::from([("batch".to_string(), vec![2, 4])]));
     let cache = ShapeCache::new(&gpu, graph.clone(), policy, 2, options()).unwrap();

@@ -210,10 +210,24 @@ struct Life {
     released: bool,
 }
 
-/// Ends a run, also when its future is dropped: a release meanwhile frees the blocks now.
-struct RunGuard<'a>(&'a Executor);
+/// One run of an executor, claimed before it starts ([`Executor::claim`]): a `release()`
+/// from then on frees the executor's blocks when the run ends, and the run completes. Ends
+/// the run when dropped, also unstarted or with its future dropped.
+pub struct RunClaim<E: std::ops::Deref<Target = Executor>>(E);
 
-impl Drop for RunGuard<'_> {
+impl<E: std::ops::Deref<Target = Executor>> RunClaim<E> {
+    /// Runs as [`Executor::run_io`] does.
+    pub async fn run_io(
+        self,
+        inputs: &HashMap<String, Vec<u8>>,
+        io: &DeviceIo,
+        options: RunOptions,
+    ) -> Result<RunOutput> {
+        self.0.run_inner(inputs, io, options).await
+    }
+}
+
+impl<E: std::ops::Deref<Target = Executor>> Drop for RunClaim<E> {
     fn drop(&mut self) {
         let mut life = lock(&self.0.life);
         life.running = false;
@@ -557,8 +571,12 @@ impl Executor {
         s
     }
 
-    /// Device bytes the executor holds: slabs plus the constant region.
+    /// Device bytes the executor holds: slabs plus the constant region (0 once released; a
+    /// run in flight then returns them when it ends).
     pub fn device_bytes(&self) -> u64 {
+        if lock(&self.life).released {
+            return 0;
+        }
         self.slabs.iter().map(DeviceBlock::size).sum::<u64>() + self.constants.as_ref().map_or(0, DeviceBlock::size)
     }
 
@@ -586,8 +604,15 @@ impl Executor {
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
+        Executor::claim(self)?.run_io(inputs, io, options).await
+    }
+
+    /// Claims `exe` for one run now, before the run starts (a caller that returns before its
+    /// run is polled claims first, so a `release()` right after waits for that run).
+    /// `USE_AFTER_FREE` once released, `EXECUTOR_BUSY` while another run is claimed.
+    pub fn claim<E: std::ops::Deref<Target = Executor>>(exe: E) -> Result<RunClaim<E>> {
         {
-            let mut life = lock(&self.life);
+            let mut life = lock(&exe.life);
             if life.released {
                 return Err(Error::UseAfterFree("this executor was released; compile the graph again".into()));
             }
@@ -596,8 +621,7 @@ impl Executor {
             }
             life.running = true;
         }
-        let _running = RunGuard(self);
-        self.run_inner(inputs, io, options).await
+        Ok(RunClaim(exe))
     }
 
     async fn run_inner(
@@ -968,6 +992,16 @@ fn check_io(
             )));
         }
         external_blocks.push((block.id(), &t.id));
+    }
+    // Sorted, so the error names the same pair whatever the map's order.
+    let mut into: Vec<(&String, u64)> = io.outputs_into.iter().map(|(id, b)| (id, b.id())).collect();
+    into.sort();
+    for (i, (id, block)) in into.iter().enumerate() {
+        if let Some((other, _)) = into[..i].iter().find(|(_, b)| b == block) {
+            return Err(Error::invalid(format!(
+                "outputs '{other}' and '{id}' are given the same block; the later copy would overwrite the other"
+            )));
+        }
     }
     check_inputs(graph, inputs, &io.inputs)
 }

@@ -160,8 +160,15 @@ impl ExecGraph {
             if size == 0 {
                 return Err(bad(format!("{path}.size must be at least 1 byte")));
             }
+            let id = string(field(o, "id", &path)?, &format!("{path}.id"))?;
+            if id == "__proto__" {
+                // Results are JS objects keyed by id: this key would set their prototype.
+                return Err(bad(format!(
+                    "{path}.id '__proto__' cannot name a tensor (JS objects keyed by it lose it)"
+                )));
+            }
             tensors.push(Tensor {
-                id: string(field(o, "id", &path)?, &format!("{path}.id"))?,
+                id,
                 size,
                 kind,
                 view_of: o.get("viewOf").map(|b| string(b, &format!("{path}.viewOf"))).transpose()?,
@@ -517,6 +524,7 @@ mod tests {
                 "external tensor 's' cannot be a view",
             ),
             (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
+            (r#"{"id":"__proto__","size":4}"#, r#""#, "cannot name a tensor"),
             (
                 r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#,
                 r#"{"kernel":"k","inputs":["x"],"outputs":["a"],"dispatch":[0]}"#,

@@ -16,7 +16,7 @@ pub mod shapes;
 mod weights;
 
 pub use eager::EagerOptions;
-pub use executor::{CompileOptions, DeviceIo, Executor, ExecutorStats, RunOptions, RunOutput};
+pub use executor::{CompileOptions, DeviceIo, Executor, ExecutorStats, RunClaim, RunOptions, RunOutput};
 pub use graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
 pub use kernel::ComputeKernel;
 pub use observer::{Observation, ObservedEvent, ObservedKind};

@@ -130,7 +130,7 @@ fn resolve(slot: Option<&mut Value>, dims: &Dims, path: &str) -> Result<()> {
 /// dimension names, with overflow and negative results refused.
 pub fn eval(expr: &str, dims: &Dims) -> std::result::Result<u64, String> {
     let tokens = tokenize(expr)?;
-    let mut p = Parser { tokens: &tokens, at: 0, dims };
+    let mut p = Parser { tokens: &tokens, at: 0, depth: 0, dims };
     let v = p.sum()?;
     if p.at != tokens.len() {
         return Err(format!("unexpected '{}' in \"{expr}\"", tokens[p.at]));
@@ -161,9 +161,15 @@ fn tokenize(expr: &str) -> std::result::Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// Parentheses nested deeper than this are refused: the parser recurses once per level, and
+/// runs evaluate on threads with small stacks.
+const MAX_NESTING: usize = 64;
+
 struct Parser<'a> {
     tokens: &'a [String],
     at: usize,
+    /// Parentheses open at `at`.
+    depth: usize,
     dims: &'a Dims,
 }
 
@@ -206,7 +212,12 @@ impl Parser<'_> {
         let Some(t) = self.peek().map(str::to_string) else { return Err("expression ends early".into()) };
         self.at += 1;
         if t == "(" {
+            if self.depth == MAX_NESTING {
+                return Err(format!("parentheses nest deeper than {MAX_NESTING}"));
+            }
+            self.depth += 1;
             let v = self.sum()?;
+            self.depth -= 1;
             if self.peek() != Some(")") {
                 return Err("missing ')'".into());
             }

@@ -108,7 +108,7 @@ impl HostBlock {
                 self.id
             )),
             (Direction::Upload, _) => Error::invalid(format!(
-                "upload block {} is unmapped because it was copied; await block.map() to write it again, or allocate a new block",
+                "upload block {} is not mapped (it was copied or unmapped); await block.map() to write it again, or allocate a new block",
                 self.id
             )),
             (Direction::Download, _) => Error::invalid(format!(
