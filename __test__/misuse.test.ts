@@ -447,3 +447,24 @@ test('a mistyped argument says what was expected', async (t) => {
   t.throws(() => gpu.host.alloc('64' as never), { code: 'INVALID_ARGUMENT', message: /^an argument has the wrong type: expected a number, got string/ })
   t.throws(() => gpu.host.alloc(64, { direction: 7 } as never), { code: 'INVALID_ARGUMENT', message: /expected a string, got number/ })
 })
+
+test('a bad WGALLOC_* setting fails Gpu.request, naming the variable', async (t) => {
+  const entry = JSON.stringify(require.resolve('..'))
+  const script = `
+    const { Gpu } = require(${entry})
+    Gpu.request().then(
+      (gpu) => { console.log('opened ' + gpu.heap.lowWatermarkRatio); gpu.destroy() },
+      (e) => console.log(e.code + ': ' + e.message),
+    )`
+  const open = async (env: Record<string, string>) => (await node(['-e', script], { env })).stdout.trim()
+  t.regex(await open({ WGALLOC_HIGH_WATERMARK_RATIO: 'abc' }), /^INVALID_ARGUMENT: WGALLOC_HIGH_WATERMARK_RATIO="abc" is not a number/)
+  // Both given, low above high: refused (it was lowered to the high ratio without a word).
+  t.regex(
+    await open({ WGALLOC_HIGH_WATERMARK_RATIO: '1.0', WGALLOC_LOW_WATERMARK_RATIO: '1.9' }),
+    /^INVALID_ARGUMENT: WGALLOC_HIGH\/LOW_WATERMARK_RATIO: low watermark ratio must be between 0/,
+  )
+  // Only the high one lowered: the default low one follows it down.
+  t.is(await open({ WGALLOC_HIGH_WATERMARK_RATIO: '0.5' }), 'opened 0.5')
+  t.regex(await open({ WGALLOC_DEBUG_ALLOCATOR: 'abc' }), /^INVALID_ARGUMENT: WGALLOC_DEBUG_ALLOCATOR="abc" is not a bit mask/)
+  t.regex(await open({ WGALLOC_HOST_ZERO_COPY: 'maybe' }), /^INVALID_ARGUMENT: WGALLOC_HOST_ZERO_COPY=maybe is not a flag/)
+})

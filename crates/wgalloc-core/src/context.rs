@@ -93,6 +93,13 @@ pub struct GpuInfo {
     pub timestamp_period_ns: f32,
 }
 
+impl GpuInfo {
+    /// Integrated and software adapters share memory with the host (MPS's unified memory).
+    pub fn unified_memory(&self) -> bool {
+        matches!(self.device_type.as_str(), "IntegratedGpu" | "Cpu")
+    }
+}
+
 /// Driver errors that reached no error scope; kept so they can be reported, never panicked on.
 #[derive(Debug, Default)]
 pub struct UncapturedErrors {
@@ -248,6 +255,10 @@ impl Gpu {
             None => backend_budget(&adapter),
         };
         let info = gpu_info(&adapter, &device, &queue);
+        // The heap and the host cache read their WGALLOC_* settings when they start: check them
+        // now, so a bad one fails the open, once, naming the variable.
+        crate::heap::config::check_env(info.unified_memory())?;
+        crate::host::HostConfig::from_env()?;
         let poller = Poller::spawn(device.clone(), tracker.clone())?;
         let shared = Arc::new(Shared {
             features: device.features(),

@@ -46,14 +46,16 @@ impl Watermarks {
         if let Some(v) = env_ratio("WGALLOC_HIGH_WATERMARK_RATIO")? {
             w.high = v;
         }
-        if let Some(v) = env_ratio("WGALLOC_LOW_WATERMARK_RATIO")? {
-            w.low = v;
+        match env_ratio("WGALLOC_LOW_WATERMARK_RATIO")? {
+            Some(v) => w.low = v,
+            // With only the high ratio lowered below the default low one, follow it down.
+            None if w.high > 0.0 && w.low > w.high => w.low = w.high,
+            None => {}
         }
-        // With only the high ratio lowered below the default low one, follow it down.
-        if w.high > 0.0 && w.low > w.high {
-            w.low = w.high;
-        }
-        w.validate()?;
+        w.validate().map_err(|e| match e {
+            Error::InvalidArgument(m) => Error::invalid(format!("WGALLOC_HIGH/LOW_WATERMARK_RATIO: {m}")),
+            other => other,
+        })?;
         Ok(w)
     }
 
@@ -84,6 +86,13 @@ impl Watermarks {
     }
 }
 
+/// Checks every heap setting in the environment (what `from_env` and `debug_mask_from_env` read).
+pub(crate) fn check_env(unified_memory: bool) -> Result<()> {
+    Watermarks::from_env(unified_memory)?;
+    debug_mask_from_env()?;
+    Ok(())
+}
+
 fn env_ratio(name: &str) -> Result<Option<f64>> {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => {
@@ -93,15 +102,21 @@ fn env_ratio(name: &str) -> Result<Option<f64>> {
     }
 }
 
-/// `WGALLOC_DEBUG_ALLOCATOR`: a decimal or 0x-prefixed bit mask (see [`debug`]).
-pub fn debug_mask_from_env() -> u32 {
-    let Ok(v) = std::env::var("WGALLOC_DEBUG_ALLOCATOR") else { return 0 };
+/// `WGALLOC_DEBUG_ALLOCATOR`: a decimal or 0x-prefixed bit mask (see [`debug`]); empty or
+/// unset is 0. Anything else is an error that names the variable.
+pub fn debug_mask_from_env() -> Result<u32> {
+    let Ok(v) = std::env::var("WGALLOC_DEBUG_ALLOCATOR") else { return Ok(0) };
     let v = v.trim();
+    if v.is_empty() {
+        return Ok(0);
+    }
     let parsed = match v.strip_prefix("0x") {
         Some(hex) => u32::from_str_radix(hex, 16),
         None => v.parse(),
     };
-    parsed.unwrap_or(0)
+    parsed.map_err(|_| {
+        Error::invalid(format!("WGALLOC_DEBUG_ALLOCATOR={v:?} is not a bit mask; use a number such as 3 or 0x1f"))
+    })
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub(crate) type DeviceHeapCore = HeapCore<WgpuStorage>;
 impl DeviceHeapCore {
     pub(crate) fn for_device(gpu: &Gpu) -> Result<DeviceHeapCore> {
         let limits = gpu.limits();
-        let unified = matches!(gpu.info().device_type.as_str(), "IntegratedGpu" | "Cpu");
+        let unified = gpu.info().unified_memory();
         let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(wgpu::COPY_BUFFER_ALIGNMENT);
         let heap_limits = HeapLimits {
             alignment,
@@ -152,7 +152,7 @@ impl DeviceHeapCore {
             gpu.shared.tracker.clone(),
             heap_limits,
             Watermarks::from_env(unified)?,
-            config::debug_mask_from_env(),
+            config::debug_mask_from_env()?,
         ))
     }
 }
