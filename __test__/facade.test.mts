@@ -13,6 +13,13 @@ test('ESM and CommonJS entry points share one set of classes', (t) => {
   t.is(esm.Gpu, cjs.Gpu)
   t.is(esm.WgallocError, cjs.WgallocError)
   t.true(esm.ERROR_CODES.includes('DEVICE_LOST'))
+  // Every name: the ES module lists them by hand (HeapScope and registerMetrics were missing).
+  t.deepEqual(
+    Object.keys(esm)
+      .filter((k) => k !== 'default')
+      .sort(),
+    Object.keys(cjs).sort(),
+  )
 })
 
 test('handles print usefully and dispose releases them', async (t) => {

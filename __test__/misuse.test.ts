@@ -468,3 +468,98 @@ test('a bad WGALLOC_* setting fails Gpu.request, naming the variable', async (t)
   t.regex(await open({ WGALLOC_DEBUG_ALLOCATOR: 'abc' }), /^INVALID_ARGUMENT: WGALLOC_DEBUG_ALLOCATOR="abc" is not a bit mask/)
   t.regex(await open({ WGALLOC_HOST_ZERO_COPY: 'maybe' }), /^INVALID_ARGUMENT: WGALLOC_HOST_ZERO_COPY=maybe is not a flag/)
 })
+
+// Fourth probe: the heap, the planner, the CLI and the entry points.
+
+test('the CLI refuses a run count that is no positive integer, and a .json plan input that is no records', async (t) => {
+  const cli = join(__dirname, '..', 'dist', 'cli.js')
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-cli-'))
+  const graph = join(dir, 'g.json')
+  writeFileSync(graph, JSON.stringify(doubling('f32')))
+  for (const runs of ['0', 'abc', 'NaN', 'Infinity', '1.5']) {
+    const r = await node([cli, 'check', graph, '--runs', runs])
+    t.is(r.code, 1, runs)
+    t.regex(r.stderr, /\[INVALID_ARGUMENT\] --runs must be a positive integer/, runs)
+  }
+  for (const text of ['', 'null', '5', '"str"']) {
+    const file = join(dir, 'records.json')
+    writeFileSync(file, text)
+    const r = await node([cli, 'plan', file])
+    t.is(r.code, 1, `'${text}'`)
+    t.regex(r.stderr, /\[PARSE_ERROR\] .*records\.json: expected a JSON array of usage records/, `'${text}'`)
+  }
+})
+
+test('a CSV of records may start with a byte-order mark', async (t) => {
+  const plan = await planMemory('\uFEFFid,lower,upper,size\na,0,2,8\nb,1,3,8\n')
+  t.is(plan.slabSize, 16)
+})
+
+test('an OUT_OF_MEMORY or ALLOCATION_FAILED listener that mallocs from a full heap is not called again for its own failure', async (t) => {
+  const gpu = await Gpu.request({ memoryBudget: 8 << 20 })
+  t.teardown(() => gpu.destroy())
+  const heap = gpu.heap
+  heap.setHighWatermarkRatio(1)
+  const held = heap.malloc(6 << 20)
+  const calls = { oom: 0, failed: 0 }
+  const codes: string[] = []
+  const tryMalloc = () => {
+    try {
+      heap.malloc(4 << 20).free()
+    } catch (e) {
+      codes.push((e as WgallocError).code)
+    }
+  }
+  const offOom = heap.on('OUT_OF_MEMORY', () => {
+    calls.oom++
+    tryMalloc()
+  })
+  const offFailed = heap.on('ALLOCATION_FAILED', () => {
+    calls.failed++
+    tryMalloc()
+  })
+  const oomsBefore = heap.stats().ooms
+  t.throws(() => heap.malloc(4 << 20), { code: 'OUT_OF_MEMORY' })
+  // Each is called for the user's malloc and for the other listener's (never for its own): it
+  // was called without end, 1,343 OOMs deep, until the stack overflowed.
+  t.true(calls.oom >= 1 && calls.oom <= 4, `OUT_OF_MEMORY listener called ${calls.oom} times`)
+  t.true(calls.failed >= 1 && calls.failed <= 4, `ALLOCATION_FAILED listener called ${calls.failed} times`)
+  t.true(
+    codes.every((c) => c === 'OUT_OF_MEMORY'),
+    codes.join(),
+  )
+  t.true(heap.stats().ooms - oomsBefore <= 32, `${heap.stats().ooms - oomsBefore} OOMs`)
+  offOom()
+  offFailed()
+  held.free()
+  t.notThrows(() => heap.malloc(4 << 20).free())
+})
+
+test("scope names cannot hold '/', a failed malloc does not raise a scope's peak, and a disabled low watermark leaves Infinity headroom", async (t) => {
+  const gpu = await Gpu.request({ memoryBudget: 8 << 20 })
+  t.teardown(() => gpu.destroy())
+  const heap = gpu.heap
+  t.throws(() => heap.scope({ name: 'a/b', limit: 1 << 20 }), { code: 'INVALID_ARGUMENT', message: /cannot hold '\/'/ })
+  heap.setHighWatermarkRatio(0.5)
+  const scope = heap.scope({ name: 'jobs', limit: 8 << 20 })
+  t.throws(() => scope.malloc(6 << 20), { code: 'OUT_OF_MEMORY' })
+  t.is(scope.stats().peakAllocatedBytes, 0)
+  scope.malloc(1 << 20).free()
+  t.is(scope.stats().peakAllocatedBytes, 1 << 20)
+  heap.setLowWatermarkRatio(0)
+  t.is(heap.lowWatermarkHeadroom, Number.POSITIVE_INFINITY)
+  heap.setLowWatermarkRatio(0.25)
+  t.true(Number.isSafeInteger(heap.lowWatermarkHeadroom))
+})
+
+test('capacity and capacities for the default space together are refused, not one silently kept', async (t) => {
+  const records = [
+    { id: 'a', size: 4, first: 0, last: 1 },
+    { id: 'b', size: 4, first: 1, last: 2 },
+  ]
+  await t.throwsAsync(planMemory(records, { capacity: 100, capacities: { default: 4 } }), {
+    code: 'INVALID_ARGUMENT',
+    message: /capacity and capacities.default/,
+  })
+  t.is((await planMemory(records, { capacity: 100 })).slabSize, 8)
+})

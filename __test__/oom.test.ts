@@ -6,7 +6,8 @@ import { join } from 'node:path'
 import test from 'ava'
 import { Gpu, type OutOfMemoryEvent, type SnapshotSegment, type WgallocError } from 'wgalloc'
 
-test('an OOM from malloc carries structured details, tells OUT_OF_MEMORY listeners and writes a snapshot', async (t) => {
+// Serial: both tests set WGALLOC_OOM_SNAPSHOT for the process.
+test.serial('an OOM from malloc carries structured details, tells OUT_OF_MEMORY listeners and writes a snapshot', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-oom-'))
   process.env.WGALLOC_OOM_SNAPSHOT = dir
   const gpu = await Gpu.request({ memoryBudget: 64 << 20 })
@@ -32,6 +33,21 @@ test('an OOM from malloc carries structured details, tells OUT_OF_MEMORY listene
     t.true(snap.segments.some((s) => s.blocks.some((b) => b.blockId === held.id)))
     held.free()
     t.notThrows(() => heap.malloc(40 << 20).free(), 'the heap is usable afterwards')
+  } finally {
+    delete process.env.WGALLOC_OOM_SNAPSHOT
+    gpu.destroy()
+  }
+})
+
+test.serial('an OOM snapshot folder that cannot be made (under /proc) leaves the OOM as it is, at once', async (t) => {
+  // Node's recursive mkdir retried such a path forever, so the failing malloc never returned.
+  process.env.WGALLOC_OOM_SNAPSHOT = '/proc/wgalloc-oom/deeper'
+  const gpu = await Gpu.request({ memoryBudget: 1 << 20 })
+  try {
+    const started = Date.now()
+    const err = t.throws<WgallocError>(() => gpu.heap.malloc(4 << 20), { code: 'OUT_OF_MEMORY' })
+    t.is(err.details?.snapshotPath, null)
+    t.true(Date.now() - started < 5000)
   } finally {
     delete process.env.WGALLOC_OOM_SNAPSHOT
     gpu.destroy()

@@ -153,16 +153,13 @@ test('bad input gives typed errors', async (t) => {
   t.is(empty.slabSize, 0)
 })
 
-test('`wgalloc plan --strategy all --json` prints one object per strategy', (t) => {
+test('`wgalloc plan --strategy all --json` prints one array, an object per strategy', (t) => {
   const out = execFileSync(
     process.execPath,
     [cli, 'plan', join(bench, 'minimalloc/examples/input.12.csv'), '--strategy', 'all', '--time-limit', '1s', '--json'],
     { encoding: 'utf8' },
   )
-  const rows = out
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Record<string, unknown> & { strategy: Strategy; slabSize: number })
+  const rows = JSON.parse(out) as (Record<string, unknown> & { strategy: Strategy; slabSize: number })[]
   t.deepEqual(
     rows.map((r) => r.strategy),
     STRATEGIES,

@@ -251,7 +251,10 @@ export declare class Heap {
    * `INVALID_ARGUMENT` out of range.
    */
   setLowWatermarkRatio(ratio: number): void
-  /** Bytes the heap may still reserve before garbage collection starts. */
+  /**
+   * Bytes the heap may still reserve before garbage collection starts (`Infinity` while the
+   * low watermark is disabled).
+   */
   get lowWatermarkHeadroom(): number
   /** Storage offset alignment of every block offset. */
   get alignment(): number

@@ -63,6 +63,8 @@ export class HeapEvents {
   readonly #native: Binding.Heap & NativeHeapTable
   readonly #owner: Heap
   readonly #listeners = new Map<AnyKind, Set<Listener | OomListener>>(EVENT_KINDS.map((k) => [k, new Set()]))
+  /** Kinds whose listeners are running now (see #calling). */
+  readonly #running = new Set<AnyKind>()
   #logger: ((line: string) => void) | null = null
   #history: HeapHistory | null = null
   // Calls since the native queue was last drained for the memory history alone.
@@ -186,7 +188,26 @@ export class HeapEvents {
   #deliver(events: HeapEvent[]): void {
     for (const e of events) {
       if (channel.hasSubscribers) channel.publish({ ...e, heap: this.#owner })
-      for (const fn of this.#listeners.get(e.kind as AnyKind) ?? []) (fn as Listener)(e)
+      const listeners = this.#listeners.get(e.kind as AnyKind)
+      if (listeners?.size)
+        this.#calling(e.kind as AnyKind, () => {
+          for (const fn of listeners) (fn as Listener)(e)
+        })
+    }
+  }
+
+  /**
+   * Runs `call` (the listeners of `kind`) unless they are running already: an event of a kind
+   * that a listener's own call raises (an ALLOCATION_FAILED or OUT_OF_MEMORY listener that
+   * mallocs from a full heap) would call it again, without end. The listener gets its call's error.
+   */
+  #calling(kind: AnyKind, call: () => void): void {
+    if (this.#running.has(kind)) return
+    this.#running.add(kind)
+    try {
+      call()
+    } finally {
+      this.#running.delete(kind)
     }
   }
 
@@ -215,6 +236,10 @@ export class HeapEvents {
   /** Tells OUT_OF_MEMORY listeners of a failed malloc. */
   outOfMemory(details: OutOfMemoryDetails): void {
     const event: OutOfMemoryEvent = { kind: 'OUT_OF_MEMORY', ...details }
-    for (const fn of this.#listeners.get('OUT_OF_MEMORY') ?? []) (fn as OomListener)(event)
+    const listeners = this.#listeners.get('OUT_OF_MEMORY')
+    if (listeners?.size)
+      this.#calling('OUT_OF_MEMORY', () => {
+        for (const fn of listeners) (fn as OomListener)(event)
+      })
   }
 }

@@ -67,6 +67,8 @@ export class HeapScope {
     if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'scope: pass { name, limit }')
     const { name, limit } = options as Partial<HeapScopeOptions>
     if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `scope: name must be a non-empty string, got ${shown(name)}`)
+    // '/' joins the names of a scope's path ('a/b'): a name holding one would share another's path.
+    if (name.includes('/')) throw new WgallocError('INVALID_ARGUMENT', `scope '${name}': a name cannot hold '/', which separates the names in a scope's path`)
     if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)
       throw new WgallocError('INVALID_ARGUMENT', `scope '${name}': limit must be a positive integer of bytes, got ${shown(limit)}`)
     const cap = parent ? parent.#limit : budget
@@ -120,13 +122,16 @@ export class HeapScope {
     }
   }
 
-  /** Charges `bytes` to this scope and its parents (after #check). */
-  #charge(bytes: number, block: boolean): void {
-    for (let s: HeapScope | null = this; s !== null; s = s.#parent) {
-      s.#allocated += bytes
-      if (s.#allocated > s.#peak) s.#peak = s.#allocated
-    }
+  /** Charges `bytes` to this scope and its parents (after #check); `peak`: they count towards the peaks now. */
+  #charge(bytes: number, block: boolean, peak = true): void {
+    for (let s: HeapScope | null = this; s !== null; s = s.#parent) s.#allocated += bytes
     if (block) this.#blocks++
+    if (peak) this.#notePeak()
+  }
+
+  /** Raises the peaks of this scope and its parents to what they hold now. */
+  #notePeak(): void {
+    for (let s: HeapScope | null = this; s !== null; s = s.#parent) if (s.#allocated > s.#peak) s.#peak = s.#allocated
   }
 
   /** Returns `bytes` to this scope and its parents. */
@@ -146,8 +151,8 @@ export class HeapScope {
     const bytes = Number.isSafeInteger(size) && size > 0 ? Math.ceil(size / alignment) * alignment : 0
     this.#check(bytes)
     // Charged before the heap's malloc: its event listeners may malloc from this scope too, and
-    // must see these bytes as taken.
-    this.#charge(bytes, true)
+    // must see these bytes as taken. They count towards the peak once the block exists.
+    this.#charge(bytes, true, false)
     let block: DeviceBlock
     try {
       block = this.#heap.malloc(size, options)
@@ -155,7 +160,8 @@ export class HeapScope {
       this.#uncharge(bytes, true)
       throw err
     }
-    if (block.size !== bytes) this.#charge(block.size - bytes, false)
+    if (block.size !== bytes) this.#charge(block.size - bytes, false, false)
+    this.#notePeak()
     setBlockScope(block, (freed) => this.#uncharge(freed, true))
     return block
   }

@@ -1,6 +1,6 @@
 // `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
 // fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { inspect } from 'node:util'
 import { api } from './api.js'
@@ -12,6 +12,7 @@ import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { oomDetails, writeOomSnapshot } from './oom.js'
+import { makeDirs } from './make-dirs.js'
 
 const kCreate = Symbol('Heap.create')
 let create: (handle: Binding.Heap) => Heap
@@ -282,7 +283,7 @@ export class Heap {
   @api setLowWatermarkRatio(ratio: number): void {
     this.#native.setLowWatermarkRatio(ratio)
   }
-  /** Bytes the heap may still reserve before garbage collection starts. */
+  /** Bytes the heap may still reserve before garbage collection starts (`Infinity` while the low watermark is disabled). */
   @api get lowWatermarkHeadroom(): number {
     return this.#native.lowWatermarkHeadroom
   }
@@ -337,7 +338,7 @@ function trackForLeakReport(heap: Heap, device: string): void {
         if (text) process.stderr.write(text)
         // A value other than 1 names a folder for the report and the memory snapshot.
         if (dir && dir !== '1' && report.count > 0) {
-          mkdirSync(dir, { recursive: true })
+          makeDirs(dir)
           const path = join(dir, `wgalloc-leaks-${process.pid}-${++leakFiles}.json`)
           writeFileSync(path, `${JSON.stringify({ kind: 'wgalloc-leaks', device: name, report, snapshot: h.memorySnapshot() })}\n`)
           process.stderr.write(`wgalloc: wrote ${path}\n`)

@@ -3,6 +3,7 @@
 // while imported (no binary for this platform) is also reported as an uncaught exception even
 // when the import is caught (nodejs/node#51603); thrown from this module's own body, it is
 // catchable.
+// The list below names every value export of index.ts (a test compares the two entries).
 import { createRequire } from 'node:module'
 
 type Wgalloc = typeof import('./index.js')
@@ -14,6 +15,7 @@ export const {
   GpuEvent,
   Stream,
   Heap,
+  HeapScope,
   DeviceBlock,
   Executor,
   Weights,
@@ -35,5 +37,6 @@ export const {
   recordMemoryHistory,
   replayHistory,
   VIEW_KINDS,
+  registerMetrics,
 } = wgalloc
 export default wgalloc

@@ -1,9 +1,10 @@
 // Out-of-memory reports: the figures of a failed malloc as `err.details`, and, with
 // WGALLOC_OOM_SNAPSHOT=<dir>, the heap's snapshot written there for later study.
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import type { HeapStats, SnapshotSegment } from './binding.js'
 import type { OutOfMemoryDetails } from './errors.js'
+import { makeDirs } from './make-dirs.js'
 
 // The native heap's message names every figure (crates/wgalloc-core/src/heap/mod.rs `fail`).
 const FIGURES =
@@ -35,7 +36,7 @@ export function writeOomSnapshot(heap: { stats(): HeapStats; snapshot(): Snapsho
   const dir = process.env.WGALLOC_OOM_SNAPSHOT
   if (!dir) return null
   try {
-    mkdirSync(dir, { recursive: true })
+    makeDirs(dir)
     const path = resolve(join(dir, `wgalloc-oom-${process.pid}-${++written}.json`))
     writeFileSync(path, `${JSON.stringify({ kind: 'wgalloc-oom', details, stats: heap.stats(), segments: heap.snapshot() })}\n`)
     return path

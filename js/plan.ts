@@ -316,10 +316,12 @@ async function exactJsonChunked(array: unknown[], stopped: () => void): Promise<
 /** Decides the native input format of `input` and serialises it. */
 async function encodeInput(input: unknown, stopped: () => void): Promise<[string, string]> {
   if (typeof input === 'string') {
-    const trimmed = input.trimStart()
+    // A byte-order mark (spreadsheets write one) is not part of the first column's name.
+    const text = input.replace(/^\uFEFF/, '')
+    const trimmed = text.trimStart()
     // JSON text goes to the planner as written, so integers past 2^53 stay exact.
-    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return ['json', input]
-    return ['csv', input]
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return ['json', text]
+    return ['csv', text]
   }
   if (Array.isArray(input)) return ['records', await exactJsonChunked(input, stopped)]
   if (input && typeof input === 'object') {

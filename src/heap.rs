@@ -379,10 +379,11 @@ impl Heap {
         self.inner.set_low_watermark_ratio(ratio).napi()
     }
 
-    /// Bytes the heap may still reserve before garbage collection starts.
+    /// Bytes the heap may still reserve before garbage collection starts (`Infinity` while the
+    /// low watermark is disabled).
     #[napi(catch_unwind, getter)]
     pub fn low_watermark_headroom(&self) -> f64 {
-        self.inner.low_watermark_headroom() as f64
+        self.inner.low_watermark_headroom().map_or(f64::INFINITY, |bytes| bytes as f64)
     }
 
     /// Storage offset alignment of every block offset.

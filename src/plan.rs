@@ -143,6 +143,16 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         capacities.insert(name.clone(), to_u64(*c, &format!("capacities.{name}"))?);
     }
     if let Some(c) = o.capacity {
+        if capacities.contains_key(wgalloc_plan::DEFAULT_SPACE) {
+            // Two limits for one space: neither silently wins.
+            return Err(coded(
+                "INVALID_ARGUMENT",
+                &format!(
+                    "capacity and capacities.{} both limit the default space; give one",
+                    wgalloc_plan::DEFAULT_SPACE
+                ),
+            ));
+        }
         capacities.insert(wgalloc_plan::DEFAULT_SPACE.to_string(), to_u64(c, "capacity")?);
     }
     let strategy = match o.strategy.as_deref() {

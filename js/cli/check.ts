@@ -6,7 +6,7 @@ import { Gpu } from '../gpu.js'
 import type { Graph } from '../graph.js'
 import { readInputFile } from '../input-file.js'
 import type { Strategy } from '../plan.js'
-import { parseCommand, str } from './command.js'
+import { parseCommand, positiveInt, str } from './command.js'
 import { bytes, table } from './table.js'
 
 const USAGE =
@@ -40,7 +40,7 @@ export default async function check(argv: string[]): Promise<number> {
   let f: Awaited<ReturnType<typeof checkGraph>>
   try {
     const graph = (parsed?.kernels ? parsed : JSON.parse(gpu.checksumGraph(text))) as Graph
-    f = await checkGraph(gpu, graph, { strategy: str(values, 'strategy') as Strategy, runs: Number(values.runs), checkPlan: values.verify === true })
+    f = await checkGraph(gpu, graph, { strategy: str(values, 'strategy') as Strategy, runs: positiveInt(values, 'runs'), checkPlan: values.verify === true })
   } finally {
     gpu.destroy()
   }

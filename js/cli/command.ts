@@ -43,3 +43,11 @@ export const str = (values: Values, name: string): string | undefined => values[
 
 /** A CLI command: resolves with the exit code. */
 export type Command = (argv: string[]) => Promise<number>
+
+/** Option `name` as a positive integer (`--runs 5`), else INVALID_ARGUMENT naming the flag. */
+export function positiveInt(values: Values, name: string): number {
+  const text = String(values[name])
+  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text)))
+    throw new WgallocError('INVALID_ARGUMENT', `--${name} must be a positive integer, got '${text}'`)
+  return Number(text)
+}

@@ -1,12 +1,12 @@
 // `wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best]
 //   [--out DIR] [--json]`: a transformer encoder block, eager vs planned, against a CPU
 // reference (see js/demo/). It writes plan.svg and trace.json into DIR (default wgalloc-demo/).
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { runDemo } from '../demo/index.js'
 import { WgallocError, messageOf } from '../errors.js'
-import { type Values, parseCommand, str } from './command.js'
+import { parseCommand, positiveInt, str } from './command.js'
 import { bytes, table } from './table.js'
+import { makeDirs } from '../make-dirs.js'
 
 const USAGE = `usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best] [--out DIR] [--json]
 
@@ -15,12 +15,6 @@ const USAGE = `usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] 
   --trace FILE    write the profiled run here instead`
 
 type Figures = Awaited<ReturnType<typeof runDemo>>
-
-function int(values: Values, name: string): number {
-  const text = String(values[name])
-  if (!/^\d+$/.test(text) || Number(text) < 1) throw new WgallocError('INVALID_ARGUMENT', `--${name} must be a positive integer, got '${text}'`)
-  return Number(text)
-}
 
 const ms = (x: number) => `${x.toFixed(2)} ms`
 const times = (x: number) => `${x.toFixed(2)}x`
@@ -129,7 +123,7 @@ export default async function demo(argv: string[]): Promise<number> {
   const trace = str(values, 'trace')
   if (svg === undefined || trace === undefined) {
     try {
-      mkdirSync(out, { recursive: true })
+      makeDirs(out)
     } catch (err) {
       throw new WgallocError('IO_ERROR', `cannot create ${out}: ${messageOf(err)}`, { cause: err })
     }
@@ -137,11 +131,11 @@ export default async function demo(argv: string[]): Promise<number> {
   let figures: Figures
   try {
     figures = await runDemo({
-      seq: int(values, 'seq'),
-      dim: int(values, 'dim'),
-      heads: int(values, 'heads'),
-      ffn: int(values, 'ffn'),
-      runs: int(values, 'runs'),
+      seq: positiveInt(values, 'seq'),
+      dim: positiveInt(values, 'dim'),
+      heads: positiveInt(values, 'heads'),
+      ffn: positiveInt(values, 'ffn'),
+      runs: positiveInt(values, 'runs'),
       strategy: str(values, 'strategy'),
       svg: svg ?? join(out, 'plan.svg'),
       trace: trace ?? join(out, 'trace.json'),

@@ -53,6 +53,10 @@ export default async function plan(argv: string[]): Promise<number> {
   const file = positionals[0]
   // The text itself: the planner reads JSON exactly (integers past 2^53 included).
   const input = readInputFile(file)
+  if (file.endsWith('.json') && !/^\s*[[{]/.test(input)) {
+    // Not an array, an object or a graph: refused as JSON (else it would be read as CSV).
+    throw new WgallocError('PARSE_ERROR', `${file}: expected a JSON array of usage records, { records } or a graph`)
+  }
   const strategy = str(values, 'strategy') ?? 'best'
   const strategies = strategy === 'all' ? STRATEGIES : [strategy as Strategy]
   const timeLimitMs = parseDuration(str(values, 'time-limit') ?? '10s')
@@ -79,7 +83,8 @@ export default async function plan(argv: string[]): Promise<number> {
   }))
   const best = plans.reduce((a, b) => (b.slabSize < a.slabSize ? b : a))
   if (json && !jsonFile) {
-    for (const r of rows) console.log(JSON.stringify(r))
+    // One JSON document: the row, or an array of rows for several strategies.
+    console.log(JSON.stringify(rows.length === 1 ? rows[0] : rows))
   } else {
     console.log(
       table(

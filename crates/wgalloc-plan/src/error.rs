@@ -40,8 +40,8 @@ pub enum PlanError {
     /// infeasibility was not proven either.
     #[error("capacity not met: {0}")]
     CapacityNotMet(String),
-    /// Planning was cancelled before any plan existed. (A time limit reached that early falls
-    /// back to bump allocation instead, so a plan always comes back.)
+    /// Planning was cancelled before any plan existed. (A time limit bounds the search only:
+    /// the strategy's first plan is always made, so a plan always comes back.)
     #[error("planning was cancelled before any plan existed")]
     Stopped,
     /// A plan failed the independent checker.

@@ -214,14 +214,20 @@ impl<S: SegmentStorage> HeapCore<S> {
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
             return Err(Error::invalid(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
         }
-        if size > self.limits.max_buffer_size {
+        let aligned = align_up(size, alignment)?;
+        if aligned > self.limits.max_buffer_size {
             // Like `createBuffer`: no amount of freeing makes it fit.
+            let rounded = if aligned > size {
+                format!(" ({aligned} rounded up to the {alignment}-byte alignment)")
+            } else {
+                String::new()
+            };
             return Err(Error::invalid(format!(
-                "malloc: {size} bytes exceeds the device's maxBufferSize limit of {} bytes; split the tensor",
+                "malloc: {size} bytes{rounded} exceeds the device's maxBufferSize limit of {} bytes; split the tensor",
                 self.limits.max_buffer_size
             )));
         }
-        align_up(size, alignment)
+        Ok(aligned)
     }
 
     fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation> {
@@ -811,10 +817,13 @@ impl<S: SegmentStorage> HeapCore<S> {
         Ok(())
     }
 
-    /// Bytes of the budget the heap may still reserve before it must garbage-collect.
-    pub fn low_watermark_headroom(&self) -> u64 {
+    /// Bytes of the budget the heap may still reserve before it must garbage-collect
+    /// (`None` while the low watermark is disabled).
+    pub fn low_watermark_headroom(&self) -> Option<u64> {
         let st = self.state();
-        Watermarks::limit(st.watermarks.low, self.limits.budget).saturating_sub(st.stats.reserved_bytes.current)
+        (st.watermarks.low != 0.0).then(|| {
+            Watermarks::limit(st.watermarks.low, self.limits.budget).saturating_sub(st.stats.reserved_bytes.current)
+        })
     }
 
     /// Every segment with its blocks and free ranges, for tools and viewers.

@@ -114,6 +114,20 @@ fn double_free_and_bad_sizes_are_typed() {
     assert_eq!(h.malloc(1 << 32, Usage::Device).err().unwrap().code(), "INVALID_ARGUMENT", "above maxBufferSize");
     assert_eq!(h.malloc_scalar(0).err().unwrap().code(), "INVALID_ARGUMENT");
     assert_eq!(h.malloc_scalar(16).unwrap().pool, PoolKind::Scalar);
+    // At most maxBufferSize, but not once rounded up to the alignment (lavapipe's limit is
+    // 2^31 - 1): refused as too large, not an out-of-memory the driver reports.
+    let lavapipe = HeapLimits { max_buffer_size: (1 << 31) - 1, ..limits(1 << 32) };
+    let h = HeapCore::new(
+        CpuStorage::with_capacity(None),
+        Arc::new(Tracker::default()),
+        lavapipe,
+        Watermarks { high: 0.0, low: 0.0 },
+        0,
+    );
+    let err = h.malloc((1 << 31) - 1, Usage::Device).err().unwrap();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert!(err.to_string().contains("rounded up to the 256-byte alignment"), "{err}");
+    assert_eq!(h.stats().ooms, 0);
 }
 
 #[test]

@@ -296,8 +296,9 @@ impl Heap {
         self.core.set_low_watermark_ratio(ratio)
     }
 
-    /// Bytes of the budget the heap may still reserve before it must garbage-collect.
-    pub fn low_watermark_headroom(&self) -> u64 {
+    /// Bytes of the budget the heap may still reserve before it must garbage-collect
+    /// (`None` while the low watermark is disabled).
+    pub fn low_watermark_headroom(&self) -> Option<u64> {
         self.core.low_watermark_headroom()
     }
 
