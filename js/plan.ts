@@ -71,7 +71,7 @@ export interface PlanMemoryCallOptions extends AsyncOptions {
   inPlace?: boolean
   /** Graphs: plan inputs into the slab as `gpu.compile()` does (default false: they stay in the caller's buffers). */
   inputsInSlab?: boolean
-  /** Search budget of `exact`/`best` in ms (default 1000). */
+  /** Search budget of `exact`/`best` in ms (default 1000); the greedy plans they start from always complete (abort to stop them). */
   timeLimitMs?: number
   /** Graph inputs: `shared` (default), `unique` or `inSlab` workspaces. */
   workspace?: 'shared' | 'unique' | 'inSlab'

@@ -34,7 +34,8 @@ pub struct PlanOptions {
     /// `space`). A space whose plan cannot fit fails with `INFEASIBLE` when that is
     /// proven, else `CAPACITY_NOT_MET`.
     pub capacities: HashMap<String, u64>,
-    /// Budget for `exact`/`best` (default [`DEFAULT_TIME_LIMIT`]); heuristics ignore it.
+    /// Budget of the `exact`/`best` search (default [`DEFAULT_TIME_LIMIT`]); heuristics, and the
+    /// seeds the search starts from, ignore it (cancel stops them).
     pub time_limit: Option<Duration>,
     /// Set to true from any thread to stop the search; the best plan so far is returned.
     pub cancel: Option<Arc<AtomicBool>>,

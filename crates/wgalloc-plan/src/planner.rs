@@ -42,10 +42,11 @@ pub fn plan<'a>(records: impl Into<Cow<'a, [UsageRecord]>>, mut opts: PlanOption
         if let Some(c) = cap {
             check_capacity_bound(sp, c)?;
         }
-        let (stop, cancelled) = (|| budget.expired(), || budget.cancelled());
         // The time limit is the search's: a seed stops early only when cancelled (the caller
-        // then wants no plan, so none is made), or, in `best`'s portfolio, after its first member.
-        outs.push(seed(&sp.problem, opts.strategy, sp.bound, &stop, &cancelled)?);
+        // then wants no plan, so none is made). `best` starts from the whole portfolio, so it is
+        // never worse than `portfolio`.
+        let cancelled = || budget.cancelled();
+        outs.push(seed(&sp.problem, opts.strategy, sp.bound, &cancelled)?);
     }
     if matches!(opts.strategy, Strategy::Exact | Strategy::Best) {
         for k in 0..n {
@@ -116,17 +117,16 @@ struct SpaceOutcome {
 
 /// The strategy's own plan of one space (for `exact`/`best`, the search's seed).
 /// [`PlanError::Stopped`] when `stop` fired before it had one.
-fn seed(p: &Problem, strategy: Strategy, bound: u64, stop: Stop, cancelled: Stop) -> Result<SpaceOutcome, PlanError> {
-    let greedy = |order: Order| place(p, &order.compute(p), Fit::Best, cancelled);
+fn seed(p: &Problem, strategy: Strategy, bound: u64, stop: Stop) -> Result<SpaceOutcome, PlanError> {
+    let greedy = |order: Order| place(p, &order.compute(p), Fit::Best, stop);
     let (offsets, method) = match strategy {
         Strategy::Naive => (naive::plan(p)?, "naive"),
-        Strategy::LinearScan => (linear_scan::plan(p, cancelled)?, "linearScan"),
+        Strategy::LinearScan => (linear_scan::plan(p, stop)?, "linearScan"),
         Strategy::GreedyBySize | Strategy::Exact => (greedy(Order::Size)?, "greedyBySize"),
         Strategy::GreedyByBreadth => (greedy(Order::Breadth)?, "greedyByBreadth"),
         Strategy::GreedyInputsFirst => (greedy(Order::InputsFirst)?, "greedyInputsFirst"),
         Strategy::Portfolio | Strategy::Best => {
-            let others = if strategy == Strategy::Best { stop } else { cancelled };
-            let c = portfolio::plan(p, others, cancelled)?;
+            let c = portfolio::plan(p, stop)?;
             return Ok(outcome(p, c.offsets, &c.method, bound));
         }
     };

@@ -376,7 +376,7 @@ mod tests {
     fn improves_a_large_instance_and_stays_valid() {
         let recs = records(4000);
         let p = Problem::new(&recs, 1).unwrap();
-        let seed = crate::strategies::portfolio::plan(&p, &|| false, &|| false).unwrap();
+        let seed = crate::strategies::portfolio::plan(&p, &|| false).unwrap();
         let (bound, _) = crate::bound::aligned_lower_bound(&p);
         let start_height = seed.height;
         let mut budget = Budget::new(Instant::now(), Duration::from_millis(1500), None, None);

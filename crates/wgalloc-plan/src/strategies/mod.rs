@@ -13,4 +13,4 @@ pub(crate) mod window;
 pub(crate) type Stop<'a> = &'a dyn Fn() -> bool;
 
 /// Records placed between two polls of a [`Stop`]: cheap to poll, quick to react.
-pub(crate) const STOP_POLL: usize = 4096;
+pub(crate) const STOP_POLL: usize = 1024;

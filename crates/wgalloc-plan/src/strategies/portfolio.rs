@@ -26,9 +26,7 @@ pub(crate) fn height(p: &Problem, offsets: &[u64]) -> u64 {
 }
 
 /// Once `stop` says so, the best candidate so far is kept; with none yet, [`PlanError::Stopped`].
-/// `first` stops the first member and `stop` the others: a caller that must have a plan stops
-/// the first only when cancelled, so a time limit never leaves it without one.
-pub(crate) fn plan(p: &Problem, stop: Stop, first: Stop) -> Result<Candidate, PlanError> {
+pub(crate) fn plan(p: &Problem, stop: Stop) -> Result<Candidate, PlanError> {
     let lb = problem_lower_bound(p);
     let mut best: Option<Candidate> = None;
     let keep = |offsets: Vec<u64>, method: &dyn Fn() -> String, best: &mut Option<Candidate>| {
@@ -44,7 +42,7 @@ pub(crate) fn plan(p: &Problem, stop: Stop, first: Stop) -> Result<Candidate, Pl
                 if best.as_ref().is_some_and(|b| b.height <= lb) {
                     break 'search; // at the lower bound: nothing can do better
                 }
-                let offsets = match place(p, &ord, fit, if best.is_none() { first } else { stop }) {
+                let offsets = match place(p, &ord, fit, stop) {
                     Err(PlanError::Stopped) if best.is_some() => break 'search,
                     r => r?,
                 };

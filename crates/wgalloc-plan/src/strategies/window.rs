@@ -96,7 +96,7 @@ pub(crate) fn relax_peak(
     }
     let mut sub = budget.sub(deadline);
     let stop = || sub.expired();
-    let seed = match portfolio::plan(&w, &stop, &stop) {
+    let seed = match portfolio::plan(&w, &stop) {
         Err(PlanError::Stopped) => return Ok(None),
         r => r?,
     };
@@ -118,7 +118,7 @@ pub(crate) fn relax_peak(
         q.fixed[i] = Some(found.offsets[parts_from + k]);
     }
     let stop: Stop = &|| budget.expired();
-    let done = match portfolio::plan(&q, stop, stop) {
+    let done = match portfolio::plan(&q, stop) {
         Err(PlanError::Stopped) => return Ok(None),
         r => r?,
     };
