@@ -3,7 +3,7 @@
 // released while it compiles, a heap listener that allocates from the scope being charged,
 // integers the native layer would wrap, a trace nested too deep to serialise, Proxies of typed
 // arrays and an options getter that throws after the block would have been allocated.
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test from 'ava'
@@ -562,4 +562,48 @@ test('capacity and capacities for the default space together are refused, not on
     message: /capacity and capacities.default/,
   })
   t.is((await planMemory(records, { capacity: 100 })).slabSize, 8)
+})
+
+// Fifth probe: kernels, buffers, the viewer, types against the runtime.
+
+test('graph text that does not parse is PARSE_ERROR, as in planMemory', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  await t.throwsAsync(gpu.compile('{' as never), { code: 'PARSE_ERROR', message: /graph is not valid JSON/ })
+  await t.throwsAsync(gpu.runEager('{' as never, {}), { code: 'PARSE_ERROR' })
+})
+
+test('a buffer destroyed while a stream holds unsubmitted work on it lets the rest of that work run', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const s = gpu.createStream()
+  const [src, kept, gone] = [gpu.createBuffer(16), gpu.createBuffer(16), gpu.createBuffer(16)]
+  gpu.writeBuffer(src, 0, new Uint32Array([1, 2, 3, 4]))
+  s.copy(src, kept)
+  s.copy(src, gone)
+  gone.destroy()
+  t.throws(() => s.copy(src, gone), { code: 'USE_AFTER_FREE' })
+  // wgpu refused the whole submission (GPU_VALIDATION), so the copy into `kept` never ran.
+  await s.synchronize()
+  t.deepEqual(Array.from(new Uint32Array((await gpu.readBuffer(kept, 0, 16)).buffer.slice(0))), [1, 2, 3, 4])
+})
+
+test('host.configure refuses a setting it does not know; view refuses to write over its input', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  t.throws(() => gpu.host.configure({ maxCacheBytes: 0 } as never), { code: 'INVALID_ARGUMENT', message: /unknown setting 'maxCacheBytes'/ })
+  t.notThrows(() => gpu.host.configure({ maxCachedBytes: 1 << 20 }))
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-view-'))
+  const file = join(dir, 't.json')
+  const trace = JSON.stringify({
+    events: [
+      { action: 'alloc', addr: 1, size: 64 },
+      { action: 'free', addr: 1 },
+    ],
+  })
+  writeFileSync(file, trace)
+  const r = await node([join(__dirname, '..', 'dist', 'cli.js'), 'view', file, '-o', file])
+  t.is(r.code, 1)
+  t.regex(r.stderr, /\[INVALID_ARGUMENT\] -o .* names the input/)
+  t.is(readFileSync(file, 'utf8'), trace, 'the input is unchanged')
 })

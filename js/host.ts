@@ -7,6 +7,15 @@ import { WgallocError } from './errors.js'
 import { type HostBlock, blockMessage, freeHostBlock, hostBlockHandle, wrapHostBlock } from './host-block.js'
 import type { Binding } from './native.js'
 
+/** The settings `host.configure` takes: every key of HostConfig (the type checks both ways). */
+const HOST_SETTINGS: readonly string[] = Object.keys({
+  maxCachedBytes: true,
+  roundThreshold: true,
+  backgroundThread: true,
+  zeroCopy: true,
+  pipelineBytes: true,
+} satisfies Record<keyof HostConfig, true>)
+
 const kCreate = Symbol('Host.create')
 let create: (handle: Binding.Host) => Host
 
@@ -91,6 +100,9 @@ export class Host {
     // napi-rs reads a required options object without checking it is one.
     if (options === null || typeof options !== 'object')
       throw new WgallocError('INVALID_ARGUMENT', 'host.configure: pass an options object, e.g. { maxCachedBytes }')
+    // A misspelt setting would otherwise change nothing, silently.
+    const unknown = Object.keys(options).find((k) => !HOST_SETTINGS.includes(k))
+    if (unknown !== undefined) throw new WgallocError('INVALID_ARGUMENT', `host.configure: unknown setting '${unknown}' (known: ${HOST_SETTINGS.join(', ')})`)
     this.#native.configure(options)
   }
   /** Readable `console.log` output. */

@@ -399,15 +399,6 @@ fn check(status: sys::napi_status, what: &str) -> Result<()> {
 /// # Safety
 /// Call on the JS thread of `view.env`; `write_back` must point at `len` mapped bytes.
 unsafe fn release_view(view: View, write_back: Option<(*mut u8, usize)>) {
-    unsafe { detach_view(&view, write_back) };
-    if let Some(slot) = view.lease {
-        drop(slot.take());
-    }
-}
-
-/// # Safety
-/// As [`release_view`].
-unsafe fn detach_view(view: &View, write_back: Option<(*mut u8, usize)>) {
     unsafe {
         let mut array = ptr::null_mut();
         if sys::napi_get_reference_value(view.env, view.array, &mut array) == sys::Status::napi_ok && !array.is_null() {
@@ -425,6 +416,9 @@ unsafe fn detach_view(view: &View, write_back: Option<(*mut u8, usize)>) {
             }
         }
         sys::napi_delete_reference(view.env, view.array);
+    }
+    if let Some(slot) = view.lease {
+        drop(slot.take());
     }
 }
 

@@ -1,6 +1,7 @@
 // `wgalloc view <file.json> [-o out.html] [--no-replay] [--title T]`: one self-contained HTML
 // page for a heap snapshot, alloc/free trace, plan or profile.
-import { basename } from 'node:path'
+import { basename, resolve } from 'node:path'
+import { WgallocError } from '../errors.js'
 import { Gpu } from '../gpu.js'
 import { readJsonFile, writeOutputFile } from '../input-file.js'
 import type { Trace } from '../replay.js'
@@ -30,6 +31,8 @@ export default async function view(argv: string[]): Promise<number> {
   })
   if (exit !== undefined) return exit
   const file = positionals[0]
+  const out = str(values, 'output') ?? `${basename(file).replace(/\.json$/i, '')}.html`
+  if (resolve(out) === resolve(file)) throw new WgallocError('INVALID_ARGUMENT', `-o ${out} names the input; the page would replace it`)
   let json = readJsonFile(file)
   let kind: ViewKind = detectKind(json)
   if (kind === 'trace' && !values['no-replay']) {
@@ -43,7 +46,6 @@ export default async function view(argv: string[]): Promise<number> {
     kind = 'snapshot'
   }
   const html = renderHtml(json, { kind, title: str(values, 'title') })
-  const out = str(values, 'output') ?? `${basename(file).replace(/\.json$/i, '')}.html`
   const hasHistory = kind === 'snapshot' && (json as { history?: unknown }).history !== undefined
   writeOutputFile(out, html, `${hasHistory ? 'memory history' : kind}, ${bytes(Buffer.byteLength(html))}`)
   return 0

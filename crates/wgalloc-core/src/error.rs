@@ -45,6 +45,9 @@ pub enum Error {
     /// A file could not be written (e.g. a trace export path).
     #[error("{0}")]
     Io(String),
+    /// Text (a graph's JSON) does not parse.
+    #[error("{0}")]
+    Parse(String),
     /// A kernel's WGSL does not parse, or declares bindings or an entry point other than
     /// what wgalloc supplies.
     #[error("{0}")]
@@ -71,6 +74,7 @@ impl Error {
             Error::Aborted => "ABORTED",
             Error::ProfilerState(_) => "PROFILER_STATE",
             Error::Io(_) => "IO_ERROR",
+            Error::Parse(_) => "PARSE_ERROR",
             Error::Shader(_) => "SHADER_ERROR",
             Error::Internal(_) => "INTERNAL",
         }

@@ -4,7 +4,7 @@
 //! their own work and the queue orders submissions across streams.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::completion::Tracker;
@@ -92,6 +92,16 @@ pub struct StreamMarks {
     last_seq: AtomicU64,
     has_pending: AtomicBool,
     dropped: AtomicBool,
+    /// Buffers destroyed while this stream's unsubmitted work names them: destroyed once that
+    /// work is submitted (or dropped with the stream), so it is not refused as a whole.
+    deferred: Mutex<Vec<Arc<DeferredDestroy>>>,
+}
+
+/// A buffer whose destruction waits for `waiting` streams to submit (or drop) their work.
+#[derive(Debug)]
+pub(crate) struct DeferredDestroy {
+    pub buffer: wgpu::Buffer,
+    pub waiting: AtomicU64,
 }
 
 impl StreamMarks {
@@ -126,6 +136,21 @@ impl StreamMarks {
     /// The stream is gone: work it left unsubmitted never runs.
     pub(crate) fn dropped(&self) {
         self.dropped.store(true, Ordering::Release);
+        self.destroy_deferred();
+    }
+
+    /// `d`'s buffer waits for this stream's unsubmitted work.
+    pub(crate) fn defer_destroy(&self, d: Arc<DeferredDestroy>) {
+        lock(&self.deferred).push(d);
+    }
+
+    /// The work is out (or gone): buffers that waited only for it are destroyed.
+    pub(crate) fn destroy_deferred(&self) {
+        for d in std::mem::take(&mut *lock(&self.deferred)) {
+            if d.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+                d.buffer.destroy();
+            }
+        }
     }
 }
 
@@ -306,6 +331,7 @@ impl Stream {
         }
         let seq = event.as_ref().map_or_else(|_| self.gpu.shared.tracker.submitted(), |e| e.seq());
         self.marks.submitted(seq);
+        self.marks.destroy_deferred();
         let event = event?;
         self.last = Some(event.clone());
         Ok(event)

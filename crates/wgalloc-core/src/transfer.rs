@@ -6,14 +6,15 @@
 //! ends at the end of the destination buffer, whose padding bytes are private.
 //! Reads accept any range. Nothing outside the requested range is ever modified.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::context::Gpu;
 use crate::error::{align_up, checked_add, Error, Result};
 use crate::profile::{CopyInfo, CopyKind};
 use crate::scope::guarded;
-use crate::signal::Slot;
-use crate::stream::Stream;
+use crate::signal::{lock, Slot};
+use crate::stream::{DeferredDestroy, Stream, StreamMarks};
 
 pub(crate) const WORD: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 
@@ -23,6 +24,8 @@ pub struct GpuBuffer {
     buffer: wgpu::Buffer,
     size: u64,
     destroyed: AtomicBool,
+    /// Streams that recorded work on the buffer: `destroy` waits for those with work unsubmitted.
+    streams: Mutex<Vec<Weak<StreamMarks>>>,
 }
 
 impl GpuBuffer {
@@ -42,14 +45,36 @@ impl GpuBuffer {
         Ok(&self.buffer)
     }
 
-    /// Releases the GPU memory now. Work already submitted still completes.
-    /// Returns false if it was already destroyed.
+    /// Releases the GPU memory now, or, while a stream holds unsubmitted work on the buffer,
+    /// once every such stream submitted (or dropped) it: wgpu would refuse that work whole.
+    /// Work already submitted still completes. Returns false if it was already destroyed.
     pub fn destroy(&self) -> bool {
-        let first = !self.destroyed.swap(true, Ordering::AcqRel);
-        if first {
-            self.buffer.destroy();
+        if self.destroyed.swap(true, Ordering::AcqRel) {
+            return false;
         }
-        first
+        let waiting: Vec<Arc<StreamMarks>> =
+            lock(&self.streams).drain(..).filter_map(|w| w.upgrade()).filter(|m| m.has_unsubmitted()).collect();
+        if waiting.is_empty() {
+            self.buffer.destroy();
+        } else {
+            let d = Arc::new(DeferredDestroy {
+                buffer: self.buffer.clone(),
+                waiting: AtomicU64::new(waiting.len() as u64),
+            });
+            for m in waiting {
+                m.defer_destroy(d.clone());
+            }
+        }
+        true
+    }
+
+    /// `stream` records work on the buffer.
+    fn used_on(&self, stream: &Stream) {
+        let mut streams = lock(&self.streams);
+        streams.retain(|w| w.strong_count() > 0);
+        if !streams.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(stream.marks()))) {
+            streams.push(Arc::downgrade(stream.marks()));
+        }
     }
 
     pub fn is_destroyed(&self) -> bool {
@@ -155,7 +180,7 @@ impl Gpu {
                 mapped_at_creation: false,
             })
         })?;
-        Ok(GpuBuffer { gpu: self.clone(), buffer, size, destroyed: AtomicBool::new(false) })
+        Ok(GpuBuffer { gpu: self.clone(), buffer, size, destroyed: AtomicBool::new(false), streams: Mutex::default() })
     }
 
     /// Writes `data` at `offset`; visible to all work submitted after this call.
@@ -287,6 +312,8 @@ impl Stream {
             return Err(Error::invalid("copy: source and destination ranges overlap in the same buffer"));
         }
         let (s, d) = (src.raw()?, dst.raw()?);
+        src.used_on(self);
+        dst.used_on(self);
         let info = CopyInfo {
             kind: CopyKind::DeviceToDevice,
             bytes: padded,

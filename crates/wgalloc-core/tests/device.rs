@@ -87,3 +87,29 @@ fn oversized_buffer_is_a_typed_error() {
     assert_eq!(gpu.create_buffer(too_big).err().unwrap().code(), "INVALID_ARGUMENT");
     assert_eq!(gpu.create_buffer(0).err().unwrap().code(), "INVALID_ARGUMENT");
 }
+
+#[test]
+fn a_buffer_destroyed_while_a_stream_holds_unsubmitted_work_on_it_waits_for_that_work() {
+    let gpu = gpu();
+    let (src, kept, gone) =
+        (gpu.create_buffer(16).unwrap(), gpu.create_buffer(16).unwrap(), gpu.create_buffer(16).unwrap());
+    gpu.write_buffer(&src, 0, &[7; 16]).unwrap();
+    let mut s = gpu.create_stream().unwrap();
+    s.copy_buffer(&src, 0, &kept, 0, 16).unwrap();
+    s.copy_buffer(&src, 0, &gone, 0, 16).unwrap();
+    assert!(gone.destroy());
+    assert!(!gone.destroy(), "once");
+    assert_eq!(s.copy_buffer(&src, 0, &gone, 0, 16).unwrap_err().code(), "USE_AFTER_FREE");
+    // wgpu refused the whole submission when a buffer it names was destroyed first.
+    pollster::block_on(s.submit().unwrap().wait()).unwrap();
+    assert_eq!(pollster::block_on(gpu.read_buffer(&kept, 0, 16)).unwrap(), vec![7; 16]);
+    // A stream dropped with the work unsubmitted lets the buffer go too.
+    let other = gpu.create_buffer(16).unwrap();
+    let mut t = gpu.create_stream().unwrap();
+    t.copy_buffer(&src, 0, &other, 0, 16).unwrap();
+    other.destroy();
+    drop(t);
+    let mut u = gpu.create_stream().unwrap();
+    u.copy_buffer(&src, 0, &kept, 0, 16).unwrap();
+    pollster::block_on(u.submit().unwrap().wait()).unwrap();
+}

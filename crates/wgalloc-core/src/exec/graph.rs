@@ -107,7 +107,7 @@ fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>>
 impl ExecGraph {
     /// Parses and validates the graph JSON (see the executor docs for the format).
     pub fn parse(text: &str) -> Result<ExecGraph> {
-        let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("graph is not valid JSON: {e}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))?;
         Self::from_value(&v)
     }
 

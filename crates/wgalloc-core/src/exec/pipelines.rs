@@ -32,10 +32,50 @@ pub struct Pipeline {
     pub uniform_size: Option<u64>,
 }
 
+/// Pipelines a device keeps for reuse: a server that builds kernels with constants in their
+/// source would otherwise grow the cache (about 65 KB a pipeline) for as long as it runs.
+/// Executors hold their own pipelines, so an evicted one stays alive while in use.
+const MAX_CACHED_PIPELINES: usize = 512;
+
 #[derive(Default)]
 pub struct PipelineCache {
-    map: Mutex<HashMap<Key, Arc<Pipeline>>>,
+    map: Mutex<Lru<Key, Arc<Pipeline>>>,
     created: AtomicU64,
+}
+
+/// A map that drops its least recently used entry past `capacity`.
+struct Lru<K, V> {
+    map: HashMap<K, (V, u64)>,
+    tick: u64,
+    capacity: usize,
+}
+
+impl<K, V> Default for Lru<K, V> {
+    fn default() -> Self {
+        Lru { map: HashMap::new(), tick: 0, capacity: MAX_CACHED_PIPELINES }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
+    fn get(&mut self, key: &K) -> Option<V> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(key).map(|(v, used)| {
+            *used = tick;
+            v.clone()
+        })
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        self.tick += 1;
+        self.map.insert(key, (value, self.tick));
+        if self.map.len() > self.capacity {
+            // A scan, only when a new pipeline was compiled (far costlier than the scan).
+            if let Some(oldest) = self.map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) {
+                self.map.remove(&oldest);
+            }
+        }
+    }
 }
 
 impl PipelineCache {
@@ -60,7 +100,7 @@ impl Gpu {
         let key = Key { source: source.to_string(), entry_point: entry_point.to_string(), storage_bindings, uniform };
         let cache = &self.shared.pipelines;
         if let Some(p) = lock(&cache.map).get(&key) {
-            return Ok(p.clone());
+            return Ok(p);
         }
         let device = self.device();
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..storage_bindings)
@@ -117,5 +157,20 @@ impl Gpu {
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lru;
+
+    #[test]
+    fn the_least_recently_used_entry_goes_past_the_capacity() {
+        let mut lru: Lru<u32, u32> = Lru { capacity: 2, ..Lru::default() };
+        lru.insert(1, 10);
+        lru.insert(2, 20);
+        assert_eq!(lru.get(&1), Some(10), "1 is now the most recent");
+        lru.insert(3, 30);
+        assert_eq!((lru.get(&2), lru.get(&1), lru.get(&3), lru.map.len()), (None, Some(10), Some(30), 2));
     }
 }

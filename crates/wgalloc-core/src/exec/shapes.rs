@@ -32,7 +32,7 @@ impl SymbolicGraph {
     /// (by instantiating it with every dimension at 1).
     pub fn parse(text: &str) -> Result<SymbolicGraph> {
         let value: Value =
-            serde_json::from_str(text).map_err(|e| Error::invalid(format!("graph is not valid JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))?;
         let dims = match value.get("dims") {
             Some(Value::Array(d)) if !d.is_empty() => d
                 .iter()
