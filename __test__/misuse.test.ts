@@ -607,3 +607,16 @@ test('host.configure refuses a setting it does not know; view refuses to write o
   t.regex(r.stderr, /\[INVALID_ARGUMENT\] -o .* names the input/)
   t.is(readFileSync(file, 'utf8'), trace, 'the input is unchanged')
 })
+
+test("a memory history's free entries carry the block's bytes and pool, as PyTorch's do", async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  gpu.heap.recordHistory({ stacks: false })
+  const block = gpu.heap.malloc(1000)
+  const { size, pool } = block
+  block.free()
+  const history = gpu.heap.memorySnapshot().history ?? []
+  const free = history.find((e) => e.action === 'free' && e.blockId === block.id)
+  t.like(free, { size, pool })
+  gpu.heap.recordHistory(false)
+})

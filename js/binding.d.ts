@@ -349,7 +349,10 @@ export declare class HostBlock {
   map(): Promise<void>
   /** Unmaps the block (detaching `bytes`). */
   unmap(): void
-  /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
+  /**
+   * Marks the block as used by `stream`: a later `free()` of the unmapped block waits for that
+   * stream's work. A block freed while mapped is reused at once: WebGPU lets no GPU work use mapped memory.
+   */
   recordStream(stream: Stream): void
   /**
    * Returns the block to the cache (reused once its GPU work ran); detaches `bytes`.

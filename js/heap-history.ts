@@ -262,7 +262,7 @@ export class HeapHistory {
         if (this.#stacks) this.#holders[slot] = this.#stackById.get(block)
       } else if (kind === K_FREED) {
         if (this.#stacks) this.#stackById.delete(block)
-        this.#push(A_FREE, t, block, -1, -1, 0, 0, 0)
+        this.#push(A_FREE, t, block, -1, -1, size, pool, 0)
       } else if (kind === K_RELEASED) {
         this.#segments.delete(seg)
         if (seg === this.#lastSegment) this.#lastSegment = -1
@@ -271,7 +271,7 @@ export class HeapHistory {
       else if (kind === K_MOVED) {
         // The trace format has no move: the block leaves its old place and takes the new
         // one, keeping its stack.
-        this.#push(A_FREE, t, block, -1, -1, 0, 0, 0)
+        this.#push(A_FREE, t, block, -1, -1, size, pool, 0)
         const slot = this.#push(A_ALLOC, t, block, seg, numbers[i + 3], size, pool, 0)
         if (this.#stacks) this.#holders[slot] = this.#stackById.get(block)
       }
@@ -316,7 +316,8 @@ export class HeapHistory {
           break
         }
         case A_FREE:
-          e.blockId = block
+          // As PyTorch's free entries: the block's bytes and pool, so a reader needs no join.
+          Object.assign(e, { blockId: block, size, pool })
           break
         case A_SEGMENT_ALLOC:
           Object.assign(e, { segmentId: seg, size, pool, dedicated: (flags & 1) === 1 })

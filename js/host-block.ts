@@ -103,7 +103,10 @@ export class HostBlock {
   @api unmap(): void {
     this.#native.unmap()
   }
-  /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
+  /**
+   * Marks the block as used by `stream`: a later `free()` of the unmapped block waits for that
+   * stream's work. A block freed while mapped is reused at once: WebGPU lets no GPU work use mapped memory.
+   */
   @api recordStream(stream: Stream): void {
     this.#native.recordStream(streamHandle(stream))
   }

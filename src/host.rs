@@ -633,7 +633,8 @@ impl HostBlock {
         self.inner.unmap().napi()
     }
 
-    /// Marks the block as used by `stream`: a later `free()` waits for that stream's work.
+    /// Marks the block as used by `stream`: a later `free()` of the unmapped block waits for that
+    /// stream's work. A block freed while mapped is reused at once: WebGPU lets no GPU work use mapped memory.
     #[napi(catch_unwind)]
     pub fn record_stream(&self, stream: &Stream) -> Result<()> {
         stream.with(|s| self.inner.record_stream(s))
