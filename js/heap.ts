@@ -136,8 +136,10 @@ export class Heap {
   /**
    * Listens for allocator events; returns a function that removes the listener. Listeners
    * run synchronously after the call that caused the event; an `ALLOCATION_FAILED`
-   * listener may free blocks, and `malloc()` then retries once. `INVALID_ARGUMENT` for an
-   * unknown kind.
+   * listener may free blocks, and `malloc()` then retries once. While a kind's listeners run,
+   * events of that kind their own calls raise reach them no more (an `ALLOCATION_FAILED`
+   * listener that mallocs from a full heap would be called without end); the `wgalloc:heap`
+   * channel still gets them. `INVALID_ARGUMENT` for an unknown kind.
    */
   on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
   /** Listens for failed allocations: the request, the heap's figures and the snapshot path. */
