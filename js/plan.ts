@@ -313,15 +313,19 @@ async function exactJsonChunked(array: unknown[], stopped: () => void): Promise<
   return `[${parts.filter((p) => p.length > 0).join(',')}]`
 }
 
+/** `text` without a leading byte-order mark (spreadsheets write one; it is not part of the first column's name). */
+const withoutBom = (text: string) => text.replace(/^\uFEFF/, '')
+
+/** Whether planner input text is JSON (an array or an object), not MiniMalloc CSV. */
+export function isJsonText(text: string): boolean {
+  return /^\s*[[{]/.test(withoutBom(text))
+}
+
 /** Decides the native input format of `input` and serialises it. */
 async function encodeInput(input: unknown, stopped: () => void): Promise<[string, string]> {
   if (typeof input === 'string') {
-    // A byte-order mark (spreadsheets write one) is not part of the first column's name.
-    const text = input.replace(/^\uFEFF/, '')
-    const trimmed = text.trimStart()
     // JSON text goes to the planner as written, so integers past 2^53 stay exact.
-    if (trimmed.startsWith('{') || trimmed.startsWith('[')) return ['json', text]
-    return ['csv', text]
+    return [isJsonText(input) ? 'json' : 'csv', withoutBom(input)]
   }
   if (Array.isArray(input)) return ['records', await exactJsonChunked(input, stopped)]
   if (input && typeof input === 'object') {

@@ -3,7 +3,7 @@
 import type { PlanProgress } from '../binding.js'
 import { WgallocError } from '../errors.js'
 import { readInputFile, writeOutputFile } from '../input-file.js'
-import { type MemoryPlan, STRATEGIES, type Strategy, planMemory } from '../plan.js'
+import { type MemoryPlan, STRATEGIES, type Strategy, isJsonText, planMemory } from '../plan.js'
 import { parseCommand, str } from './command.js'
 import { bytes, table } from './table.js'
 
@@ -53,7 +53,7 @@ export default async function plan(argv: string[]): Promise<number> {
   const file = positionals[0]
   // The text itself: the planner reads JSON exactly (integers past 2^53 included).
   const input = readInputFile(file)
-  if (file.endsWith('.json') && !/^\s*[[{]/.test(input)) {
+  if (file.endsWith('.json') && !isJsonText(input)) {
     // Not an array, an object or a graph: refused as JSON (else it would be read as CSV).
     throw new WgallocError('PARSE_ERROR', `${file}: expected a JSON array of usage records, { records } or a graph`)
   }

@@ -100,6 +100,13 @@ impl GpuInfo {
     }
 }
 
+/// The heap's and the host cache's settings from the environment, as the device opened with them.
+pub(crate) struct EnvSettings {
+    pub watermarks: crate::heap::Watermarks,
+    pub debug_mask: u32,
+    pub host: crate::host::HostConfig,
+}
+
 /// Driver errors that reached no error scope; kept so they can be reported, never panicked on.
 #[derive(Debug, Default)]
 pub struct UncapturedErrors {
@@ -118,6 +125,7 @@ pub(crate) struct Shared {
     pub tracker: Arc<Tracker>,
     /// Who reads or writes mapped memory now; `Gpu::destroy` waits for them.
     pub(crate) leases: MappingLeases,
+    pub(crate) settings: EnvSettings,
     /// Serialises submit + completion-callback registration so sequence numbers match.
     pub submit_lock: Mutex<()>,
     pub uncaptured: Arc<Mutex<UncapturedErrors>>,
@@ -255,10 +263,13 @@ impl Gpu {
             None => backend_budget(&adapter),
         };
         let info = gpu_info(&adapter, &device, &queue);
-        // The heap and the host cache read their WGALLOC_* settings when they start: check them
-        // now, so a bad one fails the open, once, naming the variable.
-        crate::heap::config::check_env(info.unified_memory())?;
-        crate::host::HostConfig::from_env()?;
+        // Read once, at the open: a bad WGALLOC_* setting fails it, naming the variable, and the
+        // heap and the host cache start from these when first used.
+        let settings = EnvSettings {
+            watermarks: crate::heap::Watermarks::from_env(info.unified_memory())?,
+            debug_mask: crate::heap::config::debug_mask_from_env()?,
+            host: crate::host::HostConfig::from_env()?,
+        };
         let poller = Poller::spawn(device.clone(), tracker.clone())?;
         let shared = Arc::new(Shared {
             features: device.features(),
@@ -267,6 +278,7 @@ impl Gpu {
             queue: std::mem::ManuallyDrop::new(queue),
             tracker,
             leases: MappingLeases::default(),
+            settings,
             submit_lock: Mutex::new(()),
             uncaptured,
             heap: std::sync::OnceLock::new(),

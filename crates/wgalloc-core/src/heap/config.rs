@@ -86,13 +86,6 @@ impl Watermarks {
     }
 }
 
-/// Checks every heap setting in the environment (what `from_env` and `debug_mask_from_env` read).
-pub(crate) fn check_env(unified_memory: bool) -> Result<()> {
-    Watermarks::from_env(unified_memory)?;
-    debug_mask_from_env()?;
-    Ok(())
-}
-
 fn env_ratio(name: &str) -> Result<Option<f64>> {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => {

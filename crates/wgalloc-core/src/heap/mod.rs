@@ -137,7 +137,6 @@ pub(crate) type DeviceHeapCore = HeapCore<WgpuStorage>;
 impl DeviceHeapCore {
     pub(crate) fn for_device(gpu: &Gpu) -> Result<DeviceHeapCore> {
         let limits = gpu.limits();
-        let unified = gpu.info().unified_memory();
         let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(wgpu::COPY_BUFFER_ALIGNMENT);
         let heap_limits = HeapLimits {
             alignment,
@@ -151,8 +150,8 @@ impl DeviceHeapCore {
             storage,
             gpu.shared.tracker.clone(),
             heap_limits,
-            Watermarks::from_env(unified)?,
-            config::debug_mask_from_env()?,
+            gpu.shared.settings.watermarks,
+            gpu.shared.settings.debug_mask,
         ))
     }
 }

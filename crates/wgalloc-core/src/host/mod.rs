@@ -90,7 +90,7 @@ impl std::ops::Deref for PoolRef<'_> {
 
 impl HostCore {
     fn new(gpu: &Gpu) -> Result<HostCore> {
-        let c = HostConfig::from_env()?;
+        let c = gpu.shared.settings.host;
         Ok(HostCore {
             default_pool: Arc::new(BlockPool::new(0)),
             pools: RwLock::new(Pools::default()),
