@@ -86,7 +86,9 @@ test('abort returns the best plan so far; onProgress reports improvements', asyn
   const csv = read('minimalloc/challenging/K.1048576.csv')
   const ac = new AbortController()
   const reports: PlanProgress[] = []
-  setTimeout(() => ac.abort(), 300)
+  // The first report comes within tens of ms on an idle machine; under the whole suite (and the
+  // next test's abandoned 300k-record parses) it took over 300 ms, so the abort comes at 1 s.
+  setTimeout(() => ac.abort(), 1000)
   const started = Date.now()
   const plan = await planMemory(csv, { strategy: 'exact', timeLimitMs: 60_000, signal: ac.signal, onProgress: (p) => reports.push(p) })
   t.true(Date.now() - started < 10_000, 'the abort stopped the search')
@@ -96,9 +98,7 @@ test('abort returns the best plan so far; onProgress reports improvements', asyn
   for (let i = 1; i < reports.length; i++) t.true(reports[i].best <= reports[i - 1].best)
 })
 
-// Serial: building and serialising 300k records holds the event loop for hundreds of ms, which
-// delayed the progress report the test above waits for past its abort.
-test.serial('abort settles within 100 ms on a large input, whatever phase the planner is in', async (t) => {
+test('abort settles within 100 ms on a large input, whatever phase the planner is in', async (t) => {
   // 300k records as JSON text: parsing, then placement, each take far longer than 100 ms here.
   const records: Rec[] = []
   for (let i = 0; i < 300_000; i++) records.push({ id: `r${i}`, size: 64 + ((i * 7919) % 4096), first: i % 50_000, last: (i % 50_000) + (i % 97) })
