@@ -3,13 +3,16 @@
 //! the ranges, so every plan is unit-tested without a device.
 //!
 //! Three plans, measured on the eager traces (`heap_replay`):
-//! - [`open_range`] on a large miss that finds enough free bytes but no range: first blocks of
-//!   the emptiest segments go to the tightest free ranges of fuller ones (*across*), else the
-//!   blocks of one segment slide towards one end (*slide*: the segment and direction that move
-//!   the fewest bytes), until a range of the request's size exists;
+//! - [`open_range`] on a large miss that finds enough free bytes but no range, whichever moves
+//!   fewer bytes of: the blocks of the emptiest segments to the tightest free ranges of fuller
+//!   ones (*across*), or the blocks in the cheapest window of the request's size to free
+//!   ranges of any other segment (*window*: a segment may hold one block in the way while an
+//!   emptier one has room for it). Else the blocks of one segment slide towards one end
+//!   (*slide*: the segment and direction that move the fewest bytes), until a range of the
+//!   request's size exists;
 //! - [`evacuate`] on a large miss that creates a segment above the growth budget: the
-//!   emptiest segments' blocks go to fuller ones, so the emptied segments' bytes go into the
-//!   new segment instead of staying beside it.
+//!   emptiest segments' blocks go to the others (fuller ones first), so the emptied segments'
+//!   bytes go into the new segment instead of staying beside it.
 
 /// Most pieces a move within one segment is copied in. WebGPU cannot copy a buffer into
 /// itself, so such moves are copied by a kernel; one that overlaps its old place (a shift
@@ -94,20 +97,79 @@ impl Spent {
 /// A move within one segment spans at most `max_span` bytes (old and new place together
 /// are bound once by the copy kernel); a plan copies no more than `limit`.
 pub fn open_range(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<Vec<Move>> {
-    across(view, need, limit).or_else(|| slide(view, need, max_span, limit))
+    match (across(view, need, limit), clear_window(view, need, limit)) {
+        (Some(a), Some(w)) => Some(if w.0 < a.0 { w.1 } else { a.1 }),
+        (a, w) => a.or(w).map(|(_, plan)| plan),
+    }
+    .or_else(|| slide(view, need, max_span, limit))
 }
 
-/// Moves that empty the emptiest segments into free ranges of fuller ones until `reclaim`
-/// bytes of segments are empty (or no further segment can be). Segments without blocks are
+/// Most windows [`clear_window`] tries to clear, cheapest first.
+const WINDOW_TRIES: usize = 8;
+
+/// The blocks overlapping the cheapest `need`-byte window of one segment, to the tightest
+/// free ranges of the other segments. Unlike [`across`], blocks may go to emptier segments:
+/// the window is chosen where the fewest bytes stand in the way.
+fn clear_window(view: &[SegmentView], need: u64, limit: Limit) -> Option<(u64, Vec<Move>)> {
+    let mut windows: Vec<(u64, usize, u64)> = Vec::new();
+    for (rank, seg) in view.iter().enumerate().filter(|(_, s)| s.size >= need) {
+        let blocks = &seg.blocks;
+        let mut prefix = vec![0u64; blocks.len() + 1];
+        for (i, b) in blocks.iter().enumerate() {
+            prefix[i + 1] = prefix[i] + b.size;
+        }
+        let starts = std::iter::once(0).chain(blocks.iter().map(|b| b.offset + b.size)).chain([seg.size - need]);
+        for at in starts.filter(|&at| at + need <= seg.size) {
+            // Blocks are sorted and disjoint: those overlapping [at, at + need) are a run.
+            let first = blocks.partition_point(|b| b.offset + b.size <= at);
+            let end = blocks.partition_point(|b| b.offset < at + need);
+            let run = &blocks[first..end.max(first)];
+            if run.is_empty() || run.iter().any(|b| !b.movable) {
+                continue;
+            }
+            let bytes = prefix[end] - prefix[first];
+            if limit.admits(bytes, run.len()) {
+                windows.push((bytes, rank, at));
+            }
+        }
+    }
+    windows.sort_unstable();
+    windows.dedup();
+    for &(bytes, rank, at) in windows.iter().take(WINDOW_TRIES) {
+        let seg = &view[rank];
+        let mut free = FreeRanges::new(
+            view.iter().enumerate().map(|(r, s)| if r == rank { Vec::new() } else { s.free.clone() }).collect(),
+        );
+        let mut run: Vec<&Resident> =
+            seg.blocks.iter().filter(|b| b.offset < at + need && b.offset + b.size > at).collect();
+        run.sort_unstable_by(|a, b| b.size.cmp(&a.size).then(a.offset.cmp(&b.offset)));
+        let plan: Option<Vec<Move>> = run
+            .iter()
+            .map(|b| {
+                let (to, at) = free.take_tightest(b.size, view.len())?;
+                Some(Move { block: b.id, to: view[to].id, at })
+            })
+            .collect();
+        if let Some(plan) = plan {
+            return Some((bytes, plan));
+        }
+    }
+    None
+}
+
+/// Moves that empty the emptiest segments into free ranges of the others (fuller ones first)
+/// until `reclaim` bytes of segments are empty (or no further segment can be). Segments without blocks are
 /// left out: they are released anyway. A segment whose blocks would take the plan past `limit`
 /// stays. Returns the moves and the bytes emptied.
 pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>, u64) {
     let order: Vec<&SegmentView> = fullest_first(view).into_iter().filter(|s| !s.blocks.is_empty()).collect();
     let mut free = FreeRanges::new(order.iter().map(|s| s.free.clone()).collect());
-    // Segments that took blocks stay (emptying them would move those blocks twice).
+    // Segments that took blocks stay (emptying them would move those blocks twice); emptied
+    // ones take none.
     let mut took = vec![false; order.len()];
+    let mut gone = vec![false; order.len()];
     let (mut plan, mut emptied, mut spent) = (Vec::new(), 0, Spent::default());
-    for k in (1..order.len()).rev() {
+    for k in (0..order.len()).rev() {
         if emptied >= reclaim {
             break;
         }
@@ -121,13 +183,13 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>,
         }
         let mut blocks = seg.blocks.clone();
         blocks.sort_unstable_by(|a, b| b.size.cmp(&a.size).then(a.offset.cmp(&b.offset)));
-        // Into the fullest segment with room (the emptier ones may be emptied next), tightest
-        // range there.
+        // Into the fullest other segment with room (the emptier ones may be emptied next),
+        // tightest range there; an emptier one when no fuller one has room.
         let mut trial = free.clone();
         let moves: Option<Vec<(usize, Move)>> = blocks
             .iter()
             .map(|b| {
-                let (to, at) = trial.take_fullest(b.size, k)?;
+                let (to, at) = trial.take_fullest(b.size, |r| r != k && !gone[r])?;
                 Some((to, Move { block: b.id, to: order[to].id, at }))
             })
             .collect();
@@ -137,6 +199,7 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>,
                 took[to] = true;
                 plan.push(m);
             }
+            gone[k] = true;
             emptied += seg.size;
             spent = after;
         }
@@ -146,7 +209,7 @@ pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>,
 
 /// Blocks of the emptiest segments, highest offset first, to the tightest free ranges of
 /// fuller segments, until a range of `need` bytes is free.
-fn across(view: &[SegmentView], need: u64, limit: Limit) -> Option<Vec<Move>> {
+fn across(view: &[SegmentView], need: u64, limit: Limit) -> Option<(u64, Vec<Move>)> {
     let order = fullest_first(view);
     if order.len() < 2 {
         return None;
@@ -165,14 +228,14 @@ fn across(view: &[SegmentView], need: u64, limit: Limit) -> Option<Vec<Move>> {
         if free.largest() >= need {
             break;
         }
+        let Some((to, at)) = free.take_tightest(size, from) else { continue };
         if !spent.add(size, limit) {
             return None;
         }
-        let Some((to, at)) = free.take_tightest(size, from) else { continue };
         free.give_back(from, offset, size);
         plan.push(Move { block: id, to: order[to].id, at });
     }
-    (free.largest() >= need && !plan.is_empty()).then_some(plan)
+    (free.largest() >= need && !plan.is_empty()).then_some((spent.bytes, plan))
 }
 
 /// The free ranges of segments by rank (each by offset), indexed by length so a plan of many
@@ -205,9 +268,9 @@ impl FreeRanges {
     }
 
     /// Takes `size` bytes at the front of the tightest range of the fullest segment (lowest
-    /// rank) below `below` that has one. Returns (rank, offset).
-    fn take_fullest(&mut self, size: u64, below: usize) -> Option<(usize, u64)> {
-        let r = *self.by_len.range((size, 0, 0)..).filter(|r| r.1 < below).min_by_key(|r| (r.1, r.0, r.2))?;
+    /// rank) that `allowed` admits and that has one. Returns (rank, offset).
+    fn take_fullest(&mut self, size: u64, allowed: impl Fn(usize) -> bool) -> Option<(usize, u64)> {
+        let r = *self.by_len.range((size, 0, 0)..).filter(|r| allowed(r.1)).min_by_key(|r| (r.1, r.0, r.2))?;
         Some(self.take(r, size))
     }
 
@@ -359,6 +422,38 @@ mod tests {
     }
 
     #[test]
+    fn a_window_s_block_may_go_to_an_emptier_segment() {
+        // A 120-byte request needs segment 2's 13-byte block gone. Segment 1 has a 14-byte hole:
+        // across and the window both move the block there.
+        let view = [
+            segment(1, 136, vec![block(1, 0, 122)]),
+            segment(2, 128, vec![block(2, 27, 13)]),
+            segment(3, 30, vec![block(3, 0, 15)]),
+        ];
+        let plan = open_range(&view, 120, u64::MAX, NO_LIMIT).unwrap();
+        assert_eq!(plan, vec![Move { block: 2, to: 1, at: 122 }], "the tightest range elsewhere");
+        assert!(apply(&view, &plan) >= 120);
+        // Segment 1 full: only the emptier segment 3 has room. Across moves blocks towards
+        // fuller segments only (segment 3's block into segment 2, which opens nothing); the
+        // window moves segment 2's block to segment 3.
+        let view = [
+            segment(1, 136, vec![block(1, 0, 136)]),
+            segment(2, 128, vec![block(2, 27, 13)]),
+            segment(3, 30, vec![block(3, 0, 1)]),
+        ];
+        let plan = open_range(&view, 120, u64::MAX, NO_LIMIT).unwrap();
+        assert_eq!(plan, vec![Move { block: 2, to: 3, at: 1 }]);
+        assert!(apply(&view, &plan) >= 120);
+        // A window over a block that must stay is not cleared; the slide finds nothing either.
+        let view = [
+            segment(1, 136, vec![block(1, 0, 136)]),
+            segment(2, 128, vec![Resident { movable: false, ..block(2, 27, 13) }]),
+            segment(3, 30, vec![block(3, 0, 1)]),
+        ];
+        assert_eq!(open_range(&view, 120, u64::MAX, NO_LIMIT), None);
+    }
+
+    #[test]
     fn a_lone_segment_slides_its_block_to_the_nearer_end_in_pieces() {
         // 42 bytes in the middle of 88 (gaps 21 and 25): nothing across, so it slides. Either
         // end moves 42 bytes; towards the start comes first.
@@ -419,6 +514,11 @@ mod tests {
         // Enough after the first segment: stop there.
         let (plan, emptied) = evacuate(&view, 30, NO_LIMIT);
         assert_eq!((plan.len(), emptied), (1, 30));
+        // Two segments with equal live bytes: the one whose block fits the other's hole empties,
+        // whichever ranks as fuller.
+        let view = [segment(4, 43, vec![block(1, 21, 16)]), segment(8, 31, vec![block(2, 0, 16)])];
+        let (plan, emptied) = evacuate(&view, 1, NO_LIMIT);
+        assert_eq!((plan, emptied), (vec![Move { block: 2, to: 4, at: 0 }], 31));
         // Segment 2's 20 bytes do not fit once segment 1 is nearly full.
         let view = [segment(1, 100, vec![block(1, 0, 95)]), segment(2, 40, vec![block(2, 0, 20)])];
         assert_eq!(evacuate(&view, 1, NO_LIMIT), (vec![], 0));
