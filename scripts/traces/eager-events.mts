@@ -65,24 +65,3 @@ export function eagerEvents(run: ProfiledRun, prefix = ''): TraceEvent[] {
   })
   return events
 }
-
-/** Largest sum of live allocation sizes over an event stream; throws on inconsistent events. */
-export function peakLiveBytes(events: TraceEvent[]): number {
-  const live = new Map<string, number>()
-  let current = 0
-  let peak = 0
-  events.forEach((e, i) => {
-    if (e.op === 'alloc') {
-      if (live.has(e.id)) throw new Error(`event ${i}: ${e.id} allocated twice`)
-      live.set(e.id, e.size)
-      current += e.size
-      peak = Math.max(peak, current)
-    } else {
-      if (!live.has(e.id)) throw new Error(`event ${i}: free of ${e.id}, which is not live`)
-      current -= live.get(e.id)!
-      live.delete(e.id)
-    }
-  })
-  if (live.size > 0) throw new Error(`${live.size} allocations never freed`)
-  return peak
-}

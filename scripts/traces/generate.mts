@@ -7,8 +7,8 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { type ProfiledRun, profileRun, rng } from './profile-run.mjs'
-import { eagerEvents, peakLiveBytes } from './eager-events.mjs'
-import type { TraceEvent, TraceFields, TraceSource } from './trace-format.mjs'
+import { eagerEvents } from './eager-events.mjs'
+import { peakLiveBytes, type TraceEvent, type TraceFields, type TraceSource } from './trace-format.mjs'
 import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR, PACKAGE_DIR, type MixSpec, type PipelineSpec, type Shapes } from './workloads.mjs'
 
 /** A model's file and the trace fields that describe it. */

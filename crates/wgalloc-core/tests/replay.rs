@@ -31,15 +31,43 @@ const KNOWN_GAPS: &[Gap] = &[
     Gap { trace: "ppocr-v6-small-rec.6x3x48x320", ratio: 1.29, driver_allocations: 4 },
 ];
 
-fn traces() -> Vec<(String, Trace)> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/data/traces"));
+/// Held-out architectures (bench/data/synthetic, generated from tensor shapes; the policy was
+/// not tuned on them) where it misses part of the target today, each with the reserved/live
+/// ratio and driver allocations it must stay at or below:
+/// - `bert.mix`, `vit.mix`: attention scores of one request are several times those of the
+///   last; the new segment for the first such tensor sits beside segments still holding the
+///   last request's layout, and the second one misses again (1.237 and 1.342 against 1.192
+///   and 1.180 allowed).
+/// - `vit.8x224`: an 18 MiB tensor finds 19 MiB free split over two segments (1.465 against
+///   1.342 allowed).
+/// - `lstm.*`: within the target, but PyTorch's exact 2 MiB-rounded segments hold thousands
+///   of same-sized tensors 3-8 % tighter.
+/// - `unet.1x64x64` at 32-byte alignment: a 4 MiB skip tensor takes the arena to 20 MiB
+///   (PyTorch's large segment, a bet that more tensors of several MiB come; here none do):
+///   2.0 against 1.95 allowed.
+/// - `resnet-train.mix`, `unet.2x96x96`, `unet.mix`: more driver calls (the training mix
+///   grows by the budget's slack, 8 MiB, on a 2.3 GB live set: 103 against 67).
+const SYNTHETIC_GAPS: &[Gap] = &[
+    Gap { trace: "bert.mix", ratio: 1.24, driver_allocations: 11 },
+    Gap { trace: "vit.mix", ratio: 1.35, driver_allocations: 9 },
+    Gap { trace: "vit.8x224", ratio: 1.47, driver_allocations: 4 },
+    Gap { trace: "lstm.16x200", ratio: 1.16, driver_allocations: 2 },
+    Gap { trace: "lstm.64x100", ratio: 1.15, driver_allocations: 4 },
+    Gap { trace: "resnet-train.mix", ratio: 1.05, driver_allocations: 103 },
+    Gap { trace: "unet.1x64x64", ratio: 2.0, driver_allocations: 3 },
+    Gap { trace: "unet.2x96x96", ratio: 1.23, driver_allocations: 5 },
+    Gap { trace: "unet.mix", ratio: 1.06, driver_allocations: 8 },
+];
+
+fn traces(folder: &str, at_least: usize) -> Vec<(String, Trace)> {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/data")).join(folder);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(".trace.json"))
         .collect();
     files.sort();
-    assert!(files.len() >= 20, "expected the bench/data/traces files, found {}", files.len());
+    assert!(files.len() >= at_least, "expected the bench/data/{folder} files, found {}", files.len());
     files
         .into_iter()
         .map(|f| {
@@ -52,7 +80,7 @@ fn traces() -> Vec<(String, Trace)> {
 #[test]
 fn the_heap_policy_holds_on_every_trace() {
     let (mut log_sum, mut large) = (0.0, 0);
-    let all = traces();
+    let all = traces("traces", 20);
     for alignment in [32, 256] {
         let mut options = SimulationOptions::default();
         options.limits.alignment = alignment;
@@ -89,4 +117,33 @@ fn the_heap_policy_holds_on_every_trace() {
     }
     let geomean = (log_sum / large as f64).exp();
     assert!(geomean <= 1.17, "geometric mean of reserved/live over the large traces: {geomean:.3}");
+}
+
+#[test]
+fn held_out_architectures_stay_within_their_known_gaps() {
+    for alignment in [32, 256] {
+        let mut options = SimulationOptions::default();
+        options.limits.alignment = alignment;
+        for (name, trace) in &traces("synthetic", 27) {
+            let sim = simulate(trace, &options).unwrap();
+            let (ours, pytorch) = (&sim.wgalloc, &sim.baselines[0]);
+            let stem = name.trim_end_matches(".trace.json");
+            match SYNTHETIC_GAPS.iter().find(|gap| gap.trace == stem) {
+                Some(gap) => assert!(
+                    ours.ratio() <= gap.ratio && ours.driver_allocations <= gap.driver_allocations,
+                    "{name}: reserved/live {:.3} (at most {}), {} driver allocations (at most {})",
+                    ours.ratio(),
+                    gap.ratio,
+                    ours.driver_allocations,
+                    gap.driver_allocations
+                ),
+                None => assert!(
+                    ours.peak_reserved as f64 <= 1.15 * ours.peak_live as f64 + (8 * MIB) as f64
+                        && ours.peak_reserved <= pytorch.peak_reserved
+                        && ours.driver_allocations <= pytorch.driver_allocations,
+                    "{name} at alignment {alignment}: {ours:?} against pytorch-cuda {pytorch:?}"
+                ),
+            }
+        }
+    }
 }

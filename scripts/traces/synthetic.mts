@@ -1,0 +1,332 @@
+// Writes bench/data/synthetic: eager alloc/free traces generated from the tensor shapes of
+// architectures the recorded traces lack (attention over changing sequence lengths, U-Net skip
+// connections, a training step, KV-cache decoding, a YOLO-style detector, an LSTM). Nothing runs:
+// each model is a list of ops with output sizes (fp32), and the events follow the recorded
+// traces' rule (an op allocates its outputs, then frees every tensor it used last; the request's
+// output is freed when the request ends). A held-out check of the heap's segment policy, which
+// was tuned on the recorded traces only. Usage: `npm run synthetic` (no model files needed).
+
+import * as fs from 'node:fs'
+import * as path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { peakLiveBytes, type TraceEvent } from './trace-format.mjs'
+
+const outDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bench/data/synthetic')
+const SEED = 20241127
+const F32 = 4
+
+/** A model as ops over named tensors; `op` returns its outputs' names. */
+class Program {
+  private ops: { inputs: string[]; outputs: string[] }[] = []
+  private sizes = new Map<string, number>()
+
+  input(bytes: number): string {
+    return this.op([], [bytes])[0]
+  }
+
+  op(inputs: string[], outputBytes: number[]): string[] {
+    const outputs = outputBytes.map((bytes) => {
+      const name = `t${this.sizes.size + 1}`
+      this.sizes.set(name, bytes)
+      return name
+    })
+    this.ops.push({ inputs, outputs })
+    return outputs
+  }
+
+  /** One output. */
+  one(inputs: string[], bytes: number): string {
+    return this.op(inputs, [bytes])[0]
+  }
+
+  /** Eager events: outputs allocated, then tensors whose last use this op was freed; `output` at the end. */
+  events(output: string, prefix: string): TraceEvent[] {
+    const last = new Map<string, number>()
+    this.ops.forEach(({ inputs, outputs }, i) => {
+      for (const t of [...outputs, ...inputs]) last.set(t, i)
+    })
+    const events: TraceEvent[] = []
+    this.ops.forEach(({ inputs, outputs }, i) => {
+      for (const t of outputs) events.push({ op: 'alloc', id: prefix + t, size: this.sizes.get(t)! })
+      for (const t of new Set([...inputs, ...outputs])) {
+        if (last.get(t) === i && t !== output) events.push({ op: 'free', id: prefix + t })
+      }
+    })
+    events.push({ op: 'free', id: prefix + output })
+    return events
+  }
+}
+
+/** A BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072) over `seq` tokens; pooled output. */
+function bert(p: Program, batch: number, seq: number): string {
+  const [h, heads, ffn, bsh] = [768, 12, 3072, batch * seq * 768 * F32]
+  let x = p.input(bsh)
+  for (let layer = 0; layer < 12; layer++) {
+    const qkv = p.one([x], 3 * bsh)
+    const [q, k, v] = p.op([qkv], [bsh, bsh, bsh])
+    const scores = p.one([q, k], batch * heads * seq * seq * F32)
+    const probs = p.one([scores], batch * heads * seq * seq * F32)
+    const context = p.one([probs, v], bsh)
+    const projected = p.one([context], bsh)
+    const normed = p.one([p.one([projected, x], bsh)], bsh)
+    const up = p.one([normed], (bsh / h) * ffn)
+    const down = p.one([p.one([up], (bsh / h) * ffn)], bsh)
+    x = p.one([p.one([down, normed], bsh)], bsh)
+  }
+  return p.one([x], batch * h * F32)
+}
+
+/** A ViT-B/16 classifier at `image` pixels square. */
+function vit(p: Program, batch: number, image: number): string {
+  const seq = (image / 16) ** 2 + 1
+  const bsh = batch * seq * 768 * F32
+  let x = p.one([p.input(batch * 3 * image * image * F32)], bsh)
+  for (let layer = 0; layer < 12; layer++) {
+    const normed = p.one([x], bsh)
+    const [q, k, v] = [p.one([normed], bsh), p.one([normed], bsh), p.one([normed], bsh)]
+    const probs = p.one([p.one([q, k], batch * 12 * seq * seq * F32)], batch * 12 * seq * seq * F32)
+    x = p.one([p.one([p.one([probs, v], bsh)], bsh), x], bsh)
+    const up = p.one([p.one([x], bsh)], 4 * bsh)
+    x = p.one([p.one([p.one([up], 4 * bsh)], bsh), x], bsh)
+  }
+  return p.one([x], batch * 1000 * F32)
+}
+
+/** A latent-diffusion-style U-Net: 4 levels of two residual blocks, skips concatenated on the way up. */
+function unet(p: Program, batch: number, height: number, width: number): string {
+  const base = 128
+  let [c, h, w] = [base, height, width]
+  let x = p.one([p.input(batch * 4 * height * width * F32)], batch * c * h * w * F32)
+  const skips: { t: string; c: number }[] = []
+  for (let level = 0; level < 4; level++) {
+    for (let block = 0; block < 2; block++) {
+      const bytes = batch * c * h * w * F32
+      const conv = p.one([p.one([p.one([x], bytes)], bytes)], bytes)
+      x = p.one([conv, x], bytes)
+      skips.push({ t: x, c })
+    }
+    if (level < 3) {
+      ;[h, w, c] = [h / 2, w / 2, Math.min(2 * c, 512)]
+      x = p.one([x], batch * c * h * w * F32)
+    }
+  }
+  for (let level = 0; level < 4; level++) {
+    for (let block = 0; block < 2; block++) {
+      const skip = skips.pop()!
+      const joined = batch * (c + skip.c) * h * w * F32
+      const normed = p.one([p.one([x, skip.t], joined)], joined)
+      x = p.one([p.one([normed], batch * c * h * w * F32)], batch * c * h * w * F32)
+    }
+    if (level < 3) {
+      ;[h, w, c] = [h * 2, w * 2, Math.max(c / 2, base)]
+      x = p.one([x], batch * c * h * w * F32)
+    }
+  }
+  return p.one([x], batch * 4 * height * width * F32)
+}
+
+/** A ResNet-50-sized training step: the forward pass keeps every activation, the backward pass frees them in reverse. */
+function resnetTrainingStep(p: Program, batch: number): string {
+  let x = p.input(batch * 3 * 224 * 224 * F32)
+  const saved = [{ t: x, bytes: batch * 3 * 224 * 224 * F32 }]
+  for (const [c, hw, blocks] of [
+    [64, 112, 1],
+    [256, 56, 3],
+    [512, 28, 4],
+    [1024, 14, 6],
+    [2048, 7, 3],
+  ]) {
+    for (let i = 0; i < 3 * blocks; i++) {
+      const bytes = batch * c * hw * hw * F32
+      x = p.one([x], bytes)
+      saved.push({ t: x, bytes })
+    }
+  }
+  let grad = p.one([p.one([x], F32)], batch * 2048 * 7 * 7 * F32)
+  for (const a of saved.slice(0, -1).reverse()) grad = p.one([grad, a.t], a.bytes)
+  return grad
+}
+
+/** GPT-2-small decoding: a prompt pass, then `steps` tokens, each layer's K and V caches grown by a concatenation. */
+function gptDecode(p: Program, batch: number, prompt: number, steps: number): string {
+  const h = 768
+  const caches: [string, string][] = []
+  let x = p.input(batch * prompt * h * F32)
+  for (let layer = 0; layer < 12; layer++) {
+    const [k, v] = [p.one([x], batch * prompt * h * F32), p.one([x], batch * prompt * h * F32)]
+    caches.push([k, v])
+    const probs = p.one([p.one([x, k], batch * 12 * prompt * prompt * F32)], batch * 12 * prompt * prompt * F32)
+    const up = p.one([p.one([probs, v], batch * prompt * h * F32)], 4 * batch * prompt * h * F32)
+    x = p.one([up, x], batch * prompt * h * F32)
+  }
+  for (let t = prompt + 1; t <= prompt + steps; t++) {
+    x = p.one([x], batch * h * F32)
+    for (let layer = 0; layer < 12; layer++) {
+      const [q, kNew, vNew] = [p.one([x], batch * h * F32), p.one([x], batch * h * F32), p.one([x], batch * h * F32)]
+      const k = p.one([caches[layer][0], kNew], batch * t * h * F32)
+      const v = p.one([caches[layer][1], vNew], batch * t * h * F32)
+      caches[layer] = [k, v]
+      const probs = p.one([p.one([q, k], batch * 12 * t * F32)], batch * 12 * t * F32)
+      x = p.one([p.one([p.one([probs, v], batch * h * F32)], 4 * batch * h * F32), x], batch * h * F32)
+    }
+  }
+  return p.one([x, ...caches.flat()], batch * h * F32)
+}
+
+/** A YOLO-style detector: a CSP backbone, then a top-down feature pyramid over its last three levels. */
+function yolo(p: Program, batch: number, height: number, width: number): string {
+  let [c, h, w] = [32, height / 2, width / 2]
+  let x = p.one([p.input(batch * 3 * height * width * F32)], batch * c * h * w * F32)
+  const levels: { t: string; c: number; h: number; w: number }[] = []
+  for (const [level, blocks] of [1, 2, 3, 3, 1].entries()) {
+    ;[c, h, w] = [2 * c, Math.floor(h / 2), Math.floor(w / 2)]
+    x = p.one([x], batch * c * h * w * F32)
+    for (let i = 0; i < blocks; i++) {
+      const half = p.one([x], (batch * c * h * w * F32) / 2)
+      const inner = p.one([p.one([half], (batch * c * h * w * F32) / 2), x], batch * c * h * w * F32)
+      x = p.one([p.one([inner, half], (3 * batch * c * h * w * F32) / 2)], batch * c * h * w * F32)
+    }
+    if (level >= 2) levels.push({ t: x, c, h, w })
+  }
+  let top = levels.pop()!
+  const heads: string[] = []
+  for (let f = levels.pop(); f; f = levels.pop()) {
+    const up = p.one([top.t], batch * top.c * f.h * f.w * F32)
+    const merged = p.one([p.one([up, f.t], batch * (top.c + f.c) * f.h * f.w * F32)], batch * f.c * f.h * f.w * F32)
+    top = { ...f, t: merged }
+    heads.push(p.one([merged], batch * 255 * f.h * f.w * F32))
+  }
+  return p.one(heads, batch * 25200 * 85 * F32)
+}
+
+/** An LSTM layer (hidden 1024) over `steps` time steps; its outputs concatenated at the end. */
+function lstm(p: Program, batch: number, steps: number): string {
+  const h = 1024
+  const x = p.input(batch * steps * h * F32)
+  let [hidden, cell] = [p.input(batch * h * F32), p.input(batch * h * F32)]
+  const outputs: string[] = []
+  for (let t = 0; t < steps; t++) {
+    const gates = p.one([x, hidden], 4 * batch * h * F32)
+    cell = p.one([gates, cell], batch * h * F32)
+    hidden = p.one([gates, cell], batch * h * F32)
+    outputs.push(hidden)
+  }
+  return p.one([...outputs, cell], batch * steps * h * F32)
+}
+
+type Model = (p: Program, ...shape: number[]) => string
+
+const MODELS: Record<string, { build: Model; kind: string; shape: string }> = {
+  bert: { build: bert as Model, kind: 'BERT-base encoder', shape: 'batch x tokens' },
+  vit: { build: vit as Model, kind: 'ViT-B/16 image classifier', shape: 'batch x pixels (square)' },
+  unet: { build: unet as Model, kind: 'latent-diffusion-style U-Net', shape: 'batch x latent height x width' },
+  'resnet-train': { build: resnetTrainingStep as Model, kind: 'ResNet-50-sized training step', shape: 'batch' },
+  'gpt-decode': { build: gptDecode as Model, kind: 'GPT-2-small decoding with a KV cache', shape: 'batch x prompt x steps' },
+  yolo: { build: yolo as Model, kind: 'YOLO-style detector with a feature pyramid', shape: 'batch x height x width' },
+  lstm: { build: lstm as Model, kind: 'LSTM layer', shape: 'batch x steps' },
+}
+
+/** mulberry32: the mixes are the same on every run. */
+function rng(seed: number): (n: number) => number {
+  let a = seed >>> 0
+  return (n) => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n)
+  }
+}
+
+function write(name: string, model: string, requests: number[][]) {
+  const { build, kind, shape } = MODELS[model]
+  const events = requests.flatMap((s, k) => {
+    const p = new Program()
+    return p.events(build(p, ...s), requests.length > 1 ? `r${k}:` : '')
+  })
+  const doc = {
+    source: `synthetic:${model}`,
+    license: 'MIT',
+    model,
+    kind,
+    runtime: 'none: generated from the architecture tensor shapes by scripts/traces/synthetic.mts (fp32)',
+    trace: requests.length > 1 ? 'serving-mix' : 'single',
+    inputShapes: requests.map((s) => ({ [shape]: s })),
+    requests: requests.length,
+    numEvents: events.length,
+    peakLiveBytes: peakLiveBytes(events),
+  }
+  const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
+  const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n')
+  fs.writeFileSync(path.join(outDir, `${name}.trace.json`), `{\n${lines.join(',\n')},\n "events": [\n${body}\n ]\n}\n`)
+  console.log(`${name}\t${requests.length} req\t${events.length} events\tpeak ${doc.peakLiveBytes} B`)
+}
+
+const pick = (random: (n: number) => number, options: number[]) => options[random(options.length)]
+const between = (random: (n: number) => number, lo: number, hi: number) => lo + random(hi - lo + 1)
+
+fs.mkdirSync(outDir, { recursive: true })
+const singles: [string, number[][]][] = [
+  [
+    'bert',
+    [
+      [1, 128],
+      [8, 128],
+      [1, 512],
+      [4, 384],
+      [32, 64],
+    ],
+  ],
+  [
+    'vit',
+    [
+      [1, 224],
+      [8, 224],
+      [2, 384],
+    ],
+  ],
+  [
+    'unet',
+    [
+      [1, 64, 64],
+      [2, 96, 96],
+      [1, 128, 128],
+    ],
+  ],
+  ['resnet-train', [[1], [8], [32]]],
+  [
+    'gpt-decode',
+    [
+      [1, 128, 64],
+      [4, 256, 32],
+    ],
+  ],
+  [
+    'yolo',
+    [
+      [1, 640, 640],
+      [1, 1280, 736],
+      [4, 640, 640],
+    ],
+  ],
+  [
+    'lstm',
+    [
+      [16, 200],
+      [64, 100],
+    ],
+  ],
+]
+for (const [model, shapes] of singles) for (const s of shapes) write(`${model}.${s.join('x')}`, model, [s])
+
+const random = rng(SEED)
+const mixes: [string, number, () => number[]][] = [
+  ['bert', 50, () => [between(random, 1, 8), pick(random, [16, 32, 64, 96, 128, 192, 256, 384, 512])]],
+  ['vit', 40, () => [between(random, 1, 8), pick(random, [224, 256, 320, 384])]],
+  ['unet', 30, () => [between(random, 1, 2), pick(random, [32, 48, 64, 80, 96]), pick(random, [32, 48, 64, 80, 96])]],
+  ['resnet-train', 10, () => [pick(random, [4, 8, 16, 32])]],
+  ['gpt-decode', 20, () => [between(random, 1, 4), pick(random, [32, 64, 128, 256]), 16]],
+  ['yolo', 40, () => [between(random, 1, 2), pick(random, [320, 416, 512, 640, 768]), pick(random, [320, 416, 512, 640, 768])]],
+]
+for (const [model, count, draw] of mixes) write(`${model}.mix`, model, Array.from({ length: count }, draw))
