@@ -16,8 +16,24 @@
 
 /// Most pieces a move within one segment is copied in. WebGPU cannot copy a buffer into
 /// itself, so such moves are copied by a kernel; one that overlaps its old place (a shift
-/// smaller than the block) goes in pieces of the shift, in order.
+/// smaller than the block) goes in pieces no longer than the shift, in order.
 pub const MAX_SLIDE_PIECES: u64 = 8;
+
+/// Pieces shortened to fit a binding are whole multiples of this (the largest storage offset
+/// alignment WebGPU allows), so every piece's binding offset stays aligned.
+const PIECE_UNIT: u64 = 256;
+
+/// The length of the pieces a move of `size` bytes by `shift` within one segment is copied in:
+/// at most the shift (no piece overlaps itself), and short enough that a piece's old and new
+/// place fit one binding of `max_span` bytes. `None` when not even one unit fits.
+pub fn slide_piece(shift: u64, size: u64, max_span: u64) -> Option<u64> {
+    let step = shift.min(size);
+    if shift == 0 || shift.saturating_add(step) <= max_span {
+        return (step > 0).then_some(step);
+    }
+    let room = max_span.checked_sub(shift)? / PIECE_UNIT * PIECE_UNIT;
+    (room > 0).then_some(room)
+}
 
 /// A live block as the planner sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,7 +355,8 @@ fn slide_one(seg: &SegmentView, need: u64, towards_start: bool, max_span: u64) -
             gap = Some(shift);
             break;
         }
-        if b.movable && shift > 0 && b.size.div_ceil(shift) <= MAX_SLIDE_PIECES && shift + b.size <= max_span {
+        let pieces = slide_piece(shift, b.size, max_span).map(|piece| b.size.div_ceil(piece));
+        if b.movable && shift > 0 && pieces.is_some_and(|n| n <= MAX_SLIDE_PIECES) {
             let at = if towards_start { cursor } else { seg.size - cursor - b.size };
             plan.push(Move { block: b.id, to: seg.id, at });
             moved += b.size;
@@ -487,12 +504,20 @@ mod tests {
     }
 
     #[test]
-    fn a_move_within_a_segment_spans_at_most_the_binding_limit() {
+    fn a_move_within_a_segment_goes_in_pieces_that_fit_the_binding_limit() {
+        // 42 bytes slide down by 21: two pieces of 21, each spanning 42 bytes.
         let view = [segment(1, 88, vec![block(7, 21, 42)])];
-        // Old and new place together span 21 + 42 = 63 bytes towards the start, 25 + 42 = 67
-        // towards the end.
-        assert_eq!(open_range(&view, 42, 62, NO_LIMIT), None);
-        assert_eq!(open_range(&view, 42, 63, NO_LIMIT), Some(vec![Move { block: 7, to: 1, at: 0 }]));
+        assert_eq!(open_range(&view, 42, 42, NO_LIMIT), Some(vec![Move { block: 7, to: 1, at: 0 }]));
+        // A span of the shift alone leaves no room for a piece.
+        assert_eq!(open_range(&view, 42, 21, NO_LIMIT), None);
+        // A 122 MiB block 81 MiB from the start of a 292 MiB segment, with a 128 MiB binding
+        // limit: pieces of the shift would span 162 MiB; three pieces of 47 MiB fit.
+        let view = [segment(1, 292 * MIB, vec![block(1, 81 * MIB, 122 * MIB), block(2, 272 * MIB, 20 * MIB)])];
+        let plan = open_range(&view, 150 * MIB, 128 * MIB, NO_LIMIT).unwrap();
+        assert_eq!(plan, vec![Move { block: 1, to: 1, at: 0 }]);
+        assert!(apply(&view, &plan) >= 150 * MIB);
+        assert_eq!(slide_piece(81 * MIB, 122 * MIB, 128 * MIB), Some(47 * MIB));
+        assert_eq!(slide_piece(128 * MIB, 122 * MIB, 128 * MIB), None, "the shift alone fills the binding");
     }
 
     #[test]

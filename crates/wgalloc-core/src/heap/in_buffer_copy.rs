@@ -6,6 +6,8 @@
 
 use wgpu::util::DeviceExt;
 
+use super::compaction::slide_piece;
+
 const SHADER: &str = r"
 struct Piece { src: u32, dst: u32, words: u32, pad: u32 }
 @group(0) @binding(0) var<storage, read_write> data: array<u32>;
@@ -82,17 +84,18 @@ impl InBufferCopy {
     }
 
     /// Records copies of `size` bytes from `from` to `to` inside `buffer`, one per move, in
-    /// order. Offsets and sizes are multiples of the storage offset alignment, and each move's
-    /// old and new place together fit one storage binding (compaction plans them so).
+    /// order. Offsets and sizes are multiples of the storage offset alignment; each piece's old
+    /// and new place fit one storage binding (compaction only plans moves where they can).
     pub fn record(
         &self,
         device: &wgpu::Device,
         encoder: &mut wgpu::CommandEncoder,
         moves: &[(&wgpu::Buffer, u64, u64, u64)],
     ) {
+        let max_span = u64::from(device.limits().max_storage_buffer_binding_size);
         let pieces: Vec<(&wgpu::Buffer, Piece)> = moves
             .iter()
-            .flat_map(|&(buffer, from, to, size)| pieces(from, to, size).map(move |p| (buffer, p)))
+            .flat_map(|&(buffer, from, to, size)| pieces(from, to, size, max_span).map(move |p| (buffer, p)))
             .collect();
         if pieces.is_empty() {
             return;
@@ -148,12 +151,15 @@ impl InBufferCopy {
     }
 }
 
-/// The pieces of a move of `size` bytes from `from` to `to`: none longer than the shift, so
-/// none overlaps itself; moving down they go front first, moving up back first, so no piece
-/// writes over bytes a later one reads.
-fn pieces(from: u64, to: u64, size: u64) -> impl Iterator<Item = Piece> {
+/// The pieces of a move of `size` bytes from `from` to `to` (see `compaction::slide_piece`):
+/// none longer than the shift, so none overlaps itself, and each within `max_span` bytes from
+/// its old place's start to its new place's end; moving down they go front first, moving up
+/// back first, so no piece writes over bytes a later one reads.
+fn pieces(from: u64, to: u64, size: u64, max_span: u64) -> impl Iterator<Item = Piece> {
     let shift = from.abs_diff(to);
-    let step = if shift == 0 { size.max(1) } else { shift.min(size) };
+    // Compaction plans only moves that have a piece length; a move without one would fail
+    // validation as a whole rather than corrupt anything.
+    let step = slide_piece(shift, size, max_span).unwrap_or(shift.min(size)).max(1);
     let count = if from == to { 0 } else { size.div_ceil(step) };
     (0..count).map(move |k| {
         // Moving down: k-th piece from the front; moving up: k-th from the back.
@@ -167,16 +173,23 @@ fn pieces(from: u64, to: u64, size: u64) -> impl Iterator<Item = Piece> {
 mod tests {
     use super::*;
 
-    /// Runs the pieces on a host copy and checks the result equals a memmove.
+    /// Runs the pieces on a host copy and checks the result equals a memmove and that every
+    /// piece's binding window fits `max_span`.
     fn check(from: u64, to: u64, size: u64) {
+        check_within(from, to, size, u64::MAX);
+    }
+
+    fn check_within(from: u64, to: u64, size: u64, max_span: u64) {
         let total = (from.max(to) + size) as usize;
         let original: Vec<u8> = (0..total).map(|i| (i * 7 + 3) as u8).collect();
         let mut want = original.clone();
         want.copy_within(from as usize..(from + size) as usize, to as usize);
         let mut got = original;
         let mut covered = 0;
-        for p in pieces(from, to, size) {
+        for p in pieces(from, to, size, max_span) {
             assert!(p.src.abs_diff(p.dst) >= p.len, "a piece overlaps itself");
+            assert!(p.window().1 <= max_span, "a piece spans {} bytes", p.window().1);
+            assert_eq!(p.window().0 % 16, 0, "a binding offset off the alignment");
             let (s, d, l) = (p.src as usize, p.dst as usize, p.len as usize);
             let bytes = got[s..s + l].to_vec();
             got[d..d + l].copy_from_slice(&bytes);
@@ -193,6 +206,18 @@ mod tests {
         {
             check(from, to, size);
         }
-        assert_eq!(pieces(32, 0, 96).count(), 3, "shift 32, 96 bytes");
+        assert_eq!(pieces(32, 0, 96, u64::MAX).count(), 3, "shift 32, 96 bytes");
+    }
+
+    #[test]
+    fn pieces_fit_the_binding_limit() {
+        // A 122 KiB block moved down by 81 KiB with a 128 KiB binding: pieces of the shift would
+        // span 162 KiB; 47 KiB pieces (whole 256-byte units) span at most 128 KiB.
+        let kib = 1024;
+        check_within(81 * kib, 0, 122 * kib, 128 * kib);
+        check_within(0, 81 * kib, 122 * kib, 128 * kib);
+        assert_eq!(pieces(81 * kib, 0, 122 * kib, 128 * kib).count(), 3);
+        // A move that fits stays in pieces of its shift.
+        assert_eq!(pieces(32 * kib, 0, 96 * kib, 128 * kib).count(), 3);
     }
 }
