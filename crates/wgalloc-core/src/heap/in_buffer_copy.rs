@@ -92,7 +92,7 @@ impl InBufferCopy {
         encoder: &mut wgpu::CommandEncoder,
         moves: &[(&wgpu::Buffer, u64, u64, u64)],
     ) {
-        let max_span = u64::from(device.limits().max_storage_buffer_binding_size);
+        let max_span = device.limits().max_storage_buffer_binding_size;
         let pieces: Vec<(&wgpu::Buffer, Piece)> = moves
             .iter()
             .flat_map(|&(buffer, from, to, size)| pieces(from, to, size, max_span).map(move |p| (buffer, p)))
