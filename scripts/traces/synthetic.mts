@@ -239,7 +239,7 @@ function rng(seed: number): (n: number) => number {
   }
 }
 
-function write(name: string, model: string, requests: number[][]) {
+function write(name: string, model: string, requests: number[][], trace = requests.length > 1 ? 'serving-mix' : 'single') {
   const { build, kind, shape } = MODELS[model]
   const events = requests.flatMap((s, k) => {
     const p = new Program()
@@ -251,7 +251,7 @@ function write(name: string, model: string, requests: number[][]) {
     model,
     kind,
     runtime: 'none: generated from the architecture tensor shapes by scripts/traces/synthetic.mts (fp32)',
-    trace: requests.length > 1 ? 'serving-mix' : 'single',
+    trace,
     inputShapes: requests.map((s) => ({ [shape]: s })),
     requests: requests.length,
     numEvents: events.length,
@@ -330,3 +330,10 @@ const mixes: [string, number, () => number[]][] = [
   ['yolo', 40, () => [between(random, 1, 2), pick(random, [320, 416, 512, 640, 768]), pick(random, [320, 416, 512, 640, 768])]],
 ]
 for (const [model, count, draw] of mixes) write(`${model}.mix`, model, Array.from({ length: count }, draw))
+// A training loop: the same step again and again.
+write(
+  'resnet-train.steps32',
+  'resnet-train',
+  Array.from({ length: 10 }, () => [32]),
+  'training-steps',
+)

@@ -45,15 +45,18 @@ const KNOWN_GAPS: &[Gap] = &[
 ///   of same-sized tensors 3-8 % tighter.
 /// - `unet.1x64x64`: a 4 MiB skip tensor takes the arena to 20 MiB (PyTorch's large segment, a
 ///   bet that more tensors of several MiB come; here none do): 2.0 against 1.95 allowed.
-/// - `resnet-train.mix`, `unet.2x96x96`, `unet.mix`: more driver calls (the training mix
-///   grows by the budget's slack, 8 MiB, on a 2.3 GB live set: 103 against 67).
+/// - `resnet-train.mix`, `resnet-train.steps32`, `unet.2x96x96`, `unet.mix`: more driver
+///   calls. A miss in a training step's backward pass releases the forward pass's idle
+///   segments, and the next step grows again; from the third step on, the arena is merged into
+///   as few segments as hold it and no step calls the driver (69 against 57 over ten steps).
 const SYNTHETIC_GAPS: &[Gap] = &[
     Gap { trace: "bert.mix", ratio: 1.24, driver_allocations: 11 },
     Gap { trace: "vit.mix", ratio: 1.40, driver_allocations: 9 },
     Gap { trace: "vit.8x224", ratio: 1.47, driver_allocations: 4 },
     Gap { trace: "lstm.16x200", ratio: 1.16, driver_allocations: 2 },
     Gap { trace: "lstm.64x100", ratio: 1.15, driver_allocations: 4 },
-    Gap { trace: "resnet-train.mix", ratio: 1.05, driver_allocations: 103 },
+    Gap { trace: "resnet-train.mix", ratio: 1.05, driver_allocations: 93 },
+    Gap { trace: "resnet-train.steps32", ratio: 1.06, driver_allocations: 69 },
     Gap { trace: "unet.1x64x64", ratio: 2.0, driver_allocations: 3 },
     Gap { trace: "unet.2x96x96", ratio: 1.23, driver_allocations: 5 },
     Gap { trace: "unet.mix", ratio: 1.06, driver_allocations: 8 },
@@ -131,7 +134,7 @@ fn held_out_architectures_stay_within_their_known_gaps() {
     for alignment in [32, 256] {
         let mut options = SimulationOptions::default();
         options.limits.alignment = alignment;
-        for (name, trace) in &traces("synthetic", 27) {
+        for (name, trace) in &traces("synthetic", 28) {
             let sim = simulate(trace, &options).unwrap();
             let (ours, pytorch) = (&sim.wgalloc, &sim.baselines[0]);
             if !holds_its_gap(SYNTHETIC_GAPS, name, ours) {

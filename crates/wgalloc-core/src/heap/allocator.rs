@@ -464,20 +464,28 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     /// Replaces the idle segments of `pool`'s arena by one segment of their total size (at
     /// most the growth budget of the largest live set so far, see `pool::merged_size`), when
-    /// they are several and large enough for the driver call to pay off.
+    /// they are several and large enough for the driver call to pay off. Past the device's
+    /// largest buffer the bytes go into as few equal segments as hold them, and only when those
+    /// are fewer than the idle ones: capped at one buffer, a merge would drop the bytes a
+    /// training step regrows each time, and merging again at every step would churn.
     fn merge_idle_segments(&self, st: &mut State<S>, pool: PoolKind) {
         let arena = pool.arena();
         st.merge_pending &= !(1 << arena);
         let idle = st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == arena);
         let (count, bytes) = idle.fold((0, 0u64), |(n, b), s| (n + 1, b + s.size));
-        if count < MERGE_MIN_SEGMENTS || bytes < MERGE_MIN_BYTES {
+        let size = pool::merged_size(bytes, st.live_peak);
+        let pieces = size.div_ceil(self.limits.max_buffer_size.max(1));
+        if count < MERGE_MIN_SEGMENTS || bytes < MERGE_MIN_BYTES || pieces as usize >= count {
             return;
         }
-        let idle = self.release_arena_idle(st, arena);
-        let size = pool::merged_size(idle, st.live_peak).min(self.limits.max_buffer_size);
+        self.release_arena_idle(st, arena);
+        let each = size.div_ceil(pieces).div_ceil(pool::SEGMENT_GRANULE).saturating_mul(pool::SEGMENT_GRANULE);
+        let each = each.min(self.limits.max_buffer_size);
         // Best effort: if the driver refuses, the next malloc sizes a segment as usual.
-        if size > 0 && self.fits_high_watermark(st, size) {
-            let _ = self.create_segment(st, pool, size, false);
+        for _ in 0..pieces {
+            if each == 0 || !self.fits_high_watermark(st, each) || self.create_segment(st, pool, each, false).is_err() {
+                break;
+            }
         }
     }
 

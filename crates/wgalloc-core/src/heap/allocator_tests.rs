@@ -59,6 +59,34 @@ fn blocks_are_aligned_disjoint_and_reused_without_driver_calls() {
 }
 
 #[test]
+fn an_idle_arena_past_the_largest_buffer_merges_into_equal_segments_once() {
+    let tracker = Arc::new(Tracker::default());
+    let limits = HeapLimits { max_buffer_size: 32 * MIB, ..limits(1 << 30) };
+    let h = HeapCore::new(CpuStorage::with_capacity(None), tracker, limits, Watermarks { high: 0.0, low: 0.0 }, 0);
+    let step = || {
+        let blocks: Vec<_> = (0..4).map(|_| h.malloc(12 * MIB, Usage::Device).unwrap()).collect();
+        for b in blocks {
+            h.free(b.id).unwrap();
+        }
+    };
+    step();
+    let idle = h.stats();
+    assert!(idle.segments.current >= 3 && idle.reserved_bytes.current > 32 * MIB, "{idle:?}");
+    // The next malloc merges them: one 32 MiB buffer cannot hold their bytes, two can.
+    h.free(h.malloc(256, Usage::Device).unwrap().id).unwrap();
+    let merged = h.stats();
+    assert_eq!(merged.segments.current, 2);
+    assert!(merged.reserved_bytes.current >= idle.reserved_bytes.current, "no bytes dropped");
+    assert!(h.snapshot().iter().all(|s| s.size <= 32 * MIB));
+    // Later steps find room and merge no more (two segments are as few as hold the bytes).
+    for _ in 0..3 {
+        step();
+        h.free(h.malloc(256, Usage::Device).unwrap().id).unwrap();
+    }
+    assert_eq!(h.stats().driver_allocations, merged.driver_allocations, "no driver call after the merge");
+}
+
+#[test]
 fn a_miss_replaces_idle_segments_by_one_that_covers_the_request() {
     let (h, _) = heap(None, 1 << 30);
     // Two idle segments, neither big enough for 24 MiB, while a block elsewhere stays live.
