@@ -41,8 +41,6 @@ const KNOWN_GAPS: &[Gap] = &[
 ///   allowed; `bert.mix` 1.237 against 1.192).
 /// - `vit.8x224`: an 18 MiB tensor finds 19 MiB free split over two segments (1.465 against
 ///   1.342 allowed).
-/// - `lstm.*`: within the target, but PyTorch's exact 2 MiB-rounded segments hold thousands
-///   of same-sized tensors 3-8 % tighter.
 /// - `unet.1x64x64`: a 4 MiB skip tensor takes the arena to 20 MiB (PyTorch's large segment, a
 ///   bet that more tensors of several MiB come; here none do): 2.0 against 1.95 allowed.
 /// - `resnet-train.mix`, `resnet-train.steps32`, `unet.2x96x96`, `unet.mix`: more driver
@@ -53,8 +51,6 @@ const SYNTHETIC_GAPS: &[Gap] = &[
     Gap { trace: "bert.mix", ratio: 1.24, driver_allocations: 11 },
     Gap { trace: "vit.mix", ratio: 1.40, driver_allocations: 9 },
     Gap { trace: "vit.8x224", ratio: 1.47, driver_allocations: 4 },
-    Gap { trace: "lstm.16x200", ratio: 1.16, driver_allocations: 2 },
-    Gap { trace: "lstm.64x100", ratio: 1.15, driver_allocations: 4 },
     Gap { trace: "resnet-train.mix", ratio: 1.05, driver_allocations: 93 },
     Gap { trace: "resnet-train.steps32", ratio: 1.06, driver_allocations: 69 },
     Gap { trace: "unet.1x64x64", ratio: 2.0, driver_allocations: 3 },

@@ -7,7 +7,9 @@
 //! - Small requests (up to 1 MiB) start their arena at 1 MiB or three times the first
 //!   request; a second segment brings the arena to 4 MiB (PyTorch's two 2 MiB small
 //!   segments: as few driver calls for the same bytes), and later ones double it, up to
-//!   8 MiB a segment: small workloads stay small.
+//!   6 MiB a segment: small workloads stay small, and a model that keeps thousands of small
+//!   tensors live (an LSTM's steps) leaves at most 6 MiB of its last segment idle (8 MiB
+//!   left it above PyTorch's 2 MiB segments).
 //! - Large requests grow it to a budget: 1.05 x the bytes live with the request, plus a
 //!   slack of 4 x those bytes up to 8 MiB (the first segments of a big model grow fast, so
 //!   few driver calls; later ones add what the live set needs). The target that budget
@@ -34,7 +36,7 @@ pub const SMALL_FIRST_FACTOR: u64 = 3;
 /// A second segment brings an arena under this size up to it.
 pub const SMALL_SECOND_TOTAL: u64 = 4 * MIB;
 /// Largest segment a small request grows its arena by.
-pub const SMALL_HEAP: u64 = 8 * MIB;
+pub const SMALL_HEAP: u64 = 6 * MIB;
 /// Large requests: the arena grows to `LIVE_FACTOR` x (live + request) plus a slack of
 /// `SLACK_PER_LIVE` x (live + request), at most `MAX_SLACK`.
 pub const LIVE_FACTOR: f64 = 1.05;
