@@ -110,8 +110,8 @@ impl Spent {
 }
 
 /// Moves after which a free range of `need` bytes exists; `None` when no plan reaches it.
-/// A move within one segment spans at most `max_span` bytes (old and new place together
-/// are bound once by the copy kernel); a plan copies no more than `limit`.
+/// A move within one segment is copied in pieces whose old and new place fit `max_span` bytes
+/// (one binding of the copy kernel, see [`slide_piece`]); a plan copies no more than `limit`.
 pub fn open_range(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<Vec<Move>> {
     match (across(view, need, limit), clear_window(view, need, limit)) {
         (Some(a), Some(w)) => Some(if w.0 < a.0 { w.1 } else { a.1 }),
@@ -174,9 +174,9 @@ fn clear_window(view: &[SegmentView], need: u64, limit: Limit) -> Option<(u64, V
 }
 
 /// Moves that empty the emptiest segments into free ranges of the others (fuller ones first)
-/// until `reclaim` bytes of segments are empty (or no further segment can be). Segments without blocks are
-/// left out: they are released anyway. A segment whose blocks would take the plan past `limit`
-/// stays. Returns the moves and the bytes emptied.
+/// until `reclaim` bytes of segments are empty (or no further segment can be). Segments
+/// without blocks are left out: they are released anyway. A segment whose blocks would take
+/// the plan past `limit` stays. Returns the moves and the bytes emptied.
 pub fn evacuate(view: &[SegmentView], reclaim: u64, limit: Limit) -> (Vec<Move>, u64) {
     let order: Vec<&SegmentView> = fullest_first(view).into_iter().filter(|s| !s.blocks.is_empty()).collect();
     let mut free = FreeRanges::new(order.iter().map(|s| s.free.clone()).collect());
