@@ -532,6 +532,46 @@ fn a_block_slides_up_within_its_segment_in_pieces() {
     slide_case(&[1.5, 3.0, 1.5, 1.0, 0.625], &[0, 2, 4], 3, 2.0, 6.625);
 }
 
+/// A slide whose old and new place together pass the binding limit goes in pieces that each
+/// fit one binding. Three 70 MiB blocks freed leave three idle segments; the next malloc
+/// merges them into one (the growth budget of 210 MiB live, about 228 MiB). In it: an 81 MiB
+/// block, then a 100 MiB block with data, then the first freed. A 110 MiB request finds 81 and
+/// 47 MiB free: sliding the 100 MiB block down by 81 MiB spans 181 MiB, and even pieces of the
+/// shift would span 162 MiB, above lavapipe's 128 MiB binding (real GPUs allow as much or
+/// more), so it goes in three pieces of 47 MiB.
+#[test]
+fn a_slide_past_the_binding_limit_goes_in_pieces_that_fit_one_binding() {
+    const MIB: u64 = 1 << 20;
+    let gpu = gpu_with_budget(None);
+    // On a device whose binding holds 162 MiB the same slide goes in pieces of the shift.
+    assert!(gpu.info().max_buffer_size >= 229 * MIB, "the merged segment fits one buffer");
+    let heap = gpu.heap().unwrap();
+    let first: Vec<_> = (0..3).map(|_| heap.malloc(70 * MIB, Usage::Device).unwrap()).collect();
+    assert!(heap.stats().segments.current >= 3, "three segments");
+    for b in first {
+        b.free().unwrap();
+    }
+    let a = heap.malloc(81 * MIB, Usage::Device).unwrap();
+    let b = heap.malloc(100 * MIB, Usage::Device).unwrap();
+    let seg = |x: &wgalloc_core::heap::DeviceBlock| x.info().unwrap().segment_id;
+    assert_eq!(heap.stats().segments.current, 1, "the idle segments merged into one");
+    assert_eq!((seg(&a), a.offset().unwrap(), seg(&b), b.offset().unwrap()), (seg(&b), 0, seg(&a), 81 * MIB));
+    let data = fill((100 * MIB) as usize, 7);
+    b.write(&data, 0).unwrap();
+    a.free().unwrap();
+
+    let before = heap.stats();
+    let big = heap.malloc(110 * MIB, Usage::Device).unwrap();
+    let s = heap.stats();
+    assert_eq!(s.driver_allocations, before.driver_allocations, "no new segment");
+    assert_eq!((s.blocks_moved - before.blocks_moved, s.bytes_moved - before.bytes_moved), (1, 100 * MIB));
+    assert_eq!((seg(&b), b.offset().unwrap()), (seg(&big), 0), "slid to the start of its segment");
+    let new = fill((110 * MIB) as usize, 8);
+    big.write(&new, 0).unwrap();
+    assert!(pollster::block_on(b.read(0, 100 * MIB)).unwrap() == data, "the moved block kept its bytes");
+    assert!(pollster::block_on(big.read(0, 110 * MIB)).unwrap() == new);
+}
+
 /// Random allocations of `size(next)` bytes, frees, writes and stream copies (some left
 /// unsubmitted for a while) on the device, `steps` of them; then every live block must hold
 /// its bytes. Returns the moves across segments and within one (slides).
