@@ -620,3 +620,18 @@ test("a memory history's free entries carry the block's bytes and pool, as PyTor
   t.like(free, { size, pool })
   gpu.heap.recordHistory(false)
 })
+
+test('null options mean no options on every call that takes optional options, and a non-object is refused', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const plan = await planMemory([{ id: 'a', size: 4, first: 0, last: 0 }], null)
+  t.is(plan.slabSize, 4)
+  t.regex(renderHtml(plan.toJSON(), null), /<html/i)
+  const registry = new Registry()
+  registerMetrics({ main: gpu }, { registry }).unregister()
+  t.notThrows(() => registerMetrics({ main: gpu }, null).unregister())
+  t.true(gpu.heap.malloc(64, null as never).size >= 64)
+  await t.throwsAsync(planMemory([{ id: 'a', size: 4, first: 0, last: 0 }], 5 as never), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => renderHtml(plan.toJSON(), 'dark' as never), { code: 'INVALID_ARGUMENT' })
+  t.throws(() => registerMetrics({ main: gpu }, 5 as never), { code: 'INVALID_ARGUMENT' })
+})

@@ -3,6 +3,7 @@
 // The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
 import { WgallocError, messageOf, shown } from './errors.js'
 import { Gpu } from './gpu.js'
+import { optionsObject } from './signal.js'
 
 /** What wgalloc needs of a prom-client `Registry` (any registry with these methods works). */
 export interface MetricsRegistry {
@@ -160,8 +161,8 @@ function defaultRegistry(): MetricsRegistry {
  * http.createServer(async (req, res) => res.end(await client.register.metrics()))
  * ```
  */
-export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, options: MetricsOptions = {}): MetricsHandle {
-  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: options must be an object')
+export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts?: MetricsOptions | null): MetricsHandle {
+  const options = optionsObject(opts, 'registerMetrics')
   const prefix = options.prefix ?? 'wgalloc_'
   if (typeof prefix !== 'string' || (prefix !== '' && !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)))
     throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: prefix must be a metric name prefix such as 'wgalloc_', got ${shown(prefix)}`)

@@ -5,7 +5,7 @@ import { reported, api } from './api.js'
 import type { PlanProgress, PlanSpace } from './binding.js'
 import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import { type Binding, native } from './native.js'
-import { type AsyncOptions, checkSignal, detach } from './signal.js'
+import { type AsyncOptions, checkSignal, detach, optionsObject } from './signal.js'
 
 /** Planner strategies, in `STRATEGIES` order. */
 export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'greedyInputsFirst' | 'portfolio' | 'exact' | 'best'
@@ -344,9 +344,8 @@ async function encodeInput(input: unknown, stopped: () => void): Promise<[string
   )
 }
 
-async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promise<MemoryPlan> {
-  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'planMemory options must be an object')
-  const { signal, onProgress, ...rest } = options
+async function plan(input: unknown, options?: PlanMemoryCallOptions | null): Promise<MemoryPlan> {
+  const { signal, onProgress, ...rest } = optionsObject(options, 'planMemory')
   if (onProgress != null && typeof onProgress !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'onProgress must be a function')
   checkSignal(signal)
   let job: Binding.PlanJob
@@ -431,6 +430,6 @@ async function plan(input: unknown, options: PlanMemoryCallOptions = {}): Promis
  * plan.offsetOf('b') // 32
  * ```
  */
-export function planMemory(input: UsageRecord[] | { records: UsageRecord[] } | object | string, options?: PlanMemoryCallOptions): Promise<MemoryPlan> {
+export function planMemory(input: UsageRecord[] | { records: UsageRecord[] } | object | string, options?: PlanMemoryCallOptions | null): Promise<MemoryPlan> {
   return reported('planMemory', () => plan(input, options))
 }

@@ -8,6 +8,7 @@ import * as memory from './memory.js'
 import * as plan from './plan.js'
 import * as profile from './profile.js'
 import { page } from './shell.js'
+import { optionsObject } from '../signal.js'
 
 /** What `wgalloc view` draws: a heap snapshot (with or without history), an alloc/free trace, a plan, a profiler trace. */
 export type ViewKind = 'snapshot' | 'trace' | 'plan' | 'profile'
@@ -60,8 +61,8 @@ const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; 
  * The HTML page for `json` (any kind `detectKind` accepts): one file with no network access.
  * `INVALID_ARGUMENT` names a malformed field.
  */
-export function renderHtml(json: unknown, options: RenderHtmlOptions = {}): string {
-  if (!isObject(options)) throw new WgallocError('INVALID_ARGUMENT', 'renderHtml: options must be an object')
+export function renderHtml(json: unknown, opts?: RenderHtmlOptions | null): string {
+  const options = optionsObject(opts, 'renderHtml')
   if (options.title !== undefined && typeof options.title !== 'string')
     throw new WgallocError('INVALID_ARGUMENT', `renderHtml: title must be a string, got ${shown(options.title)}`)
   const kind = options.kind ?? detectKind(json)
