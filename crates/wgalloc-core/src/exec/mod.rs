@@ -9,6 +9,7 @@ mod eager;
 mod executor;
 pub mod graph;
 mod kernel;
+mod lru;
 mod observer;
 pub mod pipelines;
 mod shader;

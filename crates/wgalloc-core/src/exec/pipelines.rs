@@ -5,10 +5,10 @@
 //! lives in one slab buffer, and wgpu forbids read-only and writable use of one
 //! buffer in the same dispatch), then an optional `var<uniform>`.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::lru::Lru;
 use crate::context::Gpu;
 use crate::error::Result;
 use crate::scope::guarded;
@@ -37,44 +37,14 @@ pub struct Pipeline {
 /// Executors hold their own pipelines, so an evicted one stays alive while in use.
 const MAX_CACHED_PIPELINES: usize = 512;
 
-#[derive(Default)]
 pub struct PipelineCache {
     map: Mutex<Lru<Key, Arc<Pipeline>>>,
     created: AtomicU64,
 }
 
-/// A map that drops its least recently used entry past `capacity`.
-struct Lru<K, V> {
-    map: HashMap<K, (V, u64)>,
-    tick: u64,
-    capacity: usize,
-}
-
-impl<K, V> Default for Lru<K, V> {
+impl Default for PipelineCache {
     fn default() -> Self {
-        Lru { map: HashMap::new(), tick: 0, capacity: MAX_CACHED_PIPELINES }
-    }
-}
-
-impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
-    fn get(&mut self, key: &K) -> Option<V> {
-        self.tick += 1;
-        let tick = self.tick;
-        self.map.get_mut(key).map(|(v, used)| {
-            *used = tick;
-            v.clone()
-        })
-    }
-
-    fn insert(&mut self, key: K, value: V) {
-        self.tick += 1;
-        self.map.insert(key, (value, self.tick));
-        if self.map.len() > self.capacity {
-            // A scan, only when a new pipeline was compiled (far costlier than the scan).
-            if let Some(oldest) = self.map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) {
-                self.map.remove(&oldest);
-            }
-        }
+        PipelineCache { map: Mutex::new(Lru::new(MAX_CACHED_PIPELINES)), created: AtomicU64::new(0) }
     }
 }
 
@@ -99,7 +69,7 @@ impl Gpu {
         self.check_alive()?;
         let key = Key { source: source.to_string(), entry_point: entry_point.to_string(), storage_bindings, uniform };
         let cache = &self.shared.pipelines;
-        if let Some(p) = lock(&cache.map).get(&key) {
+        if let Some(p) = lock(&cache.map).get(&key).cloned() {
             return Ok(p);
         }
         let device = self.device();
@@ -157,20 +127,5 @@ impl Gpu {
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());
         Ok(p)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Lru;
-
-    #[test]
-    fn the_least_recently_used_entry_goes_past_the_capacity() {
-        let mut lru: Lru<u32, u32> = Lru { capacity: 2, ..Lru::default() };
-        lru.insert(1, 10);
-        lru.insert(2, 20);
-        assert_eq!(lru.get(&1), Some(10), "1 is now the most recent");
-        lru.insert(3, 30);
-        assert_eq!((lru.get(&2), lru.get(&1), lru.get(&3), lru.map.len()), (None, Some(10), Some(30), 2));
     }
 }

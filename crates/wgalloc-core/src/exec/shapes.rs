@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::executor::{CompileOptions, DeviceIo, Executor, RunOptions, RunOutput};
 use super::graph::ExecGraph;
+use super::lru::Lru;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
 use crate::signal::lock;
@@ -273,15 +274,12 @@ pub struct ShapeCache {
     gpu: Gpu,
     graph: SymbolicGraph,
     policy: ShapePolicy,
-    capacity: usize,
     options: CompileOptions,
     state: Mutex<CacheState>,
 }
 
-#[derive(Default)]
 struct CacheState {
-    /// Most recently used last.
-    entries: Vec<(Dims, Arc<Executor>)>,
+    entries: Lru<Dims, Arc<Executor>>,
     stats: ShapeCacheStats,
     /// Times `clear` ran: a compile that saw it run meanwhile must not fill the cleared cache.
     clears: u64,
@@ -316,7 +314,9 @@ impl ShapeCache {
                 }
             }
         }
-        Ok(ShapeCache { gpu: gpu.clone(), graph, policy, capacity, options, state: Mutex::default() })
+        let state =
+            CacheState { entries: Lru::new(capacity), stats: ShapeCacheStats::default(), clears: 0, closed: false };
+        Ok(ShapeCache { gpu: gpu.clone(), graph, policy, options, state: Mutex::new(state) })
     }
 
     /// The shape `dims` runs at under the policy.
@@ -370,9 +370,7 @@ impl ShapeCache {
             return Ok((first, shape, true));
         }
         st.stats.misses += 1;
-        st.entries.push((shape.clone(), exe.clone()));
-        while st.entries.len() > self.capacity {
-            let (_, old) = st.entries.remove(0);
+        if let Some(old) = st.entries.insert(shape.clone(), exe.clone()) {
             old.release();
             st.stats.evictions += 1;
         }
@@ -447,7 +445,7 @@ impl ShapeCache {
         let st = lock(&self.state);
         ShapeCacheStats {
             cached: st.entries.len() as u64,
-            device_bytes: st.entries.iter().map(|(_, e)| e.device_bytes()).sum(),
+            device_bytes: st.entries.values().map(|e| e.device_bytes()).sum(),
             ..st.stats
         }
     }
@@ -461,7 +459,7 @@ impl ShapeCache {
     pub fn clear(&self) {
         let mut st = lock(&self.state);
         st.clears += 1;
-        for (_, e) in st.entries.drain(..) {
+        for e in st.entries.drain() {
             e.release();
         }
     }
@@ -477,10 +475,7 @@ impl ShapeCache {
 impl CacheState {
     /// The cached executor of `shape`, now the most recently used.
     fn hit(&mut self, shape: &Dims) -> Option<Arc<Executor>> {
-        let k = self.entries.iter().position(|(d, _)| d == shape)?;
-        let entry = self.entries.remove(k);
-        let exe = entry.1.clone();
-        self.entries.push(entry);
+        let exe = self.entries.get(shape)?.clone();
         self.stats.hits += 1;
         Some(exe)
     }
