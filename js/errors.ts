@@ -227,3 +227,10 @@ export function u32(value: unknown, what: string, min = 0): number {
   }
   return value
 }
+
+/** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */
+export function optionsObject<T extends object>(options: T | null | undefined, what: string): Partial<T> {
+  if (options == null) return {}
+  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what}: options must be an object`)
+  return options
+}

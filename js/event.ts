@@ -1,9 +1,9 @@
 // `GpuEvent`: one queue submission, to query or wait on.
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import { WgallocError } from './errors.js'
+import { WgallocError, optionsObject } from './errors.js'
 import type { Binding } from './native.js'
-import { type AsyncOptions, callWithSignal, optionsObject } from './signal.js'
+import { type AsyncOptions, callWithSignal } from './signal.js'
 
 const kCreate = Symbol('GpuEvent.create')
 let create: (handle: Binding.GpuEvent) => GpuEvent

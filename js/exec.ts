@@ -5,7 +5,7 @@ import { api } from './api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { HeapScope, type ScopeCharge } from './heap-scope.js'
-import { WgallocError, parseJson, shown, u32 } from './errors.js'
+import { WgallocError, optionsObject, parseJson, shown, u32 } from './errors.js'
 import { type Graph, type OutputArray, type TensorData, byteMap, dtypes, graphJson, typed, zeroInputs } from './graph.js'
 import { type Binding, native } from './native.js'
 import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
@@ -145,12 +145,6 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   return { host, nativeOptions, signal, table: chosen, dropLate }
 }
 
-function runOptions(options: unknown): RunOptions {
-  if (options == null) return {}
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'run options must be an object')
-  return options as RunOptions
-}
-
 const kCreate = Symbol('exec.create')
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
@@ -281,7 +275,7 @@ export class Executor {
    * work completes).
    */
   @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
-    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, runOptions(options), this.#device.table)
+    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, optionsObject(options, 'run'), this.#device.table)
     checkSignal(signal)
     const r = await withSignal(this.#native.run(host, nativeOptions), signal, dropLate)
     return execResult(r, this.#types, table)
@@ -348,7 +342,7 @@ export class ShapeExecutor {
    */
   @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
-    const opts = runOptions(options)
+    const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
     const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table)
     checkSignal(signal)
@@ -386,15 +380,9 @@ export class ShapeExecutor {
   }
 }
 
-function objectOptions<T>(options: T | undefined, what: string): T {
-  if (options == null) return {} as T
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what} options must be an object`)
-  return options
-}
-
 /** `gpu.compile()`. */
 export async function compile(device: ExecDevice, graph: Graph | string, options?: CompileOptions): Promise<Executor> {
-  const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = objectOptions(options, 'compile')
+  const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = optionsObject(options, 'compile')
   checkSignal(signal)
   checkScope(scope)
   const json = graphJson(graph)
@@ -424,7 +412,7 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
 
 /** `gpu.runEager()`. */
 export async function runEager(device: ExecDevice, graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult> {
-  const opts = objectOptions(options, 'runEager')
+  const opts = optionsObject(options, 'runEager')
   checkSignal(opts.signal)
   const json = graphJson(graph)
   const r = await withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal)
@@ -434,7 +422,7 @@ export async function runEager(device: ExecDevice, graph: Graph | string, inputs
 /** `gpu.createWeights()`. */
 export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
   if (params == null || typeof params !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'createWeights takes { id: TypedArray } of param bytes')
-  const { scope } = objectOptions(options, 'createWeights')
+  const { scope } = optionsObject(options, 'createWeights')
   checkScope(scope)
   const handle = device.native.createWeightsNative(byteMap(params, 'params'))
   const weights = createWeights(handle)
@@ -455,7 +443,7 @@ function checkScope(scope: unknown): void {
 
 /** `gpu.compileShapes()`. */
 export function compileShapes(device: ExecDevice, graph: Graph | string, options?: CompileShapesOptions): ShapeExecutor {
-  const { buckets, capacity, params, weights, ...rest } = objectOptions(options, 'compileShapes')
+  const { buckets, capacity, params, weights, ...rest } = optionsObject(options, 'compileShapes')
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))

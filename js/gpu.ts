@@ -8,7 +8,7 @@ import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from
 import type { DeviceBlock } from './device-block.js'
 import { blockHandle } from './device-block.js'
 import { channels, deviceDestroyed, deviceOpened, warn } from './diagnostics.js'
-import { WgallocError, messageOf, u32 } from './errors.js'
+import { WgallocError, messageOf, u32, optionsObject } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import {
   type CompileOptions,
@@ -31,7 +31,7 @@ import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
 import { type Binding, native } from './native.js'
 import { type Profiler, trackForExitReport, wrapProfiler } from './profiler.js'
-import { type AsyncOptions, callWithSignal, checkSignal, optionsObject } from './signal.js'
+import { type AsyncOptions, callWithSignal, checkSignal } from './signal.js'
 import { type Stream, wrapStream } from './stream.js'
 
 /** wgpu backends wgalloc can open (`primary`: every first-class backend of the platform). */

@@ -3,9 +3,9 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import { bytesOf, type TensorData } from './bytes.js'
 import { channels } from './diagnostics.js'
-import { WgallocError, shown } from './errors.js'
+import { WgallocError, shown, optionsObject } from './errors.js'
 import type { Binding } from './native.js'
-import { type AsyncOptions, callWithSignal, optionsObject } from './signal.js'
+import { type AsyncOptions, callWithSignal } from './signal.js'
 import { type Stream, streamHandle } from './stream.js'
 
 /** Transfer direction of a host block. */

@@ -1,9 +1,8 @@
 // Prometheus metrics for wgalloc's devices: gauges and counters read from the heap, host cache
 // and profiler statistics when the registry is scraped (no timers, nothing between scrapes).
 // The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
-import { WgallocError, messageOf, shown } from './errors.js'
+import { WgallocError, messageOf, shown, optionsObject } from './errors.js'
 import { Gpu } from './gpu.js'
-import { optionsObject } from './signal.js'
 
 /** What wgalloc needs of a prom-client `Registry` (any registry with these methods works). */
 export interface MetricsRegistry {

@@ -3,9 +3,9 @@
 import { inspect } from 'node:util'
 import { reported, api } from './api.js'
 import type { PlanProgress, PlanSpace } from './binding.js'
-import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
+import { WgallocError, stringifyInput, toWgallocError, optionsObject } from './errors.js'
 import { type Binding, native } from './native.js'
-import { type AsyncOptions, checkSignal, detach, optionsObject } from './signal.js'
+import { type AsyncOptions, checkSignal, detach } from './signal.js'
 
 /** Planner strategies, in `STRATEGIES` order. */
 export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'greedyInputsFirst' | 'portfolio' | 'exact' | 'best'

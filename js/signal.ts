@@ -82,13 +82,6 @@ export function detach(signal: AbortSignal | undefined | null, onAbort: () => vo
   }
 }
 
-/** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */
-export function optionsObject<T extends object>(options: T | null | undefined, what: string): Partial<T> {
-  if (options == null) return {}
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what}: options must be an object`)
-  return options
-}
-
 /** Calls `start` (async) unless `signal` already fired, then races it against the signal; sync throws become rejections. */
 export function callWithSignal<T>(signal: AbortSignal | undefined, start: () => Promise<T>, onLate?: (value: T) => void): Promise<T> {
   let promise: Promise<T>

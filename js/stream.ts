@@ -4,12 +4,12 @@ import { api } from './api.js'
 import type { CopyOptions } from './binding.js'
 import { GpuBuffer, bufferHandle } from './buffer.js'
 import { DeviceBlock, blockHandle } from './device-block.js'
-import { WgallocError, shown, u32 } from './errors.js'
+import { WgallocError, shown, u32, optionsObject } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import { HostBlock, hostBlockHandle } from './host-block.js'
 import { type ComputeKernel, kernelHandle } from './kernel.js'
 import type { Binding } from './native.js'
-import { type AsyncOptions, callWithSignal, optionsObject } from './signal.js'
+import { type AsyncOptions, callWithSignal } from './signal.js'
 
 const kCreate = Symbol('Stream.create')
 let create: (handle: Binding.Stream) => Stream

@@ -2,13 +2,12 @@
 // a heap snapshot, an alloc/free trace, a memory plan or a profiler trace. The kind is read
 // from the JSON's shape; each kind has a module that checks its input and reduces it to the
 // compact data its page script draws.
-import { WgallocError, shown } from '../errors.js'
+import { WgallocError, shown, optionsObject } from '../errors.js'
 import type { Loose } from './check.js'
 import * as memory from './memory.js'
 import * as plan from './plan.js'
 import * as profile from './profile.js'
 import { page } from './shell.js'
-import { optionsObject } from '../signal.js'
 
 /** What `wgalloc view` draws: a heap snapshot (with or without history), an alloc/free trace, a plan, a profiler trace. */
 export type ViewKind = 'snapshot' | 'trace' | 'plan' | 'profile'

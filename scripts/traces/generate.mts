@@ -6,10 +6,10 @@
 
 import fs from 'node:fs'
 import path from 'node:path'
-import { type ProfiledRun, profileRun, rng } from './profile-run.mjs'
+import { type ProfiledRun, profileRun } from './profile-run.mjs'
 import { eagerEvents } from './eager-events.mjs'
-import { peakLiveBytes, type TraceEvent, type TraceFields, type TraceSource } from './trace-format.mjs'
-import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR, PACKAGE_DIR, type MixSpec, type PipelineSpec, type Shapes } from './workloads.mjs'
+import { peakLiveBytes, type TraceEvent, type TraceFields, type TraceSource, traceText } from './trace-format.mjs'
+import { MODELS, SINGLES, MIXES, PIPELINES, SEED, PYPI_DIR, PACKAGE_DIR, type MixSpec, type PipelineSpec, type Shapes, rng } from './workloads.mjs'
 
 /** A model's file and the trace fields that describe it. */
 interface ModelInfo {
@@ -71,15 +71,13 @@ const shapeName = (shapes: Shapes) =>
     .map((d) => d.join('x'))
     .join('-')
 
-// Same layout as the existing trace files: one metadata field per line, one event per line.
 function writeTrace(name: string, fields: TraceFields, events: TraceEvent[]) {
-  const doc = { ...fields, numEvents: events.length, peakLiveBytes: peakLiveBytes(events) }
-  const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
-  const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n')
-  const text = `{\n${lines.join(',\n')},\n "events": [\n${body}\n ]\n}\n`
+  const text = traceText(fields, events)
   const file = path.join(outDir, `${name}.trace.json`)
   fs.writeFileSync(file, text)
-  console.log(`${path.basename(file)}\t${doc.trace}\t${doc.requests} req\t${events.length} events\t` + `peak ${doc.peakLiveBytes} B\t${text.length} B`)
+  console.log(
+    `${path.basename(file)}\t${fields.trace}\t${fields.requests} req\t${events.length} events\t` + `peak ${peakLiveBytes(events)} B\t${text.length} B`,
+  )
 }
 
 async function single(key: string, shapes: Shapes) {

@@ -9,7 +9,7 @@ import path from 'node:path'
 import ort from 'onnxruntime-node'
 import type { Tensor } from 'onnxruntime-node'
 import { type OnnxNode, readOnnxGraph } from './onnx-graph.mjs'
-import type { Random, Shapes } from './workloads.mjs'
+import { type Random, type Shapes, rng } from './workloads.mjs'
 
 /** A tensor of the run: its name, element type, shape, and size in bytes. */
 export interface TensorRecord {
@@ -73,18 +73,6 @@ const ELEMENT_BYTES: Record<string, number> = {
 }
 const ORT_TYPE: Record<string, Tensor.Type> = { float: 'float32', int64: 'int64', int32: 'int32', uint8: 'uint8' }
 const UNSUPPORTED_CONTROL_FLOW = new Set(['If', 'Loop', 'Scan'])
-
-/** Deterministic PRNG (mulberry32): same seed, same numbers. */
-export function rng(seed: number): Random {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function makeFeeds(inputShapes: Shapes, dtypes: Record<string, string>, random: Random): Record<string, Tensor> {
   const feeds: Record<string, Tensor> = {}

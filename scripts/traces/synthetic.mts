@@ -10,7 +10,8 @@ import * as fs from 'node:fs'
 import * as path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { peakLiveBytes, type TraceEvent } from './trace-format.mjs'
+import { peakLiveBytes, type TraceEvent, traceText } from './trace-format.mjs'
+import { type Random, rng } from './workloads.mjs'
 
 const outDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bench/data/synthetic')
 const SEED = 20241127
@@ -227,18 +228,6 @@ const MODELS: Record<string, { build: Model; kind: string; shape: string }> = {
   lstm: { build: lstm as Model, kind: 'LSTM layer', shape: 'batch x steps' },
 }
 
-/** mulberry32: the mixes are the same on every run. */
-function rng(seed: number): (n: number) => number {
-  let a = seed >>> 0
-  return (n) => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n)
-  }
-}
-
 function write(name: string, model: string, requests: number[][], trace = requests.length > 1 ? 'serving-mix' : 'single') {
   const { build, kind, shape } = MODELS[model]
   const events = requests.flatMap((s, k) => {
@@ -254,17 +243,13 @@ function write(name: string, model: string, requests: number[][], trace = reques
     trace,
     inputShapes: requests.map((s) => ({ [shape]: s })),
     requests: requests.length,
-    numEvents: events.length,
-    peakLiveBytes: peakLiveBytes(events),
   }
-  const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
-  const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n')
-  fs.writeFileSync(path.join(outDir, `${name}.trace.json`), `{\n${lines.join(',\n')},\n "events": [\n${body}\n ]\n}\n`)
-  console.log(`${name}\t${requests.length} req\t${events.length} events\tpeak ${doc.peakLiveBytes} B`)
+  fs.writeFileSync(path.join(outDir, `${name}.trace.json`), traceText(doc, events))
+  console.log(`${name}\t${requests.length} req\t${events.length} events\tpeak ${peakLiveBytes(events)} B`)
 }
 
-const pick = (random: (n: number) => number, options: number[]) => options[random(options.length)]
-const between = (random: (n: number) => number, lo: number, hi: number) => lo + random(hi - lo + 1)
+const pick = (random: Random, options: number[]) => options[Math.floor(random() * options.length)]
+const between = (random: Random, lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1))
 
 fs.mkdirSync(outDir, { recursive: true })
 const singles: [string, number[][]][] = [

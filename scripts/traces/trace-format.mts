@@ -84,3 +84,14 @@ export function peakLiveBytes(events: TraceEvent[]): number {
   if (live.size > 0) throw new Error(`${live.size} allocations never freed`)
   return peak
 }
+
+/**
+ * A trace file's text, laid out as the committed files are: `fields` one per line, then
+ * `numEvents`, `peakLiveBytes` and the events, one per line.
+ */
+export function traceText(fields: object, events: TraceEvent[]): string {
+  const doc = { ...fields, numEvents: events.length, peakLiveBytes: peakLiveBytes(events) }
+  const lines = Object.entries(doc).map(([k, v]) => ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
+  const body = events.map((e) => `  ${JSON.stringify(e)}`).join(',\n')
+  return `{\n${lines.join(',\n')},\n "events": [\n${body}\n ]\n}\n`
+}

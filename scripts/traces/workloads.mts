@@ -5,8 +5,20 @@
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-/** A deterministic source of numbers in [0, 1) (see rng in profile-run.mts). */
+/** A deterministic source of numbers in [0, 1) (see `rng`). */
 export type Random = () => number
+
+/** Deterministic PRNG (mulberry32): same seed, same numbers. */
+export function rng(seed: number): Random {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
 
 /** One request's input shapes: the dims of each graph input, by input name. */
 export type Shapes = Record<string, number[]>

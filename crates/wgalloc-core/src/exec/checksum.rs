@@ -48,7 +48,7 @@ fn dispatch_for(words: u64, max_dim: u64) -> ([u32; 3], u32) {
 /// Builds an executable checksum graph from a model graph JSON.
 /// `max_dim` is the device's maxComputeWorkgroupsPerDimension.
 pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
-    let v: Value = serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))?;
+    let v = super::graph::parse_json(text)?;
     let root = v.as_object().ok_or_else(|| Error::invalid("a model graph is an object with ops and tensors"))?;
     let mut tensors = Vec::new();
     let mut views = HashSet::new();

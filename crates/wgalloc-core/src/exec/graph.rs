@@ -78,6 +78,11 @@ pub struct ExecGraph {
     pub last: Vec<usize>,
 }
 
+/// Graph text as JSON; PARSE_ERROR when it is not JSON (every graph format starts here).
+pub(crate) fn parse_json(text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))
+}
+
 fn bad(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
 }
@@ -107,8 +112,7 @@ fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>>
 impl ExecGraph {
     /// Parses and validates the graph JSON (see the executor docs for the format).
     pub fn parse(text: &str) -> Result<ExecGraph> {
-        let v: Value = serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))?;
-        Self::from_value(&v)
+        Self::from_value(&parse_json(text)?)
     }
 
     pub fn from_value(v: &Value) -> Result<ExecGraph> {

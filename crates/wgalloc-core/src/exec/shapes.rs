@@ -32,8 +32,7 @@ impl SymbolicGraph {
     /// Parses the graph and checks every expression names declared dimensions only
     /// (by instantiating it with every dimension at 1).
     pub fn parse(text: &str) -> Result<SymbolicGraph> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))?;
+        let value = super::graph::parse_json(text)?;
         let dims = match value.get("dims") {
             Some(Value::Array(d)) if !d.is_empty() => d
                 .iter()
