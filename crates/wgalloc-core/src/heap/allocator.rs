@@ -4,7 +4,8 @@
 //!
 //! Segments cannot grow (a WebGPU buffer has a fixed size), so the heap replaces them:
 //! - on a miss, the arena's idle segments are released before the new segment is sized
-//!   (`pool::segment_size`), so their bytes come back as part of one larger segment;
+//!   (`pool::segment_size`), so their bytes come back as part of one larger segment (for a
+//!   large request, up to the growth budget of the largest live set so far);
 //! - when an arena's last block is freed while it holds several segments, its next malloc
 //!   first merges them into one (between the requests of a serving loop, so the next request
 //!   finds one contiguous range instead of scattered holes), if there are at least three of
@@ -293,11 +294,11 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
         let Some((segment, offset, range)) = taken else {
             // Idle segments of the arena were no use: their bytes go into the new one.
-            self.release_arena_idle(st, pool.arena());
+            let released = self.release_arena_idle(st, pool.arena());
             if pool == PoolKind::DeviceLarge {
                 self.evacuate(st, aligned);
             }
-            let arena = arena_figures(&st.stats, pool.arena());
+            let arena = ArenaFigures { released, live_peak: st.live_peak, ..arena_figures(&st.stats, pool.arena()) };
             let (size, dedicated) =
                 pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
             return Placement::NeedsSegment { size, dedicated };
@@ -1005,9 +1006,11 @@ fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
 /// Live and reserved bytes of an arena's pools.
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
     let pools = PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p));
-    pools.fold(ArenaFigures { live: 0, reserved: 0 }, |a, p| ArenaFigures {
+    let none = ArenaFigures { live: 0, reserved: 0, released: 0, live_peak: 0 };
+    pools.fold(none, |a, p| ArenaFigures {
         live: a.live + p.allocated_bytes.current,
         reserved: a.reserved + p.reserved_bytes.current,
+        ..a
     })
 }
 

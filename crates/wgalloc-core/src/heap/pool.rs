@@ -22,8 +22,15 @@
 //!   20 MiB segments) gets room for a second one like it, as far as the target for the
 //!   bytes live allows: models ask for such tensors in pairs and then for twice the size,
 //!   and a segment holding the pair later holds the larger one.
+//! - A large request grows an arena by at least an eighth of its segments, as far as the
+//!   target for the bytes live allows: a model whose live set climbs in steps larger than the
+//!   slack (a training step's activations) made one driver call per tensor; growing by a
+//!   fraction of the arena makes a logarithmic number of them.
 //! - Before sizing, the allocator releases the arena's idle segments (see `allocator`): a
 //!   WebGPU buffer cannot grow, but idle ones can be replaced by one that covers the need.
+//!   The new segment takes back their bytes with the request's, up to the budget of the most
+//!   bytes ever live at once: the backward pass of a training step frees segments its next
+//!   forward pass needs again, and dropping them made every step regrow the heap.
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -46,6 +53,9 @@ pub const MAX_SLACK: u64 = 8 * MIB;
 /// `LARGE_FLOOR_FACTOR` x the request where that is less.
 pub const LARGE_ARENA_FLOOR: u64 = 20 * MIB;
 pub const LARGE_FLOOR_FACTOR: u64 = 5;
+/// A large request grows an arena by at least 1 / `ARENA_GROWTH_DIVISOR` of its segments, up to
+/// the target.
+pub const ARENA_GROWTH_DIVISOR: u64 = 8;
 /// A large request below this gets a segment with room for two like it, up to the target.
 pub const PAIR_BELOW: u64 = 10 * MIB;
 /// The target the sizing keeps to: peak reserved <= `TARGET_FACTOR` x peak live + `TARGET_HEADROOM`.
@@ -148,6 +158,10 @@ pub struct ArenaFigures {
     pub live: u64,
     /// Bytes of the arena's remaining segments.
     pub reserved: u64,
+    /// Bytes of the idle segments just released for this request.
+    pub released: u64,
+    /// The most bytes ever live at once in the heap.
+    pub live_peak: u64,
 }
 
 /// The size of a new segment for a block of `aligned_size` bytes in `pool`, and whether the
@@ -174,11 +188,15 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
             let live = arena.live + aligned_size;
+            // Whole granules only, so that rounding up stays within the target.
+            let room = target(live).saturating_sub(arena.reserved) / SEGMENT_GRANULE * SEGMENT_GRANULE;
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
-            let grown = growth_budget(live).max(floor).saturating_sub(arena.reserved);
+            let budget = growth_budget(live).max(floor).saturating_sub(arena.reserved);
+            let geometric = (arena.reserved / ARENA_GROWTH_DIVISOR).min(room);
+            let kept = (arena.released + aligned_size)
+                .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
+            let grown = budget.max(geometric).max(kept);
             if aligned_size < PAIR_BELOW {
-                // Whole granules only, so that rounding the pair up stays within the target.
-                let room = target(live).saturating_sub(arena.reserved) / SEGMENT_GRANULE * SEGMENT_GRANULE;
                 grown.max((2 * aligned_size).min(room))
             } else {
                 grown
@@ -212,7 +230,8 @@ mod tests {
     use super::*;
 
     fn size(pool: PoolKind, request: u64, live: u64, reserved: u64) -> u64 {
-        let (s, dedicated) = segment_size(pool, request, ArenaFigures { live, reserved }, 2 << 30, 128 * MIB);
+        let (s, dedicated) =
+            segment_size(pool, request, ArenaFigures { live, reserved, released: 0, live_peak: 0 }, 2 << 30, 128 * MIB);
         assert!(!dedicated && s >= request && s % SEGMENT_GRANULE == 0);
         s
     }
@@ -263,6 +282,28 @@ mod tests {
     }
 
     #[test]
+    fn a_large_request_grows_the_arena_by_an_eighth_within_the_target() {
+        // 400 MiB of segments, 392 MiB live with the request: the budget (1.05 x 392 + 8 MiB)
+        // asks for 19.6 MiB, an eighth of the arena is 50 MiB, within the target's 58.8 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 12 * MIB, 380 * MIB, 400 * MIB), 50 * MIB);
+        // 352 MiB live: the target (1.15 x 352 + 8 = 412.8 MiB) leaves 12.8 MiB, in granules.
+        assert_eq!(size(PoolKind::DeviceLarge, 12 * MIB, 340 * MIB, 400 * MIB), 13056 * KIB);
+    }
+
+    #[test]
+    fn a_miss_takes_back_the_idle_bytes_it_released_up_to_the_budget_of_the_peak() {
+        let grown = |released, live_peak| {
+            let arena = ArenaFigures { live: 50 * MIB, reserved: 60 * MIB, released, live_peak };
+            segment_size(PoolKind::DeviceLarge, 20 * MIB, arena, 2 << 30, 128 * MIB).0
+        };
+        assert_eq!(grown(100 * MIB, 200 * MIB), 120 * MIB, "the released bytes and the request");
+        // 1.05 x 100 MiB + 8 MiB = 113 MiB in all, less the 60 MiB still reserved.
+        assert_eq!(grown(100 * MIB, 100 * MIB), 53 * MIB, "capped by the budget of the peak");
+        // Nothing released: the budget for 70 MiB live (1.05 x 70 + 8 MiB, less 60 MiB).
+        assert_eq!(grown(0, 200 * MIB), 22016 * KIB);
+    }
+
+    #[test]
     fn a_merge_takes_at_most_the_budget_of_the_live_peak() {
         assert_eq!(merged_size(30 * MIB, 40 * MIB), 30 * MIB, "the idle total when smaller");
         assert_eq!(merged_size(134 * MIB, 100 * MIB), 113 * MIB, "1.05 x 100 MiB + 8 MiB");
@@ -270,11 +311,21 @@ mod tests {
 
     #[test]
     fn device_limits_bound_the_segment() {
-        let (s, dedicated) =
-            segment_size(PoolKind::DeviceLarge, 200 * MIB, ArenaFigures { live: 0, reserved: 0 }, 2 << 30, 128 * MIB);
+        let (s, dedicated) = segment_size(
+            PoolKind::DeviceLarge,
+            200 * MIB,
+            ArenaFigures { live: 0, reserved: 0, released: 0, live_peak: 0 },
+            2 << 30,
+            128 * MIB,
+        );
         assert_eq!((s, dedicated), (200 * MIB, true), "above the binding limit: alone, exact");
-        let (s, _) =
-            segment_size(PoolKind::DeviceLarge, 100 * MIB, ArenaFigures { live: 0, reserved: 0 }, 101 * MIB, 128 * MIB);
+        let (s, _) = segment_size(
+            PoolKind::DeviceLarge,
+            100 * MIB,
+            ArenaFigures { live: 0, reserved: 0, released: 0, live_peak: 0 },
+            101 * MIB,
+            128 * MIB,
+        );
         assert_eq!(s, 101 * MIB, "capped by the max buffer size");
         assert_eq!(PoolKind::for_request(Usage::Device, MIB), PoolKind::DeviceSmall);
         assert_eq!(PoolKind::for_request(Usage::Shared, MIB + 256), PoolKind::SharedLarge);
