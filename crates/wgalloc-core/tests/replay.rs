@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use wgalloc_core::replay::{simulate, PolicyFigures, SimulationOptions, Trace};
+use wgalloc_core::replay::{simulate, simulate_heap, PolicyFigures, SimulationOptions, Trace};
 
 const MIB: u64 = 1 << 20;
 
@@ -140,4 +140,28 @@ fn held_out_architectures_stay_within_their_known_gaps() {
             }
         }
     }
+}
+
+/// Ten identical training steps: the heap calls the driver in the first two only (the second
+/// begins by merging the idle arena), 22 times in all (pytorch-cuda: 57). Before a large miss
+/// took back the idle bytes it released and grew the arena by an eighth, the backward passes
+/// dropped segments that the next forward passes regrew, into the third step (69 in all).
+#[test]
+fn repeated_training_steps_stop_calling_the_driver_after_the_second() {
+    let (_, trace) = traces("synthetic", 28)
+        .into_iter()
+        .find(|(name, _)| name == "resnet-train.steps32.trace.json")
+        .expect("bench/data/synthetic/resnet-train.steps32.trace.json");
+    assert_eq!(trace.requests, 10);
+    let step = trace.events.len() / 10;
+    let two_steps = Trace { events: trace.events[..2 * step].to_vec(), ..trace.clone() };
+    let options = SimulationOptions::default();
+    let all = simulate_heap(&trace, &options).unwrap();
+    let first_two = simulate_heap(&two_steps, &options).unwrap();
+    assert_eq!(
+        all.driver_allocations, first_two.driver_allocations,
+        "{all:?} after ten steps, {first_two:?} after two"
+    );
+    assert_eq!(all.peak_reserved, first_two.peak_reserved);
+    assert!(all.driver_allocations <= 22, "{all:?}");
 }
