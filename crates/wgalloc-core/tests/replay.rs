@@ -143,7 +143,7 @@ fn held_out_architectures_stay_within_their_known_gaps() {
 }
 
 /// Ten identical training steps: the heap calls the driver in the first two only (the second
-/// begins by merging the idle arena), 22 times in all (pytorch-cuda: 57). Before a large miss
+/// begins by merging the idle arena), 35 times in all (pytorch-cuda: 57). Before a large miss
 /// took back the idle bytes it released and grew the arena by an eighth, the backward passes
 /// dropped segments that the next forward passes regrew, into the third step (69 in all).
 #[test]
@@ -163,5 +163,5 @@ fn repeated_training_steps_stop_calling_the_driver_after_the_second() {
         "{all:?} after ten steps, {first_two:?} after two"
     );
     assert_eq!(all.peak_reserved, first_two.peak_reserved);
-    assert!(all.driver_allocations <= 22, "{all:?}");
+    assert!(all.driver_allocations <= 35, "{all:?}");
 }
