@@ -1006,8 +1006,7 @@ fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
 /// Live and reserved bytes of an arena's pools.
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
     let pools = PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p));
-    let none = ArenaFigures { live: 0, reserved: 0, released: 0, live_peak: 0 };
-    pools.fold(none, |a, p| ArenaFigures {
+    pools.fold(ArenaFigures::default(), |a, p| ArenaFigures {
         live: a.live + p.allocated_bytes.current,
         reserved: a.reserved + p.reserved_bytes.current,
         ..a

@@ -155,7 +155,7 @@ impl PoolKind {
 
 /// What the sizing of a new segment looks at: the arena's figures once its idle segments
 /// were released.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ArenaFigures {
     /// Bytes of blocks live in the arena (active and pending).
     pub live: u64,
@@ -191,13 +191,12 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
             let live = arena.live + aligned_size;
-            // Whole granules only, so that rounding up stays within the target.
-            let room = target(live).saturating_sub(arena.reserved) / SEGMENT_GRANULE * SEGMENT_GRANULE;
+            let room = granules_within(target(live).saturating_sub(arena.reserved));
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
             let budget = growth_budget(live).max(floor).saturating_sub(arena.reserved);
             let ceiling = (GEOMETRIC_FACTOR * live as f64) as u64 + TARGET_HEADROOM;
-            let geometric = (arena.reserved / ARENA_GROWTH_DIVISOR)
-                .min(ceiling.saturating_sub(arena.reserved) / SEGMENT_GRANULE * SEGMENT_GRANULE);
+            let geometric =
+                (arena.reserved / ARENA_GROWTH_DIVISOR).min(granules_within(ceiling.saturating_sub(arena.reserved)));
             let kept = (arena.released + aligned_size)
                 .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
             let grown = budget.max(geometric).max(kept);
@@ -210,6 +209,11 @@ pub fn segment_size(
     };
     let size = size.max(aligned_size).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE);
     (size.min(max_buffer_size).max(aligned_size), false)
+}
+
+/// The whole granules within `bytes`: a segment of that size, rounded up, stays within them.
+fn granules_within(bytes: u64) -> u64 {
+    bytes / SEGMENT_GRANULE * SEGMENT_GRANULE
 }
 
 /// What an arena may hold for `live` bytes: `LIVE_FACTOR` x live plus the slack.
@@ -236,7 +240,7 @@ mod tests {
 
     fn size(pool: PoolKind, request: u64, live: u64, reserved: u64) -> u64 {
         let (s, dedicated) =
-            segment_size(pool, request, ArenaFigures { live, reserved, released: 0, live_peak: 0 }, 2 << 30, 128 * MIB);
+            segment_size(pool, request, ArenaFigures { live, reserved, ..Default::default() }, 2 << 30, 128 * MIB);
         assert!(!dedicated && s >= request && s % SEGMENT_GRANULE == 0);
         s
     }
@@ -316,21 +320,10 @@ mod tests {
 
     #[test]
     fn device_limits_bound_the_segment() {
-        let (s, dedicated) = segment_size(
-            PoolKind::DeviceLarge,
-            200 * MIB,
-            ArenaFigures { live: 0, reserved: 0, released: 0, live_peak: 0 },
-            2 << 30,
-            128 * MIB,
-        );
+        let (s, dedicated) =
+            segment_size(PoolKind::DeviceLarge, 200 * MIB, ArenaFigures::default(), 2 << 30, 128 * MIB);
         assert_eq!((s, dedicated), (200 * MIB, true), "above the binding limit: alone, exact");
-        let (s, _) = segment_size(
-            PoolKind::DeviceLarge,
-            100 * MIB,
-            ArenaFigures { live: 0, reserved: 0, released: 0, live_peak: 0 },
-            101 * MIB,
-            128 * MIB,
-        );
+        let (s, _) = segment_size(PoolKind::DeviceLarge, 100 * MIB, ArenaFigures::default(), 101 * MIB, 128 * MIB);
         assert_eq!(s, 101 * MIB, "capped by the max buffer size");
         assert_eq!(PoolKind::for_request(Usage::Device, MIB), PoolKind::DeviceSmall);
         assert_eq!(PoolKind::for_request(Usage::Shared, MIB + 256), PoolKind::SharedLarge);
