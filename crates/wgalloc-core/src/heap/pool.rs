@@ -191,7 +191,6 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
             let live = arena.live + aligned_size;
-            let room = granules_within(target(live).saturating_sub(arena.reserved));
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
             let budget = growth_budget(live).max(floor).saturating_sub(arena.reserved);
             let ceiling = (GEOMETRIC_FACTOR * live as f64) as u64 + TARGET_HEADROOM;
@@ -201,7 +200,7 @@ pub fn segment_size(
                 .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
             let grown = budget.max(geometric).max(kept);
             if aligned_size < PAIR_BELOW {
-                grown.max((2 * aligned_size).min(room))
+                grown.max((2 * aligned_size).min(granules_within(target(live).saturating_sub(arena.reserved))))
             } else {
                 grown
             }
