@@ -326,20 +326,8 @@ impl<S: SegmentStorage> HeapCore<S> {
             },
         );
         let from_driver = fresh == Some(segment);
-        let stats = &mut st.stats;
-        if from_driver {
-            stats.cache_misses += 1;
-        } else {
-            stats.cache_hits += 1;
-        }
-        stats.allocated_bytes.add(aligned);
-        st.live_peak = st.live_peak.max(stats.allocated_bytes.current);
-        let stats = &mut st.stats;
-        stats.requested_bytes.add(requested);
-        stats.active_blocks.add(1);
-        let p = stats.pool_mut(pool);
-        p.allocated_bytes.add(aligned);
-        p.active_blocks.add(1);
+        st.stats.block_allocated(pool, aligned, requested, from_driver);
+        st.live_peak = st.live_peak.max(st.stats.allocated_bytes.current);
         let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
         self.emit(
             st,
@@ -534,13 +522,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         let seg = st.segments.remove(&id).expect("checked above");
         st.arena_segments[pool.arena()] -= 1;
         st.storage.release(seg.handle);
-        let stats = &mut st.stats;
-        stats.reserved_bytes.sub(size);
-        stats.segments.sub(1);
-        stats.driver_frees += 1;
-        let p = stats.pool_mut(pool);
-        p.reserved_bytes.sub(size);
-        p.segments.sub(1);
+        st.stats.segment_released(pool, size);
         self.emit(
             st,
             HeapEvent { kind: HeapEventKind::Released, block_id: None, segment_id: Some(id), offset: None, size, pool },
@@ -555,13 +537,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         st.segments.insert(id, Segment { handle, pool, size, dedicated, live_blocks: 0, gc_age: 0 });
         st.free[pool.arena()].add_segment(id, size);
         st.arena_segments[pool.arena()] += 1;
-        let stats = &mut st.stats;
-        stats.reserved_bytes.add(size);
-        stats.segments.add(1);
-        stats.driver_allocations += 1;
-        let p = stats.pool_mut(pool);
-        p.reserved_bytes.add(size);
-        p.segments.add(1);
+        st.stats.segment_created(pool, size);
         Ok(id)
     }
 
@@ -619,8 +595,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             if done {
                 st.pending.swap_remove(i);
                 let rec = st.blocks.remove(&id).expect("pending block is recorded");
-                st.stats.pending_free_bytes -= rec.size;
-                st.stats.pending_free_blocks -= 1;
+                st.stats.pending_done(rec.size);
                 self.return_to_pool(st, id, &rec);
             } else {
                 i += 1;
@@ -693,21 +668,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         };
         let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
         let idle = self.tracker.is_lost() || reusable(&rec, &uses, self.tracker.completed());
-        let stats = &mut st.stats;
-        stats.allocated_bytes.sub(size);
-        stats.requested_bytes.sub(requested);
-        stats.active_blocks.sub(1);
-        let p = stats.pool_mut(pool);
-        p.allocated_bytes.sub(size);
-        p.active_blocks.sub(1);
+        st.stats.block_freed(pool, size, requested);
         if idle {
             self.return_to_pool(&mut st, id, &rec);
         } else {
             rec.pending = Some(uses);
             st.blocks.insert(id, rec);
             st.pending.push(id);
-            st.stats.pending_free_bytes += size;
-            st.stats.pending_free_blocks += 1;
+            st.stats.pending_added(size);
         }
         Ok(())
     }

@@ -13,12 +13,28 @@ use std::collections::HashMap;
 use super::size_bins::SizeBins;
 
 /// A free range: `size` bytes at `offset` inside segment `segment`, held by `node`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FreeRange {
     pub size: u64,
     pub segment: u32,
     pub offset: u64,
     pub node: u32,
+}
+
+// Ordered by (size, segment, offset): no two free ranges share a place, so `node` never decides
+// (comparing three fields instead of four is measurable on the malloc + free path).
+impl Ord for FreeRange {
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.size, self.segment, self.offset).cmp(&(other.size, other.segment, other.offset))
+    }
+}
+
+impl PartialOrd for FreeRange {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// Handle to a taken range, returned by [`FreeList::take`] and given back to

@@ -74,11 +74,13 @@ impl SizeBins {
 
     fn insert_in(&mut self, b: usize, r: FreeRange) {
         let v = &mut self.bins[b];
-        let i = v.partition_point(|x| *x < r);
-        // Bins hold a few ranges: shifting them one by one beats a memmove call.
+        // Bins hold a few ranges: moving the larger ones up one by one beats a search and a
+        // memmove call.
         v.push(r);
-        for j in (i + 1..v.len()).rev() {
-            v[j] = v[j - 1];
+        let mut i = v.len() - 1;
+        while i > 0 && v[i - 1] > r {
+            v[i] = v[i - 1];
+            i -= 1;
         }
         v[i] = r;
         self.occupied[b / 64] |= 1 << (b % 64);
@@ -86,10 +88,7 @@ impl SizeBins {
 
     fn remove_in(&mut self, b: usize, r: &FreeRange) -> bool {
         let v = &mut self.bins[b];
-        let i = v.partition_point(|x| x < r);
-        if v.get(i) != Some(r) {
-            return false;
-        }
+        let Some(i) = v.iter().position(|x| x == r) else { return false };
         for j in i + 1..v.len() {
             v[j - 1] = v[j];
         }

@@ -78,8 +78,63 @@ impl HeapStats {
         &self.pools[kind.index()]
     }
 
-    pub(crate) fn pool_mut(&mut self, kind: PoolKind) -> &mut PoolStats {
-        &mut self.pools[kind.index()]
+    /// A block of `size` bytes (`requested` asked for) was handed out from `pool`; `from_driver`
+    /// when its segment was created for it. Every figure a malloc moves, overall and per pool.
+    #[inline]
+    pub(crate) fn block_allocated(&mut self, pool: PoolKind, size: u64, requested: u64, from_driver: bool) {
+        if from_driver {
+            self.cache_misses += 1;
+        } else {
+            self.cache_hits += 1;
+        }
+        self.allocated_bytes.add(size);
+        self.requested_bytes.add(requested);
+        self.active_blocks.add(1);
+        let p = &mut self.pools[pool.index()];
+        p.allocated_bytes.add(size);
+        p.active_blocks.add(1);
+    }
+
+    /// The block went back (to its pool, or to the pending list until its GPU work completed).
+    #[inline]
+    pub(crate) fn block_freed(&mut self, pool: PoolKind, size: u64, requested: u64) {
+        self.allocated_bytes.sub(size);
+        self.requested_bytes.sub(requested);
+        self.active_blocks.sub(1);
+        let p = &mut self.pools[pool.index()];
+        p.allocated_bytes.sub(size);
+        p.active_blocks.sub(1);
+    }
+
+    /// A freed block of `size` bytes waits for its GPU work (`pending_done` when it is reusable).
+    pub(crate) fn pending_added(&mut self, size: u64) {
+        self.pending_free_bytes += size;
+        self.pending_free_blocks += 1;
+    }
+
+    pub(crate) fn pending_done(&mut self, size: u64) {
+        self.pending_free_bytes -= size;
+        self.pending_free_blocks -= 1;
+    }
+
+    /// A segment of `size` bytes came from the driver for `pool`.
+    pub(crate) fn segment_created(&mut self, pool: PoolKind, size: u64) {
+        self.reserved_bytes.add(size);
+        self.segments.add(1);
+        self.driver_allocations += 1;
+        let p = &mut self.pools[pool.index()];
+        p.reserved_bytes.add(size);
+        p.segments.add(1);
+    }
+
+    /// A segment of `size` bytes went back to the driver.
+    pub(crate) fn segment_released(&mut self, pool: PoolKind, size: u64) {
+        self.reserved_bytes.sub(size);
+        self.segments.sub(1);
+        self.driver_frees += 1;
+        let p = &mut self.pools[pool.index()];
+        p.reserved_bytes.sub(size);
+        p.segments.sub(1);
     }
 
     /// Bytes held in segments but not allocated (free ranges and pending frees).
