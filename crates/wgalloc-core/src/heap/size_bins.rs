@@ -14,6 +14,9 @@ const SUB: u32 = 3;
 /// Bins for sizes below 2^SUB (one each), then 2^SUB per power of two up to 2^63.
 const BINS: usize = ((64 - SUB as usize) << SUB) + (1 << SUB);
 
+/// Bins up to this many entries are scanned rather than searched.
+const SCAN_UP_TO: usize = 16;
+
 /// The bin of `size`: monotonic, so larger bins hold only larger sizes.
 fn bin(size: u64) -> usize {
     if size < 1 << SUB {
@@ -88,7 +91,15 @@ impl SizeBins {
 
     fn remove_in(&mut self, b: usize, r: &FreeRange) -> bool {
         let v = &mut self.bins[b];
-        let Some(i) = v.iter().position(|x| x == r) else { return false };
+        // A scan for the few entries of a usual bin; a search in a crowded one (thousands of
+        // equal holes), where a scan per free would make freeing them all quadratic.
+        let found = if v.len() <= SCAN_UP_TO {
+            v.iter().position(|x| x == r)
+        } else {
+            let i = v.partition_point(|x| x < r);
+            (v.get(i) == Some(r)).then_some(i)
+        };
+        let Some(i) = found else { return false };
         for j in i + 1..v.len() {
             v[j - 1] = v[j];
         }
@@ -208,6 +219,25 @@ mod tests {
             assert_eq!(bins.best_fit(size), reference(&set, size), "step {step}");
             assert_eq!(bins.largest(), set.iter().next_back().copied());
         }
+    }
+
+    /// A bin crowded past the scan limit (many equal holes) finds what it removes by search,
+    /// and both ways agree on what is present.
+    #[test]
+    fn crowded_bins_remove_by_search() {
+        let r = |offset: u64| FreeRange { size: 256, segment: 1, offset, node: offset as u32 };
+        let mut bins = SizeBins::default();
+        for i in 0..3 * SCAN_UP_TO as u64 {
+            bins.insert(r(512 * i));
+        }
+        assert!(!bins.remove(&FreeRange { node: 7, ..r(512) }), "same place, another node: not present");
+        assert!(!bins.remove(&r(100)), "absent offset");
+        for i in (0..3 * SCAN_UP_TO as u64).rev() {
+            assert_eq!(bins.best_fit(256), Some(r(0)), "lowest offset of the class");
+            assert!(bins.remove(&r(512 * i)), "remove {i}");
+            assert!(!bins.remove(&r(512 * i)), "removed twice {i}");
+        }
+        assert_eq!(bins.best_fit(1), None);
     }
 
     #[test]
