@@ -78,7 +78,7 @@ impl SizeBins {
     fn insert_in(&mut self, b: usize, r: FreeRange) {
         let v = &mut self.bins[b];
         // Bins hold a few ranges: moving the larger ones up one by one beats a search and a
-        // memmove call.
+        // memmove call (a crowded bin moves as many entries either way).
         v.push(r);
         let mut i = v.len() - 1;
         while i > 0 && v[i - 1] > r {

@@ -1,5 +1,8 @@
 //! Allocator statistics, after PyTorch's `Stat`: current, peak, and cumulative
 //! amounts allocated and freed, for bytes, blocks and segments, overall and per pool.
+//! The allocator moves the paired figures (overall and per pool) only through one helper
+//! per event (`block_allocated`, `segment_released`, ...), as PyTorch's `StatTypes` does,
+//! so they move together.
 
 use super::pool::PoolKind;
 
