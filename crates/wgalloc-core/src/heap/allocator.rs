@@ -5,12 +5,12 @@
 //! Segments cannot grow (a WebGPU buffer has a fixed size), so the heap replaces them:
 //! - on a miss, the arena's idle segments are released before the new segment is sized
 //!   (`pool::segment_size`), so their bytes come back as part of one larger segment (for a
-//!   large request, up to the growth budget of the largest live set so far);
+//!   large request, up to the growth budget of the arena's largest live set so far);
 //! - when an arena's last block is freed while it holds several segments, its next malloc
 //!   first merges them into one (between the requests of a serving loop, so the next request
 //!   finds one contiguous range instead of scattered holes), if there are at least three of
 //!   at least 16 MiB together; the merged segment is their total, capped by the growth budget
-//!   of the largest live set so far (`pool::merged_size`).
+//!   of the arena's largest live set so far (`pool::merged_size`).
 //!
 //! Blocks go to the newest segment of their size class (`size_bins`), so older segments
 //! drain and become replaceable.
@@ -110,8 +110,9 @@ struct State<S: SegmentStorage> {
     arena_segments: [u32; ARENAS],
     /// Arenas (bits) whose segments are merged at their next malloc: they went idle holding several.
     merge_pending: u8,
-    /// Most bytes allocated at once so far (unlike the stats' peak, callers cannot reset it).
-    live_peak: u64,
+    /// Most bytes allocated at once so far in each arena (unlike the stats' peak, callers cannot
+    /// reset it): the bytes an arena keeps on a miss or a merge follow its own peak, not another's.
+    live_peak: [u64; ARENAS],
     blocks: IdMap<u64, BlockRec>,
     pending: Vec<u64>,
     stats: HeapStats,
@@ -161,7 +162,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                 free: Default::default(),
                 arena_segments: [0; ARENAS],
                 merge_pending: 0,
-                live_peak: 0,
+                live_peak: [0; ARENAS],
                 blocks: IdMap::default(),
                 pending: Vec::new(),
                 stats: HeapStats::default(),
@@ -298,7 +299,11 @@ impl<S: SegmentStorage> HeapCore<S> {
             if pool == PoolKind::DeviceLarge {
                 self.evacuate(st, aligned);
             }
-            let arena = ArenaFigures { released, live_peak: st.live_peak, ..arena_figures(&st.stats, pool.arena()) };
+            let arena = ArenaFigures {
+                released,
+                live_peak: st.live_peak[pool.arena()],
+                ..arena_figures(&st.stats, pool.arena())
+            };
             let (size, dedicated) =
                 pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
             return Placement::NeedsSegment { size, dedicated };
@@ -327,7 +332,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         );
         let from_driver = fresh == Some(segment);
         st.stats.block_allocated(pool, aligned, requested, from_driver);
-        st.live_peak = st.live_peak.max(st.stats.allocated_bytes.current);
+        let arena = pool.arena();
+        st.live_peak[arena] = st.live_peak[arena].max(arena_live(&st.stats, arena));
         let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
         self.emit(
             st,
@@ -462,7 +468,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         st.merge_pending &= !(1 << arena);
         let idle = st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == arena);
         let (count, bytes) = idle.fold((0, 0u64), |(n, b), s| (n + 1, b + s.size));
-        let size = pool::merged_size(bytes, st.live_peak);
+        let size = pool::merged_size(bytes, st.live_peak[arena]);
         let pieces = size.div_ceil(self.limits.max_buffer_size.max(1));
         if count < MERGE_MIN_SEGMENTS || bytes < MERGE_MIN_BYTES || pieces as usize >= count {
             return;
@@ -972,6 +978,11 @@ fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
 }
 
 /// Live and reserved bytes of an arena's pools.
+/// Bytes allocated in `arena` (its pools' active and pending blocks).
+fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
+    PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p).allocated_bytes.current).sum()
+}
+
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
     let pools = PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p));
     pools.fold(ArenaFigures::default(), |a, p| ArenaFigures {

@@ -109,6 +109,31 @@ fn a_miss_replaces_idle_segments_by_one_that_covers_the_request() {
 }
 
 #[test]
+fn a_miss_keeps_released_bytes_up_to_its_own_arena_peak() {
+    let (h, _) = heap(None, 1 << 30);
+    let device_reserved = |h: &HeapCore<CpuStorage>| {
+        let s = h.stats();
+        s.pool(PoolKind::DeviceSmall).reserved_bytes.current + s.pool(PoolKind::DeviceLarge).reserved_bytes.current
+    };
+    // The shared arena once held 200 MiB live; the device arena never more than 20 MiB.
+    let staged: Vec<_> = (0..4).map(|_| h.malloc(50 * MIB, Usage::Shared).unwrap()).collect();
+    for b in &staged {
+        h.free(b.id).unwrap();
+    }
+    let a = h.malloc(20 * MIB, Usage::Device).unwrap();
+    h.free(a.id).unwrap();
+    let idle = device_reserved(&h);
+    // 60 MiB fits nowhere: the idle segment is released and its bytes come back with the request,
+    // up to the growth budget of the device arena's own peak (1.05 x 60 MiB + 8 MiB), not of
+    // the 200 MiB the shared arena once held (that would keep all of them).
+    let c = h.malloc(60 * MIB, Usage::Device).unwrap();
+    let reserved = device_reserved(&h);
+    assert!(idle + 60 * MIB > 72 * MIB, "the test needs more idle bytes than the budget leaves room for");
+    assert!((60 * MIB..=72 * MIB).contains(&reserved), "device arena reserves {reserved} bytes");
+    h.free(c.id).unwrap();
+}
+
+#[test]
 fn small_and_large_blocks_share_segments() {
     let (h, _) = heap(None, 1 << 30);
     let large = h.malloc(4 * MIB, Usage::Device).unwrap();

@@ -163,7 +163,7 @@ pub struct ArenaFigures {
     pub reserved: u64,
     /// Bytes of the idle segments just released for this request.
     pub released: u64,
-    /// The most bytes ever live at once in the heap.
+    /// The most bytes ever live at once in the arena.
     pub live_peak: u64,
 }
 
@@ -226,7 +226,7 @@ pub fn target(live: u64) -> u64 {
 }
 
 /// The segment an idle arena's `idle` bytes of segments merge into: their total, but no more
-/// than the growth budget of the most bytes ever live at once (`live_peak`). Idle segments
+/// than the growth budget of the most bytes ever live at once in the arena (`live_peak`). Idle segments
 /// carry the last request's fragmentation; one contiguous segment needs less, and compaction
 /// fixes a later fragmented miss.
 pub fn merged_size(idle: u64, live_peak: u64) -> u64 {
