@@ -31,7 +31,7 @@ use std::time::Duration;
 use super::compaction::{self, Resident, SegmentView};
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
-use super::stats::HeapStats;
+use super::stats::{HeapStats, PoolStats};
 use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
 use crate::completion::Tracker;
@@ -977,19 +977,20 @@ fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
     view
 }
 
-/// Live and reserved bytes of an arena's pools.
-/// Bytes allocated in `arena` (its pools' active and pending blocks).
-fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
-    PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p).allocated_bytes.current).sum()
+/// The figures of `arena`'s pools.
+fn arena_pools(stats: &HeapStats, arena: usize) -> impl Iterator<Item = &PoolStats> {
+    PoolKind::ALL.iter().filter(move |p| p.arena() == arena).map(|&p| stats.pool(p))
 }
 
+/// Bytes allocated in `arena` (its pools' active and pending blocks).
+fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
+    arena_pools(stats, arena).map(|p| p.allocated_bytes.current).sum()
+}
+
+/// Live and reserved bytes of an arena's pools.
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
-    let pools = PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| stats.pool(p));
-    pools.fold(ArenaFigures::default(), |a, p| ArenaFigures {
-        live: a.live + p.allocated_bytes.current,
-        reserved: a.reserved + p.reserved_bytes.current,
-        ..a
-    })
+    let reserved = arena_pools(stats, arena).map(|p| p.reserved_bytes.current).sum();
+    ArenaFigures { live: arena_live(stats, arena), reserved, ..Default::default() }
 }
 
 pub(super) fn freed(id: u64) -> Error {
