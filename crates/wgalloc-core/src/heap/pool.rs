@@ -31,8 +31,8 @@
 //! - Before sizing, the allocator releases the arena's idle segments (see `allocator`): a
 //!   WebGPU buffer cannot grow, but idle ones can be replaced by one that covers the need.
 //!   The new segment takes back their bytes with the request's, up to the budget of the most
-//!   bytes ever live at once: the backward pass of a training step frees segments its next
-//!   forward pass needs again, and dropping them made every step regrow the heap.
+//!   bytes ever live at once in the arena: the backward pass of a training step frees segments
+//!   its next forward pass needs again, and dropping them made every step regrow the heap.
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -193,7 +193,7 @@ pub fn segment_size(
             let live = arena.live + aligned_size;
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
             let budget = growth_budget(live).max(floor).saturating_sub(arena.reserved);
-            let ceiling = (GEOMETRIC_FACTOR * live as f64) as u64 + TARGET_HEADROOM;
+            let ceiling = headroom_over(GEOMETRIC_FACTOR, live);
             let geometric =
                 (arena.reserved / ARENA_GROWTH_DIVISOR).min(granules_within(ceiling.saturating_sub(arena.reserved)));
             let kept = (arena.released + aligned_size)
@@ -222,13 +222,18 @@ pub(super) fn growth_budget(live: u64) -> u64 {
 
 /// The most a heap may reserve for `live` bytes: `TARGET_FACTOR` x live + `TARGET_HEADROOM`.
 pub fn target(live: u64) -> u64 {
-    (TARGET_FACTOR * live as f64) as u64 + TARGET_HEADROOM
+    headroom_over(TARGET_FACTOR, live)
+}
+
+/// `factor` x `live` + `TARGET_HEADROOM`: the target, or the ceiling of growth by an eighth.
+fn headroom_over(factor: f64, live: u64) -> u64 {
+    (factor * live as f64) as u64 + TARGET_HEADROOM
 }
 
 /// The segment an idle arena's `idle` bytes of segments merge into: their total, but no more
-/// than the growth budget of the most bytes ever live at once in the arena (`live_peak`). Idle segments
-/// carry the last request's fragmentation; one contiguous segment needs less, and compaction
-/// fixes a later fragmented miss.
+/// than the growth budget of the most bytes ever live at once in the arena (`live_peak`). Idle
+/// segments carry the last request's fragmentation; one contiguous segment needs less, and
+/// compaction fixes a later fragmented miss.
 pub fn merged_size(idle: u64, live_peak: u64) -> u64 {
     idle.min(growth_budget(live_peak).div_ceil(SEGMENT_GRANULE).saturating_mul(SEGMENT_GRANULE))
 }
