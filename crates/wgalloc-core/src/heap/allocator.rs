@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::block_slab::{self, BlockSlab};
 use super::compaction::{self, Resident, SegmentView};
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
@@ -113,11 +114,10 @@ struct State<S: SegmentStorage> {
     /// Most bytes allocated at once so far in each arena (unlike the stats' peak, callers cannot
     /// reset it): the bytes an arena keeps on a miss or a merge follow its own peak, not another's.
     live_peak: [u64; ARENAS],
-    blocks: IdMap<u64, BlockRec>,
+    blocks: BlockSlab<BlockRec>,
     pending: Vec<u64>,
     stats: HeapStats,
     watermarks: Watermarks,
-    next_block: u64,
     next_segment: u32,
     /// Events and log lines kept for the caller to take, when someone listens.
     record_events: bool,
@@ -163,11 +163,10 @@ impl<S: SegmentStorage> HeapCore<S> {
                 arena_segments: [0; ARENAS],
                 merge_pending: 0,
                 live_peak: [0; ARENAS],
-                blocks: IdMap::default(),
+                blocks: BlockSlab::default(),
                 pending: Vec::new(),
                 stats: HeapStats::default(),
                 watermarks,
-                next_block: 1,
                 next_segment: 1,
                 record_events: false,
                 events: Vec::new(),
@@ -234,6 +233,12 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation> {
         let mut st = self.state();
+        if st.blocks.is_full() {
+            return Err(Error::OutOfMemory(format!(
+                "malloc: {} blocks are live, the most one heap holds at once; free blocks or allocate larger ones",
+                block_slab::MAX_LIVE
+            )));
+        }
         if st.merge_pending & (1 << pool.arena()) != 0 {
             self.merge_idle_segments(&mut st, pool);
         }
@@ -308,14 +313,12 @@ impl<S: SegmentStorage> HeapCore<S> {
                 pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
             return Placement::NeedsSegment { size, dedicated };
         };
-        let id = st.next_block;
-        st.next_block += 1;
         let seg = st.segments.get_mut(&segment).expect("free range of a known segment");
         seg.live_blocks += 1;
         seg.gc_age = 0;
-        st.blocks.insert(
-            id,
-            BlockRec {
+        let id = st
+            .blocks
+            .insert(BlockRec {
                 segment,
                 range,
                 offset,
@@ -328,8 +331,8 @@ impl<S: SegmentStorage> HeapCore<S> {
                 pins: 0,
                 streams: Vec::new(),
                 pending: None,
-            },
-        );
+            })
+            .expect("allocate checks for a free slot first");
         let from_driver = fresh == Some(segment);
         st.stats.block_allocated(pool, aligned, requested, from_driver);
         let arena = pool.arena();
@@ -380,7 +383,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         let moves: Vec<BlockMove<S::Segment>> = plan
             .iter()
             .map(|m| {
-                let b = &st.blocks[&m.block];
+                let b = st.blocks.get(m.block).expect("planned block");
                 BlockMove {
                     from: st.segments[&b.segment].handle.clone(),
                     from_offset: b.offset,
@@ -395,14 +398,14 @@ impl<S: SegmentStorage> HeapCore<S> {
             return false;
         }
         for &compaction::Move { block: id, to, at } in plan {
-            let rec = &st.blocks[&id];
+            let rec = st.blocks.get(id).expect("planned block");
             let (from, old, size, pool) = (rec.segment, rec.range, rec.size, rec.pool);
             // The old range first: a block sliding within its segment may land on part of it.
             st.free[arena].give_back(old);
             let range = st.free[arena].take_at(to, at, size).expect("planned range is free");
             st.segments.get_mut(&from).expect("block's segment").live_blocks -= 1;
             st.segments.get_mut(&to).expect("target segment").live_blocks += 1;
-            let rec = st.blocks.get_mut(&id).expect("planned block");
+            let rec = st.blocks.get_mut(id).expect("planned block");
             rec.segment = to;
             rec.offset = at;
             rec.range = range;
@@ -429,7 +432,7 @@ impl<S: SegmentStorage> HeapCore<S> {
     pub fn pin(&self, id: u64) -> Result<(S::Segment, u64)> {
         let mut st = self.state();
         let st = &mut *st;
-        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
         rec.pins += 1;
         Ok((st.segments[&rec.segment].handle.clone(), rec.offset))
     }
@@ -437,11 +440,11 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Where live block `id` is now.
     pub fn offset(&self, id: u64) -> Result<u64> {
         let st = self.state();
-        st.blocks.get(&id).filter(|r| r.pending.is_none()).map(|r| r.offset).ok_or_else(|| freed(id))
+        st.blocks.get(id).filter(|r| r.pending.is_none()).map(|r| r.offset).ok_or_else(|| freed(id))
     }
 
     pub fn unpin(&self, id: u64) {
-        if let Some(rec) = self.state().blocks.get_mut(&id) {
+        if let Some(rec) = self.state().blocks.get_mut(id) {
             rec.pins = rec.pins.saturating_sub(1);
         }
     }
@@ -596,13 +599,12 @@ impl<S: SegmentStorage> HeapCore<S> {
         let mut i = 0;
         while i < st.pending.len() {
             let id = st.pending[i];
-            let rec = &st.blocks[&id];
+            let rec = st.blocks.get(id).expect("pending block is recorded");
             let done = lost || rec.pending.as_ref().is_some_and(|uses| reusable(rec, uses, completed));
             if done {
                 st.pending.swap_remove(i);
-                let rec = st.blocks.remove(&id).expect("pending block is recorded");
                 st.stats.pending_done(rec.size);
-                self.return_to_pool(st, id, &rec);
+                self.return_to_pool(st, id);
             } else {
                 i += 1;
             }
@@ -616,7 +618,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             st.pending
                 .iter()
                 .filter_map(|id| {
-                    let rec = &st.blocks[id];
+                    let rec = st.blocks.get(*id).expect("pending block is recorded");
                     // A held block waits for its holder, not for a submission.
                     if rec.holds > 0 {
                         return None;
@@ -632,10 +634,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
     }
 
-    fn return_to_pool(&self, st: &mut State<S>, id: u64, rec: &BlockRec) {
-        let arena = rec.pool.arena();
-        st.free[arena].give_back(rec.range);
-        if let Some(seg) = st.segments.get_mut(&rec.segment) {
+    /// Gives block `id`'s range back to its pool; the id names nothing any more.
+    fn return_to_pool(&self, st: &mut State<S>, id: u64) {
+        let rec = st.blocks.get(id).expect("a recorded block");
+        let (segment, range, size, pool) = (rec.segment, rec.range, rec.size, rec.pool);
+        st.blocks.remove(id);
+        let arena = pool.arena();
+        st.free[arena].give_back(range);
+        if let Some(seg) = st.segments.get_mut(&segment) {
             seg.live_blocks -= 1;
         }
         if st.arena_segments[arena] > 1 && st.pending.is_empty() && arena_figures(&st.stats, arena).live == 0 {
@@ -646,10 +652,10 @@ impl<S: SegmentStorage> HeapCore<S> {
             HeapEvent {
                 kind: HeapEventKind::Freed,
                 block_id: Some(id),
-                segment_id: Some(rec.segment),
+                segment_id: Some(segment),
                 offset: None,
-                size: rec.size,
-                pool: rec.pool,
+                size,
+                pool,
             },
         );
     }
@@ -657,14 +663,10 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
     pub fn free(&self, id: u64) -> Result<()> {
         let mut st = self.state();
-        // Taken out of the map at once: the common case (no GPU work pending) returns it to
-        // its pool; a block with pending work goes back in, marked.
-        let mut rec = match st.blocks.remove(&id) {
+        let st = &mut *st;
+        let rec = match st.blocks.get_mut(id) {
             Some(rec) if rec.pending.is_none() => rec,
-            Some(rec) => {
-                st.blocks.insert(id, rec);
-                return Err(Error::DoubleFree(format!("block {id} was already freed")));
-            }
+            Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed"))),
             None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)"))),
         };
         let uses: Vec<StreamUse> = if rec.streams.is_empty() {
@@ -673,13 +675,13 @@ impl<S: SegmentStorage> HeapCore<S> {
             rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
         };
         let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
-        let idle = self.tracker.is_lost() || reusable(&rec, &uses, self.tracker.completed());
+        let idle = self.tracker.is_lost() || reusable(rec, &uses, self.tracker.completed());
         st.stats.block_freed(pool, size, requested);
         if idle {
-            self.return_to_pool(&mut st, id, &rec);
+            self.return_to_pool(st, id);
         } else {
+            // Stays in the table, marked: the sweep returns it once its work completed.
             rec.pending = Some(uses);
-            st.blocks.insert(id, rec);
             st.pending.push(id);
             st.stats.pending_added(size);
         }
@@ -689,14 +691,14 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Keeps block `id` from reuse until [`HeapCore::release_hold`], even if it is freed meanwhile.
     pub fn hold(&self, id: u64) -> Result<()> {
         let mut st = self.state();
-        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
         rec.holds += 1;
         Ok(())
     }
 
     pub fn release_hold(&self, id: u64) {
         let mut st = self.state();
-        let Some(rec) = st.blocks.get_mut(&id) else { return };
+        let Some(rec) = st.blocks.get_mut(id) else { return };
         rec.holds -= 1;
         if rec.holds == 0 && rec.pending.is_some() {
             self.sweep_pending(&mut st);
@@ -705,14 +707,14 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     /// Records that submission `seq` uses block `id` (wgalloc's own operations).
     pub fn record_use(&self, id: u64, seq: u64) {
-        if let Some(rec) = self.state().blocks.get_mut(&id) {
+        if let Some(rec) = self.state().blocks.get_mut(id) {
             rec.last_use = rec.last_use.max(seq);
         }
     }
 
     pub fn record_stream(&self, id: u64, marks: &Arc<StreamMarks>) -> Result<()> {
         let mut st = self.state();
-        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
         if !rec.streams.iter().any(|m| Arc::ptr_eq(m, marks)) {
             // A long-lived block used by many short-lived streams (one per upload) would
             // otherwise collect their marks without bound, and this scan with them.
@@ -727,7 +729,7 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     pub fn set_shape(&self, id: u64, shape: Option<Vec<u64>>) -> Result<()> {
         let mut st = self.state();
-        let rec = st.blocks.get_mut(&id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
+        let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
         rec.shape = shape;
         Ok(())
     }
@@ -735,7 +737,7 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Information on a live (active or pending-free) block.
     pub fn block_info(&self, id: u64) -> Option<BlockInfo> {
         let st = self.state();
-        let rec = st.blocks.get(&id)?;
+        let rec = st.blocks.get(id)?;
         let seg = &st.segments[&rec.segment];
         Some(BlockInfo {
             id,
@@ -813,7 +815,7 @@ impl<S: SegmentStorage> HeapCore<S> {
     pub fn snapshot(&self) -> Vec<SegmentSnapshot> {
         let st = self.state();
         let mut by_segment: HashMap<u32, Vec<(u64, u64, u64, BlockState)>> = HashMap::new();
-        for (&id, rec) in &st.blocks {
+        for (id, rec) in st.blocks.iter() {
             let state = if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active };
             by_segment.entry(rec.segment).or_default().push((id, rec.offset, rec.size, state));
         }
@@ -963,7 +965,7 @@ fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
             (id, SegmentView { id, size: s.size, free, blocks: Vec::new() })
         })
         .collect();
-    for (&id, b) in &st.blocks {
+    for (id, b) in st.blocks.iter() {
         if let Some(v) = view.get_mut(&b.segment) {
             v.blocks.push(Resident { id, offset: b.offset, size: b.size, movable: movable(b) });
         }

@@ -501,3 +501,33 @@ fn compaction_copies_a_bounded_amount() {
     }
     assert!(compacted > 0, "no request compacted");
 }
+
+#[test]
+fn a_freed_id_never_names_the_block_that_reuses_its_place() {
+    let (h, tracker) = heap(None, 1 << 30);
+    for usage in [Usage::Device, Usage::Shared] {
+        let a = h.malloc(4096, usage).unwrap();
+        h.free(a.id).unwrap();
+        let b = h.malloc(4096, usage).unwrap();
+        assert_eq!((b.segment, b.offset), (a.segment, a.offset), "the same place, reused");
+        assert_ne!(b.id, a.id);
+        assert_eq!(h.free(a.id).unwrap_err().code(), "DOUBLE_FREE");
+        assert!(h.pin(a.id).is_err() && h.block_info(a.id).is_none(), "the stale id reaches nothing");
+        assert_eq!(h.block_info(b.id).map(|i| i.offset), Some(b.offset), "and b is untouched");
+        // A block freed with work pending keeps its id until the work completed, then loses it.
+        let marks = Arc::new(StreamMarks::default());
+        marks.recorded();
+        h.record_stream(b.id, &marks).unwrap();
+        h.free(b.id).unwrap();
+        assert!(h.block_info(b.id).is_some(), "pending, still known");
+        let seq = tracker.next_seq(None);
+        marks.submitted(seq);
+        tracker.complete(seq);
+        h.free_inactive_buffers();
+        assert!(h.block_info(b.id).is_none());
+        let c = h.malloc(4096, usage).unwrap();
+        assert!(c.id != a.id && c.id != b.id && c.id < 1 << 53);
+        assert_eq!(h.free(b.id).unwrap_err().code(), "DOUBLE_FREE");
+        h.free(c.id).unwrap();
+    }
+}

@@ -11,6 +11,7 @@ mod allocator;
 #[cfg(test)]
 mod allocator_tests;
 mod block;
+mod block_slab;
 mod compaction;
 pub mod config;
 mod free_list;
