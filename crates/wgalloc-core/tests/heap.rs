@@ -390,6 +390,50 @@ fn a_free_while_leased_takes_effect_when_the_last_lease_ends() {
     assert!(other.is_freed());
 }
 
+/// Leases taken and dropped on several threads while another frees: the block goes back to the
+/// heap exactly once, when the free and every lease ended, and no lease starts after the free.
+/// (A lease count that lost an update would leave the block allocated, or free it under a lease.)
+#[test]
+fn frees_and_leases_racing_on_threads_free_each_block_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    for round in 0..20 {
+        let block = std::sync::Arc::new(heap.malloc(4096, Usage::Device).unwrap());
+        let before = heap.stats().allocated_bytes.current;
+        let freed = AtomicBool::new(false);
+        let start = std::sync::Barrier::new(5);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    start.wait();
+                    for _ in 0..2_000 {
+                        match block.lease() {
+                            Ok(lease) => {
+                                assert!(block.binding().is_ok(), "round {round}: leased, yet freed");
+                                drop(lease);
+                            }
+                            Err(e) => {
+                                assert_eq!(e.code(), "USE_AFTER_FREE");
+                                assert!(freed.load(Ordering::Acquire), "round {round}: refused before the free");
+                            }
+                        }
+                    }
+                });
+            }
+            s.spawn(|| {
+                start.wait();
+                std::thread::sleep(Duration::from_micros(300));
+                freed.store(true, Ordering::Release);
+                block.free().unwrap();
+            });
+        });
+        assert!(block.is_freed(), "round {round}: every lease ended, so the free took effect");
+        assert_eq!(heap.stats().allocated_bytes.current, before - block.size(), "round {round}: freed once");
+        assert_eq!(block.free().unwrap_err().code(), "DOUBLE_FREE");
+    }
+}
+
 #[test]
 fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     const MIB: u64 = 1 << 20;

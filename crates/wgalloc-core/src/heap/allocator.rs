@@ -662,7 +662,17 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
     pub fn free(&self, id: u64) -> Result<()> {
+        self.free_after(id, || Ok(true))
+    }
+
+    /// Runs `transition` under the heap's lock and frees block `id` there if it returns true.
+    /// A block handle's freed flag and lease count change only this way: the lock a free takes
+    /// anyway orders those changes, so none needs an atomic read-modify-write of its own.
+    pub fn free_after(&self, id: u64, transition: impl FnOnce() -> Result<bool>) -> Result<()> {
         let mut st = self.state();
+        if !transition()? {
+            return Ok(());
+        }
         let st = &mut *st;
         let rec = match st.blocks.get_mut(id) {
             Some(rec) if rec.pending.is_none() => rec,

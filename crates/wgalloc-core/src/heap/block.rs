@@ -20,6 +20,10 @@ pub struct DeviceBlock {
     requested: u64,
     pool: PoolKind,
     /// FREED, FREE_DEFERRED and the number of leases (see [`DeviceBlock::lease`]), in one word.
+    /// Read anywhere; changed only under the heap's lock ([`HeapCore::free_after`]) or with
+    /// `&mut self`, so a load and a store make each change.
+    ///
+    /// [`HeapCore::free_after`]: super::HeapCore::free_after
     state: AtomicU32,
 }
 
@@ -38,13 +42,14 @@ pub struct BlockLease(Arc<DeviceBlock>);
 
 impl Drop for BlockLease {
     fn drop(&mut self) {
-        let before = self.0.state.fetch_sub(LEASE, Ordering::AcqRel);
-        if before & !(FREED | FREE_DEFERRED) == LEASE && before & FREE_DEFERRED != 0 {
-            // The last lease of a block freed meanwhile: free it now (once).
-            if self.0.state.fetch_or(FREED, Ordering::AcqRel) & FREED == 0 {
-                let _ = self.0.heap.free_id(self.0.id);
-            }
-        }
+        let block = &self.0;
+        let _ = block.heap.core.free_after(block.id, || {
+            let state = block.state.load(Ordering::Relaxed) - LEASE;
+            // The last lease of a block freed meanwhile frees it now.
+            let free = state == FREE_DEFERRED;
+            block.state.store(if free { FREED } else { state }, Ordering::Release);
+            Ok(free)
+        });
     }
 }
 
@@ -229,35 +234,30 @@ impl DeviceBlock {
 
     /// Returns the block to the heap. A second call fails with `DOUBLE_FREE`.
     pub fn free(&self) -> Result<()> {
-        // Guessing "no lease" makes the common case one compare-exchange, as cheap as a swap.
-        let mut state = 0;
-        loop {
+        self.heap.core.free_after(self.id, || {
+            let state = self.state.load(Ordering::Relaxed);
             if state & (FREED | FREE_DEFERRED) != 0 {
                 return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
             }
             // Leased: the last lease frees it, after the operations that hold it recorded their work.
             let next = if state == 0 { FREED } else { state | FREE_DEFERRED };
-            match self.state.compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) if next == FREED => return self.heap.free_id(self.id),
-                Ok(_) => return Ok(()),
-                Err(now) => state = now,
-            }
-        }
+            self.state.store(next, Ordering::Release);
+            Ok(next == FREED)
+        })
     }
 
     /// A lease for an operation that runs after this call returns (see [`BlockLease`]);
     /// `USE_AFTER_FREE` if the block was freed.
     pub fn lease(self: &Arc<Self>) -> Result<BlockLease> {
-        let mut state = self.state.load(Ordering::Acquire);
-        loop {
+        self.heap.core.free_after(self.id, || {
+            let state = self.state.load(Ordering::Relaxed);
             if state & (FREED | FREE_DEFERRED) != 0 {
                 return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
             }
-            match self.state.compare_exchange(state, state + LEASE, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(BlockLease(self.clone())),
-                Err(now) => state = now,
-            }
-        }
+            self.state.store(state + LEASE, Ordering::Release);
+            Ok(false)
+        })?;
+        Ok(BlockLease(self.clone()))
     }
 }
 
