@@ -94,12 +94,14 @@ impl SizeBins {
         // A scan for the few entries of a usual bin; a search in a crowded one (thousands of
         // equal holes), where a scan per free would make freeing them all quadratic.
         let found = if v.len() <= SCAN_UP_TO {
-            v.iter().position(|x| x == r)
+            // A free range's node names it: one field to compare, not four.
+            v.iter().position(|x| x.node == r.node)
         } else {
             let i = v.partition_point(|x| x < r);
             (v.get(i) == Some(r)).then_some(i)
         };
         let Some(i) = found else { return false };
+        debug_assert_eq!(&v[i], r, "a node's entry describes its range");
         for j in i + 1..v.len() {
             v[j - 1] = v[j];
         }
