@@ -25,7 +25,9 @@
 //! free, and no stream with recorded, unsubmitted work on them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::block_slab::{self, BlockSlab};
@@ -37,7 +39,6 @@ use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
 use crate::completion::Tracker;
 use crate::error::{align_up, Error, Result};
-use crate::signal::lock;
 use crate::stream::{StreamMarks, StreamUse};
 
 /// Stream marks a block keeps before it drops those of retired streams.
@@ -179,8 +180,10 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
     }
 
+    /// The heap's lock is parking_lot's: no poison flag to check on every lock and unlock of the
+    /// malloc/free path (std's poison was ignored here anyway).
     fn state(&self) -> MutexGuard<'_, State<S>> {
-        lock(&self.state)
+        self.state.lock()
     }
 
     pub fn limits(&self) -> &HeapLimits {
@@ -922,7 +925,7 @@ impl<S: SegmentStorage> HeapCore<S> {
 impl<S: SegmentStorage> Drop for HeapCore<S> {
     fn drop(&mut self) {
         if self.debug & debug::PROFILING != 0 {
-            let st = lock(&self.state);
+            let st = self.state.lock();
             let s = &st.stats;
             eprintln!(
                 "wgalloc heap stats: peak allocated {}, peak reserved {}, driver allocations {}, frees {}, cache hits {}, misses {}, retries {}, OOMs {}",
