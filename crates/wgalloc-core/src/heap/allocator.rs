@@ -341,17 +341,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         let arena = pool.arena();
         st.live_peak[arena] = st.live_peak[arena].max(arena_live(&st.stats, arena));
         let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
-        self.emit(
-            st,
-            HeapEvent {
-                kind,
-                block_id: Some(id),
-                segment_id: Some(segment),
-                offset: Some(offset),
-                size: aligned,
-                pool,
-            },
-        );
+        self.emit(st, || HeapEvent {
+            kind,
+            block_id: Some(id),
+            segment_id: Some(segment),
+            offset: Some(offset),
+            size: aligned,
+            pool,
+        });
         Placement::Block(Allocation { id, segment, offset, size: aligned, requested, pool })
     }
 
@@ -414,17 +411,14 @@ impl<S: SegmentStorage> HeapCore<S> {
             rec.range = range;
             st.stats.blocks_moved += 1;
             st.stats.bytes_moved += size;
-            self.emit(
-                st,
-                HeapEvent {
-                    kind: HeapEventKind::Moved,
-                    block_id: Some(id),
-                    segment_id: Some(to),
-                    offset: Some(at),
-                    size,
-                    pool,
-                },
-            );
+            self.emit(st, || HeapEvent {
+                kind: HeapEventKind::Moved,
+                block_id: Some(id),
+                segment_id: Some(to),
+                offset: Some(at),
+                size,
+                pool,
+            });
         }
         true
     }
@@ -535,10 +529,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         st.arena_segments[pool.arena()] -= 1;
         st.storage.release(seg.handle);
         st.stats.segment_released(pool, size);
-        self.emit(
-            st,
-            HeapEvent { kind: HeapEventKind::Released, block_id: None, segment_id: Some(id), offset: None, size, pool },
-        );
+        self.emit(st, || HeapEvent {
+            kind: HeapEventKind::Released,
+            block_id: None,
+            segment_id: Some(id),
+            offset: None,
+            size,
+            pool,
+        });
         size
     }
 
@@ -555,17 +553,14 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     fn fail(&self, st: &mut State<S>, requested: u64, aligned: u64, pool: PoolKind, driver: Option<Error>) -> Error {
         st.stats.ooms += 1;
-        self.emit(
-            st,
-            HeapEvent {
-                kind: HeapEventKind::AllocationFailed,
-                block_id: None,
-                segment_id: None,
-                offset: None,
-                size: requested,
-                pool,
-            },
-        );
+        self.emit(st, || HeapEvent {
+            kind: HeapEventKind::AllocationFailed,
+            block_id: None,
+            segment_id: None,
+            offset: None,
+            size: requested,
+            pool,
+        });
         let s = &st.stats;
         let largest = st.free.iter().map(FreeList::largest).max().unwrap_or(0);
         let high = st.watermarks.high;
@@ -650,17 +645,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         if st.arena_segments[arena] > 1 && st.pending.is_empty() && arena_figures(&st.stats, arena).live == 0 {
             st.merge_pending |= 1 << arena;
         }
-        self.emit(
-            st,
-            HeapEvent {
-                kind: HeapEventKind::Freed,
-                block_id: Some(id),
-                segment_id: Some(segment),
-                offset: None,
-                size,
-                pool,
-            },
-        );
+        self.emit(st, || HeapEvent {
+            kind: HeapEventKind::Freed,
+            block_id: Some(id),
+            segment_id: Some(segment),
+            offset: None,
+            size,
+            pool,
+        });
     }
 
     /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
@@ -874,12 +866,13 @@ impl<S: SegmentStorage> HeapCore<S> {
         self.debug
     }
 
-    /// Records an event for listeners and the debug log; inline so the common case (nobody
-    /// listening, no debug mask) costs two tests on the malloc/free path.
+    /// Records an event for listeners and the debug log; inline, and the event built only when
+    /// someone listens or a debug mask is set, so the common case costs two tests on the
+    /// malloc/free path.
     #[inline]
-    fn emit(&self, st: &mut State<S>, event: HeapEvent) {
+    fn emit(&self, st: &mut State<S>, event: impl FnOnce() -> HeapEvent) {
         if st.record_events || self.debug != 0 {
-            self.emit_slow(st, event);
+            self.emit_slow(st, event());
         }
     }
 
