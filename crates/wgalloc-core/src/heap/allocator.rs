@@ -26,9 +26,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use super::block_slab::{self, BlockSlab};
 use super::compaction::{self, Resident, SegmentView};
@@ -663,7 +663,8 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Runs `transition` under the heap's lock and frees block `id` there if it returns true.
     /// A block handle's freed flag and lease count change only this way: the lock a free takes
     /// anyway orders those changes, so none needs an atomic read-modify-write of its own.
-    pub fn free_after(&self, id: u64, transition: impl FnOnce() -> Result<bool>) -> Result<()> {
+    /// `transition` must not call into the heap (its lock is held).
+    pub(crate) fn free_after(&self, id: u64, transition: impl FnOnce() -> Result<bool>) -> Result<()> {
         let mut st = self.state();
         if !transition()? {
             return Ok(());

@@ -20,10 +20,8 @@ pub struct DeviceBlock {
     requested: u64,
     pool: PoolKind,
     /// FREED, FREE_DEFERRED and the number of leases (see [`DeviceBlock::lease`]), in one word.
-    /// Read anywhere; changed only under the heap's lock ([`HeapCore::free_after`]) or with
+    /// Read anywhere; changed only under the heap's lock (`HeapCore::free_after`) or with
     /// `&mut self`, so a load and a store make each change.
-    ///
-    /// [`HeapCore::free_after`]: super::HeapCore::free_after
     state: AtomicU32,
 }
 
