@@ -99,6 +99,21 @@ struct BlockRec {
     pins: u32,
 }
 
+/// Where a block's bytes are: all that returning them to their pool needs.
+#[derive(Clone, Copy)]
+struct BlockPlace {
+    segment: u32,
+    range: free_list::RangeId,
+    size: u64,
+    pool: PoolKind,
+}
+
+impl BlockRec {
+    fn place(&self) -> BlockPlace {
+        BlockPlace { segment: self.segment, range: self.range, size: self.size, pool: self.pool }
+    }
+}
+
 /// Free lists: device, shared and scalar arenas (see [`PoolKind::arena`]).
 const ARENAS: usize = 3;
 /// The arena compaction works in: shared blocks may be mapped by the host, scalar ones are small.
@@ -600,9 +615,10 @@ impl<S: SegmentStorage> HeapCore<S> {
             let rec = st.blocks.get(id).expect("pending block is recorded");
             let done = lost || rec.pending.as_ref().is_some_and(|uses| reusable(rec, uses, completed));
             if done {
+                let place = rec.place();
                 st.pending.swap_remove(i);
-                st.stats.pending_done(rec.size);
-                self.return_to_pool(st, id);
+                st.stats.pending_done(place.size);
+                self.return_to_pool(st, id, place);
             } else {
                 i += 1;
             }
@@ -632,10 +648,10 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
     }
 
-    /// Gives block `id`'s range back to its pool; the id names nothing any more.
-    fn return_to_pool(&self, st: &mut State<S>, id: u64) {
-        let rec = st.blocks.get(id).expect("a recorded block");
-        let (segment, range, size, pool) = (rec.segment, rec.range, rec.size, rec.pool);
+    /// Gives block `id`'s range (at `place`, which the caller looked up) back to its pool; the id
+    /// names nothing any more.
+    fn return_to_pool(&self, st: &mut State<S>, id: u64, place: BlockPlace) {
+        let BlockPlace { segment, range, size, pool } = place;
         st.blocks.remove(id);
         let arena = pool.arena();
         st.free[arena].give_back(range);
@@ -657,14 +673,14 @@ impl<S: SegmentStorage> HeapCore<S> {
 
     /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
     pub fn free(&self, id: u64) -> Result<()> {
-        self.free_after(id, || Ok(true))
+        self.free_if(id, || Ok(true))
     }
 
     /// Runs `transition` under the heap's lock and frees block `id` there if it returns true.
     /// A block handle's freed flag and lease count change only this way: the lock a free takes
     /// anyway orders those changes, so none needs an atomic read-modify-write of its own.
     /// `transition` must not call into the heap (its lock is held).
-    pub(crate) fn free_after(&self, id: u64, transition: impl FnOnce() -> Result<bool>) -> Result<()> {
+    pub(crate) fn free_if(&self, id: u64, transition: impl FnOnce() -> Result<bool>) -> Result<()> {
         let mut st = self.state();
         if !transition()? {
             return Ok(());
@@ -680,11 +696,12 @@ impl<S: SegmentStorage> HeapCore<S> {
         } else {
             rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
         };
-        let (size, requested, pool) = (rec.size, rec.requested, rec.pool);
+        let (place, requested) = (rec.place(), rec.requested);
+        let (size, pool) = (place.size, place.pool);
         let idle = self.tracker.is_lost() || reusable(rec, &uses, self.tracker.completed());
         st.stats.block_freed(pool, size, requested);
         if idle {
-            self.return_to_pool(st, id);
+            self.return_to_pool(st, id, place);
         } else {
             // Stays in the table, marked: the sweep returns it once its work completed.
             rec.pending = Some(uses);

@@ -20,7 +20,7 @@ pub struct DeviceBlock {
     requested: u64,
     pool: PoolKind,
     /// FREED, FREE_DEFERRED and the number of leases (see [`DeviceBlock::lease`]), in one word.
-    /// Read anywhere; changed only under the heap's lock (`HeapCore::free_after`) or with
+    /// Read anywhere; changed only under the heap's lock (`HeapCore::free_if`) or with
     /// `&mut self`, so a load and a store make each change.
     state: AtomicU32,
 }
@@ -41,7 +41,7 @@ pub struct BlockLease(Arc<DeviceBlock>);
 impl Drop for BlockLease {
     fn drop(&mut self) {
         let block = &self.0;
-        let _ = block.heap.core.free_after(block.id, || {
+        let _ = block.heap.core.free_if(block.id, || {
             let state = block.state.load(Ordering::Relaxed) - LEASE;
             // The last lease of a block freed meanwhile frees it now.
             let free = state == FREE_DEFERRED;
@@ -232,7 +232,7 @@ impl DeviceBlock {
 
     /// Returns the block to the heap. A second call fails with `DOUBLE_FREE`.
     pub fn free(&self) -> Result<()> {
-        self.heap.core.free_after(self.id, || {
+        self.heap.core.free_if(self.id, || {
             let state = self.state.load(Ordering::Relaxed);
             if state & (FREED | FREE_DEFERRED) != 0 {
                 return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
@@ -247,7 +247,7 @@ impl DeviceBlock {
     /// A lease for an operation that runs after this call returns (see [`BlockLease`]);
     /// `USE_AFTER_FREE` if the block was freed.
     pub fn lease(self: &Arc<Self>) -> Result<BlockLease> {
-        self.heap.core.free_after(self.id, || {
+        self.heap.core.free_if(self.id, || {
             let state = self.state.load(Ordering::Relaxed);
             if state & (FREED | FREE_DEFERRED) != 0 {
                 return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));

@@ -40,9 +40,16 @@ impl<T> Default for BlockSlab<T> {
 
 impl<T> BlockSlab<T> {
     #[inline]
-    fn locate(id: u64) -> Option<(usize, u64)> {
-        let slot = (id & SLOT_MASK).checked_sub(1)?;
-        Some((slot as usize, id >> SLOT_BITS))
+    fn id(index: usize, generation: u64) -> u64 {
+        generation << SLOT_BITS | (index as u64 + 1)
+    }
+
+    /// The slot of live block `id`.
+    #[inline]
+    fn live_slot(&self, id: u64) -> Option<usize> {
+        let index = ((id & SLOT_MASK).checked_sub(1))? as usize;
+        let slot = self.slots.get(index)?;
+        (slot.generation == id >> SLOT_BITS && slot.value.is_some()).then_some(index)
     }
 
     /// Whether `insert` has no slot left.
@@ -64,31 +71,26 @@ impl<T> BlockSlab<T> {
         };
         let slot = &mut self.slots[index];
         slot.value = Some(value);
-        Some(slot.generation << SLOT_BITS | (index as u64 + 1))
+        Some(Self::id(index, slot.generation))
     }
 
     #[inline]
     pub(super) fn get(&self, id: u64) -> Option<&T> {
-        let (index, generation) = Self::locate(id)?;
-        let slot = self.slots.get(index).filter(|s| s.generation == generation)?;
-        slot.value.as_ref()
+        self.slots[self.live_slot(id)?].value.as_ref()
     }
 
     #[inline]
     pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
-        let (index, generation) = Self::locate(id)?;
-        let slot = self.slots.get_mut(index).filter(|s| s.generation == generation)?;
-        slot.value.as_mut()
+        let index = self.live_slot(id)?;
+        self.slots[index].value.as_mut()
     }
 
     /// Drops the block (in place: moving it out costs more than the rest of a free);
     /// its id never names anything again. Returns whether it was there.
     #[inline]
     pub(super) fn remove(&mut self, id: u64) -> bool {
-        let Some((index, generation)) = Self::locate(id) else { return false };
-        let Some(slot) = self.slots.get_mut(index).filter(|s| s.generation == generation && s.value.is_some()) else {
-            return false;
-        };
+        let Some(index) = self.live_slot(id) else { return false };
+        let slot = &mut self.slots[index];
         slot.value = None;
         if slot.generation < self.max_generation {
             slot.generation += 1;
@@ -101,7 +103,7 @@ impl<T> BlockSlab<T> {
     pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
             let value = s.value.as_ref()?;
-            Some((s.generation << SLOT_BITS | (i as u64 + 1), value))
+            Some((Self::id(i, s.generation), value))
         })
     }
 }
