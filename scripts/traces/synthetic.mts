@@ -5,15 +5,25 @@
 // traces' rule (an op allocates its outputs, then frees every tensor it used last; the request's
 // output is freed when the request ends). A held-out check of the heap's segment policy, which
 // was tuned on the recorded traces only. Usage: `npm run synthetic` (no model files needed).
+//
+// `npm run synthetic -- --seed N --out DIR` writes a fresh draw instead: every shape, single or
+// mixed, drawn from the mixes' ranges with seed N. The committed set was looked at while the
+// policy was tuned; a fresh draw was not, so it measures how the policy does on workloads nobody
+// tuned it on (`cargo run -p wgalloc-core --release --example heap_replay DIR`).
 
 import * as fs from 'node:fs'
 import * as path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
 
 import { peakLiveBytes, type TraceEvent, traceText } from './trace-format.mjs'
 import { type Random, rng } from './workloads.mjs'
 
-const outDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bench/data/synthetic')
+const { values: args } = parseArgs({ options: { seed: { type: 'string' }, out: { type: 'string' } } })
+if ((args.seed === undefined) !== (args.out === undefined)) throw new Error('a fresh draw takes both --seed N and --out DIR')
+const FRESH_SEED = args.seed === undefined ? undefined : Number(args.seed)
+if (FRESH_SEED !== undefined && !Number.isSafeInteger(FRESH_SEED)) throw new Error(`--seed takes an integer, got '${args.seed}'`)
+const outDir = args.out === undefined ? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bench/data/synthetic') : path.resolve(args.out)
 const SEED = 20241127
 const F32 = 4
 
@@ -303,9 +313,7 @@ const singles: [string, number[][]][] = [
     ],
   ],
 ]
-for (const [model, shapes] of singles) for (const s of shapes) write(`${model}.${s.join('x')}`, model, [s])
-
-const random = rng(SEED)
+const random = rng(FRESH_SEED ?? SEED)
 const mixes: [string, number, () => number[]][] = [
   ['bert', 50, () => [between(random, 1, 8), pick(random, [16, 32, 64, 96, 128, 192, 256, 384, 512])]],
   ['vit', 40, () => [between(random, 1, 8), pick(random, [224, 256, 320, 384])]],
@@ -314,11 +322,27 @@ const mixes: [string, number, () => number[]][] = [
   ['gpt-decode', 20, () => [between(random, 1, 4), pick(random, [32, 64, 128, 256]), 16]],
   ['yolo', 40, () => [between(random, 1, 2), pick(random, [320, 416, 512, 640, 768]), pick(random, [320, 416, 512, 640, 768])]],
 ]
+if (FRESH_SEED === undefined) {
+  for (const [model, shapes] of singles) for (const s of shapes) write(`${model}.${s.join('x')}`, model, [s])
+} else {
+  // Three singles per model, drawn from the ranges its mix draws from (an LSTM has no mix).
+  const lstmShape = () => [pick(random, [8, 16, 32, 64]), pick(random, [50, 100, 200])]
+  const written = new Set<string>()
+  for (const [model, , draw] of [...mixes, ['lstm', 0, lstmShape] as const]) {
+    for (let k = 0; k < 3; k++) {
+      const shape = draw()
+      const name = `${model}.${shape.join('x')}`
+      if (!written.has(name)) write(name, model, [shape])
+      written.add(name)
+    }
+  }
+}
 for (const [model, count, draw] of mixes) write(`${model}.mix`, model, Array.from({ length: count }, draw))
 // A training loop: the same step again and again.
+const stepBatch = FRESH_SEED === undefined ? 32 : pick(random, [4, 8, 16, 32])
 write(
-  'resnet-train.steps32',
+  `resnet-train.steps${stepBatch}`,
   'resnet-train',
-  Array.from({ length: 10 }, () => [32]),
+  Array.from({ length: 10 }, () => [stepBatch]),
   'training-steps',
 )
