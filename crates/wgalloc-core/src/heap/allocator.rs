@@ -1016,7 +1016,12 @@ fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
 /// Live and reserved bytes of an arena's pools.
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
     let reserved = arena_pools(stats, arena).map(|p| p.reserved_bytes.current).sum();
-    ArenaFigures { live: arena_live(stats, arena), reserved, ..Default::default() }
+    let small_reserved = PoolKind::ALL
+        .iter()
+        .filter(|p| p.arena() == arena && p.is_small())
+        .map(|&p| stats.pool(p).reserved_bytes.current)
+        .sum();
+    ArenaFigures { live: arena_live(stats, arena), reserved, small_reserved, ..Default::default() }
 }
 
 pub(super) fn freed(id: u64) -> Error {

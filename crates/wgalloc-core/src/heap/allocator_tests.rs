@@ -360,17 +360,19 @@ fn snapshot_tiles_every_segment() {
     }
 }
 
-/// Two segments: the first (the large arena's 20 MiB floor) holds `a`, `c` and `e` around two
-/// 4 MiB holes, the second (13.2 MiB) `g` after a 4 MiB hole. A 9 MiB request then finds 17.2 MiB
-/// free but no range of 9 MiB. Returns `a`, `c` and `g`.
+/// Two segments: the first (the large arena's floor, 4 x the first request) holds `a`, `c` and
+/// `d` around a 4 MiB hole; the second (13 MiB) holds `g` between a 4 MiB hole and 5 MiB free.
+/// A 9 MiB request then finds 13 MiB free but no range of 9 MiB. Returns `a`, `c` and `g`.
 fn fragmented() -> (HeapCore<CpuStorage>, [super::Allocation; 3]) {
     let (h, _) = heap(None, 1 << 30);
-    let first: Vec<_> = (0..5).map(|_| h.malloc(4 * MIB, Usage::Device).unwrap()).collect();
+    let first: Vec<_> = (0..4).map(|_| h.malloc(4 * MIB, Usage::Device).unwrap()).collect();
     let f = h.malloc(4 * MIB, Usage::Device).unwrap();
     let g = h.malloc(4 * MIB, Usage::Device).unwrap();
-    assert!(first.iter().all(|x| x.segment == first[0].segment), "the first segment holds 20 MiB");
+    assert!(first.iter().all(|x| x.segment == first[0].segment), "the first segment holds 16 MiB");
     assert!(f.segment != first[0].segment && g.segment == f.segment);
-    for freed in [&first[1], &first[3], &f] {
+    let sizes: Vec<u64> = h.snapshot().iter().map(|s| s.size).collect();
+    assert_eq!(sizes, [16 * MIB, 13 * MIB]);
+    for freed in [&first[1], &f] {
         h.free(freed.id).unwrap();
     }
     (h, [first[0], first[2], g])

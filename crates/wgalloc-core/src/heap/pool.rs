@@ -14,10 +14,13 @@
 //!   slack of 4 x those bytes up to 8 MiB (the first segments of a big model grow fast, so
 //!   few driver calls; later ones add what the live set needs). The target that budget
 //!   tracks is peak reserved <= 1.15 x peak live + 8 MiB.
-//! - An arena under 20 MiB grows to at least 20 MiB (PyTorch's large segment) or 5 x the
-//!   large request, the smaller: a model with tensors of several MiB soon has more of them
-//!   live, and one segment for them saves driver calls; the bound of 5 x the request keeps a
-//!   small model within the target.
+//! - An arena whose large segments hold under 20 MiB grows them to at least 20 MiB (PyTorch's
+//!   large segment) or 4 x the large request, the smaller: a model with tensors of several MiB
+//!   soon has more of them live, and one segment for them saves driver calls; the bound of
+//!   4 x the request keeps a small model within the target. The arena's small segments do not
+//!   count toward the floor, as PyTorch's small pool is apart from its large one: counted, they
+//!   left the large segment a few MiB short of the tensor that came next (U-Nets, the OCR
+//!   recognizer's mix), and a bound of 5 x then took a small model past the target.
 //! - A large request under 10 MiB (PyTorch's `kMinLargeAlloc`: below it, requests share
 //!   20 MiB segments) gets room for a second one like it, as far as the target for the
 //!   bytes live allows: models ask for such tensors in pairs and then for twice the size,
@@ -51,10 +54,10 @@ pub const SMALL_HEAP: u64 = 6 * MIB;
 pub const LIVE_FACTOR: f64 = 1.05;
 pub const SLACK_PER_LIVE: u64 = 4;
 pub const MAX_SLACK: u64 = 8 * MIB;
-/// A large request grows an arena under `LARGE_ARENA_FLOOR` to at least that, or to
+/// A large request grows an arena's large segments to at least `LARGE_ARENA_FLOOR`, or to
 /// `LARGE_FLOOR_FACTOR` x the request where that is less.
 pub const LARGE_ARENA_FLOOR: u64 = 20 * MIB;
-pub const LARGE_FLOOR_FACTOR: u64 = 5;
+pub const LARGE_FLOOR_FACTOR: u64 = 4;
 /// A large request grows an arena by at least 1 / `ARENA_GROWTH_DIVISOR` of its segments, up to
 /// `GEOMETRIC_FACTOR` x live + `TARGET_HEADROOM`.
 pub const ARENA_GROWTH_DIVISOR: u64 = 8;
@@ -136,6 +139,10 @@ impl PoolKind {
         }
     }
 
+    pub fn is_small(self) -> bool {
+        matches!(self, PoolKind::DeviceSmall | PoolKind::SharedSmall)
+    }
+
     pub fn is_shared(self) -> bool {
         matches!(self, PoolKind::SharedSmall | PoolKind::SharedLarge)
     }
@@ -161,6 +168,8 @@ pub struct ArenaFigures {
     pub live: u64,
     /// Bytes of the arena's remaining segments.
     pub reserved: u64,
+    /// Bytes of those that belong to its small pool (not counted toward the large floor).
+    pub small_reserved: u64,
     /// Bytes of the idle segments just released for this request.
     pub released: u64,
     /// The most bytes ever live at once in the arena.
@@ -192,7 +201,8 @@ pub fn segment_size(
         _ => {
             let live = arena.live + aligned_size;
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
-            let budget = growth_budget(live).max(floor).saturating_sub(arena.reserved);
+            let large_reserved = arena.reserved.saturating_sub(arena.small_reserved);
+            let budget = growth_budget(live).saturating_sub(arena.reserved).max(floor.saturating_sub(large_reserved));
             let ceiling = headroom_over(GEOMETRIC_FACTOR, live);
             let geometric =
                 (arena.reserved / ARENA_GROWTH_DIVISOR).min(granules_within(ceiling.saturating_sub(arena.reserved)));
@@ -274,10 +284,15 @@ mod tests {
 
     #[test]
     fn a_large_request_brings_a_small_arena_to_the_floor() {
-        // 5 x 3 MiB = 15 MiB, above the budget's 11.15 MiB.
-        assert_eq!(size(PoolKind::DeviceLarge, 3 * MIB, 0, 0), 15 * MIB);
-        // 20 MiB at most (5 x 8 MiB = 40), less the arena's 4 MiB of segments.
+        // 4 x 3 MiB = 12 MiB, above the budget's 11.15 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, 3 * MIB, 0, 0), 12 * MIB);
+        // 20 MiB at most (4 x 8 MiB = 32), less the arena's 4 MiB of large segments.
         assert_eq!(size(PoolKind::DeviceLarge, 8 * MIB, 2 * MIB, 4 * MIB), 16 * MIB);
+        // Small segments do not count toward the floor: 20 MiB of large ones beside them.
+        let beside_small =
+            ArenaFigures { live: 2 * MIB, reserved: 4 * MIB, small_reserved: 4 * MIB, ..Default::default() };
+        let (s, _) = segment_size(PoolKind::DeviceLarge, 8 * MIB, beside_small, 2 << 30, 128 * MIB);
+        assert_eq!(s, 20 * MIB);
         // An arena at 20 MiB grows by the budget alone: 1.05 x 24 + 8 MiB, less 20 MiB.
         assert_eq!(size(PoolKind::DeviceLarge, 10 * MIB, 14 * MIB, 20 * MIB), 13568 * KIB);
     }
@@ -306,7 +321,7 @@ mod tests {
     #[test]
     fn a_miss_takes_back_the_idle_bytes_it_released_up_to_the_budget_of_the_peak() {
         let grown = |released, live_peak| {
-            let arena = ArenaFigures { live: 50 * MIB, reserved: 60 * MIB, released, live_peak };
+            let arena = ArenaFigures { live: 50 * MIB, reserved: 60 * MIB, released, live_peak, ..Default::default() };
             segment_size(PoolKind::DeviceLarge, 20 * MIB, arena, 2 << 30, 128 * MIB).0
         };
         assert_eq!(grown(100 * MIB, 200 * MIB), 120 * MIB, "the released bytes and the request");
