@@ -658,7 +658,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         if let Some(seg) = st.segments.get_mut(&segment) {
             seg.live_blocks -= 1;
         }
-        if st.arena_segments[arena] > 1 && st.pending.is_empty() && arena_figures(&st.stats, arena).live == 0 {
+        if st.arena_segments[arena] > 1 && st.pending.is_empty() && arena_live(&st.stats, arena) == 0 {
             st.merge_pending |= 1 << arena;
         }
         self.emit(st, || HeapEvent {
@@ -1004,24 +1004,26 @@ fn arena_view<S: SegmentStorage>(st: &State<S>) -> Vec<SegmentView> {
 }
 
 /// The figures of `arena`'s pools.
-fn arena_pools(stats: &HeapStats, arena: usize) -> impl Iterator<Item = &PoolStats> {
-    PoolKind::ALL.iter().filter(move |p| p.arena() == arena).map(|&p| stats.pool(p))
+fn arena_pools(stats: &HeapStats, arena: usize) -> impl Iterator<Item = (PoolKind, &PoolStats)> {
+    PoolKind::ALL.iter().filter(move |p| p.arena() == arena).map(|&p| (p, stats.pool(p)))
 }
 
 /// Bytes allocated in `arena` (its pools' active and pending blocks).
 fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
-    arena_pools(stats, arena).map(|p| p.allocated_bytes.current).sum()
+    arena_pools(stats, arena).map(|(_, p)| p.allocated_bytes.current).sum()
 }
 
 /// Live and reserved bytes of an arena's pools.
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
-    let reserved = arena_pools(stats, arena).map(|p| p.reserved_bytes.current).sum();
-    let small_reserved = PoolKind::ALL
-        .iter()
-        .filter(|p| p.arena() == arena && p.is_small())
-        .map(|&p| stats.pool(p).reserved_bytes.current)
-        .sum();
-    ArenaFigures { live: arena_live(stats, arena), reserved, small_reserved, ..Default::default() }
+    let mut figures = ArenaFigures::default();
+    for (kind, pool) in arena_pools(stats, arena) {
+        figures.live += pool.allocated_bytes.current;
+        figures.reserved += pool.reserved_bytes.current;
+        if kind.is_small() {
+            figures.small_reserved += pool.reserved_bytes.current;
+        }
+    }
+    figures
 }
 
 pub(super) fn freed(id: u64) -> Error {
