@@ -499,6 +499,69 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
 }
 
+#[test]
+fn a_top_up_moves_small_blocks_out_and_slides_a_large_one_with_their_bytes() {
+    const MIB: u64 = 1 << 20;
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    // One 50 MiB segment (1.05 x 40 MiB + 8 MiB) laid out [x 2.5][a 2.5][y 6.25][b 2.5][big 24]
+    // [12.25 free] (MiB); x and y are freed: 21 MiB free, no 24 MiB range.
+    heap.malloc(40 * MIB, Usage::Device).unwrap().free().unwrap();
+    let sizes = [10, 10, 25, 10, 96].map(|quarters| quarters * MIB / 4);
+    let blocks: Vec<_> = sizes.iter().map(|&s| heap.malloc(s, Usage::Device).unwrap()).collect();
+    let data: Vec<Vec<u8>> = sizes.iter().zip(30..).map(|(&s, seed)| fill(s as usize, seed)).collect();
+    for (b, d) in blocks.iter().zip(&data) {
+        b.write(d, 0).unwrap();
+    }
+    let place = |b: &wgalloc_core::heap::DeviceBlock| (b.info().unwrap().segment_id, b.offset().unwrap());
+    let merged = place(&blocks[0]).0;
+    assert!(blocks.iter().all(|b| place(b).0 == merged) && heap.snapshot()[0].size == 50 * MIB);
+    let mut blocks = blocks.into_iter();
+    let mut next = || blocks.next().unwrap();
+    let (x, a, y, b, big) = (next(), next(), next(), next(), next());
+    x.free().unwrap();
+    y.free().unwrap();
+    // A submission reading big at its old place, still queued when it slides.
+    let n = 1usize << 18;
+    let (slow, lcg) = slow_reader(&gpu);
+    let out = heap.malloc(4 * n as u64, Usage::Shared).unwrap();
+    let mut s1 = gpu.create_stream().unwrap();
+    s1.dispatch(&slow, &[&big, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    let reader = s1.submit().unwrap();
+
+    // A second 24 MiB block: a segment for it would take the arena past its growth budget
+    // (1.05 x 53 MiB live + 8 MiB); a 13.625 MiB one takes a and b, and big slides down.
+    let before = heap.stats();
+    let second = heap.malloc(24 * MIB, Usage::Device).unwrap();
+    let s = heap.stats();
+    assert_eq!(s.driver_allocations, before.driver_allocations + 1);
+    assert_eq!(s.reserved_bytes.current - before.reserved_bytes.current, 13 * MIB + 10 * MIB / 16);
+    assert_eq!((s.blocks_moved - before.blocks_moved, s.bytes_moved - before.bytes_moved), (3, 29 * MIB));
+    let topped = place(&a).0;
+    assert!(topped != merged);
+    assert_eq!([place(&a), place(&b), place(&big)], [(topped, 0), (topped, 5 * MIB / 2), (merged, 0)]);
+    assert_eq!(place(&second), (merged, 24 * MIB), "the request lies over big's old place");
+    let new = fill(24 * MIB as usize, 99);
+    second.write(&new, 0).unwrap();
+
+    assert!(gpu.current_event().wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.query().unwrap());
+    let want: Vec<u32> = words(&data[4][..4 * n]).into_iter().map(&lcg).collect();
+    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw big's old bytes");
+    for (block, bytes) in [(&a, &data[1]), (&b, &data[3]), (&big, &data[4])] {
+        assert!(
+            pollster::block_on(block.read(0, bytes.len() as u64)).unwrap() == *bytes,
+            "block {} changed",
+            block.id()
+        );
+    }
+    assert!(pollster::block_on(second.read(0, 24 * MIB)).unwrap() == new);
+    let mut s2 = gpu.create_stream().unwrap();
+    s2.dispatch(&slow, &[&big, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
+    assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
+}
+
 /// Blocks of `sizes` MiB fill one fresh segment in order and those in `freed` are freed; a
 /// slow kernel reads block `mover` at its old place; then a malloc of `need` MiB finds enough
 /// free bytes but no range, and the heap slides `mover` within the segment to `to` MiB, over

@@ -19,7 +19,10 @@
 //! free bytes but no range large enough, the heap first *compacts*: it moves live blocks, with
 //! one queued copy, until a range fits (across segments, else sliding within one; see
 //! `compaction`). A large request that creates a segment above the growth budget first empties
-//! the emptiest segments into fuller ones, so their bytes go into the new segment. Only blocks
+//! the emptiest segments into fuller ones, so their bytes go into the new segment; if that
+//! segment would still take the arena past the budget, it *tops up* instead: a segment of
+//! what the budget leaves takes the blocks in the way (the small ones around a large block,
+//! which then slides), where a plan for that exists. Only blocks
 //! nothing can be using at their old place move: not pinned (an operation between looking up
 //! the block's place and submitting its work, or a cached bind group), not held, no pending
 //! free, and no stream with recorded, unsubmitted work on them.
@@ -118,6 +121,9 @@ impl BlockRec {
 const ARENAS: usize = 3;
 /// The arena compaction works in: shared blocks may be mapped by the host, scalar ones are small.
 const DEVICE_ARENA: usize = 0;
+
+/// A range taken from a free list: its segment, offset and id.
+type FreeRange = (u32, u64, free_list::RangeId);
 
 struct State<S: SegmentStorage> {
     storage: S,
@@ -316,20 +322,9 @@ impl<S: SegmentStorage> HeapCore<S> {
         if taken.is_none() && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
             taken = self.compact(st, aligned).then(|| st.free[DEVICE_ARENA].take(aligned)).flatten();
         }
-        let Some((segment, offset, range)) = taken else {
-            // Idle segments of the arena were no use: their bytes go into the new one.
-            let released = self.release_arena_idle(st, pool.arena());
-            if pool == PoolKind::DeviceLarge {
-                self.evacuate(st, aligned);
-            }
-            let arena = ArenaFigures {
-                released,
-                live_peak: st.live_peak[pool.arena()],
-                ..arena_figures(&st.stats, pool.arena())
-            };
-            let (size, dedicated) =
-                pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
-            return Placement::NeedsSegment { size, dedicated };
+        let (segment, offset, range) = match taken.map_or_else(|| self.miss(st, aligned, pool), Ok) {
+            Ok(taken) => taken,
+            Err((size, dedicated)) => return Placement::NeedsSegment { size, dedicated },
         };
         let seg = st.segments.get_mut(&segment).expect("free range of a known segment");
         seg.live_blocks += 1;
@@ -367,6 +362,25 @@ impl<S: SegmentStorage> HeapCore<S> {
         Placement::Block(Allocation { id, segment, offset, size: aligned, requested, pool })
     }
 
+    /// A request that found no free range: the range a top-up opened (see [`HeapCore::top_up`]),
+    /// or the size of the segment it needs and whether the block is alone in it.
+    fn miss(&self, st: &mut State<S>, aligned: u64, pool: PoolKind) -> std::result::Result<FreeRange, (u64, bool)> {
+        // Idle segments of the arena were no use: their bytes go into the new one.
+        let released = self.release_arena_idle(st, pool.arena());
+        if pool == PoolKind::DeviceLarge {
+            self.evacuate(st, aligned);
+        }
+        let arena =
+            ArenaFigures { released, live_peak: st.live_peak[pool.arena()], ..arena_figures(&st.stats, pool.arena()) };
+        let (size, dedicated) =
+            pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
+        let topped_up = pool == PoolKind::DeviceLarge && !dedicated && self.top_up(st, aligned, arena, size);
+        match topped_up.then(|| st.free[DEVICE_ARENA].take(aligned)).flatten() {
+            Some(range) => Ok(range),
+            None => Err((size, dedicated)),
+        }
+    }
+
     /// Moves live device blocks until a free range of `need` bytes exists (see `compaction`).
     /// Returns whether they moved.
     fn compact(&self, st: &mut State<S>, need: u64) -> bool {
@@ -374,6 +388,35 @@ impl<S: SegmentStorage> HeapCore<S> {
         let limit = compaction::Limit::for_request(need);
         compaction::open_range(&view, need, self.limits.max_binding, limit)
             .is_some_and(|plan| self.apply_moves(st, &plan))
+    }
+
+    /// A large miss whose new segment would take the arena past its growth budget, when a
+    /// smaller segment within the budget opens a range once blocks move into it (or within their
+    /// segments): creates that segment and moves them. Returns whether a range of `aligned`
+    /// bytes is free now. A model whose next request is larger than any before finds its
+    /// merged segment too fragmented for the new large tensor; a segment of the tensor's size
+    /// beside it would leave the merged segment's holes idle.
+    fn top_up(&self, st: &mut State<S>, aligned: u64, arena: ArenaFigures, size: u64) -> bool {
+        let budget = pool::growth_budget(arena.live + aligned);
+        let room = pool::granules_within(budget.saturating_sub(arena.reserved));
+        if arena.reserved + size <= budget
+            || room == 0
+            || room >= aligned
+            || st.free[DEVICE_ARENA].free_bytes() + room < aligned
+        {
+            return false;
+        }
+        let fresh = SegmentView { id: st.next_segment, size: room, free: vec![(0, room)], blocks: Vec::new() };
+        let limit = compaction::Limit::for_request(aligned);
+        let Some(plan) = compaction::open_range_into(&arena_view(st), fresh, aligned, self.limits.max_binding, limit)
+        else {
+            return false;
+        };
+        self.collect_garbage(st, room);
+        if !self.fits_high_watermark(st, room) || self.create_segment(st, PoolKind::DeviceLarge, room, false).is_err() {
+            return false;
+        }
+        self.apply_moves(st, &plan)
     }
 
     /// Before a large miss creates a segment above the growth budget (idle segments already

@@ -475,6 +475,56 @@ fn random_traffic_with_compaction_never_overlaps() {
 
 /// A fragmented arena of thousands of small blocks: a large miss compacts, but no plan copies
 /// more than four times the request or more than 1024 blocks.
+/// One 50 MiB segment laid out [x 2.5][a 2.5][y 6.25][b 2.5][big 24][free 12.25] (MiB), with
+/// x and y freed: 21 MiB free, no range of 24.
+fn big_block_between_small_ones() -> (HeapCore<CpuStorage>, [super::Allocation; 3]) {
+    let (h, _) = heap(None, 1 << 30);
+    let first = h.malloc(40 * MIB, Usage::Device).unwrap();
+    h.free(first.id).unwrap();
+    assert_eq!(h.snapshot().iter().map(|s| s.size).collect::<Vec<_>>(), [50 * MIB], "1.05 x 40 MiB + 8 MiB");
+    let quarter = MIB / 4;
+    let [x, a, y, b, big] = [10, 10, 25, 10, 96].map(|q| h.malloc(q * quarter, Usage::Device).unwrap());
+    assert_eq!(big.offset + big.size, 151 * quarter, "the blocks tile the front of the segment");
+    h.free(x.id).unwrap();
+    h.free(y.id).unwrap();
+    (h, [a, b, big])
+}
+
+#[test]
+fn a_miss_past_the_growth_budget_tops_up_and_moves_small_blocks_out_of_the_way() {
+    let (h, [a, b, big]) = big_block_between_small_ones();
+    let before = h.stats();
+    // A second 24 MiB block: 53 MiB live, growth budget 1.05 x 53 + 8 = 63.65 MiB. A segment for
+    // the request would reserve 74 MiB; a 13.625 MiB one takes a and b, and big slides to the
+    // start of its segment, which opens 26 MiB.
+    let second = h.malloc(24 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!(s.driver_allocations, before.driver_allocations + 1);
+    let sizes: Vec<u64> = h.snapshot().iter().map(|s| s.size).collect();
+    assert_eq!(sizes, [50 * MIB, 13 * MIB + 10 * MIB / 16]);
+    assert_eq!((s.blocks_moved, s.bytes_moved), (3, 29 * MIB));
+    assert_eq!(h.with_storage(|st| st.moved()), 29 * MIB);
+    let at = |id| h.block_info(id).map(|i| (i.segment_id, i.offset)).unwrap();
+    let (merged, topped) = (big.segment, big.segment + 1);
+    assert_eq!([at(a.id), at(b.id), at(big.id)], [(topped, 0), (topped, 5 * MIB / 2), (merged, 0)]);
+    assert_eq!((second.segment, second.offset), (merged, 24 * MIB));
+    assert_disjoint(&h);
+}
+
+#[test]
+fn a_top_up_leaves_blocks_that_must_stay_and_grows_instead() {
+    let (h, [a, _, _]) = big_block_between_small_ones();
+    h.pin(a.id).unwrap();
+    let before = h.stats();
+    let second = h.malloc(24 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!(s.blocks_moved, before.blocks_moved, "a pinned block blocks every plan");
+    assert_eq!(s.driver_allocations, before.driver_allocations + 1);
+    assert!(second.segment != a.segment && h.snapshot()[1].size >= 24 * MIB, "a segment for the request");
+    assert_stayed(&h, &a);
+    h.unpin(a.id);
+}
+
 #[test]
 fn compaction_copies_a_bounded_amount() {
     let (h, _) = heap(None, 1 << 40);

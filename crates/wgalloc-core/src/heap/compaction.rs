@@ -2,14 +2,19 @@
 //! arena. Pure: the allocator builds the view from its books, copies the bytes and rebooks
 //! the ranges, so every plan is unit-tested without a device.
 //!
-//! Three plans, measured on the eager traces (`heap_replay`):
+//! The plans, measured on the eager traces (`heap_replay`):
 //! - [`open_range`] on a large miss that finds enough free bytes but no range, whichever moves
 //!   fewer bytes of: the blocks of the emptiest segments to the tightest free ranges of fuller
 //!   ones (*across*), or the blocks in the cheapest window of the request's size to free
 //!   ranges of any other segment (*window*: a segment may hold one block in the way while an
 //!   emptier one has room for it). Else the blocks of one segment slide towards one end
 //!   (*slide*: the segment and direction that move the fewest bytes), until a range of the
-//!   request's size exists;
+//!   request's size exists. Else the smallest blocks of one segment go elsewhere until the
+//!   rest of it slides (*clear, then slide*: a large block in the middle of a segment, with
+//!   small ones on both sides);
+//! - [`open_range_into`]: the same with a segment not created yet beside the arena's, for a
+//!   large miss that *tops up* the arena (see the allocator) instead of growing it past its
+//!   growth budget;
 //! - [`evacuate`] on a large miss that creates a segment above the growth budget: the
 //!   emptiest segments' blocks go to the others (fuller ones first), so the emptied segments'
 //!   bytes go into the new segment instead of staying beside it.
@@ -118,6 +123,83 @@ pub fn open_range(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) 
         (a, w) => a.or(w).map(|(_, plan)| plan),
     }
     .or_else(|| slide(view, need, max_span, limit))
+    .or_else(|| clear_then_slide(view, need, max_span, limit))
+}
+
+/// [`open_range`] with `fresh`, a segment not created yet, beside the arena's.
+pub fn open_range_into(
+    view: &[SegmentView],
+    fresh: SegmentView,
+    need: u64,
+    max_span: u64,
+    limit: Limit,
+) -> Option<Vec<Move>> {
+    let mut with: Vec<SegmentView> = view.to_vec();
+    with.push(fresh);
+    open_range(&with, need, max_span, limit)
+}
+
+/// Most blocks [`clear_then_slide`] moves out of one segment.
+const CLEAR_MAX_BLOCKS: usize = 32;
+
+/// The smallest blocks of one segment to the tightest free ranges of the others, one at a
+/// time, until the rest of it slides (or no longer needs to) to open a range of `need` bytes:
+/// a large block sits in the middle of a segment whose small ones keep it from sliding.
+/// The plan that moves the fewest bytes.
+fn clear_then_slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<Vec<Move>> {
+    let mut best: Option<(u64, Vec<Move>)> = None;
+    for (rank, seg) in view.iter().enumerate().filter(|(_, s)| s.size >= need) {
+        let mut free = FreeRanges::new(
+            view.iter().enumerate().map(|(r, s)| if r == rank { Vec::new() } else { s.free.clone() }).collect(),
+        );
+        let mut small: Vec<&Resident> = seg.blocks.iter().filter(|b| b.movable).collect();
+        small.sort_unstable_by_key(|b| (b.size, b.offset));
+        let mut rest = seg.clone();
+        let (mut plan, mut spent) = (Vec::new(), Spent::default());
+        for b in small.into_iter().take(CLEAR_MAX_BLOCKS) {
+            let Some((to, at)) = free.take_tightest(b.size, view.len()) else { break };
+            if !spent.add(b.size, limit) {
+                break;
+            }
+            plan.push(Move { block: b.id, to: view[to].id, at });
+            rest.blocks.retain(|x| x.id != b.id);
+            rest.free = gaps(&rest);
+            let tail = if rest.free.iter().any(|r| r.1 >= need) {
+                Some((0, Vec::new()))
+            } else {
+                [true, false]
+                    .into_iter()
+                    .filter_map(|towards_start| slide_one(&rest, need, towards_start, max_span))
+                    .filter(|(moved, tail)| limit.admits(spent.bytes + moved, spent.moves + tail.len()))
+                    .min_by_key(|(moved, _)| *moved)
+            };
+            if let Some((moved, tail)) = tail {
+                let total = spent.bytes + moved;
+                if best.as_ref().is_none_or(|(least, _)| total < *least) {
+                    plan.extend(tail);
+                    best = Some((total, plan));
+                }
+                break;
+            }
+        }
+    }
+    best.map(|(_, plan)| plan)
+}
+
+/// The free ranges between a segment's blocks.
+fn gaps(seg: &SegmentView) -> Vec<(u64, u64)> {
+    let mut free = Vec::new();
+    let mut at = 0;
+    for b in &seg.blocks {
+        if b.offset > at {
+            free.push((at, b.offset - at));
+        }
+        at = b.offset + b.size;
+    }
+    if seg.size > at {
+        free.push((at, seg.size - at));
+    }
+    free
 }
 
 /// Most windows [`clear_window`] tries to clear, cheapest first.
@@ -389,18 +471,9 @@ mod tests {
 
     /// A segment with the given blocks; its free ranges are the gaps between them.
     fn segment(id: u32, size: u64, blocks: Vec<Resident>) -> SegmentView {
-        let mut free = Vec::new();
-        let mut at = 0;
-        for b in &blocks {
-            if b.offset > at {
-                free.push((at, b.offset - at));
-            }
-            at = b.offset + b.size;
-        }
-        if size > at {
-            free.push((at, size - at));
-        }
-        SegmentView { id, size, free, blocks }
+        let mut seg = SegmentView { id, size, free: Vec::new(), blocks };
+        seg.free = gaps(&seg);
+        seg
     }
 
     /// Applies `plan` to `view` as the allocator would; checks that no two blocks overlap and
@@ -468,6 +541,28 @@ mod tests {
             segment(3, 30, vec![block(3, 0, 1)]),
         ];
         assert_eq!(open_range(&view, 120, u64::MAX, NO_LIMIT), None);
+    }
+
+    #[test]
+    fn small_blocks_go_to_a_fresh_segment_so_a_large_one_can_slide() {
+        // A 96-byte block at 55 of 200, with 10-byte blocks at 10 and 45 before it: 84 bytes
+        // free, no 96-byte range, and no room elsewhere.
+        let view = [segment(1, 200, vec![block(1, 10, 10), block(2, 45, 10), block(3, 55, 96)])];
+        assert_eq!(open_range(&view, 96, u64::MAX, NO_LIMIT), None);
+        // With a fresh 20-byte segment: block 1 moves there, but blocks 2 and 3 slid either way
+        // leave 94 bytes. With block 2 moved as well, block 3 slides, its 96 bytes either way;
+        // towards the start comes first.
+        let fresh = segment(2, 20, Vec::new());
+        let plan = open_range_into(&view, fresh.clone(), 96, u64::MAX, NO_LIMIT).unwrap();
+        assert_eq!(
+            plan,
+            vec![Move { block: 1, to: 2, at: 0 }, Move { block: 2, to: 2, at: 10 }, Move { block: 3, to: 1, at: 0 }]
+        );
+        assert!(apply(&[view[0].clone(), fresh.clone()], &plan) >= 96);
+        // A block that must stay keeps the others from sliding past it.
+        let pinned = Resident { movable: false, ..block(1, 10, 10) };
+        let view = [segment(1, 200, vec![pinned, block(2, 45, 10), block(3, 55, 96)])];
+        assert_eq!(open_range_into(&view, fresh, 96, u64::MAX, NO_LIMIT), None);
     }
 
     #[test]

@@ -221,7 +221,7 @@ pub fn segment_size(
 }
 
 /// The whole granules within `bytes`: a segment of that size, rounded up, stays within them.
-fn granules_within(bytes: u64) -> u64 {
+pub(super) fn granules_within(bytes: u64) -> u64 {
     bytes / SEGMENT_GRANULE * SEGMENT_GRANULE
 }
 
