@@ -122,9 +122,6 @@ const ARENAS: usize = 3;
 /// The arena compaction works in: shared blocks may be mapped by the host, scalar ones are small.
 const DEVICE_ARENA: usize = 0;
 
-/// A range taken from a free list: its segment, offset and id.
-type FreeRange = (u32, u64, free_list::RangeId);
-
 struct State<S: SegmentStorage> {
     storage: S,
     segments: IdMap<u32, Segment<S::Segment>>,
@@ -163,7 +160,12 @@ pub struct Allocation {
 
 enum Placement {
     Block(Allocation),
-    NeedsSegment { size: u64, dedicated: bool },
+    NeedsSegment {
+        size: u64,
+        dedicated: bool,
+    },
+    /// Blocks moved to open a range: placing again finds it.
+    Opened,
 }
 
 /// A heap over storage `S`, shared by every handle to it.
@@ -273,6 +275,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh) {
                 Placement::Block(b) => return Ok(b),
                 Placement::NeedsSegment { size, dedicated } => (size, dedicated),
+                Placement::Opened => continue,
             };
             self.collect_garbage(&mut st, size);
             // The growth policy's segment would cross the high watermark while one just big
@@ -322,9 +325,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         if taken.is_none() && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
             taken = self.compact(st, aligned).then(|| st.free[DEVICE_ARENA].take(aligned)).flatten();
         }
-        let (segment, offset, range) = match taken.map_or_else(|| self.miss(st, aligned, pool), Ok) {
-            Ok(taken) => taken,
-            Err((size, dedicated)) => return Placement::NeedsSegment { size, dedicated },
+        let Some((segment, offset, range)) = taken else {
+            return self.miss(st, aligned, pool);
         };
         let seg = st.segments.get_mut(&segment).expect("free range of a known segment");
         seg.live_blocks += 1;
@@ -362,9 +364,9 @@ impl<S: SegmentStorage> HeapCore<S> {
         Placement::Block(Allocation { id, segment, offset, size: aligned, requested, pool })
     }
 
-    /// A request that found no free range: the range a top-up opened (see [`HeapCore::top_up`]),
-    /// or the size of the segment it needs and whether the block is alone in it.
-    fn miss(&self, st: &mut State<S>, aligned: u64, pool: PoolKind) -> std::result::Result<FreeRange, (u64, bool)> {
+    /// A request that found no free range: the segment it needs, or `Opened` when a top-up
+    /// (see [`HeapCore::top_up`]) made room for it.
+    fn miss(&self, st: &mut State<S>, aligned: u64, pool: PoolKind) -> Placement {
         // Idle segments of the arena were no use: their bytes go into the new one.
         let released = self.release_arena_idle(st, pool.arena());
         if pool == PoolKind::DeviceLarge {
@@ -374,11 +376,10 @@ impl<S: SegmentStorage> HeapCore<S> {
             ArenaFigures { released, live_peak: st.live_peak[pool.arena()], ..arena_figures(&st.stats, pool.arena()) };
         let (size, dedicated) =
             pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
-        let topped_up = pool == PoolKind::DeviceLarge && !dedicated && self.top_up(st, aligned, arena, size);
-        match topped_up.then(|| st.free[DEVICE_ARENA].take(aligned)).flatten() {
-            Some(range) => Ok(range),
-            None => Err((size, dedicated)),
+        if pool == PoolKind::DeviceLarge && !dedicated && self.top_up(st, aligned, arena, size) {
+            return Placement::Opened;
         }
+        Placement::NeedsSegment { size, dedicated }
     }
 
     /// Moves live device blocks until a free range of `need` bytes exists (see `compaction`).
@@ -416,7 +417,7 @@ impl<S: SegmentStorage> HeapCore<S> {
         if !self.fits_high_watermark(st, room) || self.create_segment(st, PoolKind::DeviceLarge, room, false).is_err() {
             return false;
         }
-        self.apply_moves(st, &plan)
+        self.apply_moves(st, &plan) && st.free[DEVICE_ARENA].largest() >= aligned
     }
 
     /// Before a large miss creates a segment above the growth budget (idle segments already
