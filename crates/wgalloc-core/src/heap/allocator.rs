@@ -409,13 +409,20 @@ impl<S: SegmentStorage> HeapCore<S> {
         }
         let fresh = SegmentView { id: st.next_segment, size: room, free: vec![(0, room)], blocks: Vec::new() };
         let limit = compaction::Limit::for_request(aligned);
-        let Some(plan) = compaction::open_range_into(&arena_view(st), fresh, aligned, self.limits.max_binding, limit)
+        let planned = fresh.id;
+        let Some(mut plan) =
+            compaction::open_range_into(&arena_view(st), fresh, aligned, self.limits.max_binding, limit)
         else {
             return false;
         };
         self.collect_garbage(st, room);
-        if !self.fits_high_watermark(st, room) || self.create_segment(st, PoolKind::DeviceLarge, room, false).is_err() {
+        if !self.fits_high_watermark(st, room) {
             return false;
+        }
+        let Ok(id) = self.create_segment(st, PoolKind::DeviceLarge, room, false) else { return false };
+        // The plan names the segment by the id it was to get; the store decides the real one.
+        for m in plan.iter_mut().filter(|m| m.to == planned) {
+            m.to = id;
         }
         self.apply_moves(st, &plan) && st.free[DEVICE_ARENA].largest() >= aligned
     }
