@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use wgalloc_core::heap::{HeapEventKind, PoolKind, Usage};
-use wgalloc_core::{Gpu, GpuOptions};
+use wgalloc_core::heap::{DeviceBlock, HeapEventKind, PoolKind, Usage};
+use wgalloc_core::{Event, Gpu, GpuOptions};
 
 fn gpu_with_budget(budget: Option<u64>) -> Gpu {
     pollster::block_on(Gpu::request(GpuOptions { memory_budget: budget, ..Default::default() }))
@@ -298,6 +298,40 @@ fn words(bytes: &[u8]) -> Vec<u32> {
     bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
+/// Words the moved-block reader reads (its first MiB).
+const READ_WORDS: usize = 1 << 18;
+
+/// The slow kernel reading a block's first MiB into a shared block: submitted before the heap
+/// moves the block, it is still queued during the move. Work submitted before a move must see
+/// the block at its old place, work submitted after it at the new one.
+struct MovedBlockReader<F: Fn(u32) -> u32> {
+    gpu: Gpu,
+    kernel: wgalloc_core::ComputeKernel,
+    lcg: F,
+    out: DeviceBlock,
+}
+
+fn moved_block_reader(gpu: &Gpu) -> MovedBlockReader<impl Fn(u32) -> u32> {
+    let (kernel, lcg) = slow_reader(gpu);
+    let out = gpu.heap().unwrap().malloc(4 * READ_WORDS as u64, Usage::Shared).unwrap();
+    MovedBlockReader { gpu: gpu.clone(), kernel, lcg, out }
+}
+
+impl<F: Fn(u32) -> u32> MovedBlockReader<F> {
+    /// Submits a read of `block` where it is now.
+    fn submit(&self, block: &DeviceBlock) -> Event {
+        let mut stream = self.gpu.create_stream().unwrap();
+        stream.dispatch(&self.kernel, &[block, &self.out], None, [(READ_WORDS / 64) as u32, 1, 1]).unwrap();
+        stream.submit().unwrap()
+    }
+
+    /// Whether the last completed read saw `bytes` (what the block held).
+    fn saw(&self, bytes: &[u8]) -> bool {
+        let want: Vec<u32> = words(&bytes[..4 * READ_WORDS]).into_iter().map(&self.lcg).collect();
+        words(&pollster::block_on(self.out.read(0, 4 * READ_WORDS as u64)).unwrap()) == want
+    }
+}
+
 #[test]
 fn a_freed_device_block_serves_the_next_malloc_while_its_reader_still_runs() {
     // The reader must still run when its memory is reused, or the test shows nothing. On a busy
@@ -447,7 +481,7 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     for (b, d) in blocks.iter().zip(&data) {
         b.write(d, 0).unwrap();
     }
-    let seg = |b: &wgalloc_core::heap::DeviceBlock| b.info().unwrap().segment_id;
+    let seg = |b: &DeviceBlock| b.info().unwrap().segment_id;
     assert!(blocks[..4].iter().all(|b| seg(b) == seg(&blocks[0])) && seg(&blocks[4]) == seg(&blocks[5]));
     assert!(seg(&blocks[0]) != seg(&blocks[5]));
     let mut blocks = blocks.into_iter();
@@ -456,13 +490,8 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     for freed in [b, f] {
         freed.free().unwrap();
     }
-    // A submission reading e's first MiB at its old place, still queued when e moves.
-    let n = 1usize << 18;
-    let (slow, lcg) = slow_reader(&gpu);
-    let out = heap.malloc(4 * n as u64, Usage::Shared).unwrap();
-    let mut s1 = gpu.create_stream().unwrap();
-    s1.dispatch(&slow, &[&e, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
-    let reader = s1.submit().unwrap();
+    let reader = moved_block_reader(&gpu);
+    let queued = reader.submit(&e);
     let e_before = (seg(&e), e.offset().unwrap());
 
     // 13 MiB free, no 9 MiB range: the heap moves e next to a instead of growing.
@@ -485,18 +514,15 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
 
     let done = gpu.current_event();
     assert!(done.wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(reader.query().unwrap());
-    let want: Vec<u32> = words(&data[5][..4 * n]).into_iter().map(&lcg).collect();
-    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw e's old bytes");
+    assert!(queued.query().unwrap());
+    assert!(reader.saw(&data[5]), "the reader saw e's old bytes");
     for (block, bytes) in [(&a, &data[0]), (&c, &data[2]), (&d, &data[3]), (&e, &data[5])] {
         assert!(pollster::block_on(block.read(0, 4 * MIB)).unwrap() == *bytes, "block {} changed", block.id());
     }
     assert!(pollster::block_on(big.read(0, 9 * MIB)).unwrap() == new);
     // Work recorded after the move binds e at its new place.
-    let mut s2 = gpu.create_stream().unwrap();
-    s2.dispatch(&slow, &[&e, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
-    assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
+    assert!(reader.submit(&e).wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.saw(&data[5]), "a dispatch after the move");
 }
 
 #[test]
@@ -513,7 +539,7 @@ fn a_top_up_moves_small_blocks_out_and_slides_a_large_one_with_their_bytes() {
     for (b, d) in blocks.iter().zip(&data) {
         b.write(d, 0).unwrap();
     }
-    let place = |b: &wgalloc_core::heap::DeviceBlock| (b.info().unwrap().segment_id, b.offset().unwrap());
+    let place = |b: &DeviceBlock| (b.info().unwrap().segment_id, b.offset().unwrap());
     let merged = place(&blocks[0]).0;
     assert!(blocks.iter().all(|b| place(b).0 == merged) && heap.snapshot()[0].size == 50 * MIB);
     let mut blocks = blocks.into_iter();
@@ -521,13 +547,8 @@ fn a_top_up_moves_small_blocks_out_and_slides_a_large_one_with_their_bytes() {
     let (x, a, y, b, big) = (next(), next(), next(), next(), next());
     x.free().unwrap();
     y.free().unwrap();
-    // A submission reading big at its old place, still queued when it slides.
-    let n = 1usize << 18;
-    let (slow, lcg) = slow_reader(&gpu);
-    let out = heap.malloc(4 * n as u64, Usage::Shared).unwrap();
-    let mut s1 = gpu.create_stream().unwrap();
-    s1.dispatch(&slow, &[&big, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
-    let reader = s1.submit().unwrap();
+    let reader = moved_block_reader(&gpu);
+    let queued = reader.submit(&big);
 
     // A second 24 MiB block: a segment for it would take the arena past its growth budget
     // (1.05 x 53 MiB live + 8 MiB); a 13.625 MiB one takes a and b, and big slides down.
@@ -545,9 +566,8 @@ fn a_top_up_moves_small_blocks_out_and_slides_a_large_one_with_their_bytes() {
     second.write(&new, 0).unwrap();
 
     assert!(gpu.current_event().wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(reader.query().unwrap());
-    let want: Vec<u32> = words(&data[4][..4 * n]).into_iter().map(&lcg).collect();
-    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw big's old bytes");
+    assert!(queued.query().unwrap());
+    assert!(reader.saw(&data[4]), "the reader saw big's old bytes");
     for (block, bytes) in [(&a, &data[1]), (&b, &data[3]), (&big, &data[4])] {
         assert!(
             pollster::block_on(block.read(0, bytes.len() as u64)).unwrap() == *bytes,
@@ -556,10 +576,8 @@ fn a_top_up_moves_small_blocks_out_and_slides_a_large_one_with_their_bytes() {
         );
     }
     assert!(pollster::block_on(second.read(0, 24 * MIB)).unwrap() == new);
-    let mut s2 = gpu.create_stream().unwrap();
-    s2.dispatch(&slow, &[&big, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
-    assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
+    assert!(reader.submit(&big).wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.saw(&data[4]), "a dispatch after the move");
 }
 
 /// Blocks of `sizes` MiB fill one fresh segment in order and those in `freed` are freed; a
@@ -578,7 +596,7 @@ fn slide_case(sizes: &[f64], freed: &[usize], mover: usize, need: f64, to: f64) 
     for (b, d) in blocks.iter().zip(&data) {
         b.write(d, 0).unwrap();
     }
-    let seg = |b: &wgalloc_core::heap::DeviceBlock| b.info().unwrap().segment_id;
+    let seg = |b: &DeviceBlock| b.info().unwrap().segment_id;
     assert!(blocks.iter().all(|b| seg(b) == seg(&blocks[0])), "one segment");
     assert_eq!(heap.stats().driver_allocations, 1);
     let mut kept = Vec::new();
@@ -590,12 +608,8 @@ fn slide_case(sizes: &[f64], freed: &[usize], mover: usize, need: f64, to: f64) 
         }
     }
     let m = &kept.iter().find(|(i, _)| *i == mover).unwrap().1;
-    let n = 1usize << 18;
-    let (slow, lcg) = slow_reader(&gpu);
-    let out = heap.malloc(4 * n as u64, Usage::Shared).unwrap();
-    let mut s1 = gpu.create_stream().unwrap();
-    s1.dispatch(&slow, &[m, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
-    let reader = s1.submit().unwrap();
+    let reader = moved_block_reader(&gpu);
+    let queued = reader.submit(m);
     let old = m.offset().unwrap();
 
     let before = heap.stats();
@@ -611,17 +625,14 @@ fn slide_case(sizes: &[f64], freed: &[usize], mover: usize, need: f64, to: f64) 
     big.write(&new, 0).unwrap();
 
     assert!(gpu.current_event().wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(reader.query().unwrap());
-    let want: Vec<u32> = words(&data[mover][..4 * n]).into_iter().map(&lcg).collect();
-    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "the reader saw the old bytes");
+    assert!(queued.query().unwrap());
+    assert!(reader.saw(&data[mover]), "the reader saw the old bytes");
     for (i, b) in &kept {
         assert!(pollster::block_on(b.read(0, bytes(sizes[*i]))).unwrap() == data[*i], "block {i} changed");
     }
     assert!(pollster::block_on(big.read(0, bytes(need))).unwrap() == new);
-    let mut s2 = gpu.create_stream().unwrap();
-    s2.dispatch(&slow, &[m, &out], None, [(n / 64) as u32, 1, 1]).unwrap();
-    assert!(s2.submit().unwrap().wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(words(&pollster::block_on(out.read(0, 4 * n as u64)).unwrap()) == want, "a dispatch after the move");
+    assert!(reader.submit(m).wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.saw(&data[mover]), "a dispatch after the move");
 }
 
 #[test]
@@ -660,7 +671,7 @@ fn a_slide_past_the_binding_limit_goes_in_pieces_that_fit_one_binding() {
     }
     let a = heap.malloc(81 * MIB, Usage::Device).unwrap();
     let b = heap.malloc(100 * MIB, Usage::Device).unwrap();
-    let seg = |x: &wgalloc_core::heap::DeviceBlock| x.info().unwrap().segment_id;
+    let seg = |x: &DeviceBlock| x.info().unwrap().segment_id;
     assert_eq!(heap.stats().segments.current, 1, "the idle segments merged into one");
     assert_eq!((seg(&a), a.offset().unwrap(), seg(&b), b.offset().unwrap()), (seg(&b), 0, seg(&a), 81 * MIB));
     let data = fill((100 * MIB) as usize, 7);
@@ -694,7 +705,7 @@ fn random_traffic(seed: u64, steps: u64, size: impl Fn(&mut dyn FnMut(u64) -> u6
         x % m
     };
     // (block, the bytes it must hold)
-    let mut live: Vec<(wgalloc_core::heap::DeviceBlock, Vec<u8>)> = Vec::new();
+    let mut live: Vec<(DeviceBlock, Vec<u8>)> = Vec::new();
     let mut stream = gpu.create_stream().unwrap();
     // Where each block is, from the events: a move to the same segment is a slide.
     let (mut at, mut across, mut within) = (HashMap::new(), 0, 0);
