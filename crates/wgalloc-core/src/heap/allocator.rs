@@ -407,9 +407,9 @@ impl<S: SegmentStorage> HeapCore<S> {
         {
             return false;
         }
-        let fresh = SegmentView { id: st.next_segment, size: room, free: vec![(0, room)], blocks: Vec::new() };
+        let planned = st.next_segment;
+        let fresh = SegmentView { id: planned, size: room, free: vec![(0, room)], blocks: Vec::new() };
         let limit = compaction::Limit::for_request(aligned);
-        let planned = fresh.id;
         let Some(mut plan) =
             compaction::open_range_into(&arena_view(st), fresh, aligned, self.limits.max_binding, limit)
         else {

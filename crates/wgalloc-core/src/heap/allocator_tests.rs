@@ -473,8 +473,6 @@ fn random_traffic_with_compaction_never_overlaps() {
     assert_disjoint(&h);
 }
 
-/// A fragmented arena of thousands of small blocks: a large miss compacts, but no plan copies
-/// more than four times the request or more than 1024 blocks.
 /// One 50 MiB segment laid out [x 2.5][a 2.5][y 6.25][b 2.5][big 24][free 12.25] (MiB), with
 /// x and y freed: 21 MiB free, no range of 24.
 fn big_block_between_small_ones() -> (HeapCore<CpuStorage>, [super::Allocation; 3]) {
@@ -525,6 +523,8 @@ fn a_top_up_leaves_blocks_that_must_stay_and_grows_instead() {
     h.unpin(a.id);
 }
 
+/// A fragmented arena of thousands of small blocks: a large miss compacts, but no plan copies
+/// more than four times the request or more than 1024 blocks.
 #[test]
 fn compaction_copies_a_bounded_amount() {
     let (h, _) = heap(None, 1 << 40);

@@ -89,6 +89,11 @@ impl Limit {
         Limit { bytes: need.saturating_mul(4), moves: 1024 }
     }
 
+    /// What is left of the limit once `spent` is copied.
+    fn less(self, spent: Spent) -> Limit {
+        Limit { bytes: self.bytes.saturating_sub(spent.bytes), moves: self.moves.saturating_sub(spent.moves) }
+    }
+
     /// Whether a plan of `moves` blocks and `bytes` bytes stays within the limit.
     fn admits(self, bytes: u64, moves: usize) -> bool {
         bytes <= self.bytes && moves <= self.moves
@@ -122,7 +127,7 @@ pub fn open_range(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) 
         (Some(a), Some(w)) => Some(if w.0 < a.0 { w.1 } else { a.1 }),
         (a, w) => a.or(w).map(|(_, plan)| plan),
     }
-    .or_else(|| slide(view, need, max_span, limit))
+    .or_else(|| slide(view, need, max_span, limit).map(|(_, plan)| plan))
     .or_else(|| clear_then_slide(view, need, max_span, limit))
 }
 
@@ -167,11 +172,7 @@ fn clear_then_slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit
             let tail = if rest.free.iter().any(|r| r.1 >= need) {
                 Some((0, Vec::new()))
             } else {
-                [true, false]
-                    .into_iter()
-                    .filter_map(|towards_start| slide_one(&rest, need, towards_start, max_span))
-                    .filter(|(moved, tail)| limit.admits(spent.bytes + moved, spent.moves + tail.len()))
-                    .min_by_key(|(moved, _)| *moved)
+                slide(std::slice::from_ref(&rest), need, max_span, limit.less(spent))
             };
             if let Some((moved, tail)) = tail {
                 let total = spent.bytes + moved;
@@ -410,7 +411,8 @@ impl FreeRanges {
 /// The blocks of one segment slid towards its start or its end, in order, until a gap of
 /// `need` bytes opens; a block that must stay (or would take too many pieces or span too
 /// much) is stepped over. The plan that moves the fewest bytes.
-fn slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<Vec<Move>> {
+/// Returns the bytes moved with the plan.
+fn slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option<(u64, Vec<Move>)> {
     let mut best: Option<(u64, Vec<Move>)> = None;
     for seg in view.iter().filter(|s| s.size >= need) {
         for towards_start in [true, false] {
@@ -420,7 +422,7 @@ fn slide(view: &[SegmentView], need: u64, max_span: u64, limit: Limit) -> Option
             }
         }
     }
-    best.map(|(_, plan)| plan)
+    best
 }
 
 fn slide_one(seg: &SegmentView, need: u64, towards_start: bool, max_span: u64) -> Option<(u64, Vec<Move>)> {
