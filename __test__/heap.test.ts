@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import test from 'ava'
 import { type BlockInfo, DeviceBlock, Gpu, type HeapEvent, WgallocError } from 'wgalloc'
-import { pattern } from './helpers.js'
+import { collectGarbageUntil, pattern } from './helpers.js'
 
 const MiB = 2 ** 20
 
@@ -271,17 +271,13 @@ test('copyFrom and stream-recorded frees defer reuse until the GPU work complete
   gpu.destroy()
 })
 
-test('blocks dropped without free() are reclaimed by the garbage collector', async (t) => {
-  if (typeof globalThis.gc !== 'function') return t.pass('run with --expose-gc')
+test.serial('blocks dropped without free() are reclaimed by the garbage collector', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap
   ;(() => {
     for (let i = 0; i < 20; i++) heap.malloc(MiB)
   })()
-  for (let i = 0; i < 10 && heap.stats().activeBlocks.current > 0; i++) {
-    globalThis.gc!()
-    await new Promise((r) => setTimeout(r, 20))
-  }
+  await collectGarbageUntil(() => heap.stats().activeBlocks.current === 0)
   t.is(heap.stats().activeBlocks.current, 0)
   const reserved = heap.stats().reservedBytes.current
   heap.malloc(MiB).free()
@@ -289,8 +285,7 @@ test('blocks dropped without free() are reclaimed by the garbage collector', asy
   gpu.destroy()
 })
 
-test('the GC net holds for blocks freed or dropped in the turn that allocated them', async (t) => {
-  if (typeof globalThis.gc !== 'function') return t.fail('run with --expose-gc')
+test.serial('the GC net holds for blocks freed or dropped in the turn that allocated them', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap
   // One synchronous turn: more blocks than wait for registration at once, freed out of order
@@ -308,10 +303,7 @@ test('the GC net holds for blocks freed or dropped in the turn that allocated th
     t.true(places.has(`${segmentId}:${offset}`), 'it takes a freed block’s place')
     return again
   })()
-  for (let i = 0; i < 20 && heap.stats().activeBlocks.current > 1; i++) {
-    globalThis.gc!()
-    await new Promise((r) => setTimeout(r, 20))
-  }
+  await collectGarbageUntil(() => heap.stats().activeBlocks.current === 1)
   t.is(heap.stats().activeBlocks.current, 1, 'every dropped block was reclaimed, the kept one was not')
   kept.write(new Uint8Array(4096).fill(7))
   t.true((await kept.read()).every((x) => x === 7))

@@ -11,6 +11,23 @@ export function gpu(): Promise<Gpu> {
   return shared
 }
 
+/**
+ * Runs full garbage collections until `done()` holds, for at most `timeoutMs`. Finalizers run on
+ * the event loop some time after the collection that found their objects: a few milliseconds on
+ * a quiet machine, seconds on a loaded one, so a fixed number of turns is not enough. Tests that
+ * wait for it are serial: while a file's other tests run beside them, the finalizers can wait
+ * until those are done.
+ */
+export async function collectGarbageUntil(done: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const gc = globalThis.gc
+  if (typeof gc !== 'function') throw new Error('run with --expose-gc (package.json ava.nodeArguments)')
+  const deadline = Date.now() + timeoutMs
+  while (!done() && Date.now() < deadline) {
+    gc()
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
 /** Bytes that differ per position and per seed, so misplaced copies are caught. */
 export function pattern(size: number, seed = 1): Uint8Array {
   const out = new Uint8Array(size)

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test from 'ava'
 import { type DeviceBlock, Gpu, type Heap, type HeapEvent, type LeakReport, MAX_HISTORY_ENTRIES, type MemorySnapshot } from 'wgalloc'
+import { collectGarbageUntil } from './helpers.js'
 
 const ENTRY = JSON.stringify(require.resolve('..'))
 
@@ -107,7 +108,7 @@ test('the ring keeps the newest maxEntries events; bad limits are INVALID_ARGUME
   gpu.destroy()
 })
 
-test('the leak report groups unfreed blocks by stack, and counts blocks the GC reclaimed', async (t) => {
+test.serial('the leak report groups unfreed blocks by stack, and counts blocks the GC reclaimed', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap
   heap.recordHistory()
@@ -118,10 +119,7 @@ test('the leak report groups unfreed blocks by stack, and counts blocks the GC r
   ;(() => {
     allocateForTenantB(heap, 65536) // dropped without free()
   })()
-  for (let i = 0; i < 20 && heap.leakReport().groups.every((g) => g.reclaimed === 0); i++) {
-    globalThis.gc!()
-    await new Promise((r) => setTimeout(r, 10))
-  }
+  await collectGarbageUntil(() => heap.leakReport().groups.some((g) => g.reclaimed > 0))
   const report = heap.leakReport()
   const a = report.groups.find((g) => /allocateForTenantA/.test(g.stack))
   const b = report.groups.filter((g) => /allocateForTenantB/.test(g.stack))

@@ -8,6 +8,7 @@ import { Worker } from 'node:worker_threads'
 import test from 'ava'
 import { ERROR_CODES, Gpu, type Graph, planMemory, WgallocError } from 'wgalloc'
 import { isThenable } from './fuzz/outcome.js'
+import { collectGarbageUntil } from './helpers.js'
 import { runSuite } from './fuzz/spawn.js'
 import { knob, MODE, record } from './reliability-report.js'
 
@@ -81,7 +82,7 @@ interface WorkerResult {
   error?: string
 }
 
-test("worker threads share one device; every block holds its owner's bytes; nothing leaks", async (t) => {
+test.serial("worker threads share one device; every block holds its owner's bytes; nothing leaks", async (t) => {
   const gpu = await Gpu.request()
   const handle = gpu.shareHandle()
   const results = await Promise.all(
@@ -111,11 +112,10 @@ test("worker threads share one device; every block holds its owner's bytes; noth
   const corrupted = results.reduce((n, r) => n + r.corrupted, 0)
   gpu.heap.emptyCache()
   // Scalar blocks of executors (uniforms) are freed with the executor objects, by the GC.
-  for (let i = 0; i < 10 && gpu.heap.stats().reservedBytes.current > 0; i++) {
-    if (globalThis.gc) globalThis.gc()
-    await new Promise((r) => setTimeout(r, 20))
+  await collectGarbageUntil(() => {
     gpu.heap.emptyCache()
-  }
+    return gpu.heap.stats().reservedBytes.current === 0
+  })
   t.is(gpu.heap.stats().reservedBytes.current, 0, 'emptyCache returns reserved bytes to zero')
   const after = gpu.heap.stats()
   record(
@@ -132,8 +132,7 @@ test("worker threads share one device; every block holds its owner's bytes; noth
   gpu.destroy()
 })
 
-test('host blocks and executors dropped without free() are reclaimed by the GC', async (t) => {
-  if (typeof globalThis.gc !== 'function') return t.pass('run with --expose-gc')
+test.serial('host blocks and executors dropped without free() are reclaimed by the GC', async (t) => {
   const gpu = await Gpu.request()
   const graph: Graph = {
     kernels: {
@@ -152,10 +151,7 @@ test('host blocks and executors dropped without free() are reclaimed by the GC',
     for (let i = 0; i < 5; i++) await gpu.compile(graph)
     for (let i = 0; i < 20; i++) gpu.host.alloc(65536, { direction: 'upload' })
   })()
-  for (let i = 0; i < 20 && (gpu.heap.stats().activeBlocks.current > 0 || gpu.host.stats().activeRequests.current > 0); i++) {
-    globalThis.gc!()
-    await new Promise((r) => setTimeout(r, 25))
-  }
+  await collectGarbageUntil(() => gpu.heap.stats().activeBlocks.current === 0 && gpu.host.stats().activeRequests.current === 0)
   t.is(gpu.heap.stats().activeBlocks.current, 0, 'executor slabs returned')
   t.is(gpu.host.stats().activeRequests.current, 0, 'host blocks returned')
   const before = gpu.host.stats().numHostAlloc
