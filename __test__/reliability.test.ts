@@ -8,8 +8,8 @@ import { Worker } from 'node:worker_threads'
 import test from 'ava'
 import { ERROR_CODES, Gpu, type Graph, planMemory, WgallocError } from 'wgalloc'
 import { isThenable } from './fuzz/outcome.js'
-import { collectGarbageUntil } from './helpers.js'
 import { runSuite } from './fuzz/spawn.js'
+import { collectGarbageUntil } from './helpers.js'
 import { knob, MODE, record } from './reliability-report.js'
 
 const OPS = knob('WGALLOC_STRESS_OPS', 300, 20_000)

@@ -82,20 +82,19 @@ export class HeapTable {
     if (waiting[waiting.length - 1] === block) waiting.pop()
   }
 
-  /** Blocks not registered yet, freed or not (see `track`). */
-  readonly unregistered: DeviceBlock[] = []
-  #registerQueued = false
-  readonly #registerTask = (): void => {
-    this.#registerQueued = false
-    registerWaiting(this)
-  }
-
   readonly native: NativeHeap
   readonly owner: Heap
   readonly events: HeapEvents
   readonly slot: number
   readonly scratch = new Float64Array(4)
   readonly registry: FinalizationRegistry<number>
+  /** Blocks not in `registry` yet, freed or not (see `track`). */
+  readonly unregistered: DeviceBlock[] = []
+  #registerQueued = false
+  readonly #registerTask = (): void => {
+    this.#registerQueued = false
+    registerWaiting(this)
+  }
   /** Blocks charged to a heap scope: what returns their bytes when they are freed or collected. */
   readonly scoped = new Map<number, () => void>()
 
