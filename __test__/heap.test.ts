@@ -225,6 +225,35 @@ test('ALLOCATION_FAILED listeners may free memory and the retry succeeds; events
   gpu.destroy()
 })
 
+test('after a burst of blocks the tables shrink; stale handles stay freed and new blocks work', async (t) => {
+  // 20,000 blocks: past the size at which the heap's slot table and the native id table give
+  // memory back once most of their entries are gone.
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const heap = gpu.heap
+  const burst = Array.from({ length: 20_000 }, () => heap.malloc(256))
+  const keep = burst[19_000]
+  keep.write(pattern(256, 7))
+  for (const b of burst) if (b !== keep) b.free()
+  t.is(heap.stats().activeBlocks.current, 1)
+  // A stale handle and its id name nothing, however the slots were reused or dropped since.
+  t.throws(() => burst[5].write(new Uint8Array(4)), { code: 'USE_AFTER_FREE' })
+  t.is(heap.getBlockInfo(burst[19_999].id), null)
+  const fresh = Array.from({ length: 3_000 }, () => heap.malloc(256))
+  const ids = new Set(burst.map((b) => b.id))
+  t.false(
+    fresh.some((b) => ids.has(b.id)),
+    'a new block reuses no id of the burst',
+  )
+  fresh[2_999].write(pattern(256, 9))
+  t.deepEqual([...(await keep.read())], [...pattern(256, 7)])
+  t.deepEqual([...(await fresh[2_999].read())], [...pattern(256, 9)])
+  keep.free()
+  for (const b of fresh) b.free()
+  t.is(heap.stats().activeBlocks.current, 0)
+  t.true(heap.emptyCache() > 0)
+})
+
 test('scalar blocks hold their value; shape metadata round-trips; lookup by id', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap

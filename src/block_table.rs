@@ -22,6 +22,9 @@ use crate::error::{coded, to_u64, IntoNapi};
 
 type Block = Arc<wgalloc_core::DeviceBlock>;
 
+/// Tables of fewer entries than this keep their capacity.
+const TABLE_SHRINK_MIN: usize = 4096;
+
 /// The live blocks a JS heap object handed out, by id. Dropping the table drops the handles,
 /// and a handle dropped without `free()` returns its block to the pool.
 pub(crate) struct BlockTable {
@@ -53,7 +56,14 @@ impl BlockTable {
     }
 
     pub(crate) fn remove(&self, id: u64) -> Option<Block> {
-        self.lock().remove(&id)
+        let mut blocks = self.lock();
+        let block = blocks.remove(&id);
+        // A map never shrinks by itself: after a burst of blocks, give its memory back.
+        let len = blocks.len();
+        if blocks.capacity() > TABLE_SHRINK_MIN && len * 4 < blocks.capacity() {
+            blocks.shrink_to(len * 2);
+        }
+        block
     }
 
     /// `[id, size]` of every block in the table, in id order.

@@ -6,6 +6,10 @@
 //!   and a slot whose generations run out is retired instead of reused (one slot per half a
 //!   billion reuses of it);
 //! - a stale id misses (`get` is `None`) however often its slot was reused since.
+//!
+//! After a burst of live blocks the slab gives its memory back: once fewer than a quarter of its
+//! slots are live, it drops the empty slots at its end (a slot taken again later starts above
+//! every generation dropped, so stale ids still miss).
 
 /// Slot bits of an id: at most `2^24 - 1` blocks are live at once.
 const SLOT_BITS: u32 = 24;
@@ -14,6 +18,8 @@ const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 pub(super) const MAX_LIVE: usize = SLOT_MASK as usize;
 /// Highest generation whose ids stay below 2^53.
 const MAX_GENERATION: u64 = (1 << (53 - SLOT_BITS)) - 1;
+/// Slabs of fewer slots never trim (a few hundred KiB at most).
+const TRIM_MIN_SLOTS: usize = 4096;
 // The largest id is the largest integer a JS number holds exactly.
 const _: () = assert!(MAX_GENERATION << SLOT_BITS | SLOT_MASK == (1 << 53) - 1);
 
@@ -30,11 +36,26 @@ pub(super) struct BlockSlab<T> {
     /// lowered in tests).
     max_live: usize,
     max_generation: u64,
+    /// A free that leaves more vacant slots than this tries to trim (the check costs one
+    /// comparison; a live count kept on every malloc and free cost more).
+    trim_past_vacant: usize,
+    /// Generation a slot added at the end starts at: above every generation a trim dropped.
+    fresh_generation: u64,
+    /// Slab size at which trimming starts (lowered in tests).
+    trim_min_slots: usize,
 }
 
 impl<T> Default for BlockSlab<T> {
     fn default() -> Self {
-        BlockSlab { slots: Vec::new(), vacant: Vec::new(), max_live: MAX_LIVE, max_generation: MAX_GENERATION }
+        BlockSlab {
+            slots: Vec::new(),
+            vacant: Vec::new(),
+            max_live: MAX_LIVE,
+            max_generation: MAX_GENERATION,
+            trim_past_vacant: usize::MAX,
+            fresh_generation: 0,
+            trim_min_slots: TRIM_MIN_SLOTS,
+        }
     }
 }
 
@@ -64,8 +85,13 @@ impl<T> BlockSlab<T> {
         let index = match self.vacant.pop() {
             Some(i) => i as usize,
             None if self.slots.len() < self.max_live => {
-                self.slots.push(Slot { generation: 0, value: None });
-                self.slots.len() - 1
+                self.slots.push(Slot { generation: self.fresh_generation, value: None });
+                let len = self.slots.len();
+                if len >= self.trim_min_slots {
+                    // Trim once fewer than a quarter of the slots are live.
+                    self.trim_past_vacant = len - len / 4;
+                }
+                len - 1
             }
             None => return None,
         };
@@ -95,8 +121,31 @@ impl<T> BlockSlab<T> {
         if slot.generation < self.max_generation {
             slot.generation += 1;
             self.vacant.push(index as u32);
+            if self.vacant.len() > self.trim_past_vacant {
+                self.trim();
+            }
         }
         true
+    }
+
+    /// Drops the empty slots at the end and the memory they held. The scan is paid for by the
+    /// frees since the last attempt: the next one waits until the live blocks halve again (or
+    /// the last one goes).
+    #[cold]
+    fn trim(&mut self) {
+        let keep = self.slots.iter().rposition(|s| s.value.is_some()).map_or(0, |i| i + 1);
+        if keep < self.slots.len() {
+            let dropped = self.slots[keep..].iter().map(|s| s.generation).max().unwrap_or(0);
+            self.fresh_generation = self.fresh_generation.max(dropped);
+            self.slots.truncate(keep);
+            self.vacant.retain(|&i| (i as usize) < keep);
+            self.slots.shrink_to(keep.saturating_mul(2));
+            self.vacant.shrink_to(self.vacant.len().saturating_mul(2));
+        }
+        // Slots retired by their generations count as live here; they are few.
+        let len = self.slots.len();
+        let live = len - self.vacant.len();
+        self.trim_past_vacant = if len >= self.trim_min_slots { len - (live / 2).max(1) } else { usize::MAX };
     }
 
     /// Live blocks with their ids, in slot order.
@@ -153,6 +202,39 @@ mod tests {
         // Generations 0..=3 of slot 1, then the same of slot 2, then slot 3.
         assert_eq!(slab.slots.len(), 3);
         assert!(seen.iter().all(|id| id >> SLOT_BITS <= 3));
+    }
+
+    #[test]
+    fn a_slab_gives_back_its_slots_after_a_burst_and_stale_ids_still_miss() {
+        let mut slab = BlockSlab { trim_min_slots: 16, ..BlockSlab::default() };
+        let mut ids: Vec<u64> = (0..1000).map(|i| slab.insert(i).unwrap()).collect();
+        // A block high in the slab keeps it long; the others go.
+        let kept = ids.remove(900);
+        for &id in &ids {
+            assert!(slab.remove(id));
+        }
+        assert_eq!(slab.slots.len(), 901, "trimmed down to the last live slot");
+        assert!(slab.slots.capacity() <= 2 * 901 && slab.vacant.iter().all(|&i| i < 901));
+        assert!(slab.remove(kept));
+        assert_eq!(slab.slots.len(), 0, "an empty slab keeps no slots");
+        assert!(slab.slots.capacity() == 0 && slab.vacant.capacity() == 0);
+        // The slots come back under generations no stale id carries.
+        let again: Vec<u64> = (0..1000).map(|i| slab.insert(i).unwrap()).collect();
+        for id in ids.iter().chain([&kept]) {
+            assert_eq!(slab.get(*id), None, "stale id {id}");
+            assert!(!again.contains(id), "id {id} handed out twice");
+        }
+        assert_eq!(again.iter().filter_map(|&id| slab.get(id)).count(), 1000);
+    }
+
+    #[test]
+    fn small_slabs_never_trim() {
+        let mut slab = BlockSlab::default();
+        let ids: Vec<u64> = (0..100).map(|i| slab.insert(i).unwrap()).collect();
+        for id in ids {
+            slab.remove(id);
+        }
+        assert_eq!(slab.slots.len(), 100);
     }
 
     #[test]

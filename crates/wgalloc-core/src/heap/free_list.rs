@@ -86,6 +86,10 @@ impl FreeList {
         self.by_size.remove(&self.range(n));
         self.free_bytes -= size;
         self.spare.push(n);
+        if self.heads.is_empty() {
+            // No segment left, so no range either: give back what a burst of blocks grew.
+            *self = FreeList::default();
+        }
         true
     }
 
@@ -289,6 +293,20 @@ mod tests {
         assert!(f.remove_segment(1, 256));
         assert_eq!(f.free_bytes(), 0);
         assert_eq!(f.largest(), 0);
+    }
+
+    #[test]
+    fn a_free_list_with_no_segment_left_holds_no_memory() {
+        let mut f = FreeList::default();
+        f.add_segment(0, 1 << 20);
+        let taken: Vec<RangeId> = (0..4096).map(|_| f.take(256).unwrap().2).collect();
+        assert!(f.nodes.capacity() >= 4096);
+        taken.into_iter().for_each(|id| f.give_back(id));
+        assert!(f.remove_segment(0, 1 << 20));
+        assert_eq!((f.nodes.capacity(), f.spare.capacity(), f.free_bytes()), (0, 0, 0));
+        // And it works as new.
+        f.add_segment(7, 512);
+        assert_eq!(f.take(512).map(|(s, o, _)| (s, o)), Some((7, 0)));
     }
 
     #[test]
