@@ -8,8 +8,9 @@
 //! - a stale id misses (`get` is `None`) however often its slot was reused since.
 //!
 //! After a burst of live blocks the slab gives its memory back: once fewer than a quarter of its
-//! slots are live, it drops the empty slots at its end (a slot taken again later starts above
-//! every generation dropped, so stale ids still miss).
+//! slots are live, it drops the empty slots at its end, up to the last one past half its
+//! generations (a slot taken again later starts above every generation dropped, so stale ids
+//! still miss, and no new slot starts close to retiring).
 
 /// Slot bits of an id: at most `2^24 - 1` blocks are live at once.
 const SLOT_BITS: u32 = 24;
@@ -131,9 +132,12 @@ impl<T> BlockSlab<T> {
     /// Drops the empty slots at the end and the memory they held. The scan is paid for by the
     /// frees since the last attempt: the next one waits until the live blocks halve again (or
     /// the last one goes).
+    /// Slots past half their generations stay (a hot slot reused for minutes, or a retired
+    /// one): new slots would start above them and retire after a few uses each.
     #[cold]
     fn trim(&mut self) {
-        let keep = self.slots.iter().rposition(|s| s.value.is_some()).map_or(0, |i| i + 1);
+        let worn = self.max_generation / 2;
+        let keep = self.slots.iter().rposition(|s| s.value.is_some() || s.generation > worn).map_or(0, |i| i + 1);
         if keep < self.slots.len() {
             let dropped = self.slots[keep..].iter().map(|s| s.generation).max().unwrap_or(0);
             self.fresh_generation = self.fresh_generation.max(dropped);
@@ -225,6 +229,30 @@ mod tests {
             assert!(!again.contains(id), "id {id} handed out twice");
         }
         assert_eq!(again.iter().filter_map(|&id| slab.get(id)).count(), 1000);
+    }
+
+    #[test]
+    fn a_trim_keeps_worn_slots_so_new_slots_start_low() {
+        // 64 blocks; slot `hot` is then reused past half its generations (LIFO reuse makes one
+        // slot hot), and the others are all freed.
+        let burst_with_hot_slot = |hot: usize| {
+            let mut slab = BlockSlab { trim_min_slots: 16, max_generation: 100, ..BlockSlab::default() };
+            let ids: Vec<u64> = (0..64).map(|i| slab.insert(i).unwrap()).collect();
+            slab.remove(ids[hot]);
+            for _ in 0..60 {
+                let id = slab.insert(0).unwrap();
+                assert_eq!(id & SLOT_MASK, hot as u64 + 1);
+                slab.remove(id);
+            }
+            ids.iter().enumerate().filter(|&(i, _)| i != hot).for_each(|(_, &id)| assert!(slab.remove(id)));
+            slab
+        };
+        assert_eq!(burst_with_hot_slot(63).slots.len(), 64, "the worn last slot stays");
+        let mut slab = burst_with_hot_slot(10);
+        assert_eq!(slab.slots.len(), 11, "trimmed down to the worn slot");
+        // Eleven reuse the slots left; the twelfth is a new slot, at the dropped slots' generation.
+        let ids: Vec<u64> = (0..12).map(|_| slab.insert(0).unwrap()).collect();
+        assert_eq!((ids[11] & SLOT_MASK, ids[11] >> SLOT_BITS), (12, 1));
     }
 
     #[test]
