@@ -129,11 +129,10 @@ impl<T> BlockSlab<T> {
         true
     }
 
-    /// Drops the empty slots at the end and the memory they held. The scan is paid for by the
-    /// frees since the last attempt: the next one waits until the live blocks halve again (or
-    /// the last one goes).
-    /// Slots past half their generations stay (a hot slot reused for minutes, or a retired
-    /// one): new slots would start above them and retire after a few uses each.
+    /// Drops the empty slots at the end and the memory they held, except those past half their
+    /// generations (a hot slot reused for minutes, or a retired one): new slots would start
+    /// above them and retire after a few uses each. The scan is paid for by the frees since the
+    /// last attempt: the next one waits until the live blocks halve again (or the last one goes).
     #[cold]
     fn trim(&mut self) {
         let worn = self.max_generation / 2;
