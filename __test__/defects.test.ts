@@ -2,7 +2,7 @@
 // that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
 // keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test from 'ava'
@@ -156,6 +156,35 @@ test('a process without XDG_RUNTIME_DIR opens a device without Mesa complaining'
   t.is(r.code, 0)
   t.is(r.stdout.trim(), 'ok')
   t.notRegex(r.stderr, /XDG_RUNTIME_DIR/)
+})
+
+test('processes and workers without XDG_RUNTIME_DIR share one private folder and leave no other', async (t) => {
+  const tmp = mkdtempSync(join(tmpdir(), 'wgalloc-xdg-test-'))
+  const script = `const { Worker } = require('node:worker_threads')
+    const load = () => require(${ENTRY}).Gpu.request().then((g) => g.destroy())
+    const worker = () => new Promise((ok, fail) => { const w = new Worker('require(${ENTRY}).Gpu.request().then((g) => g.destroy())', { eval: true }); w.on('exit', ok); w.on('error', fail) })
+    load().then(() => Promise.all([worker(), worker()])).then(() => console.log(process.env.XDG_RUNTIME_DIR))`
+  const env = { XDG_RUNTIME_DIR: undefined, TMPDIR: tmp }
+  const runs = await Promise.all([node(['-e', script], { env }), node(['-e', script], { env }), node(['-e', script], { env })])
+  for (const r of runs) t.is(r.code, 0, r.stderr)
+  const uid = process.getuid?.() ?? 0
+  const shared = join(tmp, `wgalloc-xdg-${uid}`)
+  t.deepEqual(readdirSync(tmp), [`wgalloc-xdg-${uid}`])
+  for (const r of runs) t.is(r.stdout.trim(), shared)
+  const st = lstatSync(shared)
+  t.true(st.isDirectory())
+  t.is(st.mode & 0o777, 0o700)
+})
+
+test('a symlink or a folder of another owner at the shared runtime path is not used', async (t) => {
+  const tmp = mkdtempSync(join(tmpdir(), 'wgalloc-xdg-test-'))
+  const target = mkdtempSync(join(tmpdir(), 'wgalloc-xdg-target-'))
+  const uid = process.getuid?.() ?? 0
+  symlinkSync(target, join(tmp, `wgalloc-xdg-${uid}`))
+  const r = await node(['-e', `require(${ENTRY}); console.log(process.env.XDG_RUNTIME_DIR ?? 'unset')`], { env: { XDG_RUNTIME_DIR: undefined, TMPDIR: tmp } })
+  t.is(r.code, 0, r.stderr)
+  t.is(r.stdout.trim(), 'unset')
+  t.deepEqual(readdirSync(target), [])
 })
 
 test('every command names the file in its input errors: IO_ERROR when missing, PARSE_ERROR when malformed', async (t) => {

@@ -1,12 +1,19 @@
 // Explaining an OOM: `err.details` carries the request and the heap's figures, OUT_OF_MEMORY
 // listeners get them before malloc throws, and WGALLOC_OOM_SNAPSHOT writes the heap's snapshot.
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test from 'ava'
-import { Gpu, type OutOfMemoryEvent, type SnapshotSegment, type WgallocError } from 'wgalloc'
+import { Gpu, type Graph, type OutOfMemoryEvent, type SnapshotSegment, type WgallocError } from 'wgalloc'
+import { runNode } from './helpers.js'
 
-// Serial: both tests set WGALLOC_OOM_SNAPSHOT for the process.
+/** Reports of one kind a process writes (docs/heap.md). */
+const REPORTS_PER_PROCESS = 16
+const COPY = `@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1) fn main() { y[0] = x[0]; }`
+
+// Serial: these tests set WGALLOC_OOM_SNAPSHOT for the process.
 test.serial('an OOM from malloc carries structured details, tells OUT_OF_MEMORY listeners and writes a snapshot', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-oom-'))
   process.env.WGALLOC_OOM_SNAPSHOT = dir
@@ -48,6 +55,99 @@ test.serial('an OOM snapshot folder that cannot be made (under /proc) leaves the
     const err = t.throws<WgallocError>(() => gpu.heap.malloc(4 << 20), { code: 'OUT_OF_MEMORY' })
     t.is(err.details?.snapshotPath, null)
     t.true(Date.now() - started < 5000)
+  } finally {
+    delete process.env.WGALLOC_OOM_SNAPSHOT
+    gpu.destroy()
+  }
+})
+
+// The count is per process, so this runs in a child of its own.
+test('OOM snapshots are created anew, never through a planted link, mode 0600, and bounded in number', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-oom-'))
+  const victim = join(mkdtempSync(join(tmpdir(), 'wgalloc-victim-')), 'precious.txt')
+  writeFileSync(victim, 'keep me')
+  const script = `const { symlinkSync } = require('node:fs')
+    const { join } = require('node:path')
+    const dir = ${JSON.stringify(dir)}
+    // Links at the first names this process would pick, to a file and to nowhere.
+    for (let n = 1; n <= 3; n++) symlinkSync(${JSON.stringify(victim)}, join(dir, 'wgalloc-oom-' + process.pid + '-' + n + '.json'))
+    symlinkSync(join(dir, 'nowhere'), join(dir, 'wgalloc-oom-' + process.pid + '-4.json'))
+    const { Gpu } = require(${JSON.stringify(require.resolve('..'))})
+    Gpu.request({ memoryBudget: 1 << 20 }).then((g) => {
+      const paths = []
+      for (let i = 0; i < 40; i++) try { g.heap.malloc(4 << 20) } catch (e) { paths.push(e.details.snapshotPath) }
+      g.destroy()
+      console.log(JSON.stringify(paths))
+    })`
+  const r = await runNode(['-e', script], { env: { WGALLOC_OOM_SNAPSHOT: dir } })
+  t.is(r.code, 0, r.stderr)
+  const paths = JSON.parse(r.stdout) as (string | null)[]
+  t.is(paths.length, 40)
+  t.is(readFileSync(victim, 'utf8'), 'keep me', 'the link target is untouched')
+  t.false(existsSync(join(dir, 'nowhere')), 'a dangling link is not followed')
+  const written = paths.slice(0, REPORTS_PER_PROCESS)
+  t.deepEqual(paths.slice(REPORTS_PER_PROCESS), Array(40 - REPORTS_PER_PROCESS).fill(null))
+  t.is(new Set(written).size, REPORTS_PER_PROCESS)
+  for (const p of written) {
+    t.is(typeof p, 'string')
+    const st = lstatSync(p as string)
+    t.true(st.isFile())
+    t.is(st.mode & 0o777, 0o600)
+    t.is(JSON.parse(readFileSync(p as string, 'utf8')).kind, 'wgalloc-oom')
+  }
+  t.is(readdirSync(dir).length, 4 + REPORTS_PER_PROCESS)
+  t.regex(
+    r.stderr,
+    new RegExp(`WGALLOC_OOM_SNAPSHOT: ${40 - REPORTS_PER_PROCESS} more report\\(s\\) not written \\(at most ${REPORTS_PER_PROCESS} per process\\)`),
+  )
+})
+
+test.serial('an OOM in compile, a shape cache miss, createWeights or a device output reaches the listener, details and the snapshot', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-oom-'))
+  process.env.WGALLOC_OOM_SNAPSHOT = dir
+  const gpu = await Gpu.request({ memoryBudget: 64 << 20 })
+  try {
+    const heap = gpu.heap
+    heap.setHighWatermarkRatio(1)
+    const seen: OutOfMemoryEvent[] = []
+    heap.on('OUT_OF_MEMORY', (e) => seen.push(e))
+    const big = 48 << 20
+    const graph = (size: number | string, dims?: string[]): Graph => ({
+      ...(dims ? { dims } : {}),
+      kernels: { k: { source: COPY } },
+      tensors: [
+        { id: 'x', size, kind: 'input' },
+        { id: 'y', size, kind: 'output' },
+      ],
+      ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+    })
+    const expectOom = (err: WgallocError | undefined, what: string) => {
+      t.is(err?.code, 'OUT_OF_MEMORY', what)
+      t.is(typeof err?.details?.reserved, 'number', `${what}: details`)
+      t.is(typeof err?.details?.snapshotPath, 'string', `${what}: snapshot`)
+      t.is(seen.at(-1)?.reserved, err?.details?.reserved, `${what}: listener`)
+    }
+    const before = seen.length
+    expectOom(await t.throwsAsync<WgallocError>(gpu.compile(graph(big))), 'compile')
+    const shapes = gpu.compileShapes(graph('b * 1048576', ['b']))
+    expectOom(await t.throwsAsync<WgallocError>(shapes.run({ b: 48 }, { x: new Uint8Array(48 << 20) })), 'shape cache miss')
+    expectOom(
+      t.throws<WgallocError>(() => gpu.createWeights({ w: new Uint8Array(80 << 20) })),
+      'createWeights',
+    )
+    const exe = await gpu.compile(graph(8 << 20))
+    // Fill what the cached segments have free, then cap the heap at what it reserves: the run's
+    // output block (8 MiB) finds no room.
+    heap.emptyCache()
+    const largestFree = () => Math.max(0, ...heap.snapshot().flatMap((seg) => seg.blocks.filter((b) => b.state === 'free').map((b) => b.size)))
+    const fillers = []
+    for (let free = largestFree(); free > 0; free = largestFree()) fillers.push(heap.malloc(free))
+    heap.setHighWatermarkRatio(heap.stats().reservedBytes.current / (64 << 20))
+    expectOom(await t.throwsAsync<WgallocError>(exe.run({ x: new Uint8Array(8 << 20) }, { outputs: 'device' })), 'device output')
+    t.is(seen.length, before + 4, 'one report per OOM')
+    for (const f of fillers) f.free()
+    exe.release()
+    shapes.release()
   } finally {
     delete process.env.WGALLOC_OOM_SNAPSHOT
     gpu.destroy()

@@ -109,6 +109,8 @@ export class HeapTable {
         // Collected without free(): a leak the memory history reports with its stack.
         const size = nativeHeap.releaseBlock(id)
         events.history?.reclaimed(id, size)
+        // Its FREED event waits in the native queue: drained in batches, as a free()'s is.
+        if (events.historyOnly) events.tick()
       } catch {
         // Nothing to report to: the block's owner is gone, and the heap may be too.
       }

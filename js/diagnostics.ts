@@ -149,6 +149,8 @@ export interface DeviceWarningMessage {
   gpu?: Gpu
   /** The code of the error behind the warning, if any. */
   code?: WgallocErrorCode
+  /** What a user callback threw (a heap listener), when that is the warning. */
+  error?: unknown
 }
 
 /** A message on `wgalloc:device`. */

@@ -81,10 +81,21 @@ export interface ExecResult {
   blocks?: Record<string, DeviceBlock>
 }
 
-/** What an executor needs from its device: the native device and its heap's table. */
+/** What an executor needs from its device: the native device, its heap's table, and the heap's OOM report. */
 export interface ExecDevice {
   native: Binding.Gpu
   table: () => HeapTable
+  /** Reports an OUT_OF_MEMORY as the heap's malloc does (see Note [One path for every OOM]); returns the error. */
+  outOfMemory: (err: unknown) => unknown
+}
+
+/** `work`, with an OUT_OF_MEMORY it rejects with reported through the heap. */
+async function reportingOom<T>(device: ExecDevice, work: Promise<T>): Promise<T> {
+  try {
+    return await work
+  } catch (err) {
+    throw device.outOfMemory(err)
+  }
 }
 
 type Types = Map<string, string | undefined>
@@ -146,6 +157,26 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
 }
 
 const kCreate = Symbol('exec.create')
+
+/**
+ * Note [Charges follow their holder]: an executor or weights given a scope hold its charge
+ * until `release()`; one dropped without `release()` has its device memory freed by the
+ * garbage collector (the native object's drop), so its charge must go back then too, or the
+ * scope stays charged for memory nobody holds and its tenant is locked out. The charge is
+ * registered here with the object as the key, and unregistered by `release()`.
+ */
+const heldCharges = new FinalizationRegistry<ScopeCharge>((charge) => charge.release())
+
+/** Holds `charge` for `holder` until `release` (or the holder's collection) returns it. */
+function holdCharge(holder: object, charge: ScopeCharge): ScopeCharge {
+  heldCharges.register(holder, charge, holder)
+  return {
+    release: () => {
+      heldCharges.unregister(holder)
+      charge.release()
+    },
+  }
+}
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
 let createExecutor: (handle: Binding.Executor, types: Types, device: ExecDevice) => Executor
@@ -170,7 +201,7 @@ export class Weights {
     createWeights = (handle) => new Weights(kCreate, handle)
     weightsHandle = (w) => w.#native
     chargeWeights = (w, charge) => {
-      w.#charge = charge
+      w.#charge = holdCharge(w, charge)
     }
   }
 
@@ -248,7 +279,7 @@ export class Executor {
   static {
     createExecutor = (handle, types, device) => new Executor(kCreate, handle, types, device)
     chargeExecutor = (e, charge) => {
-      e.#charge = charge
+      e.#charge = holdCharge(e, charge)
     }
   }
 
@@ -277,7 +308,7 @@ export class Executor {
   @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
     const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, optionsObject(options, 'run'), this.#device.table)
     checkSignal(signal)
-    const r = await withSignal(this.#native.run(host, nativeOptions), signal, dropLate)
+    const r = await reportingOom(this.#device, withSignal(this.#native.run(host, nativeOptions), signal, dropLate))
     return execResult(r, this.#types, table)
   }
   /**
@@ -346,7 +377,7 @@ export class ShapeExecutor {
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
     const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table)
     checkSignal(signal)
-    const r = await withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate)
+    const r = await reportingOom(this.#device, withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate))
     return execResult(r, this.#types, table)
   }
   /** Hits, misses, evictions and what the cached executors hold. */
@@ -389,7 +420,7 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
   const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
   if (plan === 'observe') {
     const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : zeroInputs(parseJson(json, 'the graph'))
-    const seen = await withSignal(device.native.runEagerGraph(json, inputs, nativeOptions.params, true), signal)
+    const seen = await reportingOom(device, withSignal(device.native.runEagerGraph(json, inputs, nativeOptions.params, true), signal))
     const records = seen.observation?.usageRecords ?? []
     nativeOptions.recordsJson = JSON.stringify(records.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
   } else if (plan !== 'static') {
@@ -397,7 +428,10 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
   }
   checkSignal(signal)
   // An executor finished after an abort is released at once (its slabs go back to the heap).
-  const exe = await withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release())
+  const exe = await reportingOom(
+    device,
+    withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release()),
+  )
   const executor = createExecutor(exe, dtypes(json), device)
   if (scope) {
     try {
@@ -415,7 +449,10 @@ export async function runEager(device: ExecDevice, graph: Graph | string, inputs
   const opts = optionsObject(options, 'runEager')
   checkSignal(opts.signal)
   const json = graphJson(graph)
-  const r = await withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal)
+  const r = await reportingOom(
+    device,
+    withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal),
+  )
   return execResult(r, dtypes(json), null)
 }
 
@@ -424,7 +461,12 @@ export function weightsOf(device: ExecDevice, params: Record<string, TensorData>
   if (params == null || typeof params !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'createWeights takes { id: TypedArray } of param bytes')
   const { scope } = optionsObject(options, 'createWeights')
   checkScope(scope)
-  const handle = device.native.createWeightsNative(byteMap(params, 'params'))
+  let handle: Binding.Weights
+  try {
+    handle = device.native.createWeightsNative(byteMap(params, 'params'))
+  } catch (err) {
+    throw device.outOfMemory(err)
+  }
   const weights = createWeights(handle)
   if (scope) {
     try {

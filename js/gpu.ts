@@ -26,7 +26,7 @@ import {
   weightsOf,
 } from './exec.js'
 import type { Graph } from './graph.js'
-import { type Heap, tableOfHeap, wrapHeap } from './heap.js'
+import { type Heap, outOfMemoryOf, tableOfHeap, wrapHeap } from './heap.js'
 import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
 import { type Binding, native } from './native.js'
@@ -132,7 +132,7 @@ export class Gpu {
   private constructor(key: symbol, handle: Binding.Gpu) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Gpu has no public constructor; use await Gpu.request()')
     this.#native = handle
-    this.#exec = { native: handle, table: () => tableOfHeap(this.heap) }
+    this.#exec = { native: handle, table: () => tableOfHeap(this.heap), outOfMemory: (err) => outOfMemoryOf(this.heap, err) }
   }
   static {
     create = (handle) => new Gpu(kCreate, handle)

@@ -3,7 +3,7 @@
 // events only while someone listens, so the common case costs one check per call.
 import { type Binding, native, type NativeHeapTable } from './native.js'
 import type { HeapEvent } from './binding.js'
-import { channels } from './diagnostics.js'
+import { channels, warn } from './diagnostics.js'
 import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
 import type { Heap } from './heap.js'
 import type { HeapHistory } from './heap-history.js'
@@ -57,6 +57,22 @@ function unpack(numbers: Float64Array): HeapEvent[] {
 function checkKind(kind: unknown): asserts kind is AnyKind {
   if (!(EVENT_KINDS as readonly unknown[]).includes(kind))
     throw new WgallocError('INVALID_ARGUMENT', `unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`)
+}
+
+/**
+ * Note [Listeners are isolated]: a heap listener or logger runs inside the call that caused
+ * its event, after the heap has done its work (a malloc has its block, a scope its charge).
+ * An exception it throws must not change what that call returns: the caller would lose the
+ * block it was handed, and a scope would roll back a charge for memory still live. So each
+ * listener runs alone, and what it throws is reported as a `warning` on `wgalloc:device`.
+ */
+function isolated(kind: string, call: () => void): void {
+  try {
+    call()
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err)
+    warn(`a heap '${kind}' listener threw (ignored; the call it listened to went on): ${message}`, { error: err })
+  }
 }
 
 export class HeapEvents {
@@ -166,7 +182,8 @@ export class HeapEvents {
     const segment = (id: number) => this.#native.snapshot().find((seg) => seg.id === id)
     if (this.#logger) {
       const batch = this.#native.takeEvents()
-      for (const line of batch.logs) this.#logger(line)
+      const logger = this.#logger
+      for (const line of batch.logs) isolated('logger', () => logger(line))
       const events = batch.events
       for (const e of events) this.#history?.event(e, segment)
       this.#deliver(events)
@@ -191,7 +208,7 @@ export class HeapEvents {
       const listeners = this.#listeners.get(e.kind as AnyKind)
       if (listeners?.size)
         this.#calling(e.kind as AnyKind, () => {
-          for (const fn of listeners) (fn as Listener)(e)
+          for (const fn of listeners) isolated(e.kind, () => (fn as Listener)(e))
         })
     }
   }
@@ -239,7 +256,7 @@ export class HeapEvents {
     const listeners = this.#listeners.get('OUT_OF_MEMORY')
     if (listeners?.size)
       this.#calling('OUT_OF_MEMORY', () => {
-        for (const fn of listeners) (fn as OomListener)(event)
+        for (const fn of listeners) isolated('OUT_OF_MEMORY', () => (fn as OomListener)(event))
       })
   }
 }

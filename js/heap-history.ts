@@ -94,14 +94,33 @@ const STACK_FRAMES = 8
 // Frames of wgalloc itself (its compiled JS) and of Node's internals are not the user's.
 const OWN_FRAME = new RegExp(`\\(?${__dirname.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[\\\\/]|\\(node:|^\\s*at node:`)
 
-/** `holder.stack`, trimmed to the caller's frames (formatting happens here, not at capture). */
-function userStack(holder: { stack?: string }): string {
-  const lines = (holder.stack ?? '').split('\n').slice(1)
+/**
+ * `holder.stack`, trimmed to the caller's frames (formatting happens here, not at capture).
+ *
+ * Note [Stacks apart from the application's hook]: V8 formats a captured stack when `.stack`
+ * is first read, through `Error.prepareStackTrace` as it is at that moment; an application's
+ * hook may return call sites or anything else. The hook is set aside for that first read, so
+ * the history always gets V8's (and Node's source-mapped) text.
+ */
+function userStack(holder: Holder): string {
+  let text: unknown
+  const errorClass = Error as { prepareStackTrace?: unknown }
+  const hook = errorClass.prepareStackTrace
+  try {
+    errorClass.prepareStackTrace = undefined
+    text = holder.stack
+  } catch {
+    text = undefined
+  } finally {
+    errorClass.prepareStackTrace = hook
+  }
+  if (typeof text !== 'string') return NOT_RECORDED
+  const lines = text.split('\n').slice(1)
   const user = lines.filter((l) => !OWN_FRAME.test(l)).map((l) => l.trim())
   return user.length > 0 ? user.join('\n') : NOT_RECORDED
 }
 
-type Holder = { stack?: string }
+type Holder = { stack?: unknown }
 
 // Ring entries: numbers in one typed array, so recording allocates no object per event.
 const ACTIONS = ['alloc', 'free', 'segment_alloc', 'segment_free', 'oom'] as const
@@ -147,7 +166,10 @@ export class HeapHistory {
   readonly #segments = new Set<number>()
   // The segment of the last alloc event, known to be in `#segments` (most allocs repeat it).
   #lastSegment = -1
-  readonly #reclaimed: { size: number; holder: Holder | undefined }[] = []
+  // Blocks the GC net reclaimed, newest last; at most `#max`, see Note [Reclaimed blocks, bounded].
+  #reclaimed: Reclaimed[] = []
+  // Older reclaimed blocks, folded into groups by stack (at most `#max` stacks).
+  readonly #reclaimedGroups = new Map<string, LeakGroup>()
 
   constructor(options: unknown, pools: readonly string[]) {
     if (options != null && typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'recordHistory: options must be { maxEntries?, stacks? }')
@@ -237,9 +259,35 @@ export class HeapHistory {
     this.#stackById.set(id, holder)
   }
 
-  /** The garbage collector found block `id` of `size` bytes unreachable without `free()`: a leak. */
+  /**
+   * The garbage collector found block `id` of `size` bytes unreachable without `free()`: a leak.
+   *
+   * Note [Reclaimed blocks, bounded]: `maxEntries` bounds everything a history keeps, so a
+   * service that drops blocks without `free()` for days holds no more than it allows. The
+   * newest `maxEntries` reclaimed blocks keep their captured stacks; once that many wait, the
+   * older half is folded into per-stack counts (formatting each stack once), and past
+   * `maxEntries` distinct stacks, folded blocks count under `(not recorded)`. The leak report's
+   * counts and bytes stay exact; only stacks can be lost.
+   */
   reclaimed(id: number, size: number): void {
-    if (size > 0) this.#reclaimed.push({ size, holder: this.#stackById.get(id) })
+    if (size <= 0) return
+    this.#reclaimed.push({ size, holder: this.#stackById.get(id) })
+    if (this.#reclaimed.length > this.#max) this.#fold(this.#reclaimed.length - Math.floor(this.#max / 2))
+  }
+
+  /** Folds the `count` oldest reclaimed blocks into `#reclaimedGroups`. */
+  #fold(count: number): void {
+    const groups = this.#reclaimedGroups
+    for (const { size, holder } of this.#reclaimed.slice(0, count)) {
+      let stack = holder ? userStack(holder) : NOT_RECORDED
+      if (!groups.has(stack) && groups.size >= this.#max) stack = NOT_RECORDED
+      const g = groups.get(stack) ?? { stack, count: 0, bytes: 0, reclaimed: 0 }
+      g.count++
+      g.bytes += size
+      g.reclaimed++
+      groups.set(stack, g)
+    }
+    this.#reclaimed = this.#reclaimed.slice(count)
   }
 
   /** Records native allocator events, EVENT_NUMBERS each; `segment` looks up a new segment. */
@@ -335,22 +383,21 @@ export class HeapHistory {
 
   /** Live blocks (`[id, size]` pairs) and those the GC reclaimed, grouped by allocation stack. */
   leaks(live: Float64Array): LeakReport {
-    return groupLeaks(live, (id) => this.#stackById.get(id), this.#reclaimed)
+    return groupLeaks(live, (id) => this.#stackById.get(id), this.#reclaimed, this.#reclaimedGroups.values())
   }
 }
 
+type Reclaimed = { size: number; holder: Holder | undefined }
+
 /** Live blocks (`[id, size]` pairs) with no history: one group, `(not recorded)`. */
 export function unrecordedLeaks(live: Float64Array): LeakReport {
-  return groupLeaks(live, () => undefined, [])
+  return groupLeaks(live, () => undefined, [], [])
 }
 
 /** Live blocks (`[id, size]` pairs, with their stacks) and reclaimed ones, grouped by stack, most bytes first. */
-function groupLeaks(
-  live: Float64Array,
-  stackOf: (id: number) => Holder | undefined,
-  reclaimed: readonly { size: number; holder: Holder | undefined }[],
-): LeakReport {
+function groupLeaks(live: Float64Array, stackOf: (id: number) => Holder | undefined, reclaimed: readonly Reclaimed[], folded: Iterable<LeakGroup>): LeakReport {
   const groups = new Map<string, LeakGroup>()
+  for (const f of folded) groups.set(f.stack, { ...f })
   const add = (size: number, holder: Holder | undefined, wasReclaimed: boolean) => {
     const stack = holder ? userStack(holder) : NOT_RECORDED
     const g = groups.get(stack) ?? { stack, count: 0, bytes: 0, reclaimed: 0 }

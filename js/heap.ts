@@ -1,7 +1,5 @@
 // `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
 // fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
@@ -12,12 +10,14 @@ import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { oomDetails, writeOomSnapshot } from './oom.js'
-import { makeDirs } from './make-dirs.js'
+import { ReportFiles } from './report-file.js'
 
 const kCreate = Symbol('Heap.create')
 let create: (handle: Binding.Heap) => Heap
 let tableOfHeap: (heap: Heap) => HeapTable
 let setBudget: (heap: Heap, bytes: number) => void
+/** The error of a call other than `malloc` that may be an OUT_OF_MEMORY of `heap`, reported as malloc's are. */
+let outOfMemoryOf: (heap: Heap, err: unknown) => unknown
 
 /**
  * The device's caching allocator (`gpu.heap`): blocks sub-allocated from cached segments,
@@ -42,6 +42,7 @@ export class Heap {
       heap.#budget = bytes
     }
     tableOfHeap = (heap) => heap.#table
+    outOfMemoryOf = (heap, err) => heap.#outOfMemory(toWgallocError(err, true), 0)
   }
 
   /**
@@ -105,7 +106,10 @@ export class Heap {
    * where WGALLOC_OOM_SNAPSHOT says, and goes to the heap's OUT_OF_MEMORY listeners.
    */
   #outOfMemory(err: unknown, size: number): unknown {
-    if (!WgallocError.is(err, 'OUT_OF_MEMORY')) return err
+    // Note [One path for every OOM]: whichever call ran out of device memory (a malloc, a
+    // compile or a shape cache miss, weights, a run's device outputs), its error passes here
+    // once: `details`, the snapshot and the OUT_OF_MEMORY listeners.
+    if (!WgallocError.is(err, 'OUT_OF_MEMORY') || err.details !== undefined) return err
     const details = oomDetails(err.message, size)
     details.snapshotPath = writeOomSnapshot(this.#native, details)
     err.details = details
@@ -139,7 +143,8 @@ export class Heap {
    * listener may free blocks, and `malloc()` then retries once. While a kind's listeners run,
    * events of that kind their own calls raise reach them no more (an `ALLOCATION_FAILED`
    * listener that mallocs from a full heap would be called without end); the `wgalloc:heap`
-   * channel still gets them. `INVALID_ARGUMENT` for an unknown kind.
+   * channel still gets them. A listener that throws changes nothing the call returns: the
+   * exception is reported as a `warning` on `wgalloc:device`. `INVALID_ARGUMENT` for an unknown kind.
    */
   on(kind: HeapEventKind, listener: (event: HeapEvent) => void): () => void
   /** Listens for failed allocations: the request, the heap's figures and the snapshot path. */
@@ -323,7 +328,7 @@ const leakReportWanted = () => {
 // Heaps whose leaks `WGALLOC_LEAK_REPORT` prints at exit; weak, so a dropped device is not kept.
 const leakWatch = new Set<{ heap: WeakRef<Heap>; device: string }>()
 let leakExitHook = false
-let leakFiles = 0
+const leakFiles = new ReportFiles('wgalloc-leaks', 'WGALLOC_LEAK_REPORT')
 
 function trackForLeakReport(heap: Heap, device: string): void {
   leakWatch.add({ heap: new WeakRef(heap), device })
@@ -339,16 +344,15 @@ function trackForLeakReport(heap: Heap, device: string): void {
         const text = formatLeakReport(report, name)
         if (text) process.stderr.write(text)
         // A value other than 1 names a folder for the report and the memory snapshot.
-        if (dir && dir !== '1' && report.count > 0) {
-          makeDirs(dir)
-          const path = join(dir, `wgalloc-leaks-${process.pid}-${++leakFiles}.json`)
-          writeFileSync(path, `${JSON.stringify({ kind: 'wgalloc-leaks', device: name, report, snapshot: h.memorySnapshot() })}\n`)
-          process.stderr.write(`wgalloc: wrote ${path}\n`)
+        if (dir && dir !== '1' && report.count > 0 && leakFiles.take()) {
+          const text = `${JSON.stringify({ kind: 'wgalloc-leaks', device: name, report, snapshot: h.memorySnapshot() })}\n`
+          process.stderr.write(`wgalloc: wrote ${leakFiles.write(dir, text, true)}\n`)
         }
       } catch {
         // A report at exit must not turn into an error of its own (the device may be gone).
       }
     }
+    leakFiles.sayHowManySkipped()
   })
 }
-export { tableOfHeap }
+export { outOfMemoryOf, tableOfHeap }

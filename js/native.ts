@@ -1,7 +1,7 @@
 // Loads the platform binary through the napi-rs loader (binding.js, generated); a failure
 // becomes a BINARY_NOT_FOUND WgallocError that says what to install. The binding is internal:
 // the public classes hold its objects and call them.
-import { mkdtempSync } from 'node:fs'
+import { chmodSync, lstatSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type * as Binding from './binding.js'
@@ -33,11 +33,28 @@ interface RawHeapFunctions {
 /**
  * Mesa prints `error: XDG_RUNTIME_DIR is invalid or not set` on every device open when the
  * variable is unset (headless boxes, containers): point it at a private folder first.
+ *
+ * Note [One runtime folder per user]: every process and worker of one user shares
+ * `$TMPDIR/wgalloc-xdg-<uid>`, so loading wgalloc leaves at most one folder behind, however
+ * many processes ran. The name is predictable, so the folder is used only when it is a real
+ * directory (not a symlink) owned by this user; its mode is forced to 0700. Otherwise the
+ * variable stays unset: only Mesa's warning is at stake.
  */
 function quietMesa(): void {
   if (process.platform !== 'linux' || process.env.XDG_RUNTIME_DIR) return
+  const uid = process.getuid?.()
+  if (uid === undefined) return
+  const dir = join(tmpdir(), `wgalloc-xdg-${uid}`)
   try {
-    process.env.XDG_RUNTIME_DIR = mkdtempSync(join(tmpdir(), 'wgalloc-xdg-'))
+    try {
+      mkdirSync(dir, { mode: 0o700 })
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return
+    }
+    const st = lstatSync(dir)
+    if (!st.isDirectory() || st.uid !== uid) return
+    if ((st.mode & 0o777) !== 0o700) chmodSync(dir, 0o700)
+    process.env.XDG_RUNTIME_DIR = dir
   } catch {
     // Only a warning is at stake; leave the variable unset.
   }

@@ -1,16 +1,12 @@
 // Out-of-memory reports: the figures of a failed malloc as `err.details`, and, with
 // WGALLOC_OOM_SNAPSHOT=<dir>, the heap's snapshot written there for later study.
-import { writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
 import type { HeapStats, SnapshotSegment } from './binding.js'
 import type { OutOfMemoryDetails } from './errors.js'
-import { makeDirs } from './make-dirs.js'
+import { ReportFiles } from './report-file.js'
 
 // The native heap's message names every figure (crates/wgalloc-core/src/heap/mod.rs `fail`).
 const FIGURES =
   /Tried to allocate (\d+) bytes \((\d+) aligned, pool ([\w-]+)\); allocated (\d+), cached (\d+), pending free (\d+), reserved (\d+), high watermark (\d+|disabled)[^,]*, budget (\d+); largest free block (\d+)/
-
-let written = 0
 
 /** `err.details` of an OUT_OF_MEMORY from `malloc(size)`: the request and the heap's figures. */
 export function oomDetails(message: string, requested: number): OutOfMemoryDetails {
@@ -31,15 +27,17 @@ export function oomDetails(message: string, requested: number): OutOfMemoryDetai
   }
 }
 
-/** Writes the heap's snapshot into WGALLOC_OOM_SNAPSHOT when set; returns its path (or null). */
+const snapshots = new ReportFiles('wgalloc-oom', 'WGALLOC_OOM_SNAPSHOT')
+
+/**
+ * Writes the heap's snapshot into WGALLOC_OOM_SNAPSHOT when set (see Note [Report files]);
+ * returns its path, or null when unset, over the count, or when the file could not be made.
+ */
 export function writeOomSnapshot(heap: { stats(): HeapStats; snapshot(): SnapshotSegment[] }, details: OutOfMemoryDetails): string | null {
   const dir = process.env.WGALLOC_OOM_SNAPSHOT
-  if (!dir) return null
+  if (!dir || !snapshots.take()) return null
   try {
-    makeDirs(dir)
-    const path = resolve(join(dir, `wgalloc-oom-${process.pid}-${++written}.json`))
-    writeFileSync(path, `${JSON.stringify({ kind: 'wgalloc-oom', details, stats: heap.stats(), segments: heap.snapshot() })}\n`)
-    return path
+    return snapshots.write(dir, `${JSON.stringify({ kind: 'wgalloc-oom', details, stats: heap.stats(), segments: heap.snapshot() })}\n`)
   } catch {
     // A report must not turn an OOM into another error.
     return null

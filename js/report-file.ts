@@ -1,0 +1,82 @@
+// Report files written where an environment variable says (WGALLOC_OOM_SNAPSHOT,
+// WGALLOC_LEAK_REPORT): created exclusively, never through a link, readable by the user alone,
+// and bounded in number per process.
+import { close, closeSync, constants, openSync, write, writeSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { makeDirs } from './make-dirs.js'
+
+/** Files of one kind a process writes at most; later reports are counted, not written. */
+export const REPORTS_PER_PROCESS = 16
+/** Names tried past one that exists (another process's file, or something planted there). */
+const NAME_TRIES = 64
+// O_NOFOLLOW is redundant beside O_EXCL (which already refuses an existing link) and absent on Windows.
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0)
+
+/**
+ * Note [Report files]: report names are predictable (`<prefix>-<pid>-<n>.json`), so a file,
+ * a link or a link to another file may already sit at one, planted by someone else. Each
+ * report is created with O_CREAT | O_EXCL (and O_NOFOLLOW), mode 0600: an existing name is
+ * never opened, truncated or followed, and the next number is tried instead. A process writes
+ * at most REPORTS_PER_PROCESS files of a kind (an OOM storm must not fill a disk or hold the
+ * JS thread), and says once at exit how many it skipped. The bytes are written off the JS
+ * thread, except at exit, where nothing asynchronous runs any more.
+ */
+export class ReportFiles {
+  readonly #prefix: string
+  readonly #variable: string
+  #next = 0
+  #written = 0
+  #skipped = 0
+  #said = false
+
+  /** Files named `<prefix>-<pid>-<n>.json`, in the folder `variable` names. */
+  constructor(prefix: string, variable: string) {
+    this.#prefix = prefix
+    this.#variable = variable
+  }
+
+  /** Whether another report may be written (counts the skip when not): check before building one. */
+  take(): boolean {
+    if (this.#written < REPORTS_PER_PROCESS) return true
+    if (this.#skipped++ === 0) process.once('exit', () => this.sayHowManySkipped())
+    return false
+  }
+
+  /** Prints, once, how many reports were skipped (at exit; an exit handler that skipped calls it itself). */
+  sayHowManySkipped(): void {
+    if (this.#skipped === 0 || this.#said) return
+    this.#said = true
+    process.stderr.write(`wgalloc: ${this.#variable}: ${this.#skipped} more report(s) not written (at most ${REPORTS_PER_PROCESS} per process)\n`)
+  }
+
+  /**
+   * Creates a new file in `dir` and writes `text` to it (at once with `sync`, else off the
+   * thread); returns its path. Throws what creating the folder or the file throws.
+   */
+  write(dir: string, text: string, sync = false): string {
+    makeDirs(dir)
+    const { fd, path } = this.#create(dir)
+    this.#written++
+    if (sync) {
+      try {
+        writeSync(fd, text)
+      } finally {
+        closeSync(fd)
+      }
+    } else {
+      write(fd, text, () => close(fd, () => {}))
+    }
+    return path
+  }
+
+  #create(dir: string): { fd: number; path: string } {
+    for (let tries = 0; ; tries++) {
+      const path = resolve(join(dir, `${this.#prefix}-${process.pid}-${++this.#next}.json`))
+      try {
+        return { fd: openSync(path, CREATE_NEW, 0o600), path }
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || tries === NAME_TRIES) throw err
+      }
+    }
+  }
+}
