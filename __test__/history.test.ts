@@ -166,3 +166,66 @@ test('WGALLOC_LEAK_REPORT prints unfreed blocks with their stacks at exit, and w
   const quiet = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, WGALLOC_LEAK_REPORT: '' }, encoding: 'utf8' })
   t.is(quiet.stderr, '')
 })
+
+test.serial('what a history holds for blocks the GC reclaimed is bounded by maxEntries; the counts stay exact', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  heap.recordHistory({ maxEntries: 100 })
+  const n = 60_000
+  const drop = () => {
+    for (let i = 0; i < n; i++) allocateForTenantA(heap, 256)
+  }
+  global.gc?.()
+  const before = process.memoryUsage().heapUsed
+  drop()
+  const reclaimed = () => heap.leakReport().groups.reduce((sum, g) => sum + g.reclaimed, 0)
+  await collectGarbageUntil(() => reclaimed() === n)
+  global.gc?.()
+  const grown = process.memoryUsage().heapUsed - before
+  const report = heap.leakReport()
+  t.is(report.count, n)
+  t.is(report.bytes, n * 256)
+  const group = report.groups.find((g) => /allocateForTenantA/.test(g.stack))
+  t.is(group?.reclaimed, n, 'folded blocks keep their stack group')
+  // Unbounded, the history held every reclaimed block's stack holder (about 400 B each: 23 MiB here).
+  t.true(grown < 8 << 20, `the JS heap grew ${grown} bytes`)
+  heap.recordHistory(false)
+  gpu.destroy()
+})
+
+test.serial("an application's Error.prepareStackTrace does not change the history's stacks", async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const errorClass = Error as { prepareStackTrace?: unknown }
+  const hook = errorClass.prepareStackTrace
+  // Returns call sites instead of text, as source-map and tracing libraries do.
+  errorClass.prepareStackTrace = (_err: Error, sites: unknown[]) => sites
+  try {
+    heap.recordHistory()
+    const kept = allocateForTenantB(heap, 4096)
+    const snapshot = heap.memorySnapshot()
+    const block = snapshot.segments.flatMap((s) => s.blocks).find((b) => b.blockId === kept.id)
+    t.regex(block?.stack ?? '', /allocateForTenantB/)
+    const report = heap.leakReport()
+    t.regex(report.groups[0].stack, /allocateForTenantB/)
+    t.is(typeof snapshot.history.find((e) => e.action === 'alloc' && e.blockId === kept.id)?.stack, 'string')
+    t.is(typeof errorClass.prepareStackTrace, 'function', 'the hook is back in place')
+    kept.free()
+  } finally {
+    errorClass.prepareStackTrace = hook
+    heap.recordHistory(false)
+    gpu.destroy()
+  }
+})
+
+test('the leak report at exit is written with a custom Error.prepareStackTrace in force', (t) => {
+  const script = `
+    Error.prepareStackTrace = (_e, sites) => sites
+    const { Gpu } = require(${ENTRY})
+    function loadModelWeights(gpu) { return gpu.heap.malloc(1 << 20) }
+    Gpu.request().then((gpu) => { globalThis.keep = loadModelWeights(gpu) })`
+  const r = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, WGALLOC_LEAK_REPORT: '1' }, encoding: 'utf8' })
+  t.is(r.status, 0, r.stderr)
+  t.regex(r.stderr, /1 block\(s\), 1048576 bytes never freed/)
+  t.regex(r.stderr, /loadModelWeights/)
+})

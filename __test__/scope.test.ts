@@ -1,12 +1,27 @@
 // Heap scopes: per-tenant quotas on one device. One tenant running out leaves the other
 // serving; stats per scope are exact; scopes nest; executors and weights can be charged.
+import diagnostics from 'node:diagnostics_channel'
 import test from 'ava'
 import { Registry } from 'prom-client'
-import { type DeviceBlock, Gpu, type Graph, HeapScope, WgallocError, registerMetrics } from 'wgalloc'
+import { type DeviceBlock, type DeviceChannelMessage, Gpu, type Graph, HeapScope, WgallocError, registerMetrics } from 'wgalloc'
 import { samples } from './promtool.js'
 import { collectGarbageUntil } from './helpers.js'
 
 const KiB = 1024
+
+/** A one-op graph copying `size` bytes of u32 from input to output. */
+function copyGraph(size: number): Graph {
+  const source =
+    '@group(0) @binding(0) var<storage, read> x: array<u32>;\n@group(0) @binding(1) var<storage, read_write> y: array<u32>;\n@compute @workgroup_size(1) fn main() { y[0] = x[0]; }'
+  return {
+    kernels: { k: { source } },
+    tensors: [
+      { id: 'x', size, kind: 'input' },
+      { id: 'y', size, kind: 'output' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+  }
+}
 
 test('two tenants on one device: one runs out, the other keeps allocating; stats are exact', async (t) => {
   const gpu = await Gpu.request()
@@ -117,5 +132,73 @@ test('executors and weights charged to a scope; scope metrics per path', async (
   await t.throwsAsync(gpu.compile(graph, { scope: tiny }), { code: 'QUOTA_EXCEEDED', message: /scope 'tiny'/ })
   t.is(gpu.heap.stats().allocatedBytes.current, before)
   await t.throwsAsync(gpu.compile(graph, { scope: {} as never }), { code: 'INVALID_ARGUMENT' })
+  gpu.destroy()
+})
+
+test.serial('executors and weights dropped without release() return their scope charge when collected', async (t) => {
+  const gpu = await Gpu.request()
+  const graph = copyGraph(768 * KiB)
+  const scope = gpu.heap.scope({ name: 'tenant', limit: 4096 * KiB })
+  // Four compiles of an executor of about half the limit, each dropped: every one fits.
+  let size = 0
+  for (let i = 0; i < 4; i++) {
+    await (async () => {
+      const exe = await gpu.compile(graph, { scope })
+      size = exe.deviceBytes
+    })()
+    await collectGarbageUntil(() => scope.stats().allocatedBytes === 0)
+    t.is(scope.stats().allocatedBytes, 0, `compile ${i + 1}: the charge came back`)
+  }
+  t.true(size > 1024 * KiB)
+  ;(() => {
+    gpu.createWeights({ w: new Uint8Array(1024 * KiB) }, { scope })
+  })()
+  await collectGarbageUntil(() => scope.stats().allocatedBytes === 0)
+  t.is(scope.stats().allocatedBytes, 0, 'weights too')
+  // Released ones are not returned twice.
+  const exe = await gpu.compile(graph, { scope })
+  exe.release()
+  const kept = await gpu.compile(graph, { scope })
+  await collectGarbageUntil(() => false, 300)
+  t.is(scope.stats().allocatedBytes, kept.deviceBytes)
+  kept.release()
+  gpu.destroy()
+})
+
+test('a heap listener that throws changes nothing malloc returns, and is reported as a warning', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const scope = heap.scope({ name: 'listened', limit: 1024 * KiB })
+  const warnings: DeviceChannelMessage[] = []
+  const onDevice = (m: unknown) => {
+    if ((m as DeviceChannelMessage).kind === 'warning') warnings.push(m as DeviceChannelMessage)
+  }
+  diagnostics.subscribe('wgalloc:device', onDevice)
+  t.teardown(() => diagnostics.unsubscribe('wgalloc:device', onDevice))
+  const boom = () => {
+    throw new Error('listener failed')
+  }
+  const offAllocated = heap.on('ALLOCATED', boom)
+  const offRecycled = heap.on('RECYCLED', boom)
+  const a = scope.malloc(512 * KiB)
+  const b = scope.malloc(512 * KiB)
+  t.is(scope.stats().allocatedBytes, a.size + b.size, 'the scope keeps its charge')
+  t.is(scope.stats().activeBlocks, 2)
+  a.free()
+  const c = scope.malloc(512 * KiB) // recycled
+  t.is(scope.stats().allocatedBytes, b.size + c.size)
+  t.true(warnings.length >= 3)
+  t.regex((warnings[0] as { message: string }).message, /listener threw.*listener failed/)
+  offAllocated()
+  offRecycled()
+  // An OUT_OF_MEMORY listener that throws leaves the typed OOM error as it is.
+  heap.on('OUT_OF_MEMORY', boom)
+  heap.setHighWatermarkRatio(0.001)
+  const err = t.throws<WgallocError>(() => heap.malloc(64 << 20), { code: 'OUT_OF_MEMORY' })
+  t.is(typeof err?.details?.reserved, 'number')
+  b.free()
+  c.free()
+  t.is(scope.stats().allocatedBytes, 0)
+  t.is(heap.stats().allocatedBytes.current, 0)
   gpu.destroy()
 })
