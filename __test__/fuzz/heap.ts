@@ -5,8 +5,13 @@
 // after free, frees and copies across devices, shapes, watermarks, private host pools.
 // After every command the heap's active blocks and bytes are exactly the model's;
 // after every sequence everything is read back, freed, and usage is back to baseline.
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { Arbitrary, AsyncCommand } from 'fast-check'
-import type { DeviceBlock, Gpu, HeapStats, HostBlock, HostDirection, HostStats, Stream, WgallocErrorCode } from 'wgalloc'
+import { Registry } from 'prom-client'
+import type { DeviceBlock, Gpu, Graph, HeapScope, HeapStats, HostBlock, HostDirection, HostStats, Stream, WgallocErrorCode } from 'wgalloc'
+import { registerMetrics } from 'wgalloc/metrics'
 import { KNOWN } from './known.js'
 import { type Counts, describe, fault, type Harness, note, problem, settle } from './outcome.js'
 import { copy, type Mem, mismatch, pattern, put, shadow, snapshot } from './shadow.js'
@@ -51,6 +56,19 @@ interface DeviceModel {
   pools: { capturing: number[]; use: Map<number, number> }
   watermarksChanged: boolean
 }
+/** Hostile surroundings a sequence set up, undone by `finish` (see `unsettle`). */
+interface Surroundings {
+  /** Removes a throwing listener or logger. */
+  listeners: (() => void)[]
+  /** The application's Error.prepareStackTrace before a command replaced it (`undefined`: unchanged). */
+  hook?: { before: unknown }
+  /** Devices recording a memory history. */
+  recording: Set<DeviceModel>
+  /** Scopes charged for executors and weights dropped without release(): back to 0 once collected. */
+  dropped: HeapScope[]
+  /** The metrics registry scraped between steps, and the counters of its last scrape. */
+  metrics?: { registry: Registry; counters: Map<string, number> }
+}
 /** The model of one sequence. */
 interface State {
   world: World
@@ -61,6 +79,7 @@ interface State {
   freed: BlockEntry[]
   hosts: HostEntry[]
   hostsFreed: HostEntry[]
+  around: Surroundings
 }
 /** The real system is the devices the model holds: fast-check's `real` is empty. */
 type Real = Record<string, never>
@@ -858,6 +877,124 @@ export function commands(fc: FastCheck): Arbitrary<AsyncCommand<State, Real>>[] 
         if (n > 0 && reported.get(id) !== n) throw new Error(`privatePools says pool ${id} has ${reported.get(id)} holds, the model ${n}`)
       }
     }),
+
+    // ---- hostile surroundings: what the application around the heap may do ----
+    // A listener or logger that throws: calls return as if nobody listened (the model is unchanged).
+    c(
+      'throwingListener',
+      fc.record({ dev: fc.nat(1), kind: fc.constantFrom('ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'OUT_OF_MEMORY', 'logger') }),
+      any,
+      (S, p) => {
+        const heap = S.devs[p.dev].gpu.heap
+        const boom = () => {
+          throw new Error('listener failed')
+        }
+        if (p.kind === 'logger') {
+          heap.setLogger(boom)
+          S.around.listeners.push(() => heap.setLogger(null))
+        } else S.around.listeners.push(heap.on(p.kind as 'ALLOCATED', boom))
+        fault(S.counts, 'heap listener that throws')
+      },
+    ),
+
+    // The application's Error.prepareStackTrace returns call sites; the history's stacks stay text.
+    c('stackHook', fc.record({ dev: fc.nat(1), hook: fc.constantFrom('sites', 'throws', 'number') }), any, (S, p) => {
+      const errorClass = Error as { prepareStackTrace?: unknown }
+      S.around.hook ??= { before: errorClass.prepareStackTrace }
+      errorClass.prepareStackTrace =
+        p.hook === 'sites'
+          ? (_e: Error, sites: unknown[]) => sites
+          : p.hook === 'number'
+            ? () => 42
+            : () => {
+                throw new Error('hook failed')
+              }
+      const dev = S.devs[p.dev]
+      if (!S.around.recording.has(dev)) {
+        dev.gpu.heap.recordHistory({ maxEntries: 64 })
+        S.around.recording.add(dev)
+      }
+      const snap = ok(
+        S,
+        attempt(() => dev.gpu.heap.memorySnapshot()),
+        'memorySnapshot under a custom prepareStackTrace',
+      )
+      const report = ok(
+        S,
+        attempt(() => dev.gpu.heap.leakReport()),
+        'leakReport under a custom prepareStackTrace',
+      )
+      for (const e of snap.history) if (e.stack !== undefined && typeof e.stack !== 'string') throw new Error(`a history stack is ${typeof e.stack}`)
+      for (const g of report.groups) if (typeof g.stack !== 'string') throw new Error(`a leak group's stack is ${typeof g.stack}`)
+      fault(S.counts, 'custom Error.prepareStackTrace')
+    }),
+
+    // An OOM snapshot into a folder where links wait at the names a report would take.
+    c('oomReport', fc.record({ dev: fc.nat(1), links: fc.integer({ min: 1, max: 20 }) }), any, (S, p) => {
+      const dir = mkdtempSync(join(tmpdir(), 'wgalloc-fuzz-oom-'))
+      const victim = join(dir, 'victim.txt')
+      writeFileSync(victim, 'keep')
+      for (let n = 1; n <= p.links; n++) symlinkSync(victim, join(dir, `wgalloc-oom-${process.pid}-${n}.json`))
+      const dev = S.devs[p.dev]
+      process.env.WGALLOC_OOM_SNAPSHOT = dir
+      try {
+        const r = attempt(() => dev.gpu.heap.malloc(dev.gpu.memoryBudget.bytes * 4))
+        if (r.ok) {
+          r.value.free()
+          // A high watermark set to 0 (no limit) lets the driver decide.
+          if (!dev.watermarksChanged) throw new Error('a malloc of 4 x the budget succeeded')
+          return
+        }
+        note(S.counts, r.error)
+        if (codeOf(r.error) !== 'OUT_OF_MEMORY' && codeOf(r.error) !== 'INVALID_ARGUMENT') throw new Error(`malloc past the budget: ${describe(r.error)}`)
+      } finally {
+        delete process.env.WGALLOC_OOM_SNAPSHOT
+      }
+      const kept = readFileSync(victim, 'utf8')
+      rmSync(dir, { recursive: true, force: true })
+      if (kept !== 'keep') throw new Error('an OOM snapshot followed a planted link')
+      fault(S.counts, 'report into a folder of planted links')
+      checkStats(S, dev, 'oomReport')
+    }),
+
+    // A Prometheus scrape between steps: no series twice, no counter going down, and two
+    // scrapes with nothing between agree on every counter.
+    c('scrape', fc.constant(null), any, async (S) => {
+      if (!S.around.metrics) {
+        const registry = new Registry()
+        registerMetrics({ a: S.devs[0].gpu, b: S.devs[1].gpu }, { registry })
+        S.around.metrics = { registry, counters: new Map() }
+      }
+      const m = S.around.metrics
+      const first = counterSamples(await m.registry.metrics())
+      const again = counterSamples(await m.registry.metrics())
+      for (const [series, v] of first) {
+        if (again.get(series) !== v) throw new Error(`metrics: ${series} went ${v} -> ${again.get(series)} with no work between`)
+        const last = m.counters.get(series)
+        if (last !== undefined && v < last) throw new Error(`metrics: counter ${series} went down ${last} -> ${v}`)
+      }
+      m.counters = first
+      fault(S.counts, 'metrics scraped between steps')
+    }),
+
+    // Executors and weights charged to a scope and dropped without release(): the charge comes
+    // back when the garbage collector takes them (`finish` waits for it).
+    c('dropCharged', fc.record({ what: fc.constantFrom('executor', 'weights'), size: fc.constantFrom(256, 4096, 65536) }), any, async (S, p) => {
+      const gpu = S.devs[0].gpu
+      const scope = gpu.heap.scope({ name: `dropped-${S.around.dropped.length}-${Date.now()}`, limit: 64 << 20 })
+      if (p.what === 'weights')
+        ok(
+          S,
+          attempt(() => void gpu.createWeights({ w: new Uint8Array(p.size) }, { scope })),
+          'createWeights',
+        )
+      else ok(S, await attemptAsync(async () => void (await gpu.compile(copyGraph(p.size), { scope }))), 'compile')
+      if (scope.stats().allocatedBytes === 0) throw new Error(`a scoped ${p.what} charged nothing`)
+      S.around.dropped.push(scope)
+      fault(S.counts, 'executors and weights dropped without release() under a scope')
+      // Collected now: the heap holds its blocks until then, and the model knows only its own.
+      await collectDropped(S)
+    }),
   ]
 }
 
@@ -883,7 +1020,74 @@ const NAMES = [
   'hostFree',
   'hostMisuse',
   'hostPool',
+  'throwingListener',
+  'stackHook',
+  'oomReport',
+  'scrape',
+  'dropCharged',
 ]
+
+/** Counter samples of exposition text, by series; a series twice in one scrape throws. */
+function counterSamples(text: string): Map<string, number> {
+  const counters = new Set<string>()
+  const out = new Map<string, number>()
+  const seen = new Set<string>()
+  for (const line of text.split('\n')) {
+    const type = /^# TYPE (\S+) counter$/.exec(line)
+    if (type) counters.add(type[1])
+    if (line === '' || line.startsWith('#')) continue
+    const at = line.lastIndexOf(' ')
+    const series = line.slice(0, at)
+    if (seen.has(series)) throw new Error(`metrics: series ${series} appears twice in one scrape`)
+    seen.add(series)
+    const name = series.replace(/\{.*$/, '')
+    if (counters.has(name)) out.set(series, Number(line.slice(at + 1)))
+  }
+  return out
+}
+
+/** A one-op graph copying `size` bytes of u32 from input to output. */
+function copyGraph(size: number): Graph {
+  const source =
+    '@group(0) @binding(0) var<storage, read> x: array<u32>;\n@group(0) @binding(1) var<storage, read_write> y: array<u32>;\n@compute @workgroup_size(1) fn main() { y[0] = x[0]; }'
+  return {
+    kernels: { k: { source } },
+    tensors: [
+      { id: 'x', size, kind: 'input' },
+      { id: 'y', size, kind: 'output' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+  }
+}
+
+/** Undoes the surroundings a sequence set up; charges of dropped objects must come back once collected. */
+async function unsettle(S: State): Promise<void> {
+  const a = S.around
+  for (const off of a.listeners.splice(0)) off()
+  if (a.hook) (Error as { prepareStackTrace?: unknown }).prepareStackTrace = a.hook.before
+  a.hook = undefined
+  for (const dev of a.recording) dev.gpu.heap.recordHistory(false)
+  a.recording.clear()
+  await collectDropped(S)
+}
+
+/** Collects garbage until the dropped objects' charges and heap blocks are gone; throws if they stay. */
+async function collectDropped(S: State): Promise<void> {
+  const a = S.around
+  const charged = () => a.dropped.reduce((n, scope) => n + scope.stats().allocatedBytes, 0)
+  // The native objects' drops free their blocks, possibly after the charge came back.
+  const dropping = () => S.devs.some((dev) => dev.gpu.heap.stats().activeBlocks.current !== dev.blocks)
+  for (let t = 0; t < 300 && (charged() > 0 || (a.dropped.length > 0 && dropping())); t++) {
+    global.gc?.()
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  const left = charged()
+  for (const scope of a.dropped.splice(0)) scope.dispose()
+  if (left > 0) {
+    S.counts.leakedBytes += left
+    throw new Error(`scopes still charged ${left} bytes for executors and weights collected without release()`)
+  }
+}
 
 // ---- one sequence ---------------------------------------------------------------------
 function start(world: World, counts: Counts, trace: Trace): State {
@@ -893,11 +1097,12 @@ function start(world: World, counts: Counts, trace: Trace): State {
   })
   devs[0].streams = [0, 1].map(() => ({ s: world.gpu.createStream(), pending: [] }))
   devs[1].streams = [{ s: world.gpu2.createStream(), pending: [] }]
-  return { world, counts, trace, devs, blocks: [], freed: [], hosts: [], hostsFreed: [] }
+  return { world, counts, trace, devs, blocks: [], freed: [], hosts: [], hostsFreed: [], around: { listeners: [], recording: new Set(), dropped: [] } }
 }
 
 /** Submits what is left, reads every live block back, frees everything, checks usage. */
 async function finish(S: State, defaults: ((gpu: Gpu) => void)[]): Promise<void> {
+  await unsettle(S)
   for (const dev of S.devs) for (const st of dev.streams) await submit(S, st, 'sync')
   for (const e of S.blocks) {
     const n = Math.min(e.req, 1 << 20)
@@ -983,6 +1188,7 @@ export async function run({ fc, check, counts, trace }: Harness): Promise<void> 
     } catch (err) {
       if (err instanceof Error && /corrupt|expected \d+$/.test(err.message)) problem(counts, err.message)
       // Leave the devices clean for the next run (and the shrinker's replays).
+      await unsettle(S).catch(() => {})
       for (const e of S.blocks)
         try {
           e.b.free()
