@@ -19,3 +19,30 @@ export function samples(text: string): Record<string, number> {
   }
   return out
 }
+
+/** One sample line of exposition text: its metric name, its `{labels}` as written, its value. */
+export interface ExpositionSample {
+  name: string
+  labels: string
+  value: number
+}
+
+/** The families of exposition text (`# TYPE` lines, name to type) and every sample, repeats kept. */
+export function exposition(text: string): { types: Map<string, string>; samples: ExpositionSample[] } {
+  const types = new Map<string, string>()
+  const out: ExpositionSample[] = []
+  for (const line of text.split('\n')) {
+    const type = /^# TYPE (\S+) (\S+)$/.exec(line)
+    if (type) types.set(type[1], type[2])
+    if (line === '' || line.startsWith('#')) continue
+    const at = line.lastIndexOf(' ')
+    const series = line.slice(0, at)
+    const brace = series.indexOf('{')
+    out.push({
+      name: brace < 0 ? series : series.slice(0, brace),
+      labels: brace < 0 ? '' : series.slice(brace),
+      value: Number(line.slice(at + 1)),
+    })
+  }
+  return { types, samples: out }
+}

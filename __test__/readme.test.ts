@@ -1,7 +1,7 @@
 // The README's tour runs as written, in CommonJS and as an ES module, through the package's
 // own name (`require('wgalloc')` resolves to this checkout from inside it).
 import { execFile } from 'node:child_process'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import test from 'ava'
@@ -40,4 +40,102 @@ test('the ES module tour runs as written', async (t) => {
 test('the README is a front door: short, and no install command that cannot work yet', (t) => {
   t.true(readme.split('\n').length <= 250)
   t.notRegex(readme, /^npm install wgalloc$/m)
+})
+
+/** apt options that take a value as the next word. */
+const APT_OPTION_WITH_VALUE = new Set(['-o', '-t', '-c', '--option', '--target-release', '--config-file'])
+
+/**
+ * The Debian packages that the `apt-get install` / `apt install` commands in shell `text` name,
+ * and how many such commands it holds: continuations joined, comments dropped, each command cut
+ * at `;`, `&&`, `||`, `|` or a redirection, options skipped, version and architecture suffixes
+ * dropped.
+ */
+function aptInstalls(text: string): { packages: Set<string>; commands: number } {
+  const packages = new Set<string>()
+  let commands = 0
+  const lines = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.replace(/(^|\s)#.*$/, ''))
+  for (const line of lines) {
+    for (const command of line.split(/;|&&|\|\||\|/)) {
+      const words = command.trim().split(/\s+/)
+      const apt = words.findIndex((w) => w === 'apt-get' || w === 'apt')
+      if (apt < 0) continue
+      let i = apt + 1
+      for (; i < words.length && words[i] !== 'install'; i++) if (APT_OPTION_WITH_VALUE.has(words[i])) i++
+      if (i >= words.length) continue // another apt-get command (update, ...)
+      commands++
+      for (i++; i < words.length; i++) {
+        const w = words[i]
+        if (/^\d*[<>]/.test(w)) break
+        if (APT_OPTION_WITH_VALUE.has(w)) i++
+        else if (!w.startsWith('-')) packages.add(w.replace(/[=:].*$/, ''))
+      }
+    }
+  }
+  return { packages, commands }
+}
+
+/** The README's Requirements list: from `Requirements:` to the next blank line. */
+function requirements(): string {
+  const m = /^Requirements:\n([\s\S]*?)\n\n/m.exec(readme)
+  if (!m) throw new Error('README.md has no Requirements: list')
+  return m[1]
+}
+
+/** The packages of the `apt-get install` commands in the inline code of `markdown`. */
+function aptInstallsInCode(markdown: string): { packages: Set<string>; commands: number } {
+  const spans = [...markdown.replace(/\n\s*/g, ' ').matchAll(/`([^`]+)`/g)].map((m) => m[1])
+  return aptInstalls(spans.join('\n'))
+}
+
+test("the README's requirements name every package .ci/run installs, and no other", (t) => {
+  const ci = readFileSync(join(root, '.ci', 'run'), 'utf8')
+  const installed = aptInstalls(ci)
+  const named = aptInstallsInCode(requirements())
+  // Each side parsed: as many install commands as lines that say so, each naming a package.
+  t.is(
+    installed.commands,
+    ci.split('\n').filter((l) => /\bapt(-get)?\b.*\binstall\b/.test(l.replace(/#.*$/, ''))).length,
+    '.ci/run: every apt-get install parsed',
+  )
+  t.is(named.commands, (requirements().match(/\bapt(-get)?\s+install\b/g) ?? []).length, 'README: every apt-get install parsed')
+  t.true(installed.packages.size >= installed.commands && installed.commands > 0, `.ci/run installs ${[...installed.packages]}`)
+  t.true(named.packages.size >= named.commands && named.commands > 0, `README names ${[...named.packages]}`)
+  for (const p of installed.packages)
+    t.true(named.packages.has(p), `.ci/run installs '${p}', which the README's Requirements do not name (\`apt-get install ${p}\`)`)
+  for (const p of named.packages) t.true(installed.packages.has(p), `the README's Requirements name '${p}', which .ci/run does not install`)
+})
+
+// This file is left out: its parser's examples are not hints.
+test('the install hints in the tests name packages the README requires', (t) => {
+  const named = aptInstallsInCode(requirements()).packages
+  let hints = 0
+  for (const file of readdirSync(join(root, '__test__')).filter((f) => f.endsWith('.ts') && f !== 'readme.test.ts')) {
+    const text = readFileSync(join(root, '__test__', file), 'utf8')
+    for (const m of text.matchAll(/apt-get install((?:\s+-\S+)*(?:\s+[a-z0-9][a-z0-9.+-]*)+)/g)) {
+      for (const p of aptInstalls(`apt-get install ${m[1]}`).packages) {
+        hints++
+        t.true(named.has(p), `__test__/${file} asks for 'apt-get install ${p}', which the README's Requirements do not name`)
+      }
+    }
+  }
+  t.true(hints > 0)
+})
+
+test('the package parser reads the forms .ci/run may use', (t) => {
+  const parsed = aptInstalls(
+    [
+      '# apt-get install commented-out',
+      'apt-get update -qq',
+      'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers >/dev/null',
+      'sudo apt-get -o Dpkg::Use-Pty=0 install -y --no-install-recommends \\',
+      '  chromium prometheus=2.45.3+ds-2 2>&1 | tail -1',
+      'apt install -y foo:amd64 && echo bar',
+    ].join('\n'),
+  )
+  t.is(parsed.commands, 3)
+  t.deepEqual([...parsed.packages].sort(), ['chromium', 'foo', 'mesa-vulkan-drivers', 'prometheus'])
 })

@@ -356,11 +356,11 @@ test.serial('profiler trace of a real run: a track per stream, every slice and c
   finish()
 })
 
-test.serial('CLI: `wgalloc view` replays an alloc/free trace through the device heap; `replay --snapshot` saves one', async (t) => {
+test.serial('CLI: `wgalloc view --device` replays an alloc/free trace through the device heap; `replay --snapshot` saves one', async (t) => {
   const mix = join(BENCH, 'traces/ppocr-mobile-v2-cls.mix.trace.json')
   const trace = mix
   const allocs = (readJsonFile(trace) as Trace).events.filter((e) => e.op === 'alloc').length
-  const r = await cli(['view', trace, '-o', 'replayed.html'])
+  const r = await cli(['view', trace, '--device', '-o', 'replayed.html'])
   t.is(r.code, 0, r.stderr)
   t.regex(r.stdout, /wrote replayed\.html \(memory history/)
   const { counts, finish } = await open(t, readFileSync(join(dir, 'replayed.html'), 'utf8'), 'replayed')
@@ -373,6 +373,74 @@ test.serial('CLI: `wgalloc view` replays an alloc/free trace through the device 
   const snap = readJsonFile(join(dir, 'snap.json')) as MemorySnapshot
   t.is(detectKind(snap), 'snapshot')
   t.is(snap.history.filter((e) => e.action === 'alloc').length, allocs)
+})
+
+test.serial('CLI: `wgalloc view` replays a trace past its budget on host storage: a page with OOM markers, no device opened', async (t) => {
+  // 24 live MiB against a 16 MiB budget: the 17th to 24th allocations cannot fit; once all is
+  // freed, 4 more do.
+  const MiB = 1 << 20
+  const events: Trace['events'] = []
+  for (let i = 0; i < 24; i++) events.push({ op: 'alloc', id: `a${i}`, size: MiB - 100 * i })
+  for (let i = 0; i < 24; i++) events.push({ op: 'free', id: `a${i}` })
+  for (let i = 0; i < 4; i++) events.push({ op: 'alloc', id: `b${i}`, size: MiB })
+  const file = join(dir, 'over-budget.trace.json')
+  writeFileSync(file, JSON.stringify({ model: 'over-budget', events }))
+  const out = join(dir, 'over-budget.html')
+  // In this process, so a device opened anywhere on the way would go through this Gpu.request.
+  const view = require(join(__dirname, '..', 'dist', 'cli', 'view.js')).default as (argv: string[]) => Promise<number>
+  const request = Gpu.request
+  let opened = 0
+  Gpu.request = (() => {
+    opened++
+    throw new Error('the viewer opened a device')
+  }) as typeof Gpu.request
+  let code: number
+  try {
+    code = await view([file, '--budget', String(16 * MiB), '-o', out])
+  } finally {
+    Gpu.request = request
+  }
+  t.is(code, 0)
+  t.is(opened, 0, 'no device opened')
+  const html = readFileSync(out, 'utf8')
+  const data = JSON.parse(/<script type="application\/json" id="wgalloc-data">([\s\S]*?)<\/script>/.exec(html)![1]) as {
+    mode: string
+    ooms: { t: number; size: number }[]
+    blocks: { label: string[] }
+    summary: [string, number][]
+  }
+  t.is(data.mode, 'trace')
+  t.deepEqual(
+    data.ooms.map((o) => o.t),
+    [16, 17, 18, 19, 20, 21, 22, 23],
+    'a marker at each allocation past the budget',
+  )
+  t.deepEqual(
+    data.ooms.map((o) => o.size),
+    events.slice(16, 24).map((e) => e.size),
+  )
+  t.is(data.blocks.label.length, 16 + 4, 'the refused allocations are not drawn as blocks')
+  const figure = (name: string) => data.summary.find(([n]) => n === name)?.[1]
+  t.is(figure('budget'), 16 * MiB)
+  t.is(figure('out-of-memory events'), 8)
+  t.true((figure('peak live') as number) <= 16 * MiB)
+  // The heap's policy on host storage under the same budget refuses at least those.
+  t.true((figure('heap policy: refused allocations') as number) >= 8)
+  t.true((figure('heap policy: peak reserved') as number) <= 16 * MiB)
+  const { counts, finish } = await open(t, html, 'over-budget')
+  t.is(Number(counts.oomMarkers), 8)
+  t.is(Number(counts.timelineBlocks), 20)
+  finish()
+
+  // --device: the device heap, held to the budget; the requests it refuses are markers too.
+  const r = await cli(['view', file, '--device', '--budget', String(16 * MiB), '-o', 'over-budget-device.html'])
+  t.is(r.code, 0, r.stderr)
+  const onDevice = JSON.parse(
+    /<script type="application\/json" id="wgalloc-data">([\s\S]*?)<\/script>/.exec(readFileSync(join(dir, 'over-budget-device.html'), 'utf8'))![1],
+  ) as typeof data
+  t.is(onDevice.mode, 'history')
+  t.true(onDevice.ooms.length >= 8, `${onDevice.ooms.length} markers`)
+  t.true((onDevice.summary.find(([n]) => n === 'peak reserved')?.[1] as number) <= 16 * MiB)
 })
 
 test('bad input: typed errors naming the accepted kinds, the file, or the bad field', async (t) => {

@@ -53,6 +53,8 @@ const heapFigure =
   (field: 'cachedBytes' | 'pendingFreeBytes' | 'driverAllocations' | 'driverFrees' | 'cacheHits' | 'cacheMisses' | 'ooms' | 'gcRuns' | 'bytesMoved') =>
   (gpu: Gpu, device: Labels): Sample[] => [{ value: gpu.heap.stats()[field], labels: device }]
 
+const opLabels = (device: Labels, op: { name: string; pipeline: string }): Labels => ({ ...device, op: op.name, pipeline: op.pipeline })
+
 const DEFINITIONS: Definition[] = [
   { name: 'heap_allocated_bytes', help: 'Bytes of live heap blocks (allocated sizes), per pool.', type: 'gauge', read: perPool('allocatedBytes') },
   { name: 'heap_reserved_bytes', help: 'Bytes of heap segments held from the driver, per pool.', type: 'gauge', read: perPool('reservedBytes') },
@@ -103,21 +105,55 @@ const DEFINITIONS: Definition[] = [
     type: 'counter',
     read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().quotaExceeded, labels: { ...device, scope: sc.path } })),
   },
+  // The profiler keeps one row per (op name, pipeline): a graph may run several kernels under
+  // one op name, and executors may reuse a name. Labelled by op alone, those rows were several
+  // samples of one series in a scrape. They carry the pipeline as a label rather than being
+  // summed per op: the label set is then the profiler's own key (one row, one series), the time
+  // per kernel the profiler measured stays visible, and `sum by (device, op)` gives the per-op
+  // figure at query time. (sample() below still sums any rows that share a label set.)
   {
     name: 'profiler_kernel_seconds_total',
-    help: 'GPU time of profiled kernels, per op (only while the profiler records).',
+    help: 'GPU time of profiled kernels, per op and pipeline (only while the profiler records).',
     type: 'counter',
-    read: (gpu, device) => gpu.profiler.stats().operations.map((op) => ({ value: op.totalGpuMs / 1000, labels: { ...device, op: op.name } })),
+    read: (gpu, device) => gpu.profiler.stats().operations.map((op) => ({ value: op.totalGpuMs / 1000, labels: opLabels(device, op) })),
   },
   {
     name: 'profiler_kernel_runs_total',
-    help: 'Runs of profiled kernels, per op (only while the profiler records).',
+    help: 'Runs of profiled kernels, per op and pipeline (only while the profiler records).',
     type: 'counter',
-    read: (gpu, device) => gpu.profiler.stats().operations.map((op) => ({ value: op.runs, labels: { ...device, op: op.name } })),
+    read: (gpu, device) => gpu.profiler.stats().operations.map((op) => ({ value: op.runs, labels: opLabels(device, op) })),
   },
 ]
 
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/
+
+/** The identity of a series within a family: its label set, whatever the order of the labels. */
+function seriesKey(labels: Labels): string {
+  return JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : 1)))
+}
+
+/**
+ * One sample per label set, in first-seen order: rows that share one are summed. A family whose
+ * rows are finer than its labels would otherwise put one series in a scrape several times, which
+ * Prometheus rejects, and the counter guard below, keyed by labels, would take the alternation
+ * between those rows for resets and carry each drop over, so the counter would grow on every
+ * scrape with no work done. Summing is right for every family exported: rows that can share a
+ * label set are bytes, blocks, runs or seconds, which add up; the families that are not sums
+ * (`memory_budget_bytes`, `scope_limit_bytes`) have one row per device or per scope path, which
+ * never repeat. Reads already give one row per label set today (pools are a fixed list, scope
+ * paths are unique, profiler rows carry their pipeline); this keeps the exposition valid if a
+ * read ever does not.
+ */
+function oneSamplePerSeries(values: Sample[]): Sample[] {
+  const merged = new Map<string, Sample>()
+  for (const v of values) {
+    const key = seriesKey(v.labels)
+    const seen = merged.get(key)
+    if (seen === undefined) merged.set(key, { ...v })
+    else seen.value += v.value
+  }
+  return [...merged.values()]
+}
 
 /**
  * Keeps a counter's series from going down: what it is read from may start again from zero
@@ -128,7 +164,7 @@ function monotonicCounter(): (values: Sample[]) => Sample[] {
   const series = new Map<string, { last: number; carried: number }>()
   return (values) =>
     values.map((v) => {
-      const key = JSON.stringify(Object.entries(v.labels).sort(([a], [b]) => (a < b ? -1 : 1)))
+      const key = seriesKey(v.labels)
       const s = series.get(key) ?? { last: 0, carried: 0 }
       if (v.value < s.last) s.carried += s.last
       s.last = v.value
@@ -195,7 +231,7 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts
           // A device lost between the check and the read reports nothing this scrape.
         }
       }
-      return monotonic(values)
+      return monotonic(oneSamplePerSeries(values))
     }
     // prom-client's metric interface: name, help, type, aggregator, get(), reset().
     return {

@@ -51,6 +51,8 @@ export interface PolicyFigures {
   bytesMoved?: number
   withinTarget?: boolean
   simulated?: boolean
+  /** Allocations refused for lack of memory (wgalloc simulated with a `capacity` only). */
+  failedAllocations?: number
 }
 
 /** wgalloc's figures on a trace, with the baselines simulated on the same events. */
@@ -113,6 +115,7 @@ export function simulate(trace: unknown, options?: SimulateTraceOptions): Replay
   const sim = simulateNative(trace, options)
   if (!sim.wgalloc) throw new WgallocError('INTERNAL', 'the simulation returned no figures for the heap')
   const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes, sim.wgalloc.bytesMoved)
+  if (options?.capacity !== undefined) ours.failedAllocations = sim.wgalloc.failedAllocations
   return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
 }
 

@@ -3,7 +3,8 @@
 // from the JSON's shape; each kind has a module that checks its input and reduces it to the
 // compact data its page script draws.
 import { WgallocError, shown, optionsObject } from '../errors.js'
-import type { Loose } from './check.js'
+import { type Loose, object } from './check.js'
+import type { HostReplay } from './history.js'
 import * as memory from './memory.js'
 import * as plan from './plan.js'
 import * as profile from './profile.js'
@@ -69,6 +70,16 @@ export function renderHtml(json: unknown, opts?: RenderHtmlOptions | null): stri
     throw new WgallocError('INVALID_ARGUMENT', `renderHtml: unknown kind '${kind}'; use one of ${Object.keys(VIEW_KINDS).join(', ')}`)
   const view = MODULES[kind](json as Loose)
   return page({ ...view, title: options.title ?? view.title })
+}
+
+/**
+ * The memory page of an alloc/free trace replayed on host storage (`replayOnHost`): the
+ * timeline of live requests with out-of-memory markers where the budget could not hold one.
+ * @internal
+ */
+export function renderTraceReplay(trace: unknown, replay: HostReplay, opts?: { title?: string }): string {
+  const view = memory.fromTrace(object(trace, 'the trace'), replay)
+  return page({ ...view, title: opts?.title ?? view.title })
 }
 
 export { type MemoryHistorySnapshot, type MemoryRecorder, type ReplayedTrace, recordMemoryHistory, replayHistory } from './history.js'

@@ -4,6 +4,7 @@
 // draws the active-memory timeline and the segment map from these columns.
 import { type Loose, type SummaryRow, array, count, fail, id, object } from './check.js'
 import { shown } from '../errors.js'
+import type { HostReplay } from './history.js'
 
 const STATES = ['active', 'pending-free']
 
@@ -321,17 +322,31 @@ export function fromSnapshot(json: Loose | Loose[]) {
   return fromSegments(segments, Array.isArray(json) ? undefined : json.title)
 }
 
-/** An alloc/free trace without a device replay: the timeline of requested sizes, no segments. */
-export function fromTrace(json: Loose) {
+/**
+ * An alloc/free trace without a device replay: the timeline of requested sizes, no segments.
+ * With `replay` (`replayOnHost`), the allocations it found failing are out-of-memory markers
+ * instead of blocks (their frees skipped), and the summary gives the budget and the heap
+ * policy's figures on host storage.
+ */
+export function fromTrace(json: Loose, replay?: HostReplay) {
   const blocks: Columns = blockColumns()
   const live = new Map<string, number>()
+  const failed = new Set(replay?.failed)
+  const refused = new Set<string>() // ids whose allocation failed, until their free
+  const ooms: { t: number; size: number; pool: string }[] = []
   let t = 0
   for (const [i, e] of array(json.events, 'events').entries()) {
     const at = `events[${i}]`
     object(e, at)
     const key = id(e.id, `${at}.id`)
-    if (e.op === 'alloc') {
-      if (live.has(key)) fail(at, `id ${key} allocated twice without a free`)
+    if (e.op === 'alloc' && failed.has(i)) {
+      if (live.has(key) || refused.has(key)) fail(at, `id ${key} allocated twice without a free`)
+      refused.add(key)
+      ooms.push({ t, size: count(e.size, `${at}.size`), pool: 'requested' })
+    } else if (e.op === 'free' && refused.delete(key)) {
+      // The allocation failed: nothing to free.
+    } else if (e.op === 'alloc') {
+      if (live.has(key) || refused.has(key)) fail(at, `id ${key} allocated twice without a free`)
       live.set(key, blocks.size.length)
       blocks.label.push(key)
       blocks.size.push(count(e.size, `${at}.size`))
@@ -356,23 +371,34 @@ export function fromTrace(json: Loose) {
   for (const k of live.values()) blocks.end[k] = steps
   const active = peakOf(blocks.start, blocks.end, blocks.size, steps)
   const title = [json.model, json.trace].filter((x): x is string => typeof x === 'string').join(' · ')
+  const allocations = blocks.size.length + ooms.length
+  const summary: SummaryRow[] = [
+    ['peak live', active.peak, 'bytes'],
+    ['allocations', allocations, 'count'],
+    ['events', steps, 'count'],
+    ['requests', typeof json.requests === 'number' ? json.requests : 1, 'count'],
+  ]
+  if (replay)
+    summary.push(
+      ['budget', replay.budget, 'bytes'],
+      ['out-of-memory events', ooms.length, 'count'],
+      ['heap policy: peak reserved', replay.heap.peakReservedBytes, 'bytes'],
+      ['heap policy: refused allocations', replay.heap.failedAllocations, 'count'],
+    )
   return {
     kind: 'memory',
     title: title ? `${title} (alloc/free trace)` : 'alloc/free trace',
-    subtitle: `${blocks.size.length} allocations, ${steps} events, not replayed on a device`,
+    subtitle: replay
+      ? `${allocations} allocations, ${steps} events, replayed on host storage (no device) under a ${replay.budget}-byte budget: ${ooms.length} did not fit`
+      : `${allocations} allocations, ${steps} events, not replayed on a device`,
     mode: 'trace',
     steps,
     pools: ['requested'],
     blocks,
     stacks: [] as string[],
     segments: [],
-    ooms: [],
+    ooms,
     peakStep: active.at,
-    summary: [
-      ['peak live', active.peak, 'bytes'] as SummaryRow,
-      ['allocations', blocks.size.length, 'count'],
-      ['events', steps, 'count'],
-      ['requests', typeof json.requests === 'number' ? json.requests : 1, 'count'],
-    ],
+    summary,
   }
 }

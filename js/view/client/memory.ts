@@ -340,6 +340,7 @@ interface PoolRow {
       ctx.restore()
       counts.timelineBlocks = drawn
       counts.timelineMode = layout ? 'bands' : 'columns'
+      counts.oomMarkers = D.ooms.length
       V.update(counts)
     }
     const z = V.xzoom(cv.el, 0, D.steps, plotX, V.throttle(draw))
