@@ -229,3 +229,27 @@ test('the leak report at exit is written with a custom Error.prepareStackTrace i
   t.regex(r.stderr, /1 block\(s\), 1048576 bytes never freed/)
   t.regex(r.stderr, /loadModelWeights/)
 })
+
+test('stacks: { every: N } records the stack of one malloc in N, the rest by size and time', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  heap.recordHistory({ stacks: { every: 4 } })
+  const blocks: DeviceBlock[] = []
+  for (let i = 0; i < 12; i++) blocks.push(allocateForTenantA(heap, 256))
+  const allocs = heap.memorySnapshot().history.filter((e) => e.action === 'alloc')
+  t.is(allocs.length, 12)
+  t.deepEqual(
+    allocs.map((e) => e.stack !== undefined),
+    [true, false, false, false, true, false, false, false, true, false, false, false],
+  )
+  for (const e of allocs) if (e.stack) t.regex(e.stack, /allocateForTenantA/)
+  const report = heap.leakReport()
+  t.is(report.count, 12)
+  t.is(report.groups.find((g) => /allocateForTenantA/.test(g.stack))?.count, 3)
+  t.is(report.groups.find((g) => g.stack === '(not recorded)')?.count, 9)
+  for (const b of blocks) b.free()
+  for (const stacks of [{ every: 0 }, { every: 1.5 }, { every: '2' }, {}, null, 'yes'])
+    t.throws(() => heap.recordHistory({ stacks: stacks as never }), { code: 'INVALID_ARGUMENT', message: /every: N/ }, JSON.stringify(stacks))
+  heap.recordHistory(false)
+  gpu.destroy()
+})

@@ -9,8 +9,19 @@ import { EVENT_NUMBERS, NUMBERED_KINDS } from './heap-events.js'
 export interface RecordHistoryOptions {
   /** Events kept in the ring, oldest dropped first (default 100 000; at most {@link MAX_HISTORY_ENTRIES}). */
   maxEntries?: number
-  /** Record the JS stack of every malloc (default true): snapshots and leak reports name who allocated. */
-  stacks?: boolean
+  /**
+   * Record the JS stack of mallocs (default true: every one): snapshots and leak reports name
+   * who allocated. `{ every: N }` records the stack of one malloc in N (the first, then each
+   * Nth), the rest by size and time only, so a service can leave history on: a stack costs
+   * V8's capture, several microseconds.
+   */
+  stacks?: boolean | StackSampling
+}
+
+/** `stacks: { every }` of {@link RecordHistoryOptions}: record one malloc's stack in `every`. */
+export interface StackSampling {
+  /** A positive integer: 1 records every stack, as `stacks: true`. */
+  every: number
 }
 
 /** The most events a history keeps; a larger `maxEntries` is capped to it. */
@@ -150,6 +161,10 @@ const ROW = 6
 export class HeapHistory {
   readonly #max: number
   readonly #stacks: boolean
+  /** Mallocs between two recorded stacks (1: every one). */
+  readonly #every: number
+  /** Mallocs left until the next stack is recorded (0: this one). */
+  #skip = 0
   readonly #pools: readonly string[]
   readonly #t0 = performance.now()
   // The ring: `#len` entries from `#start` (wrapping at `#max` once full).
@@ -177,9 +192,12 @@ export class HeapHistory {
     if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
       throw new WgallocError('INVALID_ARGUMENT', `recordHistory: maxEntries must be a positive integer, got ${shown(maxEntries)}`)
     }
-    if (typeof stacks !== 'boolean') throw new WgallocError('INVALID_ARGUMENT', `recordHistory: stacks must be a boolean, got ${shown(stacks)}`)
+    const every = typeof stacks === 'boolean' ? 1 : typeof stacks === 'object' && stacks !== null ? (stacks as StackSampling).every : undefined
+    if (typeof every !== 'number' || !Number.isSafeInteger(every) || every <= 0)
+      throw new WgallocError('INVALID_ARGUMENT', `recordHistory: stacks must be a boolean or { every: N } with N a positive integer, got ${shown(stacks)}`)
     this.#max = Math.min(maxEntries, MAX_HISTORY_ENTRIES)
-    this.#stacks = stacks
+    this.#stacks = stacks !== false
+    this.#every = every
     this.#pools = pools
   }
 
@@ -246,6 +264,11 @@ export class HeapHistory {
    */
   capture(above: (...args: never[]) => unknown): Holder | null {
     if (!this.#stacks) return null
+    if (this.#skip > 0) {
+      this.#skip--
+      return null
+    }
+    this.#skip = this.#every - 1
     const holder: Holder = {}
     const limit = Error.stackTraceLimit
     Error.stackTraceLimit = STACK_FRAMES

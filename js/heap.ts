@@ -168,7 +168,8 @@ export class Heap {
   /**
    * Records a memory history (PyTorch `_record_memory_history`): every allocation, free,
    * segment map and unmap in a ring of `maxEntries` events (default 100 000, capped at 10^7),
-   * and with `stacks` (default true) the JS stack of every malloc. `memorySnapshot()` and
+   * and with `stacks` (default true) the JS stack of every malloc, or with `stacks: { every: N }`
+   * of one malloc in N (cheap enough to leave on in production). `memorySnapshot()` and
    * `leakReport()` read it; `wgalloc view` draws the snapshot. `false` stops recording. Off by
    * default, and then free: malloc and free take their fast path.
    * @example

@@ -70,6 +70,7 @@ export {
   MAX_HISTORY_ENTRIES,
   type MemorySnapshot,
   type RecordHistoryOptions,
+  type StackSampling,
 } from './heap-history.js'
 export { Host } from './host.js'
 export { HostBlock, type HostDirection } from './host-block.js'
