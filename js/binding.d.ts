@@ -75,8 +75,8 @@ export declare class Executor {
    */
   run(inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
   /**
-   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
-   * called before completes first, and its slabs go back when it ends.
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. Runs
+   * called before (queued or in flight) complete first, and the slabs go back when the last ends.
    * Returns false if it was already released.
    */
   release(): boolean
@@ -716,6 +716,11 @@ export interface ExecRunOptions {
   outputsInto?: Record<string, number>
   /** `host` (default) reads outputs back; `device` leaves every other output in a new heap block. */
   outputs?: string
+  /**
+   * Queue behind the executor's earlier runs (default `true`); `false` fails with
+   * `EXECUTOR_BUSY` at once while another run is queued or in flight.
+   */
+  wait?: boolean
 }
 
 /** What an executor created and ran. Runs create nothing: only `runs` and staging grow. */

@@ -7,6 +7,7 @@ mod bind;
 pub mod checksum;
 mod eager;
 mod executor;
+mod gate;
 pub mod graph;
 mod kernel;
 mod lru;
