@@ -1,7 +1,8 @@
 // Runs of one executor called concurrently take turns in call order (plain and shape executors,
-// after an aborted run too), and `wait: false` is the way to be refused with EXECUTOR_BUSY.
+// after an aborted run too), `wait: false` is the way to be refused with EXECUTOR_BUSY, and a
+// shape executor's release() lets go of its shared weights at once.
 import test from 'ava'
-import type { Graph } from 'wgalloc'
+import { Gpu, type Graph, Weights } from 'wgalloc'
 import { chain } from './graphs.js'
 import { gpu } from './helpers.js'
 
@@ -100,4 +101,26 @@ test('wait: false fails with EXECUTOR_BUSY while another run is in flight, and r
   t.deepEqual(Array.from((await first).outputs.y), want)
   t.deepEqual(Array.from((await exe.run({ x }, { wait: false })).outputs.y), want, 'idle: runs')
   exe.release()
+})
+
+test.serial("a shape executor's release() lets go of its shared weights at once, without a GC", async (t) => {
+  const dev = await Gpu.request()
+  t.teardown(() => dev.destroy())
+  const before = dev.heap.stats().allocatedBytes.current
+  const floats = (1 << 20) / 4 // 1 MiB of weights
+  const values = w(floats)
+  const weights = dev.createWeights({ w: values })
+  const handle = weights.shareHandle()
+  const weightBytes = weights.deviceBytes
+  t.true(weightBytes >= 1 << 20)
+  const model = dev.compileShapes(scaleGraph(floats * 4), { weights, buckets: { batch: [4] } })
+  const x = xOf(1, 3)
+  t.deepEqual(Array.from((await model.run({ batch: 3 }, { x })).outputs.y), expected(x, values))
+  model.release()
+  const held = dev.heap.stats().allocatedBytes.current
+  t.is(held - before, weightBytes, 'the slabs went back; the weights are still held by their handle')
+  weights.release()
+  t.is(dev.heap.stats().allocatedBytes.current, before, 'the weights went back too')
+  t.is(held - dev.heap.stats().allocatedBytes.current, weightBytes)
+  t.throws(() => Weights.attach(handle), { code: 'INVALID_ARGUMENT' })
 })

@@ -500,7 +500,8 @@ export declare class ShapeExecutor {
   /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
   clear(): void
   /**
-   * Releases every cached executor for good: a run already started releases its own when it ends.
+   * Releases every cached executor and the compile options (shared weights) for good: later runs
+   * are `USE_AFTER_FREE`; a run called before completes, releasing what it compiled when it ends.
    * @internal
    */
   release(): void

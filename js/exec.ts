@@ -367,7 +367,9 @@ export class ShapeExecutor {
   }
   /**
    * Ends the shape executor, as `executor.release()` does: every cached executor is released
-   * (slabs back to the heap) and later runs are USE_AFTER_FREE. Calling it again does nothing.
+   * (slabs back to the heap), it lets go of its shared weights (freed once their other holders
+   * let go too), and later runs are USE_AFTER_FREE; runs called before complete. Calling it again
+   * does nothing.
    */
   @api release(): void {
     this.#released = true

@@ -172,3 +172,34 @@ fn bad_shapes_and_graphs_are_refused_with_typed_errors() {
     // A concrete graph is unaffected by a "dims" field it does not use.
     assert!(ExecGraph::parse(&common::chain_graph_json(1, ROW)).is_ok());
 }
+
+#[test]
+fn close_lets_go_of_the_shared_weights_and_a_run_claimed_before_still_completes() {
+    use wgalloc_core::exec::Weights;
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let before = heap.stats().allocated_bytes.current;
+    let weights = gpu.create_weights(options().params).unwrap();
+    let (handle, weight_bytes) = (weights.share_handle(), weights.device_bytes());
+    let with_weights = || CompileOptions { weights: Some(weights.clone()), ..Default::default() };
+    let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
+    let cache = ShapeCache::new(&gpu, graph.clone(), ShapePolicy::Exact, 2, with_weights()).unwrap();
+    assert_eq!(run(&cache, 2), reference(2), "bound from the shared weights");
+    // A run claimed before close() compiles for itself (its shape is not cached) and completes.
+    let late = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 2, with_weights()).unwrap();
+    let claim = ShapeCache::claim(&late).unwrap();
+    drop(weights); // the creator's handle lets go: the caches hold the weights now
+    assert!(Weights::attach(handle).is_ok());
+    cache.close();
+    late.close();
+    let inputs = HashMap::from([("x".to_string(), x(3))]);
+    let out = pollster::block_on(claim.run(&dims(3), &inputs, &DeviceIo::default(), RunOptions::default()));
+    assert_eq!(out.unwrap().outputs.remove(0).1, reference(3));
+    // Closed and with no run left: nothing holds the weights, and their block went back.
+    let err = Weights::attach(handle).map(drop).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert_eq!(heap.stats().allocated_bytes.current, before, "weights ({weight_bytes} bytes) and slabs freed");
+    let r = pollster::block_on(cache.run(&dims(2), &HashMap::new(), &DeviceIo::default(), RunOptions::default()));
+    assert_eq!(r.unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(ShapeCache::claim(&cache).map(drop).unwrap_err().code(), "USE_AFTER_FREE");
+}
