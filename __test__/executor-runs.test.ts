@@ -1,6 +1,7 @@
 // Runs of one executor called concurrently take turns in call order (plain and shape executors,
-// after an aborted run too), `wait: false` is the way to be refused with EXECUTOR_BUSY, and a
-// shape executor's release() lets go of its shared weights at once.
+// after an aborted run too), `wait: false` is the way to be refused with EXECUTOR_BUSY, a shape
+// executor refuses dims at which a tensor is not whole elements of its dtype, and its release()
+// lets go of shared weights at once.
 import test from 'ava'
 import { Gpu, type Graph, Weights } from 'wgalloc'
 import { chain } from './graphs.js'
@@ -101,6 +102,32 @@ test('wait: false fails with EXECUTOR_BUSY while another run is in flight, and r
   t.deepEqual(Array.from((await first).outputs.y), want)
   t.deepEqual(Array.from((await exe.run({ x }, { wait: false })).outputs.y), want, 'idle: runs')
   exe.release()
+})
+
+test('a shape below its bucket whose size is not whole dtype elements is INVALID_ARGUMENT, as compile refuses it', async (t) => {
+  const dev = await gpu()
+  // y holds 2 * b + 2 bytes of u32: whole elements at the bucket (b = 3), not at b = 2.
+  const source = `
+@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1)
+fn main() { y[0] = x[0]; }`
+  const graph: Graph = {
+    dims: ['b'],
+    kernels: { k: { source } },
+    tensors: [
+      { id: 'x', size: 'b * 4', kind: 'input', dtype: 'u32' },
+      { id: 'y', size: '2 * b + 2', kind: 'output', dtype: 'u32' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'] }],
+  }
+  const shapes = dev.compileShapes(graph, { buckets: { b: [3] } })
+  const err = await t.throwsAsync(shapes.run({ b: 2 }, { x: new Uint32Array([7, 8]) }), { code: 'INVALID_ARGUMENT' })
+  t.regex(err!.message, /tensor 'y' at \{"b": 2\}: 6 bytes is not a whole number of u32 elements/)
+  const concrete = { ...graph, dims: undefined, tensors: graph.tensors.map((x) => ({ ...x, size: x.id === 'y' ? 6 : 8 })) }
+  await t.throwsAsync(dev.compile(concrete), { code: 'INVALID_ARGUMENT', message: /6 bytes is not a whole number of u32 elements/ })
+  t.deepEqual(Array.from((await shapes.run({ b: 3 }, { x: new Uint32Array([7, 8, 9]) })).outputs.y), [7, 0])
+  shapes.release()
 })
 
 test.serial("a shape executor's release() lets go of its shared weights at once, without a GC", async (t) => {

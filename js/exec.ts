@@ -346,7 +346,8 @@ export class ShapeExecutor {
    * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks holding at
    * least those bytes; the bucket's remaining rows are zero); outputs, read back or left in blocks,
    * come back sized for `dims`. Compiles the shape's executor on first use; runs that share it
-   * take turns, as `executor.run()` does.
+   * take turns, as `executor.run()` does. `INVALID_ARGUMENT` when a tensor's size at `dims` is not a
+   * whole number of its dtype's elements.
    */
   @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')

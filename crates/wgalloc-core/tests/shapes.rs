@@ -203,3 +203,43 @@ fn close_lets_go_of_the_shared_weights_and_a_run_claimed_before_still_completes(
     assert_eq!(r.unwrap_err().code(), "USE_AFTER_FREE");
     assert_eq!(ShapeCache::claim(&cache).map(drop).unwrap_err().code(), "USE_AFTER_FREE");
 }
+
+#[test]
+fn a_size_below_the_bucket_that_is_not_whole_elements_of_its_dtype_is_refused_as_compile_refuses_it() {
+    let gpu = gpu();
+    // y holds 2 * b + 2 bytes of u32: whole elements at b = 1 and 3, not at b = 2.
+    let source = r#"
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1)
+fn main() { y[0] = x[0]; }"#;
+    let json = serde_json::json!({
+        "dims": ["b"],
+        "kernels": { "k": { "source": source } },
+        "tensors": [
+            { "id": "x", "size": "b * 4", "kind": "input", "dtype": "u32" },
+            { "id": "y", "size": "2 * b + 2", "kind": "output", "dtype": "u32" },
+        ],
+        "ops": [{ "kernel": "k", "inputs": ["x"], "outputs": ["y"] }],
+    })
+    .to_string();
+    let graph = SymbolicGraph::parse(&json).unwrap();
+    let compiled = graph.instantiate(&Dims::from([("b".to_string(), 2)])).map(drop).unwrap_err();
+    assert!(compiled.to_string().contains("6 bytes is not a whole number of u32 elements"), "{compiled}");
+    let policy = ShapePolicy::Buckets(HashMap::from([("b".to_string(), vec![3])]));
+    let cache = ShapeCache::new(&gpu, graph, policy, 2, CompileOptions::default()).unwrap();
+    let at = |b: u64| {
+        let inputs = HashMap::from([("x".to_string(), (0..b as u32).flat_map(|v| (v + 7).to_le_bytes()).collect())]);
+        let d = Dims::from([("b".to_string(), b)]);
+        pollster::block_on(cache.run(&d, &inputs, &DeviceIo::default(), RunOptions::default()))
+    };
+    let err = at(2).map(drop).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    let msg = err.to_string();
+    for part in ["tensor 'y'", r#"{"b": 2}"#, "6 bytes", "u32 elements"] {
+        assert!(msg.contains(part), "'{part}' missing from: {msg}");
+    }
+    assert_eq!(cache.stats().misses, 0, "refused before compiling the bucket");
+    // At the bucket itself: 8 bytes, two u32.
+    assert_eq!(at(3).unwrap().outputs[0].1, [7, 0, 0, 0, 0, 0, 0, 0]);
+}

@@ -78,20 +78,25 @@ impl SymbolicGraph {
     }
 
     /// Every tensor's size at `dims`, without building the graph (a run needs only these).
+    /// `INVALID_ARGUMENT` for a size that is not a whole number of its tensor's dtype, as a
+    /// compile at `dims` would refuse it (a run below its bucket compiles at other dims).
     pub fn sizes(&self, dims: &Dims) -> Result<HashMap<String, u64>> {
         self.check_dims(dims)?;
         let tensors = self.value.get("tensors").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         tensors
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| Some((i, t.get("id")?.as_str()?, t.get("size")?)))
-            .map(|(i, id, size)| {
+            .filter_map(|(i, t)| Some((i, t.get("id")?.as_str()?, t.get("size")?, t.get("dtype"))))
+            .map(|(i, id, size, dtype)| {
                 let bytes = match size {
                     Value::String(expr) => {
                         eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].size: {e}")))?
                     }
                     v => v.as_u64().unwrap_or(0),
                 };
+                if let Some(dtype) = dtype.and_then(Value::as_str) {
+                    super::graph::whole_elements(bytes, dtype, || format!("tensor '{id}' at {dims:?}"))?;
+                }
                 Ok((id.to_string(), bytes))
             })
             .collect()
@@ -305,7 +310,7 @@ impl<C: std::ops::Deref<Target = ShapeCache>> ShapeClaim<C> {
         options: RunOptions,
     ) -> Result<RunOutput> {
         let cache = &*self.cache;
-        // Before any compile: sizes the run cannot take are refused whatever is cached.
+        // Before any compile: a shape the run cannot return is refused whatever is cached.
         let asked = cache.graph.sizes(dims)?;
         let (exe, shape, cached) = cache.lookup(dims, &self.options)?;
         let out = ShapeCache::run_at(&exe, &shape, dims, &asked, inputs, io, options).await;
