@@ -164,13 +164,9 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
   t.regex(noParam!.message, /^param 'w' \(1024 bytes\) has no data/)
   const noParamEager = await t.throwsAsync(gpu.runEager(chain(2), { x }), { code: 'INVALID_ARGUMENT' })
   t.is(noParamEager!.message, noParam!.message)
-  // Concurrent runs of one executor: overlapping calls are refused with EXECUTOR_BUSY
-  // (which call wins is up to the scheduler), the winners complete normally.
+  // Concurrent runs of one executor take turns in call order: all eight complete normally.
   const settled = await Promise.allSettled(Array.from({ length: 8 }, () => good.run({ x }, { checkPlan: true })))
-  const rejected = settled.filter((r) => r.status === 'rejected')
-  t.true(settled.some((r) => r.status === 'fulfilled'))
-  t.true(rejected.length > 0, 'eight overlapping runs cannot all run alone')
-  t.true(rejected.every((r) => r.reason.code === 'EXECUTOR_BUSY'))
+  t.true(settled.every((r) => r.status === 'fulfilled'))
   // Still healthy.
   t.deepEqual(Array.from((await good.run({ x })).outputs.y.slice(0, 4)), [0, 0, 0, 0])
   t.false(gpu.lost)

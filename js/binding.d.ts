@@ -75,8 +75,8 @@ export declare class Executor {
    */
   run(inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
   /**
-   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
-   * called before completes first, and its slabs go back when it ends.
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. Runs
+   * called before (queued or in flight) complete first, and the slabs go back when the last ends.
    * Returns false if it was already released.
    */
   release(): boolean
@@ -500,7 +500,8 @@ export declare class ShapeExecutor {
   /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
   clear(): void
   /**
-   * Releases every cached executor for good: a run already started releases its own when it ends.
+   * Releases every cached executor and the compile options (shared weights) for good: later runs
+   * are `USE_AFTER_FREE`; a run called before completes, releasing what it compiled when it ends.
    * @internal
    */
   release(): void
@@ -716,6 +717,11 @@ export interface ExecRunOptions {
   outputsInto?: Record<string, number>
   /** `host` (default) reads outputs back; `device` leaves every other output in a new heap block. */
   outputs?: string
+  /**
+   * Queue behind the executor's earlier runs (default `true`); `false` fails with
+   * `EXECUTOR_BUSY` at once while another run is queued or in flight.
+   */
+  wait?: boolean
 }
 
 /** What an executor created and ran. Runs create nothing: only `runs` and staging grow. */

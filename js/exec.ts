@@ -63,6 +63,12 @@ export interface RunOptions extends AsyncOptions {
   outputs?: 'host' | 'device'
   /** Outputs written on the GPU into these blocks (at least the tensor's bytes) and not read back. */
   outputsInto?: Record<string, DeviceBlock>
+  /**
+   * Runs of one executor take turns in call order: by default (`true`) a run called while another
+   * is queued or in flight waits for its turn. `false`: it fails at once with `EXECUTOR_BUSY`
+   * instead (for a caller that would rather use another executor than wait).
+   */
+  wait?: boolean
 }
 
 /** What the memory observer saw during one run. */
@@ -122,9 +128,9 @@ function execResult(r: RunResult, types: Types, table: HeapTable | null): ExecRe
  */
 function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => HeapTable) {
   if (inputs == null || typeof inputs !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'inputs must be an object of { id: TypedArray | DeviceBlock }')
-  const { signal, outputsInto, outputs, observe, checkPlan } = options
+  const { signal, outputsInto, outputs, observe, checkPlan, wait } = options
   // The public options only: the native ones also take a heap slot and raw block ids.
-  const flags = { observe, checkPlan }
+  const flags = { observe, checkPlan, wait }
   // Keyed by ids the caller chose: no prototype, so no id reaches one.
   const host: Record<string, Uint8Array> = Object.create(null)
   const deviceInputs: Record<string, number> = Object.create(null)
@@ -301,9 +307,10 @@ export class Executor {
   }
   /**
    * Uploads the inputs (or binds input blocks), dispatches every op in order, returns the
-   * outputs. `EXECUTOR_BUSY` while another run of this executor is in flight, `USE_AFTER_FREE`
-   * after `release()`, `INVALID_ARGUMENT` for a missing or mis-sized input, `ABORTED` (the GPU
-   * work completes).
+   * outputs. Runs of one executor take turns in call order: a run called while others are queued
+   * or in flight waits for them (with `wait: false` it fails with `EXECUTOR_BUSY` instead).
+   * `USE_AFTER_FREE` after `release()`, `INVALID_ARGUMENT` for a missing or mis-sized input,
+   * `ABORTED` (the run still takes its turn and its GPU work completes; what it returns is released).
    */
   @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
     const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, optionsObject(options, 'run'), this.#device.table)
@@ -312,8 +319,8 @@ export class Executor {
     return execResult(r, this.#types, table)
   }
   /**
-   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
-   * called before completes first, and its slabs go back when it ends.
+   * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. Runs
+   * called before (queued or in flight) complete first, and the slabs go back when the last ends.
    * Returns false if it was already released.
    */
   @api release(): boolean {
@@ -369,7 +376,9 @@ export class ShapeExecutor {
   /**
    * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks holding at
    * least those bytes; the bucket's remaining rows are zero); outputs, read back or left in blocks,
-   * come back sized for `dims`. Compiles the shape's executor on first use.
+   * come back sized for `dims`. Compiles the shape's executor on first use; runs that share it
+   * take turns, as `executor.run()` does. `INVALID_ARGUMENT` when a tensor's size at `dims` is not a
+   * whole number of its dtype's elements.
    */
   @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
@@ -390,7 +399,9 @@ export class ShapeExecutor {
   }
   /**
    * Ends the shape executor, as `executor.release()` does: every cached executor is released
-   * (slabs back to the heap) and later runs are USE_AFTER_FREE. Calling it again does nothing.
+   * (slabs back to the heap), it lets go of its shared weights (freed once their other holders
+   * let go too), and later runs are USE_AFTER_FREE; runs called before complete. Calling it again
+   * does nothing.
    */
   @api release(): void {
     this.#released = true

@@ -77,6 +77,9 @@ pub struct ExecRunOptions {
     pub outputs_into: Option<HashMap<String, f64>>,
     /// `host` (default) reads outputs back; `device` leaves every other output in a new heap block.
     pub outputs: Option<String>,
+    /// Queue behind the executor's earlier runs (default `true`); `false` fails with
+    /// `EXECUTOR_BUSY` at once while another run is queued or in flight.
+    pub wait: Option<bool>,
 }
 
 /// An output left on the device in a new heap block, with the fields the facade's `DeviceBlock` needs.
@@ -296,8 +299,9 @@ impl Executor {
         let (opts, table, io, given) = run_arguments(options)?;
         // Leased now: a free() before the run recorded its work takes effect after it.
         let leases = io.lease().napi()?;
-        // Claimed now: a release() right after this call lets the run complete.
-        let claim = wgalloc_core::exec::Executor::claim(exe).napi()?;
+        // Claimed now: runs take turns in call order, and a release() right after this call
+        // lets the run complete.
+        let claim = wgalloc_core::exec::Executor::claim(exe, opts.wait).napi()?;
         env.spawn_future(async move {
             let out = claim.run_io(&inputs, &io, opts).await;
             drop(leases);
@@ -305,8 +309,8 @@ impl Executor {
         })
     }
 
-    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. A run
-    /// called before completes first, and its slabs go back when it ends.
+    /// Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. Runs
+    /// called before (queued or in flight) complete first, and the slabs go back when the last ends.
     /// Returns false if it was already released.
     #[napi(catch_unwind)]
     pub fn release(&self) -> bool {
@@ -327,8 +331,13 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
         device_inputs: None,
         outputs_into: None,
         outputs: None,
+        wait: None,
     });
-    let opts = RunOptions { observe: o.observe.unwrap_or(false), check_plan: o.check_plan.unwrap_or(false) };
+    let opts = RunOptions {
+        observe: o.observe.unwrap_or(false),
+        check_plan: o.check_plan.unwrap_or(false),
+        wait: o.wait.unwrap_or(true),
+    };
     {
         let outputs_on_device = match o.outputs.as_deref() {
             None | Some("host") => false,

@@ -73,14 +73,15 @@ impl ShapeExecutor {
         inputs: HashMap<String, Uint8Array>,
         options: Option<ExecRunOptions>,
     ) -> Result<PromiseRaw<'env, RunResult>> {
-        let cache = self.inner.clone();
         let d = dims(dims_)?;
         let inputs = owned(Some(inputs));
         let (opts, table, io, given) = run_arguments(options)?;
         // Leased now: a free() before the run recorded its work takes effect after it.
         let leases = io.lease().napi()?;
+        // Claimed now: a release() right after this call lets the run complete.
+        let claim = ShapeCache::claim(self.inner.clone()).napi()?;
         env.spawn_future(async move {
-            let out = cache.run(&d, &inputs, &io, opts).await;
+            let out = claim.run(&d, &inputs, &io, opts).await;
             drop(leases);
             Ok(result(out.napi()?, table.as_deref(), &given))
         })
@@ -105,7 +106,8 @@ impl ShapeExecutor {
         self.inner.clear()
     }
 
-    /// Releases every cached executor for good: a run already started releases its own when it ends.
+    /// Releases every cached executor and the compile options (shared weights) for good: later runs
+    /// are `USE_AFTER_FREE`; a run called before completes, releasing what it compiled when it ends.
     /// @internal
     #[napi(catch_unwind)]
     pub fn release(&self) {

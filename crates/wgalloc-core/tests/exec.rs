@@ -52,7 +52,7 @@ fn a_planned_chain_computes_the_right_numbers_and_reuses_memory() {
     );
     assert_eq!(after.runs, 4);
     // The plan also holds on the device.
-    pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: true })).unwrap();
+    pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: true, ..Default::default() })).unwrap();
     assert!(exe.release());
     assert_eq!(pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap_err().code(), "USE_AFTER_FREE");
 }
@@ -116,7 +116,7 @@ fn a_corrupted_plan_is_caught_on_the_device() {
         .compile(graph, CompileOptions { records: Some(records), params: zero_w(1024), ..Default::default() })
         .unwrap();
     let inputs = HashMap::from([("x".to_string(), vec![1u8; 1024])]);
-    let err = pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: false })).unwrap_err();
+    let err = pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, ..Default::default() })).unwrap_err();
     assert_eq!(err.code(), "PLAN_INVALID", "{err}");
 }
 
@@ -149,7 +149,8 @@ fn checked_runs_equal_plain_runs() {
         let inputs = checksum::sample_inputs(&graph);
         let exe = gpu.compile(graph, CompileOptions::default()).unwrap();
         let plain = pollster::block_on(exe.run(&inputs, RunOptions::default())).unwrap();
-        let checked = pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, observe: false })).unwrap();
+        let checked =
+            pollster::block_on(exe.run(&inputs, RunOptions { check_plan: true, ..Default::default() })).unwrap();
         assert_eq!(plain.outputs, checked.outputs, "{}", file.display());
     }
 }

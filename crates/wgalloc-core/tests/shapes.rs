@@ -172,3 +172,74 @@ fn bad_shapes_and_graphs_are_refused_with_typed_errors() {
     // A concrete graph is unaffected by a "dims" field it does not use.
     assert!(ExecGraph::parse(&common::chain_graph_json(1, ROW)).is_ok());
 }
+
+#[test]
+fn close_lets_go_of_the_shared_weights_and_a_run_claimed_before_still_completes() {
+    use wgalloc_core::exec::Weights;
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let before = heap.stats().allocated_bytes.current;
+    let weights = gpu.create_weights(options().params).unwrap();
+    let (handle, weight_bytes) = (weights.share_handle(), weights.device_bytes());
+    let with_weights = || CompileOptions { weights: Some(weights.clone()), ..Default::default() };
+    let graph = SymbolicGraph::parse(&symbolic_chain()).unwrap();
+    let cache = ShapeCache::new(&gpu, graph.clone(), ShapePolicy::Exact, 2, with_weights()).unwrap();
+    assert_eq!(run(&cache, 2), reference(2), "bound from the shared weights");
+    // A run claimed before close() compiles for itself (its shape is not cached) and completes.
+    let late = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 2, with_weights()).unwrap();
+    let claim = ShapeCache::claim(&late).unwrap();
+    drop(weights); // the creator's handle lets go: the caches hold the weights now
+    assert!(Weights::attach(handle).is_ok());
+    cache.close();
+    late.close();
+    let inputs = HashMap::from([("x".to_string(), x(3))]);
+    let out = pollster::block_on(claim.run(&dims(3), &inputs, &DeviceIo::default(), RunOptions::default()));
+    assert_eq!(out.unwrap().outputs.remove(0).1, reference(3));
+    // Closed and with no run left: nothing holds the weights, and their block went back.
+    let err = Weights::attach(handle).map(drop).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert_eq!(heap.stats().allocated_bytes.current, before, "weights ({weight_bytes} bytes) and slabs freed");
+    let r = pollster::block_on(cache.run(&dims(2), &HashMap::new(), &DeviceIo::default(), RunOptions::default()));
+    assert_eq!(r.unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(ShapeCache::claim(&cache).map(drop).unwrap_err().code(), "USE_AFTER_FREE");
+}
+
+#[test]
+fn a_size_below_the_bucket_that_is_not_whole_elements_of_its_dtype_is_refused_as_compile_refuses_it() {
+    let gpu = gpu();
+    // y holds 2 * b + 2 bytes of u32: whole elements at b = 1 and 3, not at b = 2.
+    let source = r#"
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1)
+fn main() { y[0] = x[0]; }"#;
+    let json = serde_json::json!({
+        "dims": ["b"],
+        "kernels": { "k": { "source": source } },
+        "tensors": [
+            { "id": "x", "size": "b * 4", "kind": "input", "dtype": "u32" },
+            { "id": "y", "size": "2 * b + 2", "kind": "output", "dtype": "u32" },
+        ],
+        "ops": [{ "kernel": "k", "inputs": ["x"], "outputs": ["y"] }],
+    })
+    .to_string();
+    let graph = SymbolicGraph::parse(&json).unwrap();
+    let compiled = graph.instantiate(&Dims::from([("b".to_string(), 2)])).map(drop).unwrap_err();
+    assert!(compiled.to_string().contains("6 bytes is not a whole number of u32 elements"), "{compiled}");
+    let policy = ShapePolicy::Buckets(HashMap::from([("b".to_string(), vec![3])]));
+    let cache = ShapeCache::new(&gpu, graph, policy, 2, CompileOptions::default()).unwrap();
+    let at = |b: u64| {
+        let inputs = HashMap::from([("x".to_string(), (0..b as u32).flat_map(|v| (v + 7).to_le_bytes()).collect())]);
+        let d = Dims::from([("b".to_string(), b)]);
+        pollster::block_on(cache.run(&d, &inputs, &DeviceIo::default(), RunOptions::default()))
+    };
+    let err = at(2).map(drop).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    let msg = err.to_string();
+    for part in ["tensor 'y'", r#"{"b": 2}"#, "6 bytes", "u32 elements"] {
+        assert!(msg.contains(part), "'{part}' missing from: {msg}");
+    }
+    assert_eq!(cache.stats().misses, 0, "refused before compiling the bucket");
+    // At the bucket itself: 8 bytes, two u32.
+    assert_eq!(at(3).unwrap().outputs[0].1, [7, 0, 0, 0, 0, 0, 0, 0]);
+}

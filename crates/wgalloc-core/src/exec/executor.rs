@@ -10,6 +10,7 @@ use std::time::Duration;
 use wgalloc_plan::{PlanOptions, Strategy, UsageRecord};
 
 use super::bind::{self, binding_size, Range, Step};
+use super::gate::{Gate, Ticket};
 use super::graph::{ExecGraph, TensorKind};
 use super::observer::{Observation, ObservedKind};
 use super::weights::Weights;
@@ -77,13 +78,22 @@ impl DeviceIo {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunOptions {
     /// Record every AllocateTensor / free per op.
     pub observe: bool,
     /// Poison each tensor before its producer runs and check after every op that no
     /// live tensor changed: proves the plan on the device. Slow (one submit per op).
     pub check_plan: bool,
+    /// Queue behind runs of the executor claimed earlier (default). False: a run that finds
+    /// the executor busy fails at once with `EXECUTOR_BUSY` instead.
+    pub wait: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { observe: false, check_plan: false, wait: true }
+    }
 }
 
 /// Objects an executor created; after compile, runs add none.
@@ -199,40 +209,50 @@ pub struct Executor {
     readback: wgpu::Buffer,
     readback_layout: Vec<(usize, u64)>,
     life: Mutex<Life>,
+    /// Runs take turns in claim order: one at a time, since they share the slabs.
+    turns: Arc<Gate>,
     stats: Mutex<ExecutorStats>,
     runs: AtomicU64,
 }
 
-/// Whether a run is in flight and whether `release` ran: changed together, under one lock.
+/// How many runs are claimed (queued or running) and whether `release` ran: changed together,
+/// under one lock.
 #[derive(Debug, Default)]
 struct Life {
-    running: bool,
+    claims: usize,
     released: bool,
 }
 
-/// One run of an executor, claimed before it starts ([`Executor::claim`]): a `release()`
-/// from then on frees the executor's blocks when the run ends, and the run completes. Ends
-/// the run when dropped, also unstarted or with its future dropped.
-pub struct RunClaim<E: std::ops::Deref<Target = Executor>>(E);
+/// One run of an executor, claimed before it starts ([`Executor::claim`]): it holds the run's
+/// place in the executor's queue, and a `release()` from then on frees the executor's blocks
+/// once this and every other claimed run ended (each still runs). Ends the run (and gives up
+/// its place) when dropped, also unstarted or with its future dropped.
+pub struct RunClaim<E: std::ops::Deref<Target = Executor>> {
+    exe: E,
+    ticket: Ticket,
+}
 
 impl<E: std::ops::Deref<Target = Executor>> RunClaim<E> {
-    /// Runs as [`Executor::run_io`] does.
+    /// Waits (asynchronously) until every run claimed earlier ended, then runs as
+    /// [`Executor::run_io`] does.
     pub async fn run_io(
         self,
         inputs: &HashMap<String, Vec<u8>>,
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        self.0.run_inner(inputs, io, options).await
+        self.ticket.turn().await;
+        self.exe.run_inner(inputs, io, options).await
     }
 }
 
 impl<E: std::ops::Deref<Target = Executor>> Drop for RunClaim<E> {
     fn drop(&mut self) {
-        let mut life = lock(&self.0.life);
-        life.running = false;
-        if life.released {
-            self.0.free_blocks();
+        // Then `ticket` drops, handing the turn to the next claim.
+        let mut life = lock(&self.exe.life);
+        life.claims -= 1;
+        if life.released && life.claims == 0 {
+            self.exe.free_blocks();
         }
     }
 }
@@ -552,6 +572,7 @@ impl Executor {
             readback,
             readback_layout,
             life: Mutex::new(Life::default()),
+            turns: Arc::default(),
             stats: Mutex::new(stats),
             runs: AtomicU64::new(0),
         })
@@ -597,31 +618,44 @@ impl Executor {
 
     /// [`Executor::run`] with inputs and outputs on the device as `io` says; `inputs` holds the
     /// host bytes of every other input. When no output is read back, the run returns once its
-    /// work is submitted: blocks chained into the next run are ordered by the queue.
+    /// work is submitted: blocks chained into the next run are ordered by the queue. Runs of one
+    /// executor take turns in call order (see [`Executor::claim`]).
     pub async fn run_io(
         &self,
         inputs: &HashMap<String, Vec<u8>>,
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        Executor::claim(self)?.run_io(inputs, io, options).await
+        Executor::claim(self, options.wait)?.run_io(inputs, io, options).await
     }
 
     /// Claims `exe` for one run now, before the run starts (a caller that returns before its
-    /// run is polled claims first, so a `release()` right after waits for that run).
-    /// `USE_AFTER_FREE` once released, `EXECUTOR_BUSY` while another run is claimed.
-    pub fn claim<E: std::ops::Deref<Target = Executor>>(exe: E) -> Result<RunClaim<E>> {
-        {
+    /// run is polled claims first, so a `release()` right after waits for that run). Runs take
+    /// turns in claim order: the claim's run starts once every run claimed before it ended.
+    /// `USE_AFTER_FREE` once released; with `wait` false, `EXECUTOR_BUSY` while another run is
+    /// claimed (queued or running) instead of a place in the queue.
+    pub fn claim<E: std::ops::Deref<Target = Executor>>(exe: E, wait: bool) -> Result<RunClaim<E>> {
+        let ticket = {
             let mut life = lock(&exe.life);
             if life.released {
                 return Err(Error::UseAfterFree("this executor was released; compile the graph again".into()));
             }
-            if life.running {
-                return Err(Error::Busy("this executor is already running; await the previous run (or compile one executor per concurrent caller)".into()));
-            }
-            life.running = true;
-        }
-        Ok(RunClaim(exe))
+            // Taken under the `life` lock: no release() comes between the check and the claim.
+            let ticket = if wait {
+                exe.turns.ticket()
+            } else {
+                exe.turns.ticket_now().ok_or_else(|| {
+                    Error::Busy(
+                        "this executor is busy with an earlier run, and this run was asked not to wait (wait: false); \
+                         leave wait unset to queue the run behind the earlier ones"
+                            .into(),
+                    )
+                })?
+            };
+            life.claims += 1;
+            ticket
+        };
+        Ok(RunClaim { exe, ticket })
     }
 
     async fn run_inner(
@@ -906,8 +940,8 @@ impl Executor {
             return false;
         }
         life.released = true;
-        // A run in flight has not recorded its submission on the slabs yet: it frees them when it ends.
-        if !life.running {
+        // Runs claimed before (queued or in flight) still run: the last to end frees the blocks.
+        if life.claims == 0 {
             self.free_blocks();
         }
         true

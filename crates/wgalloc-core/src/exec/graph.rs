@@ -449,22 +449,33 @@ impl ExecGraph {
 /// Element types of graph tensors and their sizes in bytes (f16 comes back as Uint16Array).
 const DTYPES: [(&str, u64); 7] = [("f32", 4), ("u32", 4), ("i32", 4), ("u16", 2), ("f16", 2), ("i8", 1), ("u8", 1)];
 
-/// A tensor's `dtype`: absent, or one of [`DTYPES`] that divides its size (outputs come back as
-/// that typed array, so a remainder would be dropped).
+/// A tensor's `dtype`: absent, or one of [`DTYPES`] that divides its size (see [`whole_elements`]).
 fn dtype(v: Option<&Value>, size: u64, path: &str) -> Result<Option<String>> {
     let name = match v {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(d)) => d.as_str(),
         Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
     };
-    let names = || DTYPES.map(|(n, _)| n).join(", ");
-    let Some(&(_, bytes)) = DTYPES.iter().find(|(n, _)| *n == name) else {
-        return Err(bad(format!("{path}.dtype: unknown dtype '{name}' ({})", names())));
-    };
-    if !size.is_multiple_of(bytes) {
-        return Err(bad(format!("{path}: {size} bytes is not a whole number of {name} elements ({bytes} bytes each)")));
+    if !DTYPES.iter().any(|(n, _)| *n == name) {
+        let names = DTYPES.map(|(n, _)| n).join(", ");
+        return Err(bad(format!("{path}.dtype: unknown dtype '{name}' ({names})")));
     }
+    whole_elements(size, name, || path.to_string())?;
     Ok(Some(name.to_string()))
+}
+
+/// The rule for a tensor of a known dtype: `size` bytes hold a whole number of its elements, since
+/// outputs come back as that typed array and a remainder would be dropped. Every size a tensor
+/// takes is checked here: the graph's at parse, and a shape executor's at the dimensions a run asks
+/// for (below its bucket, where the compiled graph's sizes do not tell). `what` names the tensor in
+/// the error. An unknown dtype passes (the graph's parse refuses it).
+pub(crate) fn whole_elements(size: u64, dtype: &str, what: impl FnOnce() -> String) -> Result<()> {
+    match DTYPES.iter().find(|(n, _)| *n == dtype) {
+        Some(&(_, bytes)) if !size.is_multiple_of(bytes) => {
+            Err(bad(format!("{}: {size} bytes is not a whole number of {dtype} elements ({bytes} bytes each)", what())))
+        }
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

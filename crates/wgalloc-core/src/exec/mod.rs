@@ -7,6 +7,7 @@ mod bind;
 pub mod checksum;
 mod eager;
 mod executor;
+mod gate;
 pub mod graph;
 mod kernel;
 mod lru;
@@ -21,5 +22,5 @@ pub use executor::{CompileOptions, DeviceIo, Executor, ExecutorStats, RunClaim, 
 pub use graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
 pub use kernel::ComputeKernel;
 pub use observer::{Observation, ObservedEvent, ObservedKind};
-pub use shapes::{Dims, ShapeCache, ShapeCacheStats, ShapePolicy, SymbolicGraph};
+pub use shapes::{Dims, ShapeCache, ShapeCacheStats, ShapeClaim, ShapePolicy, SymbolicGraph};
 pub use weights::Weights;

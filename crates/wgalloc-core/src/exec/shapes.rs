@@ -78,20 +78,25 @@ impl SymbolicGraph {
     }
 
     /// Every tensor's size at `dims`, without building the graph (a run needs only these).
+    /// `INVALID_ARGUMENT` for a size that is not a whole number of its tensor's dtype, as a
+    /// compile at `dims` would refuse it (a run below its bucket compiles at other dims).
     pub fn sizes(&self, dims: &Dims) -> Result<HashMap<String, u64>> {
         self.check_dims(dims)?;
         let tensors = self.value.get("tensors").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         tensors
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| Some((i, t.get("id")?.as_str()?, t.get("size")?)))
-            .map(|(i, id, size)| {
+            .filter_map(|(i, t)| Some((i, t.get("id")?.as_str()?, t.get("size")?, t.get("dtype"))))
+            .map(|(i, id, size, dtype)| {
                 let bytes = match size {
                     Value::String(expr) => {
                         eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].size: {e}")))?
                     }
                     v => v.as_u64().unwrap_or(0),
                 };
+                if let Some(dtype) = dtype.and_then(Value::as_str) {
+                    super::graph::whole_elements(bytes, dtype, || format!("tensor '{id}' at {dims:?}"))?;
+                }
                 Ok((id.to_string(), bytes))
             })
             .collect()
@@ -273,7 +278,6 @@ pub struct ShapeCache {
     gpu: Gpu,
     graph: SymbolicGraph,
     policy: ShapePolicy,
-    options: CompileOptions,
     state: Mutex<CacheState>,
 }
 
@@ -282,8 +286,39 @@ struct CacheState {
     stats: ShapeCacheStats,
     /// Times `clear` ran: a compile that saw it run meanwhile must not fill the cleared cache.
     clears: u64,
-    /// Set by `close`: runs still in flight compile for themselves, and nothing is cached.
-    closed: bool,
+    /// The options of every compile, until `close` takes them: then runs claimed before compile
+    /// with the ones they hold, nothing is cached, and what the options hold (shared weights)
+    /// goes once the last such run ended, not when the cache itself is dropped.
+    options: Option<Arc<CompileOptions>>,
+}
+
+/// One run of a shape cache, claimed before it starts ([`ShapeCache::claim`]): it holds the
+/// compile options, so a `close()` from then on lets the run complete (compiling for itself if
+/// it must).
+pub struct ShapeClaim<C: std::ops::Deref<Target = ShapeCache>> {
+    cache: C,
+    options: Arc<CompileOptions>,
+}
+
+impl<C: std::ops::Deref<Target = ShapeCache>> ShapeClaim<C> {
+    /// Runs as [`ShapeCache::run`] does.
+    pub async fn run(
+        self,
+        dims: &Dims,
+        inputs: &HashMap<String, Vec<u8>>,
+        io: &DeviceIo,
+        options: RunOptions,
+    ) -> Result<RunOutput> {
+        let cache = &*self.cache;
+        // Before any compile: a shape the run cannot return is refused whatever is cached.
+        let asked = cache.graph.sizes(dims)?;
+        let (exe, shape, cached) = cache.lookup(dims, &self.options)?;
+        let out = ShapeCache::run_at(&exe, &shape, dims, &asked, inputs, io, options).await;
+        if !cached {
+            exe.release();
+        }
+        out
+    }
 }
 
 impl ShapeCache {
@@ -313,9 +348,13 @@ impl ShapeCache {
                 }
             }
         }
-        let state =
-            CacheState { entries: Lru::new(capacity), stats: ShapeCacheStats::default(), clears: 0, closed: false };
-        Ok(ShapeCache { gpu: gpu.clone(), graph, policy, options, state: Mutex::new(state) })
+        let state = CacheState {
+            entries: Lru::new(capacity),
+            stats: ShapeCacheStats::default(),
+            clears: 0,
+            options: Some(Arc::new(options)),
+        };
+        Ok(ShapeCache { gpu: gpu.clone(), graph, policy, state: Mutex::new(state) })
     }
 
     /// The shape `dims` runs at under the policy.
@@ -338,17 +377,27 @@ impl ShapeCache {
 
     /// The executor for `dims` (compiled on a miss), and the shape it runs at. When the cache
     /// was cleared while it compiled, the executor comes back released (nothing may keep it).
+    /// `USE_AFTER_FREE` once closed.
     pub fn executor(&self, dims: &Dims) -> Result<(Arc<Executor>, Dims)> {
-        let (exe, shape, cached) = self.lookup(dims)?;
+        let options = self.options()?;
+        let (exe, shape, cached) = self.lookup(dims, &options)?;
         if !cached {
             exe.release();
         }
         Ok((exe, shape))
     }
 
-    /// [`Self::executor`], and whether the cache holds it: not when the cache was cleared while
-    /// it compiled (the caller runs it once, then releases it).
-    fn lookup(&self, dims: &Dims) -> Result<(Arc<Executor>, Dims, bool)> {
+    /// The compile options; `USE_AFTER_FREE` once closed.
+    fn options(&self) -> Result<Arc<CompileOptions>> {
+        lock(&self.state)
+            .options
+            .clone()
+            .ok_or_else(|| Error::UseAfterFree("this shape executor was released; compile the shapes again".into()))
+    }
+
+    /// [`Self::executor`] compiling with `options`, and whether the cache holds it: not when the
+    /// cache was cleared or closed while it compiled (the caller runs it once, then releases it).
+    fn lookup(&self, dims: &Dims, options: &CompileOptions) -> Result<(Arc<Executor>, Dims, bool)> {
         let shape = self.concrete(dims)?;
         let clears = {
             let mut st = lock(&self.state);
@@ -358,9 +407,9 @@ impl ShapeCache {
             st.clears
         };
         // Compiled outside the lock: other shapes keep running meanwhile.
-        let exe = Arc::new(self.gpu.compile(self.graph.instantiate(&shape)?, self.options.clone())?);
+        let exe = Arc::new(self.gpu.compile(self.graph.instantiate(&shape)?, options.clone())?);
         let mut st = lock(&self.state);
-        if st.closed || st.clears != clears {
+        if st.options.is_none() || st.clears != clears {
             return Ok((exe, shape, false));
         }
         if let Some(first) = st.hit(&shape) {
@@ -378,7 +427,8 @@ impl ShapeCache {
 
     /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are zero-padded to the
     /// compiled shape, and outputs (read back, into blocks or left on the device) are cut to
-    /// their size at `dims`.
+    /// their size at `dims`. Runs sharing a shape's executor take turns in the order they reach
+    /// it. `USE_AFTER_FREE` once closed.
     pub async fn run(
         &self,
         dims: &Dims,
@@ -386,24 +436,27 @@ impl ShapeCache {
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        let (exe, shape, cached) = self.lookup(dims)?;
-        let out = self.run_at(&exe, &shape, dims, inputs, io, options).await;
-        if !cached {
-            exe.release();
-        }
-        out
+        ShapeCache::claim(self)?.run(dims, inputs, io, options).await
     }
 
+    /// Claims `cache` for one run now, before the run starts (a caller that returns before its
+    /// run is polled claims first, so a `close()` right after lets that run complete).
+    /// `USE_AFTER_FREE` once closed.
+    pub fn claim<C: std::ops::Deref<Target = ShapeCache>>(cache: C) -> Result<ShapeClaim<C>> {
+        let options = cache.options()?;
+        Ok(ShapeClaim { cache, options })
+    }
+
+    /// Runs `exe`, compiled at `shape`, for a run at `dims`, whose tensors have `asked` sizes.
     async fn run_at(
-        &self,
         exe: &Executor,
         shape: &Dims,
         dims: &Dims,
+        asked: &HashMap<String, u64>,
         inputs: &HashMap<String, Vec<u8>>,
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        let asked = self.graph.sizes(dims)?;
         let mut padded = HashMap::with_capacity(inputs.len());
         for (id, bytes) in inputs {
             let want = asked.get(id).copied();
@@ -463,11 +516,13 @@ impl ShapeCache {
         }
     }
 
-    /// [`Self::clear`], for good: a run already started compiles for itself and releases its
-    /// executor when it ends.
+    /// [`Self::clear`], for good: later runs are `USE_AFTER_FREE`, a run claimed before compiles
+    /// for itself (when it must) and releases its executor when it ends, and the compile options
+    /// go (shared weights let go once no executor and no such run holds them).
     pub fn close(&self) {
-        lock(&self.state).closed = true;
+        let options = lock(&self.state).options.take();
         self.clear();
+        drop(options); // outside the lock: the last hold on shared weights frees their block
     }
 }
 
