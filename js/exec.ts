@@ -6,7 +6,7 @@ import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from '
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { HeapScope, type ScopeCharge } from './heap-scope.js'
 import { WgallocError, optionsObject, parseJson, shown, u32 } from './errors.js'
-import { type Graph, type OutputArray, type TensorData, byteMap, dtypes, graphJson, typed, zeroInputs } from './graph.js'
+import { type Graph, type OutputArray, type TensorData, byteMap, checkDtype, checkDtypes, dtypes, graphJson, typed, zeroInputs } from './graph.js'
 import { type Binding, native } from './native.js'
 import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
 import { type AsyncOptions, checkSignal, withSignal } from './signal.js'
@@ -126,7 +126,7 @@ function execResult(r: RunResult, types: Types, table: HeapTable | null): ExecRe
  * Splits run inputs into host bytes and device blocks, and turns `outputsInto` / `outputs` into the
  * native options. Every block must come from one heap object (`gpu.heap`): its table holds them.
  */
-function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => HeapTable) {
+function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => HeapTable, types: Types) {
   if (inputs == null || typeof inputs !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'inputs must be an object of { id: TypedArray | DeviceBlock }')
   const { signal, outputsInto, outputs, observe, checkPlan, wait } = options
   // The public options only: the native ones also take a heap slot and raw block ids.
@@ -144,7 +144,10 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   }
   for (const [id, value] of Object.entries(inputs)) {
     if (value instanceof DeviceBlock) deviceInputs[id] = take(value, `inputs.${id}`)
-    else host[id] = byteMap({ [id]: value }, 'inputs')[id]
+    else {
+      checkDtype(value, types.get(id), `input '${id}'`)
+      host[id] = byteMap({ [id]: value }, 'inputs')[id]
+    }
   }
   if (outputsInto != null) {
     if (typeof outputsInto !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'outputsInto must be an object of { id: DeviceBlock }')
@@ -313,7 +316,7 @@ export class Executor {
    * `ABORTED` (the run still takes its turn and its GPU work completes; what it returns is released).
    */
   @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
-    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, optionsObject(options, 'run'), this.#device.table)
+    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, optionsObject(options, 'run'), this.#device.table, this.#types)
     checkSignal(signal)
     const r = await reportingOom(this.#device, withSignal(this.#native.run(host, nativeOptions), signal, dropLate))
     return execResult(r, this.#types, table)
@@ -384,7 +387,7 @@ export class ShapeExecutor {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
     const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
-    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table)
+    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table, this.#types)
     checkSignal(signal)
     const r = await reportingOom(this.#device, withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate))
     return execResult(r, this.#types, table)
@@ -430,6 +433,7 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
   const json = graphJson(graph)
   const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
   if (plan === 'observe') {
+    checkDtypes(sampleInputs, dtypes(json), 'sampleInputs')
     const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : zeroInputs(parseJson(json, 'the graph'))
     const seen = await reportingOom(device, withSignal(device.native.runEagerGraph(json, inputs, nativeOptions.params, true), signal))
     const records = seen.observation?.usageRecords ?? []
@@ -460,11 +464,13 @@ export async function runEager(device: ExecDevice, graph: Graph | string, inputs
   const opts = optionsObject(options, 'runEager')
   checkSignal(opts.signal)
   const json = graphJson(graph)
+  const types = dtypes(json)
+  checkDtypes(inputs, types, 'input')
   const r = await reportingOom(
     device,
     withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal),
   )
-  return execResult(r, dtypes(json), null)
+  return execResult(r, types, null)
 }
 
 /** `gpu.createWeights()`. */

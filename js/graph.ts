@@ -92,6 +92,27 @@ export function byteMap(obj: unknown, what: string): Record<string, Uint8Array> 
   return Object.fromEntries(Object.entries(obj).map(([k, v]) => [k, bytesOf(v, `${what}.${k}`)]))
 }
 
+/**
+ * Note [Inputs match their dtype]: a typed array carries an element type, and one that differs
+ * from the tensor's `dtype` (a Float32Array for a `u32` input of the same byte length) would run
+ * with its bits read as the other type: a silent wrong answer. Such an array is refused, naming
+ * the input, the dtype and the array's type. Raw bytes stay possible, spelled as such: a
+ * `Uint8Array` (or Buffer), a DataView or an ArrayBuffer passes for any dtype.
+ */
+export function checkDtype(value: unknown, dtype: string | undefined, what: string): void {
+  if (dtype === undefined || !Object.hasOwn(TYPED, dtype) || !ArrayBuffer.isView(value) || value instanceof DataView || value instanceof Uint8Array) return
+  const want = TYPED[dtype as DType]
+  if (value instanceof want) return
+  const got = value.constructor?.name ?? 'typed array'
+  throw new WgallocError('INVALID_ARGUMENT', `${what} is ${dtype}, got a ${got}: pass a ${want.name}, or the raw bytes as a Uint8Array`)
+}
+
+/** {@link checkDtype} for each entry of `{ id: TensorData }` (what `byteMap` then converts). */
+export function checkDtypes(obj: unknown, types: Map<string, string | undefined>, what: string): void {
+  if (obj == null || typeof obj !== 'object') return
+  for (const [id, value] of Object.entries(obj)) checkDtype(value, types.get(id), `${what} '${id}'`)
+}
+
 /** Output bytes as the typed array the tensor's dtype names (Uint8Array without one). */
 export function typed(buffer: Uint8Array, dtype: string | undefined): OutputArray {
   // Own keys only: a dtype such as 'constructor' must not reach Object.prototype.

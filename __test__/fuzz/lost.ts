@@ -68,9 +68,9 @@ export async function run({ fc, check, counts, trace }: Harness): Promise<void> 
       const pick = <T>(list: T[], i: number) => list[i % list.length]
       const judge = (err: unknown, what: string, afterLoss: boolean, waited: boolean) => {
         const kind = note(counts, err)
-        // Also true, and may be said instead: a run while another is in flight is busy; a
-        // call left running may find its block freed by a later step before it starts.
-        const allowed = ['DEVICE_LOST', ...(what.startsWith('run') ? ['EXECUTOR_BUSY'] : []), ...(waited ? [] : ['USE_AFTER_FREE'])]
+        // Also true, and may be said instead: a call left running may find its block freed by a
+        // later step before it starts.
+        const allowed = ['DEVICE_LOST', ...(waited ? [] : ['USE_AFTER_FREE'])]
         if (kind !== 'typed') failures.push(`${what} threw ${describe(err)}`)
         // 'typed' is a WgallocError with a known code.
         else if (afterLoss && WgallocError.is(err) && !allowed.includes(err.code)) failures.push(`${what}: expected DEVICE_LOST, got ${describe(err)}`)

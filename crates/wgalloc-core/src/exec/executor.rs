@@ -1046,6 +1046,18 @@ pub(crate) fn check_inputs(
     inputs: &HashMap<String, Vec<u8>>,
     on_device: &HashMap<String, Arc<DeviceBlock>>,
 ) -> Result<()> {
+    // A name the graph does not have first: a misspelled input would otherwise be reported as
+    // the input it was meant for, missing.
+    let mut extra: Vec<&String> =
+        inputs.keys().filter(|k| graph.tensor(k).is_none_or(|t| t.kind != TensorKind::Input)).collect();
+    extra.sort();
+    if let Some(extra) = extra.first() {
+        let names: Vec<&str> = graph.inputs().map(|t| t.id.as_str()).collect();
+        return Err(Error::invalid(format!(
+            "'{extra}' is not an input tensor of the graph; its inputs are {}",
+            if names.is_empty() { "none".to_string() } else { format!("'{}'", names.join("', '")) }
+        )));
+    }
     for t in graph.inputs().filter(|t| !on_device.contains_key(&t.id)) {
         let Some(bytes) = inputs.get(&t.id) else {
             return Err(Error::invalid(format!("input '{}' is missing", t.id)));
@@ -1053,9 +1065,6 @@ pub(crate) fn check_inputs(
         if bytes.len() as u64 != t.size {
             return Err(Error::invalid(format!("input '{}' must be {} bytes, got {}", t.id, t.size, bytes.len())));
         }
-    }
-    if let Some(extra) = inputs.keys().find(|k| graph.tensor(k).is_none_or(|t| t.kind != TensorKind::Input)) {
-        return Err(Error::invalid(format!("'{extra}' is not an input tensor of the graph")));
     }
     Ok(())
 }
