@@ -77,6 +77,9 @@ test('platform package not installed: names the platform and the package to inst
   t.true(e.message.includes(`${process.platform} ${process.arch}`), e.message)
   t.true(e.message.includes(`npm install wgalloc-${target}@${pkg.version}`), e.message)
   t.true(e.message.includes('--omit=optional'))
+  // the package may not be published yet (a packed tarball ships no binary): a source build is named too
+  t.regex(e.message, /Or use a source build: clone \S+wgalloc\.git and run npm install there/)
+  t.regex(e.message, /NAPI_RS_NATIVE_LIBRARY_PATH/)
   // the loader's own attempts, in order: the file beside the loader, then the package
   const i = e.loadErrors.findIndex((m) => m.includes(`./wgalloc.${target}.node`))
   const j = e.loadErrors.findIndex((m) => m.includes(`'wgalloc-${target}'`))

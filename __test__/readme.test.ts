@@ -139,3 +139,18 @@ test('the package parser reads the forms .ci/run may use', (t) => {
   t.is(parsed.commands, 3)
   t.deepEqual([...parsed.packages].sort(), ['chromium', 'foo', 'mesa-vulkan-drivers', 'prometheus'])
 })
+
+test('the README, engines and docs/device.md name the same Node versions', (t) => {
+  const engines = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node
+  // `^18.18.0 || >= 20.4.0`: the lowest version of each major line it accepts.
+  const lows = [...engines.matchAll(/(\d+)\.(\d+)\.\d+/g)].map((m) => `${m[1]}.${m[2]}`)
+  t.true(lows.length >= 2, engines)
+  const line = /^- Node\.js ([^\n]*)$/m.exec(readme)?.[1] ?? ''
+  t.deepEqual(
+    [...line.matchAll(/(\d+\.\d+)\+/g)].map((m) => m[1]),
+    lows,
+    line,
+  )
+  const device = readFileSync(join(root, 'docs/device.md'), 'utf8')
+  t.true(device.includes(`Node >= ${lows[0]} / ${lows[1]}`))
+})

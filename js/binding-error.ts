@@ -7,7 +7,12 @@ import { join } from 'node:path'
 import { WgallocError } from './errors.js'
 
 const ROOT = join(__dirname, '..')
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string; napi?: { targets?: string[] } }
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  name: string
+  version: string
+  repository?: { url?: string }
+  napi?: { targets?: string[] }
+}
 
 const ARCH: Record<string, string> = { x86_64: 'x64', aarch64: 'arm64', i686: 'ia32', armv7: 'arm' }
 
@@ -93,6 +98,11 @@ export function bindingError(err: unknown): WgallocError {
       'It is an optional dependency of wgalloc: npm skips it under --omit=optional, and a lockfile written on ' +
         'another platform can leave it out (https://github.com/npm/cli/issues/4828); then remove node_modules ' +
         'and the lockfile and install again.',
+    )
+    lines.push(
+      `Or use a source build: clone ${pkg.repository?.url?.replace(/^git\+/, '') ?? 'the repository'} and run npm install there ` +
+        '(needs a Rust toolchain; it builds the addon), then depend on that folder (npm install <path>) or point ' +
+        'NAPI_RS_NATIVE_LIBRARY_PATH at its dist/*.node.',
     )
   } else {
     lines.push(`There is no prebuilt wgalloc binary for ${where}, target ${here.target}; prebuilt: ${prebuilt.join(', ')}.`)
