@@ -100,10 +100,13 @@ test('the tarball holds the entry points and their modules, and nothing else', (
     t.false(/\.(node|rs|tgz)$|^(Cargo\.(toml|lock)|build\.rs|tsconfig\.json|package-lock\.json)$/.test(f), `${f} must not be published`)
     t.false(/^(js|scripts)\//.test(f), `${f}: sources and build scripts are not published`)
   }
-  // one public type file: the bundled index.d.ts (the generated native declarations stay internal)
+  // one public type file: the bundled index.d.ts (the generated native declarations stay
+  // internal); the metrics entry's declarations only re-export from it
+  t.deepEqual(files.filter((f) => f.endsWith('.d.ts')).sort(), ['index.d.ts', 'metrics.d.ts'])
+  const metricsTypes = readFileSync(join(root, 'metrics.d.ts'), 'utf8')
   t.deepEqual(
-    files.filter((f) => f.endsWith('.d.ts')),
-    ['index.d.ts'],
+    metricsTypes.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('//')),
+    [`export { type MetricsHandle, type MetricsOptions, type MetricsRegistry, registerMetrics } from './index.js'`],
   )
   // everything package.json points at is inside
   const entries = [
@@ -255,6 +258,41 @@ export const request: (options?: wgalloc.GpuRequestOptions) => Promise<wgalloc.G
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   const r = spawnSync(process.execPath, [tsc, '-p', project], { cwd: project, encoding: 'utf8' })
   t.is(r.status, 0, r.stdout + r.stderr)
+})
+
+test("'wgalloc/metrics' has its own types, right under every module resolution", (t) => {
+  const { project } = install()
+  const consumer = `import { registerMetrics, type MetricsHandle } from 'wgalloc/metrics'
+// @ts-expect-error the metrics entry exports registerMetrics and its types only
+import { Gpu } from 'wgalloc/metrics'
+export const register: typeof registerMetrics = registerMetrics
+export type Handle = MetricsHandle
+export const gpu: unknown = Gpu
+`
+  const settings: Record<string, Record<string, string>> = {
+    node10: { module: 'commonjs', moduleResolution: 'node10' },
+    node16: { module: 'node16', moduleResolution: 'node16' },
+    nodenext: { module: 'nodenext', moduleResolution: 'nodenext' },
+    bundler: { module: 'esnext', moduleResolution: 'bundler' },
+  }
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  for (const [name, modules] of Object.entries(settings)) {
+    const dir = join(project, `metrics-${name}`)
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'consumer.ts'), consumer)
+    const compilerOptions = {
+      ...modules,
+      target: 'es2022',
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+      types: ['node'],
+      typeRoots: [join(root, 'node_modules', '@types')],
+    }
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['consumer.ts'] }))
+    const r = spawnSync(process.execPath, [tsc, '-p', dir], { cwd: project, encoding: 'utf8' })
+    t.is(r.status, 0, `${name}: ${r.stdout}${r.stderr}`)
+  }
 })
 
 test('npx wgalloc info runs the installed CLI on the device', (t) => {
