@@ -3,7 +3,7 @@
 // changing shapes, each bit for bit against the plain host path.
 import { Worker } from 'node:worker_threads'
 import test from 'ava'
-import { type Dispatch, type Graph, type GraphOp, type GraphTensor, type OutputArray, Weights, planMemory } from 'wgalloc'
+import { type Dispatch, type ExecResult, type Graph, type GraphOp, type GraphTensor, type OutputArray, Weights, planMemory } from 'wgalloc'
 import { ADD, chain, params } from './graphs.js'
 import { gpu } from './helpers.js'
 
@@ -88,7 +88,8 @@ test('external tensors: state read and written in place across 100 runs, equal t
   let s: OutputArray = s0
   const ys: Uint8Array[] = []
   for (let i = 0; i < 100; i++) {
-    const { outputs } = await host.run({ x, s })
+    // Annotated: `s` is narrowed by what the loop assigns it, so its type and the result's depend on each other.
+    const { outputs }: ExecResult = await host.run({ x, s })
     s = outputs.s2
     ys.push(bytes(outputs.y))
   }

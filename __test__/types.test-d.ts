@@ -189,3 +189,50 @@ async function misspelled(gpu: Gpu, graph: Graph): Promise<void> {
   }
 }
 void misspelled
+
+// Executors typed from their graph: a literal's input, output and dim names and output dtypes.
+import type { DeviceBlock, OutputArray } from 'wgalloc'
+async function typedFromGraph(gpu: Gpu, kv: DeviceBlock): Promise<number> {
+  const exe = await gpu.compile({
+    kernels: { k: { source: '' } },
+    tensors: [
+      { id: 'tokens', size: 64, kind: 'input', dtype: 'u32' },
+      { id: 'cache', size: 64, kind: 'external' },
+      { id: 'logits', size: 64, kind: 'output', dtype: 'f32' },
+      { id: 'raw', size: 64, kind: 'output' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['tokens', 'cache'], outputs: ['logits', 'raw'], dispatch: [1] }],
+  })
+  const r = await exe.run({ tokens: new Uint32Array(16), cache: kv })
+  const logits: Float32Array = r.outputs.logits
+  const raw: Uint8Array = r.outputs.raw
+  const sum = logits.reduce((a, b) => a + b, 0)
+  // @ts-expect-error no such output
+  void r.outputs.probs
+  // @ts-expect-error a misspelled input
+  await exe.run({ tokenz: new Uint32Array(16), cache: kv })
+  // @ts-expect-error an external tensor is a device block
+  await exe.run({ tokens: new Uint32Array(16), cache: new Uint8Array(64) })
+  // With outputs on the device, `blocks` holds every output not sent into a block of the caller's.
+  const d = await exe.run({ tokens: new Uint32Array(16), cache: kv }, { outputs: 'device', outputsInto: { raw: kv } })
+  d.blocks.logits.free()
+  // @ts-expect-error raw went into the caller's block
+  d.blocks.raw.free()
+  const shapes = gpu.compileShapes({
+    dims: ['batch'],
+    kernels: { k: { source: '' } },
+    tensors: [
+      { id: 'x', size: 'batch * 64', kind: 'input', dtype: 'f32' },
+      { id: 'y', size: 'batch * 64', kind: 'output', dtype: 'i32' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: ['batch'] }],
+  })
+  const y: Int32Array = (await shapes.run({ batch: 2 }, { x: new Float32Array(32) })).outputs.y
+  // @ts-expect-error not a dimension of the graph
+  await shapes.run({ batches: 2 }, { x: new Float32Array(32) })
+  // A graph that is not a literal keeps string keys.
+  const loose: Graph = JSON.parse('{}')
+  const any: Record<string, OutputArray> = (await (await gpu.compile(loose)).run({ whatever: new Uint8Array(4) })).outputs
+  return sum + raw.length + y.length + Object.keys(any).length
+}
+void typedFromGraph

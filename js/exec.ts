@@ -6,7 +6,22 @@ import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from '
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { HeapScope, type ScopeCharge } from './heap-scope.js'
 import { WgallocError, optionsObject, parseJson, shown, u32 } from './errors.js'
-import { type Graph, type OutputArray, type TensorData, byteMap, checkDtype, checkDtypes, dtypes, graphJson, typed, zeroInputs } from './graph.js'
+import {
+  type Graph,
+  type GraphDims,
+  type GraphInputs,
+  type GraphOutputIds,
+  type GraphOutputs,
+  type OutputArray,
+  type TensorData,
+  byteMap,
+  checkDtype,
+  checkDtypes,
+  dtypes,
+  graphJson,
+  typed,
+  zeroInputs,
+} from './graph.js'
 import { type Binding, native } from './native.js'
 import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
 import { type AsyncOptions, checkSignal, withSignal } from './signal.js'
@@ -77,15 +92,42 @@ export interface ExecObservation extends Observation {
   toUsageRecords(): UsageRecord[]
 }
 
-/** Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked for. */
-export interface ExecResult {
-  /** Output tensors by id. */
-  outputs: Record<string, OutputArray>
+/**
+ * Outputs typed by their tensor's dtype (Uint8Array without one), and the observation if asked
+ * for. For a graph given as a literal, `outputs` has its output ids, each as its dtype's array.
+ */
+export interface ExecResult<G extends Graph = Graph> {
+  /** Output tensors by id (those not sent into `outputsInto` blocks). */
+  outputs: GraphOutputs<G>
   /** What the run allocated and freed, with `observe: true`. */
   observation?: ExecObservation
   /** Outputs left on the device (`outputs: 'device'`), by id: the caller frees them. */
-  blocks?: Record<string, DeviceBlock>
+  blocks?: Partial<Record<GraphOutputIds<G>, DeviceBlock>>
 }
+
+/** `outputsInto` of a run of graph `G`: blocks for some of its outputs. */
+export type OutputBlocks<G extends Graph> = Partial<Record<GraphOutputIds<G>, DeviceBlock>>
+
+/** What a run with `outputs: 'device'` returns: every output not in `outputsInto` is in `blocks`. */
+export interface DeviceExecResult<G extends Graph = Graph, Into extends OutputBlocks<G> = {}> extends Omit<ExecResult<G>, 'outputs' | 'blocks'> {
+  /** Nothing is read back: empty. */
+  outputs: Partial<GraphOutputs<G>>
+  /** The outputs left on the device, by id: the caller frees them. */
+  blocks: string extends keyof Into ? Partial<Record<GraphOutputIds<G>, DeviceBlock>> : Record<Exclude<GraphOutputIds<G>, keyof Into>, DeviceBlock>
+}
+
+/** Run options that leave outputs on the device, with `outputsInto` blocks `I`. */
+export interface DeviceRunOptions<I = unknown> {
+  /** `'device'`. */
+  outputs: 'device'
+  /** Blocks of the caller's for some outputs. */
+  outputsInto?: I
+}
+
+/** What a run with `options` returns: {@link DeviceExecResult} with `outputs: 'device'`, else {@link ExecResult}. */
+export type RunResultOf<G extends Graph, O> = [O] extends [DeviceRunOptions<infer I>]
+  ? DeviceExecResult<G, unknown extends I ? {} : I extends OutputBlocks<G> ? I : {}>
+  : ExecResult<G>
 
 /** What an executor needs from its device: the native device, its heap's table, and the heap's OOM report. */
 export interface ExecDevice {
@@ -106,10 +148,18 @@ async function reportingOom<T>(device: ExecDevice, work: Promise<T>): Promise<T>
 
 type Types = Map<string, string | undefined>
 
-function execResult(r: RunResult, types: Types, table: HeapTable | null): ExecResult {
+/** A result as a run builds it; the public methods type it from their graph. */
+interface AnyResult {
+  outputs: Record<string, OutputArray>
+  observation?: ExecObservation
+  blocks?: Record<string, DeviceBlock>
+}
+
+/** The result of native run `r`; `device`: the run was asked for `outputs: 'device'` (`blocks` is then always set). */
+function execResult(r: RunResult, types: Types, table: HeapTable | null, device: boolean): AnyResult {
   const outputs: Record<string, OutputArray> = {}
   for (const id of r.outputOrder) outputs[id] = typed(r.outputs[id], types.get(id))
-  const result: ExecResult = { outputs }
+  const result: AnyResult = { outputs }
   if (r.observation) {
     result.observation = {
       ...r.observation,
@@ -118,7 +168,7 @@ function execResult(r: RunResult, types: Types, table: HeapTable | null): ExecRe
       },
     }
   }
-  if (r.deviceOutputs?.length && table) result.blocks = Object.fromEntries(r.deviceOutputs.map((o) => [o.tensor, adoptBlock(table, o)]))
+  if (table && (device || r.deviceOutputs?.length)) result.blocks = Object.fromEntries((r.deviceOutputs ?? []).map((o) => [o.tensor, adoptBlock(table, o)]))
   return result
 }
 
@@ -188,10 +238,10 @@ function holdCharge(holder: object, charge: ScopeCharge): ScopeCharge {
 }
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
-let createExecutor: (handle: Binding.Executor, types: Types, device: ExecDevice) => Executor
-let createShapeExecutor: (handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) => ShapeExecutor
+let createExecutor: <G extends Graph>(handle: Binding.Executor, types: Types, device: ExecDevice) => Executor<G>
+let createShapeExecutor: <G extends Graph>(handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) => ShapeExecutor<G>
 let chargeWeights: (weights: Weights, charge: ScopeCharge) => void
-let chargeExecutor: (executor: Executor, charge: ScopeCharge) => void
+let chargeExecutor: <G extends Graph>(executor: Executor<G>, charge: ScopeCharge) => void
 
 /**
  * Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
@@ -273,7 +323,7 @@ function compileNative(rest: Record<string, unknown>, params: unknown, weights: 
 }
 
 /** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */
-export class Executor {
+export class Executor<G extends Graph = Graph> {
   readonly #native: Binding.Executor
   #charge: ScopeCharge | null = null
   readonly #types: Types
@@ -315,11 +365,12 @@ export class Executor {
    * `USE_AFTER_FREE` after `release()`, `INVALID_ARGUMENT` for a missing or mis-sized input,
    * `ABORTED` (the run still takes its turn and its GPU work completes; what it returns is released).
    */
-  @api async run(inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
-    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, optionsObject(options, 'run'), this.#device.table, this.#types)
+  @api async run<O extends RunOptions = {}>(inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
+    const opts = optionsObject(options, 'run')
+    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table, this.#types)
     checkSignal(signal)
     const r = await reportingOom(this.#device, withSignal(this.#native.run(host, nativeOptions), signal, dropLate))
-    return execResult(r, this.#types, table)
+    return execResult(r, this.#types, table, opts.outputs === 'device') as RunResultOf<G, O>
   }
   /**
    * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. Runs
@@ -352,7 +403,7 @@ export class Executor {
  * expressions): each run names its dimensions, and the executor for that shape (exact, or
  * rounded up to a bucket) is compiled once and kept while it is among the most recently used.
  */
-export class ShapeExecutor {
+export class ShapeExecutor<G extends Graph = Graph> {
   readonly #native: Binding.ShapeExecutor
   readonly #types: Types
   readonly #device: ExecDevice
@@ -383,14 +434,14 @@ export class ShapeExecutor {
    * take turns, as `executor.run()` does. `INVALID_ARGUMENT` when a tensor's size at `dims` is not a
    * whole number of its dtype's elements.
    */
-  @api async run(dims: Record<string, number>, inputs: Record<string, TensorData | DeviceBlock>, options?: RunOptions): Promise<ExecResult> {
+  @api async run<O extends RunOptions = {}>(dims: Record<GraphDims<G>, number>, inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
     const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
     const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table, this.#types)
     checkSignal(signal)
     const r = await reportingOom(this.#device, withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate))
-    return execResult(r, this.#types, table)
+    return execResult(r, this.#types, table, opts.outputs === 'device') as RunResultOf<G, O>
   }
   /** Hits, misses, evictions and what the cached executors hold. */
   @api stats(): ShapeExecutorStats {
@@ -426,7 +477,7 @@ export class ShapeExecutor {
 }
 
 /** `gpu.compile()`. */
-export async function compile(device: ExecDevice, graph: Graph | string, options?: CompileOptions): Promise<Executor> {
+export async function compile<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileOptions): Promise<Executor<G>> {
   const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = optionsObject(options, 'compile')
   checkSignal(signal)
   checkScope(scope)
@@ -447,7 +498,7 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
     device,
     withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release()),
   )
-  const executor = createExecutor(exe, dtypes(json), device)
+  const executor = createExecutor<G>(exe, dtypes(json), device)
   if (scope) {
     try {
       chargeExecutor(executor, scope.charge(exe.deviceBytes))
@@ -460,7 +511,12 @@ export async function compile(device: ExecDevice, graph: Graph | string, options
 }
 
 /** `gpu.runEager()`. */
-export async function runEager(device: ExecDevice, graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult> {
+export async function runEager<G extends Graph>(
+  device: ExecDevice,
+  graph: G | string,
+  inputs: GraphInputs<G, never>,
+  options?: RunEagerOptions,
+): Promise<ExecResult<G>> {
   const opts = optionsObject(options, 'runEager')
   checkSignal(opts.signal)
   const json = graphJson(graph)
@@ -470,7 +526,7 @@ export async function runEager(device: ExecDevice, graph: Graph | string, inputs
     device,
     withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal),
   )
-  return execResult(r, types, null)
+  return execResult(r, types, null, false) as unknown as ExecResult<G>
 }
 
 /** `gpu.createWeights()`. */
@@ -501,10 +557,10 @@ function checkScope(scope: unknown): void {
 }
 
 /** `gpu.compileShapes()`. */
-export function compileShapes(device: ExecDevice, graph: Graph | string, options?: CompileShapesOptions): ShapeExecutor {
+export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileShapesOptions): ShapeExecutor<G> {
   const { buckets, capacity, params, weights, ...rest } = optionsObject(options, 'compileShapes')
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
-  return createShapeExecutor(se, dtypes(json), device)
+  return createShapeExecutor<G>(se, dtypes(json), device)
 }

@@ -25,7 +25,7 @@ import {
   runEager,
   weightsOf,
 } from './exec.js'
-import type { Graph } from './graph.js'
+import type { Graph, GraphInputs } from './graph.js'
 import { type Heap, outOfMemoryOf, tableOfHeap, wrapHeap } from './heap.js'
 import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
@@ -335,11 +335,11 @@ export class Gpu {
    * exe.release()
    * ```
    */
-  @api async compile(graph: Graph | string, options?: CompileOptions): Promise<Executor> {
+  @api async compile<const G extends Graph>(graph: G | string, options?: CompileOptions): Promise<Executor<G>> {
     return compile(this.#exec, graph, options)
   }
   /** Runs `graph` eagerly: outputs come from the heap at each op and return after their last use. */
-  @api async runEager(graph: Graph | string, inputs: Record<string, TensorData>, options?: RunEagerOptions): Promise<ExecResult> {
+  @api async runEager<const G extends Graph>(graph: G | string, inputs: GraphInputs<G, never>, options?: RunEagerOptions): Promise<ExecResult<G>> {
     return runEager(this.#exec, graph, inputs, options)
   }
   /**
@@ -353,7 +353,7 @@ export class Gpu {
    * A graph with symbolic dimensions (`dims: ['batch']`; sizes, dispatch counts and workspaces as
    * expressions such as `'batch * 1024'`), compiled once per shape and cached (LRU).
    */
-  @api compileShapes(graph: Graph | string, options?: CompileShapesOptions): ShapeExecutor {
+  @api compileShapes<const G extends Graph>(graph: G | string, options?: CompileShapesOptions): ShapeExecutor<G> {
     return compileShapes(this.#exec, graph, options)
   }
   /** The checksum graph of a model graph (`bench/data/models` format), as executable graph JSON. */

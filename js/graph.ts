@@ -53,7 +53,11 @@ export interface GraphKernel {
   entryPoint?: string
 }
 
-/** A graph of WGSL kernels. */
+/**
+ * A graph of WGSL kernels. Given as a literal to `gpu.compile()` or `gpu.compileShapes()`, its
+ * tensor ids, kinds and dtypes type the executor: `run()` takes its inputs by name, and each
+ * output comes back as its dtype's array (see {@link GraphOutputs}).
+ */
 export interface Graph {
   /** Kernels by id. */
   kernels: Record<string, GraphKernel>
@@ -64,6 +68,70 @@ export interface Graph {
   /** Dimension names for `gpu.compileShapes()`: sizes and dispatch counts may then be expressions over them. */
   dims?: string[]
 }
+
+/** The array type of each dtype's outputs. */
+export interface DTypeArrays {
+  /** 32-bit floats. */
+  f32: Float32Array
+  /** 32-bit unsigned integers. */
+  u32: Uint32Array
+  /** 32-bit signed integers. */
+  i32: Int32Array
+  /** 16-bit unsigned integers. */
+  u16: Uint16Array
+  /** 16-bit floats, as their bits. */
+  f16: Uint16Array
+  /** 8-bit signed integers. */
+  i8: Int8Array
+  /** Bytes. */
+  u8: Uint8Array
+}
+
+/** A tensor of kind `K` and id `I`: the shape a graph's tensors are matched against by kind. */
+export interface TensorOfKind<K extends GraphTensor['kind'], I extends string = string> {
+  /** The tensor's id. */
+  id: I
+  /** The tensor's kind. */
+  kind: K
+}
+
+/** A tensor with an element type. */
+export interface TensorWithDType<D extends DType = DType> {
+  /** The tensor's dtype. */
+  dtype: D
+}
+
+/** A graph that names its dimensions. */
+export interface GraphWithDims<D extends string = string> {
+  /** The dimension names. */
+  dims: readonly D[]
+}
+
+/** The tensors of graph `G`, as a union. */
+export type GraphTensorOf<G extends Graph> = G['tensors'][number]
+/** Whether `G`'s tensor ids are known (a literal), not just `string`. */
+export type GraphIsLiteral<G extends Graph> = string extends GraphTensorOf<G>['id'] ? false : true
+/** The ids of `G`'s tensors of kind `K`. */
+export type GraphTensorIds<G extends Graph, K extends GraphTensor['kind']> =
+  GraphTensorOf<G> extends infer T ? (T extends TensorOfKind<K, infer I> ? I : never) : never
+
+/** Output ids of a graph (`string` when the graph is not a literal). */
+export type GraphOutputIds<G extends Graph> = GraphIsLiteral<G> extends true ? GraphTensorIds<G, 'output'> : string
+/** A graph's outputs by id, each as its dtype's array (Uint8Array without one); any id and array for a graph that is not a literal. */
+export type GraphOutputs<G extends Graph> =
+  GraphIsLiteral<G> extends true
+    ? { [T in GraphTensorOf<G> as T extends TensorOfKind<'output', infer I> ? I : never]: T extends TensorWithDType<infer D> ? DTypeArrays[D] : Uint8Array }
+    : Record<string, OutputArray>
+/**
+ * What a run of a graph takes: every input by id (host data or a device block) and every
+ * external tensor (a device block); any id for a graph that is not a literal.
+ */
+export type GraphInputs<G extends Graph, Block> =
+  GraphIsLiteral<G> extends true
+    ? { [I in GraphTensorIds<G, 'input'>]: TensorData | Block } & { [I in GraphTensorIds<G, 'external'>]: Block }
+    : Record<string, TensorData | Block>
+/** A graph's dimension names (`string` when not a literal). */
+export type GraphDims<G extends Graph> = G extends GraphWithDims<infer D> ? (string extends D ? string : D) : string
 
 /** An output tensor, typed by its dtype (Uint8Array without one). */
 export type OutputArray = Float32Array | Uint32Array | Int32Array | Uint16Array | Int8Array | Uint8Array

@@ -40,9 +40,13 @@ export {
   type CompileOptions,
   type CompileShapesOptions,
   type CreateWeightsOptions,
+  type DeviceExecResult,
+  type DeviceRunOptions,
   type ExecObservation,
   type ExecResult,
   Executor,
+  type OutputBlocks,
+  type RunResultOf,
   type RunEagerOptions,
   type RunOptions,
   ShapeExecutor,
@@ -57,7 +61,26 @@ export {
   type UploadBatchItem,
   type UploadOptions,
 } from './gpu.js'
-export type { DType, Dispatch, Graph, GraphKernel, GraphOp, GraphTensor, OutputArray } from './graph.js'
+export type {
+  DType,
+  DTypeArrays,
+  Dispatch,
+  Graph,
+  GraphDims,
+  GraphInputs,
+  GraphIsLiteral,
+  GraphKernel,
+  GraphOp,
+  GraphOutputIds,
+  GraphOutputs,
+  GraphTensor,
+  GraphTensorIds,
+  GraphTensorOf,
+  GraphWithDims,
+  OutputArray,
+  TensorOfKind,
+  TensorWithDType,
+} from './graph.js'
 export { Heap } from './heap.js'
 export { HeapScope, type HeapScopeOptions, type HeapScopeStats, type ScopeCharge } from './heap-scope.js'
 export type { HeapEventKind, OutOfMemoryEvent } from './heap-events.js'
