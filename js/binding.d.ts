@@ -495,6 +495,11 @@ export declare class ShapeExecutor {
    * @internal
    */
   runNative(dims: Record<string, number>, inputs: Record<string, Uint8Array>, options?: ExecRunOptions | undefined | null): Promise<RunResult>
+  /**
+   * Native form of `warmup(shapes)`: compiles the executors of `shapes` off the JS thread.
+   * @internal
+   */
+  warmUpNative(shapes: Array<Record<string, number>>): Promise<void>
   /** Hits, misses, evictions and what the cached executors hold. */
   stats(): ShapeExecutorStats
   /** Releases every cached executor (their slabs return to the heap); later runs compile again. */

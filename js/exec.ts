@@ -443,6 +443,22 @@ export class ShapeExecutor<G extends Graph = Graph> {
     const r = await reportingOom(this.#device, withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate))
     return execResult(r, this.#types, table, opts.outputs === 'device') as RunResultOf<G, O>
   }
+  /**
+   * Compiles the executors of `shapes` now (each rounded up to its bucket), off the JS thread, so
+   * the first requests of those shapes find them cached; with more shapes than the capacity, the
+   * last ones stay. Errors as a run's compile would raise them.
+   * @example
+   * ```js
+   * await model.warmup([{ batch: 1 }, { batch: 4 }, { batch: 16 }])
+   * ```
+   */
+  @api async warmup(shapes: Record<GraphDims<G>, number>[], options?: AsyncOptions): Promise<void> {
+    if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
+    if (!Array.isArray(shapes)) throw new WgallocError('INVALID_ARGUMENT', `warmup takes an array of dims such as [{ batch: 4 }], got ${shown(shapes)}`)
+    const { signal } = optionsObject(options, 'warmup')
+    checkSignal(signal)
+    await reportingOom(this.#device, withSignal(this.#native.warmUpNative(shapes), signal))
+  }
   /** Hits, misses, evictions and what the cached executors hold. */
   @api stats(): ShapeExecutorStats {
     return this.#native.stats()

@@ -325,8 +325,9 @@ export class Gpu {
 
   /**
    * Plans `graph` into slabs from the heap and builds every pipeline and bind group once.
-   * `GPU_VALIDATION` names a kernel that fails WGSL validation; `INVALID_ARGUMENT` a bad
-   * graph or a tensor above the max storage binding size; `OUT_OF_MEMORY`; `ABORTED`.
+   * `SHADER_ERROR` names a kernel that does not compile or whose bindings differ from what its
+   * op supplies; `INVALID_ARGUMENT` a bad graph or a tensor above the max storage binding size;
+   * `OUT_OF_MEMORY`; `ABORTED`.
    *
    * @example
    * ```js
@@ -351,7 +352,11 @@ export class Gpu {
   }
   /**
    * A graph with symbolic dimensions (`dims: ['batch']`; sizes, dispatch counts and workspaces as
-   * expressions such as `'batch * 1024'`), compiled once per shape and cached (LRU).
+   * expressions such as `'batch * 1024'`), compiled once per shape and cached (LRU). What does
+   * not depend on the shape is checked here, without taking device memory: every kernel compiles
+   * and matches its op's bindings, op params fit their uniform, every param has data
+   * (`SHADER_ERROR` / `INVALID_ARGUMENT`, as `compile` raises them). `warmup(shapes)` compiles
+   * given shapes before traffic.
    */
   @api compileShapes<const G extends Graph>(graph: G | string, options?: CompileShapesOptions): ShapeExecutor<G> {
     return compileShapes(this.#exec, graph, options)

@@ -87,6 +87,19 @@ impl ShapeExecutor {
         })
     }
 
+    /// Native form of `warmup(shapes)`: compiles the executors of `shapes` off the JS thread.
+    /// @internal
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
+    pub fn warm_up_native<'env>(
+        &self,
+        env: &'env Env,
+        shapes: Vec<HashMap<String, f64>>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let cache = self.inner.clone();
+        let shapes = shapes.into_iter().map(dims).collect::<Result<Vec<_>>>()?;
+        env.spawn_future(async move { cache.warm_up(&shapes).napi() })
+    }
+
     /// Hits, misses, evictions and what the cached executors hold.
     #[napi(catch_unwind)]
     pub fn stats(&self) -> ShapeExecutorStats {

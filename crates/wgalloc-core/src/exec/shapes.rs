@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::executor::{CompileOptions, DeviceIo, Executor, RunOptions, RunOutput};
+use super::bind::{check_uniform_len, op_pipeline};
+use super::executor::{
+    check_binding_limit, check_params_given, CompileOptions, DeviceIo, Executor, RunOptions, RunOutput,
+};
 use super::graph::ExecGraph;
 use super::lru::Lru;
 use crate::context::Gpu;
@@ -354,7 +357,49 @@ impl ShapeCache {
             clears: 0,
             options: Some(Arc::new(options)),
         };
-        Ok(ShapeCache { gpu: gpu.clone(), graph, policy, state: Mutex::new(state) })
+        let cache = ShapeCache { gpu: gpu.clone(), graph, policy, state: Mutex::new(state) };
+        cache.check_at_sample_shape()?;
+        Ok(cache)
+    }
+
+    /// The smallest shape the policy runs at: every dimension at 1, or at its smallest bucket.
+    fn sample_shape(&self) -> Dims {
+        let smallest = |d: &String| match &self.policy {
+            ShapePolicy::Buckets(b) => b.get(d).and_then(|sizes| sizes.iter().copied().min()).unwrap_or(1),
+            ShapePolicy::Exact => 1,
+        };
+        self.graph.dims.iter().map(|d| (d.clone(), smallest(d))).collect()
+    }
+
+    /// Note [Shape executors fail early]: a shape cache compiles a shape's executor at its first
+    /// run, so a kernel that does not compile, bindings that do not match, a missing param or
+    /// short op params would surface in production, at the first request of each shape. What
+    /// does not depend on the shape is checked here, at the sample shape and without taking any
+    /// device memory: every op's pipeline is built (WGSL compiled, bindings matched against the
+    /// op; the pipelines are cached for the compiles to come), op params are long enough for
+    /// the kernel's uniform, every param has data, and no tensor exceeds the binding limit.
+    fn check_at_sample_shape(&self) -> Result<()> {
+        let shape = self.sample_shape();
+        let graph = self.graph.instantiate(&shape)?;
+        let options =
+            lock(&self.state).options.clone().ok_or_else(|| Error::Internal("a new cache has its options".into()))?;
+        check_binding_limit(&graph, self.gpu.limits().max_storage_buffer_binding_size)?;
+        check_params_given(&graph, &options.params, options.weights.as_deref())?;
+        for op in &graph.ops {
+            if let (Some(pipeline), Some(params)) = (op_pipeline(&self.gpu, &graph, op)?, &op.params) {
+                check_uniform_len(&pipeline, params.len(), &format!("op '{}'", op.name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compiles the executors of `shapes` now (each rounded up to its bucket), so the first
+    /// requests of those shapes find them cached.
+    pub fn warm_up(&self, shapes: &[Dims]) -> Result<()> {
+        for dims in shapes {
+            self.executor(dims)?;
+        }
+        Ok(())
     }
 
     /// The shape `dims` runs at under the policy.
