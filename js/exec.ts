@@ -105,11 +105,14 @@ export interface ExecResult<G extends Graph = Graph> {
   blocks?: Partial<Record<GraphOutputIds<G>, DeviceBlock>>
 }
 
+/** No `outputsInto` blocks. */
+export type NoOutputBlocks = Record<never, DeviceBlock>
+
 /** `outputsInto` of a run of graph `G`: blocks for some of its outputs. */
 export type OutputBlocks<G extends Graph> = Partial<Record<GraphOutputIds<G>, DeviceBlock>>
 
 /** What a run with `outputs: 'device'` returns: every output not in `outputsInto` is in `blocks`. */
-export interface DeviceExecResult<G extends Graph = Graph, Into extends OutputBlocks<G> = {}> extends Omit<ExecResult<G>, 'outputs' | 'blocks'> {
+export interface DeviceExecResult<G extends Graph = Graph, Into extends OutputBlocks<G> = NoOutputBlocks> extends Omit<ExecResult<G>, 'outputs' | 'blocks'> {
   /** Nothing is read back: empty. */
   outputs: Partial<GraphOutputs<G>>
   /** The outputs left on the device, by id: the caller frees them. */
@@ -126,7 +129,7 @@ export interface DeviceRunOptions<I = unknown> {
 
 /** What a run with `options` returns: {@link DeviceExecResult} with `outputs: 'device'`, else {@link ExecResult}. */
 export type RunResultOf<G extends Graph, O> = [O] extends [DeviceRunOptions<infer I>]
-  ? DeviceExecResult<G, unknown extends I ? {} : I extends OutputBlocks<G> ? I : {}>
+  ? DeviceExecResult<G, unknown extends I ? NoOutputBlocks : I extends OutputBlocks<G> ? I : NoOutputBlocks>
   : ExecResult<G>
 
 /** What an executor needs from its device: the native device, its heap's table, and the heap's OOM report. */
@@ -365,7 +368,7 @@ export class Executor<G extends Graph = Graph> {
    * `USE_AFTER_FREE` after `release()`, `INVALID_ARGUMENT` for a missing or mis-sized input,
    * `ABORTED` (the run still takes its turn and its GPU work completes; what it returns is released).
    */
-  @api async run<O extends RunOptions = {}>(inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
+  @api async run<O extends RunOptions = RunOptions>(inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
     const opts = optionsObject(options, 'run')
     const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table, this.#types)
     checkSignal(signal)
@@ -434,7 +437,11 @@ export class ShapeExecutor<G extends Graph = Graph> {
    * take turns, as `executor.run()` does. `INVALID_ARGUMENT` when a tensor's size at `dims` is not a
    * whole number of its dtype's elements.
    */
-  @api async run<O extends RunOptions = {}>(dims: Record<GraphDims<G>, number>, inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
+  @api async run<O extends RunOptions = RunOptions>(
+    dims: Record<GraphDims<G>, number>,
+    inputs: GraphInputs<G, DeviceBlock>,
+    options?: O,
+  ): Promise<RunResultOf<G, O>> {
     if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
     const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')

@@ -45,6 +45,7 @@ export {
   type ExecObservation,
   type ExecResult,
   Executor,
+  type NoOutputBlocks,
   type OutputBlocks,
   type RunResultOf,
   type RunEagerOptions,
