@@ -108,6 +108,7 @@ const ASYNC_CALLS: Record<string, (c: Context, signal: AbortSignal) => Promise<u
   'Gpu.runEager': (c, signal) => c.gpu.runEager(GRAPH, { x: X }, { signal }),
   'Executor.run': (c, signal) => c.exe.run({ x: X }, { signal }),
   'ShapeExecutor.run': (c, signal) => c.shapes.run({ batch: 1 }, { x: X }, { signal }),
+  'ShapeExecutor.warmup': (c, signal) => c.shapes.warmup([{ batch: 2 }], { signal }),
   'DeviceBlock.read': (c, signal) => c.block.read(0, 16, { signal }),
   'HostBlock.map': (c, signal) => c.down.map({ signal }),
   'GpuEvent.wait': (c, signal) => c.stream.submit().wait({ signal }),

@@ -30,6 +30,25 @@ async function timed(n: number, fn: (i: number) => Promise<unknown>): Promise<nu
   return (performance.now() - t) / n
 }
 
+/** Requests per second and latency percentiles of `clients` concurrent loops of `perClient` calls each. */
+async function drive(clients: number, perClient: number, call: () => Promise<unknown>) {
+  const latencies: number[] = []
+  const t0 = performance.now()
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let i = 0; i < perClient; i++) {
+        const s = performance.now()
+        await call()
+        latencies.push(performance.now() - s)
+      }
+    }),
+  )
+  const seconds = (performance.now() - t0) / 1000
+  latencies.sort((a, b) => a - b)
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]
+  return { rps: latencies.length / seconds, p50: at(0.5), p99: at(0.99) }
+}
+
 export const suites: Suite[] = [
   {
     name: 'serving-chain',
@@ -61,6 +80,44 @@ export const suites: Suite[] = [
           hostBytesPerRequest: { chained: 2 * row, viaHost: 4 * row },
         },
       ]
+    },
+  },
+  {
+    name: 'serving-concurrency',
+    description:
+      'one executor driven by 1, 4 and 16 concurrent clients: requests per second and p50/p99 latency, runs queued by the executor vs a mutex around it in JS',
+    async run({ gpu }) {
+      const { graph, row } = model(4)
+      const exe = await gpu.compile(graph, { params: params(row) })
+      const x = new Float32Array(row / 4).fill(1)
+      // What a service wrote before runs queued: a promise-chain mutex around the executor.
+      let tail: Promise<unknown> = Promise.resolve()
+      const locked = () => {
+        const p = tail.then(() => exe.run({ x }))
+        tail = p.catch(() => {})
+        return p
+      }
+      for (let i = 0; i < 3; i++) await exe.run({ x })
+      const results = []
+      for (const clients of [1, 4, 16]) {
+        const perClient = Math.max(4, Math.round(48 / clients))
+        // ABBA order, so drift in the machine's speed cancels; each figure is the better of two.
+        const q1 = await drive(clients, perClient, () => exe.run({ x }))
+        const m1 = await drive(clients, perClient, locked)
+        const m2 = await drive(clients, perClient, locked)
+        const q2 = await drive(clients, perClient, () => exe.run({ x }))
+        const queued = q1.rps >= q2.rps ? q1 : q2
+        const mutex = m1.rps >= m2.rps ? m1 : m2
+        results.push({
+          measured: { value: queued.rps, unit: `requests/s, ${clients} client(s), runs queued by the executor` },
+          baseline: { value: mutex.rps, unit: 'requests/s', what: `${clients} client(s) behind a JS mutex` },
+          ratio: queued.rps / mutex.rps,
+          ratioMeaning: 'throughput queued / mutex (higher is better)',
+          latencyMs: { queued: { p50: queued.p50, p99: queued.p99 }, mutex: { p50: mutex.p50, p99: mutex.p99 } },
+        })
+      }
+      exe.release()
+      return results
     },
   },
   {
