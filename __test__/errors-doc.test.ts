@@ -108,9 +108,9 @@ const PROVOKE: Record<WgallocErrorCode, ((gpu: Gpu) => unknown) | { not: string 
     }
   },
   ABORTED: (gpu) => gpu.download(gpu.heap.malloc(16), { signal: AbortSignal.abort() }),
-  PLAN_INVALID: { not: 'a plan the planner made always passes the checker; exec.test.ts corrupts one with checkPlan' },
+  PLAN_INVALID: { not: 'a plan the planner made always passes the checker; crates/wgalloc-core/tests/exec.rs corrupts one for checkPlan' },
   INFEASIBLE: () => planMemory([{ id: 'a', size: 64, first: 0, last: 1 }], { capacity: 32 }),
-  CAPACITY_NOT_MET: { not: 'needs a search that runs out of time below a capacity; plan-features.test.mts covers it' },
+  CAPACITY_NOT_MET: { not: 'needs a search that runs out of time below a capacity; crates/wgalloc-plan/tests/features.rs covers it' },
   PROFILER_STATE: (gpu) => gpu.profiler.stop(),
   BINARY_NOT_FOUND: { not: 'needs the addon missing; binding-error.test.ts loads a copy of the package without it' },
   QUOTA_EXCEEDED: (gpu) => gpu.heap.scope({ name: `quota-${Date.now()}`, limit: 256 }).malloc(1024),
