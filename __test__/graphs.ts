@@ -1,5 +1,5 @@
-// A small compute graph for executor tests and the graph fuzzer: a chain of
-// elementwise adds over f32 tensors, one of them read through a view.
+// Small compute graphs for executor tests and the fuzzers: a chain of elementwise adds over
+// f32 tensors, one of them read through a view, and a one-op copy.
 import type { Graph, GraphOp, GraphTensor } from 'wgalloc'
 
 /** c = (a + b) * scale over the first n elements. */
@@ -46,4 +46,18 @@ export function chain(n: number, { len = 256, viewAt = 3 }: { len?: number; view
     prev = out
   }
   return { kernels: { add: { source: ADD } }, tensors, ops }
+}
+
+/** A one-op graph of `size`-byte input and output (the kernel copies one u32): the smallest executor. */
+export function copyGraph(size: number): Graph {
+  const source =
+    '@group(0) @binding(0) var<storage, read> x: array<u32>;\n@group(0) @binding(1) var<storage, read_write> y: array<u32>;\n@compute @workgroup_size(1) fn main() { y[0] = x[0]; }'
+  return {
+    kernels: { k: { source } },
+    tensors: [
+      { id: 'x', size, kind: 'input' },
+      { id: 'y', size, kind: 'output' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+  }
 }

@@ -5,23 +5,10 @@ import test from 'ava'
 import { Registry } from 'prom-client'
 import { type DeviceBlock, type DeviceChannelMessage, Gpu, type Graph, HeapScope, WgallocError, registerMetrics } from 'wgalloc'
 import { samples } from './promtool.js'
+import { copyGraph } from './graphs.js'
 import { collectGarbageUntil } from './helpers.js'
 
 const KiB = 1024
-
-/** A one-op graph copying `size` bytes of u32 from input to output. */
-function copyGraph(size: number): Graph {
-  const source =
-    '@group(0) @binding(0) var<storage, read> x: array<u32>;\n@group(0) @binding(1) var<storage, read_write> y: array<u32>;\n@compute @workgroup_size(1) fn main() { y[0] = x[0]; }'
-  return {
-    kernels: { k: { source } },
-    tensors: [
-      { id: 'x', size, kind: 'input' },
-      { id: 'y', size, kind: 'output' },
-    ],
-    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
-  }
-}
 
 test('two tenants on one device: one runs out, the other keeps allocating; stats are exact', async (t) => {
   const gpu = await Gpu.request()

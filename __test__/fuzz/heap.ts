@@ -10,8 +10,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Arbitrary, AsyncCommand } from 'fast-check'
 import { Registry } from 'prom-client'
-import type { DeviceBlock, Gpu, Graph, HeapScope, HeapStats, HostBlock, HostDirection, HostStats, Stream, WgallocErrorCode } from 'wgalloc'
+import type { DeviceBlock, Gpu, HeapScope, HeapStats, HostBlock, HostDirection, HostStats, Stream, WgallocErrorCode } from 'wgalloc'
 import { registerMetrics } from 'wgalloc/metrics'
+import { copyGraph } from '../graphs.js'
 import { KNOWN } from './known.js'
 import { type Counts, describe, fault, type Harness, note, problem, settle } from './outcome.js'
 import { copy, type Mem, mismatch, pattern, put, shadow, snapshot } from './shadow.js'
@@ -1050,20 +1051,6 @@ function counterSamples(text: string): Map<string, number> {
     if (counters.has(name)) out.set(series, Number(line.slice(at + 1)))
   }
   return out
-}
-
-/** A one-op graph copying `size` bytes of u32 from input to output. */
-function copyGraph(size: number): Graph {
-  const source =
-    '@group(0) @binding(0) var<storage, read> x: array<u32>;\n@group(0) @binding(1) var<storage, read_write> y: array<u32>;\n@compute @workgroup_size(1) fn main() { y[0] = x[0]; }'
-  return {
-    kernels: { k: { source } },
-    tensors: [
-      { id: 'x', size, kind: 'input' },
-      { id: 'y', size, kind: 'output' },
-    ],
-    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
-  }
 }
 
 /** Undoes the surroundings a sequence set up; charges of dropped objects must come back once collected. */
