@@ -347,7 +347,7 @@ function trackForLeakReport(heap: Heap, device: string): void {
         // A value other than 1 names a folder for the report and the memory snapshot.
         if (dir && dir !== '1' && report.count > 0 && leakFiles.take()) {
           const text = `${JSON.stringify({ kind: 'wgalloc-leaks', device: name, report, snapshot: h.memorySnapshot() })}\n`
-          process.stderr.write(`wgalloc: wrote ${leakFiles.write(dir, text, true)}\n`)
+          process.stderr.write(`wgalloc: wrote ${leakFiles.write(dir, text)}\n`)
         }
       } catch {
         // A report at exit must not turn into an error of its own (the device may be gone).

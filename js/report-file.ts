@@ -1,7 +1,7 @@
 // Report files written where an environment variable says (WGALLOC_OOM_SNAPSHOT,
 // WGALLOC_LEAK_REPORT): created exclusively, never through a link, readable by the user alone,
 // and bounded in number per process.
-import { close, closeSync, constants, openSync, write, writeSync } from 'node:fs'
+import { closeSync, constants, openSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { makeDirs } from './make-dirs.js'
 
@@ -18,8 +18,9 @@ const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (
  * report is created with O_CREAT | O_EXCL (and O_NOFOLLOW), mode 0600: an existing name is
  * never opened, truncated or followed, and the next number is tried instead. A process writes
  * at most REPORTS_PER_PROCESS files of a kind (an OOM storm must not fill a disk or hold the
- * JS thread), and says once at exit how many it skipped. The bytes are written off the JS
- * thread, except at exit, where nothing asynchronous runs any more.
+ * JS thread), and says once at exit how many it skipped. A report is written whole before the
+ * call that made it returns: a caller reading `err.details.snapshotPath` right after the OOM
+ * finds the complete file. The count bounds what that costs the thread.
  */
 export class ReportFiles {
   readonly #prefix: string
@@ -49,22 +50,15 @@ export class ReportFiles {
     process.stderr.write(`wgalloc: ${this.#variable}: ${this.#skipped} more report(s) not written (at most ${REPORTS_PER_PROCESS} per process)\n`)
   }
 
-  /**
-   * Creates a new file in `dir` and writes `text` to it (at once with `sync`, else off the
-   * thread); returns its path. Throws what creating the folder or the file throws.
-   */
-  write(dir: string, text: string, sync = false): string {
+  /** Creates a new file in `dir` holding `text`; returns its path. Throws what creating the folder or the file throws. */
+  write(dir: string, text: string): string {
     makeDirs(dir)
     const { fd, path } = this.#create(dir)
     this.#written++
-    if (sync) {
-      try {
-        writeSync(fd, text)
-      } finally {
-        closeSync(fd)
-      }
-    } else {
-      write(fd, text, () => close(fd, () => {}))
+    try {
+      writeSync(fd, text)
+    } finally {
+      closeSync(fd)
     }
     return path
   }
