@@ -5,18 +5,10 @@ import { writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
 import { Gpu } from 'wgalloc'
-import { internal, ROOT, type Result, type Suite, timeIt } from './harness.js'
-import { suites as exec } from './suites/exec.js'
-import { suites as heap } from './suites/heap.js'
-import { suites as host } from './suites/host.js'
-import { suites as planner } from './suites/planner.js'
-import { suites as profiler } from './suites/profiler.js'
-import { suites as serving } from './suites/serving.js'
-import { suites as transfer } from './suites/transfer.js'
+import { internal, ROOT, type Result, timeIt } from './harness.js'
+import { SUITES } from './suites/index.js'
 
 const { table } = internal<{ table: (header: string[], rows: (string | number)[][]) => string }>('cli/table.js')
-
-const SUITES: Suite[] = [exec, heap, host, planner, profiler, serving, transfer].flat()
 
 const fmt = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
 
