@@ -63,3 +63,45 @@ test('an input name the graph does not have is named, with the inputs the graph 
   exe.release()
   shapes.release()
 })
+
+test('op params are numbers of a scalar type, a typed array, or bytes; numbers that cannot be bytes are refused', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const source = `@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+struct P { a: u32, b: u32, c: u32, d: u32 }
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(1) fn main() { y[0] = p.a; y[1] = p.b; y[2] = p.c; y[3] = p.d + x[0]; }`
+  const graph = (params: unknown): Graph => ({
+    kernels: { k: { source } },
+    tensors: [
+      { id: 'x', size: 16, kind: 'input', dtype: 'u32' },
+      { id: 'y', size: 16, kind: 'output', dtype: 'u32' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], params: params as never }],
+  })
+  const x = new Uint32Array(4)
+  const run = async (params: unknown) => Array.from((await (await gpu.compile(graph(params))).run({ x })).outputs.y as Uint32Array)
+  t.deepEqual(await run({ u32: [64, 192, 0, 7] }), [64, 192, 0, 7])
+  t.deepEqual(await run(new Uint32Array([64, 192, 0, 7])), [64, 192, 0, 7])
+  t.deepEqual(await run({ i32: [1, 2, 3, 4] }), [1, 2, 3, 4])
+  const f = new Uint32Array(new Float32Array([0.5, 1, 2, 0]).buffer)
+  t.deepEqual(await run({ f32: [0.5, 1, 2, 0] }), Array.from(f))
+  // A plain array is bytes, as graph JSON files hold them (and parsed files come as objects).
+  const bytes = Array.from(new Uint8Array(new Uint32Array([5, 6, 7, 8]).buffer))
+  t.deepEqual(await run(bytes), [5, 6, 7, 8])
+  t.deepEqual(Array.from((await (await gpu.compile(JSON.stringify(graph(bytes)))).run({ x })).outputs.y as Uint32Array), [5, 6, 7, 8])
+  // Values taken for bytes: too short for the uniform, or not bytes at all.
+  await t.throwsAsync(gpu.compile(graph([64, 192, 0, 0])), { code: 'INVALID_ARGUMENT', message: /4 bytes of params, but the kernel's uniform declares 16/ })
+  await t.throwsAsync(gpu.compile(graph([300, 1, 2, 3])), {
+    code: 'INVALID_ARGUMENT',
+    message: /a plain array holds bytes \(0-255\), and \[0\] is 300; for numbers pass \{ u32/,
+  })
+  await t.throwsAsync(gpu.compile(graph({ u32: [-1, 0, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /u32\[0\] must be an integer from 0/ })
+  await t.throwsAsync(gpu.compile(graph({ i32: [0, 2 ** 31, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /i32\[1\]/ })
+  await t.throwsAsync(gpu.compile(graph({ f32: [0, Number.NaN, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /f32\[1\] must be a finite number/ })
+  await t.throwsAsync(gpu.compile(graph({ u64: [1] })), { code: 'INVALID_ARGUMENT', message: /must be \{ u32/ })
+  await t.throwsAsync(gpu.compile(graph({ u32: [] })), { code: 'INVALID_ARGUMENT', message: /non-empty array/ })
+  await t.throwsAsync(gpu.runEager(graph([1.5]), { x }), { code: 'INVALID_ARGUMENT', message: /a plain array holds bytes/ })
+  t.throws(() => gpu.compileShapes({ ...graph([256]), dims: ['n'] }), { code: 'INVALID_ARGUMENT', message: /a plain array holds bytes/ })
+})

@@ -236,3 +236,15 @@ async function typedFromGraph(gpu: Gpu, kv: DeviceBlock): Promise<number> {
   return sum + raw.length + y.length + Object.keys(any).length
 }
 void typedFromGraph
+
+// Op params: numbers of a WGSL scalar type, or bytes.
+async function opParams(gpu: Gpu): Promise<void> {
+  const op = { kernel: 'k', inputs: [], outputs: ['y'] }
+  const kernels = { k: { source: '' } }
+  const tensors = [{ id: 'y', size: 4, kind: 'output' as const }]
+  await gpu.compile({ kernels, tensors, ops: [{ ...op, params: { u32: [64, 192] } }] })
+  await gpu.compile({ kernels, tensors, ops: [{ ...op, params: new Float32Array([0.5]) }] })
+  // @ts-expect-error a scalar type params do not have
+  await gpu.compile({ kernels, tensors, ops: [{ ...op, params: { u64: [64, 192] } }] })
+}
+void opParams

@@ -39,11 +39,33 @@ export interface GraphOp {
   outputs: string[]
   /** Workgroup counts (missing dimensions are 1). */
   dispatch?: Dispatch
-  /** Bytes of the op's uniform. */
-  params?: ArrayBufferView | number[]
+  /**
+   * The op's uniform: numbers of one WGSL scalar type (`{ u32: [64, 192] }`, `{ f32: [0.5, 2] }`,
+   * see {@link OpParams}), or its bytes: a typed array, or a plain array of bytes (0-255 each) as
+   * graph JSON files hold them.
+   */
+  params?: ArrayBufferView | OpParams | number[]
   /** Scratch bytes bound after the outputs. */
   workspace?: number | string
 }
+
+/**
+ * Op params as numbers of one WGSL scalar type, 4 bytes each in the order given: the members of
+ * the kernel's uniform struct. (A plain array of numbers is bytes, as graph JSON files hold them.)
+ */
+export type OpParams =
+  | {
+      /** 32-bit floats. */
+      f32: readonly number[]
+    }
+  | {
+      /** 32-bit unsigned integers. */
+      u32: readonly number[]
+    }
+  | {
+      /** 32-bit signed integers. */
+      i32: readonly number[]
+    }
 
 /** A WGSL compute kernel of a graph. */
 export interface GraphKernel {
@@ -146,11 +168,60 @@ const TYPED: Record<DType, new (buffer: ArrayBuffer, byteOffset: number, length:
   u8: Uint8Array,
 }
 
-/** The graph as JSON text (typed-array params become byte arrays). */
+/** The graph as JSON text (typed-array params become byte arrays, {@link OpParams} their bytes). */
 export function graphJson(graph: unknown): string {
   if (typeof graph === 'string') return graph
   if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
-  return stringifyInput(graph, 'the graph', (key, value) => (ArrayBuffer.isView(value) ? Array.from(bytesOf(value, `graph field '${key}'`)) : value))
+  return stringifyInput(graph, 'the graph', (key, value) => {
+    if (ArrayBuffer.isView(value)) return Array.from(bytesOf(value, `graph field '${key}'`))
+    if (key === 'params' && value !== null && typeof value === 'object') return Array.from(paramBytes(value))
+    return value
+  })
+}
+
+/** What each scalar type of {@link OpParams} takes, and its array. */
+const PARAM_TYPES = {
+  f32: { array: Float32Array, ok: (v: number) => Number.isFinite(v), range: 'a finite number' },
+  u32: { array: Uint32Array, ok: (v: number) => Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff, range: 'an integer from 0 to 4294967295' },
+  i32: {
+    array: Int32Array,
+    ok: (v: number) => Number.isInteger(v) && v >= -0x8000_0000 && v <= 0x7fff_ffff,
+    range: 'an integer from -2147483648 to 2147483647',
+  },
+} as const
+
+/**
+ * The bytes of an op's params. Note [Op params say their type]: a plain array of numbers is
+ * bytes (graph JSON files hold them so, and parsed files are passed as objects), so
+ * `params: [64, 192, 0, 0]` meant as two `u32`s is 4 bytes. Values are given their type with
+ * {@link OpParams} (`{ u32: [64, 192] }`), each checked to fit it. A plain array that cannot be
+ * bytes (a value past 255, negative or fractional) is refused with that hint rather than
+ * wrapped, and params shorter than the kernel's uniform are refused at compile (bind.rs), so
+ * values mistaken for bytes fail instead of running.
+ */
+function paramBytes(value: object): Uint8Array {
+  if (Array.isArray(value)) {
+    const bad = value.findIndex((v) => typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255)
+    if (bad >= 0)
+      throw new WgallocError(
+        'INVALID_ARGUMENT',
+        `op params ${shown(value)}: a plain array holds bytes (0-255), and [${bad}] is ${shown(value[bad])}; for numbers pass { u32: [...] }, { i32: [...] } or { f32: [...] } (4 bytes each)`,
+      )
+    return Uint8Array.from(value)
+  }
+  const keys = Object.keys(value)
+  const type = keys[0] as keyof typeof PARAM_TYPES
+  if (keys.length !== 1 || !Object.hasOwn(PARAM_TYPES, type))
+    throw new WgallocError('INVALID_ARGUMENT', `op params must be { u32: [...] }, { i32: [...] } or { f32: [...] }, or a typed array; got ${shown(value)}`)
+  const values = (value as Record<string, unknown>)[type]
+  const { array, ok, range } = PARAM_TYPES[type]
+  if (!Array.isArray(values) || values.length === 0)
+    throw new WgallocError('INVALID_ARGUMENT', `op params { ${type}: ... } must be a non-empty array of numbers, got ${shown(values)}`)
+  values.forEach((v, i) => {
+    if (typeof v !== 'number' || !ok(v)) throw new WgallocError('INVALID_ARGUMENT', `op params ${type}[${i}] must be ${range}, got ${shown(v)}`)
+  })
+  const typed = array.from(values as number[])
+  return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength)
 }
 
 /** `{ id: TensorData }` as `{ id: bytes }`; INVALID_ARGUMENT naming `what`. */

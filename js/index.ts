@@ -78,6 +78,7 @@ export type {
   GraphTensorIds,
   GraphTensorOf,
   GraphWithDims,
+  OpParams,
   OutputArray,
   TensorOfKind,
   TensorWithDType,
