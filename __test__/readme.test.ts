@@ -154,3 +154,25 @@ test('the README, engines and docs/device.md name the same Node versions', (t) =
   const device = readFileSync(join(root, 'docs/device.md'), 'utf8')
   t.true(device.includes(`Node >= ${lows[0]} / ${lows[1]}`))
 })
+
+test("docs/operations.md's metrics server runs as written, as the ES module it says it is", async (t) => {
+  const doc = readFileSync(join(root, 'docs', 'operations.md'), 'utf8')
+  const m = /```js\n(\/\/ An ES module \(server\.mjs\)[\s\S]*?)```/.exec(doc)
+  if (!m) throw new Error('docs/operations.md has no metrics server example')
+  // The one change: listen on a free port, answer one scrape, then end.
+  const once = m[1].replace(
+    '.listen(9464)',
+    `.listen(0, async function () {
+      const body = await (await fetch('http://127.0.0.1:' + this.address().port + '/metrics')).text()
+      console.log(body.includes('wgalloc_heap_reserved_bytes') ? 'scraped' : 'no metrics')
+      this.close()
+      gpu.destroy()
+    })`,
+  )
+  t.not(once, m[1], 'the example listens on 9464')
+  const dir = join(__dirname, '.tour')
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, 'server.mjs'), once)
+  const { stdout } = await promisify(execFile)(process.execPath, [join(dir, 'server.mjs')], { cwd: root, timeout: 60_000 })
+  t.is(stdout.trim(), 'scraped')
+})
