@@ -4,13 +4,10 @@
 // ready for docs/performance.md. On a software device (lavapipe) it runs as well and says which
 // verdicts only a GPU can give.
 import { writeFileSync } from 'node:fs'
-import os from 'node:os'
 import { join } from 'node:path'
 import { Gpu } from 'wgalloc'
-import { internal, ROOT, type Result, timeIt } from './harness.js'
+import { fmt, machineInfo, ROOT, type Result, table, timeIt } from './harness.js'
 import { SUITES } from './suites/index.js'
-
-const { table } = internal<{ table: (header: string[], rows: (string | number)[][]) => string }>('cli/table.js')
 
 /** A figure of a suite judged against its target. */
 interface Check {
@@ -75,21 +72,13 @@ const CHECKS: Check[] = [
 /** Minutes the whole command may take; suites that would start later are reported as skipped. */
 const BUDGET_MS = Number(process.env.WGALLOC_DEVICE_BENCH_MINUTES ?? 8) * 60_000
 
-const fmt = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
-
 async function main(): Promise<number> {
   const started = Date.now()
   const gpu = await Gpu.request()
   const info = gpu.info
-  const software = info.deviceType === 'cpu' || /llvmpipe|lavapipe|swiftshader/i.test(info.adapterName)
+  const software = /cpu/i.test(info.deviceType) || /llvmpipe|lavapipe|swiftshader/i.test(info.adapterName)
   const device = { adapter: info.adapterName, backend: info.backend, deviceType: info.deviceType, driver: info.driver, driverInfo: info.driverInfo, software }
-  const machine = {
-    cpu: os.cpus()[0]?.model ?? 'unknown',
-    cores: os.cpus().length,
-    memoryBytes: os.totalmem(),
-    platform: `${process.platform}-${process.arch}`,
-    node: process.version,
-  }
+  const machine = machineInfo()
   const names = [...new Set(CHECKS.map((c) => c.suite))]
   const results = new Map<string, Result[]>()
   const skipped: string[] = []

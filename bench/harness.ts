@@ -1,5 +1,6 @@
 // What the benchmark harness (run.ts) and its suites share: the result shape, the timer and
 // the paths. Each suite measures wgalloc and a baseline in the same run and reports the ratio.
+import os from 'node:os'
 import { join } from 'node:path'
 import type { Gpu } from 'wgalloc'
 
@@ -11,6 +12,23 @@ export const DATA = join(ROOT, 'bench', 'data')
 /** Loads a module of the built package that is not part of its public API. */
 export function internal<T>(path: string): T {
   return require(join(ROOT, 'dist', path)) as T
+}
+
+/** The CLI's text table, for the commands' reports. */
+export const { table } = internal<{ table: (header: string[], rows: (string | number)[][]) => string }>('cli/table.js')
+
+/** A figure as the reports print it: whole above 1,000, four significant digits below. */
+export const fmt = (v: number): string => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
+
+/** The machine a report's figures come from. */
+export function machineInfo() {
+  return {
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    cores: os.cpus().length,
+    memoryBytes: os.totalmem(),
+    platform: `${process.platform}-${process.arch}`,
+    node: process.version,
+  }
 }
 
 export interface Figure {

@@ -2,15 +2,10 @@
 // baseline in the same run and reports the ratio; bench/report.json keeps the
 // figures with the machine and adapter they came from.
 import { writeFileSync } from 'node:fs'
-import os from 'node:os'
 import { join } from 'node:path'
 import { Gpu } from 'wgalloc'
-import { internal, ROOT, type Result, timeIt } from './harness.js'
+import { fmt, machineInfo, ROOT, type Result, table, timeIt } from './harness.js'
 import { SUITES } from './suites/index.js'
-
-const { table } = internal<{ table: (header: string[], rows: (string | number)[][]) => string }>('cli/table.js')
-
-const fmt = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toString() : v.toPrecision(4))
 
 async function main(names: string[]): Promise<number> {
   const unknown = names.filter((n) => !SUITES.some((s) => s.name === n))
@@ -20,13 +15,7 @@ async function main(names: string[]): Promise<number> {
   }
   const selected = names.length ? SUITES.filter((s) => names.includes(s.name)) : SUITES
   const gpu = await Gpu.request()
-  const machine = {
-    cpu: os.cpus()[0]?.model ?? 'unknown',
-    cores: os.cpus().length,
-    memoryBytes: os.totalmem(),
-    platform: `${process.platform}-${process.arch}`,
-    node: process.version,
-  }
+  const machine = machineInfo()
   const adapter = { name: gpu.info.adapterName, backend: gpu.info.backend, deviceType: gpu.info.deviceType }
   const results: (Result & { name: string; description: string })[] = []
   for (const suite of selected) {

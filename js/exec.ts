@@ -218,6 +218,24 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   return { host, nativeOptions, signal, table: chosen, dropLate }
 }
 
+/**
+ * One run through `start` (the native call, made before any await so the run claims its place at
+ * once): arguments split and checked, an OOM reported through the heap, an abort honoured, the
+ * result typed by `types`.
+ */
+async function runWith(
+  device: ExecDevice,
+  types: Types,
+  inputs: unknown,
+  opts: RunOptions,
+  start: (host: Record<string, Uint8Array>, nativeOptions: Binding.ExecRunOptions) => Promise<RunResult>,
+): Promise<AnyResult> {
+  const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, device.table, types)
+  checkSignal(signal)
+  const r = await reportingOom(device, withSignal(start(host, nativeOptions), signal, dropLate))
+  return execResult(r, types, table, opts.outputs === 'device')
+}
+
 const kCreate = Symbol('exec.create')
 
 /**
@@ -370,10 +388,7 @@ export class Executor<G extends Graph = Graph> {
    */
   @api async run<O extends RunOptions = RunOptions>(inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
     const opts = optionsObject(options, 'run')
-    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table, this.#types)
-    checkSignal(signal)
-    const r = await reportingOom(this.#device, withSignal(this.#native.run(host, nativeOptions), signal, dropLate))
-    return execResult(r, this.#types, table, opts.outputs === 'device') as RunResultOf<G, O>
+    return (await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.run(host, o))) as RunResultOf<G, O>
   }
   /**
    * Returns the slabs to the heap (ReleaseSlab); later runs fail with `USE_AFTER_FREE`. Runs
@@ -422,6 +437,9 @@ export class ShapeExecutor<G extends Graph = Graph> {
     createShapeExecutor = (handle, types, device) => new ShapeExecutor(kCreate, handle, types, device)
   }
 
+  #checkLive(): void {
+    if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
+  }
   /** The graph's dimension names. */
   @api get dims(): string[] {
     return this.#native.dims
@@ -442,13 +460,10 @@ export class ShapeExecutor<G extends Graph = Graph> {
     inputs: GraphInputs<G, DeviceBlock>,
     options?: O,
   ): Promise<RunResultOf<G, O>> {
-    if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
+    this.#checkLive()
     const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
-    const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, this.#device.table, this.#types)
-    checkSignal(signal)
-    const r = await reportingOom(this.#device, withSignal(this.#native.runNative(dims, host, nativeOptions), signal, dropLate))
-    return execResult(r, this.#types, table, opts.outputs === 'device') as RunResultOf<G, O>
+    return (await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.runNative(dims, host, o))) as RunResultOf<G, O>
   }
   /**
    * Compiles the executors of `shapes` now (each rounded up to its bucket), off the JS thread, so
@@ -460,7 +475,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
    * ```
    */
   @api async warmup(shapes: Record<GraphDims<G>, number>[], options?: AsyncOptions): Promise<void> {
-    if (this.#released) throw new WgallocError('USE_AFTER_FREE', 'this shape executor was released; call gpu.compileShapes() again')
+    this.#checkLive()
     if (!Array.isArray(shapes)) throw new WgallocError('INVALID_ARGUMENT', `warmup takes an array of dims such as [{ batch: 4 }], got ${shown(shapes)}`)
     const { signal } = optionsObject(options, 'warmup')
     checkSignal(signal)
@@ -505,9 +520,10 @@ export async function compile<G extends Graph>(device: ExecDevice, graph: G | st
   checkSignal(signal)
   checkScope(scope)
   const json = graphJson(graph)
+  const types = dtypes(json)
   const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
   if (plan === 'observe') {
-    checkDtypes(sampleInputs, dtypes(json), 'sampleInputs')
+    checkDtypes(sampleInputs, types, 'sampleInputs')
     const inputs = sampleInputs ? byteMap(sampleInputs, 'sampleInputs') : zeroInputs(parseJson(json, 'the graph'))
     const seen = await reportingOom(device, withSignal(device.native.runEagerGraph(json, inputs, nativeOptions.params, true), signal))
     const records = seen.observation?.usageRecords ?? []
@@ -521,7 +537,7 @@ export async function compile<G extends Graph>(device: ExecDevice, graph: G | st
     device,
     withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release()),
   )
-  const executor = createExecutor<G>(exe, dtypes(json), device)
+  const executor = createExecutor<G>(exe, types, device)
   if (scope) {
     try {
       chargeExecutor(executor, scope.charge(exe.deviceBytes))

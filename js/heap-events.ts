@@ -4,7 +4,7 @@
 import { type Binding, native, type NativeHeapTable } from './native.js'
 import type { HeapEvent } from './binding.js'
 import { channels, warn } from './diagnostics.js'
-import { WgallocError, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
+import { WgallocError, messageOf, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
 import type { Heap } from './heap.js'
 import type { HeapHistory } from './heap-history.js'
 
@@ -70,8 +70,7 @@ function isolated(kind: string, call: () => void): void {
   try {
     call()
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err)
-    warn(`a heap '${kind}' listener threw (ignored; the call it listened to went on): ${message}`, { error: err })
+    warn(`a heap '${kind}' listener threw (ignored; the call it listened to went on): ${messageOf(err)}`, { error: err })
   }
 }
 

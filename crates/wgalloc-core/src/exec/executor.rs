@@ -209,7 +209,7 @@ pub struct Executor {
     readback: wgpu::Buffer,
     readback_layout: Vec<(usize, u64)>,
     life: Mutex<Life>,
-    /// Runs take turns in claim order: one at a time, since they share the slabs.
+    /// Runs take turns in claim order: one at a time, since they share the slabs (Note [Run queue]).
     turns: Arc<Gate>,
     stats: Mutex<ExecutorStats>,
     runs: AtomicU64,

@@ -2,7 +2,7 @@
 //! turn comes once every earlier ticket was dropped. Waiting is a future (no thread blocks), so
 //! it works under any executor that polls it: the binding's async runtime or a `block_on`.
 //!
-//! Note (the invariant): `queue` holds the number of every live ticket, in the order they were
+//! Note [Run queue]: `queue` holds the number of every live ticket, in the order they were
 //! taken (so sorted), and its front is the ticket whose turn it is. A ticket leaves the queue
 //! only when it is dropped (its holder finished, failed, or gave up while waiting), and whoever
 //! removes the front wakes the new front. So every ticket gets exactly one turn, in order, one

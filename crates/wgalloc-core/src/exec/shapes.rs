@@ -381,8 +381,7 @@ impl ShapeCache {
     fn check_at_sample_shape(&self) -> Result<()> {
         let shape = self.sample_shape();
         let graph = self.graph.instantiate(&shape)?;
-        let options =
-            lock(&self.state).options.clone().ok_or_else(|| Error::Internal("a new cache has its options".into()))?;
+        let options = self.options()?;
         check_binding_limit(&graph, self.gpu.limits().max_storage_buffer_binding_size)?;
         check_params_given(&graph, &options.params, options.weights.as_deref())?;
         for op in &graph.ops {
