@@ -1,0 +1,159 @@
+//! The physical blocks: reference counts, the free queue, and the prefix map of cached
+//! full blocks with their least-recently-used order.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Index of a physical block in the K/V pools.
+pub type BlockId = u32;
+
+/// What a cached block holds, kept to verify a hash hit: a 64-bit chained hash alone
+/// would let two different prefixes that collide share KV silently.
+struct CachedContent {
+    hash: u64,
+    parent: u64,
+    salt: u64,
+    tokens: Box<[u32]>,
+}
+
+// Note [Free queue and eviction order]
+// An unreferenced block is either plain free (no cached content) or evictable (a full block
+// still in the prefix map). Allocation takes plain free blocks first, so cached prefixes
+// survive as long as anything else is left, then evicts the evictable block released
+// longest ago. A sequence releases its blocks tail first, so its tail, which fewer
+// prompts share, is evicted before its head. A block with references is in neither set,
+// so nothing ever allocates (and so overwrites) a block that a sequence refers to.
+pub(crate) struct BlockPool {
+    refs: Vec<u32>,
+    content: Vec<Option<CachedContent>>,
+    free: Vec<BlockId>,
+    evictable: BTreeMap<u64, BlockId>,
+    tick_of: Vec<u64>,
+    next_tick: u64,
+    cached: HashMap<u64, BlockId>,
+    pub(crate) evictions: u64,
+}
+
+impl BlockPool {
+    pub(crate) fn new(blocks: u32) -> Self {
+        BlockPool {
+            refs: vec![0; blocks as usize],
+            content: (0..blocks).map(|_| None).collect(),
+            // Popped from the end: block 0 first.
+            free: (0..blocks).rev().collect(),
+            evictable: BTreeMap::new(),
+            tick_of: vec![0; blocks as usize],
+            next_tick: 0,
+            cached: HashMap::new(),
+            evictions: 0,
+        }
+    }
+
+    pub(crate) fn total(&self) -> u32 {
+        self.refs.len() as u32
+    }
+
+    pub(crate) fn free_count(&self) -> u32 {
+        self.free.len() as u32
+    }
+
+    pub(crate) fn evictable_count(&self) -> u32 {
+        self.evictable.len() as u32
+    }
+
+    /// Blocks an allocation can take now.
+    pub(crate) fn available(&self) -> u32 {
+        self.free_count() + self.evictable_count()
+    }
+
+    pub(crate) fn refs(&self, b: BlockId) -> u32 {
+        self.refs[b as usize]
+    }
+
+    /// Takes a block with one reference; the caller checked `available()`.
+    pub(crate) fn allocate(&mut self) -> BlockId {
+        let b = match self.free.pop() {
+            Some(b) => b,
+            None => {
+                let (_, b) = self.evictable.pop_first().expect("allocate: the caller checked available()");
+                let old = self.content[b as usize].take().expect("evictable blocks are cached");
+                self.cached.remove(&old.hash);
+                self.evictions += 1;
+                b
+            }
+        };
+        debug_assert_eq!(self.refs[b as usize], 0);
+        self.refs[b as usize] = 1;
+        b
+    }
+
+    /// One more reference to `b` (a prefix hit or a fork); an evictable block stops being one.
+    pub(crate) fn retain(&mut self, b: BlockId) {
+        if self.refs[b as usize] == 0 {
+            self.evictable.remove(&self.tick_of[b as usize]);
+        }
+        self.refs[b as usize] += 1;
+    }
+
+    /// Drops one reference; the last one makes the block evictable if cached, free if not.
+    pub(crate) fn release(&mut self, b: BlockId) {
+        let r = &mut self.refs[b as usize];
+        debug_assert!(*r > 0, "release of an unreferenced block");
+        *r -= 1;
+        if *r > 0 {
+            return;
+        }
+        if self.content[b as usize].is_some() {
+            self.next_tick += 1;
+            self.tick_of[b as usize] = self.next_tick;
+            self.evictable.insert(self.next_tick, b);
+        } else {
+            self.free.push(b);
+        }
+    }
+
+    /// Whether `b` would count in `available()` once retained: retaining an evictable
+    /// block takes it out of the blocks an allocation can take.
+    pub(crate) fn is_evictable(&self, b: BlockId) -> bool {
+        self.refs[b as usize] == 0
+    }
+
+    /// The cached block holding exactly `tokens` after the prefix whose hash is `parent`.
+    pub(crate) fn lookup(&self, hash: u64, parent: u64, salt: u64, tokens: &[u32]) -> Option<BlockId> {
+        let &b = self.cached.get(&hash)?;
+        let c = self.content[b as usize].as_ref()?;
+        (c.parent == parent && c.salt == salt && *c.tokens == *tokens).then_some(b)
+    }
+
+    /// Enters the full block `b` in the prefix map, unless a block with that content is
+    /// already there (the first one stays; `b` is then an ordinary block).
+    pub(crate) fn register(&mut self, b: BlockId, hash: u64, parent: u64, salt: u64, tokens: &[u32]) {
+        if self.cached.contains_key(&hash) || self.content[b as usize].is_some() {
+            return;
+        }
+        self.cached.insert(hash, b);
+        self.content[b as usize] = Some(CachedContent { hash, parent, salt, tokens: tokens.into() });
+    }
+
+    /// Checks the pool's own invariants (tests and fuzzing).
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        let mut seen = vec![0u8; self.refs.len()];
+        for &b in &self.free {
+            assert_eq!(self.refs[b as usize], 0, "free block {b} has references");
+            assert!(self.content[b as usize].is_none(), "free block {b} is cached");
+            seen[b as usize] += 1;
+        }
+        for (&t, &b) in &self.evictable {
+            assert_eq!(self.refs[b as usize], 0, "evictable block {b} has references");
+            assert_eq!(self.tick_of[b as usize], t);
+            assert!(self.content[b as usize].is_some(), "evictable block {b} is not cached");
+            seen[b as usize] += 1;
+        }
+        for (b, &r) in self.refs.iter().enumerate() {
+            assert_eq!(seen[b] as u32, u32::from(r == 0), "block {b} (refs {r}) is in the free sets {} times", seen[b]);
+        }
+        for (&h, &b) in &self.cached {
+            assert_eq!(self.content[b as usize].as_ref().map(|c| c.hash), Some(h));
+        }
+    }
+}
