@@ -55,6 +55,9 @@ pub enum Error {
     /// A map or wait failed for a reason other than device loss.
     #[error("{0}")]
     Internal(String),
+    /// A KV-cache operation was refused; the variant carries its figures.
+    #[error(transparent)]
+    Kv(#[from] wgalloc_kv::KvError),
 }
 
 impl Error {
@@ -77,6 +80,7 @@ impl Error {
             Error::Parse(_) => "PARSE_ERROR",
             Error::Shader(_) => "SHADER_ERROR",
             Error::Internal(_) => "INTERNAL",
+            Error::Kv(e) => e.code(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
 //! - [`exec`]: planned and eager execution of WGSL graphs, the memory observer.
 //! - [`host`]: the staging (pinned-host) cache ([`Gpu::host`]).
+//! - [`kv`]: a paged KV cache on the heap, with its kernels ([`Heap::kv_cache`]).
 //! - [`profile`]: GPU/CPU timing of ops and copies, stats, traces ([`Gpu::profiler`]).
 //!
 //! ```no_run
@@ -26,6 +27,7 @@ pub mod error;
 pub mod exec;
 pub mod heap;
 pub mod host;
+pub mod kv;
 mod mapping;
 pub mod profile;
 pub mod replay;

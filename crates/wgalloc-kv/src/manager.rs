@@ -242,9 +242,8 @@ impl KvManager {
             return 0;
         }
         let (first, last) = (len / bt, (len + adding - 1) / bt);
-        let shared = (first..=last)
-            .filter(|&i| s.blocks.get(i as usize).is_some_and(|&b| self.pool.refs(b) > 1))
-            .count() as u32;
+        let shared =
+            (first..=last).filter(|&i| s.blocks.get(i as usize).is_some_and(|&b| self.pool.refs(b) > 1)).count() as u32;
         (last + 1).saturating_sub(s.blocks.len() as u32) + shared
     }
 

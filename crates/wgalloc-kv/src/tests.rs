@@ -190,7 +190,10 @@ fn random_operations_keep_every_sequence_reading_its_own_prefix() {
                     match kv.append(s, &toks) {
                         Ok(a) => dev.apply(&kv, s, &a, &toks),
                         Err(e) => assert!(
-                            matches!(e, KvError::OutOfBlocks { .. } | KvError::SequenceTooLong { .. } | KvError::Swapped { .. }),
+                            matches!(
+                                e,
+                                KvError::OutOfBlocks { .. } | KvError::SequenceTooLong { .. } | KvError::Swapped { .. }
+                            ),
                             "{e}"
                         ),
                     }
@@ -217,7 +220,10 @@ fn random_operations_keep_every_sequence_reading_its_own_prefix() {
                     let s = live[rng.below(live.len() as u64) as usize];
                     let bt = c.block_tokens as usize;
                     if let Ok(blocks) = kv.swap_out(s) {
-                        let saved = blocks.iter().map(|&b| dev.slots[b as usize * bt..(b as usize + 1) * bt].to_vec()).collect();
+                        let saved = blocks
+                            .iter()
+                            .map(|&b| dev.slots[b as usize * bt..(b as usize + 1) * bt].to_vec())
+                            .collect();
                         dev.swapped.insert(s, saved);
                     } else if let Ok(back) = kv.swap_in(s) {
                         let saved = dev.swapped.remove(&s).unwrap();

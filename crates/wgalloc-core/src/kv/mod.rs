@@ -1,0 +1,483 @@
+//! A paged KV cache on the device heap: K/V block pools per layer, a device block table
+//! kept current by the [`wgalloc_kv::KvManager`], and the kernels that write and read it.
+//!
+//! The manager decides which blocks hold which tokens; this module applies what it returns
+//! on the device in submission order: block copies (copy-on-write, submitted at once),
+//! table writes (queued writes, so they precede the next submission), then the caller's
+//! step writes K/V at the slots of the tokens it appended.
+
+mod kernels;
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use kernels::{append_source, attention_source, KvDtype, KvLayout, MAX_HEAD_DIM};
+use wgalloc_kv::{Append, KvConfig, KvManager, TableWrite};
+pub use wgalloc_kv::{KvError, KvStats};
+
+use crate::context::Gpu;
+use crate::error::{Error, Result};
+use crate::exec::ComputeKernel;
+use crate::heap::{DeviceBlock, Heap, Usage};
+use crate::host::{Direction, HostBlock};
+use crate::signal::lock;
+use crate::stream::Stream;
+
+/// What a cache holds and how large it is. Give `num_blocks` or `max_bytes`.
+#[derive(Debug, Clone)]
+pub struct KvOptions {
+    pub layers: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub dtype: KvDtype,
+    pub block_tokens: u32,
+    pub num_blocks: Option<u32>,
+    /// K and V of every layer together.
+    pub max_bytes: Option<u64>,
+    pub max_seqs: u32,
+    pub max_seq_len: u32,
+    pub prefix_caching: bool,
+}
+
+/// One sequence of a step and how many of its last tokens the step covers.
+#[derive(Debug, Clone, Copy)]
+pub struct StepSeq {
+    pub seq: u64,
+    pub tokens: u32,
+}
+
+/// The query side of an attention step.
+#[derive(Debug, Clone, Copy)]
+pub struct Heads {
+    /// Query heads: a multiple of the cache's kv heads (grouped-query attention).
+    pub query_heads: u32,
+    /// Score scale (default `1 / sqrt(headDim)`).
+    pub scale: Option<f32>,
+}
+
+struct Kernels {
+    append: ComputeKernel,
+    attention: ComputeKernel,
+}
+
+struct Inner {
+    gpu: Gpu,
+    heap: Heap,
+    options: KvOptions,
+    num_blocks: u32,
+    manager: Mutex<KvManager>,
+    /// Per layer: the K pool and the V pool.
+    pools: Vec<[DeviceBlock; 2]>,
+    tables: DeviceBlock,
+    swapped: Mutex<HashMap<u64, HostBlock>>,
+    kernels: OnceLock<Kernels>,
+}
+
+/// A paged KV cache (see the module docs). Cheap to clone; the pools are freed with the last clone.
+#[derive(Clone)]
+pub struct KvCache {
+    inner: Arc<Inner>,
+}
+
+fn bad(msg: String) -> Error {
+    Error::Kv(KvError::InvalidConfig(msg))
+}
+
+impl KvOptions {
+    /// Bytes of one block in one pool (K or V of one layer).
+    pub fn block_bytes(&self) -> u64 {
+        u64::from(self.block_tokens) * u64::from(self.kv_heads) * u64::from(self.head_dim) * self.dtype.bytes()
+    }
+
+    fn blocks(&self) -> Result<u32> {
+        if self.layers == 0 || self.kv_heads == 0 || self.head_dim == 0 || self.block_tokens == 0 {
+            return Err(bad("layers, kvHeads, headDim and blockTokens must be at least 1".into()));
+        }
+        if self.head_dim > MAX_HEAD_DIM || (self.dtype == KvDtype::F16 && !self.head_dim.is_multiple_of(2)) {
+            return Err(bad(format!(
+                "headDim must be 1 to {MAX_HEAD_DIM} (even for f16 pools), got {}",
+                self.head_dim
+            )));
+        }
+        let per_block = self.block_bytes() * 2 * u64::from(self.layers);
+        match (self.num_blocks, self.max_bytes) {
+            (Some(n), None) => Ok(n),
+            (None, Some(bytes)) => {
+                let n = bytes / per_block;
+                if n == 0 {
+                    return Err(bad(format!(
+                        "maxBytes {bytes} holds no block: one takes {per_block} bytes (K and V of every layer)"
+                    )));
+                }
+                u32::try_from(n).map_err(|_| bad(format!("maxBytes {bytes} makes {n} blocks, over 2^32")))
+            }
+            _ => Err(bad("give exactly one of maxBlocks and maxBytes".into())),
+        }
+    }
+}
+
+/// Little-endian bytes of u32s.
+fn words(values: impl IntoIterator<Item = u32>) -> Vec<u8> {
+    values.into_iter().flat_map(u32::to_le_bytes).collect()
+}
+
+impl Heap {
+    /// A KV cache whose pools and block table are blocks of this heap.
+    pub fn kv_cache(&self, options: KvOptions) -> Result<KvCache> {
+        let num_blocks = options.blocks()?;
+        let config = KvConfig {
+            block_tokens: options.block_tokens,
+            num_blocks,
+            max_seqs: options.max_seqs,
+            max_seq_len: options.max_seq_len,
+            prefix_caching: options.prefix_caching,
+        };
+        let manager = KvManager::new(config)?;
+        let gpu = self.gpu().clone();
+        let max_binding = gpu.limits().max_storage_buffer_binding_size;
+        let pool_bytes = options.block_bytes() * u64::from(num_blocks);
+        if pool_bytes > max_binding {
+            return Err(bad(format!(
+                "{num_blocks} blocks make a pool of {pool_bytes} bytes per layer for K (and V), over the device's maxStorageBufferBindingSize ({max_binding}); use fewer blocks or f16"
+            )));
+        }
+        let table_bytes = 4 * u64::from(options.max_seqs) * u64::from(config.table_width());
+        let tables = self.malloc(table_bytes, Usage::Device)?;
+        tables.write(&vec![0u8; table_bytes as usize], 0)?;
+        let mut pools = Vec::with_capacity(options.layers as usize);
+        for _ in 0..options.layers {
+            pools.push([self.malloc(pool_bytes, Usage::Device)?, self.malloc(pool_bytes, Usage::Device)?]);
+        }
+        Ok(KvCache {
+            inner: Arc::new(Inner {
+                gpu,
+                heap: self.clone(),
+                options,
+                num_blocks,
+                manager: Mutex::new(manager),
+                pools,
+                tables,
+                swapped: Mutex::new(HashMap::new()),
+                kernels: OnceLock::new(),
+            }),
+        })
+    }
+}
+
+impl KvCache {
+    pub fn options(&self) -> &KvOptions {
+        &self.inner.options
+    }
+
+    pub fn num_blocks(&self) -> u32 {
+        self.inner.num_blocks
+    }
+
+    /// Device bytes the cache holds: every pool and the block table.
+    pub fn bytes(&self) -> u64 {
+        let i = &self.inner;
+        i.pools.iter().flatten().map(DeviceBlock::size).sum::<u64>() + i.tables.size()
+    }
+
+    /// The device block table: `u32 [maxSequences][ceil(maxSequenceLength / blockTokens)]`.
+    pub fn tables(&self) -> &DeviceBlock {
+        &self.inner.tables
+    }
+
+    /// The K and V pools of `layer`.
+    pub fn pools(&self, layer: u32) -> Result<&[DeviceBlock; 2]> {
+        self.inner.pools.get(layer as usize).ok_or_else(|| {
+            Error::invalid(format!("layer {layer} is out of range: the cache has {} layers", self.inner.pools.len()))
+        })
+    }
+
+    fn manager(&self) -> std::sync::MutexGuard<'_, KvManager> {
+        lock(&self.inner.manager)
+    }
+
+    pub fn stats(&self) -> KvStats {
+        self.manager().stats()
+    }
+
+    /// `salt` and, unless prefixes are shared across scopes, the scope, as one salt
+    /// (Note [Chained block hashes] in wgalloc-kv).
+    pub fn salt_of(salt: &str, scope: Option<&str>) -> u64 {
+        let mut h = DefaultHasher::new();
+        (salt, scope).hash(&mut h);
+        h.finish()
+    }
+
+    fn write_table(&self, w: &TableWrite) -> Result<()> {
+        if w.blocks.is_empty() {
+            return Ok(());
+        }
+        let width = u64::from(self.manager_width());
+        let at = 4 * (u64::from(w.row) * width + u64::from(w.index));
+        self.inner.tables.write(&words(w.blocks.iter().copied()), at)
+    }
+
+    fn manager_width(&self) -> u32 {
+        self.inner.options.max_seq_len.div_ceil(self.inner.options.block_tokens)
+    }
+
+    /// Copies, then table writes (Note [Step order] in the module docs).
+    fn apply(&self, a: &Append) -> Result<()> {
+        if !a.copies.is_empty() {
+            let bytes = self.inner.options.block_bytes();
+            let mut stream = self.inner.gpu.create_stream()?;
+            for pool in self.inner.pools.iter().flatten() {
+                for c in &a.copies {
+                    pool.copy_on(
+                        &mut stream,
+                        pool,
+                        u64::from(c.src) * bytes,
+                        u64::from(c.dst) * bytes,
+                        bytes,
+                        "kv copy-on-write",
+                    )?;
+                }
+            }
+            stream.submit()?;
+        }
+        a.table.iter().try_for_each(|w| self.write_table(w))
+    }
+
+    /// Starts a sequence for `prompt` (token ids); returns its id and how many leading
+    /// tokens were found in the prefix cache (their K/V need no prefill).
+    pub fn add_sequence(&self, prompt: &[u32], salt: u64) -> Result<(u64, u32)> {
+        let mut m = self.manager();
+        let (id, write) = m.add_sequence(prompt, salt)?;
+        let cached = m.len(id)?;
+        drop(m);
+        self.write_table(&write)?;
+        Ok((id, cached))
+    }
+
+    /// Appends tokens (their K/V are written by the next [`KvCache::write`] of the sequence).
+    pub fn append(&self, seq: u64, tokens: &[u32]) -> Result<u32> {
+        let mut m = self.manager();
+        let a = m.append(seq, tokens)?;
+        let len = m.len(seq)?;
+        drop(m);
+        self.apply(&a)?;
+        Ok(len)
+    }
+
+    /// Blocks for `tokens` more tokens, so that appending them cannot fail for space.
+    pub fn reserve(&self, seq: u64, tokens: u32) -> Result<()> {
+        let a = self.manager().reserve(seq, tokens)?;
+        self.apply(&a)
+    }
+
+    pub fn can_append(&self, step: &[(u64, u32)]) -> Result<bool> {
+        Ok(self.manager().can_append(step)?)
+    }
+
+    pub fn fork(&self, seq: u64) -> Result<u64> {
+        let (id, write) = self.manager().fork(seq)?;
+        self.write_table(&write)?;
+        Ok(id)
+    }
+
+    pub fn len(&self, seq: u64) -> Result<u32> {
+        Ok(self.manager().len(seq)?)
+    }
+
+    pub fn is_swapped(&self, seq: u64) -> Result<bool> {
+        Ok(self.manager().row(seq)?.is_none())
+    }
+
+    pub fn free(&self, seq: u64) -> Result<()> {
+        self.manager().free(seq)?;
+        if let Some(host) = lock(&self.inner.swapped).remove(&seq) {
+            host.free()?;
+        }
+        Ok(())
+    }
+
+    /// Copies the sequence's blocks to a host block of the staging cache and releases them.
+    pub fn swap_out(&self, seq: u64) -> Result<()> {
+        let i = &self.inner;
+        let mut m = self.manager();
+        let used = m.len(seq)?.div_ceil(i.options.block_tokens) as u64;
+        if m.row(seq)?.is_none() {
+            return Err(KvError::Swapped { seq, what: "swapOut" }.into());
+        }
+        let bytes = i.options.block_bytes();
+        let per_block = bytes * 2 * u64::from(i.options.layers);
+        let host = i.heap.gpu().host()?.alloc((used * per_block).max(4), Direction::Download)?;
+        let blocks = m.blocks(seq)?[..used as usize].to_vec();
+        let mut stream = i.gpu.create_stream()?;
+        // Host layout: [block][layer][k, v] of `bytes` each.
+        for (n, &b) in blocks.iter().enumerate() {
+            for (p, pool) in i.pools.iter().flatten().enumerate() {
+                let at = n as u64 * per_block + p as u64 * bytes;
+                host.copy_from_device_on(&mut stream, pool, u64::from(b) * bytes, at, bytes)?;
+            }
+        }
+        stream.submit()?;
+        // Released only once the copies are submitted: nothing can reuse the blocks first.
+        m.swap_out(seq)?;
+        drop(m);
+        lock(&i.swapped).insert(seq, host);
+        Ok(())
+    }
+
+    /// Waits for the swap-out copy, then takes blocks and writes the contents back.
+    pub async fn swap_in(&self, seq: u64) -> Result<()> {
+        let i = &self.inner;
+        let host = {
+            let m = self.manager();
+            if m.row(seq)?.is_some() {
+                return Err(KvError::NotSwapped { seq }.into());
+            }
+            lock(&i.swapped)
+                .remove(&seq)
+                .ok_or_else(|| Error::Internal(format!("sequence {seq}: its swapped blocks are missing")))?
+        };
+        let restored = async {
+            host.map().await?;
+            let back = self.manager().swap_in(seq)?;
+            let bytes = i.options.block_bytes();
+            let per_block = bytes * 2 * u64::from(i.options.layers);
+            for &(n, b) in &back.restore {
+                for (p, pool) in i.pools.iter().flatten().enumerate() {
+                    let data = host.read(u64::from(n) * per_block + p as u64 * bytes, bytes)?;
+                    pool.write(&data, u64::from(b) * bytes)?;
+                }
+            }
+            self.write_table(&back.table)
+        }
+        .await;
+        match restored {
+            Ok(()) => host.free(),
+            Err(e) => {
+                // Still swapped out (a refusal changes nothing): keep the bytes for a later try.
+                if self.manager().row(seq).ok().flatten().is_none() && self.manager().contains(seq) {
+                    lock(&i.swapped).insert(seq, host);
+                } else {
+                    host.free()?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn kernels(&self) -> Result<&Kernels> {
+        if let Some(k) = self.inner.kernels.get() {
+            return Ok(k);
+        }
+        let dtype = self.inner.options.dtype;
+        let gpu = &self.inner.gpu;
+        let append = gpu.compute_kernel("kv_append", &append_source(dtype), "main", 5, true)?;
+        let attention =
+            gpu.compute_kernel("paged_attention", &attention_source(dtype, KvLayout::Paged), "main", 6, true)?;
+        Ok(self.inner.kernels.get_or_init(|| Kernels { append, attention }))
+    }
+
+    /// A scratch block holding `values` (freed once the stream's work ran).
+    fn upload(&self, values: &[u32]) -> Result<DeviceBlock> {
+        let block = self.inner.heap.malloc(4 * values.len().max(1) as u64, Usage::Device)?;
+        block.write(&words(values.iter().copied()), 0)?;
+        Ok(block)
+    }
+
+    fn check_input(&self, block: &DeviceBlock, need: u64, what: &str) -> Result<()> {
+        if block.requested_size() < need {
+            return Err(Error::invalid(format!(
+                "kv {what}: the block holds {} bytes, the step needs {need}",
+                block.requested_size()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Records the write of K and V (`[tokens][kvHeads][headDim]` f32, in step order) of
+    /// the last `tokens` tokens of each step sequence into `layer`'s pools.
+    pub fn write(
+        &self,
+        stream: &mut Stream,
+        layer: u32,
+        step: &[StepSeq],
+        k: &DeviceBlock,
+        v: &DeviceBlock,
+    ) -> Result<()> {
+        let [kp, vp] = self.pools(layer)?;
+        let mut slots = Vec::new();
+        {
+            let m = self.manager();
+            let bt = self.inner.options.block_tokens;
+            for s in step {
+                let rows = m.query_rows(s.seq, s.tokens)?;
+                let blocks = m.blocks(s.seq)?;
+                slots.extend(rows.iter().map(|&[_, visible]| {
+                    let p = visible - 1;
+                    blocks[(p / bt) as usize] * bt + p % bt
+                }));
+            }
+        }
+        if slots.is_empty() {
+            return Err(Error::invalid("kv write: the step has no tokens"));
+        }
+        let o = &self.inner.options;
+        let width = o.kv_heads * o.head_dim;
+        let need = 4 * slots.len() as u64 * u64::from(width);
+        self.check_input(k, need, "write (k)")?;
+        self.check_input(v, need, "write (v)")?;
+        let kernel = &self.kernels()?.append;
+        let slot_block = self.upload(&slots)?;
+        let threads = slots.len() as u64 * u64::from(width) / if o.dtype == KvDtype::F16 { 2 } else { 1 };
+        let groups = threads.div_ceil(64);
+        let wg = [groups.min(u64::from(kernels::GRID)) as u32, groups.div_ceil(u64::from(kernels::GRID)) as u32, 1];
+        let uniform = words([slots.len() as u32, width, 0, 0]);
+        stream.dispatch(kernel, &[k, v, &slot_block, kp, vp], Some(&uniform), wg)?;
+        slot_block.free()
+    }
+
+    /// Records attention of the step's query rows (`[rows][queryHeads][headDim]` f32 in `q`,
+    /// the last `tokens` positions of each sequence, causal) over `layer`'s K/V into `out`.
+    pub fn attention(
+        &self,
+        stream: &mut Stream,
+        layer: u32,
+        step: &[StepSeq],
+        heads: Heads,
+        q: &DeviceBlock,
+        out: &DeviceBlock,
+    ) -> Result<()> {
+        let [kp, vp] = self.pools(layer)?;
+        let o = &self.inner.options;
+        let Heads { query_heads, scale } = heads;
+        if query_heads == 0 || !query_heads.is_multiple_of(o.kv_heads) {
+            return Err(Error::invalid(format!(
+                "kv attention: queryHeads must be a positive multiple of kvHeads ({}), got {query_heads}",
+                o.kv_heads
+            )));
+        }
+        let mut rows = Vec::new();
+        {
+            let m = self.manager();
+            for s in step {
+                rows.extend(m.query_rows(s.seq, s.tokens)?.into_iter().flatten());
+            }
+        }
+        let n = (rows.len() / 2) as u64;
+        if n == 0 {
+            return Err(Error::invalid("kv attention: the step has no query rows"));
+        }
+        let need = 4 * n * u64::from(query_heads) * u64::from(o.head_dim);
+        self.check_input(q, need, "attention (q)")?;
+        self.check_input(out, need, "attention (out)")?;
+        let kernel = &self.kernels()?.attention;
+        let row_block = self.upload(&rows)?;
+        let scale = scale.unwrap_or(1.0 / (o.head_dim as f32).sqrt());
+        let mut uniform = words([n as u32, query_heads, o.kv_heads, o.head_dim, o.block_tokens, self.manager_width()]);
+        uniform.extend(scale.to_le_bytes());
+        uniform.extend(0u32.to_le_bytes());
+        let grid = u64::from(kernels::GRID);
+        let wg = [query_heads, n.min(grid) as u32, n.div_ceil(grid) as u32];
+        stream.dispatch(kernel, &[q, kp, vp, &self.inner.tables, &row_block, out], Some(&uniform), wg)?;
+        row_block.free()
+    }
+}
