@@ -19,6 +19,9 @@ import {
   type Graph,
   type HeapScope,
   type HostBlock,
+  type KvCache,
+  type KvCacheOptions,
+  type KvSequence,
   type MemoryPlan,
   type OutputArray,
   type ShapeExecutor,
@@ -50,6 +53,16 @@ const GRAPH: Graph = {
   ops: [{ name: 'double', kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
 }
 const X = Float32Array.from({ length: 64 }, (_, i) => i)
+const KV_OPTIONS: KvCacheOptions = { layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 16, maxSequenceLength: 64 }
+/** Whether `f` throws (a released handle's getters do). */
+const throwsOn = (f: () => unknown): boolean => {
+  try {
+    f()
+    return false
+  } catch {
+    return true
+  }
+}
 /** GRAPH with `batch` rows of 64 floats. */
 const SHAPES: Graph = {
   ...GRAPH,
@@ -69,6 +82,8 @@ interface Context {
   shapes: ShapeExecutor
   weights: Weights
   scope: HeapScope
+  kv: KvCache
+  seq: KvSequence
   profiled: number
   dir: string
 }
@@ -91,7 +106,11 @@ function context(): Promise<Context> {
     const shapes = gpu.compileShapes(SHAPES)
     const weights = gpu.createWeights({ w: new Float32Array(4) })
     const scope = gpu.heap.scope({ name: 'tenant', limit: 1 << 20 })
-    return { gpu, exe, block, buffer, stream, down, plan, shapes, weights, scope, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
+    const kv = gpu.createKvCache(KV_OPTIONS)
+    const seq = kv.addSequence()
+    seq.append([1, 2, 3])
+    seq.swapOut()
+    return { gpu, exe, block, buffer, stream, down, plan, shapes, weights, scope, kv, seq, profiled: 0, dir: mkdtempSync(join(tmpdir(), 'wgalloc-api-')) }
   })()
   return shared
 }
@@ -111,6 +130,7 @@ const ASYNC_CALLS: Record<string, (c: Context, signal: AbortSignal) => Promise<u
   'ShapeExecutor.warmup': (c, signal) => c.shapes.warmup([{ batch: 2 }], { signal }),
   'DeviceBlock.read': (c, signal) => c.block.read(0, 16, { signal }),
   'HostBlock.map': (c, signal) => c.down.map({ signal }),
+  'KvSequence.swapIn': (c, signal) => c.seq.swapIn({ signal }),
   'GpuEvent.wait': (c, signal) => c.stream.submit().wait({ signal }),
   'Stream.synchronize': (c, signal) => c.stream.synchronize({ signal }),
   'Profiler.flush': (c, signal) => c.gpu.profiler.flush({ signal }),
@@ -244,6 +264,8 @@ const HANDLES: Record<string, Handle> = {
     },
     released: (s: ShapeExecutor) => s.stats().cached === 0,
   },
+  KvCache: { make: (c) => c.gpu.createKvCache(KV_OPTIONS), released: (k: KvCache) => k.sequences().length === 0 && throwsOn(() => k.bytes) },
+  KvSequence: { make: (c) => c.kv.addSequence(), released: (s: KvSequence) => s.freed },
   Stream: {
     // A stream owns recorded work: disposal submits it.
     make: (c) => {
@@ -312,6 +334,8 @@ const PRINTS: Record<string, (c: Context) => [unknown, RegExp]> = {
   Weights: (c) => [c.weights, /^Weights \{ ids: \['w'\], deviceBytes: [1-9]\d* \}$/],
   ShapeExecutor: (c) => [c.shapes, /^ShapeExecutor \{ dims: \['batch'\], cached: \d+, hits: \d+, misses: \d+ \}$/],
   HeapScope: (c) => [c.scope, /^HeapScope \{ path: 'tenant', allocated: 0, limit: 1048576 \}$/],
+  KvCache: (c) => [c.kv, /^KvCache \{ blocks: \d+\/16 used, cached: \d+, sequences: \d+, blockTokens: 4 \}$/],
+  KvSequence: (c) => [c.seq, /^KvSequence \{ id: \d+, length: 3(, swapped)? \}$/],
   MemoryPlan: (c) => [c.plan, /^MemoryPlan \{ strategy: 'best', slabSize: 60, lowerBound: 60, ratio: 1\.0000, optimal: true \}$/],
 }
 
@@ -348,7 +372,7 @@ function plainNumbers(t: ExecutionContext, value: object, path: string): void {
 
 test.serial('every stats() returns a plain object of numbers that survives JSON and structuredClone', async (t) => {
   const c = await context()
-  const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler, ShapeExecutor: c.shapes, HeapScope: c.scope }
+  const owners = { Heap: c.gpu.heap, Host: c.gpu.host, Executor: c.exe, Profiler: c.gpu.profiler, ShapeExecutor: c.shapes, HeapScope: c.scope, KvCache: c.kv }
   const byName: Record<string, { stats(): object }> = owners
   await c.gpu.profiler.profile(() => c.exe.run({ x: X }))
   c.gpu.profiler.markCpuFallback('topk', 64)

@@ -26,8 +26,9 @@ test('every code the Rust crates and the binding raise is in ERROR_CODES', (t) =
   const sources = [
     'crates/wgalloc-core/src/error.rs',
     'crates/wgalloc-plan/src/error.rs',
+    'crates/wgalloc-kv/src/error.rs',
     'src/error.rs',
-    ...['exec', 'heap', 'host', 'gpu', 'shapes', 'plan', 'weights', 'stream', 'block_table'].map((f) => `src/${f}.rs`),
+    ...['exec', 'heap', 'host', 'gpu', 'kv', 'shapes', 'plan', 'weights', 'stream', 'block_table'].map((f) => `src/${f}.rs`),
   ]
   const raised = new Set<string>()
   for (const f of sources) for (const m of read(f).matchAll(/(?:=> |coded\()"([A-Z][A-Z_]+)"/g)) raised.add(m[1])
@@ -113,6 +114,14 @@ const PROVOKE: Record<WgallocErrorCode, ((gpu: Gpu) => unknown) | { not: string 
   CAPACITY_NOT_MET: { not: 'needs a search that runs out of time below a capacity; crates/wgalloc-plan/tests/features.rs covers it' },
   PROFILER_STATE: (gpu) => gpu.profiler.stop(),
   BINARY_NOT_FOUND: { not: 'needs the addon missing; binding-error.test.ts loads a copy of the package without it' },
+  KV_CACHE_FULL: (gpu) => {
+    const cache = gpu.createKvCache({ layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 1, maxSequenceLength: 16 })
+    try {
+      cache.addSequence().append([1, 2, 3, 4, 5])
+    } finally {
+      cache.release()
+    }
+  },
   QUOTA_EXCEEDED: (gpu) => gpu.heap.scope({ name: `quota-${Date.now()}`, limit: 256 }).malloc(1024),
   INTERNAL: { not: 'a bug in wgalloc' },
 }

@@ -16,6 +16,7 @@ export type {
   HostConfig,
   HostStats,
   KernelOptions,
+  KvCacheStats,
   MemoryBudget,
   Observation,
   ObservedEvent,

@@ -182,6 +182,11 @@ export declare class Gpu {
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   createKernel(options: KernelOptions): ComputeKernel
   /**
+   * Native form of `gpu.createKvCache()`.
+   * @internal
+   */
+  createKvCache(o: KvCacheOptions): KvCache
+  /**
    * Native form of the facade's `compileShapes()`.
    * @internal
    */
@@ -359,6 +364,40 @@ export declare class HostBlock {
    * A second call fails with `DOUBLE_FREE`.
    */
   free(): void
+}
+
+/**
+ * A paged KV cache on the device heap.
+ * @internal
+ */
+export declare class KvCache {
+  /** Physical blocks in each pool. */
+  get numBlocks(): number
+  /** Device bytes of the pools and the block table. */
+  get bytes(): number
+  stats(): KvCacheStats
+  /** Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held). */
+  addSequence(prompt: Uint32Array, salt: string, scope?: string | undefined | null): KvOutcome
+  /** Tokens of a sequence. */
+  length(seq: number): number
+  /** Whether the sequence is swapped out. */
+  isSwapped(seq: number): boolean
+  /** Appends tokens; `value` is the new length. */
+  append(seq: number, tokens: Uint32Array): KvOutcome
+  reserve(seq: number, tokens: number): KvOutcome
+  canAppend(seqs: Array<number>, tokens: Array<number>): boolean
+  /** A sequence sharing every block of `seq`; `value` is its id. */
+  fork(seq: number): KvOutcome
+  free(seq: number): void
+  swapOut(seq: number): void
+  /** Swaps a sequence back in once its copy to the host completed. */
+  swapIn(seq: number): Promise<KvOutcome>
+  /** Records the K/V write of the step's tokens into `layer`. */
+  write(stream: Stream, layer: number, seqs: Array<number>, tokens: Array<number>, k: DeviceBlock, v: DeviceBlock): void
+  /** Records attention of the step's query rows over `layer`. */
+  attention(stream: Stream, layer: number, seqs: Array<number>, tokens: Array<number>, queryHeads: number, scale: number | undefined | null, q: DeviceBlock, out: DeviceBlock): void
+  /** Frees the pools and the table (after the GPU work recorded on them); later calls fail. */
+  release(): void
 }
 
 /** A validated memory plan: an offset in one slab for every usage record. */
@@ -983,6 +1022,85 @@ export interface KernelOptions {
   uniform?: boolean
   /** Name in errors and profiles (default: the entry point). */
   name?: string
+}
+
+/**
+ * Options of `gpu.createKvCache()` as the binding takes them.
+ * @internal
+ */
+export interface KvCacheOptions {
+  layers: number
+  kvHeads: number
+  headDim: number
+  dtype: string
+  blockTokens: number
+  maxBlocks?: number
+  maxBytes?: number
+  maxSequences: number
+  maxSequenceLength: number
+  prefixCaching: boolean
+}
+
+/** What a KV cache holds and has done (`cache.stats()`). */
+export interface KvCacheStats {
+  /** Blocks in each pool. */
+  totalBlocks: number
+  /** Blocks some sequence refers to. */
+  usedBlocks: number
+  /** Unreferenced blocks with no cached content. */
+  freeBlocks: number
+  /** Unreferenced full blocks kept for prefix hits, evicted least recently used when the pool runs short. */
+  cachedBlocks: number
+  /** Live sequences, swapped-out ones included. */
+  sequences: number
+  /** Sequences swapped out to host memory. */
+  swappedSequences: number
+  /** Tokens the resident sequences hold (a shared block counts once per sequence). */
+  tokens: number
+  /** Prompt tokens looked up in the prefix cache (whole blocks; a prompt's last token is always computed). */
+  prefixQueryTokens: number
+  /** Of those, tokens served from cached blocks: their prefill is skipped. */
+  prefixHitTokens: number
+  /** Cached blocks evicted to serve an allocation. */
+  evictions: number
+  /** Shared partial blocks copied on their first write (after `fork()`). */
+  copiesOnWrite: number
+  /** Blocks copied to host memory by `swapOut()`. */
+  swappedOutBlocks: number
+  /** Blocks written back by `swapIn()` (blocks still in the prefix cache are taken without a copy). */
+  swappedInBlocks: number
+}
+
+/**
+ * The WGSL of the KV kernels, for graphs: `append` and `attention` (`layout`: `paged` or `contiguous`).
+ * @internal
+ */
+export declare function kvKernelSource(kernel: string, dtype: string, layout?: string | undefined | null): string
+
+/**
+ * A number (a sequence id or a length), or what refused the call.
+ * @internal
+ */
+export interface KvOutcome {
+  value: number
+  refusal?: KvRefusal
+}
+
+/**
+ * The figures of a refused KV-cache call.
+ * @internal
+ */
+export interface KvRefusal {
+  code: string
+  message: string
+  needed?: number
+  free?: number
+  evictable?: number
+  total?: number
+  maxSequences?: number
+  length?: number
+  adding?: number
+  maxSequenceLength?: number
 }
 
 /** The memory budget and where it came from. */

@@ -22,6 +22,7 @@ export const ERROR_CODES = Object.freeze([
   'SIZE_OVERFLOW',
   'INFEASIBLE',
   'CAPACITY_NOT_MET',
+  'KV_CACHE_FULL',
   'BINARY_NOT_FOUND',
   'INTERNAL',
 ] as const)
@@ -55,10 +56,34 @@ export interface OutOfMemoryDetails {
   snapshotPath?: string | null
 }
 
+/** `err.details` of a KV_CACHE_FULL: what the call needed and what the cache had. */
+export interface KvCacheFullDetails {
+  /** Blocks the call needed. */
+  needed?: number
+  /** Unreferenced blocks with no cached content. */
+  free?: number
+  /** Cached blocks eviction could have freed. */
+  evictable?: number
+  /** Blocks in each pool. */
+  total?: number
+  /** The table's row count, when every row was taken. */
+  maxSequences?: number
+}
+
+/** The `details` each code carries, where it has them. */
+export interface ErrorDetails {
+  /** A failed allocation's figures. */
+  OUT_OF_MEMORY: OutOfMemoryDetails
+  /** A KV cache's shortfall. */
+  KV_CACHE_FULL: KvCacheFullDetails
+}
+
 /** A WgallocError narrowed to one code (what {@link WgallocError.is} proves). */
 export interface CodedError<C extends WgallocErrorCode> {
   /** The code it was checked for. */
   readonly code: C
+  /** The figures of that code, where it has them. */
+  details?: C extends keyof ErrorDetails ? ErrorDetails[C] : undefined
 }
 
 /**
@@ -79,8 +104,11 @@ export interface CodedError<C extends WgallocErrorCode> {
 export class WgallocError extends Error {
   /** Stable code: branch on it, not on the message. */
   readonly code: WgallocErrorCode
-  /** Structured figures, where the error has them (OUT_OF_MEMORY from `malloc()`). */
-  details?: OutOfMemoryDetails
+  /**
+   * Structured figures, where the error has them (OUT_OF_MEMORY, KV_CACHE_FULL). Typed as the
+   * fields any code may carry; {@link WgallocError.is} narrows them to one code's.
+   */
+  details?: Partial<OutOfMemoryDetails> & KvCacheFullDetails
 
   /** Creates an error with `code` (`options.cause` as for `Error`). */
   constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown }) {

@@ -4,7 +4,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
-import { HeapScope, type ScopeCharge } from './heap-scope.js'
+import { HeapScope, type ScopeCharge, holdCharge } from './heap-scope.js'
 import { WgallocError, optionsObject, parseJson, shown, u32 } from './errors.js'
 import {
   type Graph,
@@ -238,25 +238,6 @@ async function runWith(
 
 const kCreate = Symbol('exec.create')
 
-/**
- * Note [Charges follow their holder]: an executor or weights given a scope hold its charge
- * until `release()`; one dropped without `release()` has its device memory freed by the
- * garbage collector (the native object's drop), so its charge must go back then too, or the
- * scope stays charged for memory nobody holds and its tenant is locked out. The charge is
- * registered here with the object as the key, and unregistered by `release()`.
- */
-const heldCharges = new FinalizationRegistry<ScopeCharge>((charge) => charge.release())
-
-/** Holds `charge` for `holder` until `release` (or the holder's collection) returns it. */
-function holdCharge(holder: object, charge: ScopeCharge): ScopeCharge {
-  heldCharges.register(holder, charge, holder)
-  return {
-    release: () => {
-      heldCharges.unregister(holder)
-      charge.release()
-    },
-  }
-}
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
 let createExecutor: <G extends Graph>(handle: Binding.Executor, types: Types, device: ExecDevice) => Executor<G>

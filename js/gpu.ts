@@ -29,6 +29,7 @@ import type { Graph, GraphInputs } from './graph.js'
 import { type Heap, outOfMemoryOf, tableOfHeap, wrapHeap } from './heap.js'
 import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
+import { type KvCache, type KvCacheOptions, createKvCache } from './kv.js'
 import { type Binding, native } from './native.js'
 import { type Profiler, trackForExitReport, wrapProfiler } from './profiler.js'
 import { type AsyncOptions, callWithSignal, checkSignal } from './signal.js'
@@ -242,6 +243,19 @@ export class Gpu {
     const { signal } = optionsObject(options, 'readBuffer')
     const handle = bufferHandle(buffer, 'readBuffer: buffer')
     return callWithSignal(signal, () => this.#native.readBuffer(handle, offset, size))
+  }
+  /**
+   * A paged KV cache for LLM decoding on this device's heap: K/V block pools per layer, block
+   * tables, prefix caching, copy-on-write forks and swap to host (see `docs/kv-cache.md`).
+   * INVALID_ARGUMENT for options that describe no usable cache (with the figures); OUT_OF_MEMORY
+   * or QUOTA_EXCEEDED when its pools do not fit.
+   */
+  @api createKvCache(options: KvCacheOptions): KvCache {
+    try {
+      return createKvCache(this.#native, options)
+    } catch (err) {
+      throw outOfMemoryOf(this.heap, err) // Note [One path for every OOM]
+    }
   }
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   @api createKernel(options: KernelOptions): ComputeKernel {

@@ -230,3 +230,23 @@ export class HeapScope {
 /** A top-level scope of `heap` (its limit at most the device's budget). */
 export const topScope = (heap: Heap, options: unknown, siblings: Map<string, HeapScope>, budget: number): HeapScope =>
   createScope(heap, null, options, siblings, budget)
+
+/**
+ * Note [Charges follow their holder]: an executor, weights or a KV cache given a scope hold its charge
+ * until `release()`; one dropped without `release()` has its device memory freed by the
+ * garbage collector (the native object's drop), so its charge must go back then too, or the
+ * scope stays charged for memory nobody holds and its tenant is locked out. The charge is
+ * registered here with the object as the key, and unregistered by `release()`.
+ */
+const heldCharges = new FinalizationRegistry<ScopeCharge>((charge) => charge.release())
+
+/** Holds `charge` for `holder` until `release` (or the holder's collection) returns it. */
+export function holdCharge(holder: object, charge: ScopeCharge): ScopeCharge {
+  heldCharges.register(holder, charge, holder)
+  return {
+    release: () => {
+      heldCharges.unregister(holder)
+      charge.release()
+    },
+  }
+}

@@ -24,6 +24,8 @@ export const {
   HostBlock,
   Profiler,
   ComputeKernel,
+  KvCache,
+  KvSequence,
   MemoryPlan,
   planMemory,
   STRATEGIES,

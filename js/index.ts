@@ -34,7 +34,15 @@ export {
   type HostTransferMessage,
   type ProfilerChannelMessage,
 } from './diagnostics.js'
-export { type CodedError, ERROR_CODES, type OutOfMemoryDetails, WgallocError, type WgallocErrorCode } from './errors.js'
+export {
+  type CodedError,
+  ERROR_CODES,
+  type ErrorDetails,
+  type KvCacheFullDetails,
+  type OutOfMemoryDetails,
+  WgallocError,
+  type WgallocErrorCode,
+} from './errors.js'
 export { GpuEvent } from './event.js'
 export {
   type CompileOptions,
@@ -100,6 +108,16 @@ export {
 export { Host } from './host.js'
 export { HostBlock, type HostDirection } from './host-block.js'
 export { ComputeKernel } from './kernel.js'
+export {
+  type KvAttentionOptions,
+  KvCache,
+  type KvCacheOptions,
+  type KvDtype,
+  type KvKernel,
+  KvSequence,
+  type KvSequenceOptions,
+  type KvStepEntry,
+} from './kv.js'
 export {
   MemoryPlan,
   type MemoryPlanJSON,

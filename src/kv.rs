@@ -1,0 +1,335 @@
+//! `KvCache`: the paged KV cache. Refusals with figures (a full cache, a sequence too long)
+//! come back as data in `KvOutcome.refusal`, so the facade throws them with `details`.
+
+use std::sync::Mutex;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use wgalloc_core::kv::{self as core_kv, Heads, KvDtype, KvError, StepSeq};
+use wgalloc_core::Error as CoreError;
+
+use crate::error::{coded, to_napi, to_u64, IntoNapi};
+use crate::gpu::Gpu;
+use crate::heap::DeviceBlock;
+use crate::stream::Stream;
+
+/// Options of `gpu.createKvCache()` as the binding takes them.
+/// @internal
+#[napi(object)]
+pub struct KvCacheOptions {
+    pub layers: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub dtype: String,
+    pub block_tokens: u32,
+    pub max_blocks: Option<u32>,
+    pub max_bytes: Option<f64>,
+    pub max_sequences: u32,
+    pub max_sequence_length: u32,
+    pub prefix_caching: bool,
+}
+
+/// The figures of a refused KV-cache call.
+/// @internal
+#[napi(object)]
+pub struct KvRefusal {
+    pub code: String,
+    pub message: String,
+    pub needed: Option<u32>,
+    pub free: Option<u32>,
+    pub evictable: Option<u32>,
+    pub total: Option<u32>,
+    pub max_sequences: Option<u32>,
+    pub length: Option<u32>,
+    pub adding: Option<u32>,
+    pub max_sequence_length: Option<u32>,
+}
+
+/// A number (a sequence id or a length), or what refused the call.
+/// @internal
+#[napi(object)]
+pub struct KvOutcome {
+    pub value: f64,
+    pub refusal: Option<KvRefusal>,
+}
+
+/// What a KV cache holds and has done (`cache.stats()`).
+#[napi(object)]
+pub struct KvCacheStats {
+    /// Blocks in each pool.
+    pub total_blocks: u32,
+    /// Blocks some sequence refers to.
+    pub used_blocks: u32,
+    /// Unreferenced blocks with no cached content.
+    pub free_blocks: u32,
+    /// Unreferenced full blocks kept for prefix hits, evicted least recently used when the pool runs short.
+    pub cached_blocks: u32,
+    /// Live sequences, swapped-out ones included.
+    pub sequences: u32,
+    /// Sequences swapped out to host memory.
+    pub swapped_sequences: u32,
+    /// Tokens the resident sequences hold (a shared block counts once per sequence).
+    pub tokens: f64,
+    /// Prompt tokens looked up in the prefix cache (whole blocks; a prompt's last token is always computed).
+    pub prefix_query_tokens: f64,
+    /// Of those, tokens served from cached blocks: their prefill is skipped.
+    pub prefix_hit_tokens: f64,
+    /// Cached blocks evicted to serve an allocation.
+    pub evictions: f64,
+    /// Shared partial blocks copied on their first write (after `fork()`).
+    pub copies_on_write: f64,
+    /// Blocks copied to host memory by `swapOut()`.
+    pub swapped_out_blocks: f64,
+    /// Blocks written back by `swapIn()` (blocks still in the prefix cache are taken without a copy).
+    pub swapped_in_blocks: f64,
+}
+
+fn refusal(e: &KvError) -> KvRefusal {
+    let mut r = KvRefusal {
+        code: e.code().into(),
+        message: e.to_string(),
+        needed: None,
+        free: None,
+        evictable: None,
+        total: None,
+        max_sequences: None,
+        length: None,
+        adding: None,
+        max_sequence_length: None,
+    };
+    match *e {
+        KvError::OutOfBlocks { needed, free, evictable, total, .. } => {
+            (r.needed, r.free, r.evictable, r.total) = (Some(needed), Some(free), Some(evictable), Some(total))
+        }
+        KvError::TooManySequences { max_seqs } => r.max_sequences = Some(max_seqs),
+        KvError::SequenceTooLong { length, adding, max, .. } => {
+            (r.length, r.adding, r.max_sequence_length) = (Some(length), Some(adding), Some(max))
+        }
+        _ => {}
+    }
+    r
+}
+
+/// A block-manager refusal becomes data; anything else stays an error.
+fn outcome(result: wgalloc_core::Result<f64>) -> Result<KvOutcome> {
+    match result {
+        Ok(value) => Ok(KvOutcome { value, refusal: None }),
+        Err(CoreError::Kv(e)) => Ok(KvOutcome { value: 0.0, refusal: Some(refusal(&e)) }),
+        Err(e) => Err(to_napi(e)),
+    }
+}
+
+fn seq_id(seq: f64) -> Result<u64> {
+    to_u64(seq, "sequence id")
+}
+
+fn steps(seqs: Vec<f64>, tokens: Vec<u32>) -> Result<Vec<StepSeq>> {
+    if seqs.len() != tokens.len() {
+        return Err(coded("INVALID_ARGUMENT", "kv step: one token count per sequence"));
+    }
+    seqs.into_iter().zip(tokens).map(|(s, tokens)| Ok(StepSeq { seq: seq_id(s)?, tokens })).collect()
+}
+
+/// A paged KV cache on the device heap.
+/// @internal
+#[napi]
+pub struct KvCache {
+    inner: Mutex<Option<core_kv::KvCache>>,
+}
+
+impl KvCache {
+    fn with<T>(&self, f: impl FnOnce(&core_kv::KvCache) -> Result<T>) -> Result<T> {
+        let guard = self.inner.lock().map_err(|_| coded("INTERNAL", "kv cache lock poisoned"))?;
+        match guard.as_ref() {
+            Some(c) => f(c),
+            None => Err(coded("USE_AFTER_FREE", "the KV cache was released")),
+        }
+    }
+
+    fn cache(&self) -> Result<core_kv::KvCache> {
+        self.with(|c| Ok(c.clone()))
+    }
+}
+
+#[napi]
+impl Gpu {
+    /// Native form of `gpu.createKvCache()`.
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn create_kv_cache(&self, o: KvCacheOptions) -> Result<KvCache> {
+        let dtype = KvDtype::parse(&o.dtype).ok_or_else(|| {
+            coded("INVALID_ARGUMENT", &format!("createKvCache: dtype must be 'f32' or 'f16', got '{}'", o.dtype))
+        })?;
+        let max_bytes = o.max_bytes.map(|b| to_u64(b, "createKvCache: maxBytes")).transpose()?;
+        let options = core_kv::KvOptions {
+            layers: o.layers,
+            kv_heads: o.kv_heads,
+            head_dim: o.head_dim,
+            dtype,
+            block_tokens: o.block_tokens,
+            num_blocks: o.max_blocks,
+            max_bytes,
+            max_seqs: o.max_sequences,
+            max_seq_len: o.max_sequence_length,
+            prefix_caching: o.prefix_caching,
+        };
+        let cache = self.inner.heap().and_then(|h| h.kv_cache(options)).napi()?;
+        Ok(KvCache { inner: Mutex::new(Some(cache)) })
+    }
+}
+
+#[napi]
+impl KvCache {
+    /// Physical blocks in each pool.
+    #[napi(catch_unwind, getter)]
+    pub fn num_blocks(&self) -> Result<u32> {
+        self.with(|c| Ok(c.num_blocks()))
+    }
+
+    /// Device bytes of the pools and the block table.
+    #[napi(catch_unwind, getter)]
+    pub fn bytes(&self) -> Result<f64> {
+        self.with(|c| Ok(c.bytes() as f64))
+    }
+
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> Result<KvCacheStats> {
+        self.with(|c| {
+            let s = c.stats();
+            Ok(KvCacheStats {
+                total_blocks: s.total_blocks,
+                used_blocks: s.used_blocks,
+                free_blocks: s.free_blocks,
+                cached_blocks: s.cached_blocks,
+                sequences: s.sequences,
+                swapped_sequences: s.swapped_sequences,
+                tokens: s.tokens as f64,
+                prefix_query_tokens: s.prefix_query_tokens as f64,
+                prefix_hit_tokens: s.prefix_hit_tokens as f64,
+                evictions: s.evictions as f64,
+                copies_on_write: s.copies_on_write as f64,
+                swapped_out_blocks: s.swapped_out_blocks as f64,
+                swapped_in_blocks: s.swapped_in_blocks as f64,
+            })
+        })
+    }
+
+    /// Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held).
+    #[napi(catch_unwind)]
+    pub fn add_sequence(&self, prompt: Uint32Array, salt: String, scope: Option<String>) -> Result<KvOutcome> {
+        self.with(|c| {
+            let salt = core_kv::KvCache::salt_of(&salt, scope.as_deref());
+            outcome(c.add_sequence(&prompt, salt).map(|(id, _)| id as f64))
+        })
+    }
+
+    /// Tokens of a sequence.
+    #[napi(catch_unwind)]
+    pub fn length(&self, seq: f64) -> Result<u32> {
+        self.with(|c| c.len(seq_id(seq)?).napi())
+    }
+
+    /// Whether the sequence is swapped out.
+    #[napi(catch_unwind)]
+    pub fn is_swapped(&self, seq: f64) -> Result<bool> {
+        self.with(|c| c.is_swapped(seq_id(seq)?).napi())
+    }
+
+    /// Appends tokens; `value` is the new length.
+    #[napi(catch_unwind)]
+    pub fn append(&self, seq: f64, tokens: Uint32Array) -> Result<KvOutcome> {
+        self.with(|c| outcome(c.append(seq_id(seq)?, &tokens).map(f64::from)))
+    }
+
+    #[napi(catch_unwind)]
+    pub fn reserve(&self, seq: f64, tokens: u32) -> Result<KvOutcome> {
+        self.with(|c| outcome(c.reserve(seq_id(seq)?, tokens).map(|()| 0.0)))
+    }
+
+    #[napi(catch_unwind)]
+    pub fn can_append(&self, seqs: Vec<f64>, tokens: Vec<u32>) -> Result<bool> {
+        let step: Vec<(u64, u32)> = steps(seqs, tokens)?.into_iter().map(|s| (s.seq, s.tokens)).collect();
+        self.with(|c| c.can_append(&step).napi())
+    }
+
+    /// A sequence sharing every block of `seq`; `value` is its id.
+    #[napi(catch_unwind)]
+    pub fn fork(&self, seq: f64) -> Result<KvOutcome> {
+        self.with(|c| outcome(c.fork(seq_id(seq)?).map(|id| id as f64)))
+    }
+
+    #[napi(catch_unwind)]
+    pub fn free(&self, seq: f64) -> Result<()> {
+        self.with(|c| c.free(seq_id(seq)?).napi())
+    }
+
+    #[napi(catch_unwind)]
+    pub fn swap_out(&self, seq: f64) -> Result<()> {
+        self.with(|c| c.swap_out(seq_id(seq)?).napi())
+    }
+
+    /// Swaps a sequence back in once its copy to the host completed.
+    #[napi(catch_unwind, ts_return_type = "Promise<KvOutcome>")]
+    pub fn swap_in<'env>(&self, env: &'env Env, seq: f64) -> Result<PromiseRaw<'env, KvOutcome>> {
+        let (cache, seq) = (self.cache()?, seq_id(seq)?);
+        env.spawn_future(async move { outcome(cache.swap_in(seq).await.map(|()| 0.0)) })
+    }
+
+    /// Records the K/V write of the step's tokens into `layer`.
+    #[napi(catch_unwind)]
+    pub fn write(
+        &self,
+        stream: &Stream,
+        layer: u32,
+        seqs: Vec<f64>,
+        tokens: Vec<u32>,
+        k: &DeviceBlock,
+        v: &DeviceBlock,
+    ) -> Result<()> {
+        let step = steps(seqs, tokens)?;
+        let cache = self.cache()?;
+        stream.with(|s| cache.write(s, layer, &step, &k.inner, &v.inner))
+    }
+
+    /// Records attention of the step's query rows over `layer`.
+    #[napi(catch_unwind)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        stream: &Stream,
+        layer: u32,
+        seqs: Vec<f64>,
+        tokens: Vec<u32>,
+        query_heads: u32,
+        scale: Option<f64>,
+        q: &DeviceBlock,
+        out: &DeviceBlock,
+    ) -> Result<()> {
+        let step = steps(seqs, tokens)?;
+        let cache = self.cache()?;
+        let heads = Heads { query_heads, scale: scale.map(|s| s as f32) };
+        stream.with(|s| cache.attention(s, layer, &step, heads, &q.inner, &out.inner))
+    }
+
+    /// Frees the pools and the table (after the GPU work recorded on them); later calls fail.
+    #[napi(catch_unwind)]
+    pub fn release(&self) -> Result<()> {
+        let mut guard = self.inner.lock().map_err(|_| coded("INTERNAL", "kv cache lock poisoned"))?;
+        guard.take();
+        Ok(())
+    }
+}
+
+/// The WGSL of the KV kernels, for graphs: `append` and `attention` (`layout`: `paged` or `contiguous`).
+/// @internal
+#[napi(catch_unwind)]
+pub fn kv_kernel_source(kernel: String, dtype: String, layout: Option<String>) -> Result<String> {
+    let dtype = KvDtype::parse(&dtype)
+        .ok_or_else(|| coded("INVALID_ARGUMENT", &format!("dtype must be 'f32' or 'f16', got '{dtype}'")))?;
+    match (kernel.as_str(), layout.as_deref()) {
+        ("append", None) => Ok(core_kv::append_source(dtype)),
+        ("attention", None | Some("paged")) => Ok(core_kv::attention_source(dtype, core_kv::KvLayout::Paged)),
+        ("attention", Some("contiguous")) => Ok(core_kv::attention_source(dtype, core_kv::KvLayout::Contiguous)),
+        _ => Err(coded("INVALID_ARGUMENT", &format!("no KV kernel '{kernel}' with layout {layout:?}"))),
+    }
+}
