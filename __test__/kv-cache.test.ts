@@ -2,8 +2,11 @@
 // (prefill, batched decode, fork, prefix hit, swap), typed refusals with their figures,
 // scope charges and tenant isolation of prefixes, and bad input.
 import test from 'ava'
-import { type DeviceBlock, type Gpu, KvCache, type KvSequence, type KvStepEntry, WgallocError } from 'wgalloc'
+import { Registry } from 'prom-client'
+import { type DeviceBlock, Gpu, KvCache, type KvSequence, type KvStepEntry, WgallocError, renderHtml } from 'wgalloc'
+import { registerMetrics } from 'wgalloc/metrics'
 import { gpu } from './helpers.js'
+import { promtoolCheck, samples } from './promtool.js'
 
 const KV_HEADS = 2
 const Q_HEADS = 4
@@ -270,4 +273,62 @@ test('bad input is typed and changes nothing', async (t) => {
   small.free()
   cache.release()
   other.release()
+})
+
+test('operations: metrics per cache, snapshot rows per sequence, the viewer labels its blocks', async (t) => {
+  const g = await Gpu.request()
+  const registry = new Registry()
+  registerMetrics({ main: g }, { registry })
+  const tenant = g.heap.scope({ name: 'tenant-x', limit: 1 << 20 })
+  const cache = g.createKvCache({ name: 'chat', layers: 2, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 16, maxSequenceLength: 64 })
+  t.throws(() => g.createKvCache({ name: 'chat', layers: 1, kvHeads: 1, headDim: 4, maxBlocks: 1, maxSequenceLength: 4 }), {
+    code: 'INVALID_ARGUMENT',
+    message: /named 'chat' already/,
+  })
+  t.deepEqual(
+    g.kvCaches().map((c) => c.name),
+    ['chat'],
+  )
+  const prompt = tokens(9, 0, 9)
+  const a = cache.addSequence(prompt, { scope: tenant })
+  a.append(prompt)
+  const b = cache.addSequence(prompt, { scope: tenant })
+  b.append(prompt.slice(b.length))
+  const f = a.fork()
+  f.swapOut()
+  const got = samples(await registry.metrics())
+  const s = cache.stats()
+  const l = (more = '') => `{device="main",cache="chat"${more}}`
+  t.is(got[`wgalloc_kv_cache_blocks${l(',state="used"')}`], s.usedBlocks)
+  t.is(got[`wgalloc_kv_cache_blocks${l(',state="free"')}`], s.freeBlocks)
+  t.is(got[`wgalloc_kv_cache_usage_ratio${l()}`], s.usedBlocks / 16)
+  t.is(got[`wgalloc_kv_cache_sequences${l()}`], 3)
+  t.is(got[`wgalloc_kv_cache_swapped_sequences${l()}`], 1)
+  t.is(got[`wgalloc_kv_cache_prefix_hit_tokens_total${l()}`], 8)
+  t.is(got[`wgalloc_kv_cache_prefix_hit_ratio${l()}`], 0.5)
+  t.is(got[`wgalloc_kv_cache_swapped_out_blocks_total${l()}`], 3)
+  const check = promtoolCheck(await registry.metrics())
+  t.true(check.ok, check.output)
+  // The snapshot: which heap blocks are the cache's, and one row per sequence.
+  const doc = g.heap.memorySnapshot()
+  const kv = doc.kvCaches?.[0]
+  t.is(kv?.name, 'chat')
+  t.is(kv?.heapBlocks.length, 5, 'K and V of two layers, then the table')
+  const live = new Set(doc.segments.flatMap((seg) => seg.blocks.filter((bl) => bl.state === 'active').map((bl) => bl.blockId)))
+  for (const id of kv!.heapBlocks) t.true(live.has(id), `heap block ${id} of the cache is live in the snapshot`)
+  t.deepEqual(
+    kv?.sequences.map((q) => [q.id, q.tokens, q.blocks, q.sharedBlocks, q.swapped, q.scope]),
+    [
+      [a.id, 9, 3, 2, false, 'tenant-x'],
+      [b.id, 9, 3, 2, false, 'tenant-x'],
+      [f.id, 9, 0, 0, true, 'tenant-x'],
+    ],
+  )
+  const html = renderHtml(JSON.parse(JSON.stringify(doc)))
+  t.true(html.includes("kv 'chat' layer 1 V"), 'pool blocks are labelled')
+  t.true(html.includes(`kv 'chat' sequence ${b.id} (tenant-x)`), 'a row per sequence')
+  cache.release()
+  t.deepEqual(g.kvCaches(), [])
+  t.false((await registry.metrics()).includes('cache="chat"'), 'a released cache leaves the metrics')
+  g.destroy()
 })

@@ -121,6 +121,20 @@ test('every family has one sample per label set, and counters stay put across sc
     ops: [{ name: 'layer', kernel: 'inc', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
   })
   t.teardown(() => one.release())
+  // Two KV caches, with sequences, a prefix hit and a swap: every kv_cache family has rows.
+  const caches = ['chat', 'code'].map((name) => a.createKvCache({ name, layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 8, maxSequenceLength: 32 }))
+  t.teardown(() => {
+    for (const c of caches) c.release()
+  })
+  for (const c of caches) {
+    const prompt = [1, 2, 3, 4, 5]
+    c.addSequence(prompt).append(prompt)
+    const hit = c.addSequence(prompt)
+    hit.append([5])
+    hit.fork().append([6])
+    hit.swapOut()
+    await hit.swapIn()
+  }
   const x = new Uint32Array(64)
   for (let i = 0; i < 3; i++) await a.profiler.profile(() => exe.run({ x }))
   await a.profiler.profile(() => one.run({ x }))

@@ -376,6 +376,10 @@ export declare class KvCache {
   /** Device bytes of the pools and the block table. */
   get bytes(): number
   stats(): KvCacheStats
+  /** Every live sequence, by id. */
+  sequences(): Array<KvSequenceRow>
+  /** Heap block ids of the pools (K then V of each layer), then of the block table. */
+  blockIds(): Array<number>
   /** Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held). */
   addSequence(prompt: Uint32Array, salt: string, scope?: string | undefined | null): KvOutcome
   /** Tokens of a sequence. */
@@ -1101,6 +1105,18 @@ export interface KvRefusal {
   length?: number
   adding?: number
   maxSequenceLength?: number
+}
+
+/**
+ * One live sequence of a cache, as `cache.snapshot()` lists it.
+ * @internal
+ */
+export interface KvSequenceRow {
+  id: number
+  tokens: number
+  blocks: number
+  sharedBlocks: number
+  swapped: boolean
 }
 
 /** The memory budget and where it came from. */

@@ -29,7 +29,7 @@ import type { Graph, GraphInputs } from './graph.js'
 import { type Heap, outOfMemoryOf, tableOfHeap, wrapHeap } from './heap.js'
 import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
-import { type KvCache, type KvCacheOptions, createKvCache } from './kv.js'
+import { type KvCache, type KvCacheOptions, createKvCache, kvCachesOfHeap } from './kv.js'
 import { type Binding, native } from './native.js'
 import { type Profiler, trackForExitReport, wrapProfiler } from './profiler.js'
 import { type AsyncOptions, callWithSignal, checkSignal } from './signal.js'
@@ -252,10 +252,14 @@ export class Gpu {
    */
   @api createKvCache(options: KvCacheOptions): KvCache {
     try {
-      return createKvCache(this.#native, options)
+      return createKvCache(this.#native, this.heap, options)
     } catch (err) {
       throw outOfMemoryOf(this.heap, err) // Note [One path for every OOM]
     }
+  }
+  /** The device's live KV caches, oldest first (metrics read them). */
+  @api kvCaches(): KvCache[] {
+    return kvCachesOfHeap(this.heap)
   }
   /** Compiles a kernel for `stream.dispatch` (once per device and signature). */
   @api createKernel(options: KernelOptions): ComputeKernel {

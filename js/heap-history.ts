@@ -1,5 +1,6 @@
 // Memory history with JS stacks (PyTorch `_record_memory_history`): allocator events in a
 // bounded ring, the stack of every live block's malloc, and the leak report built from them.
+import type { KvCacheSnapshot } from './kv-registry.js'
 import { performance } from 'node:perf_hooks'
 import type { HeapEvent, SnapshotBlock, SnapshotSegment } from './binding.js'
 import { WgallocError, shown } from './errors.js'
@@ -74,6 +75,8 @@ export interface MemorySnapshot {
   segments: HistorySnapshotSegment[]
   /** Events in order, oldest first (empty when history was never recorded). */
   history: HistoryEntry[]
+  /** The heap's live KV caches: which blocks are their pools, and one row per sequence. */
+  kvCaches?: KvCacheSnapshot[]
 }
 
 /** Live blocks that share one allocation stack. */

@@ -1,5 +1,6 @@
 // `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
 // fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
+import { kvCachesOf } from './kv-registry.js'
 import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
@@ -207,7 +208,8 @@ export class Heap {
         return stack === undefined ? b : { ...b, stack }
       }),
     }))
-    return { format: 'wgalloc-memory-history', version: 1, segments, history: history?.entries() ?? [] }
+    const kvCaches = kvCachesOf(this).map((c) => c.snapshot())
+    return { format: 'wgalloc-memory-history', version: 1, segments, history: history?.entries() ?? [], ...(kvCaches.length ? { kvCaches } : {}) }
   }
   /**
    * Blocks allocated through this heap and not freed, grouped by the stack of their malloc, most

@@ -118,6 +118,7 @@ export {
   type KvSequenceOptions,
   type KvStepEntry,
 } from './kv.js'
+export type { KvCacheSnapshot, KvSequenceSnapshot } from './kv-registry.js'
 export {
   MemoryPlan,
   type MemoryPlanJSON,

@@ -4,6 +4,8 @@
 import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { KvCacheStats } from './binding.js'
+import type { Heap } from './heap.js'
+import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
 import { type KvCacheFullDetails, WgallocError, type WgallocErrorCode, optionsObject, shown, u32 } from './errors.js'
 import { type HeapScope, type ScopeCharge, holdCharge } from './heap-scope.js'
@@ -35,6 +37,8 @@ export interface KvCacheOptions {
   maxSequences?: number
   /** The longest sequence in tokens: the width of the block table. */
   maxSequenceLength: number
+  /** Name in metrics and snapshots, unique among the device's live caches (default `kv-<n>`). */
+  name?: string
   /** Share the K/V of equal prompt prefixes between sequences (default true). */
   prefixCaching?: boolean
   /** A heap scope charged with the cache's device bytes until `release()`; also the default scope of its sequences. */
@@ -71,7 +75,8 @@ export interface KvAttentionOptions {
 export type KvKernel = 'append' | 'attention'
 
 const kCreate = Symbol('KvCache.create')
-let create: (gpu: Binding.Gpu, options: KvCacheOptions) => KvCache
+let create: (gpu: Binding.Gpu, heap: Heap, options: KvCacheOptions) => KvCache
+let nextCacheNumber = 0
 let track: (cache: KvCache, seq: KvSequence, live: boolean) => void
 const scopeKeys = new WeakMap<HeapScope, string>()
 let nextScopeKey = 0
@@ -131,12 +136,21 @@ export class KvCache {
   readonly #scope: HeapScope | undefined
   readonly #share: boolean
   readonly #sequences = new Set<KvSequence>()
+  readonly #name: string
+  readonly #unregister: () => void
   #charge: ScopeCharge | null = null
   #released = false
 
-  private constructor(key: symbol, gpu: Binding.Gpu, options: KvCacheOptions) {
+  private constructor(key: symbol, gpu: Binding.Gpu, heap: Heap, options: KvCacheOptions) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'KvCache has no public constructor; use gpu.createKvCache()')
     const o = optionsObject(options, 'createKvCache')
+    const live = kvCachesOf(heap)
+    const name = o.name ?? `kv-${nextCacheNumber++}`
+    if (typeof name !== 'string' || name === '')
+      throw new WgallocError('INVALID_ARGUMENT', `createKvCache: name must be a non-empty string, got ${shown(name)}`)
+    if (live.some((c) => c.name === name))
+      throw new WgallocError('INVALID_ARGUMENT', `createKvCache: a live KV cache of this device is named '${name}' already`)
+    this.#name = name
     const dtype = o.dtype ?? 'f32'
     if (dtype !== 'f32' && dtype !== 'f16') throw new WgallocError('INVALID_ARGUMENT', `createKvCache: dtype must be 'f32' or 'f16', got ${shown(dtype)}`)
     if ((o.maxBlocks === undefined) === (o.maxBytes === undefined))
@@ -168,6 +182,7 @@ export class KvCache {
         throw err
       }
     }
+    this.#unregister = registerKvCache(heap, this)
   }
 
   /** The WGSL of a KV kernel, for a graph op (bindings as in `docs/kv-cache.md`). */
@@ -175,6 +190,10 @@ export class KvCache {
     return native.kvKernelSource(kernel, options.dtype ?? 'f32', options.layout)
   }
 
+  /** Name in metrics and snapshots. */
+  @api get name(): string {
+    return this.#name
+  }
   /** Layers (K and V pools each). */
   @api get layers(): number {
     return this.#options.layers
@@ -211,6 +230,19 @@ export class KvCache {
   @api stats(): KvCacheStats {
     return this.#native.stats()
   }
+  /** The cache's heap blocks and one row per live sequence (what `heap.memorySnapshot()` includes). */
+  @api snapshot(): KvCacheSnapshot {
+    const scopes = new Map([...this.#sequences].map((s) => [s.id, scopeOf(s)]))
+    const stats = this.#native.stats()
+    return {
+      name: this.#name,
+      blockTokens: this.#options.blockTokens,
+      totalBlocks: stats.totalBlocks,
+      usedBlocks: stats.usedBlocks,
+      heapBlocks: this.#native.blockIds(),
+      sequences: this.#native.sequences().map((r) => ({ ...r, scope: scopes.get(r.id)?.path ?? null })),
+    }
+  }
   /** Live sequences (swapped-out ones included). */
   @api sequences(): KvSequence[] {
     return [...this.#sequences]
@@ -229,13 +261,13 @@ export class KvCache {
     const scope = o.scope ?? this.#scope
     const key = this.#share || scope === undefined ? undefined : scopeKey(scope)
     const id = settled(this.#native.addSequence(tokenArray(prompt, 'addSequence'), o.salt ?? '', key))
-    const seq = wrapSequence(this, this.#native, id)
+    const seq = wrapSequence(this, this.#native, id, scope)
     this.#sequences.add(seq)
     return seq
   }
 
   static {
-    create = (gpu, options) => new KvCache(kCreate, gpu, options)
+    create = (gpu, heap, options) => new KvCache(kCreate, gpu, heap, options)
     track = (cache, seq, live) => {
       if (live) cache.#sequences.add(seq)
       else cache.#sequences.delete(seq)
@@ -300,6 +332,7 @@ export class KvCache {
     for (const s of this.#sequences) markFreed(s)
     this.#sequences.clear()
     this.#native.release()
+    this.#unregister()
     this.#charge?.release()
     this.#charge = null
   }
@@ -316,7 +349,8 @@ export class KvCache {
 }
 
 const kSeq = Symbol('KvSequence.create')
-let wrapSequence: (cache: KvCache, handle: Binding.KvCache, id: number) => KvSequence
+let wrapSequence: (cache: KvCache, handle: Binding.KvCache, id: number, scope: HeapScope | undefined) => KvSequence
+let scopeOf: (seq: KvSequence) => HeapScope | undefined
 let sequenceId: (seq: unknown, cache: KvCache, what: string) => number
 let markFreed: (seq: KvSequence) => void
 
@@ -326,17 +360,20 @@ export class KvSequence {
   readonly #native: Binding.KvCache
   readonly #id: number
   readonly #cached: number
+  readonly #scope: HeapScope | undefined
   #freed = false
 
-  private constructor(key: symbol, cache: KvCache, handle: Binding.KvCache, id: number) {
+  private constructor(key: symbol, cache: KvCache, handle: Binding.KvCache, id: number, scope: HeapScope | undefined) {
     if (key !== kSeq) throw new WgallocError('INVALID_ARGUMENT', 'KvSequence has no public constructor; use cache.addSequence()')
     this.#cache = cache
     this.#native = handle
     this.#id = id
     this.#cached = handle.length(id)
+    this.#scope = scope
   }
   static {
-    wrapSequence = (cache, handle, id) => new KvSequence(kSeq, cache, handle, id)
+    wrapSequence = (cache, handle, id, scope) => new KvSequence(kSeq, cache, handle, id, scope)
+    scopeOf = (seq) => seq.#scope
     sequenceId = (seq, cache, what) => {
       if (!(seq instanceof KvSequence)) throw new WgallocError('INVALID_ARGUMENT', `${what}: pass a KvSequence, got ${shown(seq)}`)
       if (seq.#cache !== cache) throw new WgallocError('INVALID_ARGUMENT', `${what}: sequence ${seq.#id} belongs to another KV cache`)
@@ -393,7 +430,7 @@ export class KvSequence {
   /** A new sequence sharing every block of this one (parallel sampling, beam search). */
   @api fork(): KvSequence {
     const id = settled(this.#native.fork(this.#live('fork')))
-    const seq = wrapSequence(this.#cache, this.#native, id)
+    const seq = wrapSequence(this.#cache, this.#native, id, this.#scope)
     track(this.#cache, seq, true)
     return seq
   }
@@ -428,4 +465,7 @@ export class KvSequence {
 }
 
 /** `gpu.createKvCache()`. */
-export const createKvCache = (gpu: Binding.Gpu, options: KvCacheOptions): KvCache => create(gpu, options)
+export const createKvCache = (gpu: Binding.Gpu, heap: Heap, options: KvCacheOptions): KvCache => create(gpu, heap, options)
+
+/** The live KV caches of `heap`, oldest first. */
+export const kvCachesOfHeap = (heap: Heap): KvCache[] => kvCachesOf(heap) as KvCache[]

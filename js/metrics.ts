@@ -1,6 +1,7 @@
 // Prometheus metrics for wgalloc's devices: gauges and counters read from the heap, host cache
 // and profiler statistics when the registry is scraped (no timers, nothing between scrapes).
 // The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
+import type { KvCacheStats } from './binding.js'
 import { WgallocError, messageOf, shown, optionsObject } from './errors.js'
 import { Gpu } from './gpu.js'
 
@@ -55,6 +56,12 @@ const heapFigure =
 
 const opLabels = (device: Labels, op: { name: string; pipeline: string }): Labels => ({ ...device, op: op.name, pipeline: op.pipeline })
 
+/** One sample per live KV cache of the device, labelled with its name (unique per device). */
+const perKvCache =
+  (value: (s: KvCacheStats) => number) =>
+  (gpu: Gpu, device: Labels): Sample[] =>
+    gpu.kvCaches().map((c) => ({ value: value(c.stats()), labels: { ...device, cache: c.name } }))
+
 const DEFINITIONS: Definition[] = [
   { name: 'heap_allocated_bytes', help: 'Bytes of live heap blocks (allocated sizes), per pool.', type: 'gauge', read: perPool('allocatedBytes') },
   { name: 'heap_reserved_bytes', help: 'Bytes of heap segments held from the driver, per pool.', type: 'gauge', read: perPool('reservedBytes') },
@@ -105,6 +112,52 @@ const DEFINITIONS: Definition[] = [
     type: 'counter',
     read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().quotaExceeded, labels: { ...device, scope: sc.path } })),
   },
+  {
+    name: 'kv_cache_blocks',
+    help: 'Blocks of a KV cache by state: used (some sequence refers to them), cached (kept for prefix hits) or free.',
+    type: 'gauge',
+    read: (gpu, device) =>
+      gpu.kvCaches().flatMap((c) => {
+        const s = c.stats()
+        const at = (state: string, value: number) => ({ value, labels: { ...device, cache: c.name, state } })
+        return [at('used', s.usedBlocks), at('cached', s.cachedBlocks), at('free', s.freeBlocks)]
+      }),
+  },
+  { name: 'kv_cache_usage_ratio', help: 'Used blocks of a KV cache over its blocks.', type: 'gauge', read: perKvCache((s) => s.usedBlocks / s.totalBlocks) },
+  { name: 'kv_cache_sequences', help: 'Live sequences of a KV cache, swapped-out ones included.', type: 'gauge', read: perKvCache((s) => s.sequences) },
+  {
+    name: 'kv_cache_swapped_sequences',
+    help: 'Sequences of a KV cache swapped out to host memory.',
+    type: 'gauge',
+    read: perKvCache((s) => s.swappedSequences),
+  },
+  {
+    name: 'kv_cache_prefix_hit_ratio',
+    help: 'Prompt tokens served from the prefix cache over those looked up, since the cache was made.',
+    type: 'gauge',
+    read: perKvCache((s) => (s.prefixQueryTokens ? s.prefixHitTokens / s.prefixQueryTokens : 0)),
+  },
+  {
+    name: 'kv_cache_prefix_query_tokens_total',
+    help: 'Prompt tokens looked up in the prefix cache (whole blocks).',
+    type: 'counter',
+    read: perKvCache((s) => s.prefixQueryTokens),
+  },
+  {
+    name: 'kv_cache_prefix_hit_tokens_total',
+    help: 'Prompt tokens served from the prefix cache.',
+    type: 'counter',
+    read: perKvCache((s) => s.prefixHitTokens),
+  },
+  { name: 'kv_cache_evictions_total', help: 'Cached KV blocks evicted to serve an allocation.', type: 'counter', read: perKvCache((s) => s.evictions) },
+  {
+    name: 'kv_cache_copies_on_write_total',
+    help: 'Shared partial KV blocks copied on their first write.',
+    type: 'counter',
+    read: perKvCache((s) => s.copiesOnWrite),
+  },
+  { name: 'kv_cache_swapped_out_blocks_total', help: 'KV blocks copied to host memory.', type: 'counter', read: perKvCache((s) => s.swappedOutBlocks) },
+  { name: 'kv_cache_swapped_in_blocks_total', help: 'KV blocks written back from host memory.', type: 'counter', read: perKvCache((s) => s.swappedInBlocks) },
   // The profiler keeps one row per (op name, pipeline): a graph may run several kernels under
   // one op name, and executors may reuse a name. Labelled by op alone, those rows were several
   // samples of one series in a scrape. They carry the pipeline as a label rather than being

@@ -84,6 +84,17 @@ pub struct KvCacheStats {
     pub swapped_in_blocks: f64,
 }
 
+/// One live sequence of a cache, as `cache.snapshot()` lists it.
+/// @internal
+#[napi(object)]
+pub struct KvSequenceRow {
+    pub id: f64,
+    pub tokens: u32,
+    pub blocks: u32,
+    pub shared_blocks: u32,
+    pub swapped: bool,
+}
+
 fn refusal(e: &KvError) -> KvRefusal {
     let mut r = KvRefusal {
         code: e.code().into(),
@@ -212,6 +223,29 @@ impl KvCache {
                 swapped_in_blocks: s.swapped_in_blocks as f64,
             })
         })
+    }
+
+    /// Every live sequence, by id.
+    #[napi(catch_unwind)]
+    pub fn sequences(&self) -> Result<Vec<KvSequenceRow>> {
+        self.with(|c| {
+            Ok(c.sequences()
+                .into_iter()
+                .map(|s| KvSequenceRow {
+                    id: s.id as f64,
+                    tokens: s.tokens,
+                    blocks: s.blocks,
+                    shared_blocks: s.shared_blocks,
+                    swapped: s.swapped,
+                })
+                .collect())
+        })
+    }
+
+    /// Heap block ids of the pools (K then V of each layer), then of the block table.
+    #[napi(catch_unwind)]
+    pub fn block_ids(&self) -> Result<Vec<f64>> {
+        self.with(|c| Ok(c.block_ids().into_iter().map(|id| id as f64).collect()))
     }
 
     /// Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held).

@@ -315,11 +315,52 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
   }
 }
 
-/** `heap.snapshot()` (an array of segments) or `{ segments, history? }`. */
+/**
+ * The KV caches of a memory snapshot: a label for each of their heap blocks (`kv 'main' layer 0
+ * K`) and one summary row per sequence, so the page shows which blocks hold KV and whose.
+ */
+function kvAnnotations(caches: unknown): { labels: Map<number, string>; rows: SummaryRow[] } {
+  const labels = new Map<number, string>()
+  const rows: SummaryRow[] = []
+  if (caches === undefined) return { labels, rows }
+  for (const [i, c] of array(caches, 'kvCaches').entries()) {
+    const cache = object(c, `kvCaches[${i}]`)
+    const name = String(cache.name)
+    const heapBlocks = array(cache.heapBlocks, `kvCaches[${i}].heapBlocks`)
+    heapBlocks.forEach((b, k) => {
+      const what = k === heapBlocks.length - 1 ? 'block table' : `layer ${k >> 1} ${k % 2 ? 'V' : 'K'}`
+      labels.set(count(b, `kvCaches[${i}].heapBlocks[${k}]`), `kv '${name}' ${what}`)
+    })
+    rows.push([
+      `kv '${name}' blocks used`,
+      `${count(cache.usedBlocks, `kvCaches[${i}].usedBlocks`)} of ${count(cache.totalBlocks, `kvCaches[${i}].totalBlocks`)}`,
+      'text',
+    ])
+    for (const [k, q] of array(cache.sequences, `kvCaches[${i}].sequences`).entries()) {
+      const seq = object(q, `kvCaches[${i}].sequences[${k}]`)
+      const at = `kvCaches[${i}].sequences[${k}]`
+      const where = seq.swapped ? 'swapped out' : `${count(seq.blocks, `${at}.blocks`)} blocks, ${count(seq.sharedBlocks, `${at}.sharedBlocks`)} shared`
+      rows.push([
+        `kv '${name}' sequence ${id(seq.id, `${at}.id`)}${seq.scope ? ` (${seq.scope})` : ''}`,
+        `${count(seq.tokens, `${at}.tokens`)} tokens, ${where}`,
+        'text',
+      ])
+    }
+  }
+  return { labels, rows }
+}
+
+/** `heap.snapshot()` (an array of segments) or `{ segments, history?, kvCaches? }`. */
 export function fromSnapshot(json: Loose | Loose[]) {
   const segments = checkSegments(Array.isArray(json) ? json : json.segments, 'segments')
-  if (!Array.isArray(json) && json.history !== undefined) return fromHistory(segments, json.history, json.title as string | undefined)
-  return fromSegments(segments, Array.isArray(json) ? undefined : json.title)
+  const view =
+    !Array.isArray(json) && json.history !== undefined
+      ? fromHistory(segments, json.history, json.title as string | undefined)
+      : fromSegments(segments, Array.isArray(json) ? undefined : json.title)
+  const kv = kvAnnotations(Array.isArray(json) ? undefined : json.kvCaches)
+  if (kv.labels.size) view.blocks.label = view.blocks.label.map((l) => kv.labels.get(Number(/^block (\d+)/.exec(l)?.[1] ?? -1)) ?? l)
+  view.summary.push(...kv.rows)
+  return view
 }
 
 /**

@@ -26,5 +26,5 @@ mod pool;
 mod tests;
 
 pub use error::{KvError, Result};
-pub use manager::{Append, BlockCopy, KvConfig, KvManager, KvStats, SwapIn, TableWrite};
+pub use manager::{Append, BlockCopy, KvConfig, KvManager, KvStats, SequenceSummary, SwapIn, TableWrite};
 pub use pool::BlockId;

@@ -104,6 +104,18 @@ pub struct KvStats {
     pub swapped_in_blocks: u64,
 }
 
+/// One sequence as a snapshot shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceSummary {
+    pub id: u64,
+    pub tokens: u32,
+    /// Blocks it refers to (reserved ones included; none while swapped out).
+    pub blocks: u32,
+    /// Of those, blocks other sequences (or forks) refer to as well.
+    pub shared_blocks: u32,
+    pub swapped: bool,
+}
+
 struct Sequence {
     /// Block-table row; `None` while swapped out.
     row: Option<u32>,
@@ -451,6 +463,23 @@ impl KvManager {
         }
         let row = s.row.expect("resident");
         Ok((len - queries + 1..=len).map(|visible| [row, visible]).collect())
+    }
+
+    /// Every live sequence, by id.
+    pub fn summaries(&self) -> Vec<SequenceSummary> {
+        let mut out: Vec<SequenceSummary> = self
+            .seqs
+            .iter()
+            .map(|(&id, s)| SequenceSummary {
+                id,
+                tokens: s.tokens.len() as u32,
+                blocks: s.blocks.len() as u32,
+                shared_blocks: s.blocks.iter().filter(|&&b| self.pool.refs(b) > 1).count() as u32,
+                swapped: s.row.is_none(),
+            })
+            .collect();
+        out.sort_by_key(|s| s.id);
+        out
     }
 
     pub fn stats(&self) -> KvStats {

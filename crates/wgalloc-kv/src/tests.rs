@@ -113,6 +113,9 @@ fn fork_copies_a_shared_partial_block_on_first_write() {
     assert_eq!(step.copies.len(), 1, "the partial block is copied");
     assert_eq!(step.copies[0].src, kv.blocks(a).unwrap()[1]);
     assert_eq!(kv.blocks(b).unwrap()[0], kv.blocks(a).unwrap()[0], "the full block stays shared");
+    let rows = kv.summaries();
+    assert_eq!((rows[0].id, rows[0].tokens, rows[0].blocks, rows[0].shared_blocks), (a, 6, 2, 1));
+    assert_eq!((rows[1].id, rows[1].tokens, rows[1].blocks, rows[1].shared_blocks), (b, 7, 2, 1));
     // The original writes in place now that it is the only owner.
     assert!(kv.append(a, &[8]).unwrap().copies.is_empty());
     assert_eq!(kv.stats().copies_on_write, 1);

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use kernels::{append_source, attention_source, KvDtype, KvLayout, MAX_HEAD_DIM};
 use wgalloc_kv::{Append, KvConfig, KvManager, TableWrite};
-pub use wgalloc_kv::{KvError, KvStats};
+pub use wgalloc_kv::{KvError, KvStats, SequenceSummary};
 
 use crate::context::Gpu;
 use crate::error::{Error, Result};
@@ -198,6 +198,17 @@ impl KvCache {
 
     pub fn stats(&self) -> KvStats {
         self.manager().stats()
+    }
+
+    /// Every live sequence: tokens, blocks, shared blocks, swapped.
+    pub fn sequences(&self) -> Vec<SequenceSummary> {
+        self.manager().summaries()
+    }
+
+    /// Heap block ids of the pools (K then V of each layer) and of the block table, last.
+    pub fn block_ids(&self) -> Vec<u64> {
+        let i = &self.inner;
+        i.pools.iter().flatten().chain(std::iter::once(&i.tables)).map(DeviceBlock::id).collect()
     }
 
     /// `salt` and, unless prefixes are shared across scopes, the scope, as one salt
