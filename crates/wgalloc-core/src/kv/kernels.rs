@@ -115,7 +115,9 @@ pub fn append_source(dtype: KvDtype) -> String {
 /// the chunk's maximum and sum are reduced in workgroup memory, and the running output
 /// (each thread owns head dims `lid`, `lid + 64`, ...) is rescaled by the change of maximum,
 /// as in FlashAttention's online softmax. So a row of any length needs no scratch memory
-/// and the keys are read once. The token count is loaded through `workgroupUniformLoad`:
+/// and the keys are read once. Each thread also leaves its token's place in workgroup memory
+/// (`bases`): the values are read at the same place, so the block table is read once per
+/// token, not once per token and dimension. The token count is loaded through `workgroupUniformLoad`:
 /// the loop holds barriers, and WGSL requires its bound to be uniform.
 pub fn attention_source(dtype: KvDtype, layout: KvLayout) -> String {
     let mut s = String::from(
@@ -130,6 +132,7 @@ pub fn attention_source(dtype: KvDtype, layout: KvLayout) -> String {
           @group(0) @binding(6) var<uniform> p: Params;\n\
           var<workgroup> red: array<f32, 64>;\n\
           var<workgroup> probs: array<f32, 64>;\n\
+          var<workgroup> bases: array<u32, 64>;\n\
           var<workgroup> visible: u32;\n";
     s += &load_fn(dtype, "k");
     s += &load_fn(dtype, "v");
@@ -162,12 +165,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   for (var c = 0u; c < len; c += 64u) {{
     let t = c + lid;
     var s = -3.0e38;
+    var kb = 0u;
     if (t < len) {{
-      let kb = token_base(row, t, kvh);
+      kb = token_base(row, t, kvh);
       var dot = 0.0;
       for (var d = 0u; d < d_n; d++) {{ dot += q[qb + d] * load_k(kb + d); }}
       s = dot * p.scale;
     }}
+    bases[lid] = kb;
     red[lid] = s;
     workgroupBarrier();
     for (var o = 32u; o > 0u; o >>= 1u) {{
@@ -193,7 +198,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       let d = lid + 64u * k;
       if (d < d_n) {{
         var a = acc[k] * corr;
-        for (var j = 0u; j < chunk; j++) {{ a += probs[j] * load_v(token_base(row, c + j, kvh) + d); }}
+        for (var j = 0u; j < chunk; j++) {{ a += probs[j] * load_v(bases[j] + d); }}
         acc[k] = a;
       }}
     }}
