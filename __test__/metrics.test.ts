@@ -122,7 +122,9 @@ test('every family has one sample per label set, and counters stay put across sc
   })
   t.teardown(() => one.release())
   // Two KV caches, with sequences, a prefix hit and a swap: every kv_cache family has rows.
-  const caches = ['chat', 'code'].map((name) => a.createKvCache({ name, layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 8, maxSequenceLength: 32 }))
+  const caches = ['chat', 'code'].map((name) =>
+    a.createKvCache({ name, layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 8, maxSequenceLength: 32 }),
+  )
   t.teardown(() => {
     for (const c of caches) c.release()
   })
@@ -135,6 +137,21 @@ test('every family has one sample per label set, and counters stay put across sc
     hit.swapOut()
     await hit.swapIn()
   }
+  // A shape executor with a hit, misses and an eviction: every shape_executor family has rows.
+  const shapes = a.compileShapes(
+    {
+      dims: ['batch'],
+      kernels,
+      tensors: [
+        { id: 'x', size: 'batch * 256', kind: 'input' },
+        { id: 'y', size: 'batch * 256', kind: 'output' },
+      ],
+      ops: [{ name: 'layer', kernel: 'inc', inputs: ['x'], outputs: ['y'], dispatch: ['batch'] }],
+    },
+    { name: 'inc', capacity: 1 },
+  )
+  t.teardown(() => shapes.release())
+  for (const batch of [1, 1, 2]) await shapes.run({ batch }, { x: new Uint32Array(64 * batch) })
   const x = new Uint32Array(64)
   for (let i = 0; i < 3; i++) await a.profiler.profile(() => exe.run({ x }))
   await a.profiler.profile(() => one.run({ x }))

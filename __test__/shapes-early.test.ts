@@ -74,3 +74,39 @@ test('warmup compiles the given shapes off the JS thread; their first runs are h
   model.release()
   await t.throwsAsync(model.warmup([{ batch: 1 }]), { code: 'USE_AFTER_FREE' })
 })
+
+test('a shape executor given a scope is charged with its cached executors as they come and go', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  const scope = gpu.heap.scope({ name: 'tenant', limit: 128 << 10 })
+  const model = gpu.compileShapes(graph(COPY), { scope, name: 'copy', buckets: { batch: [1, 4, 16, 256] }, capacity: 2 })
+  t.is(model.name, 'copy')
+  t.throws(() => gpu.compileShapes(graph(COPY), { name: 'copy' }), { code: 'INVALID_ARGUMENT', message: /named 'copy' already/ })
+  t.deepEqual(
+    gpu.shapeExecutors().map((s) => s.name),
+    ['copy'],
+  )
+  t.is(scope.stats().allocatedBytes, 0, 'nothing compiled yet, nothing charged')
+  const x = (batch: number) => new Float32Array(batch * 64).fill(1)
+  await model.run({ batch: 3 }, { x: x(3) })
+  t.is(scope.stats().allocatedBytes, model.stats().deviceBytes)
+  t.true(model.stats().deviceBytes > 0)
+  await model.warmup([{ batch: 16 }])
+  t.is(scope.stats().allocatedBytes, model.stats().deviceBytes)
+  await model.run({ batch: 1 }, { x: x(1) }) // evicts batch 4 (capacity 2)
+  t.is(model.stats().evictions, 1)
+  t.is(scope.stats().allocatedBytes, model.stats().deviceBytes, 'an eviction returns its bytes')
+  // batch 256 holds x and y of 64 KiB each: with what is cached, past the 128 KiB limit. Refused, cache emptied.
+  const big = await t.throwsAsync(model.run({ batch: 200 }, { x: x(200) }, { outputs: 'device' }), { code: 'QUOTA_EXCEEDED' })
+  t.regex(big!.message, /scope 'tenant'/)
+  t.is(model.stats().cached, 0)
+  t.is(scope.stats().allocatedBytes, 0)
+  const live = gpu.heap.stats().activeBlocks.current
+  // The next run fits again.
+  const { outputs } = await model.run({ batch: 2 }, { x: x(2) })
+  t.deepEqual([...outputs.y].slice(0, 2), [2, 2])
+  t.true(gpu.heap.stats().activeBlocks.current >= live)
+  model.release()
+  t.is(scope.stats().allocatedBytes, 0)
+  t.deepEqual(gpu.shapeExecutors(), [])
+})

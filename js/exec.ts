@@ -5,6 +5,7 @@ import { api } from './api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { HeapScope, type ScopeCharge, holdCharge } from './heap-scope.js'
+import { LiveObjects } from './live-objects.js'
 import { WgallocError, optionsObject, parseJson, shown, u32 } from './errors.js'
 import {
   type Graph,
@@ -54,6 +55,14 @@ export interface CreateWeightsOptions {
 
 /** Options of `gpu.compileShapes()`: a compile's options plus how shapes map to executors. */
 export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sampleInputs' | 'signal' | 'scope'> {
+  /**
+   * A heap scope charged with the device bytes of the cached executors (slabs and constants) as
+   * they come and go. A run or warmup whose new executor would take the scope past its limit
+   * fails with QUOTA_EXCEEDED, and the cached executors are released.
+   */
+  scope?: HeapScope
+  /** Name in metrics, unique among the device's live shape executors (default `shapes-<n>`). */
+  name?: string
   /** Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value. */
   buckets?: Record<string, number[]>
   /** Executors kept; the least recently used is released first (default 8). */
@@ -241,7 +250,13 @@ const kCreate = Symbol('exec.create')
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
 let createExecutor: <G extends Graph>(handle: Binding.Executor, types: Types, device: ExecDevice) => Executor<G>
-let createShapeExecutor: <G extends Graph>(handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) => ShapeExecutor<G>
+let createShapeExecutor: <G extends Graph>(
+  handle: Binding.ShapeExecutor,
+  types: Types,
+  device: ExecDevice,
+  name: string,
+  scope: HeapScope | undefined,
+) => ShapeExecutor<G>
 let chargeWeights: (weights: Weights, charge: ScopeCharge) => void
 let chargeExecutor: <G extends Graph>(executor: Executor<G>, charge: ScopeCharge) => void
 
@@ -406,16 +421,55 @@ export class ShapeExecutor<G extends Graph = Graph> {
   readonly #native: Binding.ShapeExecutor
   readonly #types: Types
   readonly #device: ExecDevice
+  readonly #name: string
+  readonly #scope: HeapScope | undefined
+  readonly #unregister: () => void
+  #charge: ScopeCharge | null = null
+  #charged = 0
   #released = false
 
-  private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice) {
+  private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice, name: string, scope: HeapScope | undefined) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'ShapeExecutor has no public constructor; use gpu.compileShapes()')
     this.#native = handle
     this.#types = types
     this.#device = device
+    this.#name = name
+    this.#scope = scope
+    this.#unregister = liveShapeExecutors.add(device.native, this as unknown as ShapeExecutor)
   }
   static {
-    createShapeExecutor = (handle, types, device) => new ShapeExecutor(kCreate, handle, types, device)
+    createShapeExecutor = (handle, types, device, name, scope) => new ShapeExecutor(kCreate, handle, types, device, name, scope)
+  }
+
+  /**
+   * Note [Shape executors are charged as they grow]: a shape executor's memory changes with
+   * every miss and eviction, so its scope charge follows `stats().deviceBytes` after each call
+   * that can change it. A charge that no longer fits releases the cached executors (their
+   * memory goes back at once) and fails the call with QUOTA_EXCEEDED: a tenant cannot grow
+   * shared memory by asking for large shapes.
+   */
+  #recharge(): void {
+    if (!this.#scope) return
+    const bytes = this.#native.stats().deviceBytes
+    if (bytes === this.#charged) return
+    this.#charge?.release()
+    this.#charge = null
+    this.#charged = 0
+    try {
+      this.#charge = holdCharge(this, this.#scope.charge(bytes))
+      this.#charged = bytes
+    } catch (err) {
+      this.#native.clear()
+      const left = this.#native.stats().deviceBytes // a compile of another run may have landed meanwhile
+      if (left > 0) this.#charge = holdCharge(this, this.#scope.charge(left))
+      this.#charged = left
+      throw err
+    }
+  }
+
+  /** Name in metrics. */
+  @api get name(): string {
+    return this.#name
   }
 
   #checkLive(): void {
@@ -444,7 +498,14 @@ export class ShapeExecutor<G extends Graph = Graph> {
     this.#checkLive()
     const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
-    return (await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.runNative(dims, host, o))) as RunResultOf<G, O>
+    const r = await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.runNative(dims, host, o))
+    try {
+      this.#recharge()
+    } catch (err) {
+      for (const b of Object.values(r.blocks ?? {})) if (!b.freed) b.free()
+      throw err
+    }
+    return r as RunResultOf<G, O>
   }
   /**
    * Compiles the executors of `shapes` now (each rounded up to its bucket), off the JS thread, so
@@ -461,6 +522,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
     const { signal } = optionsObject(options, 'warmup')
     checkSignal(signal)
     await reportingOom(this.#device, withSignal(this.#native.warmUpNative(shapes), signal))
+    this.#recharge()
   }
   /** Hits, misses, evictions and what the cached executors hold. */
   @api stats(): ShapeExecutorStats {
@@ -469,6 +531,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
   /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
   @api clear(): void {
     this.#native.clear()
+    this.#recharge()
   }
   /**
    * Ends the shape executor, as `executor.release()` does: every cached executor is released
@@ -479,6 +542,10 @@ export class ShapeExecutor<G extends Graph = Graph> {
   @api release(): void {
     this.#released = true
     this.#native.release()
+    this.#unregister()
+    this.#charge?.release()
+    this.#charge = null
+    this.#charged = 0
   }
   /** True once `release()` ran. */
   @api get released(): boolean {
@@ -576,11 +643,21 @@ function checkScope(scope: unknown): void {
   if (scope !== undefined && !(scope instanceof HeapScope)) throw new WgallocError('INVALID_ARGUMENT', 'scope must come from gpu.heap.scope()')
 }
 
+const liveShapeExecutors = new LiveObjects<ShapeExecutor>()
+let nextShapesNumber = 0
+
+/** The live shape executors of a device (metrics read them), oldest first. */
+export const shapeExecutorsOf = (device: ExecDevice): ShapeExecutor[] => liveShapeExecutors.of(device.native)
+
 /** `gpu.compileShapes()`. */
 export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileShapesOptions): ShapeExecutor<G> {
-  const { buckets, capacity, params, weights, ...rest } = optionsObject(options, 'compileShapes')
+  const { buckets, capacity, params, weights, scope, name = `shapes-${nextShapesNumber++}`, ...rest } = optionsObject(options, 'compileShapes')
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
+  checkScope(scope)
+  if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `compileShapes: name must be a non-empty string, got ${shown(name)}`)
+  if (liveShapeExecutors.of(device.native).some((s) => s.name === name))
+    throw new WgallocError('INVALID_ARGUMENT', `compileShapes: a live shape executor of this device is named '${name}' already`)
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
-  return createShapeExecutor<G>(se, dtypes(json), device)
+  return createShapeExecutor<G>(se, dtypes(json), device, name, scope)
 }

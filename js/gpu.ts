@@ -23,6 +23,7 @@ import {
   compile,
   compileShapes,
   runEager,
+  shapeExecutorsOf,
   weightsOf,
 } from './exec.js'
 import type { Graph, GraphInputs } from './graph.js'
@@ -256,6 +257,10 @@ export class Gpu {
     } catch (err) {
       throw outOfMemoryOf(this.heap, err) // Note [One path for every OOM]
     }
+  }
+  /** The device's live shape executors, oldest first (metrics read them). */
+  @api shapeExecutors(): ShapeExecutor[] {
+    return shapeExecutorsOf(this.#exec)
   }
   /** The device's live KV caches, oldest first (metrics read them). */
   @api kvCaches(): KvCache[] {

@@ -1,5 +1,6 @@
-// The live KV caches of each heap, for what reports on the heap as a whole (memory snapshots,
-// metrics). Weak: a cache collected without `release()` drops out by itself.
+// The live KV caches of each heap (memory snapshots and metrics list them), and what a memory
+// snapshot shows of each.
+import { LiveObjects } from './live-objects.js'
 
 /** One live sequence in a {@link KvCacheSnapshot}. */
 export interface KvSequenceSnapshot {
@@ -41,26 +42,10 @@ export interface RegisteredKvCache {
   snapshot(): KvCacheSnapshot
 }
 
-const byHeap = new WeakMap<object, Set<WeakRef<RegisteredKvCache>>>()
+const caches = new LiveObjects<RegisteredKvCache>()
 
 /** The live caches of `heap`, oldest first. */
-export function kvCachesOf(heap: object): RegisteredKvCache[] {
-  const set = byHeap.get(heap)
-  if (!set) return []
-  const out: RegisteredKvCache[] = []
-  for (const ref of set) {
-    const c = ref.deref()
-    if (c) out.push(c)
-    else set.delete(ref)
-  }
-  return out
-}
+export const kvCachesOf = (heap: object): RegisteredKvCache[] => caches.of(heap)
 
 /** Registers `cache` under `heap`; returns what unregisters it. */
-export function registerKvCache(heap: object, cache: RegisteredKvCache): () => void {
-  let set = byHeap.get(heap)
-  if (!set) byHeap.set(heap, (set = new Set()))
-  const ref = new WeakRef(cache)
-  set.add(ref)
-  return () => set.delete(ref)
-}
+export const registerKvCache = (heap: object, cache: RegisteredKvCache): (() => void) => caches.add(heap, cache)

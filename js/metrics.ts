@@ -56,6 +56,12 @@ const heapFigure =
 
 const opLabels = (device: Labels, op: { name: string; pipeline: string }): Labels => ({ ...device, op: op.name, pipeline: op.pipeline })
 
+/** One sample per live shape executor of the device, labelled with its name (unique per device). */
+const perShapeExecutor =
+  (field: 'hits' | 'misses' | 'evictions' | 'cached' | 'deviceBytes') =>
+  (gpu: Gpu, device: Labels): Sample[] =>
+    gpu.shapeExecutors().map((s) => ({ value: s.stats()[field], labels: { ...device, shapes: s.name } }))
+
 /** One sample per live KV cache of the device, labelled with its name (unique per device). */
 const perKvCache =
   (value: (s: KvCacheStats) => number) =>
@@ -111,6 +117,26 @@ const DEFINITIONS: Definition[] = [
     help: 'Allocations refused for a heap scope limit, by scope path.',
     type: 'counter',
     read: (gpu, device) => gpu.heap.scopes().map((sc) => ({ value: sc.stats().quotaExceeded, labels: { ...device, scope: sc.path } })),
+  },
+  { name: 'shape_executor_hits_total', help: 'Shape-executor runs served by a cached executor.', type: 'counter', read: perShapeExecutor('hits') },
+  {
+    name: 'shape_executor_misses_total',
+    help: 'Shape-executor runs that compiled an executor for their shape (a miss costs a compile and new slabs).',
+    type: 'counter',
+    read: perShapeExecutor('misses'),
+  },
+  {
+    name: 'shape_executor_evictions_total',
+    help: 'Executors a shape executor released to stay within its capacity (misses far above evictions + cached mean a capacity too small).',
+    type: 'counter',
+    read: perShapeExecutor('evictions'),
+  },
+  { name: 'shape_executor_cached', help: 'Executors a shape executor holds.', type: 'gauge', read: perShapeExecutor('cached') },
+  {
+    name: 'shape_executor_device_bytes',
+    help: 'Device bytes the cached executors of a shape executor hold.',
+    type: 'gauge',
+    read: perShapeExecutor('deviceBytes'),
   },
   {
     name: 'kv_cache_blocks',
