@@ -17,8 +17,8 @@
 //
 // Routes: POST /generate {"prompt": [token ids], "maxTokens": n, "tenant"?: "a", "logits"?: true}
 // -> {"tokens": [...], "cachedTokens": n, "preemptions": n, "logits"?: [[...vocab floats]]};
-// GET /stats; GET /metrics (Prometheus: wgalloc's heap metrics, the KV cache's blocks, prefix
-// hits, evictions and swaps, the batcher's steps and preemptions); GET /healthz.
+// GET /stats; GET /metrics (Prometheus: wgalloc's heap and KV cache metrics, the cache's blocks,
+// prefix hits, evictions and swaps under cache="llm", and the batcher's llm_*); GET /healthz.
 // Options: --port 8080 --host 127.0.0.1 --seed 1 --layers 2 --block-tokens 16 --kv-blocks 128
 // --max-batch 16 --step-tokens 128 --max-sequence 256 --max-tenants 16 --tenant-kv-bytes (none);
 // check: --check --requests 24 --concurrency 8 --system-tokens 32 --tenants a,b
@@ -206,6 +206,7 @@ async function main(): Promise<void> {
       maxSequences: maxBatch,
       maxSequenceLength: maxSequence,
       scope: gpu.heap.scope({ name: 'kv-cache', limit: 1 << 30 }),
+      name: 'llm', // the `cache` label of wgalloc_kv_cache_* metrics
     })
     const blockBytes = shape.layers * 2 * blockTokens * shape.kvHeads * shape.headDim * 4
     // A tenant quota, when given, is charged per request queued or running (shared prefixes counted in each).
@@ -224,7 +225,7 @@ async function main(): Promise<void> {
     const b = batcher
     const metrics = new Registry()
     registerMetrics({ main: gpu }, { registry: metrics })
-    registerLlmMetrics(metrics, cache, batcher)
+    registerLlmMetrics(metrics, batcher)
     const svc: Service = {
       shape,
       batcher,
@@ -298,7 +299,7 @@ async function main(): Promise<void> {
       preemptions: bs.preemptions,
       prefillTokens: bs.prefillTokens,
       healthz,
-      metricsHaveKv: /^llm_kv_blocks\{state="used"\} \d+$/m.test(scrape) && /^llm_kv_prefix_hit_tokens_total \d+$/m.test(scrape),
+      metricsHaveKv: /^wgalloc_kv_cache_blocks\{[^}]*cache="llm"[^}]*state="used"[^}]*\} \d+$/m.test(scrape) && /^llm_steps_total \d+$/m.test(scrape),
     }
     if (values.json) console.log(JSON.stringify(summary))
     else {
