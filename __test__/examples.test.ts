@@ -317,3 +317,87 @@ test('training loop: state on the device, loss falls, the first step matches the
     `${r.msPerStep.toFixed(2)} ms/step training; one step: ${r.graphStep.deviceMs.toFixed(2)} ms on the device, ${r.graphStep.eagerMs.toFixed(2)} ms eager graph, ${r.graphStep.compiledMs.toFixed(2)} ms compiled graph, ${r.graphStep.compiledInPlaceMs.toFixed(2)} ms compiled graph with the state in place`,
   )
 })
+
+/** The LLM server's `--check --json` summary (the fields checked here). */
+interface LlmCheckReport {
+  requests: number
+  failed: string[]
+  tokens: number
+  mismatches: number
+  maxLogitError: number
+  prefixHitRatio: number
+  cachedTokens: number
+  peakBatch: number
+  peakDecodeBatch: number
+  preemptions: number
+  healthz: number
+  metricsHaveKv: boolean
+  kv: { usedBlocks: number; sequences: number; prefixHitTokens: number }
+}
+
+test('llm server: continuous batching over the paged KV cache matches the CPU reference token for token', async (t) => {
+  const r = await runJson<LlmCheckReport>(t, [join(BUILD, 'llm-server.js'), '--check', '--requests', '8', '--concurrency', '8', '--json'])
+  t.deepEqual(r.failed, [])
+  t.is(r.requests, 8)
+  t.true(r.tokens > r.requests, `${r.tokens} tokens`)
+  t.is(r.mismatches, 0, 'every generated token and its logits match the CPU reference without a cache')
+  t.true(r.maxLogitError < 1e-4, `max logit error ${r.maxLogitError}`)
+  // The shared system prompt is served from the prefix cache within each tenant.
+  t.true(r.prefixHitRatio > 0 && r.kv.prefixHitTokens > 0 && r.cachedTokens > 0, `prefix hit ratio ${r.prefixHitRatio}`)
+  t.true(r.peakDecodeBatch > 1, `peak decode batch ${r.peakDecodeBatch}`)
+  t.is(r.healthz, 200)
+  t.true(r.metricsHaveKv, '/metrics carries the KV cache figures')
+  // Finished sequences are freed.
+  t.is(r.kv.sequences, 0)
+  t.is(r.kv.usedBlocks, 0)
+})
+
+test('llm server: a KV cache too small for the batch preempts and recomputes, still exact', async (t) => {
+  const r = await runJson<LlmCheckReport>(t, [
+    join(BUILD, 'llm-server.js'),
+    '--check',
+    '--requests',
+    '10',
+    '--concurrency',
+    '10',
+    '--kv-blocks',
+    '12',
+    '--block-tokens',
+    '8',
+    '--step-tokens',
+    '16',
+    '--json',
+  ])
+  t.deepEqual(r.failed, [])
+  t.is(r.mismatches, 0)
+  t.true(r.preemptions > 0, `${r.preemptions} preemptions`)
+  t.true(r.peakBatch > 1)
+  t.is(r.kv.usedBlocks, 0)
+})
+
+test('llm server check: a near-tie of the CPU reference accepts either token, a wider gap is a mismatch', async (t) => {
+  const b = await build()
+  t.is(b.code, 0, b.stdout + b.stderr)
+  type Shape = { vocab: number }
+  const { DEFAULT_SHAPE, decoderWeights, referenceLogits, argmax } = require(join(BUILD, 'lib', 'decoder.js')) as {
+    DEFAULT_SHAPE: Shape
+    decoderWeights: (s: Shape, seed: number) => unknown
+    referenceLogits: (s: Shape, w: unknown, tokens: number[]) => Float32Array
+    argmax: (row: ArrayLike<number>) => number
+  }
+  const { verify } = require(join(BUILD, 'lib', 'llm-check.js')) as {
+    verify: (s: Shape, w: unknown, prompt: number[], tokens: number[], logits: number[][], tol: number) => { mismatches: number; nearTies: number }
+  }
+  const w = decoderWeights(DEFAULT_SHAPE, 1)
+  const prompt = [5, 17, 99]
+  const V = DEFAULT_SHAPE.vocab
+  const cpu = Array.from(referenceLogits(DEFAULT_SHAPE, w, prompt).subarray(2 * V, 3 * V))
+  const best = argmax(cpu)
+  const second = argmax(cpu.map((x, i) => (i === best ? -Infinity : x)))
+  const gap = cpu[best] - cpu[second]
+  // "GPU" logits that put the runner-up first, off by the gap plus a little.
+  const gpu = cpu.map((x, i) => (i === second ? cpu[best] + gap / 10 : x))
+  t.like(verify(DEFAULT_SHAPE, w, prompt, [second], [gpu], gap * 2), { mismatches: 0, nearTies: 1 })
+  t.like(verify(DEFAULT_SHAPE, w, prompt, [second], [gpu], gap / 2), { mismatches: 1, nearTies: 0 })
+  t.like(verify(DEFAULT_SHAPE, w, prompt, [best], [cpu], 1e-6), { mismatches: 0, nearTies: 0 })
+})
