@@ -239,7 +239,12 @@ async function attentionCost(gpu: Gpu, timeIt: (fn: () => unknown, o?: { runs?: 
     await s.synchronize()
   }
   // The same kernel reading contiguous K/V: the baseline.
-  const contiguous = gpu.createKernel({ source: KvCacheClass.kernelSource('attention', { layout: 'contiguous' }), bindings: 6, uniform: true, name: 'contiguous_attention' })
+  const contiguous = gpu.createKernel({
+    source: KvCacheClass.kernelSource('attention', { layout: 'contiguous' }),
+    bindings: 6,
+    uniform: true,
+    name: 'contiguous_attention',
+  })
   const kb = gpu.heap.malloc(kFlat.byteLength)
   const vb = gpu.heap.malloc(vFlat.byteLength)
   kb.write(new Uint8Array(kFlat.buffer))
