@@ -118,6 +118,17 @@ class Harness {
 
 const tokens = (seq: number, from: number, n: number): number[] => Array.from({ length: n }, (_, i) => seq * 1000 + from + i)
 
+/** Appends `ids` and writes zero K/V for them on every layer: what a step does, without a model. */
+function step(g: Gpu, cache: KvCache, seq: KvSequence, ids: number[]): void {
+  seq.append(ids)
+  const s = g.createStream()
+  const kv = g.heap.malloc(ids.length * cache.kvHeads * cache.headDim * 4)
+  kv.write(new Uint8Array(kv.requestedSize))
+  for (let l = 0; l < cache.layers; l++) cache.write(s, l, [{ seq, tokens: ids.length }], kv, kv)
+  s.submit()
+  kv.free()
+}
+
 for (const dtype of ['f32', 'f16'] as const) {
   test(`decode loop on ${dtype} pools equals the CPU reference`, async (t) => {
     const g = await gpu()
@@ -230,14 +241,23 @@ test('the cache is charged to its scope, and prefixes stay within a scope unless
   const a = tenants.scope({ name: 'a', limit: 1024 })
   const b = tenants.scope({ name: 'b', limit: 1024 })
   const prompt = tokens(5, 0, 9)
-  cache.addSequence(prompt, { scope: a }).append(prompt)
-  t.is(cache.addSequence(prompt, { scope: a }).cachedTokens, 8, 'same tenant: hit')
+  const first = cache.addSequence(prompt, { scope: a })
+  first.append(prompt)
+  t.is(cache.addSequence(prompt, { scope: a }).cachedTokens, 0, 'appended but not written: nothing to share')
+  const lookups = cache.stats().prefixQueryTokens
+  t.deepEqual(cache.lookup(prompt, { scope: a }), { cachedTokens: 0, fits: true })
+  first.free()
+  step(g, cache, cache.addSequence(prompt, { scope: a }), prompt)
+  t.deepEqual(cache.lookup(prompt, { scope: a }), { cachedTokens: 8, fits: true })
+  t.deepEqual(cache.lookup(prompt, { scope: b }), { cachedTokens: 0, fits: true })
+  t.is(cache.stats().prefixQueryTokens, lookups + 8, 'lookups count nothing; the addSequence counted 8')
+  t.is(cache.addSequence(prompt, { scope: a }).cachedTokens, 8, 'same tenant, written: hit')
   t.is(cache.addSequence(prompt, { scope: b }).cachedTokens, 0, 'another tenant: no hit')
   t.is(cache.addSequence(prompt, { scope: a, salt: 'lora-2' }).cachedTokens, 0, 'another salt: no hit')
   cache.release()
   t.is(tenants.stats().allocatedBytes, 0)
   const shared = g.createKvCache({ ...options, shareAcrossScopes: true })
-  shared.addSequence(prompt, { scope: a }).append(prompt)
+  step(g, shared, shared.addSequence(prompt, { scope: a }), prompt)
   t.is(shared.addSequence(prompt, { scope: b }).cachedTokens, 8, 'shared across scopes on request')
   shared.release()
 })
@@ -291,9 +311,9 @@ test('operations: metrics per cache, snapshot rows per sequence, the viewer labe
   )
   const prompt = tokens(9, 0, 9)
   const a = cache.addSequence(prompt, { scope: tenant })
-  a.append(prompt)
+  step(g, cache, a, prompt)
   const b = cache.addSequence(prompt, { scope: tenant })
-  b.append(prompt.slice(b.length))
+  step(g, cache, b, prompt.slice(b.length))
   const f = a.fork()
   f.swapOut()
   const got = samples(await registry.metrics())

@@ -380,6 +380,8 @@ export declare class KvCache {
   sequences(): Array<KvSequenceRow>
   /** Heap block ids of the pools (K then V of each layer), then of the block table. */
   blockIds(): Array<number>
+  /** What `addSequence(prompt)` would find in the prefix cache, and whether it fits; changes nothing. */
+  lookup(prompt: Uint32Array, salt: string, scope?: string | undefined | null): KvLookup
   /** Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held). */
   addSequence(prompt: Uint32Array, salt: string, scope?: string | undefined | null): KvOutcome
   /** Tokens of a sequence. */
@@ -1080,6 +1082,15 @@ export interface KvCacheStats {
  * @internal
  */
 export declare function kvKernelSource(kernel: string, dtype: string, layout?: string | undefined | null): string
+
+/**
+ * What the prefix cache holds of a prompt, and whether a sequence for it fits now.
+ * @internal
+ */
+export interface KvLookup {
+  cachedTokens: number
+  fits: boolean
+}
 
 /**
  * A number (a sequence id or a length), or what refused the call.

@@ -114,6 +114,7 @@ export {
   type KvCacheOptions,
   type KvDtype,
   type KvKernel,
+  type KvLookup,
   KvSequence,
   type KvSequenceOptions,
   type KvStepEntry,

@@ -71,6 +71,14 @@ export interface KvAttentionOptions {
   scale?: number
 }
 
+/** What `cache.lookup()` finds for a prompt. */
+export interface KvLookup {
+  /** Leading prompt tokens whose K/V the prefix cache holds (whole blocks; never the last token). */
+  cachedTokens: number
+  /** Whether `addSequence` and the appends of the rest of the prompt would succeed now. */
+  fits: boolean
+}
+
 /** Which kernel `KvCache.kernelSource()` returns. */
 export type KvKernel = 'append' | 'attention'
 
@@ -255,15 +263,30 @@ export class KvCache {
    * table row is taken.
    */
   @api addSequence(prompt: ArrayLike<number> = [], options?: KvSequenceOptions): KvSequence {
-    const o = optionsObject(options, 'addSequence')
-    if (o.salt !== undefined && typeof o.salt !== 'string')
-      throw new WgallocError('INVALID_ARGUMENT', `addSequence: salt must be a string, got ${shown(o.salt)}`)
-    const scope = o.scope ?? this.#scope
-    const key = this.#share || scope === undefined ? undefined : scopeKey(scope)
-    const id = settled(this.#native.addSequence(tokenArray(prompt, 'addSequence'), o.salt ?? '', key))
+    const { tokens, salt, scope, key } = this.#prompt(prompt, options, 'addSequence')
+    const id = settled(this.#native.addSequence(tokens, salt, key))
     const seq = wrapSequence(this, this.#native, id, scope)
     this.#sequences.add(seq)
     return seq
+  }
+
+  /**
+   * What `addSequence(prompt, options)` would find in the prefix cache now (`cachedTokens`), and
+   * whether a sequence for the whole prompt fits now (a table row, and blocks for the rest
+   * counting evictions). Takes nothing and counts nothing in `stats()`: a scheduler asks before it
+   * admits.
+   */
+  @api lookup(prompt: ArrayLike<number>, options?: KvSequenceOptions): KvLookup {
+    const { tokens, salt, key } = this.#prompt(prompt, options, 'lookup')
+    return this.#native.lookup(tokens, salt, key)
+  }
+
+  #prompt(prompt: unknown, options: KvSequenceOptions | undefined, what: string) {
+    const o = optionsObject(options, what)
+    if (o.salt !== undefined && typeof o.salt !== 'string') throw new WgallocError('INVALID_ARGUMENT', `${what}: salt must be a string, got ${shown(o.salt)}`)
+    const scope = o.scope ?? this.#scope
+    const key = this.#share || scope === undefined ? undefined : scopeKey(scope)
+    return { tokens: tokenArray(prompt, what), salt: o.salt ?? '', scope, key }
   }
 
   static {
@@ -295,6 +318,8 @@ export class KvCache {
   /**
    * Records on `stream` the write of the step's K and V into `layer`'s pools: `k` and `v` hold
    * `[tokens][kvHeads][headDim]` f32 for each entry's last `tokens` positions, in step order.
+   * Full blocks become prefix-cache hits for later prompts once the last layer's write covers
+   * them: appended tokens that no step wrote are never shared.
    */
   @api write(stream: Stream, layer: number, step: readonly KvStepEntry[], k: DeviceBlock, v: DeviceBlock): void {
     const { ids, tokens } = this.#step(step, 'kv write')

@@ -84,6 +84,14 @@ pub struct KvCacheStats {
     pub swapped_in_blocks: f64,
 }
 
+/// What the prefix cache holds of a prompt, and whether a sequence for it fits now.
+/// @internal
+#[napi(object)]
+pub struct KvLookup {
+    pub cached_tokens: u32,
+    pub fits: bool,
+}
+
 /// One live sequence of a cache, as `cache.snapshot()` lists it.
 /// @internal
 #[napi(object)]
@@ -246,6 +254,15 @@ impl KvCache {
     #[napi(catch_unwind)]
     pub fn block_ids(&self) -> Result<Vec<f64>> {
         self.with(|c| Ok(c.block_ids().into_iter().map(|id| id as f64).collect()))
+    }
+
+    /// What `addSequence(prompt)` would find in the prefix cache, and whether it fits; changes nothing.
+    #[napi(catch_unwind)]
+    pub fn lookup(&self, prompt: Uint32Array, salt: String, scope: Option<String>) -> Result<KvLookup> {
+        self.with(|c| {
+            let (cached_tokens, fits) = c.lookup(&prompt, core_kv::KvCache::salt_of(&salt, scope.as_deref()));
+            Ok(KvLookup { cached_tokens, fits })
+        })
     }
 
     /// Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held).

@@ -339,7 +339,15 @@ export const suites: Suite[] = [
         prefill += prompt.length
         // Once the first request wrote them, every whole block of the system prompt could be shared.
         if (i > 0) most += Math.floor(Math.min(system.length, prompt.length - 1) / BLOCK) * BLOCK
+        // Prefill: the rest of the prompt appended and its K/V written (zeros: only sharing is measured).
+        const rest = prompt.length - seq.length
         seq.append(prompt.slice(seq.length))
+        const s = gpu.createStream()
+        const kv = gpu.heap.malloc(rest * 2 * 4)
+        kv.write(new Uint8Array(kv.requestedSize))
+        cache.write(s, 0, [{ seq, tokens: rest }], kv, kv)
+        s.submit()
+        kv.free()
         seq.append(new Uint32Array(logNormal(r, 40, 0.8, 200)))
         seq.free()
       }

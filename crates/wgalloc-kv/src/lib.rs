@@ -13,6 +13,7 @@
 //! let (a, _) = kv.add_sequence(&[1, 2, 3, 4, 5], 0).unwrap();
 //! let step = kv.append(a, &[1, 2, 3, 4, 5]).unwrap();
 //! assert_eq!(step.slots, vec![0, 1, 2, 3, 4]); // block 0, then block 1
+//! kv.mark_written(a, 5).unwrap(); // the step wrote their K/V
 //! // A second prompt with the same first block takes it from the prefix cache.
 //! let (b, _) = kv.add_sequence(&[1, 2, 3, 4, 9, 9], 0).unwrap();
 //! assert_eq!(kv.len(b).unwrap(), 4);

@@ -123,6 +123,8 @@ struct Sequence {
     tokens: Vec<u32>,
     /// Chained hash of each full block (Note [Chained block hashes]).
     hashes: Vec<u64>,
+    /// Leading tokens whose K/V were written (Note [A block is shared once written]).
+    written: u32,
     salt: u64,
 }
 
@@ -133,6 +135,13 @@ struct Sequence {
 // GPU layer folds the heap scope into it unless sharing across scopes was asked for. A hit is
 // verified against the stored tokens, parent hash and salt before it is taken.
 const ROOT_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+// Note [A block is shared once written]
+// `append` is bookkeeping: the K/V of the tokens it adds exist only once the step writes them.
+// A full block enters the prefix map when its tokens are written (`mark_written`), not when it
+// fills: a step that fails between its appends and its writes, or a caller that never writes,
+// leaves blocks that no later prompt may take, since they hold no K/V. Prefix hits, forks and
+// swaps carry what was written with the blocks.
 
 fn chain_hash(parent: u64, tokens: &[u32], salt: u64) -> u64 {
     let mut h = DefaultHasher::new();
@@ -241,7 +250,9 @@ impl KvManager {
         let id = self.next_id;
         self.next_id += 1;
         let write = TableWrite { row, index: 0, blocks: blocks.clone() };
-        self.seqs.insert(id, Sequence { row: Some(row), blocks, tokens: prompt[..hit].to_vec(), hashes, salt });
+        let written = hit as u32;
+        self.seqs
+            .insert(id, Sequence { row: Some(row), blocks, tokens: prompt[..hit].to_vec(), hashes, salt, written });
         Ok((id, write))
     }
 
@@ -341,20 +352,59 @@ impl KvManager {
         Ok(out)
     }
 
-    /// Names every newly filled block, and enters it in the prefix map.
+    /// Names every newly filled block (it enters the prefix map once written).
     fn hash_full_blocks(&mut self, s: &mut Sequence) {
         let bt = self.config.block_tokens as usize;
         let full = s.tokens.len() / bt;
         while s.hashes.len() < full {
             let i = s.hashes.len();
             let parent = s.hashes.last().copied().unwrap_or(ROOT_HASH);
-            let chunk = &s.tokens[i * bt..(i + 1) * bt];
-            let h = chain_hash(parent, chunk, s.salt);
-            if self.config.prefix_caching {
-                self.pool.register(s.blocks[i], h, parent, s.salt, chunk);
-            }
-            s.hashes.push(h);
+            s.hashes.push(chain_hash(parent, &s.tokens[i * bt..(i + 1) * bt], s.salt));
         }
+    }
+
+    /// Records that the K/V of the sequence's last `tokens` tokens were written: when that
+    /// range starts at or before what was written already, everything up to the end is
+    /// written, and its full blocks enter the prefix map (Note [A block is shared once written]).
+    pub fn mark_written(&mut self, id: u64, tokens: u32) -> Result<()> {
+        let bt = self.config.block_tokens as usize;
+        let prefix_caching = self.config.prefix_caching;
+        let s = self.seqs.get_mut(&id).ok_or(KvError::UnknownSequence { seq: id })?;
+        let len = s.tokens.len() as u32;
+        if tokens > len || len - tokens > s.written {
+            return Ok(());
+        }
+        let before = s.written as usize / bt;
+        s.written = len;
+        if prefix_caching && s.row.is_some() {
+            for i in before..(len as usize / bt) {
+                let parent = if i == 0 { ROOT_HASH } else { s.hashes[i - 1] };
+                self.pool.register(s.blocks[i], s.hashes[i], parent, s.salt, &s.tokens[i * bt..(i + 1) * bt]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Tokens of `prompt` that [`Self::add_sequence`] would find in the prefix map now, and
+    /// whether a sequence for the whole prompt fits now (a table row, and blocks for the rest
+    /// of the prompt counting evictions). Changes nothing, counts nothing.
+    pub fn lookup(&self, prompt: &[u32], salt: u64) -> (u32, bool) {
+        let bt = self.config.block_tokens as usize;
+        let eligible = if self.config.prefix_caching { prompt.len().saturating_sub(1) / bt } else { 0 };
+        let mut parent = ROOT_HASH;
+        let (mut hits, mut evictable_hits) = (0u32, 0u32);
+        for chunk in prompt.chunks_exact(bt).take(eligible) {
+            let h = chain_hash(parent, chunk, salt);
+            let Some(b) = self.pool.lookup(h, parent, salt, chunk) else { break };
+            hits += 1;
+            evictable_hits += u32::from(self.pool.is_evictable(b));
+            parent = h;
+        }
+        let needed = (prompt.len().div_ceil(bt) as u32).saturating_sub(hits);
+        let fits = !self.free_rows.is_empty()
+            && u64::from(needed) + u64::from(evictable_hits) <= u64::from(self.pool.available())
+            && prompt.len() as u64 <= u64::from(self.config.max_seq_len);
+        (hits * bt as u32, fits)
     }
 
     /// A new sequence sharing every block of `id` that holds tokens (parallel sampling,
@@ -362,7 +412,8 @@ impl KvManager {
     pub fn fork(&mut self, id: u64) -> Result<(u64, TableWrite)> {
         let s = self.resident(id, "fork")?;
         let used = s.tokens.len().div_ceil(self.config.block_tokens as usize);
-        let (blocks, tokens, hashes, salt) = (s.blocks[..used].to_vec(), s.tokens.clone(), s.hashes.clone(), s.salt);
+        let (blocks, tokens, hashes, salt, written) =
+            (s.blocks[..used].to_vec(), s.tokens.clone(), s.hashes.clone(), s.salt, s.written);
         let row = self.take_row()?;
         for &b in &blocks {
             self.pool.retain(b);
@@ -370,7 +421,7 @@ impl KvManager {
         let id = self.next_id;
         self.next_id += 1;
         let write = TableWrite { row, index: 0, blocks: blocks.clone() };
-        self.seqs.insert(id, Sequence { row: Some(row), blocks, tokens, hashes, salt });
+        self.seqs.insert(id, Sequence { row: Some(row), blocks, tokens, hashes, salt, written });
         Ok((id, write))
     }
 

@@ -31,7 +31,7 @@ impl Device {
         }
     }
 
-    fn apply(&mut self, kv: &KvManager, seq: u64, a: &crate::Append, written: &[u32]) {
+    fn apply(&mut self, kv: &mut KvManager, seq: u64, a: &crate::Append, written: &[u32]) {
         let bt = kv.config().block_tokens as usize;
         for c in &a.copies {
             for o in 0..bt {
@@ -44,6 +44,7 @@ impl Device {
         for (k, &slot) in a.slots.iter().enumerate() {
             self.slots[slot as usize] = Some(fingerprint(all, start + k));
         }
+        kv.mark_written(seq, written.len() as u32).unwrap();
     }
 
     fn verify(&self, kv: &KvManager) {
@@ -67,6 +68,11 @@ fn prefix_hits_share_blocks_and_leave_the_last_token() {
     let prompt: Vec<u32> = (0..12).collect();
     let (a, _) = kv.add_sequence(&prompt, 0).unwrap();
     kv.append(a, &prompt).unwrap();
+    // Nothing is shared before the step wrote the K/V (Note [A block is shared once written]).
+    assert_eq!(kv.lookup(&prompt, 0), (0, true));
+    kv.mark_written(a, 12).unwrap();
+    assert_eq!(kv.lookup(&prompt, 0), (8, true));
+    assert_eq!(kv.stats().prefix_query_tokens, 8, "lookup counts nothing: these 8 are a's own query");
     // Same 12-token prompt: two whole blocks hit, the third is left since it holds the last token.
     let (b, _) = kv.add_sequence(&prompt, 0).unwrap();
     assert_eq!(kv.len(b).unwrap(), 8);
@@ -85,11 +91,34 @@ fn prefix_hits_share_blocks_and_leave_the_last_token() {
 }
 
 #[test]
+fn a_step_that_never_wrote_shares_nothing() {
+    let mut kv = KvManager::new(config(16, true)).unwrap();
+    let p: Vec<u32> = (0..9).collect();
+    let (a, _) = kv.add_sequence(&p, 0).unwrap();
+    kv.append(a, &p).unwrap();
+    // Only the last 4 tokens written: a gap before them, so nothing counts as written.
+    kv.mark_written(a, 4).unwrap();
+    kv.free(a).unwrap();
+    let (b, _) = kv.add_sequence(&p, 0).unwrap();
+    assert_eq!(kv.len(b).unwrap(), 0);
+    assert_eq!(kv.stats().cached_blocks, 0, "unwritten blocks went back as plain free blocks");
+    // A full cache says so without taking anything.
+    let mut small = KvManager::new(config(2, true)).unwrap();
+    assert_eq!(small.lookup(&[1; 8], 0), (0, true));
+    assert_eq!(small.lookup(&[1; 9], 0), (0, false));
+    let (c, _) = small.add_sequence(&[], 0).unwrap();
+    small.append(c, &[1; 5]).unwrap();
+    assert_eq!(small.lookup(&[1; 4], 0), (0, false));
+    kv.check();
+}
+
+#[test]
 fn freed_cached_blocks_are_evicted_least_recent_and_tail_first() {
     let mut kv = KvManager::new(config(4, true)).unwrap();
     let p: Vec<u32> = (0..9).collect();
     let (a, _) = kv.add_sequence(&p, 0).unwrap();
     kv.append(a, &p).unwrap(); // blocks 0, 1 full and cached; 2 partial
+    kv.mark_written(a, 9).unwrap();
     kv.free(a).unwrap();
     let st = kv.stats();
     assert_eq!((st.cached_blocks, st.free_blocks, st.used_blocks), (2, 2, 0));
@@ -147,6 +176,7 @@ fn swap_in_takes_still_cached_blocks_and_restores_the_rest() {
     let p: Vec<u32> = (0..10).collect();
     let (a, _) = kv.add_sequence(&p, 0).unwrap();
     kv.append(a, &p).unwrap();
+    kv.mark_written(a, 10).unwrap();
     let out = kv.swap_out(a).unwrap();
     assert_eq!(out.len(), 3);
     assert_eq!(kv.append(a, &[1]).unwrap_err(), KvError::Swapped { seq: a, what: "append" });
@@ -178,7 +208,7 @@ fn random_operations_keep_every_sequence_reading_its_own_prefix() {
                         dev.tokens.insert(s, prompt[..hit].to_vec());
                         live.push(s);
                         if let Ok(a) = kv.append(s, &prompt[hit..]) {
-                            dev.apply(&kv, s, &a, &prompt[hit..]);
+                            dev.apply(&mut kv, s, &a, &prompt[hit..]);
                         } else {
                             kv.free(s).unwrap();
                             dev.tokens.remove(&s);
@@ -191,7 +221,7 @@ fn random_operations_keep_every_sequence_reading_its_own_prefix() {
                     let toks: Vec<u32> = (0..1 + rng.below(6)).map(|_| rng.below(4) as u32).collect();
                     let can = kv.can_append(&[(s, toks.len() as u32)]);
                     match kv.append(s, &toks) {
-                        Ok(a) => dev.apply(&kv, s, &a, &toks),
+                        Ok(a) => dev.apply(&mut kv, s, &a, &toks),
                         Err(e) => assert!(
                             matches!(
                                 e,
@@ -239,7 +269,7 @@ fn random_operations_keep_every_sequence_reading_its_own_prefix() {
                     let s = live[rng.below(live.len() as u64) as usize];
                     if let Ok(a) = kv.reserve(s, rng.below(9) as u32) {
                         assert!(a.slots.is_empty());
-                        dev.apply(&kv, s, &a, &[]);
+                        dev.apply(&mut kv, s, &a, &[]);
                     }
                 }
                 _ => {}

@@ -265,6 +265,12 @@ impl KvCache {
         Ok((id, cached))
     }
 
+    /// Tokens of `prompt` the prefix cache holds now, and whether a sequence for all of it fits
+    /// now; takes and counts nothing (a scheduler asks before [`KvCache::add_sequence`]).
+    pub fn lookup(&self, prompt: &[u32], salt: u64) -> (u32, bool) {
+        self.manager().lookup(prompt, salt)
+    }
+
     /// Appends tokens (their K/V are written by the next [`KvCache::write`] of the sequence).
     pub fn append(&self, seq: u64, tokens: &[u32]) -> Result<u32> {
         let mut m = self.manager();
@@ -443,7 +449,15 @@ impl KvCache {
         let wg = [groups.min(u64::from(kernels::GRID)) as u32, groups.div_ceil(u64::from(kernels::GRID)) as u32, 1];
         let uniform = words([slots.len() as u32, width, 0, 0]);
         stream.dispatch(kernel, &[k, v, &slot_block, kp, vp], Some(&uniform), wg)?;
-        slot_block.free()
+        slot_block.free()?;
+        // Written once the last layer is (Note [A block is shared once written] in wgalloc-kv).
+        if layer + 1 == o.layers {
+            let mut m = self.manager();
+            for s in step {
+                m.mark_written(s.seq, s.tokens)?;
+            }
+        }
+        Ok(())
     }
 
     /// Records attention of the step's query rows (`[rows][queryHeads][headDim]` f32 in `q`,
