@@ -78,9 +78,6 @@ export class Batcher {
   private running: Job[] = []
   private loop: Promise<void> | null = null
   private closed = false
-  /** Salt of every prefix: changed after a failed step. */
-  private salt = 'epoch-0'
-  private epoch = 0
   private readonly counts = {
     steps: 0,
     peakBatch: 0,
@@ -125,10 +122,9 @@ export class Batcher {
       try {
         await this.step()
       } catch (err) {
-        // A failed step leaves no sequence in a known state: end them all with the error. The
-        // full blocks its appends named are in the prefix cache whether or not their K/V was
-        // written; a new salt keeps later prompts from taking them.
-        this.salt = `epoch-${++this.epoch}`
+        // A failed step leaves no sequence in a known state: end them all with the error. What
+        // its appends named but never wrote is not in the prefix cache (blocks enter it once
+        // written), so later prompts are safe.
         for (const job of [...this.running, ...this.waiting.splice(0)]) this.finish(job, err as Error)
       }
     }
@@ -169,27 +165,24 @@ export class Batcher {
       preempted = true
       plan = this.plan()
     }
-    // Appending now (not after admission) names the full blocks these tokens fill, so a prompt
-    // admitted below finds them in the prefix cache already: this step writes them before any
-    // attention reads them (per layer, `write` precedes `attention`).
+    // Blocks these tokens fill enter the prefix cache when this step writes them, so prompts
+    // admitted from the next step on find them.
     for (const e of plan) e.job.seq!.append(e.job.tokens.slice(e.job.seq!.length, e.job.seq!.length + e.tokens))
     let budget = this.options.stepTokens - plan.reduce((n, e) => n + e.tokens, 0)
     // Admission: a prompt's cached prefix skips prefill; the rest is chunked by the budget. Not
     // after a preemption: the running sequences need the room next step too (no thrashing).
     while ((!preempted || this.running.length === 0) && this.waiting.length > 0 && this.running.length < this.options.maxBatch && budget > 0) {
       const job = this.waiting[0]
+      // Asked first, so a prompt that does not fit is neither taken nor counted as a lookup.
+      if (!this.cache.lookup(job.tokens, { scope: job.req.scope }).fits) break
       let seq: KvSequence
       try {
-        seq = this.cache.addSequence(job.tokens, { scope: job.req.scope, salt: this.salt })
+        seq = this.cache.addSequence(job.tokens, { scope: job.req.scope })
       } catch (err) {
         if (isFull(err)) break // every table row is taken
         throw err
       }
       const n = Math.min(job.tokens.length - seq.length, budget)
-      if (!this.cache.canAppend([{ seq, tokens: n }])) {
-        seq.free()
-        break
-      }
       seq.append(job.tokens.slice(seq.length, seq.length + n))
       this.waiting.shift()
       job.seq = seq
