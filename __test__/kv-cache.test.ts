@@ -347,7 +347,10 @@ test('operations: metrics per cache, snapshot rows per sequence, the viewer labe
   const html = renderHtml(JSON.parse(JSON.stringify(doc)))
   t.true(html.includes("kv 'chat' layer 1 V"), 'pool blocks are labelled')
   t.true(html.includes(`kv 'chat' sequence ${b.id} (tenant-x)`), 'a row per sequence')
+  // The leak report names a cache never released and what its sequences still hold.
+  t.deepEqual(g.heap.leakReport().kvCaches, [{ name: 'chat', bytes: cache.bytes, sequences: 3, tokens: 18 }])
   cache.release()
+  t.is(g.heap.leakReport().kvCaches, undefined)
   t.deepEqual(g.kvCaches(), [])
   t.false((await registry.metrics()).includes('cache="chat"'), 'a released cache leaves the metrics')
   g.destroy()

@@ -91,8 +91,22 @@ export interface LeakGroup {
   reclaimed: number
 }
 
+/** A KV cache not released when the leak report was made. */
+export interface KvCacheLeak {
+  /** The cache's name. */
+  name: string
+  /** Device bytes of its pools and table. */
+  bytes: number
+  /** Sequences never freed. */
+  sequences: number
+  /** Tokens they hold. */
+  tokens: number
+}
+
 /** `heap.leakReport()`: blocks allocated and never freed, grouped by allocation stack, most bytes first. */
 export interface LeakReport {
+  /** KV caches not released, with the sequences they still hold (their pools are not heap blocks of the JS table, so not in `groups`). */
+  kvCaches?: KvCacheLeak[]
   /** Blocks still allocated (or reclaimed by the garbage collector without `free()`). */
   count: number
   /** Their bytes. */
@@ -440,11 +454,13 @@ function groupLeaks(live: Float64Array, stackOf: (id: number) => Holder | undefi
 
 /** The leak report as text, for stderr. */
 export function formatLeakReport(report: LeakReport, device: string): string {
-  if (report.count === 0) return ''
-  const lines = [`wgalloc: ${report.count} block(s), ${report.bytes} bytes never freed on ${device}:`]
+  const lines: string[] = []
+  if (report.count > 0) lines.push(`wgalloc: ${report.count} block(s), ${report.bytes} bytes never freed on ${device}:`)
   for (const g of report.groups) {
     lines.push(`  ${g.count} block(s), ${g.bytes} bytes${g.reclaimed ? ` (${g.reclaimed} reclaimed by the garbage collector)` : ''}, allocated at:`)
     for (const frame of g.stack.split('\n').slice(0, 8)) lines.push(`      ${frame}`)
   }
-  return `${lines.join('\n')}\n`
+  for (const c of report.kvCaches ?? [])
+    lines.push(`wgalloc: KV cache '${c.name}' (${c.bytes} bytes) never released on ${device}: ${c.sequences} sequence(s), ${c.tokens} tokens never freed`)
+  return lines.length ? `${lines.join('\n')}\n` : ''
 }

@@ -220,7 +220,9 @@ export class Heap {
   @api leakReport(): LeakReport {
     this.#events.drain()
     const live = this.#native.tableBlocks()
-    return this.#events.history?.leaks(live) ?? unrecordedLeaks(live)
+    const report = this.#events.history?.leaks(live) ?? unrecordedLeaks(live)
+    const kvCaches = kvCachesOf(this).map((c) => c.leak())
+    return kvCaches.length ? { ...report, kvCaches } : report
   }
 
   /**

@@ -98,6 +98,7 @@ export {
   type HistoryEntry,
   type HistorySnapshotBlock,
   type HistorySnapshotSegment,
+  type KvCacheLeak,
   type LeakGroup,
   type LeakReport,
   MAX_HISTORY_ENTRIES,

@@ -1,5 +1,6 @@
 // The live KV caches of each heap (memory snapshots and metrics list them), and what a memory
 // snapshot shows of each.
+import type { KvCacheLeak } from './heap-history.js'
 import { LiveObjects } from './live-objects.js'
 
 /** One live sequence in a {@link KvCacheSnapshot}. */
@@ -40,6 +41,8 @@ export interface RegisteredKvCache {
   readonly name: string
   /** Its rows for a memory snapshot. */
   snapshot(): KvCacheSnapshot
+  /** What it still holds, for a leak report. */
+  leak(): KvCacheLeak
 }
 
 const caches = new LiveObjects<RegisteredKvCache>()

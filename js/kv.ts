@@ -5,6 +5,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { KvCacheStats } from './binding.js'
 import type { Heap } from './heap.js'
+import type { KvCacheLeak } from './heap-history.js'
 import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
 import { type KvCacheFullDetails, WgallocError, type WgallocErrorCode, optionsObject, shown, u32 } from './errors.js'
@@ -250,6 +251,11 @@ export class KvCache {
       heapBlocks: this.#native.blockIds(),
       sequences: this.#native.sequences().map((r) => ({ ...r, scope: scopes.get(r.id)?.path ?? null })),
     }
+  }
+  /** What the cache still holds, as `heap.leakReport()` lists it. */
+  @api leak(): KvCacheLeak {
+    const s = this.#native.stats()
+    return { name: this.#name, bytes: this.#native.bytes, sequences: s.sequences, tokens: s.tokens }
   }
   /** Live sequences (swapped-out ones included). */
   @api sequences(): KvSequence[] {
