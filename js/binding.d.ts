@@ -633,9 +633,9 @@ export interface AdapterDescription {
   /** PCI device id (0 where the backend has none). */
   deviceId: number
   /** `vulkan`, `metal`, `dx12`, ... */
-  backend: string
+  backend: 'noop' | 'vulkan' | 'metal' | 'dx12' | 'gl' | 'webgpu'
   /** `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ... */
-  deviceType: string
+  deviceType: 'Other' | 'IntegratedGpu' | 'DiscreteGpu' | 'VirtualGpu' | 'Cpu'
   /** Driver name (may be empty). */
   driver: string
   /** Driver version details (may be empty). */
@@ -657,7 +657,7 @@ export interface BlockInfo {
   /** Byte offset in the segment. */
   offset: number
   /** Pool name (see `PoolStats.pool`). */
-  pool: string
+  pool: 'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'
   /** From a `shared` pool (mappable where the adapter allows). */
   isShared: boolean
   /** Alone in its segment (large request, or above the binding limit). */
@@ -667,7 +667,7 @@ export interface BlockInfo {
   /** Shape metadata, if set. */
   shape?: Array<number>
   /** `active` or `pending-free`. */
-  state: string
+  state: 'active' | 'pending-free'
 }
 
 /**
@@ -687,6 +687,30 @@ export interface CompileGraphOptions {
   recordsJson?: string
   /** Handle of shared weights (`weights.shareHandle()`): params not in `params` bind there. */
   weightsHandle?: number
+}
+
+/**
+ * The core's closed sets of names.
+ * @internal
+ */
+export declare function constantTables(): ConstantTables
+
+/**
+ * Every closed set of names, each in the core's order.
+ * @internal
+ */
+export interface ConstantTables {
+  pools: Array<string>
+  heapEventKinds: Array<string>
+  blockStates: Array<string>
+  budgetSources: Array<string>
+  observedEventKinds: Array<string>
+  copyKinds: Array<string>
+  profilerModes: Array<string>
+  hostDirections: Array<string>
+  kvDtypes: Array<string>
+  backends: Array<string>
+  deviceTypes: Array<string>
 }
 
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */
@@ -733,7 +757,7 @@ export interface DeviceOutput {
   requested: number
   /** Offset in its segment when the run ended (the heap may move the block later). */
   offset: number
-  /** Pool index (as `heapPoolNames()` lists them). */
+  /** Pool index (as `constantTables().pools` lists them). */
   pool: number
 }
 
@@ -811,9 +835,9 @@ export interface GpuInfo {
   /** Adapter name as the driver reports it (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)`). */
   adapterName: string
   /** `vulkan`, `metal`, `dx12`, ... */
-  backend: string
+  backend: 'noop' | 'vulkan' | 'metal' | 'dx12' | 'gl' | 'webgpu'
   /** `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ... */
-  deviceType: string
+  deviceType: 'Other' | 'IntegratedGpu' | 'DiscreteGpu' | 'VirtualGpu' | 'Cpu'
   /** Driver name (may be empty). */
   driver: string
   /** Driver version details (may be empty). */
@@ -865,7 +889,7 @@ export interface GpuRequestOptions {
 /** An allocator event (see `heap.on()`). */
 export interface HeapEvent {
   /** `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED`, `ALLOCATION_FAILED` or `MOVED`. */
-  kind: string
+  kind: 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED' | 'MOVED'
   /** The block concerned (absent for segment events and failed requests). */
   blockId?: number
   /** The segment concerned (absent for a failed request). */
@@ -875,7 +899,7 @@ export interface HeapEvent {
   /** Bytes: of the block, the segment, or the failed request. */
   size: number
   /** Pool name (see `PoolStats.pool`). */
-  pool: string
+  pool: 'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'
 }
 
 /**
@@ -886,12 +910,6 @@ export interface HeapEventBatch {
   events: Array<HeapEvent>
   logs: Array<string>
 }
-
-/**
- * Names of the pools, indexed as `heapMalloc` reports them.
- * @internal
- */
-export declare function heapPoolNames(): Array<string>
 
 /** Allocator statistics; all numbers. */
 export interface HeapStats {
@@ -1135,7 +1153,7 @@ export interface MemoryBudget {
   /** Bytes the device may use; the heap's watermarks are fractions of it. */
   bytes: number
   /** `user`, `vulkan-device-local-heap` or `default`. */
-  source: string
+  source: 'user' | 'vulkan-device-local-heap' | 'default'
 }
 
 /** What the memory observer saw during one run. */
@@ -1157,7 +1175,7 @@ export interface ObservedEvent {
   /** The op's `name` (its index as text when unnamed). */
   opName: string
   /** `alloc` or `free`. */
-  kind: string
+  kind: 'alloc' | 'free'
   /** Tensor id. */
   tensor: string
   /** Bytes of the tensor. */
@@ -1267,7 +1285,7 @@ export interface PlanSpace {
 /** Figures of one heap pool. */
 export interface PoolStats {
   /** `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
-  pool: string
+  pool: 'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'
   /** Bytes of active blocks (allocated sizes). */
   allocatedBytes: Stat
   /** Bytes of the pool's segments. */
@@ -1308,7 +1326,7 @@ export interface ProfilerInfo {
   /** A `startCapture()` capture is running. */
   capturing: boolean
   /** Trace mode in effect, if tracing. */
-  mode?: string
+  mode?: 'interval' | 'event' | 'interval,event'
   /** Each profiled submission blocks until the GPU finished it. */
   waitUntilCompleted: boolean
   /** `WGALLOC_PROFILE` flags in effect. */
@@ -1438,7 +1456,7 @@ export interface SnapshotBlock {
   /** Bytes. */
   size: number
   /** `active`, `pending-free` or `free`. */
-  state: string
+  state: 'active' | 'pending-free' | 'free'
 }
 
 /** One segment (driver buffer) of the heap in a snapshot. */
@@ -1446,7 +1464,7 @@ export interface SnapshotSegment {
   /** Segment id. */
   id: number
   /** Pool name (see `PoolStats.pool`). */
-  pool: string
+  pool: 'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'
   /** Bytes of the segment. */
   size: number
   /** Holds one large block only. */

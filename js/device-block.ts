@@ -4,7 +4,7 @@
 // numbers, and operations that need the block's buffer fetch a native handle once.
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import type { BlockInfo } from './binding.js'
+import type { BlockInfo, HeapEvent } from './binding.js'
 import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './bytes.js'
 import { WgallocError, shown, optionsObject } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
@@ -29,9 +29,9 @@ export interface MallocOptions {
 }
 
 /** Pool names: `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
-export type PoolName = 'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'
+export type PoolName = HeapEvent['pool']
 
-const POOLS = native.heapPoolNames() as PoolName[]
+const POOLS = native.constantTables().pools as PoolName[]
 const SHARED = new Set<string>(['shared-small', 'shared-large'])
 const { heapMalloc, heapFree } = native
 const kCreate = Symbol('DeviceBlock.create')

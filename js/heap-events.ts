@@ -3,6 +3,7 @@
 // events only while someone listens, so the common case costs one check per call.
 import { type Binding, native, type NativeHeapTable } from './native.js'
 import type { HeapEvent } from './binding.js'
+import type { PoolName } from './device-block.js'
 import { channels, warn } from './diagnostics.js'
 import { WgallocError, messageOf, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
 import type { Heap } from './heap.js'
@@ -12,7 +13,7 @@ import type { HeapHistory } from './heap-history.js'
  * Allocator event kinds delivered by `heap.on()`. `MOVED`: the heap moved a live block to make
  * room, to another segment or within its own (`segmentId` and `offset` say where it is now).
  */
-export type HeapEventKind = 'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED' | 'MOVED'
+export type HeapEventKind = HeapEvent['kind']
 
 /** What `heap.on('OUT_OF_MEMORY', ...)` listeners get, after the ladder gave up and before `malloc()` throws. */
 export interface OutOfMemoryEvent extends OutOfMemoryDetails {
@@ -30,10 +31,11 @@ const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
 const channel = channels.heap
 /** With only a memory history listening, the native event queue is drained every this many calls. */
 const DRAIN_EVERY = 1024
-// The order `heapTakeEvents` numbers kinds and pools in (src/block_table.rs).
-export const NUMBERED_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'MOVED'] as const
+// The core's tables, in the order `heapTakeEvents` numbers kinds and pools (src/block_table.rs).
+const TABLES = native.constantTables()
+export const NUMBERED_KINDS = TABLES.heapEventKinds as readonly HeapEventKind[]
 /** Pool names by the index native calls report them with. */
-export const POOL_NAMES: readonly string[] = native.heapPoolNames()
+export const POOL_NAMES = TABLES.pools as readonly PoolName[]
 
 /** Numbers per event in `heapTakeEvents`: kind, block, segment, offset, size, pool. */
 export const EVENT_NUMBERS = 6

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, HeapEventKind, IdMap, PoolKind, Usage};
+use wgalloc_core::heap::{self as core_heap, HeapEventKind, IdMap, Usage};
 
 use crate::error::{coded, to_u64, IntoNapi};
 
@@ -137,13 +137,6 @@ pub(crate) fn blocks(table: &BlockTable, ids: HashMap<String, f64>, what: &str) 
         .collect()
 }
 
-/// Names of the pools, indexed as `heapMalloc` reports them.
-/// @internal
-#[napi(catch_unwind)]
-pub fn heap_pool_names() -> Vec<&'static str> {
-    PoolKind::ALL.iter().map(|k| k.as_str()).collect()
-}
-
 /// Raw N-API plumbing: argument reads and the error throw, with panics caught at the boundary.
 mod raw {
     use super::*;
@@ -258,14 +251,7 @@ unsafe extern "C" fn heap_free(env: sys::napi_env, info: sys::napi_callback_info
 const EVENT_NUMBERS: usize = 6;
 
 /// Event kinds by the number `heapTakeEvents` reports.
-const EVENT_KINDS: [HeapEventKind; 6] = [
-    HeapEventKind::Allocated,
-    HeapEventKind::Recycled,
-    HeapEventKind::Freed,
-    HeapEventKind::Released,
-    HeapEventKind::AllocationFailed,
-    HeapEventKind::Moved,
-];
+const EVENT_KINDS: [HeapEventKind; 6] = HeapEventKind::ALL;
 
 /// `heapTakeEvents(slot, out)`: moves the oldest recorded allocator events into the
 /// Float64Array `out`, six numbers each (kind in [`EVENT_KINDS`] order, block id, segment

@@ -95,7 +95,7 @@ pub struct DeviceOutput {
     pub requested: f64,
     /// Offset in its segment when the run ended (the heap may move the block later).
     pub offset: f64,
-    /// Pool index (as `heapPoolNames()` lists them).
+    /// Pool index (as `constantTables().pools` lists them).
     pub pool: u32,
 }
 
@@ -107,6 +107,7 @@ pub struct ObservedEvent {
     /// The op's `name` (its index as text when unnamed).
     pub op_name: String,
     /// `alloc` or `free`.
+    #[napi(ts_type = "'alloc' | 'free'")]
     pub kind: String,
     /// Tensor id.
     pub tensor: String,

@@ -59,8 +59,10 @@ pub struct AdapterDescription {
     /// PCI device id (0 where the backend has none).
     pub device_id: u32,
     /// `vulkan`, `metal`, `dx12`, ...
+    #[napi(ts_type = "'noop' | 'vulkan' | 'metal' | 'dx12' | 'gl' | 'webgpu'")]
     pub backend: String,
     /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
+    #[napi(ts_type = "'Other' | 'IntegratedGpu' | 'DiscreteGpu' | 'VirtualGpu' | 'Cpu'")]
     pub device_type: String,
     /// Driver name (may be empty).
     pub driver: String,
@@ -76,8 +78,10 @@ pub struct GpuInfo {
     /// Adapter name as the driver reports it (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)`).
     pub adapter_name: String,
     /// `vulkan`, `metal`, `dx12`, ...
+    #[napi(ts_type = "'noop' | 'vulkan' | 'metal' | 'dx12' | 'gl' | 'webgpu'")]
     pub backend: String,
     /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
+    #[napi(ts_type = "'Other' | 'IntegratedGpu' | 'DiscreteGpu' | 'VirtualGpu' | 'Cpu'")]
     pub device_type: String,
     /// Driver name (may be empty).
     pub driver: String,
@@ -111,6 +115,7 @@ pub struct MemoryBudget {
     /// Bytes the device may use; the heap's watermarks are fractions of it.
     pub bytes: f64,
     /// `user`, `vulkan-device-local-heap` or `default`.
+    #[napi(ts_type = "'user' | 'vulkan-device-local-heap' | 'default'")]
     pub source: String,
 }
 

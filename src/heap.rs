@@ -33,6 +33,7 @@ impl From<core_heap::Stat> for Stat {
 #[napi(object)]
 pub struct PoolStats {
     /// `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`.
+    #[napi(ts_type = "'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'")]
     pub pool: String,
     /// Bytes of active blocks (allocated sizes).
     pub allocated_bytes: Stat,
@@ -99,6 +100,7 @@ pub struct BlockInfo {
     /// Byte offset in the segment.
     pub offset: f64,
     /// Pool name (see `PoolStats.pool`).
+    #[napi(ts_type = "'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'")]
     pub pool: String,
     /// From a `shared` pool (mappable where the adapter allows).
     pub is_shared: bool,
@@ -109,6 +111,7 @@ pub struct BlockInfo {
     /// Shape metadata, if set.
     pub shape: Option<Vec<f64>>,
     /// `active` or `pending-free`.
+    #[napi(ts_type = "'active' | 'pending-free'")]
     pub state: String,
 }
 
@@ -140,6 +143,7 @@ pub struct SnapshotBlock {
     /// Bytes.
     pub size: f64,
     /// `active`, `pending-free` or `free`.
+    #[napi(ts_type = "'active' | 'pending-free' | 'free'")]
     pub state: String,
 }
 
@@ -149,6 +153,7 @@ pub struct SnapshotSegment {
     /// Segment id.
     pub id: u32,
     /// Pool name (see `PoolStats.pool`).
+    #[napi(ts_type = "'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'")]
     pub pool: String,
     /// Bytes of the segment.
     pub size: f64,
@@ -162,6 +167,7 @@ pub struct SnapshotSegment {
 #[napi(object)]
 pub struct HeapEvent {
     /// `ALLOCATED`, `RECYCLED`, `FREED`, `RELEASED`, `ALLOCATION_FAILED` or `MOVED`.
+    #[napi(ts_type = "'ALLOCATED' | 'RECYCLED' | 'FREED' | 'RELEASED' | 'ALLOCATION_FAILED' | 'MOVED'")]
     pub kind: String,
     /// The block concerned (absent for segment events and failed requests).
     pub block_id: Option<f64>,
@@ -172,6 +178,7 @@ pub struct HeapEvent {
     /// Bytes: of the block, the segment, or the failed request.
     pub size: f64,
     /// Pool name (see `PoolStats.pool`).
+    #[napi(ts_type = "'device-small' | 'device-large' | 'shared-small' | 'shared-large' | 'scalar'")]
     pub pool: String,
 }
 

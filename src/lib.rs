@@ -23,6 +23,7 @@ mod profiler;
 mod replay;
 mod shapes;
 mod stream;
+mod tables;
 mod weights;
 
 pub use buffer::GpuBuffer;

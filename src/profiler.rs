@@ -41,6 +41,7 @@ pub struct ProfilerInfo {
     /// A `startCapture()` capture is running.
     pub capturing: bool,
     /// Trace mode in effect, if tracing.
+    #[napi(ts_type = "'interval' | 'event' | 'interval,event'")]
     pub mode: Option<String>,
     /// Each profiled submission blocks until the GPU finished it.
     pub wait_until_completed: bool,

@@ -22,6 +22,31 @@ pub struct AdapterSummary {
     pub memory_budget: MemoryBudget,
 }
 
+/// Every `backend` an adapter may report, as wgpu names them.
+pub fn backend_names() -> Vec<&'static str> {
+    wgpu::Backend::ALL.iter().map(|b| b.to_str()).collect()
+}
+
+/// Every `deviceType` an adapter may report.
+pub const DEVICE_TYPES: [wgpu::DeviceType; 5] = [
+    wgpu::DeviceType::Other,
+    wgpu::DeviceType::IntegratedGpu,
+    wgpu::DeviceType::DiscreteGpu,
+    wgpu::DeviceType::VirtualGpu,
+    wgpu::DeviceType::Cpu,
+];
+
+/// The name of a device type (wgpu's variant name); the match keeps [`DEVICE_TYPES`] whole.
+pub fn device_type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::Other => "Other",
+        wgpu::DeviceType::IntegratedGpu => "IntegratedGpu",
+        wgpu::DeviceType::DiscreteGpu => "DiscreteGpu",
+        wgpu::DeviceType::VirtualGpu => "VirtualGpu",
+        wgpu::DeviceType::Cpu => "Cpu",
+    }
+}
+
 /// How `Gpu::request` picks an adapter, strongest first.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Choice {
@@ -60,7 +85,7 @@ fn summary(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
         vendor_id: a.vendor,
         device_id: a.device,
         backend,
-        device_type: format!("{:?}", a.device_type),
+        device_type: device_type_name(a.device_type).to_string(),
         driver: a.driver,
         driver_info: a.driver_info,
         memory_budget: backend_budget(adapter),

@@ -54,6 +54,8 @@ pub enum BudgetSource {
 }
 
 impl BudgetSource {
+    pub const ALL: [BudgetSource; 3] = [BudgetSource::User, BudgetSource::VulkanDeviceLocalHeap, BudgetSource::Default];
+
     pub fn as_str(self) -> &'static str {
         match self {
             BudgetSource::User => "user",
@@ -470,7 +472,7 @@ fn gpu_info(adapter: &wgpu::Adapter, device: &wgpu::Device, queue: &wgpu::Queue)
     GpuInfo {
         adapter_name: a.name,
         backend: a.backend.to_str().to_string(),
-        device_type: format!("{:?}", a.device_type),
+        device_type: crate::adapter::device_type_name(a.device_type).to_string(),
         driver: a.driver,
         driver_info: a.driver_info,
         vendor_id: a.vendor,

@@ -10,6 +10,8 @@ pub enum ObservedKind {
 }
 
 impl ObservedKind {
+    pub const ALL: [ObservedKind; 2] = [ObservedKind::Alloc, ObservedKind::Free];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ObservedKind::Alloc => "alloc",

@@ -58,6 +58,16 @@ pub enum HeapEventKind {
 }
 
 impl HeapEventKind {
+    /// Every kind, in the order the binding numbers them.
+    pub const ALL: [HeapEventKind; 6] = [
+        HeapEventKind::Allocated,
+        HeapEventKind::Recycled,
+        HeapEventKind::Freed,
+        HeapEventKind::Released,
+        HeapEventKind::AllocationFailed,
+        HeapEventKind::Moved,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             HeapEventKind::Allocated => "ALLOCATED",
@@ -90,6 +100,8 @@ pub enum BlockState {
 }
 
 impl BlockState {
+    pub const ALL: [BlockState; 3] = [BlockState::Active, BlockState::PendingFree, BlockState::Free];
+
     pub fn as_str(self) -> &'static str {
         match self {
             BlockState::Active => "active",

@@ -32,6 +32,8 @@ pub enum Direction {
 }
 
 impl Direction {
+    pub const ALL: [Direction; 2] = [Direction::Upload, Direction::Download];
+
     pub fn parse(name: &str) -> Option<Direction> {
         match name {
             "upload" => Some(Direction::Upload),

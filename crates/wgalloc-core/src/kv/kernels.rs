@@ -12,6 +12,8 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
+    pub const ALL: [KvDtype; 2] = [KvDtype::F32, KvDtype::F16];
+
     pub fn parse(name: &str) -> Option<KvDtype> {
         match name {
             "f32" => Some(KvDtype::F32),

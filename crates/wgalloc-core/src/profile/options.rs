@@ -13,6 +13,13 @@ pub struct Mode {
 pub const MODES: &str = "'interval', 'event' or 'interval,event'";
 
 impl Mode {
+    /// Every mode, as `as_str` names them.
+    pub const ALL: [Mode; 3] = [
+        Mode { interval: true, event: false },
+        Mode { interval: false, event: true },
+        Mode { interval: true, event: true },
+    ];
+
     pub fn parse(s: &str) -> Result<Mode> {
         let mut m = Mode::default();
         for part in s.split(',').map(str::trim) {

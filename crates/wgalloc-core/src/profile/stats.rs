@@ -12,6 +12,8 @@ pub enum CopyKind {
 }
 
 impl CopyKind {
+    pub const ALL: [CopyKind; 3] = [CopyKind::Upload, CopyKind::Download, CopyKind::DeviceToDevice];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CopyKind::Upload => "upload",
