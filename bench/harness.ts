@@ -31,6 +31,12 @@ export function machineInfo() {
   }
 }
 
+/**
+ * `WGALLOC_BENCH_SHORT=1`: smaller workloads with the same checks, for the test suite (which
+ * runs the serving and KV suites this way, so they cannot rot between benchmark runs).
+ */
+export const SHORT = process.env.WGALLOC_BENCH_SHORT === '1'
+
 export interface Figure {
   value: number
   unit: string

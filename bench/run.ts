@@ -25,7 +25,8 @@ async function main(names: string[]): Promise<number> {
     for (const one of ([] as Result[]).concat(r)) results.push({ name: suite.name, description: suite.description, ...one, machine, adapter })
   }
   const report = { generatedAt: new Date().toISOString(), machine, adapter, results }
-  writeFileSync(join(ROOT, 'bench', 'report.json'), JSON.stringify(report, null, 2) + '\n')
+  const reportPath = process.env.WGALLOC_BENCH_REPORT ?? join(ROOT, 'bench', 'report.json')
+  writeFileSync(reportPath, JSON.stringify(report, null, 2) + '\n')
   console.log(`machine: ${machine.cpu} x${machine.cores}; adapter: ${adapter.name} (${adapter.backend})\n`)
   console.log(
     table(
@@ -39,7 +40,7 @@ async function main(names: string[]): Promise<number> {
       ]),
     ),
   )
-  console.log('\nwritten: bench/report.json')
+  console.log(`\nwritten: ${reportPath}`)
   gpu.destroy()
   return 0
 }

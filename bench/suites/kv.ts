@@ -4,7 +4,7 @@
 // token step.
 import type { DeviceBlock, Gpu, KvCache, KvSequence } from 'wgalloc'
 import { KvCache as KvCacheClass } from 'wgalloc'
-import type { Result, Suite } from '../harness.js'
+import { type Result, SHORT, type Suite } from '../harness.js'
 
 /** Deterministic uniform in [0, 1). */
 function rng(seed: number): () => number {
@@ -291,7 +291,7 @@ export const suites: Suite[] = [
     description: 'KV bytes wasted and peak sequences served on a fixed budget: paged vs reserving the maximum length and (oracle) the exact final length',
     async run({ gpu }) {
       const seed = 20261129
-      const reqs = trace(600, seed)
+      const reqs = trace(SHORT ? 200 : 600, seed)
       const p = paged(gpu, reqs)
       const max = reserving(reqs, () => MAX_LEN)
       const exact = reserving(reqs, (r) => r.prompt + r.output)
@@ -331,7 +331,7 @@ export const suites: Suite[] = [
       let hits = 0
       let most = 0
       let prefill = 0
-      for (let i = 0; i < 200; i++) {
+      for (let i = 0; i < (SHORT ? 20 : 200); i++) {
         const user = Array.from({ length: logNormal(r, 60, 0.8, 500) }, () => Math.floor(r() * 32000))
         const prompt = [...system, ...user]
         const seq = cache.addSequence(prompt)
