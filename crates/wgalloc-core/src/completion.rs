@@ -1,8 +1,9 @@
 //! Completion tracking for submitted GPU work, and the poller thread that drives it.
 //!
-//! wgpu's `SubmissionIndex` is opaque, so each submit gets a sequence number under
-//! the submit lock and registers `Queue::on_submitted_work_done` right after it:
-//! the callback for sequence `n` fires once submission `n` finished, and callbacks
+//! wgpu's `SubmissionIndex` is opaque, so each submit gets a sequence number when it is
+//! enqueued on the device's submission lane, and the lane registers
+//! `Queue::on_submitted_work_done` right after the submit (Note [One submission thread] in
+//! `lane.rs`): the callback for sequence `n` fires once submission `n` finished, and callbacks
 //! fire in submission order. The poller thread calls `Device::poll` only while
 //! something is outstanding, so an idle device costs nothing, and waits for the
 //! oldest outstanding submission rather than the newest: with several in flight,
@@ -21,10 +22,19 @@ use crate::signal::{lock, Slot};
 /// What a waiter receives: `Ok` once its submission completed, or why it never will.
 pub type Completion = Result<()>;
 
+/// How many refused submissions' errors are kept for their events.
+const KEPT_FAILURES: usize = 256;
+
 #[derive(Default)]
 struct State {
+    /// Sequence numbers handed out (submissions enqueued).
     submitted: u64,
+    /// Submissions the lane passed to wgpu: what the poller may wait for.
+    issued: u64,
     completed: u64,
+    /// Submissions wgpu refused (or a queue write before them failed), with why: their events
+    /// fail with it. The newest `KEPT_FAILURES`.
+    failed: BTreeMap<u64, Error>,
     lost: Option<String>,
     waiters: BTreeMap<u64, Vec<Arc<Slot<Completion>>>>,
     /// Map requests in flight; failed with the device if it is lost.
@@ -45,16 +55,44 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Reserves the next sequence number for a submission wgpu numbered `index` (`None`
-    /// when the submit failed: its callback still fires in order). Call under the submit lock.
-    pub(crate) fn next_seq(&self, index: Option<wgpu::SubmissionIndex>) -> u64 {
+    /// Reserves the next sequence number for a submission about to be enqueued. Call under the
+    /// submit lock, enqueueing before it is released.
+    pub(crate) fn reserve_seq(&self) -> u64 {
         let mut s = lock(&self.state);
         s.submitted += 1;
-        let seq = s.submitted;
+        s.submitted
+    }
+
+    /// Submission `seq` went to wgpu, which numbered it `index` (`None` when the submit failed:
+    /// its callback still fires in order); `failure` is why its event fails, if it does.
+    pub(crate) fn issued(&self, seq: u64, index: Option<wgpu::SubmissionIndex>, failure: Option<Error>) {
+        let mut s = lock(&self.state);
+        s.issued = s.issued.max(seq);
         if let Some(index) = index {
             s.indices.push_back((seq, index));
         }
+        if let Some(e) = failure {
+            s.failed.insert(seq, e);
+            if s.failed.len() > KEPT_FAILURES {
+                s.failed.pop_first();
+            }
+        }
+    }
+
+    /// Reserves and issues the next sequence number at once (tests without a device).
+    #[cfg(test)]
+    pub(crate) fn next_seq(&self) -> u64 {
+        let seq = self.reserve_seq();
+        self.issued(seq, None, None);
         seq
+    }
+
+    /// What a waiter for completed submission `seq` receives.
+    fn outcome(s: &State, seq: u64) -> Completion {
+        match s.failed.get(&seq) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn complete(&self, seq: u64) {
@@ -68,11 +106,14 @@ impl Tracker {
             }
             let first_pending = s.completed + 1;
             let rest = s.waiters.split_off(&first_pending);
-            std::mem::replace(&mut s.waiters, rest)
+            let ready = std::mem::replace(&mut s.waiters, rest);
+            ready.into_iter().map(|(seq, slots)| (Self::outcome(&s, seq), slots)).collect::<Vec<_>>()
         };
         self.cv.notify_all();
-        for slot in ready.into_values().flatten() {
-            slot.complete(Ok(()));
+        for (outcome, slots) in ready {
+            for slot in slots {
+                slot.complete(outcome.clone());
+            }
         }
     }
 
@@ -102,11 +143,11 @@ impl Tracker {
         }
     }
 
-    /// True once `seq` completed; an error if the device is lost first.
+    /// True once `seq` completed; an error if the device is lost first or wgpu refused it.
     pub fn is_complete(&self, seq: u64) -> Result<bool> {
         let s = lock(&self.state);
         if s.completed >= seq {
-            return Ok(true);
+            return Self::outcome(&s, seq).map(|_| true);
         }
         match &s.lost {
             Some(reason) => Err(Error::DeviceLost(reason.clone())),
@@ -119,7 +160,7 @@ impl Tracker {
         let slot = Slot::new();
         let mut s = lock(&self.state);
         if s.completed >= seq {
-            slot.complete(Ok(()));
+            slot.complete(Self::outcome(&s, seq));
         } else if let Some(reason) = &s.lost {
             slot.complete(Err(Error::DeviceLost(reason.clone())));
         } else {
@@ -164,8 +205,7 @@ impl Tracker {
     }
 
     fn has_outstanding(s: &State) -> bool {
-        s.lost.is_none()
-            && (s.submitted > s.completed || s.maps.iter().any(|w| w.upgrade().is_some_and(|m| !m.is_done())))
+        s.lost.is_none() && (s.issued > s.completed || s.maps.iter().any(|w| w.upgrade().is_some_and(|m| !m.is_done())))
     }
 
     /// Parks the poller until something is outstanding or `timeout` passes. Returns what
@@ -279,7 +319,9 @@ mod tests {
     #[test]
     fn waiters_complete_in_order_and_fail_on_loss() {
         let t = Tracker::default();
-        let (a, b) = (t.next_seq(None), t.next_seq(None));
+        let (a, b) = (t.reserve_seq(), t.reserve_seq());
+        t.issued(a, None, None);
+        t.issued(b, None, None);
         let wa = t.waiter(a);
         let wb = t.waiter(b);
         t.complete(a);
@@ -291,5 +333,21 @@ mod tests {
         assert_eq!(t.is_complete(b).unwrap_err().code(), "DEVICE_LOST");
         // Already-completed work stays complete after loss.
         assert_eq!(t.is_complete(a), Ok(true));
+    }
+
+    #[test]
+    fn a_refused_submission_fails_its_own_event_only() {
+        let t = Tracker::default();
+        let (a, b, c) = (t.reserve_seq(), t.reserve_seq(), t.reserve_seq());
+        t.issued(a, None, None);
+        t.issued(b, None, Some(Error::Validation("queue submit: refused".into())));
+        t.issued(c, None, None);
+        let wb = t.waiter(b);
+        t.complete(c);
+        assert_eq!(wb.wait_timeout(Duration::ZERO).unwrap().unwrap_err().code(), "GPU_VALIDATION");
+        assert_eq!(t.is_complete(a), Ok(true));
+        assert_eq!(t.is_complete(b).unwrap_err().code(), "GPU_VALIDATION");
+        assert_eq!(t.is_complete(c), Ok(true));
+        assert_eq!(t.waiter(b).wait_timeout(Duration::ZERO).unwrap().unwrap_err().code(), "GPU_VALIDATION");
     }
 }

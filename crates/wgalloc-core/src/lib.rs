@@ -26,6 +26,7 @@ pub mod error;
 pub mod exec;
 pub mod heap;
 pub mod host;
+mod lane;
 mod mapping;
 pub mod profile;
 pub mod replay;

@@ -394,7 +394,7 @@ impl Host {
                     }
                     return match p.staging.dir {
                         Direction::Upload => {
-                            p.staging.start_map(tracker);
+                            p.staging.start_map(&self.gpu);
                             Step::Wait(p)
                         }
                         Direction::Download => match tracker.is_complete(target) {
