@@ -41,6 +41,11 @@ struct State {
     maps: Vec<Weak<Slot<Completion>>>,
     /// wgpu's index of each submission not yet complete, oldest first: what the poller waits for.
     indices: VecDeque<(u64, wgpu::SubmissionIndex)>,
+    /// The poller is inside a blocking wait for GPU work (holding wgpu's device-wide resource
+    /// lock for reading all along).
+    blocking_wait: bool,
+    /// Buffer destroys waiting for the poller to leave its blocking wait, or running.
+    destroys: u32,
 }
 
 #[derive(Default)]
@@ -224,6 +229,46 @@ impl Tracker {
         self.cv.notify_all();
     }
 
+    /// Runs `destroy` once the poller is outside any blocking wait, and keeps it out until
+    /// `destroy` returned. Note [Destroys wait outside the poller's wait]: destroying a buffer
+    /// takes wgpu's device-wide resource lock for writing, which the poller holds for reading all
+    /// through a wait for GPU work; a writer parked on that lock also holds off every new reader
+    /// (creating bind groups, finishing encoders, on any thread, the JS thread among them) until
+    /// the GPU work finished. So a destroy waits here, holding no wgpu lock, while the poller ends
+    /// its wait (it starts no new one meanwhile: it polls without waiting), and then takes the
+    /// lock at once.
+    pub(crate) fn outside_waits<T>(&self, destroy: impl FnOnce() -> T) -> T {
+        struct Done<'a>(&'a Tracker);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                lock(&self.0.state).destroys -= 1;
+                self.0.cv.notify_all();
+            }
+        }
+        let mut s = lock(&self.state);
+        s.destroys += 1;
+        let done = Done(self);
+        while s.blocking_wait && s.lost.is_none() {
+            s = self.cv.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        drop(s);
+        let value = destroy();
+        drop(done);
+        value
+    }
+
+    /// The poller may start a blocking wait (no destroy waits for it): marks it inside one.
+    fn enter_blocking_wait(&self) -> bool {
+        let mut s = lock(&self.state);
+        s.blocking_wait = s.destroys == 0;
+        s.blocking_wait
+    }
+
+    fn leave_blocking_wait(&self) {
+        lock(&self.state).blocking_wait = false;
+        self.cv.notify_all();
+    }
+
     /// Wakes the poller after its stop flag was set. Taking the lock first means a
     /// poller between checking the flag and parking cannot miss the wake-up.
     fn notify_stop(&self) {
@@ -290,6 +335,9 @@ impl Drop for Poller {
     }
 }
 
+/// Between two non-blocking polls while a buffer destroy waits for the device's locks.
+const DESTROY_POLL_PAUSE: Duration = Duration::from_millis(1);
+
 /// Polls until `stop`; returns (dropping its device handle) right after.
 fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
@@ -299,9 +347,21 @@ fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>)
         // Wait without a timeout: wgpu-core 30.0.1 can panic when a timed-out wait races
         // another thread's queue maintenance (gfx-rs/wgpu#9958). The wait returns when the
         // oldest outstanding submission completes (or the device is lost), and the
-        // completions of everything finished by then fire.
-        let wait = wgpu::PollType::Wait { submission_index: oldest, timeout: None };
-        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(wait)));
+        // completions of everything finished by then fire. While a buffer destroy waits for
+        // the device's locks, poll without waiting instead (Note [Destroys wait outside the
+        // poller's wait]).
+        let blocking = tracker.enter_blocking_wait();
+        let poll = if blocking {
+            wgpu::PollType::Wait { submission_index: oldest, timeout: None }
+        } else {
+            wgpu::PollType::Poll
+        };
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll)));
+        if blocking {
+            tracker.leave_blocking_wait();
+        } else {
+            std::thread::sleep(DESTROY_POLL_PAUSE);
+        }
         match polled {
             Ok(Ok(_)) | Ok(Err(wgpu::PollError::Timeout)) => {}
             Ok(Err(e)) => tracker.mark_lost(format!("device poll failed: {e}")),

@@ -97,9 +97,12 @@ impl LaneState {
         }
     }
 
-    /// Destroys `buffer`: after every job before this one, so work already enqueued on it runs.
+    /// Destroys `buffer`: after every job before this one, so work already enqueued on it runs,
+    /// and outside the poller's waits (Note [Destroys wait outside the poller's wait] in
+    /// `completion.rs`). Jobs after it wait meanwhile; the calling threads do not.
     pub(crate) fn destroy(&mut self, buffer: &wgpu::Buffer) {
-        if catch_unwind(AssertUnwindSafe(|| buffer.destroy())).is_err() {
+        let destroyed = self.tracker.outside_waits(|| catch_unwind(AssertUnwindSafe(|| buffer.destroy())));
+        if destroyed.is_err() {
             let mut u = lock(&self.uncaptured);
             u.count += 1;
             u.last = Some("wgpu panicked destroying a buffer".into());
