@@ -1,8 +1,9 @@
 //! Completion tracking for submitted GPU work, and the poller thread that drives it.
 //!
-//! wgpu's `SubmissionIndex` is opaque, so each submit gets a sequence number under
-//! the submit lock and registers `Queue::on_submitted_work_done` right after it:
-//! the callback for sequence `n` fires once submission `n` finished, and callbacks
+//! wgpu's `SubmissionIndex` is opaque, so each submit gets a sequence number when it is
+//! enqueued on the device's submission lane, and the lane registers
+//! `Queue::on_submitted_work_done` right after the submit (Note [One submission thread] in
+//! `lane.rs`): the callback for sequence `n` fires once submission `n` finished, and callbacks
 //! fire in submission order. The poller thread calls `Device::poll` only while
 //! something is outstanding, so an idle device costs nothing, and waits for the
 //! oldest outstanding submission rather than the newest: with several in flight,
@@ -21,16 +22,30 @@ use crate::signal::{lock, Slot};
 /// What a waiter receives: `Ok` once its submission completed, or why it never will.
 pub type Completion = Result<()>;
 
+/// How many refused submissions' errors are kept for their events.
+const KEPT_FAILURES: usize = 256;
+
 #[derive(Default)]
 struct State {
+    /// Sequence numbers handed out (submissions enqueued).
     submitted: u64,
+    /// Submissions the lane passed to wgpu: what the poller may wait for.
+    issued: u64,
     completed: u64,
+    /// Submissions wgpu refused (or a queue write before them failed), with why: their events
+    /// fail with it. The newest `KEPT_FAILURES`.
+    failed: BTreeMap<u64, Error>,
     lost: Option<String>,
     waiters: BTreeMap<u64, Vec<Arc<Slot<Completion>>>>,
     /// Map requests in flight; failed with the device if it is lost.
     maps: Vec<Weak<Slot<Completion>>>,
     /// wgpu's index of each submission not yet complete, oldest first: what the poller waits for.
     indices: VecDeque<(u64, wgpu::SubmissionIndex)>,
+    /// The poller is inside a blocking wait for GPU work (holding wgpu's device-wide resource
+    /// lock for reading all along).
+    blocking_wait: bool,
+    /// Buffer destroys waiting for the poller to leave its blocking wait, or running.
+    destroys: u32,
 }
 
 #[derive(Default)]
@@ -45,16 +60,44 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Reserves the next sequence number for a submission wgpu numbered `index` (`None`
-    /// when the submit failed: its callback still fires in order). Call under the submit lock.
-    pub(crate) fn next_seq(&self, index: Option<wgpu::SubmissionIndex>) -> u64 {
+    /// Reserves the next sequence number for a submission about to be enqueued. Call under the
+    /// submit lock, enqueueing before it is released.
+    pub(crate) fn reserve_seq(&self) -> u64 {
         let mut s = lock(&self.state);
         s.submitted += 1;
-        let seq = s.submitted;
+        s.submitted
+    }
+
+    /// Submission `seq` went to wgpu, which numbered it `index` (`None` when the submit failed:
+    /// its callback still fires in order); `failure` is why its event fails, if it does.
+    pub(crate) fn issued(&self, seq: u64, index: Option<wgpu::SubmissionIndex>, failure: Option<Error>) {
+        let mut s = lock(&self.state);
+        s.issued = s.issued.max(seq);
         if let Some(index) = index {
             s.indices.push_back((seq, index));
         }
+        if let Some(e) = failure {
+            s.failed.insert(seq, e);
+            if s.failed.len() > KEPT_FAILURES {
+                s.failed.pop_first();
+            }
+        }
+    }
+
+    /// Reserves and issues the next sequence number at once (tests without a device).
+    #[cfg(test)]
+    pub(crate) fn next_seq(&self) -> u64 {
+        let seq = self.reserve_seq();
+        self.issued(seq, None, None);
         seq
+    }
+
+    /// What a waiter for completed submission `seq` receives.
+    fn outcome(s: &State, seq: u64) -> Completion {
+        match s.failed.get(&seq) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn complete(&self, seq: u64) {
@@ -68,11 +111,14 @@ impl Tracker {
             }
             let first_pending = s.completed + 1;
             let rest = s.waiters.split_off(&first_pending);
-            std::mem::replace(&mut s.waiters, rest)
+            let ready = std::mem::replace(&mut s.waiters, rest);
+            ready.into_iter().map(|(seq, slots)| (Self::outcome(&s, seq), slots)).collect::<Vec<_>>()
         };
         self.cv.notify_all();
-        for slot in ready.into_values().flatten() {
-            slot.complete(Ok(()));
+        for (outcome, slots) in ready {
+            for slot in slots {
+                slot.complete(outcome.clone());
+            }
         }
     }
 
@@ -102,11 +148,11 @@ impl Tracker {
         }
     }
 
-    /// True once `seq` completed; an error if the device is lost first.
+    /// True once `seq` completed; an error if the device is lost first or wgpu refused it.
     pub fn is_complete(&self, seq: u64) -> Result<bool> {
         let s = lock(&self.state);
         if s.completed >= seq {
-            return Ok(true);
+            return Self::outcome(&s, seq).map(|_| true);
         }
         match &s.lost {
             Some(reason) => Err(Error::DeviceLost(reason.clone())),
@@ -119,7 +165,7 @@ impl Tracker {
         let slot = Slot::new();
         let mut s = lock(&self.state);
         if s.completed >= seq {
-            slot.complete(Ok(()));
+            slot.complete(Self::outcome(&s, seq));
         } else if let Some(reason) = &s.lost {
             slot.complete(Err(Error::DeviceLost(reason.clone())));
         } else {
@@ -164,8 +210,7 @@ impl Tracker {
     }
 
     fn has_outstanding(s: &State) -> bool {
-        s.lost.is_none()
-            && (s.submitted > s.completed || s.maps.iter().any(|w| w.upgrade().is_some_and(|m| !m.is_done())))
+        s.lost.is_none() && (s.issued > s.completed || s.maps.iter().any(|w| w.upgrade().is_some_and(|m| !m.is_done())))
     }
 
     /// Parks the poller until something is outstanding or `timeout` passes. Returns what
@@ -181,6 +226,46 @@ impl Tracker {
     }
 
     pub(crate) fn notify(&self) {
+        self.cv.notify_all();
+    }
+
+    /// Runs `destroy` once the poller is outside any blocking wait, and keeps it out until
+    /// `destroy` returned. Note [Destroys wait outside the poller's wait]: destroying a buffer
+    /// takes wgpu's device-wide resource lock for writing, which the poller holds for reading all
+    /// through a wait for GPU work; a writer parked on that lock also holds off every new reader
+    /// (creating bind groups, finishing encoders, on any thread, the JS thread among them) until
+    /// the GPU work finished. So a destroy waits here, holding no wgpu lock, while the poller ends
+    /// its wait (it starts no new one meanwhile: it polls without waiting), and then takes the
+    /// lock at once.
+    pub(crate) fn outside_waits<T>(&self, destroy: impl FnOnce() -> T) -> T {
+        struct Done<'a>(&'a Tracker);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                lock(&self.0.state).destroys -= 1;
+                self.0.cv.notify_all();
+            }
+        }
+        let mut s = lock(&self.state);
+        s.destroys += 1;
+        let done = Done(self);
+        while s.blocking_wait && s.lost.is_none() {
+            s = self.cv.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        drop(s);
+        let value = destroy();
+        drop(done);
+        value
+    }
+
+    /// The poller may start a blocking wait (no destroy waits for it): marks it inside one.
+    fn enter_blocking_wait(&self) -> bool {
+        let mut s = lock(&self.state);
+        s.blocking_wait = s.destroys == 0;
+        s.blocking_wait
+    }
+
+    fn leave_blocking_wait(&self) {
+        lock(&self.state).blocking_wait = false;
         self.cv.notify_all();
     }
 
@@ -250,6 +335,9 @@ impl Drop for Poller {
     }
 }
 
+/// Between two non-blocking polls while a buffer destroy waits for the device's locks.
+const DESTROY_POLL_PAUSE: Duration = Duration::from_millis(1);
+
 /// Polls until `stop`; returns (dropping its device handle) right after.
 fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
@@ -259,9 +347,21 @@ fn poll_loop(device: wgpu::Device, tracker: Arc<Tracker>, stop: Arc<AtomicBool>)
         // Wait without a timeout: wgpu-core 30.0.1 can panic when a timed-out wait races
         // another thread's queue maintenance (gfx-rs/wgpu#9958). The wait returns when the
         // oldest outstanding submission completes (or the device is lost), and the
-        // completions of everything finished by then fire.
-        let wait = wgpu::PollType::Wait { submission_index: oldest, timeout: None };
-        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(wait)));
+        // completions of everything finished by then fire. While a buffer destroy waits for
+        // the device's locks, poll without waiting instead (Note [Destroys wait outside the
+        // poller's wait]).
+        let blocking = tracker.enter_blocking_wait();
+        let poll = if blocking {
+            wgpu::PollType::Wait { submission_index: oldest, timeout: None }
+        } else {
+            wgpu::PollType::Poll
+        };
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll)));
+        if blocking {
+            tracker.leave_blocking_wait();
+        } else {
+            std::thread::sleep(DESTROY_POLL_PAUSE);
+        }
         match polled {
             Ok(Ok(_)) | Ok(Err(wgpu::PollError::Timeout)) => {}
             Ok(Err(e)) => tracker.mark_lost(format!("device poll failed: {e}")),
@@ -279,7 +379,9 @@ mod tests {
     #[test]
     fn waiters_complete_in_order_and_fail_on_loss() {
         let t = Tracker::default();
-        let (a, b) = (t.next_seq(None), t.next_seq(None));
+        let (a, b) = (t.reserve_seq(), t.reserve_seq());
+        t.issued(a, None, None);
+        t.issued(b, None, None);
         let wa = t.waiter(a);
         let wb = t.waiter(b);
         t.complete(a);
@@ -291,5 +393,21 @@ mod tests {
         assert_eq!(t.is_complete(b).unwrap_err().code(), "DEVICE_LOST");
         // Already-completed work stays complete after loss.
         assert_eq!(t.is_complete(a), Ok(true));
+    }
+
+    #[test]
+    fn a_refused_submission_fails_its_own_event_only() {
+        let t = Tracker::default();
+        let (a, b, c) = (t.reserve_seq(), t.reserve_seq(), t.reserve_seq());
+        t.issued(a, None, None);
+        t.issued(b, None, Some(Error::Validation("queue submit: refused".into())));
+        t.issued(c, None, None);
+        let wb = t.waiter(b);
+        t.complete(c);
+        assert_eq!(wb.wait_timeout(Duration::ZERO).unwrap().unwrap_err().code(), "GPU_VALIDATION");
+        assert_eq!(t.is_complete(a), Ok(true));
+        assert_eq!(t.is_complete(b).unwrap_err().code(), "GPU_VALIDATION");
+        assert_eq!(t.is_complete(c), Ok(true));
+        assert_eq!(t.waiter(b).wait_timeout(Duration::ZERO).unwrap().unwrap_err().code(), "GPU_VALIDATION");
     }
 }

@@ -121,6 +121,8 @@ pub(crate) struct Shared {
     /// First, so it is dropped (and joined) before the device: the last device handle
     /// is then released on the dropping thread.
     poller: Poller,
+    /// Makes every queue-ordered call: see Note [One submission thread] in `lane.rs`.
+    pub(crate) lane: crate::lane::Lane,
     pub device: wgpu::Device,
     /// Dropped by `Shared::drop` with a bounded wait (wgpu's own drop waits for idle forever).
     pub queue: std::mem::ManuallyDrop<wgpu::Queue>,
@@ -128,7 +130,8 @@ pub(crate) struct Shared {
     /// Who reads or writes mapped memory now; `Gpu::destroy` waits for them.
     pub(crate) leases: MappingLeases,
     pub(crate) settings: EnvSettings,
-    /// Serialises submit + completion-callback registration so sequence numbers match.
+    /// Serialises reserving a sequence number and enqueueing the submission on the lane, so
+    /// numbers follow the lane's order.
     pub submit_lock: Mutex<()>,
     pub uncaptured: Arc<Mutex<UncapturedErrors>>,
     pub features: wgpu::Features,
@@ -157,7 +160,9 @@ impl Drop for Shared {
         // SAFETY: taken once, here; no other code runs on `self` after `drop`.
         let queue = unsafe { std::mem::ManuallyDrop::take(&mut self.queue) };
         let idle = !self.tracker.is_lost() && self.tracker.completed() >= self.tracker.submitted();
-        if idle {
+        // With GPU work outstanding the lane may sit in a submit behind it: leave it to finish.
+        let lane_ended = self.lane.close(idle);
+        if idle && lane_ended {
             // Closed in turn with other opens and closes (the fields drop before `closing`).
             self.closing = Some(DriverTurn::take());
             drop(queue);
@@ -273,7 +278,9 @@ impl Gpu {
             host: crate::host::HostConfig::from_env()?,
         };
         let poller = Poller::spawn(device.clone(), tracker.clone())?;
+        let lane = crate::lane::Lane::spawn(device.clone(), queue.clone(), tracker.clone(), uncaptured.clone())?;
         let shared = Arc::new(Shared {
+            lane,
             features: device.features(),
             limits: device.limits(),
             device,

@@ -28,6 +28,7 @@ pub mod exec;
 pub mod heap;
 pub mod host;
 pub mod kv;
+mod lane;
 mod mapping;
 pub mod profile;
 pub mod replay;

@@ -47,21 +47,18 @@ impl Event {
 }
 
 impl Gpu {
-    /// Submits command buffers and returns the event that completes with them.
+    /// Enqueues command buffers for submission and returns the event that completes with them
+    /// (Note [One submission thread] in `lane.rs`): it fails with the error if wgpu refuses them.
     pub(crate) fn submit(&self, commands: Vec<wgpu::CommandBuffer>) -> Result<Event> {
         self.check_alive()?;
         let shared = &self.shared;
         let seq = {
             let _order = lock(&shared.submit_lock);
-            let submitted = guarded(&shared.device, "queue submit", || shared.queue.submit(commands));
-            let seq = shared.tracker.next_seq(submitted.as_ref().ok().cloned());
-            let tracker = shared.tracker.clone();
-            // Registered right after the submit, under the lock: fires when *this* submission is done.
-            shared.queue.on_submitted_work_done(move || tracker.complete(seq));
-            submitted.map(|_| seq)
+            let seq = shared.tracker.reserve_seq();
+            self.enqueue(move |lane| lane.submit(seq, commands));
+            seq
         };
-        shared.tracker.notify();
-        Ok(Event { seq: seq?, tracker: shared.tracker.clone() })
+        Ok(Event { seq, tracker: shared.tracker.clone() })
     }
 
     /// An event for everything submitted so far.
@@ -98,10 +95,16 @@ pub struct StreamMarks {
 }
 
 /// A buffer whose destruction waits for `waiting` streams to submit (or drop) their work.
-#[derive(Debug)]
 pub(crate) struct DeferredDestroy {
+    pub gpu: Gpu,
     pub buffer: wgpu::Buffer,
     pub waiting: AtomicU64,
+}
+
+impl std::fmt::Debug for DeferredDestroy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredDestroy").field("waiting", &self.waiting).finish_non_exhaustive()
+    }
 }
 
 impl StreamMarks {
@@ -148,7 +151,7 @@ impl StreamMarks {
     pub(crate) fn destroy_deferred(&self) {
         for d in std::mem::take(&mut *lock(&self.deferred)) {
             if d.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
-                d.buffer.destroy();
+                d.gpu.destroy_buffer(d.buffer.clone());
             }
         }
     }

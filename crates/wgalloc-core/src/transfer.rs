@@ -55,9 +55,10 @@ impl GpuBuffer {
         let waiting: Vec<Arc<StreamMarks>> =
             lock(&self.streams).drain(..).filter_map(|w| w.upgrade()).filter(|m| m.has_unsubmitted()).collect();
         if waiting.is_empty() {
-            self.buffer.destroy();
+            self.gpu.destroy_buffer(self.buffer.clone());
         } else {
             let d = Arc::new(DeferredDestroy {
+                gpu: self.gpu.clone(),
                 buffer: self.buffer.clone(),
                 waiting: AtomicU64::new(waiting.len() as u64),
             });
@@ -138,7 +139,9 @@ pub(crate) fn check_copy_source(
 
 impl Gpu {
     /// Queues `data` at `at` of `buffer`, zero-padded to `padded` bytes (the caller checked
-    /// with [`aligned_range`] that the padding is private), and records it when profiling.
+    /// with [`aligned_range`] that the padding is private), and records it when profiling. The
+    /// write goes through the submission lane (Note [One submission thread] in `lane.rs`), so it
+    /// is ordered before every later submission; wgpu refusing it fails the next one.
     pub(crate) fn write_words(
         &self,
         buffer: &wgpu::Buffer,
@@ -149,17 +152,12 @@ impl Gpu {
         block: Option<u64>,
     ) -> Result<()> {
         let start = std::time::Instant::now();
-        let r = guarded(self.device(), what, || {
-            if padded == data.len() as u64 {
-                self.queue().write_buffer(buffer, at, data);
-            } else {
-                let mut tail = data.to_vec();
-                tail.resize(padded as usize, 0);
-                self.queue().write_buffer(buffer, at, &tail);
-            }
-        });
+        let mut bytes = data.to_vec();
+        bytes.resize(padded as usize, 0);
+        let (buffer, what) = (buffer.clone(), what.to_string());
+        self.enqueue(move |lane| lane.write(&buffer, at, &bytes, &what));
         self.profile_queue_write(start, data.len() as u64, block);
-        r
+        Ok(())
     }
 
     /// Creates a zero-initialised device-local buffer of `size` bytes.
@@ -252,10 +250,9 @@ impl Gpu {
         let slot = Slot::new();
         let done = slot.clone();
         self.shared.tracker.track_map(&slot);
-        buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+        self.map_buffer(buffer.clone(), wgpu::MapMode::Read, 0..buffer.size(), move |r| {
             done.complete(r.map_err(|e| Error::Internal(format!("buffer mapping failed: {e}"))));
         });
-        self.shared.tracker.notify();
         slot.wait().await
     }
 }

@@ -897,7 +897,7 @@ impl Executor {
             for &r in &outs {
                 let (buffer, offset, size) = self.range(r)?;
                 let poison: Vec<u8> = (0..size).map(|b| [0xde, 0xad, 0xbe, 0xef][(b % 4) as usize]).collect();
-                self.gpu.queue().write_buffer(buffer, offset, &poison);
+                self.gpu.write_words(buffer, offset, &poison, size, "poisoning an op's outputs", None)?;
             }
             if let Some(step) = steps[k] {
                 bind::encode(stream, &[step])?;

@@ -259,7 +259,7 @@ fn a_device_block_is_reused_once_its_work_is_submitted_a_shared_one_once_it_comp
     let (h, tracker) = heap(None, 1 << 30);
     // Device-only: the queue orders the next owner's work after the submission.
     let a = h.malloc(4096, Usage::Device).unwrap();
-    let seq = tracker.next_seq(None);
+    let seq = tracker.next_seq();
     h.record_use(a.id, seq);
     h.free(a.id).unwrap();
     assert_eq!(h.stats().pending_free_blocks, 0);
@@ -290,7 +290,7 @@ fn a_free_waits_for_work_recorded_on_a_stream_until_it_is_submitted() {
         h.record_stream(a.id, &marks).unwrap();
         h.free(a.id).unwrap();
         assert_eq!(h.stats().pending_free_blocks, 1, "{usage:?}: recorded, not submitted");
-        let seq = tracker.next_seq(None);
+        let seq = tracker.next_seq();
         marks.submitted(seq);
         let waiting = if usage == Usage::Shared { 1 } else { 0 };
         assert_eq!(h.stats().pending_free_blocks, waiting, "{usage:?}: submitted, not complete");
@@ -326,7 +326,7 @@ fn out_of_memory_ladder_waits_for_pending_frees() {
     let (h, tracker) = heap(None, 64 * MIB);
     h.set_high_watermark_ratio(1.0).unwrap();
     let a = h.malloc(40 * MIB, Usage::Shared).unwrap();
-    let seq = tracker.next_seq(None);
+    let seq = tracker.next_seq();
     h.record_use(a.id, seq);
     h.free(a.id).unwrap();
     // The submission completes while the allocation waits in the ladder.
@@ -572,7 +572,7 @@ fn a_freed_id_never_names_the_block_that_reuses_its_place() {
         h.record_stream(b.id, &marks).unwrap();
         h.free(b.id).unwrap();
         assert!(h.block_info(b.id).is_some(), "pending, still known");
-        let seq = tracker.next_seq(None);
+        let seq = tracker.next_seq();
         marks.submitted(seq);
         tracker.complete(seq);
         h.free_inactive_buffers();

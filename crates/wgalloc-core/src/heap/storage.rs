@@ -80,8 +80,13 @@ impl SegmentStorage for WgpuStorage {
         Ok(Arc::new(buffer))
     }
 
+    /// Destroyed through the submission lane, after the submissions that use it; once the
+    /// device is closing, at once.
     fn release(&mut self, segment: Arc<wgpu::Buffer>) {
-        segment.destroy();
+        match self.gpu() {
+            Ok(gpu) => gpu.destroy_buffer((*segment).clone()),
+            Err(_) => segment.destroy(),
+        }
     }
 
     /// One submission: buffer-to-buffer copies between segments, the in-buffer kernel within

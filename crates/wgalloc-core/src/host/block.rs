@@ -365,7 +365,7 @@ impl HostBlock {
             match &staging.map {
                 MapState::Mapped(_) => return Ok(()),
                 MapState::Mapping(slot) => slot.clone(),
-                MapState::Unmapped => staging.start_map(&self.host.gpu.shared.tracker),
+                MapState::Unmapped => staging.start_map(&self.host.gpu),
             }
         };
         slot.done().await;

@@ -232,15 +232,13 @@ impl Host {
         Ok(HostBlock::new(self.clone(), id, size, staging))
     }
 
-    /// On a miss with blocks pending: one non-blocking device poll runs the map callbacks
-    /// of work that already finished (the poller thread may not have got to them yet),
-    /// then the pending list is processed again. Returns whether any block became free.
+    /// On a miss with blocks pending: the pending list is processed again (map callbacks of
+    /// finished work may have run since). No device poll here: it would wait for the device
+    /// locks the poller holds while GPU work runs (Note [One submission thread] in `lane.rs`);
+    /// the poller runs the callbacks. Returns whether any block became free.
     fn collect_ready(&self, pool: &BlockPool) -> bool {
         let before = pool.pending_len();
         if before == 0 {
-            return false;
-        }
-        if self.gpu.device().poll(wgpu::PollType::Poll).is_err() {
             return false;
         }
         self.process_pool(pool) < before
@@ -394,7 +392,7 @@ impl Host {
                     }
                     return match p.staging.dir {
                         Direction::Upload => {
-                            p.staging.start_map(tracker);
+                            p.staging.start_map(&self.gpu);
                             Step::Wait(p)
                         }
                         Direction::Download => match tracker.is_complete(target) {

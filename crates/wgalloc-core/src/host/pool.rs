@@ -69,18 +69,18 @@ impl Staging {
 
     /// Issues `map_async` for the block's direction. wgpu runs it after every
     /// submission that uses the buffer, so the callback doubles as the completion event.
-    pub fn start_map(&mut self, tracker: &crate::completion::Tracker) -> Arc<Slot<Completion>> {
+    pub fn start_map(&mut self, gpu: &crate::Gpu) -> Arc<Slot<Completion>> {
         let slot = Slot::new();
         let done = slot.clone();
         let mode = match self.dir {
             Direction::Upload => wgpu::MapMode::Write,
             Direction::Download => wgpu::MapMode::Read,
         };
-        tracker.track_map(&slot);
-        self.buffer.map_async(mode, .., move |r| {
+        gpu.shared.tracker.track_map(&slot);
+        // Through the submission lane: ordered after the submissions that use the buffer.
+        gpu.map_buffer(self.buffer.clone(), mode, 0..self.buffer.size(), move |r| {
             done.complete(r.map_err(|e| Error::Internal(format!("staging buffer mapping failed: {e}"))));
         });
-        tracker.notify();
         self.map = MapState::Mapping(slot.clone());
         slot
     }

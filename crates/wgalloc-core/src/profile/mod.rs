@@ -141,13 +141,20 @@ pub(crate) struct ProfilerCore {
     period_ns: f64,
     device: wgpu::Device,
     tracker: Arc<Tracker>,
+    /// Maps go through the submission lane, after the submissions they read.
+    lane: crate::lane::LaneHandle,
     pool: QueryPool,
     epoch: Instant,
     state: Mutex<State>,
 }
 
 impl ProfilerCore {
-    pub(crate) fn new(device: &wgpu::Device, queue: &wgpu::Queue, tracker: &Arc<Tracker>) -> ProfilerCore {
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        tracker: &Arc<Tracker>,
+        lane: crate::lane::LaneHandle,
+    ) -> ProfilerCore {
         let (env, env_error) = match std::env::var("WGALLOC_PROFILE") {
             Ok(v) => match options::parse_flags(&v) {
                 Ok(bits) => (bits, None),
@@ -172,6 +179,7 @@ impl ProfilerCore {
             period_ns: f64::from(queue.get_timestamp_period()),
             device: device.clone(),
             tracker: tracker.clone(),
+            lane,
             pool: QueryPool::default(),
             epoch: Instant::now(),
             state: Mutex::new(State::default()),
@@ -324,24 +332,27 @@ impl ProfilerCore {
         let done = slot.clone();
         let readback = chunk.readback.clone();
         let n = u64::from(chunk.used) * wgpu::QUERY_SIZE as u64;
-        readback.clone().map_async(wgpu::MapMode::Read, ..n, move |r| {
-            let ticks = r.ok().and_then(|_| {
-                let view = readback.get_mapped_range(..n).ok()?;
-                let t: Vec<u64> =
-                    view.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
-                drop(view);
-                readback.unmap();
-                Some(t)
-            });
-            if let Some(p) = weak.upgrade() {
-                // A chunk whose read failed may still be mapped: do not reuse it.
-                let reusable = ticks.is_some();
-                p.collected(entries, ticks, seq, stream, submit_us);
-                if reusable {
-                    p.pool.put(chunk);
+        let buffer = readback.clone();
+        self.lane.push(move |lane| {
+            lane.map(&buffer, wgpu::MapMode::Read, 0..n, move |r| {
+                let ticks = r.ok().and_then(|_| {
+                    let view = readback.get_mapped_range(..n).ok()?;
+                    let t: Vec<u64> =
+                        view.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+                    drop(view);
+                    readback.unmap();
+                    Some(t)
+                });
+                if let Some(p) = weak.upgrade() {
+                    // A chunk whose read failed may still be mapped: do not reuse it.
+                    let reusable = ticks.is_some();
+                    p.collected(entries, ticks, seq, stream, submit_us);
+                    if reusable {
+                        p.pool.put(chunk);
+                    }
                 }
-            }
-            done.complete(Ok(()));
+                done.complete(Ok(()));
+            })
         });
         self.tracker.notify();
     }
@@ -578,7 +589,10 @@ impl Gpu {
         let core = self
             .shared
             .profiler
-            .get_or_init(|| Arc::new(ProfilerCore::new(&self.shared.device, &self.shared.queue, &self.shared.tracker)))
+            .get_or_init(|| {
+                let lane = self.shared.lane.handle().clone();
+                Arc::new(ProfilerCore::new(&self.shared.device, &self.shared.queue, &self.shared.tracker, lane))
+            })
             .clone();
         if let Some(e) = &core.env_error {
             return Err(e.clone());
