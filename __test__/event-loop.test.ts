@@ -8,7 +8,19 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import test from 'ava'
-import { type DeviceBlock, type Executor, Gpu, type GpuBuffer, type Graph, type HostBlock, type ShapeExecutor, type Stream, planMemory } from 'wgalloc'
+import {
+  type DeviceBlock,
+  type Executor,
+  Gpu,
+  type GpuBuffer,
+  type Graph,
+  type HostBlock,
+  type KvCache,
+  type KvSequence,
+  type ShapeExecutor,
+  type Stream,
+  planMemory,
+} from 'wgalloc'
 import { apiSurface } from './api-surface.js'
 import { pattern } from './helpers.js'
 
@@ -80,6 +92,9 @@ interface Fixture {
   opened: Gpu[]
   /** Destroyed first while the job runs, so the calls come while a destroy waits. */
   doomed: GpuBuffer
+  kv: KvCache
+  /** Swapped out before the job, swapped in while it runs. */
+  seq: KvSequence
 }
 
 /** Every public async call (keys as the types name them), started while the GPU is busy. */
@@ -97,6 +112,7 @@ const ASYNC_CALLS: Record<string, (f: Fixture) => Promise<unknown>> = {
   'ShapeExecutor.warmup': (f) => f.shapes.warmup([{ batch: 2 }]),
   'DeviceBlock.read': (f) => f.other.read(0, 4),
   'HostBlock.map': (f) => f.down.map(),
+  'KvSequence.swapIn': (f) => f.seq.swapIn(),
   'GpuEvent.wait': (f) => f.stream.submit().wait(),
   'Stream.synchronize': (f) => f.stream.synchronize(),
   'Profiler.flush': (f) => f.gpu.profiler.flush(),
@@ -155,6 +171,10 @@ interface Attempt {
 async function attempt(f: Fixture, workgroups: number, quietMs: number, failed: (why: string) => void): Promise<Attempt> {
   f.spare = await f.gpu.compile(GRAPH)
   f.doomed = f.gpu.createBuffer(16)
+  if (!f.seq.freed) f.seq.free()
+  f.seq = f.kv.addSequence()
+  f.seq.append([1, 2, 3, 4, 5])
+  f.seq.swapOut()
   const quiet = monitorEventLoopDelay({ resolution: 1 })
   quiet.enable()
   await new Promise((r) => setTimeout(r, quietMs))
@@ -218,7 +238,10 @@ test('with a long GPU job in flight, no async call holds the event loop', async 
     dir: mkdtempSync(join(tmpdir(), 'wgalloc-evloop-')),
     opened: [],
     doomed: gpu.createBuffer(16),
+    kv: gpu.createKvCache({ layers: 2, kvHeads: 1, headDim: 8, blockTokens: 4, maxBlocks: 16, maxSequenceLength: 64 }),
+    seq: undefined as unknown as KvSequence,
   }
+  fixture.seq = fixture.kv.addSequence()
   // Every call once first: what a first use sets up (pipelines, staging, code paths) is no wait.
   await attempt(fixture, 1, 0, (why) => t.fail(why))
   let workgroups = await calibrate(gpu, y, JOB_MS)
