@@ -18,6 +18,7 @@ mod free_list;
 mod id_hash;
 mod in_buffer_copy;
 pub mod pool;
+pub mod profile;
 mod size_bins;
 mod stats;
 pub mod storage;
@@ -26,12 +27,13 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-pub use allocator::{Allocation, HeapCore, HeapLimits};
+pub use allocator::{Allocation, HeapCore, HeapLimits, WarmStart};
 pub use block::{BlockBinding, BlockLease, DeviceBlock};
 pub use config::{debug, Watermarks};
 pub use free_list::FreeList;
 pub use id_hash::IdHasher;
 pub use pool::{PoolKind, Usage};
+pub use profile::{HeapProfile, PoolProfile};
 pub use stats::{HeapStats, PoolStats, Stat};
 pub use storage::{BlockMove, CpuSegment, CpuStorage, SegmentStorage, WgpuStorage};
 
