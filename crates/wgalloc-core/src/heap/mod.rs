@@ -274,6 +274,16 @@ impl Heap {
         self.core.empty_cache()
     }
 
+    /// What the heap learned about its workload (see [`HeapCore::profile`]).
+    pub fn profile(&self) -> HeapProfile {
+        self.core.profile()
+    }
+
+    /// Reserves a profile's segments up front (see [`HeapCore::warm_start`]).
+    pub fn warm_start(&self, profile: &HeapProfile) -> Result<WarmStart> {
+        self.core.warm_start(profile)
+    }
+
     pub fn stats(&self) -> HeapStats {
         self.core.stats()
     }
