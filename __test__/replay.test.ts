@@ -27,6 +27,8 @@ interface PolicyFigures {
 /** wgalloc's figures on a trace, with the baselines simulated on the same events. */
 interface ReplayFigures extends PolicyFigures {
   baselines: PolicyFigures[]
+  profile?: { format: string; version: number; pools: { pool: string; peakLiveBytes: number; segments: number[] }[] }
+  warmStart?: { segments: number; reservedBytes: number; driverAllocationsAfter: number; fragmentation: number; withinTarget: boolean }
 }
 
 /** The device a simulation stands for (SimulateTraceOptions in js/binding.d.ts). */
@@ -178,6 +180,53 @@ test('CLI: replay --simulate needs no GPU and reports every baseline; --json has
   t.regex(cli([file, '--simulate', '--snapshot', join(tmpdir(), 'x.json')]).stderr, /\[INVALID_ARGUMENT\] --snapshot records the device heap/)
   t.regex(cli([file, '--alignment', '64']).stderr, /\[INVALID_ARGUMENT\] --alignment applies to --simulate/)
   t.regex(cli([file, '--simulate', '--alignment', '48']).stderr, /\[INVALID_ARGUMENT\] alignment must be a power of two, got 48/)
+})
+
+test('CLI: --save-profile writes the profile a replay ends with, --profile replays from a warm start, with and without --simulate', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-warm-'))
+  const trace = join(TRACES, 'ppocr-v4-rec.6x3x48x640.trace.json')
+  for (const mode of [['--simulate'], []]) {
+    const saved = join(dir, `profile${mode.length}.json`)
+    const cold = cli([trace, ...mode, '--json', '--save-profile', saved])
+    t.is(cold.code, 0, cold.stderr)
+    t.regex(cold.stderr, /wrote .*profile\d\.json \(heap profile\)/, 'the file is named on stderr with --json')
+    const coldFigures = JSON.parse(cold.stdout) as ReplayFigures
+    const profile = JSON.parse(readFileSync(saved, 'utf8'))
+    t.deepEqual(profile, coldFigures.profile)
+    t.is(profile.format, 'wgalloc-heap-profile')
+    const segments = profile.pools.flatMap((p: { segments: number[] }) => p.segments) as number[]
+    t.true(segments.length >= 1)
+    // The same trace from its own profile: one reservation up front, no driver allocation after it.
+    const warm = JSON.parse(cli([trace, ...mode, '--json', '--profile', saved]).stdout) as ReplayFigures
+    t.deepEqual(warm.warmStart, {
+      segments: segments.length,
+      reservedBytes: segments.reduce((a, b) => a + b, 0),
+      driverAllocationsAfter: 0,
+      fragmentation: warm.fragmentation,
+      withinTarget: true,
+    })
+    t.is(warm.driverAllocations, 0)
+    t.true(warm.peakReservedBytes < coldFigures.peakReservedBytes, `${warm.peakReservedBytes} vs ${coldFigures.peakReservedBytes}`)
+    t.true(warm.peakReservedBytes <= 1.05 * warm.peakLiveBytes + 2 * MIB)
+    t.is(coldFigures.warmStart, undefined)
+    const human = cli([trace, ...mode, '--profile', saved])
+    t.is(human.code, 0, human.stderr)
+    t.regex(
+      human.stdout,
+      /warm start: 1 segment, [\d.]+ MiB reserved up front; 0 driver allocations after it; peak reserved [\d.]+ x live \(target 1\.05 x live \+ 2 MiB: met\)/,
+    )
+  }
+  // A bad profile exits 1 naming the field; a file that is not JSON is a PARSE_ERROR naming it.
+  const bad = join(dir, 'bad.json')
+  writeFileSync(bad, JSON.stringify({ format: 'wgalloc-heap-profile', version: 1, pools: [{ pool: 'device-huge', peakLiveBytes: 1 }] }))
+  for (const mode of [['--simulate'], []]) {
+    const r = cli([trace, ...mode, '--profile', bad])
+    t.is(r.code, 1)
+    t.regex(r.stderr, /\[INVALID_ARGUMENT\] heap profile: pools\[0\]\.pool must be one of/)
+  }
+  writeFileSync(bad, '{ nope')
+  t.regex(cli([trace, '--simulate', '--profile', bad]).stderr, /\[PARSE_ERROR\] .*bad\.json is not valid JSON/)
+  t.regex(cli([trace, '--simulate', '--profile', join(dir, 'missing.json')]).stderr, /\[IO_ERROR\]/)
 })
 
 const BAD: [what: string, events: EventTuple[], message: RegExp][] = [

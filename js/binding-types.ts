@@ -33,4 +33,5 @@ export type {
   SnapshotSegment,
   Stat,
   TimestampHygiene,
+  WarmStartResult,
 } from './binding.js'

@@ -227,6 +227,17 @@ export declare class GpuEvent {
 export declare class Heap {
   /** Releases idle cached segments to the driver; returns the bytes released. */
   emptyCache(): number
+  /**
+   * The heap's profile (`heap.profile()`) as JSON text.
+   * @internal
+   */
+  profileJson(): string
+  /**
+   * Reserves the segments of a profile given as JSON text (`heap.warmStart()`); a bad profile
+   * is `INVALID_ARGUMENT` naming the field, one above the high watermark `OUT_OF_MEMORY`.
+   * @internal
+   */
+  warmStartJson(text: string): WarmStartResult
   /** Returns freed blocks whose GPU work completed to their pools. */
   freeInactiveBuffers(): void
   /**
@@ -1445,6 +1456,8 @@ export interface SimulateTraceOptions {
   capacity?: number
   /** Only the baselines (when the heap itself runs on a device). */
   baselinesOnly?: boolean
+  /** A heap profile as JSON text: the simulated heap starts warm from it. */
+  profile?: string
 }
 
 /** One range of a segment in a snapshot (`blockId` 0 for free ranges). */
@@ -1515,4 +1528,18 @@ export interface TraceSimulation {
   wgalloc?: SimulatedPolicy
   /** `pytorch-cuda`, `power-of-two`, `exact-size`. */
   baselines: Array<SimulatedPolicy>
+  /** The profile the simulated heap ended with, as JSON text (absent with `baselinesOnly`). */
+  profile?: string
+  /** What the warm start reserved (with `profile`). */
+  warmStart?: WarmStartResult
+}
+
+/** What `heap.warmStart()` reserved. */
+export interface WarmStartResult {
+  /** Segments reserved (driver buffers created). */
+  segments: number
+  /** Their bytes. */
+  reservedBytes: number
+  /** Bytes of idle segments released first. */
+  releasedBytes: number
 }

@@ -27,7 +27,7 @@ import {
   weightsOf,
 } from './exec.js'
 import type { Graph, GraphInputs } from './graph.js'
-import { type Heap, outOfMemoryOf, tableOfHeap, wrapHeap } from './heap.js'
+import { type Heap, type HeapProfile, outOfMemoryOf, tableOfHeap, wrapHeap } from './heap.js'
 import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
 import { type KvCache, type KvCacheOptions, createKvCache, kvCachesOfHeap } from './kv.js'
@@ -59,6 +59,18 @@ export interface GpuRequestOptions extends AsyncOptions {
   adapterIndex?: number
   /** An `id` from `Gpu.enumerate()`. `WGALLOC_ADAPTER` overrides. */
   adapterId?: string
+  /** Heap settings applied once the device is open. */
+  heap?: HeapRequestOptions
+}
+
+/** The `heap` option of `Gpu.request()`. */
+export interface HeapRequestOptions {
+  /**
+   * A profile from an earlier run's `heap.profile()` (object or JSON text): its segments are
+   * reserved before `request()` returns (see `heap.warmStart()`); if they cannot be, the device
+   * is closed again and the error is thrown.
+   */
+  profile?: HeapProfile | string
 }
 
 /** Options of `Gpu.enumerate()`. */
@@ -148,13 +160,22 @@ export class Gpu {
    * that opens afterwards is destroyed).
    */
   @api static async request(options?: GpuRequestOptions): Promise<Gpu> {
-    const { signal, ...rest } = optionsObject(options, 'Gpu.request')
+    const { signal, heap, ...rest } = optionsObject(options, 'Gpu.request')
+    const profile = heap?.profile
     const handle = await callWithSignal(
       signal,
       () => native.Gpu.request(rest),
       (late) => late.destroy(),
     )
     const gpu = create(handle)
+    if (profile !== undefined) {
+      try {
+        gpu.heap.warmStart(profile)
+      } catch (err) {
+        gpu.destroy()
+        throw err
+      }
+    }
     deviceOpened(gpu, 'request')
     if (process.env.WGALLOC_PROFILE) {
       // WGALLOC_PROFILE asked for stderr output, so this warning is printed as well as published.

@@ -3,15 +3,45 @@
 import { kvCachesOf } from './kv-registry.js'
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment } from './binding.js'
+import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
-import { WgallocError, toWgallocError } from './errors.js'
+import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { oomDetails, writeOomSnapshot } from './oom.js'
 import { ReportFiles } from './report-file.js'
+
+/** One pool of a heap profile. */
+export interface HeapProfilePool {
+  /** `device-small`, `device-large`, `shared-small`, `shared-large` or `scalar`. */
+  pool: string
+  /** Bytes allocated in the pool when its arena's live bytes peaked (small and large pools of one usage share an arena). */
+  peakLiveBytes: number
+  /** Sizes of the segments a warm start reserves for the pool (each rounded up to 64 KiB). */
+  segments: number[]
+}
+
+/**
+ * What a heap learned about its workload (`heap.profile()`), for a warm start of the next run
+ * (`heap.warmStart(profile)`, `Gpu.request({ heap: { profile } })`). Plain JSON; see
+ * [Warm starts](../docs/heap.md#warm-starts).
+ */
+export interface HeapProfile {
+  /** Always `wgalloc-heap-profile`. */
+  format: 'wgalloc-heap-profile'
+  /** The profile format's version (1). */
+  version: number
+  /** Pools the run allocated from, each at most once. */
+  pools: HeapProfilePool[]
+}
+
+/** A profile from the native JSON text, its fields in the documented order. */
+export function profileFromJson(text: string): HeapProfile {
+  const p = JSON.parse(text) as HeapProfile
+  return { format: p.format, version: p.version, pools: p.pools.map(({ pool, peakLiveBytes, segments }) => ({ pool, peakLiveBytes, segments })) }
+}
 
 const kCreate = Symbol('Heap.create')
 let create: (handle: Binding.Heap) => Heap
@@ -245,6 +275,31 @@ export class Heap {
   /** Releases idle cached segments to the driver; returns the bytes released. */
   @api emptyCache(): number {
     return this.#events.delivering(() => this.#native.emptyCache())
+  }
+  /**
+   * What the heap learned about its workload: per pool, the bytes allocated when its arena's live
+   * bytes peaked, and the segments a warm start reserves for them (one per arena, 1.02x its peak
+   * plus 1 MiB). The peaks are the heap's own since it was created: `resetPeakStats()` does not
+   * clear them and a warm start does not count. Save it as JSON for the next run.
+   */
+  @api profile(): HeapProfile {
+    return profileFromJson(this.#native.profileJson())
+  }
+  /**
+   * Reserves a profile's segments up front (after releasing the idle segments of the arenas it
+   * names), so a workload like the one it was taken from makes no driver allocation; the heap
+   * grows past them as usual. All or nothing: `OUT_OF_MEMORY` naming the figures when they would
+   * take the heap above its high watermark, `INVALID_ARGUMENT` naming the field for a bad
+   * profile (wrong `format` or `version`, an unknown pool, a size that is not a byte count, a
+   * segment above `maxBufferSize`). `profile` may be the object or its JSON text.
+   */
+  @api warmStart(profile: HeapProfile | string): WarmStartResult {
+    const text = typeof profile === 'string' ? profile : stringifyInput(profile ?? null, 'warmStart: the profile')
+    try {
+      return this.#events.delivering(() => this.#native.warmStartJson(text))
+    } catch (err) {
+      throw toWgallocError(err, true)
+    }
   }
   /** Returns freed blocks whose GPU work completed to their pools. */
   @api freeInactiveBuffers(): void {

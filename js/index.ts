@@ -67,6 +67,7 @@ export {
   type EnumerateOptions,
   Gpu,
   type GpuRequestOptions,
+  type HeapRequestOptions,
   type UploadBatchItem,
   type UploadOptions,
 } from './gpu.js'
@@ -91,7 +92,7 @@ export type {
   TensorOfKind,
   TensorWithDType,
 } from './graph.js'
-export { Heap } from './heap.js'
+export { Heap, type HeapProfile, type HeapProfilePool } from './heap.js'
 export { HeapScope, type HeapScopeOptions, type HeapScopeStats, type ScopeCharge } from './heap-scope.js'
 export type { HeapEventKind, OutOfMemoryEvent } from './heap-events.js'
 export {

@@ -7,7 +7,7 @@
 import type { SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
 import type { DeviceBlock } from './device-block.js'
 import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
-import type { Heap } from './heap.js'
+import { type Heap, type HeapProfile, profileFromJson } from './heap.js'
 import { native } from './native.js'
 
 /** One small heap of slack, so tiny workloads are not judged by heap granularity. */
@@ -55,9 +55,44 @@ export interface PolicyFigures {
   failedAllocations?: number
 }
 
+/** A replay from a warm start: what it reserved up front and how the run went past it. */
+export interface WarmStartFigures {
+  /** Segments the warm start reserved. */
+  segments: number
+  /** Their bytes. */
+  reservedBytes: number
+  /** Driver allocations after the warm start (0: the profile's segments held the whole run). */
+  driverAllocationsAfter: number
+  /** Peak reserved (warm segments included) over peak live. */
+  fragmentation: number
+  /** Peak reserved <= 1.05 x peak live + 2 MiB, the warm start's target. */
+  withinTarget: boolean
+}
+
 /** wgalloc's figures on a trace, with the baselines simulated on the same events. */
 export interface ReplayFigures extends PolicyFigures {
   baselines: PolicyFigures[]
+  /** The heap's profile at the end of the replay (`heap.profile()`), for `--save-profile`. */
+  profile?: HeapProfile
+  /** With a warm start: its figures (`driverAllocations` then counts those after it). */
+  warmStart?: WarmStartFigures
+}
+
+/** Options of `replayHeap` and `simulate` beyond the device's. */
+export interface ReplayOptions {
+  /** Start the heap warm from this profile (`heap.warmStart()`). */
+  profile?: HeapProfile | string
+}
+
+/** The warm start's target: peak reserved <= 1.05 x peak live + 2 MiB. */
+function warmFigures(f: PolicyFigures, segments: number, reservedBytes: number): WarmStartFigures {
+  return {
+    segments,
+    reservedBytes,
+    driverAllocationsAfter: f.driverAllocations,
+    fragmentation: f.fragmentation,
+    withinTarget: f.peakReservedBytes <= 1.05 * f.peakLiveBytes + 2 * 2 ** 20,
+  }
 }
 
 /** Runs the native simulation on a trace object or its JSON text; errors are typed. */
@@ -110,20 +145,31 @@ export const powerOfTwo = (trace: unknown): PolicyFigures => baselines(trace)[1]
 /** The exact-size free list baseline. */
 export const exactSize = (trace: unknown): PolicyFigures => baselines(trace)[2]
 
-/** The heap's policy on host storage, no GPU (`options`: the device it stands for): wgalloc's figures with `baselines`. */
-export function simulate(trace: unknown, options?: SimulateTraceOptions): ReplayFigures {
-  const sim = simulateNative(trace, options)
+/** The heap's policy on host storage, no GPU (`options`: the device it stands for, and a profile to start warm from): wgalloc's figures with `baselines`. */
+export function simulate(trace: unknown, options?: Omit<SimulateTraceOptions, 'profile'> & ReplayOptions): ReplayFigures {
+  const profile = options?.profile
+  const text = profile === undefined || typeof profile === 'string' ? profile : stringifyInput(profile, 'the profile')
+  const sim = simulateNative(trace, { ...options, profile: text })
   if (!sim.wgalloc) throw new WgallocError('INTERNAL', 'the simulation returned no figures for the heap')
-  const ours = withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes, sim.wgalloc.bytesMoved)
+  const ours: ReplayFigures = {
+    ...withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes, sim.wgalloc.bytesMoved),
+    baselines: sim.baselines.map((p) => fromNative(sim, p)),
+  }
   if (options?.capacity !== undefined) ours.failedAllocations = sim.wgalloc.failedAllocations
-  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
+  if (sim.profile !== undefined && sim.profile !== null) ours.profile = profileFromJson(sim.profile)
+  if (sim.warmStart) ours.warmStart = warmFigures(ours, sim.warmStart.segments, sim.warmStart.reservedBytes)
+  return ours
 }
 
-/** Runs the trace through `heap` (real GPU memory; it should start empty): figures with `baselines`. */
-export function replayHeap(heap: Heap, trace: Trace): ReplayFigures {
+/**
+ * Runs the trace through `heap` (real GPU memory; it should start empty), from a warm start with
+ * `options.profile`: figures with `baselines` and the profile the heap ends with.
+ */
+export function replayHeap(heap: Heap, trace: Trace, options?: ReplayOptions): ReplayFigures {
   // Checks the trace before any GPU memory is touched.
   const sim = simulateNative(trace, { baselinesOnly: true })
   heap.emptyCache()
+  const warm = options?.profile === undefined ? undefined : heap.warmStart(options.profile)
   heap.resetPeakStats()
   heap.resetAccumulatedStats()
   const live = new Map<string, [DeviceBlock, number]>() // id (as the Rust check keys it) -> block, size
@@ -156,5 +202,7 @@ export function replayHeap(heap: Heap, trace: Trace): ReplayFigures {
     s.allocatedBytes.peak,
     s.bytesMoved,
   )
-  return { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)) }
+  const out: ReplayFigures = { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)), profile: heap.profile() }
+  if (warm) out.warmStart = warmFigures(out, warm.segments, warm.reservedBytes)
+  return out
 }

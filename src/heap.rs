@@ -163,6 +163,23 @@ pub struct SnapshotSegment {
     pub blocks: Vec<SnapshotBlock>,
 }
 
+/// What `heap.warmStart()` reserved.
+#[napi(object)]
+pub struct WarmStartResult {
+    /// Segments reserved (driver buffers created).
+    pub segments: u32,
+    /// Their bytes.
+    pub reserved_bytes: f64,
+    /// Bytes of idle segments released first.
+    pub released_bytes: f64,
+}
+
+impl From<core_heap::WarmStart> for WarmStartResult {
+    fn from(w: core_heap::WarmStart) -> Self {
+        WarmStartResult { segments: w.segments, reserved_bytes: w.bytes as f64, released_bytes: w.released as f64 }
+    }
+}
+
 /// An allocator event (see `heap.on()`).
 #[napi(object)]
 pub struct HeapEvent {
@@ -270,6 +287,22 @@ impl Heap {
     #[napi(catch_unwind)]
     pub fn empty_cache(&self) -> f64 {
         self.inner.empty_cache() as f64
+    }
+
+    /// The heap's profile (`heap.profile()`) as JSON text.
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn profile_json(&self) -> String {
+        self.inner.profile().to_json().to_string()
+    }
+
+    /// Reserves the segments of a profile given as JSON text (`heap.warmStart()`); a bad profile
+    /// is `INVALID_ARGUMENT` naming the field, one above the high watermark `OUT_OF_MEMORY`.
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn warm_start_json(&self, text: String) -> Result<WarmStartResult> {
+        let profile = core_heap::HeapProfile::parse(&text).napi()?;
+        Ok(self.inner.warm_start(&profile).napi()?.into())
     }
 
     /// Returns freed blocks whose GPU work completed to their pools.

@@ -5,6 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use wgalloc_core::heap::HeapProfile;
 use wgalloc_core::replay::{self, SimulationOptions, Trace};
 
 use crate::error::{coded, to_u64, IntoNapi};
@@ -27,6 +28,8 @@ pub struct SimulateTraceOptions {
     pub capacity: Option<f64>,
     /// Only the baselines (when the heap itself runs on a device).
     pub baselines_only: Option<bool>,
+    /// A heap profile as JSON text: the simulated heap starts warm from it.
+    pub profile: Option<String>,
 }
 
 /// What one policy reserved on the trace.
@@ -73,6 +76,10 @@ pub struct TraceSimulation {
     pub wgalloc: Option<SimulatedPolicy>,
     /// `pytorch-cuda`, `power-of-two`, `exact-size`.
     pub baselines: Vec<SimulatedPolicy>,
+    /// The profile the simulated heap ended with, as JSON text (absent with `baselinesOnly`).
+    pub profile: Option<String>,
+    /// What the warm start reserved (with `profile`).
+    pub warm_start: Option<crate::heap::WarmStartResult>,
 }
 
 /// Parses and checks trace JSON `text` (bad events are `INVALID_ARGUMENT` naming their index)
@@ -87,6 +94,7 @@ pub fn simulate_trace(text: String, options: Option<SimulateTraceOptions>) -> Re
 fn simulate(text: &str, options: Option<SimulateTraceOptions>) -> Result<TraceSimulation> {
     let mut o = SimulationOptions::default();
     let mut baselines_only = false;
+    let mut profile = None;
     if let Some(opts) = options {
         let limits = &mut o.limits;
         if let Some(a) = opts.alignment {
@@ -109,13 +117,17 @@ fn simulate(text: &str, options: Option<SimulateTraceOptions>) -> Result<TraceSi
         o.unified_memory = opts.unified_memory.unwrap_or(false);
         o.capacity = opts.capacity.map(|c| to_u64(c, "capacity")).transpose()?;
         baselines_only = opts.baselines_only.unwrap_or(false);
+        profile = opts.profile.map(|text| HeapProfile::parse(&text)).transpose().napi()?;
     }
     let trace = Trace::parse(text).napi()?;
-    let wgalloc = if baselines_only { None } else { Some(replay::simulate_heap(&trace, &o).napi()?.into()) };
+    let run =
+        if baselines_only { None } else { Some(replay::simulate_heap_from(&trace, &o, profile.as_ref()).napi()?) };
     Ok(TraceSimulation {
         requests: trace.requests as f64,
         events: trace.events.len() as f64,
-        wgalloc,
+        profile: run.as_ref().map(|r| r.profile.to_json().to_string()),
+        warm_start: run.as_ref().and_then(|r| r.warm_start).map(Into::into),
+        wgalloc: run.map(|r| r.figures.into()),
         baselines: replay::baselines(&trace, o.capacity).into_iter().map(Into::into).collect(),
     })
 }

@@ -1,19 +1,59 @@
 // Heap allocator benchmarks: cached malloc/free speed through JS, and
 // fragmentation on the real-model eager traces against PyTorch's CUDA caching allocator
 // policy and two simple policies (simulated on the same events).
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Gpu, type Heap, type Trace } from 'wgalloc'
-import { DATA, internal, type Result, type Suite } from '../harness.js'
+import { Gpu, type Heap, type HeapProfile, type Trace } from 'wgalloc'
+import { DATA, internal, ROOT, type Result, type Suite } from '../harness.js'
 
 interface PolicyFigures {
   policy: string
   peakReservedBytes: number
+  peakLiveBytes: number
   fragmentation: number
   driverAllocations: number
   bytesMoved?: number
 }
-const { replayHeap } = internal<{ replayHeap: (heap: Heap, trace: Trace) => PolicyFigures & { baselines: PolicyFigures[] } }>('replay.js')
+type ReplayFigures = PolicyFigures & { baselines: PolicyFigures[]; profile: HeapProfile; warmStart?: { segments: number; reservedBytes: number } }
+const { replayHeap } = internal<{ replayHeap: (heap: Heap, trace: Trace, options?: { profile?: HeapProfile }) => ReplayFigures }>('replay.js')
+
+const MIB = 2 ** 20
+
+/** Replays `trace` on a device of its own (nothing else's memory counts in the peak). */
+async function replayAlone(trace: Trace, profile?: HeapProfile): Promise<ReplayFigures> {
+  const gpu = await Gpu.request()
+  try {
+    return replayHeap(gpu.heap, trace, { profile })
+  } finally {
+    gpu.destroy()
+  }
+}
+
+/** Requests `[from, to)` of a mix or pipeline (ids `r<k>:...`), as a trace of their own. */
+function requestsOf(trace: Trace & { requests: number }, from: number, to: number): Trace {
+  const request = (id: string | number) => Number(/^r(\d+):/.exec(String(id))?.[1])
+  return { requests: to - from, events: trace.events.filter((e) => request(e.id) >= from && request(e.id) < to) }
+}
+
+/** Seeded draws of the generated serving mixes (`scripts/traces/synthetic.mts --seed N`), in a temporary folder. */
+function syntheticDraws(seeds: number[]): { dir: string; mixes: string[] } {
+  const scripts = join(ROOT, 'scripts', 'traces')
+  const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(scripts, 'tsconfig.synthetic.json')], {
+    stdio: 'inherit',
+  })
+  if (tsc.status !== 0) throw new Error('compiling scripts/traces/synthetic.mts failed')
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-draws-'))
+  for (const seed of seeds) {
+    const r = spawnSync(process.execPath, [join(scripts, 'dist', 'synthetic.mjs'), '--seed', String(seed), '--out', join(dir, `seed${seed}`)], {
+      encoding: 'utf8',
+    })
+    if (r.status !== 0) throw new Error(`synthetic draw ${seed}: ${r.stderr}`)
+  }
+  const mixes = readdirSync(join(dir, `seed${seeds[0]}`)).filter((f) => f.endsWith('.mix.trace.json'))
+  return { dir, mixes: mixes.sort() }
+}
 
 const TRACES = join(DATA, 'traces')
 const SIZES = [256, 4096, 65536, 1 << 20]
@@ -146,6 +186,90 @@ export const suites: Suite[] = [
           baselines,
         })
       }
+      return out
+    },
+  },
+  {
+    name: 'heap-warm-start',
+    description:
+      'a heap profile recorded on one draw of each serving mix, another draw replayed from it on the device: peak reserved / live and driver allocations after the warm start, vs the same draw from a cold start',
+    async run() {
+      const read = (file: string) => JSON.parse(readFileSync(file, 'utf8')) as Trace & { requests: number }
+      // Draws: generated mixes at seeds 1 -> 2 and 2 -> 3; recorded mixes and pipelines, whose
+      // models are not in the repository, split into their first and last halves of requests
+      // (consecutive draws of the mix's seeded generator).
+      const pairs: { name: string; record: Trace; replay: Trace }[] = []
+      const SEEDS = [1, 2, 3]
+      const { dir, mixes } = syntheticDraws(SEEDS)
+      try {
+        for (const mix of mixes) {
+          for (let i = 0; i + 1 < SEEDS.length; i++) {
+            const [a, b] = [SEEDS[i], SEEDS[i + 1]]
+            pairs.push({
+              name: `${mix.replace('.trace.json', '')} seed ${a} -> ${b}`,
+              record: read(join(dir, `seed${a}`, mix)),
+              replay: read(join(dir, `seed${b}`, mix)),
+            })
+          }
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+      const TRACES_DIR = join(DATA, 'traces')
+      for (const file of readdirSync(TRACES_DIR)
+        .filter((f) => f.endsWith('.mix.trace.json') || f.endsWith('.pipeline.trace.json'))
+        .sort()) {
+        const trace = read(join(TRACES_DIR, file))
+        const half = Math.floor(trace.requests / 2)
+        pairs.push({
+          name: `${file.replace('.trace.json', '')} requests 1-${half} -> ${half + 1}-${trace.requests}`,
+          record: requestsOf(trace, 0, half),
+          replay: requestsOf(trace, half, trace.requests),
+        })
+      }
+      const out: Result[] = []
+      let [noDriver, tight, bytesTarget] = [0, 0, 0]
+      for (const { name, record, replay } of pairs) {
+        const { profile, peakLiveBytes: recordedLive } = await replayAlone(record)
+        const cold = await replayAlone(replay)
+        const warm = await replayAlone(replay, profile)
+        const pytorch = warm.baselines.find((b) => b.policy === 'pytorch-cuda')!
+        const live = warm.peakLiveBytes
+        const withinTight = warm.peakReservedBytes <= 1.05 * live + 2 * MIB
+        const withinBytes = warm.peakReservedBytes <= 1.15 * live + 8 * MIB && warm.peakReservedBytes <= pytorch.peakReservedBytes
+        noDriver += warm.driverAllocations === 0 ? 1 : 0
+        tight += withinTight ? 1 : 0
+        bytesTarget += withinBytes ? 1 : 0
+        out.push({
+          pair: name,
+          measured: { value: warm.fragmentation, unit: `reserved/live warm, ${warm.driverAllocations} driver allocs after the warm start (${name})` },
+          baseline: {
+            value: cold.fragmentation,
+            unit: `reserved/live, ${cold.driverAllocations} driver allocs`,
+            what: `cold start; pytorch-cuda ${pytorch.fragmentation.toFixed(3)}, ${pytorch.driverAllocations} allocs`,
+          },
+          ratio: warm.peakReservedBytes / cold.peakReservedBytes,
+          ratioMeaning: 'peak reserved, warm vs cold start (lower is better)',
+          recordedPeakLiveBytes: recordedLive,
+          peakLiveBytes: live,
+          warm: { peakReservedBytes: warm.peakReservedBytes, driverAllocations: warm.driverAllocations, warmStart: warm.warmStart },
+          cold: { peakReservedBytes: cold.peakReservedBytes, driverAllocations: cold.driverAllocations },
+          pytorch: { peakReservedBytes: pytorch.peakReservedBytes, driverAllocations: pytorch.driverAllocations },
+          withinTight,
+          withinBytes,
+        })
+      }
+      const n = pairs.length
+      out.push({
+        pair: 'all',
+        measured: {
+          value: noDriver / n,
+          unit: `of ${n} pairs with no driver allocation after the warm start; ${tight} within 1.05 x live + 2 MiB; ${bytesTarget} within 1.15 x live + 8 MiB and pytorch-cuda`,
+        },
+        baseline: { value: 0.9, unit: 'share of pairs', what: 'target' },
+        ratio: noDriver / n / 0.9,
+        ratioMeaning: 'pairs without driver allocations vs the 90% target (>= 1 met)',
+      })
       return out
     },
   },

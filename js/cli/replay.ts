@@ -2,7 +2,8 @@
 // calls of an eager allocation trace through the heap, beside PyTorch's CUDA caching allocator
 // policy and two simple policies simulated on the same events. `--simulate` runs the heap's
 // policy on host storage (no GPU); without it the heap runs on the device. `--snapshot out.json`
-// also saves the heap's recorded history (for `wgalloc view`).
+// also saves the heap's recorded history (for `wgalloc view`). `--save-profile FILE` writes the
+// heap's profile at the end (`heap.profile()`); `--profile FILE` starts the heap warm from one.
 import { WgallocError } from '../errors.js'
 import { Gpu } from '../gpu.js'
 import { readInputFile, writeOutputFile } from '../input-file.js'
@@ -12,8 +13,10 @@ import { parseCommand, str } from './command.js'
 import { bytes, table } from './table.js'
 
 const USAGE =
-  'usage: wgalloc replay <trace.json> [--json] [--simulate [--alignment N]] [--snapshot out.json]   (format: bench/data/traces, events of { op: "alloc"|"free", id, size })\n' +
-  '  --simulate     run the heap policy on host storage, no GPU (a device with N-byte offset alignment, default 256)'
+  'usage: wgalloc replay <trace.json> [--json] [--simulate [--alignment N]] [--snapshot out.json] [--profile in.json] [--save-profile out.json]   (format: bench/data/traces, events of { op: "alloc"|"free", id, size })\n' +
+  '  --simulate      run the heap policy on host storage, no GPU (a device with N-byte offset alignment, default 256)\n' +
+  '  --profile       start the heap warm from a profile (heap.profile() of an earlier run, or --save-profile)\n' +
+  '  --save-profile  write the profile the heap ends the replay with'
 
 export default async function replay(argv: string[]): Promise<number> {
   const { values, positionals, exit } = parseCommand(argv, {
@@ -24,6 +27,8 @@ export default async function replay(argv: string[]): Promise<number> {
       simulate: { type: 'boolean', default: false },
       alignment: { type: 'string' },
       snapshot: { type: 'string' },
+      profile: { type: 'string' },
+      'save-profile': { type: 'string' },
     },
   })
   if (exit !== undefined) return exit
@@ -32,6 +37,17 @@ export default async function replay(argv: string[]): Promise<number> {
   const alignmentText = str(values, 'alignment')
   if (alignmentText !== undefined && !values.simulate) throw new WgallocError('INVALID_ARGUMENT', '--alignment applies to --simulate (the device has its own)')
   const alignment = alignmentText === undefined ? undefined : Number(alignmentText)
+  const saveProfile = str(values, 'save-profile')
+  const profileFile = str(values, 'profile')
+  // The profile's text goes to the Rust checker as written (fields named on INVALID_ARGUMENT).
+  const profile = profileFile === undefined ? undefined : readInputFile(profileFile)
+  if (profile !== undefined) {
+    try {
+      JSON.parse(profile)
+    } catch (err) {
+      throw new WgallocError('PARSE_ERROR', `${profileFile} is not valid JSON: ${(err as Error).message}`, { cause: err })
+    }
+  }
   const file = positionals[0]
   // The text goes to the Rust checker as written (bad JSON is a PARSE_ERROR naming the file).
   const text = readInputFile(file)
@@ -44,11 +60,11 @@ export default async function replay(argv: string[]): Promise<number> {
   let ours: ReplayFigures
   let history: unknown
   if (values.simulate) {
-    ours = simulate(text, alignment === undefined ? undefined : { alignment })
+    ours = simulate(text, { ...(alignment === undefined ? {} : { alignment }), profile })
   } else {
     const gpu = await Gpu.request()
     try {
-      ours = replayHeap(gpu.heap, trace)
+      ours = replayHeap(gpu.heap, trace, { profile })
       // A second pass records every block's segment and offset: a snapshot with history.
       if (snapshot) history = replayHistory(gpu.heap, trace)
     } finally {
@@ -56,6 +72,7 @@ export default async function replay(argv: string[]): Promise<number> {
     }
   }
   if (snapshot) writeOutputFile(snapshot, `${JSON.stringify(history)}\n`, 'memory history', values.json === true)
+  if (saveProfile) writeOutputFile(saveProfile, `${JSON.stringify(ours.profile, null, 1)}\n`, 'heap profile', values.json === true)
   if (values.json) {
     console.log(JSON.stringify(ours))
     return 0
@@ -70,5 +87,13 @@ export default async function replay(argv: string[]): Promise<number> {
   ])
   console.log(`${file}: ${ours.events} events, ${trace.requests ?? 1} requests\n`)
   console.log(table(['policy', 'peak reserved', 'peak live', 'reserved/live', 'driver allocs', 'per 1000 requests'], rows))
+  const w = ours.warmStart
+  if (w) {
+    console.log(
+      `\nwarm start: ${w.segments} segment${w.segments === 1 ? '' : 's'}, ${bytes(w.reservedBytes)} reserved up front; ` +
+        `${w.driverAllocationsAfter} driver allocation${w.driverAllocationsAfter === 1 ? '' : 's'} after it; ` +
+        `peak reserved ${w.fragmentation.toFixed(3)} x live (target 1.05 x live + 2 MiB: ${w.withinTarget ? 'met' : 'not met'})`,
+    )
+  }
   return 0
 }

@@ -37,6 +37,7 @@ use super::block_slab::{self, BlockSlab};
 use super::compaction::{self, Resident, SegmentView};
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
+use super::profile::{self, HeapProfile};
 use super::stats::{HeapStats, PoolStats};
 use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
@@ -133,6 +134,10 @@ struct State<S: SegmentStorage> {
     /// Most bytes allocated at once so far in each arena (unlike the stats' peak, callers cannot
     /// reset it): the bytes an arena keeps on a miss or a merge follow its own peak, not another's.
     live_peak: [u64; ARENAS],
+    /// Most bytes allocated at once in each arena by this heap's own blocks (a warm start does
+    /// not raise it), and the bytes of each pool at that moment: what [`HeapCore::profile`] reports.
+    run_peak: [u64; ARENAS],
+    peak_pools: [u64; PoolKind::ALL.len()],
     blocks: BlockSlab<BlockRec>,
     pending: Vec<u64>,
     stats: HeapStats,
@@ -143,6 +148,17 @@ struct State<S: SegmentStorage> {
     events: Vec<HeapEvent>,
     log_to_queue: bool,
     logs: Vec<String>,
+}
+
+/// What [`HeapCore::warm_start`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WarmStart {
+    /// Segments reserved.
+    pub segments: u32,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Bytes of idle segments released first.
+    pub released: u64,
 }
 
 /// A block handed out: where it lives (until compaction moves it) and what it is.
@@ -187,6 +203,8 @@ impl<S: SegmentStorage> HeapCore<S> {
                 arena_segments: [0; ARENAS],
                 merge_pending: 0,
                 live_peak: [0; ARENAS],
+                run_peak: [0; ARENAS],
+                peak_pools: [0; PoolKind::ALL.len()],
                 blocks: BlockSlab::default(),
                 pending: Vec::new(),
                 stats: HeapStats::default(),
@@ -351,7 +369,14 @@ impl<S: SegmentStorage> HeapCore<S> {
         let from_driver = fresh == Some(segment);
         st.stats.block_allocated(pool, aligned, requested, from_driver);
         let arena = pool.arena();
-        st.live_peak[arena] = st.live_peak[arena].max(arena_live(&st.stats, arena));
+        let live = arena_live(&st.stats, arena);
+        if live > st.run_peak[arena] {
+            st.run_peak[arena] = live;
+            for (kind, figures) in arena_pools(&st.stats, arena) {
+                st.peak_pools[kind.index()] = figures.allocated_bytes.current;
+            }
+        }
+        st.live_peak[arena] = st.live_peak[arena].max(live);
         let kind = if from_driver { HeapEventKind::Allocated } else { HeapEventKind::Recycled };
         self.emit(st, || HeapEvent {
             kind,
@@ -840,6 +865,81 @@ impl<S: SegmentStorage> HeapCore<S> {
         let mut st = self.state();
         self.sweep_pending(&mut st);
         self.release_idle_segments(&mut st, u64::MAX)
+    }
+
+    /// What this heap learned about its workload (see Note [Warm-start profiles]): per pool, the
+    /// bytes allocated when its arena's live bytes peaked, and the segments a warm start reserves.
+    pub fn profile(&self) -> HeapProfile {
+        let st = self.state();
+        let mut pools = Vec::new();
+        for arena in 0..ARENAS {
+            let peaks: Vec<(PoolKind, u64)> =
+                PoolKind::ALL.iter().filter(|p| p.arena() == arena).map(|&p| (p, st.peak_pools[p.index()])).collect();
+            pools.extend(HeapProfile::plan_arena(&peaks, self.limits.max_buffer_size));
+        }
+        HeapProfile { pools }
+    }
+
+    /// Reserves the segments `profile` lists (each rounded up to the segment granule), after
+    /// releasing the idle segments of the arenas it names, so that a workload like the one it
+    /// was taken from finds them and the policy grows only past them. All or nothing: a profile
+    /// above the high watermark is `OUT_OF_MEMORY` naming the figures, and a segment the driver
+    /// refuses releases those made before it. A segment above the device's largest buffer is
+    /// `INVALID_ARGUMENT` naming it. The arenas' live peaks (which the growth and merge budgets
+    /// follow) rise to the profile's.
+    pub fn warm_start(&self, profile: &HeapProfile) -> Result<WarmStart> {
+        self.tracker.check_alive()?;
+        let mut sizes: Vec<(PoolKind, u64)> = Vec::new();
+        for (i, p) in profile.pools.iter().enumerate() {
+            for (j, &s) in p.segments.iter().enumerate() {
+                let size = profile::round_to_granule(s).max(s);
+                if size > self.limits.max_buffer_size {
+                    return Err(Error::invalid(format!(
+                        "warmStart: profile pools[{i}].segments[{j}] is {s} bytes, above the device's maxBufferSize of {} bytes",
+                        self.limits.max_buffer_size
+                    )));
+                }
+                sizes.push((p.pool, size));
+            }
+        }
+        let mut st = self.state();
+        self.sweep_pending(&mut st);
+        let mut released = 0;
+        for arena in 0..ARENAS {
+            if profile.pools.iter().any(|p| p.pool.arena() == arena && !p.segments.is_empty()) {
+                released += self.release_arena_idle(&mut st, arena);
+            }
+        }
+        let bytes = sizes.iter().fold(0u64, |a, s| a.saturating_add(s.1));
+        if !self.fits_high_watermark(&st, bytes) {
+            let high = st.watermarks.high;
+            return Err(Error::OutOfMemory(format!(
+                "warmStart: the profile's {} segments take {bytes} bytes; with {} bytes reserved that exceeds the high \
+                 watermark of {} bytes ({high} x budget {}); nothing was reserved. Lower the profile's segments or raise \
+                 the high watermark ratio.",
+                sizes.len(),
+                st.stats.reserved_bytes.current,
+                Watermarks::limit(high, self.limits.budget),
+                self.limits.budget
+            )));
+        }
+        let mut made = Vec::with_capacity(sizes.len());
+        for &(pool, size) in &sizes {
+            match self.create_segment(&mut st, pool, size, false) {
+                Ok(id) => made.push(id),
+                Err(e) => {
+                    for id in made {
+                        self.release_segment(&mut st, id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for arena in 0..ARENAS {
+            let peak: u64 = profile.pools.iter().filter(|p| p.pool.arena() == arena).map(|p| p.peak_live).sum();
+            st.live_peak[arena] = st.live_peak[arena].max(peak);
+        }
+        Ok(WarmStart { segments: made.len() as u32, bytes, released })
     }
 
     pub fn stats(&self) -> HeapStats {

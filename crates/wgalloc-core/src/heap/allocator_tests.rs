@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CpuStorage, HeapCore, HeapLimits, PoolKind, Usage, Watermarks};
+use super::{pool, CpuStorage, HeapCore, HeapLimits, HeapProfile, PoolKind, PoolProfile, Usage, Watermarks};
 use crate::completion::Tracker;
 use crate::stream::StreamMarks;
 
@@ -582,4 +582,111 @@ fn a_freed_id_never_names_the_block_that_reuses_its_place() {
         assert_eq!(h.free(b.id).unwrap_err().code(), "DOUBLE_FREE");
         h.free(c.id).unwrap();
     }
+}
+
+/// A serving loop's requests: each allocates `sizes` in turn, freeing every other one as it
+/// goes, then frees the rest.
+fn serve(h: &HeapCore<CpuStorage>, requests: &[&[u64]]) {
+    for sizes in requests {
+        let mut live = Vec::new();
+        for (i, &s) in sizes.iter().enumerate() {
+            live.push(h.malloc(s, Usage::Device).unwrap());
+            if i % 2 == 1 {
+                h.free(live.remove(0).id).unwrap();
+            }
+        }
+        for a in live {
+            h.free(a.id).unwrap();
+        }
+    }
+}
+
+const MIX: [&[u64]; 3] = [
+    &[3 * MIB, 24 * MIB, 4096, 6 * MIB, 40 * MIB, 700_000, 12 * MIB],
+    &[2 * MIB, 16 * MIB, 8192, 9 * MIB, 30 * MIB, 12 * MIB],
+    &[5 * MIB, 36 * MIB, 100_000, 7 * MIB, 20 * MIB, 48 * MIB, 3 * MIB],
+];
+
+#[test]
+fn a_warm_start_serves_a_workload_within_its_profile_without_driver_calls() {
+    let (cold, _) = heap(None, 1 << 30);
+    serve(&cold, &MIX);
+    let profile = cold.profile();
+    let peak = cold.stats().allocated_bytes.peak;
+    assert!(cold.stats().driver_allocations > 1, "the cold heap grew in steps");
+    // One segment for the device arena, under the large pool, of 1.02 x the peak + 1 MiB.
+    let large = profile.pools.iter().find(|p| p.pool == PoolKind::DeviceLarge).unwrap();
+    assert_eq!(large.segments, vec![super::profile::warm_bytes(peak)]);
+    assert_eq!(profile.pools.iter().map(|p| p.peak_live).sum::<u64>(), peak);
+    // Through JSON and into a fresh heap: the same requests in another order make no driver call.
+    let profile = HeapProfile::parse(&profile.to_json().to_string()).unwrap();
+    let (warm, _) = heap(None, 1 << 30);
+    let w = warm.warm_start(&profile).unwrap();
+    assert_eq!((w.segments, w.bytes), (1, large.segments[0]));
+    let s = warm.stats();
+    assert_eq!((s.driver_allocations, s.reserved_bytes.current), (1, w.bytes));
+    assert_eq!(s.pool(PoolKind::DeviceLarge).reserved_bytes.current, w.bytes, "stats show the reserved segment");
+    warm.reset_accumulated_stats();
+    serve(&warm, &[MIX[2], MIX[0], MIX[1], MIX[2]]);
+    let s = warm.stats();
+    assert_eq!(s.driver_allocations, 0, "{s:?}");
+    assert_eq!(s.reserved_bytes.peak, w.bytes);
+    assert!(s.reserved_bytes.peak < cold.stats().reserved_bytes.peak);
+    // The warm start does not count toward the profile: the run's own peak does.
+    assert_eq!(warm.profile(), profile);
+}
+
+#[test]
+fn a_warm_heap_grows_past_its_profile() {
+    let (cold, _) = heap(None, 1 << 30);
+    serve(&cold, &MIX[..1]);
+    let (warm, _) = heap(None, 1 << 30);
+    let w = warm.warm_start(&cold.profile()).unwrap();
+    warm.reset_accumulated_stats();
+    // A request twice as large as any the profile saw: the policy grows, and the profile follows.
+    serve(&warm, &[&[64 * MIB, 80 * MIB, 3 * MIB]]);
+    let s = warm.stats();
+    assert!(s.driver_allocations >= 1 && s.reserved_bytes.peak > w.bytes, "{s:?}");
+    assert!(s.reserved_bytes.peak <= pool::target(144 * MIB) + w.bytes, "{s:?}");
+    let grown = warm.profile();
+    assert!(grown.segment_bytes() > w.bytes, "the next profile holds the larger workload");
+    // A second warm start on a used heap first releases its idle segments.
+    let again = warm.warm_start(&grown).unwrap();
+    assert_eq!(again.released, s.reserved_bytes.current);
+    assert_eq!(warm.stats().reserved_bytes.current, grown.segment_bytes());
+}
+
+#[test]
+fn a_profile_that_does_not_fit_is_refused_whole() {
+    let (h, _) = heap(None, 64 * MIB);
+    h.set_high_watermark_ratio(1.0).unwrap();
+    let keep = h.malloc(8 * MIB, Usage::Device).unwrap();
+    let before = h.stats();
+    let profile = HeapProfile {
+        pools: vec![
+            PoolProfile { pool: PoolKind::DeviceLarge, peak_live: 40 * MIB, segments: vec![40 * MIB] },
+            PoolProfile { pool: PoolKind::SharedLarge, peak_live: 20 * MIB, segments: vec![20 * MIB] },
+        ],
+    };
+    let err = h.warm_start(&profile).unwrap_err();
+    assert_eq!(err.code(), "OUT_OF_MEMORY");
+    for needle in ["2 segments take 62914560 bytes", "high watermark of 67108864 bytes", "nothing was reserved"] {
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+    let after = h.stats();
+    assert_eq!(
+        (after.driver_allocations, after.reserved_bytes.current),
+        (before.driver_allocations, before.reserved_bytes.current)
+    );
+    // A segment the store refuses undoes the ones made before it.
+    let (small_store, _) = heap(Some(50 * MIB), 1 << 30);
+    assert_eq!(small_store.warm_start(&profile).unwrap_err().code(), "OUT_OF_MEMORY");
+    assert_eq!(small_store.with_storage(|s| s.in_use()), 0);
+    // Above the largest buffer: the segment is named.
+    let huge =
+        HeapProfile { pools: vec![PoolProfile { pool: PoolKind::Scalar, peak_live: 0, segments: vec![MIB, 1 << 40] }] };
+    let err = h.warm_start(&huge).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert!(err.to_string().contains("pools[0].segments[1]"), "{err}");
+    h.free(keep.id).unwrap();
 }

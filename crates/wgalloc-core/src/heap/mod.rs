@@ -18,6 +18,7 @@ mod free_list;
 mod id_hash;
 mod in_buffer_copy;
 pub mod pool;
+pub mod profile;
 mod size_bins;
 mod stats;
 pub mod storage;
@@ -26,12 +27,13 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-pub use allocator::{Allocation, HeapCore, HeapLimits};
+pub use allocator::{Allocation, HeapCore, HeapLimits, WarmStart};
 pub use block::{BlockBinding, BlockLease, DeviceBlock};
 pub use config::{debug, Watermarks};
 pub use free_list::FreeList;
 pub use id_hash::IdHasher;
 pub use pool::{PoolKind, Usage};
+pub use profile::{HeapProfile, PoolProfile};
 pub use stats::{HeapStats, PoolStats, Stat};
 pub use storage::{BlockMove, CpuSegment, CpuStorage, SegmentStorage, WgpuStorage};
 
@@ -282,6 +284,16 @@ impl Heap {
     /// Releases every idle cached segment to the driver. Returns the bytes released.
     pub fn empty_cache(&self) -> u64 {
         self.core.empty_cache()
+    }
+
+    /// What the heap learned about its workload (see [`HeapCore::profile`]).
+    pub fn profile(&self) -> HeapProfile {
+        self.core.profile()
+    }
+
+    /// Reserves a profile's segments up front (see [`HeapCore::warm_start`]).
+    pub fn warm_start(&self, profile: &HeapProfile) -> Result<WarmStart> {
+        self.core.warm_start(profile)
     }
 
     pub fn stats(&self) -> HeapStats {

@@ -12,7 +12,7 @@ pub use trace::{Trace, TraceEvent};
 
 use crate::completion::Tracker;
 use crate::error::{Error, Result};
-use crate::heap::{CpuStorage, HeapCore, HeapLimits, Usage, Watermarks};
+use crate::heap::{CpuStorage, HeapCore, HeapLimits, HeapProfile, Usage, WarmStart, Watermarks};
 
 const MIB: u64 = 1 << 20;
 
@@ -107,6 +107,25 @@ pub fn baselines(trace: &Trace, capacity: Option<u64>) -> Vec<PolicyFigures> {
 
 /// wgalloc's heap (device-only blocks, as an eager runtime allocates activations).
 pub fn simulate_heap(trace: &Trace, options: &SimulationOptions) -> Result<PolicyFigures> {
+    simulate_heap_from(trace, options, None).map(|run| run.figures)
+}
+
+/// A simulated heap run: its figures, what a warm start reserved, and the profile it ended with.
+#[derive(Debug, Clone)]
+pub struct HeapRun {
+    /// With a warm start, `driver_allocations` counts those after it; `peak_reserved` includes
+    /// the warm segments.
+    pub figures: PolicyFigures,
+    pub warm_start: Option<WarmStart>,
+    pub profile: HeapProfile,
+}
+
+/// [`simulate_heap`], from a warm start with `profile` when given.
+pub fn simulate_heap_from(
+    trace: &Trace,
+    options: &SimulationOptions,
+    profile: Option<&HeapProfile>,
+) -> Result<HeapRun> {
     let tracker = Arc::new(Tracker::default());
     let heap = HeapCore::new(
         CpuStorage::with_capacity(options.capacity),
@@ -115,6 +134,8 @@ pub fn simulate_heap(trace: &Trace, options: &SimulationOptions) -> Result<Polic
         Watermarks::defaults(options.unified_memory),
         0,
     );
+    let warm_start = profile.map(|p| heap.warm_start(p)).transpose()?;
+    heap.reset_accumulated_stats();
     let mut blocks: Vec<Option<u64>> = vec![None; trace.slots];
     let mut failed = 0;
     for (i, e) in trace.events.iter().enumerate() {
@@ -132,7 +153,7 @@ pub fn simulate_heap(trace: &Trace, options: &SimulationOptions) -> Result<Polic
         }
     }
     let s = heap.stats();
-    Ok(PolicyFigures {
+    let figures = PolicyFigures {
         policy: "wgalloc",
         peak_reserved: s.reserved_bytes.peak,
         peak_live: trace.peak_live,
@@ -140,7 +161,8 @@ pub fn simulate_heap(trace: &Trace, options: &SimulationOptions) -> Result<Polic
         peak_allocated: Some(s.allocated_bytes.peak),
         failed_allocations: failed,
         bytes_moved: s.bytes_moved,
-    })
+    };
+    Ok(HeapRun { figures, warm_start, profile: heap.profile() })
 }
 
 pub fn simulate_pytorch_cuda(trace: &Trace, capacity: Option<u64>) -> PolicyFigures {
