@@ -62,6 +62,11 @@ pub struct DeviceIo {
     /// running below its bucket): blocks need only these, an input's remainder is zeroed, and
     /// an output gives only these. Never applies to external tensors, which are bound whole.
     pub bytes: HashMap<String, u64>,
+    /// Per device input or output, the copies that move its bytes when they are not one prefix
+    /// of the tensor (rows of a shape executor's tensor below a bucket on an inner dimension):
+    /// `(source offset, destination offset, bytes)`, block to tensor for an input (whose other
+    /// bytes are zeroed first), tensor to block for an output. Whole words each.
+    pub runs: HashMap<String, Vec<(u64, u64, u64)>>,
 }
 
 impl DeviceIo {
@@ -687,6 +692,15 @@ impl Executor {
             if let Some(block) = io.inputs.get(&t.id) {
                 let what = format!("run input '{}'", t.id);
                 let moved = io.moved(&t.id, t.size);
+                if let Some(runs) = io.runs.get(&t.id) {
+                    // Rows of the asked shape into the bucket's, zeros between them.
+                    let at = self.places.region(p.slab);
+                    stream.encoder()?.clear_buffer(&at.buffer, at.offset + p.offset, Some(size));
+                    for &(src, dst, len) in runs {
+                        slab.copy_on(&mut stream, block, src, p.offset + dst, len, &what)?;
+                    }
+                    continue;
+                }
                 slab.copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
                 if moved < t.size {
                     // The rest is zero, as host inputs are padded.
@@ -730,7 +744,14 @@ impl Executor {
             if let Some(block) = target {
                 let p = self.place[i].ok_or_else(|| Error::Internal(format!("output '{}' has no placement", t.id)))?;
                 let what = format!("run output '{}'", t.id);
-                block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, moved, &what)?;
+                match io.runs.get(&t.id) {
+                    Some(runs) => {
+                        for &(src, dst, len) in runs {
+                            block.copy_on(&mut stream, self.region(p.slab), p.offset + src, dst, len, &what)?;
+                        }
+                    }
+                    None => block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, moved, &what)?,
+                }
                 device_outputs.push((t.id.clone(), block));
                 continue;
             }
