@@ -422,3 +422,62 @@ fn external_blocks_are_bound_whole_in_the_buckets_shape() {
     let out = pollster::block_on(cache.run(&bs(2, 3), &x, &io, RunOptions::default())).unwrap();
     assert_eq!(floats(&out.outputs[1].1), [102.0, 204.0, 306.0, 522.0, 644.0, 766.0]);
 }
+
+/// Row means over the asked `s`, read from the dims uniform.
+const MEAN: &str = r#"struct Dims { b: u32, s: u32 }
+@group(1) @binding(0) var<uniform> dims: Dims;
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(1) fn main(@builtin(workgroup_id) id: vec3<u32>) {
+    let width = arrayLength(&x) / arrayLength(&y);
+    var sum = 0.0;
+    for (var j = 0u; j < dims.s; j++) { sum += x[id.x * width + j]; }
+    y[id.x] = sum / f32(dims.s) + f32(dims.b) * 1000.0;
+}"#;
+
+fn mean_graph(source: &str) -> String {
+    let mut g: serde_json::Value = serde_json::from_str(&rows_graph(SHAPED_X)).unwrap();
+    g["kernels"]["sum"]["source"] = source.into();
+    g.to_string()
+}
+
+#[test]
+fn kernels_read_the_asked_dims_from_the_dims_uniform() {
+    let gpu = gpu();
+    let graph = SymbolicGraph::parse(&mean_graph(MEAN)).unwrap();
+    let policy = ShapePolicy::Buckets(HashMap::from([("b".to_string(), vec![4]), ("s".to_string(), vec![8])]));
+    let cache = ShapeCache::new(&gpu, graph, policy, 2, CompileOptions::default()).unwrap();
+    let want = |b: usize, s: usize| -> Vec<f32> {
+        rows(b, s).chunks(s).map(|r| r.iter().sum::<f32>() / s as f32 + b as f32 * 1000.0).collect()
+    };
+    for (b, s) in [(2, 3), (4, 8), (1, 5), (3, 1)] {
+        let x = HashMap::from([("x".to_string(), f32s(&rows(b, s)))]);
+        let out =
+            pollster::block_on(cache.run(&bs(b as u64, s as u64), &x, &DeviceIo::default(), RunOptions::default()))
+                .unwrap();
+        assert_eq!(floats(&out.outputs[0].1), want(b, s), "b={b} s={s}");
+    }
+    // Runs left on the device return once submitted: each queued run sees its own dims.
+    let io = DeviceIo { outputs_on_device: true, ..Default::default() };
+    let shapes = [(2, 3), (3, 7), (1, 2), (4, 8), (2, 6)];
+    let blocks: Vec<_> = shapes
+        .iter()
+        .map(|&(b, s)| {
+            let x = HashMap::from([("x".to_string(), f32s(&rows(b, s)))]);
+            let run = pollster::block_on(cache.run(&bs(b as u64, s as u64), &x, &io, RunOptions::default()));
+            run.unwrap().device_outputs.remove(0).1
+        })
+        .collect();
+    for (&(b, s), y) in shapes.iter().zip(&blocks) {
+        assert_eq!(floats(&pollster::block_on(y.read(0, 4 * b as u64)).unwrap()), want(b, s), "queued b={b} s={s}");
+    }
+    assert_eq!(cache.stats().misses, 1, "every run in the one bucket");
+    // A dims uniform larger than the graph's dims, and one in a graph without dims, are refused.
+    let three = MEAN.replace("struct Dims { b: u32, s: u32 }", "struct Dims { b: u32, s: u32, t: u32 }");
+    let graph = SymbolicGraph::parse(&mean_graph(&three)).unwrap();
+    let err = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 2, CompileOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("declares 12 bytes, but the graph has 2 dimensions (b, s"), "{err}");
+    let plain = SymbolicGraph::parse(&mean_graph(MEAN)).unwrap().instantiate(&bs(2, 3)).unwrap().to_json();
+    let err = gpu.compile(ExecGraph::parse(&plain).unwrap(), CompileOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("only a graph with \"dims\" compiled with compileShapes"), "{err}");
+}

@@ -67,6 +67,9 @@ pub struct DeviceIo {
     /// `(source offset, destination offset, bytes)`, block to tensor for an input (whose other
     /// bytes are zeroed first), tensor to block for an output. Whole words each.
     pub runs: HashMap<String, Vec<(u64, u64, u64)>>,
+    /// The values of the dims uniform for this run (a shape executor's asked dimensions, in
+    /// declaration order); `None`: the dimensions the graph was instantiated at.
+    pub dims: Option<Vec<u64>>,
 }
 
 impl DeviceIo {
@@ -155,6 +158,13 @@ struct KeptStep {
     _externals: Vec<BlockBinding>,
 }
 
+/// The dims uniform of an executor whose kernels declare it (Note [The dims uniform]), and the
+/// values last written to it.
+struct DimsUniform {
+    block: DeviceBlock,
+    written: Mutex<Vec<u64>>,
+}
+
 /// The places of the regions the kept bind groups name (slabs, constant region, shared weights,
 /// workspace), pinned while the executor lives.
 struct Places {
@@ -204,6 +214,7 @@ pub struct Executor {
     weights: Mutex<Option<Arc<Weights>>>,
     uniforms: Vec<DeviceBlock>,
     workspace: Option<DeviceBlock>,
+    dims: Option<DimsUniform>,
     /// The places of the blocks above, which the steps' bind groups name.
     places: Places,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
@@ -479,6 +490,23 @@ impl Executor {
             .collect()
         };
         let mut deferred = Vec::with_capacity(graph.ops.len());
+        // The dims uniform, when a kernel declares it (pipelines are cached: the loop below
+        // finds them built).
+        let mut declares_dims = false;
+        for op in &graph.ops {
+            if let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? {
+                bind::check_dims_uniform(&pipeline, &graph.dims, &format!("op '{}'", op.name))?;
+                declares_dims |= pipeline.dims_size.is_some();
+            }
+        }
+        let dims = if declares_dims {
+            let values: Vec<u64> = graph.dims.iter().map(|(_, v)| *v).collect();
+            let block = heap.alloc_scalar(&bind::dims_bytes(&values)?)?;
+            Some(DimsUniform { block, written: Mutex::new(values) })
+        } else {
+            None
+        };
+        let dims_block = dims.as_ref().map(|d| &d.block);
         for op in &graph.ops {
             let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? else {
                 steps.push(None);
@@ -528,7 +556,9 @@ impl Executor {
             let uniform = bind::op_uniform(gpu, op, &pipeline)?;
             let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
             bind_groups += 1;
-            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }));
+            let dims = bind::dims_group(gpu, &op.name, &pipeline, dims_block)?;
+            bind_groups += u64::from(dims.is_some());
+            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone(), dims }));
             deferred.push(None);
             uniforms.extend(uniform);
         }
@@ -570,6 +600,7 @@ impl Executor {
             weights: Mutex::new(weights),
             uniforms,
             workspace,
+            dims,
             places,
             place,
             steps,
@@ -723,6 +754,15 @@ impl Executor {
             self.observe(obs);
         }
         let weights = lock(&self.weights).clone();
+        if let Some(u) = &self.dims {
+            // Queued: it runs after the earlier runs' submitted work, before this run's.
+            let values = io.dims.clone().unwrap_or_else(|| self.graph.dims.iter().map(|(_, v)| *v).collect());
+            let mut written = lock(&u.written);
+            if *written != values {
+                u.block.write(&bind::dims_bytes(&values)?, 0)?;
+                *written = values;
+            }
+        }
         let bound = self.bind_externals(&io.inputs)?;
         if options.check_plan {
             stream.submit()?; // the checked run reads inputs back on other streams
@@ -849,9 +889,15 @@ impl Executor {
                 .collect();
             let uniform = d.uniform.map(|u| &self.uniforms[u]);
             let bind_group = bind::bind_group(&self.gpu, &d.name, &d.pipeline, &storage, uniform)?;
-            lock(&self.stats).bind_groups_created += 1;
-            let step =
-                Arc::new(Step { pipeline: d.pipeline.clone(), bind_group, dispatch: d.dispatch, name: d.name.clone() });
+            let dims = bind::dims_group(&self.gpu, &d.name, &d.pipeline, self.dims.as_ref().map(|u| &u.block))?;
+            lock(&self.stats).bind_groups_created += 1 + u64::from(dims.is_some());
+            let step = Arc::new(Step {
+                pipeline: d.pipeline.clone(),
+                bind_group,
+                dispatch: d.dispatch,
+                name: d.name.clone(),
+                dims,
+            });
             *last = Some(KeptStep { ids, step: step.clone(), _externals: externals });
             out.push(Some(step));
         }
@@ -970,7 +1016,14 @@ impl Executor {
 
     /// Frees the slabs, constants and uniforms (called once, under the `life` lock).
     fn free_blocks(&self) {
-        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()).chain(self.workspace.iter())
+        let dims = self.dims.as_ref().map(|d| &d.block);
+        for s in self
+            .slabs
+            .iter()
+            .chain(self.constants.iter())
+            .chain(self.uniforms.iter())
+            .chain(self.workspace.iter())
+            .chain(dims)
         {
             let _ = s.free();
         }

@@ -67,6 +67,10 @@ pub struct Kernel {
 /// A validated graph with derived lifetimes.
 #[derive(Debug, Clone)]
 pub struct ExecGraph {
+    /// The graph's dimensions and their values, in declaration order, when it is a symbolic
+    /// graph instantiated at them (what the dims uniform holds, see `Note [The dims uniform]`);
+    /// empty for a plain graph.
+    pub dims: Vec<(String, u64)>,
     pub tensors: Vec<Tensor>,
     pub ops: Vec<Op>,
     pub kernels: HashMap<String, Kernel>,
@@ -371,7 +375,7 @@ impl ExecGraph {
             first[i] = first[root[i]];
             last[i] = last[root[i]];
         }
-        Ok(ExecGraph { tensors, ops, kernels, index, root, first, last })
+        Ok(ExecGraph { dims: Vec::new(), tensors, ops, kernels, index, root, first, last })
     }
 
     pub fn tensor(&self, id: &str) -> Option<&Tensor> {

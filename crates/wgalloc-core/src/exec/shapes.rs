@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::bind::{check_uniform_len, op_pipeline};
+use super::bind::{check_dims_uniform, check_uniform_len, op_pipeline};
 use super::executor::{
     check_binding_limit, check_params_given, CompileOptions, DeviceIo, Executor, RunOptions, RunOutput,
 };
@@ -219,7 +219,9 @@ impl SymbolicGraph {
                 }
             }
         }
-        ExecGraph::from_value(&v)
+        let mut graph = ExecGraph::from_value(&v)?;
+        graph.dims = self.dims.iter().map(|d| (d.clone(), dims[d])).collect();
+        Ok(graph)
     }
 
     /// Every tensor's size at `dims`, without building the graph (a run needs only these).
@@ -624,7 +626,8 @@ impl ShapeCache {
     /// does not depend on the shape is checked here, at the sample shape and without taking any
     /// device memory: every op's pipeline is built (WGSL compiled, bindings matched against the
     /// op; the pipelines are cached for the compiles to come), op params are long enough for
-    /// the kernel's uniform, every param has data, and no tensor exceeds the binding limit.
+    /// the kernel's uniform, a dims uniform fits the graph's dims, every param has data, and no
+    /// tensor exceeds the binding limit.
     fn check_at_sample_shape(&self) -> Result<()> {
         let shape = self.sample_shape();
         let graph = self.graph.instantiate(&shape)?;
@@ -633,6 +636,7 @@ impl ShapeCache {
         check_params_given(&graph, &options.params, options.weights.as_deref())?;
         for op in &graph.ops {
             let Some(pipeline) = op_pipeline(&self.gpu, &graph, op)? else { continue };
+            check_dims_uniform(&pipeline, &graph.dims, &format!("op '{}'", op.name))?;
             if let Some(params) = &op.params {
                 check_uniform_len(&pipeline, params.len(), &format!("op '{}'", op.name))?;
             }
@@ -742,7 +746,8 @@ impl ShapeCache {
     /// Runs `exe`, compiled at `shape`, for a run at `dims`, whose tensors have `asked` sizes:
     /// host inputs placed into the compiled shape with zeros elsewhere and host outputs cut
     /// back, row by row where a tensor's layout asks for it (Note [Buckets on inner
-    /// dimensions]); device blocks likewise, by one GPU copy per contiguous run.
+    /// dimensions]); device blocks likewise, by one GPU copy per contiguous run; the dims
+    /// uniform holds `dims`.
     #[allow(clippy::too_many_arguments)]
     async fn run_at(
         &self,
@@ -788,6 +793,7 @@ impl ShapeCache {
             padded.insert(id.clone(), b);
         }
         let mut io = io.clone();
+        io.dims = Some(self.graph.dims.iter().map(|d| dims[d]).collect());
         if !exact {
             self.device_runs(exe, shape, dims, asked, &mut io)?;
         }
