@@ -834,15 +834,20 @@ impl ShapeCache {
         let g = exe.graph();
         for t in g.externals() {
             if let Some(block) = io.inputs.get(&t.id).filter(|b| b.requested_size() < t.size) {
+                let shapes = match self.graph.layout(&t.id, dims, shape)? {
+                    Some(l) if l.elem > 1 || l.asked.len() > 1 => {
+                        format!("shape {:?} asked, {:?} in the bucket", l.asked, l.compiled)
+                    }
+                    _ => format!("{} bytes asked", asked.get(&t.id).copied().unwrap_or(0)),
+                };
                 return Err(Error::invalid(format!(
                     "external tensor '{}': its block holds {} bytes, but a run at {dims:?} binds the tensor whole in \
-                     its bucket's shape {shape:?} ({} bytes; {} bytes at the asked shape): external tensors are \
-                     bound in place, never padded or cut. Size the block for shapeOf(dims), the dimensions the run \
-                     compiles at, and lay it out in that shape",
+                     its bucket's shape ({shapes}: {} bytes, at {shape:?}): external tensors are bound in place, \
+                     never padded or cut. Size the block for shapeOf(dims), the dimensions the run compiles at, and \
+                     lay it out in that shape",
                     t.id,
                     block.requested_size(),
                     t.size,
-                    asked.get(&t.id).copied().unwrap_or(0),
                 )));
             }
         }
