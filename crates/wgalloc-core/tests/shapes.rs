@@ -485,4 +485,7 @@ fn kernels_read_the_asked_dims_from_the_dims_uniform() {
     let plain = SymbolicGraph::parse(&mean_graph(MEAN)).unwrap().instantiate(&bs(2, 3)).unwrap().to_json();
     let err = gpu.compile(ExecGraph::parse(&plain).unwrap(), CompileOptions::default()).err().unwrap();
     assert!(err.to_string().contains("only a graph with \"dims\" compiled with compileShapes"), "{err}");
+    let err = gpu.compute_kernel("mean", MEAN, "main", 2, false).err().unwrap();
+    assert_eq!(err.code(), "SHADER_ERROR");
+    assert!(err.to_string().contains("a single kernel binds @group(0) only"), "{err}");
 }

@@ -721,10 +721,12 @@ impl ShapeCache {
         Ok((exe, shape, true))
     }
 
-    /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are zero-padded to the
-    /// compiled shape, and outputs (read back, into blocks or left on the device) are cut to
-    /// their size at `dims`. Runs sharing a shape's executor take turns in the order they reach
-    /// it. `USE_AFTER_FREE` once closed.
+    /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are placed into the
+    /// compiled shape with zeros elsewhere, and outputs (read back, into blocks or left on the
+    /// device) are cut to their size at `dims`, row by row for tensors with a shape (Note
+    /// [Buckets on inner dimensions]); external blocks are bound whole at the compiled shape, and
+    /// the dims uniform holds `dims`. Runs sharing a shape's executor take turns in the order
+    /// they reach it. `USE_AFTER_FREE` once closed.
     pub async fn run(
         &self,
         dims: &Dims,
