@@ -230,10 +230,25 @@ async function typedFromGraph(gpu: Gpu, kv: DeviceBlock): Promise<number> {
   const y: Int32Array = (await shapes.run({ batch: 2 }, { x: new Float32Array(32) })).outputs.y
   // @ts-expect-error not a dimension of the graph
   await shapes.run({ batches: 2 }, { x: new Float32Array(32) })
+  // Tensors with a shape (and no size) type the executor as sized ones do.
+  const shaped = gpu.compileShapes({
+    dims: ['b', 's'],
+    kernels: { k: { source: '' } },
+    tensors: [
+      { id: 'rows', shape: ['b', 's', 4], kind: 'input', dtype: 'f32' },
+      { id: 'sums', shape: ['b'], kind: 'output', dtype: 'u32' },
+    ],
+    ops: [{ kernel: 'k', inputs: ['rows'], outputs: ['sums'], dispatch: ['b'] }],
+  })
+  const sums: Uint32Array = (await shaped.run({ b: 2, s: 3 }, { rows: new Float32Array(24) })).outputs.sums
+  // @ts-expect-error every dimension is named
+  await shaped.run({ b: 2 }, { rows: new Float32Array(8) })
+  // @ts-expect-error no such output
+  void (await shaped.run({ b: 2, s: 3 }, { rows: new Float32Array(24) })).outputs.rows
   // A graph that is not a literal keeps string keys.
   const loose: Graph = JSON.parse('{}')
   const any: Record<string, OutputArray> = (await (await gpu.compile(loose)).run({ whatever: new Uint8Array(4) })).outputs
-  return sum + raw.length + y.length + Object.keys(any).length
+  return sum + raw.length + y.length + sums.length + Object.keys(any).length
 }
 void typedFromGraph
 

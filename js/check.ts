@@ -4,7 +4,7 @@
 import type { ExecutorStats } from './binding.js'
 import { WgallocError } from './errors.js'
 import type { Gpu } from './gpu.js'
-import type { Graph, GraphTensor, OutputArray } from './graph.js'
+import { type Graph, type GraphTensor, type OutputArray, tensorBytes } from './graph.js'
 import type { Strategy } from './plan.js'
 
 /** Deterministic bytes for every input of `graph`. */
@@ -12,10 +12,11 @@ export function sampleInputs(graph: Graph): Record<string, Uint8Array> {
   const inputs: Record<string, Uint8Array> = {}
   if (!Array.isArray(graph?.tensors)) throw new WgallocError('INVALID_ARGUMENT', 'the graph has no tensors array')
   for (const t of graph.tensors.filter((x) => x?.kind === 'input')) {
-    if (!Number.isSafeInteger(t.size) || (t.size as number) < 1) {
-      throw new WgallocError('INVALID_ARGUMENT', `tensor ${JSON.stringify(t.id)}: size must be a positive integer, got ${JSON.stringify(t.size)}`)
+    const size = tensorBytes(t)
+    if (!Number.isSafeInteger(size) || (size as number) < 1) {
+      throw new WgallocError('INVALID_ARGUMENT', `tensor ${JSON.stringify(t.id)}: size must be a positive integer, got ${JSON.stringify(size)}`)
     }
-    const bytes = new Uint8Array(t.size as number)
+    const bytes = new Uint8Array(size as number)
     let h = 2166136261
     for (const c of t.id) h = Math.imul(h ^ c.charCodeAt(0), 16777619)
     for (let i = 0; i < bytes.length; i++) bytes[i] = (Math.imul(i, 2654435761) + h) >>> 13

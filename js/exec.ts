@@ -63,7 +63,11 @@ export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sam
   scope?: HeapScope
   /** Name in metrics, unique among the device's live shape executors (default `shapes-<n>`). */
   name?: string
-  /** Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value. */
+  /**
+   * Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value.
+   * A bucket may be on any dimension of a tensor with a `shape`, but only on the first factor of a
+   * byte-size input or output (`'batch * 1024'`); anything else is `INVALID_ARGUMENT` here.
+   */
   buckets?: Record<string, number[]>
   /** Executors kept; the least recently used is released first (default 8). */
   capacity?: number
@@ -485,8 +489,10 @@ export class ShapeExecutor<G extends Graph = Graph> {
   }
   /**
    * Runs at `dims` (`{ batch: 3 }`) with inputs sized for them (host bytes or blocks holding at
-   * least those bytes; the bucket's remaining rows are zero); outputs, read back or left in blocks,
-   * come back sized for `dims`. Compiles the shape's executor on first use; runs that share it
+   * least those bytes; the bucket's remaining rows are zero, placed row by row for a tensor with a
+   * `shape`); outputs, read back or left in blocks, come back sized for `dims`. External blocks
+   * are bound whole in the bucket's shape: size them for `shapeOf(dims)`. Kernels read `dims`
+   * from the dims uniform (`@group(1) @binding(0)`, see docs/execution.md). Compiles the shape's executor on first use; runs that share it
    * take turns, as `executor.run()` does. `INVALID_ARGUMENT` when a tensor's size at `dims` is not a
    * whole number of its dtype's elements.
    */

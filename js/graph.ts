@@ -10,8 +10,17 @@ export type DType = 'f32' | 'u32' | 'i32' | 'u16' | 'f16' | 'i8' | 'u8'
 export interface GraphTensor {
   /** Unique id (the key of inputs, params and outputs). */
   id: string
-  /** Bytes (in a `compileShapes()` graph, may be an expression such as `'batch * 1024'`). */
-  size: number | string
+  /**
+   * Bytes (in a `compileShapes()` graph, may be an expression such as `'batch * 1024'`, listing
+   * its factors outermost first). Give `size`, or `shape` and `dtype`, or both when they agree.
+   */
+  size?: number | string
+  /**
+   * Extents, outermost first (`[2, 64]`; in a `compileShapes()` graph dimension names or
+   * expressions, `['batch', 'seq']`): the tensor holds their product of `dtype` elements. A shape
+   * executor pads a shaped tensor row by row, so its buckets may be on any of its dimensions.
+   */
+  shape?: readonly (number | string)[]
   /**
    * Default `intermediate`. Inputs come with every run, params at compile time, outputs are
    * returned; an `external` tensor is a DeviceBlock given to every run and bound in place (never
@@ -20,7 +29,7 @@ export interface GraphTensor {
   kind?: 'input' | 'param' | 'intermediate' | 'output' | 'external'
   /** Shares the bytes of this tensor (and extends its life). */
   viewOf?: string
-  /** Element type of returned outputs. */
+  /** Element type of returned outputs (and of the elements `shape` counts). */
   dtype?: DType
 }
 
@@ -273,16 +282,28 @@ export function dtypes(json: string): Map<string, string | undefined> {
   return new Map(tensorsOf(parseJson(json, 'the graph')).map((t) => [t.id, t.dtype]))
 }
 
+/**
+ * A plain graph tensor's bytes: its `size`, or the product of its `shape` (integers) times its
+ * dtype's bytes; whatever is not such a number comes back as it is, for the caller to refuse.
+ */
+export function tensorBytes(t: GraphTensor): unknown {
+  if (t.size !== undefined || !Array.isArray(t.shape) || t.dtype === undefined || !Object.hasOwn(TYPED, t.dtype)) return t.size
+  if (!t.shape.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) return t.shape
+  const element = (TYPED[t.dtype] as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT
+  return t.shape.reduce((a: number, n) => a * (n as number), element)
+}
+
 /** Zero bytes for every input, to observe a run with; a size that is no size is refused here. */
 export function zeroInputs(graph: unknown): Record<string, Uint8Array> {
   return Object.fromEntries(
     tensorsOf(graph)
       .filter((t) => t.kind === 'input')
       .map((t) => {
-        if (!Number.isSafeInteger(t.size) || (t.size as number) < 0)
-          throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(t.size)}`)
+        const size = tensorBytes(t)
+        if (!Number.isSafeInteger(size) || (size as number) < 0)
+          throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(size)}`)
         try {
-          return [t.id, new Uint8Array(t.size as number)]
+          return [t.id, new Uint8Array(size as number)]
         } catch (err) {
           throw new WgallocError('OUT_OF_MEMORY', `plan: 'observe' cannot make ${t.size} zero bytes for input ${shown(t.id)}: ${(err as Error).message}`, {
             cause: err,

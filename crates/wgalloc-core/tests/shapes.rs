@@ -207,20 +207,23 @@ fn close_lets_go_of_the_shared_weights_and_a_run_claimed_before_still_completes(
 #[test]
 fn a_size_below_the_bucket_that_is_not_whole_elements_of_its_dtype_is_refused_as_compile_refuses_it() {
     let gpu = gpu();
-    // y holds 2 * b + 2 bytes of u32: whole elements at b = 1 and 3, not at b = 2.
+    // t holds 2 * b + 2 bytes of u32: whole elements at b = 1 and 3, not at b = 2. (An
+    // intermediate: as an input or output, a sum over a bucketed dimension cannot be placed.)
     let source = r#"
 @group(0) @binding(0) var<storage, read> x: array<u32>;
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@group(0) @binding(2) var<storage, read_write> t: array<u32>;
 @compute @workgroup_size(1)
-fn main() { y[0] = x[0]; }"#;
+fn main() { y[0] = x[0]; t[0] = x[0]; }"#;
     let json = serde_json::json!({
         "dims": ["b"],
         "kernels": { "k": { "source": source } },
         "tensors": [
             { "id": "x", "size": "b * 4", "kind": "input", "dtype": "u32" },
-            { "id": "y", "size": "2 * b + 2", "kind": "output", "dtype": "u32" },
+            { "id": "y", "size": "b * 4", "kind": "output", "dtype": "u32" },
+            { "id": "t", "size": "2 * b + 2", "dtype": "u32" },
         ],
-        "ops": [{ "kernel": "k", "inputs": ["x"], "outputs": ["y"] }],
+        "ops": [{ "kernel": "k", "inputs": ["x"], "outputs": ["y", "t"] }],
     })
     .to_string();
     let graph = SymbolicGraph::parse(&json).unwrap();
@@ -236,10 +239,253 @@ fn main() { y[0] = x[0]; }"#;
     let err = at(2).map(drop).unwrap_err();
     assert_eq!(err.code(), "INVALID_ARGUMENT");
     let msg = err.to_string();
-    for part in ["tensor 'y'", r#"{"b": 2}"#, "6 bytes", "u32 elements"] {
+    for part in ["tensor 't'", r#"{"b": 2}"#, "6 bytes", "u32 elements"] {
         assert!(msg.contains(part), "'{part}' missing from: {msg}");
     }
     assert_eq!(cache.stats().misses, 0, "refused before compiling the bucket");
-    // At the bucket itself: 8 bytes, two u32.
-    assert_eq!(at(3).unwrap().outputs[0].1, [7, 0, 0, 0, 0, 0, 0, 0]);
+    // At the bucket itself: t is 8 bytes, two u32.
+    assert_eq!(at(3).unwrap().outputs[0].1[..4], [7, 0, 0, 0]);
+}
+
+/// Row sums (`y`, over the bucket's whole rows: padding must be zeros) and doubles (`z`) of
+/// `x`, declared by `x`; `b` rows of `s`.
+fn rows_graph(x: &str) -> String {
+    let sum = r#"@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(1) fn main(@builtin(workgroup_id) id: vec3<u32>) {
+    let width = arrayLength(&x) / arrayLength(&y);
+    var sum = 0.0;
+    for (var j = 0u; j < width; j++) { sum += x[id.x * width + j]; }
+    y[id.x] = sum;
+}"#;
+    let double = r#"@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> z: array<f32>;
+@compute @workgroup_size(1) fn main(@builtin(workgroup_id) id: vec3<u32>) { z[id.x] = 2.0 * x[id.x]; }"#;
+    serde_json::json!({
+        "dims": ["b", "s"],
+        "kernels": { "sum": { "source": sum }, "double": { "source": double } },
+        "tensors": [
+            serde_json::from_str::<serde_json::Value>(x).unwrap(),
+            { "id": "y", "shape": ["b"], "dtype": "f32", "kind": "output" },
+            { "id": "z", "shape": ["b", "s"], "dtype": "f32", "kind": "output" },
+        ],
+        "ops": [
+            { "kernel": "sum", "inputs": ["x"], "outputs": ["y"], "dispatch": ["b"] },
+            { "kernel": "double", "inputs": ["x"], "outputs": ["z"], "dispatch": ["b * s"] },
+        ],
+    })
+    .to_string()
+}
+
+const SHAPED_X: &str = r#"{ "id": "x", "shape": ["b", "s"], "dtype": "f32", "kind": "input" }"#;
+
+fn bs(b: u64, s: u64) -> Dims {
+    Dims::from([("b".to_string(), b), ("s".to_string(), s)])
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// `b` rows of `s`: row r is (r * 10 + 1) * [1, 2, .., s].
+fn rows(b: usize, s: usize) -> Vec<f32> {
+    (0..b).flat_map(|r| (1..=s).map(move |j| ((r * 10 + 1) * j) as f32)).collect()
+}
+
+fn s_buckets(sizes: &[u64]) -> ShapePolicy {
+    ShapePolicy::Buckets(HashMap::from([("s".to_string(), sizes.to_vec())]))
+}
+
+#[test]
+fn a_bucket_on_an_inner_dimension_places_shaped_tensors_row_by_row() {
+    let gpu = gpu();
+    let graph = SymbolicGraph::parse(&rows_graph(SHAPED_X)).unwrap();
+    let cache = ShapeCache::new(&gpu, graph, s_buckets(&[4, 8]), 4, CompileOptions::default()).unwrap();
+    // The issue's example: b=2, s=3 runs in the bucket s=4.
+    let x = HashMap::from([("x".to_string(), f32s(&[1.0, 2.0, 3.0, 10.0, 20.0, 30.0]))]);
+    let out = pollster::block_on(cache.run(&bs(2, 3), &x, &DeviceIo::default(), RunOptions::default())).unwrap();
+    assert_eq!(floats(&out.outputs[0].1), [6.0, 60.0], "row sums");
+    assert_eq!(floats(&out.outputs[1].1), [2.0, 4.0, 6.0, 20.0, 40.0, 60.0], "outputs cut row by row");
+    for (b, s) in [(1, 5), (3, 4), (2, 1), (3, 7)] {
+        let x = rows(b, s);
+        let inputs = HashMap::from([("x".to_string(), f32s(&x))]);
+        let out = pollster::block_on(cache.run(
+            &bs(b as u64, s as u64),
+            &inputs,
+            &DeviceIo::default(),
+            RunOptions::default(),
+        ))
+        .unwrap();
+        let sums: Vec<f32> = x.chunks(s).map(|r| r.iter().sum()).collect();
+        assert_eq!(floats(&out.outputs[0].1), sums, "b={b} s={s}");
+        assert_eq!(floats(&out.outputs[1].1), x.iter().map(|v| v * 2.0).collect::<Vec<_>>(), "b={b} s={s}");
+    }
+    assert_eq!(cache.stats().misses, 4, "(2, 4), (1, 8), (3, 4) and (3, 8)");
+    // The same tensor sized in bytes cannot be placed under that bucket: refused at creation.
+    let bytes = rows_graph(r#"{ "id": "x", "size": "b * s * 4", "dtype": "f32", "kind": "input" }"#);
+    let graph = SymbolicGraph::parse(&bytes).unwrap();
+    let err = ShapeCache::new(&gpu, graph.clone(), s_buckets(&[4, 8]), 4, CompileOptions::default()).err().unwrap();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    let m = err.to_string();
+    assert!(m.contains("input 'x'") && m.contains("dimension 's'") && m.contains("Declare the tensor's shape"), "{m}");
+    // A bucket on its first factor stays allowed, as does running it without buckets.
+    let b_buckets = ShapePolicy::Buckets(HashMap::from([("b".to_string(), vec![4])]));
+    let cache = ShapeCache::new(&gpu, graph.clone(), b_buckets, 4, CompileOptions::default()).unwrap();
+    let out = pollster::block_on(cache.run(&bs(2, 3), &x, &DeviceIo::default(), RunOptions::default())).unwrap();
+    assert_eq!(floats(&out.outputs[0].1), [6.0, 60.0]);
+    let cache = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 4, CompileOptions::default()).unwrap();
+    let out = pollster::block_on(cache.run(&bs(2, 3), &x, &DeviceIo::default(), RunOptions::default())).unwrap();
+    assert_eq!(floats(&out.outputs[0].1), [6.0, 60.0]);
+}
+
+#[test]
+fn device_blocks_under_an_inner_bucket_are_copied_row_by_row() {
+    use std::sync::Arc;
+    use wgalloc_core::Usage;
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let graph = SymbolicGraph::parse(&rows_graph(SHAPED_X)).unwrap();
+    let cache = ShapeCache::new(&gpu, graph, s_buckets(&[4]), 2, CompileOptions::default()).unwrap();
+    // Leave a non-zero pattern in the bucket's slab, where padding goes.
+    let full = HashMap::from([("x".to_string(), f32s(&[7.0; 8]))]);
+    pollster::block_on(cache.run(&bs(2, 4), &full, &DeviceIo::default(), RunOptions::default())).unwrap();
+    let x = rows(2, 3);
+    let input = Arc::new(heap.malloc(24, Usage::Device).unwrap());
+    input.write(&f32s(&x), 0).unwrap();
+    let into = Arc::new(heap.malloc(24, Usage::Device).unwrap());
+    let io = DeviceIo {
+        inputs: HashMap::from([("x".to_string(), input.clone())]),
+        outputs_into: HashMap::from([("z".to_string(), into.clone())]),
+        ..Default::default()
+    };
+    let out = pollster::block_on(cache.run(&bs(2, 3), &HashMap::new(), &io, RunOptions::default())).unwrap();
+    assert_eq!(floats(&out.outputs[0].1), [6.0, 66.0], "the padding was zeroed on the GPU");
+    let doubled: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    assert_eq!(floats(&pollster::block_on(into.read(0, 24)).unwrap()), doubled, "outputsInto row by row");
+    let io = DeviceIo { inputs: io.inputs.clone(), outputs_on_device: true, ..Default::default() };
+    let mut out = pollster::block_on(cache.run(&bs(2, 3), &HashMap::new(), &io, RunOptions::default())).unwrap();
+    let (z, y) = (out.device_outputs.remove(1).1, out.device_outputs.remove(0).1);
+    assert_eq!((y.requested_size(), z.requested_size()), (8, 24));
+    assert_eq!(floats(&pollster::block_on(z.read(0, 24)).unwrap()), doubled);
+    assert_eq!(floats(&pollster::block_on(y.read(0, 8)).unwrap()), [6.0, 66.0]);
+    // Rows that are not whole words cannot be copied on the GPU: refused, pointing to host bytes.
+    let u16_x = r#"{ "id": "x", "shape": ["b", "s"], "dtype": "u16", "kind": "input" }"#;
+    let graph = SymbolicGraph::parse(&rows_graph(u16_x)).unwrap();
+    let cache = ShapeCache::new(&gpu, graph, s_buckets(&[4]), 2, CompileOptions::default()).unwrap();
+    let io = DeviceIo { inputs: HashMap::from([("x".to_string(), input)]), ..Default::default() };
+    let err = pollster::block_on(cache.run(&bs(2, 3), &HashMap::new(), &io, RunOptions::default())).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    let m = err.to_string();
+    assert!(
+        m.contains("device input 'x'") && m.contains("[2, 3]") && m.contains("[2, 4]") && m.contains("shapeOf"),
+        "{m}"
+    );
+    let host = HashMap::from([("x".to_string(), vec![0u8; 12])]);
+    pollster::block_on(cache.run(&bs(2, 3), &host, &DeviceIo::default(), RunOptions::default())).unwrap();
+}
+
+#[test]
+fn external_blocks_are_bound_whole_in_the_buckets_shape() {
+    use std::sync::Arc;
+    use wgalloc_core::Usage;
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let mut g: serde_json::Value = serde_json::from_str(&rows_graph(SHAPED_X)).unwrap();
+    g["tensors"].as_array_mut().unwrap().push(serde_json::json!(
+        { "id": "kv", "shape": ["b", "s"], "dtype": "f32", "kind": "external" }
+    ));
+    // The doubling op adds the external tensor, read in the bucket's layout.
+    g["kernels"]["double"]["source"] = r#"@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> kv: array<f32>;
+@group(0) @binding(2) var<storage, read_write> z: array<f32>;
+@compute @workgroup_size(1) fn main(@builtin(workgroup_id) id: vec3<u32>) { z[id.x] = 2.0 * x[id.x] + kv[id.x]; }"#
+        .into();
+    g["ops"][1]["inputs"] = serde_json::json!(["x", "kv"]);
+    let graph = SymbolicGraph::parse(&g.to_string()).unwrap();
+    let cache = ShapeCache::new(&gpu, graph, s_buckets(&[4]), 2, CompileOptions::default()).unwrap();
+    let x = HashMap::from([("x".to_string(), f32s(&rows(2, 3)))]);
+    // A block for the asked shape is refused: the tensor is bound whole at the bucket's.
+    let small = Arc::new(heap.malloc(24, Usage::Device).unwrap());
+    let io = DeviceIo { inputs: HashMap::from([("kv".to_string(), small)]), ..Default::default() };
+    let err = pollster::block_on(cache.run(&bs(2, 3), &x, &io, RunOptions::default())).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    let m = err.to_string();
+    assert!(
+        m.contains("external tensor 'kv'")
+            && m.contains("shape [2, 3] asked, [2, 4] in the bucket: 32 bytes")
+            && m.contains("shapeOf(dims)"),
+        "{m}"
+    );
+    // A block of the bucket's shape, laid out in it, is bound as it is.
+    let kv = Arc::new(heap.malloc(32, Usage::Device).unwrap());
+    kv.write(&f32s(&[100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0]), 0).unwrap();
+    let io = DeviceIo { inputs: HashMap::from([("kv".to_string(), kv)]), ..Default::default() };
+    let out = pollster::block_on(cache.run(&bs(2, 3), &x, &io, RunOptions::default())).unwrap();
+    assert_eq!(floats(&out.outputs[1].1), [102.0, 204.0, 306.0, 522.0, 644.0, 766.0]);
+}
+
+/// Row means over the asked `s`, read from the dims uniform.
+const MEAN: &str = r#"struct Dims { b: u32, s: u32 }
+@group(1) @binding(0) var<uniform> dims: Dims;
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(1) fn main(@builtin(workgroup_id) id: vec3<u32>) {
+    let width = arrayLength(&x) / arrayLength(&y);
+    var sum = 0.0;
+    for (var j = 0u; j < dims.s; j++) { sum += x[id.x * width + j]; }
+    y[id.x] = sum / f32(dims.s) + f32(dims.b) * 1000.0;
+}"#;
+
+fn mean_graph(source: &str) -> String {
+    let mut g: serde_json::Value = serde_json::from_str(&rows_graph(SHAPED_X)).unwrap();
+    g["kernels"]["sum"]["source"] = source.into();
+    g.to_string()
+}
+
+#[test]
+fn kernels_read_the_asked_dims_from_the_dims_uniform() {
+    let gpu = gpu();
+    let graph = SymbolicGraph::parse(&mean_graph(MEAN)).unwrap();
+    let policy = ShapePolicy::Buckets(HashMap::from([("b".to_string(), vec![4]), ("s".to_string(), vec![8])]));
+    let cache = ShapeCache::new(&gpu, graph, policy, 2, CompileOptions::default()).unwrap();
+    let want = |b: usize, s: usize| -> Vec<f32> {
+        rows(b, s).chunks(s).map(|r| r.iter().sum::<f32>() / s as f32 + b as f32 * 1000.0).collect()
+    };
+    for (b, s) in [(2, 3), (4, 8), (1, 5), (3, 1)] {
+        let x = HashMap::from([("x".to_string(), f32s(&rows(b, s)))]);
+        let out =
+            pollster::block_on(cache.run(&bs(b as u64, s as u64), &x, &DeviceIo::default(), RunOptions::default()))
+                .unwrap();
+        assert_eq!(floats(&out.outputs[0].1), want(b, s), "b={b} s={s}");
+    }
+    // Runs left on the device return once submitted: each queued run sees its own dims.
+    let io = DeviceIo { outputs_on_device: true, ..Default::default() };
+    let shapes = [(2, 3), (3, 7), (1, 2), (4, 8), (2, 6)];
+    let blocks: Vec<_> = shapes
+        .iter()
+        .map(|&(b, s)| {
+            let x = HashMap::from([("x".to_string(), f32s(&rows(b, s)))]);
+            let run = pollster::block_on(cache.run(&bs(b as u64, s as u64), &x, &io, RunOptions::default()));
+            run.unwrap().device_outputs.remove(0).1
+        })
+        .collect();
+    for (&(b, s), y) in shapes.iter().zip(&blocks) {
+        assert_eq!(floats(&pollster::block_on(y.read(0, 4 * b as u64)).unwrap()), want(b, s), "queued b={b} s={s}");
+    }
+    assert_eq!(cache.stats().misses, 1, "every run in the one bucket");
+    // A dims uniform larger than the graph's dims, and one in a graph without dims, are refused.
+    let three = MEAN.replace("struct Dims { b: u32, s: u32 }", "struct Dims { b: u32, s: u32, t: u32 }");
+    let graph = SymbolicGraph::parse(&mean_graph(&three)).unwrap();
+    let err = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 2, CompileOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("declares 12 bytes, but the graph has 2 dimensions (b, s"), "{err}");
+    let plain = SymbolicGraph::parse(&mean_graph(MEAN)).unwrap().instantiate(&bs(2, 3)).unwrap().to_json();
+    let err = gpu.compile(ExecGraph::parse(&plain).unwrap(), CompileOptions::default()).err().unwrap();
+    assert!(err.to_string().contains("only a graph with \"dims\" compiled with compileShapes"), "{err}");
+    let err = gpu.compute_kernel("mean", MEAN, "main", 2, false).err().unwrap();
+    assert_eq!(err.code(), "SHADER_ERROR");
+    assert!(err.to_string().contains("a single kernel binds @group(0) only"), "{err}");
 }

@@ -35,6 +35,8 @@ pub(crate) struct Step {
     pub dispatch: [u32; 3],
     /// The op's name (the profiler's key, with the pipeline's label).
     pub name: String,
+    /// `@group(1)`: the dims uniform, for a kernel that declares it.
+    pub dims: Option<wgpu::BindGroup>,
 }
 
 /// Storage binding size of a tensor: whole 4-byte words (the padding is private to the record).
@@ -83,6 +85,77 @@ pub(crate) fn op_uniform(gpu: &Gpu, op: &Op, pipeline: &Pipeline) -> Result<Opti
             uniform_block(gpu, p).map(Some)
         }
     }
+}
+
+/// Note [The dims uniform]: a kernel of a shape executor may need the run's dimensions, to
+/// mask the padding a bucket adds (a row sum over `s` must stop at the asked `s`, not the
+/// bucket's). A kernel that declares a uniform at `@group(1) @binding(0)` gets them there: the
+/// graph's `dims` in declaration order, one `u32` each, at the dimensions the run ASKED for
+/// (not the bucket's; an exact run's are both). Its type is a struct of `u32`s (or a prefix of
+/// the dims), at most 4 bytes per dimension; a kernel that does not declare it is bound as
+/// before. Each executor holds one small uniform block, written before each run that changes
+/// it: runs of an executor take turns, and a run submits its work before the next one starts,
+/// so the write (queued, it runs before the next submission) lands after the earlier run's
+/// work and before this one's. Plain graphs, eager runs and single kernels have no dims: a
+/// kernel that declares the uniform there is refused.
+pub(crate) fn check_dims_uniform(pipeline: &Pipeline, dims: &[(String, u64)], what: &str) -> Result<()> {
+    let Some(need) = pipeline.dims_size else { return Ok(()) };
+    if dims.is_empty() {
+        return Err(Error::invalid(format!(
+            "{what}: its kernel declares the dims uniform (@group(1) @binding(0)), which only a graph with \
+             \"dims\" compiled with compileShapes binds"
+        )));
+    }
+    let have = 4 * dims.len() as u64;
+    if need > have {
+        let names: Vec<&str> = dims.iter().map(|(d, _)| d.as_str()).collect();
+        return Err(Error::invalid(format!(
+            "{what}: the kernel's dims uniform declares {need} bytes, but the graph has {} dimensions ({}: one u32 \
+             each, {have} bytes)",
+            dims.len(),
+            names.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The dims uniform's values: one `u32` per dimension, zero-padded to 16 bytes.
+pub(crate) fn dims_bytes(values: &[u64]) -> Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(16);
+    for &v in values {
+        let v = u32::try_from(v)
+            .map_err(|_| Error::invalid(format!("dimension value {v} does not fit the dims uniform (u32)")))?;
+        bytes.extend(v.to_le_bytes());
+    }
+    bytes.resize(align_up(bytes.len().max(1) as u64, 16)? as usize, 0);
+    Ok(bytes)
+}
+
+/// `@group(1)` of op (or kernel) `name` when its pipeline declares the dims uniform: `block`.
+pub(crate) fn dims_group(
+    gpu: &Gpu,
+    name: &str,
+    pipeline: &Pipeline,
+    block: Option<&DeviceBlock>,
+) -> Result<Option<wgpu::BindGroup>> {
+    let (Some(layout), Some(block)) = (&pipeline.dims_layout, block) else { return Ok(None) };
+    let at = block.binding()?;
+    let device = gpu.device();
+    guarded(device, &format!("binding the dims of op '{name}'"), || {
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("wgalloc dims"),
+            layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &at.buffer,
+                    offset: at.offset,
+                    size: NonZeroU64::new(at.size),
+                }),
+            }],
+        })
+    })
+    .map(Some)
 }
 
 /// Refuses a dispatch size above the device's per-dimension limit.
@@ -157,6 +230,9 @@ pub(crate) fn encode(stream: &mut Stream, steps: &[&Step]) -> Result<()> {
     let dispatch = |pass: &mut wgpu::ComputePass<'_>, s: &Step| {
         pass.set_pipeline(&s.pipeline.pipeline);
         pass.set_bind_group(0, &s.bind_group, &[]);
+        if let Some(dims) = &s.dims {
+            pass.set_bind_group(1, dims, &[]);
+        }
         let [x, y, z] = s.dispatch;
         pass.dispatch_workgroups(x, y, z);
     };

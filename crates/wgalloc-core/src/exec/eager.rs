@@ -92,6 +92,7 @@ impl Gpu {
             let mut bound = Vec::new();
             let mut ws = None;
             if let Some(pipeline) = bind::op_pipeline(self, graph, op)? {
+                bind::check_dims_uniform(&pipeline, &[], &format!("op '{}' (eager run)", op.name))?;
                 bound =
                     op.inputs.iter().chain(&op.outputs).map(|id| block_of(&blocks, id)).collect::<Result<Vec<_>>>()?;
                 let mut storage: Vec<Range> = bound.iter().map(|(at, size)| Range::at(at, 0, *size)).collect();
@@ -103,7 +104,7 @@ impl Gpu {
                 let bind_group = bind::bind_group(self, &op.name, &pipeline, &storage, uniform.as_ref())?;
                 bind::encode(
                     &mut stream,
-                    &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }],
+                    &[&Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone(), dims: None }],
                 )?;
                 uniforms.extend(uniform);
             }

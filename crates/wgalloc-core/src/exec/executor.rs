@@ -62,6 +62,14 @@ pub struct DeviceIo {
     /// running below its bucket): blocks need only these, an input's remainder is zeroed, and
     /// an output gives only these. Never applies to external tensors, which are bound whole.
     pub bytes: HashMap<String, u64>,
+    /// Per device input or output, the copies that move its bytes when they are not one prefix
+    /// of the tensor (rows of a shape executor's tensor below a bucket on an inner dimension):
+    /// `(source offset, destination offset, bytes)`, block to tensor for an input (whose other
+    /// bytes are zeroed first), tensor to block for an output. Whole words each.
+    pub runs: HashMap<String, Vec<(u64, u64, u64)>>,
+    /// The values of the dims uniform for this run (a shape executor's asked dimensions, in
+    /// declaration order); `None`: the dimensions the graph was instantiated at.
+    pub dims: Option<Vec<u64>>,
 }
 
 impl DeviceIo {
@@ -150,6 +158,13 @@ struct KeptStep {
     _externals: Vec<BlockBinding>,
 }
 
+/// The dims uniform of an executor whose kernels declare it (Note [The dims uniform]), and the
+/// values last written to it.
+struct DimsUniform {
+    block: DeviceBlock,
+    written: Mutex<Vec<u64>>,
+}
+
 /// The places of the regions the kept bind groups name (slabs, constant region, shared weights,
 /// workspace), pinned while the executor lives.
 struct Places {
@@ -199,6 +214,7 @@ pub struct Executor {
     weights: Mutex<Option<Arc<Weights>>>,
     uniforms: Vec<DeviceBlock>,
     workspace: Option<DeviceBlock>,
+    dims: Option<DimsUniform>,
     /// The places of the blocks above, which the steps' bind groups name.
     places: Places,
     /// Per tensor (views resolved): slab index (or usize::MAX for the constant region) and offset.
@@ -474,6 +490,23 @@ impl Executor {
             .collect()
         };
         let mut deferred = Vec::with_capacity(graph.ops.len());
+        // The dims uniform, when a kernel declares it (pipelines are cached: the loop below
+        // finds them built).
+        let mut declares_dims = false;
+        for op in &graph.ops {
+            if let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? {
+                bind::check_dims_uniform(&pipeline, &graph.dims, &format!("op '{}'", op.name))?;
+                declares_dims |= pipeline.dims_size.is_some();
+            }
+        }
+        let dims = if declares_dims {
+            let values: Vec<u64> = graph.dims.iter().map(|(_, v)| *v).collect();
+            let block = heap.alloc_scalar(&bind::dims_bytes(&values)?)?;
+            Some(DimsUniform { block, written: Mutex::new(values) })
+        } else {
+            None
+        };
+        let dims_block = dims.as_ref().map(|d| &d.block);
         for op in &graph.ops {
             let Some(pipeline) = bind::op_pipeline(gpu, &graph, op)? else {
                 steps.push(None);
@@ -523,7 +556,9 @@ impl Executor {
             let uniform = bind::op_uniform(gpu, op, &pipeline)?;
             let bind_group = bind::bind_group(gpu, &op.name, &pipeline, &storage, uniform.as_ref())?;
             bind_groups += 1;
-            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone() }));
+            let dims = bind::dims_group(gpu, &op.name, &pipeline, dims_block)?;
+            bind_groups += u64::from(dims.is_some());
+            steps.push(Some(Step { pipeline, bind_group, dispatch: op.dispatch, name: op.name.clone(), dims }));
             deferred.push(None);
             uniforms.extend(uniform);
         }
@@ -565,6 +600,7 @@ impl Executor {
             weights: Mutex::new(weights),
             uniforms,
             workspace,
+            dims,
             places,
             place,
             steps,
@@ -687,6 +723,15 @@ impl Executor {
             if let Some(block) = io.inputs.get(&t.id) {
                 let what = format!("run input '{}'", t.id);
                 let moved = io.moved(&t.id, t.size);
+                if let Some(runs) = io.runs.get(&t.id) {
+                    // Rows of the asked shape into the bucket's, zeros between them.
+                    let at = self.places.region(p.slab);
+                    stream.encoder()?.clear_buffer(&at.buffer, at.offset + p.offset, Some(size));
+                    for &(src, dst, len) in runs {
+                        slab.copy_on(&mut stream, block, src, p.offset + dst, len, &what)?;
+                    }
+                    continue;
+                }
                 slab.copy_on(&mut stream, block, 0, p.offset, moved, &what)?;
                 if moved < t.size {
                     // The rest is zero, as host inputs are padded.
@@ -709,6 +754,15 @@ impl Executor {
             self.observe(obs);
         }
         let weights = lock(&self.weights).clone();
+        if let Some(u) = &self.dims {
+            // Queued: it runs after the earlier runs' submitted work, before this run's.
+            let values = io.dims.clone().unwrap_or_else(|| self.graph.dims.iter().map(|(_, v)| *v).collect());
+            let mut written = lock(&u.written);
+            if *written != values {
+                u.block.write(&bind::dims_bytes(&values)?, 0)?;
+                *written = values;
+            }
+        }
         let bound = self.bind_externals(&io.inputs)?;
         if options.check_plan {
             stream.submit()?; // the checked run reads inputs back on other streams
@@ -730,7 +784,14 @@ impl Executor {
             if let Some(block) = target {
                 let p = self.place[i].ok_or_else(|| Error::Internal(format!("output '{}' has no placement", t.id)))?;
                 let what = format!("run output '{}'", t.id);
-                block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, moved, &what)?;
+                match io.runs.get(&t.id) {
+                    Some(runs) => {
+                        for &(src, dst, len) in runs {
+                            block.copy_on(&mut stream, self.region(p.slab), p.offset + src, dst, len, &what)?;
+                        }
+                    }
+                    None => block.copy_on(&mut stream, self.region(p.slab), p.offset, 0, moved, &what)?,
+                }
                 device_outputs.push((t.id.clone(), block));
                 continue;
             }
@@ -828,9 +889,15 @@ impl Executor {
                 .collect();
             let uniform = d.uniform.map(|u| &self.uniforms[u]);
             let bind_group = bind::bind_group(&self.gpu, &d.name, &d.pipeline, &storage, uniform)?;
-            lock(&self.stats).bind_groups_created += 1;
-            let step =
-                Arc::new(Step { pipeline: d.pipeline.clone(), bind_group, dispatch: d.dispatch, name: d.name.clone() });
+            let dims = bind::dims_group(&self.gpu, &d.name, &d.pipeline, self.dims.as_ref().map(|u| &u.block))?;
+            lock(&self.stats).bind_groups_created += 1 + u64::from(dims.is_some());
+            let step = Arc::new(Step {
+                pipeline: d.pipeline.clone(),
+                bind_group,
+                dispatch: d.dispatch,
+                name: d.name.clone(),
+                dims,
+            });
             *last = Some(KeptStep { ids, step: step.clone(), _externals: externals });
             out.push(Some(step));
         }
@@ -949,7 +1016,14 @@ impl Executor {
 
     /// Frees the slabs, constants and uniforms (called once, under the `life` lock).
     fn free_blocks(&self) {
-        for s in self.slabs.iter().chain(self.constants.iter()).chain(self.uniforms.iter()).chain(self.workspace.iter())
+        let dims = self.dims.as_ref().map(|d| &d.block);
+        for s in self
+            .slabs
+            .iter()
+            .chain(self.constants.iter())
+            .chain(self.uniforms.iter())
+            .chain(self.workspace.iter())
+            .chain(dims)
         {
             let _ = s.free();
         }

@@ -67,6 +67,10 @@ pub struct Kernel {
 /// A validated graph with derived lifetimes.
 #[derive(Debug, Clone)]
 pub struct ExecGraph {
+    /// The graph's dimensions and their values, in declaration order, when it is a symbolic
+    /// graph instantiated at them (what the dims uniform holds, see `Note [The dims uniform]`);
+    /// empty for a plain graph.
+    pub dims: Vec<(String, u64)>,
     pub tensors: Vec<Tensor>,
     pub ops: Vec<Op>,
     pub kernels: HashMap<String, Kernel>,
@@ -160,7 +164,7 @@ impl ExecGraph {
                     )))
                 }
             };
-            let size = uint(field(o, "size", &path)?, &format!("{path}.size"))?;
+            let size = tensor_size(o, &path)?;
             if size == 0 {
                 return Err(bad(format!("{path}.size must be at least 1 byte")));
             }
@@ -371,7 +375,7 @@ impl ExecGraph {
             first[i] = first[root[i]];
             last[i] = last[root[i]];
         }
-        Ok(ExecGraph { tensors, ops, kernels, index, root, first, last })
+        Ok(ExecGraph { dims: Vec::new(), tensors, ops, kernels, index, root, first, last })
     }
 
     pub fn tensor(&self, id: &str) -> Option<&Tensor> {
@@ -444,6 +448,57 @@ impl ExecGraph {
             .collect();
         json!({ "tensors": tensors, "ops": ops, "kernels": kernels }).to_string()
     }
+}
+
+/// A tensor's bytes: its `size`, or the product of its `shape` times its dtype's bytes (both
+/// given: they must agree). Shape entries are integers here; a symbolic graph resolves its
+/// expressions before (see `SymbolicGraph::instantiate`).
+fn tensor_size(o: &Map<String, Value>, path: &str) -> Result<u64> {
+    let size = o.get("size").map(|s| uint(s, &format!("{path}.size"))).transpose()?;
+    let Some(shape) = o.get("shape") else {
+        return size.ok_or_else(|| bad(format!("{path}.size is missing (give size in bytes, or shape and dtype)")));
+    };
+    let Value::Array(extents) = shape else {
+        return Err(bad(format!("{path}.shape must be an array of sizes (integers, or dimension names)")));
+    };
+    let mut extent = Vec::with_capacity(extents.len());
+    for (k, x) in extents.iter().enumerate() {
+        if x.is_string() {
+            return Err(bad(format!(
+                "{path}.shape[{k}] is {x}: dimension names and expressions need a graph with \"dims\", compiled \
+                 with compileShapes"
+            )));
+        }
+        extent.push(uint(x, &format!("{path}.shape[{k}]"))?);
+    }
+    let dtype = match o.get("dtype") {
+        Some(Value::String(d)) => d.as_str(),
+        None | Some(Value::Null) => {
+            return Err(bad(format!("{path}.shape needs a dtype: the bytes of one element make its size")))
+        }
+        Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
+    };
+    let Some(elem) = dtype_bytes(dtype) else {
+        let names = DTYPES.map(|(n, _)| n).join(", ");
+        return Err(bad(format!("{path}.dtype: unknown dtype '{dtype}' ({names})")));
+    };
+    let bytes = shape_bytes(&extent, elem).ok_or_else(|| bad(format!("{path}.shape: the size exceeds 2^53 - 1")))?;
+    match size {
+        Some(s) if s != bytes => Err(bad(format!(
+            "{path}: size {s} disagrees with shape {extent:?} of {dtype} ({bytes} bytes); give one of them"
+        ))),
+        _ => Ok(bytes),
+    }
+}
+
+/// Bytes of a tensor of `shape` with `elem`-byte elements; `None` past 2^53 - 1.
+pub(crate) fn shape_bytes(shape: &[u64], elem: u64) -> Option<u64> {
+    shape.iter().try_fold(elem, |acc, &n| acc.checked_mul(n).filter(|&b| b <= crate::MAX_SAFE_INTEGER))
+}
+
+/// Bytes of one element of `dtype`; `None` for an unknown dtype.
+pub(crate) fn dtype_bytes(dtype: &str) -> Option<u64> {
+    DTYPES.iter().find(|(n, _)| *n == dtype).map(|&(_, b)| b)
 }
 
 /// Element types of graph tensors and their sizes in bytes (f16 comes back as Uint16Array).
@@ -539,6 +594,15 @@ mod tests {
                 "external tensor 's' cannot be a view",
             ),
             (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
+            (r#"{"id":"a","shape":[2,3]}"#, r#""#, "tensors[0].shape needs a dtype"),
+            (
+                r#"{"id":"a","shape":[2,3],"dtype":"f32","size":20}"#,
+                r#""#,
+                "size 20 disagrees with shape [2, 3] of f32",
+            ),
+            (r#"{"id":"a","shape":["b",3],"dtype":"f32"}"#, r#""#, "need a graph with \"dims\""),
+            (r#"{"id":"a","shape":[2,0],"dtype":"f32"}"#, r#""#, "at least 1 byte"),
+            (r#"{"id":"a"}"#, r#""#, "tensors[0].size is missing"),
             (r#"{"id":"__proto__","size":4}"#, r#""#, "cannot name a tensor"),
             (
                 r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#,
@@ -546,6 +610,12 @@ mod tests {
                 "at least 1",
             ),
         ];
+        let shaped = graph(&base(
+            r#"{"id":"x","shape":[2,3],"dtype":"f32","kind":"input"},{"id":"y","shape":[2],"dtype":"u16","size":4,"kind":"output"}"#,
+            r#"{"kernel":"k","inputs":["x"],"outputs":["y"]}"#,
+        ))
+        .unwrap();
+        assert_eq!((shaped.tensors[0].size, shaped.tensors[1].size), (24, 4), "size = product x dtype bytes");
         for (tensors, ops, needle) in cases {
             let err = graph_err(&graph(&base(tensors, ops)));
             assert!(err.contains(needle), "expected '{needle}', got '{err}'");

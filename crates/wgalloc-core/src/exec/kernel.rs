@@ -38,6 +38,12 @@ impl Gpu {
             return Err(Error::invalid(format!("kernel '{name}': bindings must be 1 to {max} (the device's maxStorageBuffersPerShaderStage), got {bindings}")));
         }
         let pipeline = self.pipeline(name, source, entry_point, bindings, uniform)?;
+        if pipeline.dims_size.is_some() {
+            return Err(Error::Shader(format!(
+                "kernel '{name}' declares @group(1) @binding(0), the dims uniform of graphs compiled with \
+                 compileShapes; a single kernel binds @group(0) only"
+            )));
+        }
         Ok(ComputeKernel { gpu: self.clone(), name: name.to_string(), pipeline, bindings, uniform })
     }
 }
@@ -120,6 +126,7 @@ impl Stream {
             pipeline: kernel.pipeline.clone(),
             dispatch: workgroups,
             name: kernel.name.clone(),
+            dims: None,
         };
         encode(self, &[&step])?;
         for b in blocks.iter().copied().chain(uniform.as_ref()) {

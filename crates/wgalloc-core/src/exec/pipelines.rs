@@ -30,6 +30,10 @@ pub struct Pipeline {
     /// Bytes the shader's uniform (at the binding after the storage ones) declares, if
     /// it has one: shorter params would leave the kernel reading zeros.
     pub uniform_size: Option<u64>,
+    /// The layout of `@group(1)`, when the shader declares the dims uniform there, and the
+    /// bytes of its type (see Note [The dims uniform]).
+    pub dims_layout: Option<wgpu::BindGroupLayout>,
+    pub dims_size: Option<u64>,
 }
 
 /// Pipelines a device keeps for reuse: a server that builds kernels with constants in their
@@ -98,7 +102,7 @@ impl Gpu {
             });
         }
         let prepared = super::shader::prepare(label, source, entry_point, storage_bindings, uniform)?;
-        let uniform_size = prepared.uniform_size;
+        let (uniform_size, dims_size) = (prepared.uniform_size, prepared.dims_size);
         let what = format!("compiling kernel '{label}'");
         let pipeline = guarded(device, &what, || {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -107,9 +111,24 @@ impl Gpu {
             });
             let layout = device
                 .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
+            let dims_layout = dims_size.map(|_| {
+                device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("wgalloc dims"),
+                    entries: &[wgpu::BindGroupLayoutEntry {
+                        binding: 0,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty: wgpu::BufferBindingType::Uniform,
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    }],
+                })
+            });
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(label),
-                bind_group_layouts: &[Some(&layout)],
+                bind_group_layouts: &[Some(&layout), dims_layout.as_ref()],
                 immediate_size: 0,
             });
             let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -120,9 +139,9 @@ impl Gpu {
                 compilation_options: Default::default(),
                 cache: None,
             });
-            Pipeline { label: label.to_string(), pipeline, layout, uniform_size: None }
+            Pipeline { label: label.to_string(), pipeline, layout, uniform_size: None, dims_layout, dims_size: None }
         })?;
-        let pipeline = Pipeline { uniform_size, ..pipeline };
+        let pipeline = Pipeline { uniform_size, dims_size, ..pipeline };
         cache.created.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());

@@ -1,7 +1,8 @@
 //! Kernel sources checked and prepared with naga before wgpu sees them.
 //!
 //! wgalloc binds `storage` read-write storage buffers at `@group(0) @binding(0..storage)`
-//! and, optionally, one uniform right after them. Errors here name the binding and both
+//! and, optionally, one uniform right after them; a kernel may also declare the dims uniform
+//! at `@group(1) @binding(0)` (see Note [The dims uniform] in bind.rs). Errors here name the binding and both
 //! sides, with the WGSL line and column, instead of wgpu's layout text.
 
 use std::collections::BTreeMap;
@@ -16,6 +17,8 @@ pub(crate) struct Prepared {
     pub module: naga::Module,
     /// Bytes of the uniform's type, when the kernel takes one.
     pub uniform_size: Option<u64>,
+    /// Bytes of the dims uniform's type, when the kernel declares one.
+    pub dims_size: Option<u64>,
 }
 
 /// What the kernel's binding at one slot is.
@@ -60,14 +63,21 @@ pub(crate) fn prepare(label: &str, source: &str, entry_point: &str, storage: u32
         )));
     }
     let mut declared = BTreeMap::new();
+    let mut dims_var = None;
     for (_, var) in module.global_variables.iter_mut() {
         let Some(binding) = var.binding.as_ref() else { continue };
         let at = line_of(source, var.name.as_deref());
+        if binding.group == 1 && binding.binding == 0 && var.space == naga::AddressSpace::Uniform {
+            dims_var = Some(var.ty);
+            continue;
+        }
         if binding.group != 0 {
             return Err(Error::Shader(format!(
-                "kernel '{label}': '{}'{at} is in @group({}); wgalloc binds @group(0) only",
+                "kernel '{label}': '{}'{at} is @group({}) @binding({}); wgalloc binds @group(0), and the run's dims \
+                 as a uniform at @group(1) @binding(0)",
                 var.name.as_deref().unwrap_or("?"),
-                binding.group
+                binding.group,
+                binding.binding
             )));
         }
         let kind = match &mut var.space {
@@ -128,7 +138,8 @@ pub(crate) fn prepare(label: &str, source: &str, entry_point: &str, storage: u32
     let uniform_size = uniform
         .then(|| declared.get(&storage).map(|&(_, _, ty, _)| u64::from(module.types[ty].inner.size(module.to_ctx()))))
         .flatten();
-    Ok(Prepared { module, uniform_size })
+    let dims_size = dims_var.map(|ty| u64::from(module.types[ty].inner.size(module.to_ctx())));
+    Ok(Prepared { module, uniform_size, dims_size })
 }
 
 /// " at line N" of the line declaring `var<...> name`, for messages; empty if not found.
@@ -198,5 +209,11 @@ mod tests {
         assert!(e.contains("no @compute entry point 'nope' (compute entry points: main)"), "{e}");
         let g1 = AXPY.replace("@group(0) @binding(2)", "@group(1) @binding(2)");
         assert!(prepare("axpy", &g1, "main", 2, true).unwrap_err().to_string().contains("@group(1)"));
+        // The dims uniform is the one binding of group 1.
+        let dims = format!("struct Dims {{ b: u32, s: u32 }}\n@group(1) @binding(0) var<uniform> dims: Dims;\n{AXPY}");
+        assert_eq!(prepare("axpy", &dims, "main", 2, true).unwrap().dims_size, Some(8));
+        assert_eq!(prepare("axpy", AXPY, "main", 2, true).unwrap().dims_size, None);
+        let storage = format!("@group(1) @binding(0) var<storage, read_write> dims: array<u32>;\n{AXPY}");
+        assert!(prepare("axpy", &storage, "main", 2, true).unwrap_err().to_string().contains("@group(1) @binding(0)"));
     }
 }

@@ -1,9 +1,10 @@
 //! Changing shapes: a graph whose sizes and dispatch counts are expressions over named
 //! dimensions (`"dims": ["batch"]`, `"size": "batch * 1024"`, `"dispatch": ["batch * 4"]`),
 //! and a cache of executors keyed by the concrete dimensions a run asks for. Dimensions are
-//! taken exactly, or rounded up to buckets the caller chooses (then a bucketed dimension must
-//! be the outermost one of every tensor it sizes: inputs are zero-padded at the end and
-//! outputs cut to the requested size). Least recently used executors are released, so their
+//! taken exactly, or rounded up to buckets the caller chooses: inputs are placed into the
+//! bucket's shape with zeros elsewhere and outputs cut back to the asked one, row by row for a
+//! tensor that declares its `shape`, at the end for one sized in bytes (see
+//! Note [Buckets on inner dimensions]). Least recently used executors are released, so their
 //! slabs return to the heap and memory stays bounded.
 
 use std::collections::{BTreeMap, HashMap};
@@ -11,11 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::bind::{check_uniform_len, op_pipeline};
+use super::bind::{check_dims_uniform, check_uniform_len, op_pipeline};
 use super::executor::{
     check_binding_limit, check_params_given, CompileOptions, DeviceIo, Executor, RunOptions, RunOutput,
 };
-use super::graph::ExecGraph;
+use super::graph::{dtype_bytes, shape_bytes, ExecGraph};
 use super::lru::Lru;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
@@ -51,7 +52,143 @@ impl SymbolicGraph {
         };
         let g = SymbolicGraph { value, dims };
         g.instantiate(&g.dims.iter().map(|d| (d.clone(), 1)).collect())?;
+        // A size and a shape that agree with every dimension at 1 may not elsewhere: check them
+        // at distinct values too, so `"size": "b * 4"` with `"shape": ["b", "b"]` fails here.
+        const PRIMES: [u64; 8] = [2, 3, 5, 7, 11, 13, 17, 19];
+        let sample: Dims = g.dims.iter().zip(PRIMES.iter().cycle()).map(|(d, &p)| (d.clone(), p)).collect();
+        for (i, t) in g.tensors().enumerate() {
+            if t.get("size").is_some() && t.get("shape").is_some() {
+                g.extents(i, t, &sample)?;
+            }
+        }
         Ok(g)
+    }
+
+    /// The graph's tensors as given (not validated: the parse at 1s did that).
+    fn tensors(&self) -> impl Iterator<Item = &Value> {
+        self.value.get("tensors").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default().iter()
+    }
+
+    /// Tensor `id`: its index and JSON.
+    fn tensor(&self, id: &str) -> Option<(usize, &Value)> {
+        self.tensors().enumerate().find(|(_, t)| t.get("id").and_then(Value::as_str) == Some(id))
+    }
+
+    /// Tensor `t` (the `i`th) at `dims`: its shape and element bytes, or for a tensor sized in
+    /// bytes one extent of its bytes; `None` for one without either (the parse refuses it). A
+    /// size and shape that disagree at `dims` are `INVALID_ARGUMENT`.
+    fn extents(&self, i: usize, t: &Value, dims: &Dims) -> Result<Option<Extents>> {
+        let id = t.get("id").and_then(Value::as_str).unwrap_or("?");
+        let size = match t.get("size") {
+            Some(Value::String(expr)) => {
+                Some(eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].size: {e}")))?)
+            }
+            Some(v) => Some(v.as_u64().unwrap_or(0)),
+            None => None,
+        };
+        let Some(entries) = t.get("shape").and_then(Value::as_array) else {
+            return Ok(size.map(|s| Extents { shape: vec![s], elem: 1 }));
+        };
+        let Some(elem) = t.get("dtype").and_then(Value::as_str).and_then(dtype_bytes) else { return Ok(None) };
+        let shape = entries
+            .iter()
+            .enumerate()
+            .map(|(k, x)| match x {
+                Value::String(expr) => {
+                    eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].shape[{k}]: {e}")))
+                }
+                v => Ok(v.as_u64().unwrap_or(0)),
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        let bytes = shape_bytes(&shape, elem)
+            .ok_or_else(|| Error::invalid(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1")))?;
+        if let Some(s) = size.filter(|&s| s != bytes) {
+            return Err(Error::invalid(format!(
+                "tensor '{id}' at {dims:?}: size {s} disagrees with shape {shape:?} ({bytes} bytes); give one of them"
+            )));
+        }
+        Ok(Some(Extents { shape, elem }))
+    }
+
+    /// How tensor `id`'s bytes at `asked` sit in its bytes at `compiled` (the bucket's shape):
+    /// `None` for a name that is no tensor of the graph.
+    pub fn layout(&self, id: &str, asked: &Dims, compiled: &Dims) -> Result<Option<Layout>> {
+        let Some((i, t)) = self.tensor(id) else { return Ok(None) };
+        let (Some(a), Some(c)) = (self.extents(i, t, asked)?, self.extents(i, t, compiled)?) else { return Ok(None) };
+        if let Some(k) = (0..a.shape.len()).find(|&k| a.shape[k] > c.shape[k]) {
+            return Err(Error::invalid(format!(
+                "tensor '{id}': extent {k} is {} at {asked:?} but {} at the bucket {compiled:?}; an extent must not \
+                 shrink as a dimension grows",
+                a.shape[k], c.shape[k]
+            )));
+        }
+        Ok(Some(Layout { asked: a.shape, compiled: c.shape, elem: a.elem }))
+    }
+
+    /// Note [Buckets on inner dimensions]: a bucket rounds a dimension up, and the bytes of a
+    /// run at the asked dimensions must be placed where the kernels, which index the bucket's
+    /// shape, look for them. A tensor that declares its `shape` is placed row by row (zeros in
+    /// every padded row and column; [`for_each_run`]), whatever dimension is bucketed. A tensor
+    /// sized in bytes has no rows to go by: it is padded at its end, which is right only when
+    /// the bucketed dimension is its outermost one. Its size expression is read as a product
+    /// listing its factors outermost first (`"batch * 1024"`, `"b * s * 4"`), so an input or
+    /// output is accepted only when no bucketed dimension occurs in its size, or the first
+    /// factor is one bucketed dimension named alone and no other factor names a bucketed one.
+    /// Anything else (`"s * 4"` after `"b"` bucketed on `s`, two bucketed dimensions, a sum
+    /// or quotient involving one) is refused here, when the cache is made, naming the tensor
+    /// and the dimension: silently padding it at the end gave wrong answers (a row sum over
+    /// `b * s * 4` bytes at b=2, s=3 in bucket s=4 read [16, 50] instead of [6, 60]). A shape
+    /// extent naming two bucketed dimensions (`"b * s"`) has no rows either, and is refused the
+    /// same way. External tensors are not placed (they are bound whole, in the bucket's shape)
+    /// and intermediates stay inside the executor, so neither is checked.
+    fn check_placeable(&self, bucketed: &[&String]) -> Result<()> {
+        let is_bucketed = |n: &String| bucketed.contains(&n);
+        for t in self.tensors() {
+            let id = t.get("id").and_then(Value::as_str).unwrap_or("?");
+            let kind = match t.get("kind").and_then(Value::as_str) {
+                Some(k @ ("input" | "output")) => k,
+                None if t.get("isOutput").and_then(Value::as_bool) == Some(true) => "output",
+                _ => continue,
+            };
+            if let Some(entries) = t.get("shape").and_then(Value::as_array) {
+                for x in entries.iter().filter_map(Value::as_str) {
+                    let names = names(x);
+                    let hit: Vec<&String> = names.iter().filter(|n| is_bucketed(n)).collect();
+                    if hit.len() > 1 {
+                        return Err(Error::invalid(format!(
+                            "{kind} '{id}': shape extent \"{x}\" names bucketed dimensions '{}' and '{}', so its \
+                             rows cannot be placed in the bucket's shape; give each its own extent",
+                            hit[0], hit[1]
+                        )));
+                    }
+                }
+                continue;
+            }
+            let Some(expr) = t.get("size").and_then(Value::as_str) else { continue };
+            let Some(d) = names(expr).into_iter().find(|n| is_bucketed(n)) else { continue };
+            let factors = factors(expr);
+            let first_alone = |f: &Vec<String>| f.len() == 1 && is_bucketed(&f[0]);
+            let placeable = factors
+                .as_ref()
+                .is_some_and(|f| first_alone(&f[0]) && f[1..].iter().flatten().all(|n| !is_bucketed(n)));
+            if !placeable {
+                let why = match &factors {
+                    None => "its size is not a product".to_string(),
+                    Some(f) if first_alone(&f[0]) => format!(
+                        "'{}' is bucketed too",
+                        f[1..].iter().flatten().find(|n| is_bucketed(n)).map_or("?", String::as_str)
+                    ),
+                    Some(_) => format!("'{d}' is not the first factor of its size"),
+                };
+                return Err(Error::invalid(format!(
+                    "{kind} '{id}' is sized in bytes (\"{expr}\") and its size depends on bucketed dimension '{d}', \
+                     but {why}: a byte-size tensor is padded at its end, which places rows right only for a bucket \
+                     on its outermost dimension (its size lists its factors outermost first). Declare the tensor's \
+                     shape and dtype (\"shape\": [...], \"dtype\": ...) so it is placed row by row"
+                )));
+            }
+        }
+        Ok(())
     }
 
     pub fn dims(&self) -> &[String] {
@@ -65,6 +202,11 @@ impl SymbolicGraph {
         if let Some(tensors) = v.get_mut("tensors").and_then(Value::as_array_mut) {
             for (i, t) in tensors.iter_mut().enumerate() {
                 resolve(t.get_mut("size"), dims, &format!("tensors[{i}].size"))?;
+                if let Some(entries) = t.get_mut("shape").and_then(Value::as_array_mut) {
+                    for (k, x) in entries.iter_mut().enumerate() {
+                        resolve(Some(x), dims, &format!("tensors[{i}].shape[{k}]"))?;
+                    }
+                }
             }
         }
         if let Some(ops) = v.get_mut("ops").and_then(Value::as_array_mut) {
@@ -77,7 +219,9 @@ impl SymbolicGraph {
                 }
             }
         }
-        ExecGraph::from_value(&v)
+        let mut graph = ExecGraph::from_value(&v)?;
+        graph.dims = self.dims.iter().map(|d| (d.clone(), dims[d])).collect();
+        Ok(graph)
     }
 
     /// Every tensor's size at `dims`, without building the graph (a run needs only these).
@@ -85,24 +229,18 @@ impl SymbolicGraph {
     /// compile at `dims` would refuse it (a run below its bucket compiles at other dims).
     pub fn sizes(&self, dims: &Dims) -> Result<HashMap<String, u64>> {
         self.check_dims(dims)?;
-        let tensors = self.value.get("tensors").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-        tensors
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| Some((i, t.get("id")?.as_str()?, t.get("size")?, t.get("dtype"))))
-            .map(|(i, id, size, dtype)| {
-                let bytes = match size {
-                    Value::String(expr) => {
-                        eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].size: {e}")))?
-                    }
-                    v => v.as_u64().unwrap_or(0),
-                };
-                if let Some(dtype) = dtype.and_then(Value::as_str) {
-                    super::graph::whole_elements(bytes, dtype, || format!("tensor '{id}' at {dims:?}"))?;
-                }
-                Ok((id.to_string(), bytes))
-            })
-            .collect()
+        let mut sizes = HashMap::new();
+        for (i, t) in self.tensors().enumerate() {
+            let Some(id) = t.get("id").and_then(Value::as_str) else { continue };
+            let Some(e) = self.extents(i, t, dims)? else { continue };
+            let bytes = shape_bytes(&e.shape, e.elem)
+                .ok_or_else(|| Error::invalid(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1")))?;
+            if let Some(dtype) = t.get("dtype").and_then(Value::as_str) {
+                super::graph::whole_elements(bytes, dtype, || format!("tensor '{id}' at {dims:?}"))?;
+            }
+            sizes.insert(id.to_string(), bytes);
+        }
+        Ok(sizes)
     }
 
     fn check_dims(&self, dims: &Dims) -> Result<()> {
@@ -117,6 +255,110 @@ impl SymbolicGraph {
         }
         Ok(())
     }
+}
+
+/// A tensor's extents at some dimensions: its shape and the bytes of one element (a tensor
+/// sized in bytes is one extent of `elem` 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Extents {
+    shape: Vec<u64>,
+    elem: u64,
+}
+
+/// Where a tensor's bytes at a run's asked dimensions go in the executor's (bucketed) tensor:
+/// its extents at both, each asked extent at most its compiled one, and the bytes of an element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub asked: Vec<u64>,
+    pub compiled: Vec<u64>,
+    pub elem: u64,
+}
+
+impl Layout {
+    /// Whether the asked bytes are a prefix of the compiled ones (one copy moves them).
+    pub fn is_prefix(&self) -> bool {
+        run_count(&self.asked, &self.compiled) <= 1
+    }
+}
+
+/// The outermost dimension of the runs [`for_each_run`] makes, and their bytes: the dimensions
+/// inside it are copied whole in both tensors, so they make one contiguous run with it.
+fn run_split(asked: &[u64], from: &[u64], to: &[u64], elem: u64) -> (usize, u64) {
+    let mut len = elem;
+    for k in (0..asked.len()).rev() {
+        len *= asked[k];
+        if k == 0 || asked[k] != from[k] || asked[k] != to[k] {
+            return (k, len);
+        }
+    }
+    (0, len)
+}
+
+/// How many runs copy a box of `asked` between tensors of shapes `asked` and `compiled`.
+fn run_count(asked: &[u64], compiled: &[u64]) -> u64 {
+    let (p, _) = run_split(asked, asked, compiled, 1);
+    asked[..p].iter().product()
+}
+
+/// Copies the box `asked` (per extent, from index 0) from a row-major tensor of shape `from`
+/// to one of shape `to` (every `asked[k] <= from[k], to[k]`), `elem` bytes an element, as
+/// contiguous runs: `f(source offset, destination offset, bytes)`, in order. Innermost extents
+/// copied whole in both merge into their outer one, so a bucket on the outermost dimension is
+/// one run and a bucket on an inner one a run per row (see Note [Buckets on inner dimensions]).
+pub fn for_each_run(asked: &[u64], from: &[u64], to: &[u64], elem: u64, mut f: impl FnMut(u64, u64, u64)) {
+    assert!(from.len() == asked.len() && to.len() == asked.len(), "one extent per dimension");
+    if asked.contains(&0) {
+        return;
+    }
+    let strides = |shape: &[u64]| {
+        let mut s = vec![0; shape.len()];
+        let mut acc = elem;
+        for k in (0..shape.len()).rev() {
+            s[k] = acc;
+            acc *= shape[k];
+        }
+        s
+    };
+    let (sf, st) = (strides(from), strides(to));
+    let (p, len) = run_split(asked, from, to, elem);
+    let mut idx = vec![0u64; p];
+    loop {
+        let src = idx.iter().zip(&sf).map(|(i, s)| i * s).sum();
+        let dst = idx.iter().zip(&st).map(|(i, s)| i * s).sum();
+        f(src, dst, len);
+        // The next index over the outer extents, innermost fastest.
+        let Some(k) = (0..p).rev().find(|&k| idx[k] + 1 < asked[k]) else { return };
+        idx[k] += 1;
+        idx[k + 1..].fill(0);
+    }
+}
+
+/// The names an expression refers to (dimensions; unknown names are the parse's to refuse).
+fn names(expr: &str) -> Vec<String> {
+    tokenize(expr).unwrap_or_default().into_iter().filter(|t| is_name(t)).collect()
+}
+
+/// The tokens of each top-level factor of `expr` when it is a product (`"b * (s + 1) * 4"`:
+/// `[[b], [(, s, +, 1, )], [4]]`), outermost first; `None` when a `+`, `-` or `/` joins its
+/// top level.
+fn factors(expr: &str) -> Option<Vec<Vec<String>>> {
+    let tokens = tokenize(expr).ok()?;
+    let mut out = vec![Vec::new()];
+    let mut depth = 0usize;
+    for t in tokens {
+        match t.as_str() {
+            "(" => depth += 1,
+            ")" => depth = depth.saturating_sub(1),
+            "*" if depth == 0 => {
+                out.push(Vec::new());
+                continue;
+            }
+            "+" | "-" | "/" if depth == 0 => return None,
+            _ => {}
+        }
+        out.last_mut().expect("one factor at least").push(t);
+    }
+    Some(out)
 }
 
 fn is_name(s: &str) -> bool {
@@ -250,6 +492,10 @@ fn check(v: i128) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Copies a device input or output below its bucket may take (one per contiguous run): more
+/// are refused, pointing to host bytes.
+pub const MAX_DEVICE_RUNS: u64 = 4096;
+
 /// How a run's dimensions map to a compiled shape.
 #[derive(Debug, Clone, Default)]
 pub enum ShapePolicy {
@@ -316,7 +562,7 @@ impl<C: std::ops::Deref<Target = ShapeCache>> ShapeClaim<C> {
         // Before any compile: a shape the run cannot return is refused whatever is cached.
         let asked = cache.graph.sizes(dims)?;
         let (exe, shape, cached) = cache.lookup(dims, &self.options)?;
-        let out = ShapeCache::run_at(&exe, &shape, dims, &asked, inputs, io, options).await;
+        let out = cache.run_at(&exe, &shape, dims, &asked, inputs, io, options).await;
         if !cached {
             exe.release();
         }
@@ -350,6 +596,9 @@ impl ShapeCache {
                     return Err(Error::invalid(format!("buckets of '{d}' must be positive sizes")));
                 }
             }
+            let mut bucketed: Vec<&String> = b.keys().collect();
+            bucketed.sort();
+            graph.check_placeable(&bucketed)?;
         }
         let state = CacheState {
             entries: Lru::new(capacity),
@@ -377,7 +626,8 @@ impl ShapeCache {
     /// does not depend on the shape is checked here, at the sample shape and without taking any
     /// device memory: every op's pipeline is built (WGSL compiled, bindings matched against the
     /// op; the pipelines are cached for the compiles to come), op params are long enough for
-    /// the kernel's uniform, every param has data, and no tensor exceeds the binding limit.
+    /// the kernel's uniform, a dims uniform fits the graph's dims, every param has data, and no
+    /// tensor exceeds the binding limit.
     fn check_at_sample_shape(&self) -> Result<()> {
         let shape = self.sample_shape();
         let graph = self.graph.instantiate(&shape)?;
@@ -385,7 +635,9 @@ impl ShapeCache {
         check_binding_limit(&graph, self.gpu.limits().max_storage_buffer_binding_size)?;
         check_params_given(&graph, &options.params, options.weights.as_deref())?;
         for op in &graph.ops {
-            if let (Some(pipeline), Some(params)) = (op_pipeline(&self.gpu, &graph, op)?, &op.params) {
+            let Some(pipeline) = op_pipeline(&self.gpu, &graph, op)? else { continue };
+            check_dims_uniform(&pipeline, &graph.dims, &format!("op '{}'", op.name))?;
+            if let Some(params) = &op.params {
                 check_uniform_len(&pipeline, params.len(), &format!("op '{}'", op.name))?;
             }
         }
@@ -469,10 +721,12 @@ impl ShapeCache {
         Ok((exe, shape, true))
     }
 
-    /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are zero-padded to the
-    /// compiled shape, and outputs (read back, into blocks or left on the device) are cut to
-    /// their size at `dims`. Runs sharing a shape's executor take turns in the order they reach
-    /// it. `USE_AFTER_FREE` once closed.
+    /// Runs at `dims`: inputs sized for `dims` (host bytes or blocks) are placed into the
+    /// compiled shape with zeros elsewhere, and outputs (read back, into blocks or left on the
+    /// device) are cut to their size at `dims`, row by row for tensors with a shape (Note
+    /// [Buckets on inner dimensions]); external blocks are bound whole at the compiled shape, and
+    /// the dims uniform holds `dims`. Runs sharing a shape's executor take turns in the order
+    /// they reach it. `USE_AFTER_FREE` once closed.
     pub async fn run(
         &self,
         dims: &Dims,
@@ -491,8 +745,14 @@ impl ShapeCache {
         Ok(ShapeClaim { cache, options })
     }
 
-    /// Runs `exe`, compiled at `shape`, for a run at `dims`, whose tensors have `asked` sizes.
+    /// Runs `exe`, compiled at `shape`, for a run at `dims`, whose tensors have `asked` sizes:
+    /// host inputs placed into the compiled shape with zeros elsewhere and host outputs cut
+    /// back, row by row where a tensor's layout asks for it (Note [Buckets on inner
+    /// dimensions]); device blocks likewise, by one GPU copy per contiguous run; the dims
+    /// uniform holds `dims`.
+    #[allow(clippy::too_many_arguments)]
     async fn run_at(
+        &self,
         exe: &Executor,
         shape: &Dims,
         dims: &Dims,
@@ -501,6 +761,8 @@ impl ShapeCache {
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
+        let exact = shape == dims;
+        let layout = |id: &str| if exact { Ok(None) } else { self.graph.layout(id, dims, shape) };
         let mut padded = HashMap::with_capacity(inputs.len());
         for (id, bytes) in inputs {
             let want = asked.get(id).copied();
@@ -511,30 +773,130 @@ impl ShapeCache {
                     bytes.len()
                 )));
             }
-            let mut b = bytes.clone();
-            if let Some(t) = exe.graph().tensor(id) {
-                b.resize(t.size as usize, 0);
-            }
+            let Some(t) = exe.graph().tensor(id) else {
+                padded.insert(id.clone(), bytes.clone());
+                continue;
+            };
+            let b = match layout(id)? {
+                Some(l) if want.is_some() && !l.is_prefix() => {
+                    let mut b = vec![0u8; t.size as usize];
+                    for_each_run(&l.asked, &l.asked, &l.compiled, l.elem, |s, d, n| {
+                        let (s, d, n) = (s as usize, d as usize, n as usize);
+                        b[d..d + n].copy_from_slice(&bytes[s..s + n]);
+                    });
+                    b
+                }
+                _ => {
+                    let mut b = bytes.clone();
+                    b.resize(t.size as usize, 0);
+                    b
+                }
+            };
             padded.insert(id.clone(), b);
         }
-        // Device inputs and outputs move the bytes of the asked shape; the executor zeroes the
-        // rest of an input, as `padded` does for host bytes.
-        let resized;
-        let io = if shape != dims {
-            resized = DeviceIo { bytes: asked.clone(), ..io.clone() };
-            &resized
-        } else {
-            io
-        };
-        let mut out = exe.run_io(&padded, io, options).await?;
-        if shape != dims {
+        let mut io = io.clone();
+        io.dims = Some(self.graph.dims.iter().map(|d| dims[d]).collect());
+        if !exact {
+            self.device_runs(exe, shape, dims, asked, &mut io)?;
+        }
+        let mut out = exe.run_io(&padded, &io, options).await?;
+        if !exact {
             for (id, bytes) in &mut out.outputs {
-                if let Some(&size) = asked.get(id) {
-                    bytes.truncate(size as usize);
+                let Some(&size) = asked.get(id) else { continue };
+                match layout(id)? {
+                    Some(l) if !l.is_prefix() => {
+                        let mut cut = vec![0u8; size as usize];
+                        for_each_run(&l.asked, &l.compiled, &l.asked, l.elem, |s, d, n| {
+                            let (s, d, n) = (s as usize, d as usize, n as usize);
+                            cut[d..d + n].copy_from_slice(&bytes[s..s + n]);
+                        });
+                        *bytes = cut;
+                    }
+                    _ => bytes.truncate(size as usize),
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Device blocks of a run at `dims` below its bucket `shape`: each input and output block
+    /// moves the asked bytes (`io.bytes`), by one copy when they are a prefix of the tensor and
+    /// by the runs of [`for_each_run`] otherwise (`io.runs`), each whole 4-byte words and at most
+    /// [`MAX_DEVICE_RUNS`]; what cannot be copied so is refused, as is an external block smaller
+    /// than the bucket's tensor (external tensors are bound whole, never padded or cut).
+    fn device_runs(
+        &self,
+        exe: &Executor,
+        shape: &Dims,
+        dims: &Dims,
+        asked: &HashMap<String, u64>,
+        io: &mut DeviceIo,
+    ) -> Result<()> {
+        io.bytes = asked.clone();
+        let g = exe.graph();
+        for t in g.externals() {
+            if let Some(block) = io.inputs.get(&t.id).filter(|b| b.requested_size() < t.size) {
+                let shapes = match self.graph.layout(&t.id, dims, shape)? {
+                    Some(l) if l.elem > 1 || l.asked.len() > 1 => {
+                        format!("shape {:?} asked, {:?} in the bucket", l.asked, l.compiled)
+                    }
+                    _ => format!("{} bytes asked", asked.get(&t.id).copied().unwrap_or(0)),
+                };
+                return Err(Error::invalid(format!(
+                    "external tensor '{}': its block holds {} bytes, but a run at {dims:?} binds the tensor whole in \
+                     its bucket's shape ({shapes}: {} bytes, at {shape:?}): external tensors are bound in place, \
+                     never padded or cut. Size the block for shapeOf(dims), the dimensions the run compiles at, and \
+                     lay it out in that shape",
+                    t.id,
+                    block.requested_size(),
+                    t.size,
+                )));
+            }
+        }
+        let mut moved: Vec<(&str, &str)> = io
+            .inputs
+            .keys()
+            .filter(|id| g.tensor(id).is_some_and(|t| t.kind == super::graph::TensorKind::Input))
+            .map(|id| ("input", id.as_str()))
+            .collect();
+        moved.extend(
+            g.outputs()
+                .filter(|t| io.outputs_on_device || io.outputs_into.contains_key(&t.id))
+                .map(|t| ("output", t.id.as_str())),
+        );
+        let mut runs = HashMap::new();
+        for (role, id) in moved {
+            let Some(l) = self.graph.layout(id, dims, shape)? else { continue };
+            if l.is_prefix() {
+                continue;
+            }
+            let count = run_count(&l.asked, &l.compiled);
+            let (from, to) = if role == "input" { (&l.asked, &l.compiled) } else { (&l.compiled, &l.asked) };
+            let mut copies = Vec::new();
+            let mut aligned = true;
+            if count <= MAX_DEVICE_RUNS {
+                for_each_run(&l.asked, from, to, l.elem, |s, d, n| {
+                    aligned &= s % 4 == 0 && d % 4 == 0 && n % 4 == 0;
+                    copies.push((s, d, n));
+                });
+            }
+            if count > MAX_DEVICE_RUNS || !aligned {
+                let why = if aligned {
+                    format!("{count} copies, above the {MAX_DEVICE_RUNS} a run makes per block")
+                } else {
+                    "rows that are not whole 4-byte words (GPU copies move words)".to_string()
+                };
+                return Err(Error::invalid(format!(
+                    "device {role} '{id}': a run at {dims:?} has it in shape {:?}, placed row by row into its bucket's \
+                     shape {:?} (at {shape:?}), which takes {why}. Pass host bytes instead, or a block laid out in \
+                     the bucket's shape with the run at shapeOf(dims)",
+                    l.asked, l.compiled
+                )));
+            }
+            runs.insert(id.to_string(), copies);
+        }
+        io.runs = runs;
+        Ok(())
     }
 
     pub fn stats(&self) -> ShapeCacheStats {
@@ -576,5 +938,124 @@ impl CacheState {
         let exe = self.entries.get(shape)?.clone();
         self.stats.hits += 1;
         Some(exe)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(asked: &[u64], from: &[u64], to: &[u64], elem: u64) -> Vec<(u64, u64, u64)> {
+        let mut out = Vec::new();
+        for_each_run(asked, from, to, elem, |s, d, n| out.push((s, d, n)));
+        out
+    }
+
+    /// Places `x` of shape `asked` into a zeroed tensor of shape `compiled` (f32 elements).
+    fn place(x: &[f32], asked: &[u64], compiled: &[u64]) -> Vec<f32> {
+        let src: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut dst = vec![0u8; compiled.iter().product::<u64>() as usize * 4];
+        for_each_run(asked, asked, compiled, 4, |s, d, n| {
+            dst[d as usize..(d + n) as usize].copy_from_slice(&src[s as usize..(s + n) as usize])
+        });
+        dst.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn rows_are_placed_into_the_bucket_and_cut_back() {
+        // b=2, s=3 in the bucket s=4: per-row placement keeps the rows apart.
+        let x = [1.0, 2.0, 3.0, 10.0, 20.0, 30.0];
+        let placed = place(&x, &[2, 3], &[2, 4]);
+        assert_eq!(placed, [1.0, 2.0, 3.0, 0.0, 10.0, 20.0, 30.0, 0.0]);
+        let sums: Vec<f32> = placed.chunks(4).map(|r| r.iter().sum()).collect();
+        assert_eq!(sums, [6.0, 60.0], "row sums at the bucket's shape");
+        // Padding the flat tensor at its end (what a byte size gives) mixes the rows.
+        let mut flat = x.to_vec();
+        flat.resize(8, 0.0);
+        let wrong: Vec<f32> = flat.chunks(4).map(|r| r.iter().sum()).collect();
+        assert_eq!(wrong, [16.0, 50.0]);
+        // Cut back: the runs in the other direction give the asked bytes again.
+        assert_eq!(runs(&[2, 3], &[2, 4], &[2, 3], 4), [(0, 0, 12), (16, 12, 12)]);
+        assert_eq!(runs(&[2, 3], &[2, 3], &[2, 4], 4), [(0, 0, 12), (12, 16, 12)]);
+    }
+
+    #[test]
+    fn whole_inner_extents_merge_into_one_run() {
+        // A bucket on the outermost dimension: one run, as a byte size pads.
+        assert_eq!(runs(&[3, 4, 5], &[3, 4, 5], &[8, 4, 5], 2), [(0, 0, 120)]);
+        assert!(Layout { asked: vec![3, 4], compiled: vec![8, 4], elem: 4 }.is_prefix());
+        assert!(!Layout { asked: vec![3, 4], compiled: vec![3, 8], elem: 4 }.is_prefix());
+        // A bucket on the middle one: a run per outer index, inner extents whole.
+        assert_eq!(runs(&[2, 3, 5], &[2, 3, 5], &[2, 4, 5], 1), [(0, 0, 15), (15, 20, 15)]);
+        // Every extent padded: a run per row of the innermost extent.
+        let r = runs(&[2, 2, 3], &[2, 2, 3], &[3, 4, 4], 4);
+        assert_eq!(r, [(0, 0, 12), (12, 16, 12), (24, 64, 12), (36, 80, 12)]);
+        assert_eq!(run_count(&[2, 2, 3], &[3, 4, 4]), 4);
+        // A scalar, an exact shape, and an empty box.
+        assert_eq!(runs(&[], &[], &[], 4), [(0, 0, 4)]);
+        assert_eq!(runs(&[5, 6], &[5, 6], &[5, 6], 4), [(0, 0, 120)]);
+        assert!(runs(&[0, 6], &[2, 6], &[2, 6], 4).is_empty());
+    }
+
+    fn graph(tensors: &str) -> SymbolicGraph {
+        let k = r#"{"source": "@group(0) @binding(0) var<storage, read_write> a: array<f32>; @group(0) @binding(1) var<storage, read_write> b: array<f32>; @compute @workgroup_size(1) fn main() {}"}"#;
+        let json = format!(
+            r#"{{"dims": ["b", "s"], "kernels": {{"k": {k}}}, "tensors": [{tensors}, {{"id": "y", "size": "b * 4", "kind": "output"}}], "ops": [{{"kernel": "k", "inputs": ["x"], "outputs": ["y"]}}]}}"#
+        );
+        SymbolicGraph::parse(&json).unwrap()
+    }
+
+    fn placeable(g: &SymbolicGraph, bucketed: &[&str]) -> std::result::Result<(), String> {
+        let names: Vec<String> = bucketed.iter().map(|s| s.to_string()).collect();
+        g.check_placeable(&names.iter().collect::<Vec<_>>()).map_err(|e| format!("{}: {e}", e.code()))
+    }
+
+    #[test]
+    fn byte_sizes_take_buckets_on_their_first_factor_only() {
+        let bytes = graph(r#"{"id": "x", "size": "b * s * 4", "kind": "input"}"#);
+        assert_eq!(placeable(&bytes, &["b"]), Ok(()));
+        assert_eq!(placeable(&bytes, &[]), Ok(()));
+        let e = placeable(&bytes, &["s"]).unwrap_err();
+        assert!(e.starts_with("INVALID_ARGUMENT"), "{e}");
+        assert!(e.contains("input 'x'") && e.contains("'s' is not the first factor") && e.contains("shape"), "{e}");
+        let e = placeable(&bytes, &["b", "s"]).unwrap_err();
+        assert!(e.contains("'s' is bucketed too"), "{e}");
+        let sum = graph(r#"{"id": "x", "size": "(b + 1) * 4", "kind": "input"}"#);
+        assert!(placeable(&sum, &["b"]).unwrap_err().contains("not the first factor"));
+        let sum = graph(r#"{"id": "x", "size": "b * 4 + 4", "kind": "input"}"#);
+        assert!(placeable(&sum, &["b"]).unwrap_err().contains("its size is not a product"));
+        let later = graph(r#"{"id": "x", "size": "4 * b", "kind": "input"}"#);
+        assert!(placeable(&later, &["b"]).unwrap_err().contains("'b' is not the first factor"));
+        // Outputs are checked too (here y: "b * 4"); intermediates are not.
+        let g = graph(r#"{"id": "x", "size": 16, "kind": "input"}, {"id": "t", "size": "s * b * 4"}"#);
+        assert_eq!(placeable(&g, &["b"]), Ok(()));
+        // A shaped tensor takes a bucket on any dimension, but not two in one extent.
+        let shaped = graph(r#"{"id": "x", "shape": ["b", "s"], "dtype": "f32", "kind": "input"}"#);
+        assert_eq!(placeable(&shaped, &["s"]), Ok(()));
+        assert_eq!(placeable(&shaped, &["b", "s"]), Ok(()));
+        let joint = graph(r#"{"id": "x", "shape": ["b * s"], "dtype": "f32", "kind": "input"}"#);
+        assert!(placeable(&joint, &["b", "s"]).unwrap_err().contains("names bucketed dimensions 'b' and 's'"));
+    }
+
+    #[test]
+    fn shapes_give_sizes_and_layouts_at_any_dims() {
+        let g = graph(
+            r#"{"id": "x", "shape": ["b", "s + 1"], "dtype": "f16", "size": "b * (s + 1) * 2", "kind": "input"}"#,
+        );
+        let at = |b, s| Dims::from([("b".to_string(), b), ("s".to_string(), s)]);
+        assert_eq!(g.sizes(&at(2, 3)).unwrap()["x"], 16);
+        let l = g.layout("x", &at(2, 3), &at(2, 4)).unwrap().unwrap();
+        assert_eq!(l, Layout { asked: vec![2, 4], compiled: vec![2, 5], elem: 2 });
+        assert_eq!(g.instantiate(&at(3, 1)).unwrap().tensor("x").unwrap().size, 12);
+        // A size that agrees with the shape at 1s but not elsewhere is refused at parse.
+        let k = r#"{"source": "@compute @workgroup_size(1) fn main() {}"}"#;
+        let bad = format!(
+            r#"{{"dims": ["b"], "kernels": {{"k": {k}}}, "tensors": [{{"id": "x", "shape": ["b", "b"], "dtype": "u8", "size": "b", "kind": "input"}}], "ops": []}}"#
+        );
+        let e = SymbolicGraph::parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("size 2 disagrees with shape [2, 2]"), "{e}");
+        let no_dtype = bad.replace(r#""dtype": "u8", "size": "b", "#, "");
+        let e = SymbolicGraph::parse(&no_dtype).unwrap_err().to_string();
+        assert!(e.contains("shape needs a dtype"), "{e}");
     }
 }
