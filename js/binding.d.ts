@@ -682,6 +682,13 @@ export interface BlockInfo {
 }
 
 /**
+ * Gives up the run holding `token` if it is still queued (its signal fired), and forgets the
+ * token (also what the facade calls when the run was refused before it was queued).
+ * @internal
+ */
+export declare function cancelRun(token: number): void
+
+/**
  * Options of the native `compileGraph()` (the facade's `compile()` adds `plan: 'observe'`).
  * @internal
  */
@@ -807,6 +814,11 @@ export interface ExecRunOptions {
    * `EXECUTOR_BUSY` at once while another run is queued or in flight.
    */
   wait?: boolean
+  /**
+   * A token from `runCancelToken()`: `cancelRun(token)` while the run is queued takes it out
+   * of the queue at once.
+   */
+  cancel?: number
 }
 
 /** What an executor created and ran. Runs create nothing: only `runs` and staging grow. */
@@ -1371,6 +1383,12 @@ export interface ProfilerStats {
   /** Work recorded without a GPU time because one submission exhausted its query chunks. */
   untimedPoolExhausted: number
 }
+
+/**
+ * A token for one run's `cancel` option (the facade takes one per run given a signal).
+ * @internal
+ */
+export declare function runCancelToken(): number
 
 /**
  * What a native run returns (the facade turns outputs into typed arrays).

@@ -245,7 +245,17 @@ async function runWith(
 ): Promise<AnyResult> {
   const { host, nativeOptions, signal, table, dropLate } = runArguments(inputs, opts, device.table, types)
   checkSignal(signal)
-  const r = await reportingOom(device, withSignal(start(host, nativeOptions), signal, dropLate))
+  // With a signal, an abort while the run is still queued takes it out of the queue at once.
+  const cancel = signal ? native.runCancelToken() : undefined
+  let started: Promise<RunResult>
+  try {
+    started = start(host, cancel === undefined ? nativeOptions : { ...nativeOptions, cancel })
+  } catch (err) {
+    if (cancel !== undefined) native.cancelRun(cancel) // refused before it was queued: forget the token
+    throw err
+  }
+  if (cancel !== undefined) signal?.addEventListener('abort', () => native.cancelRun(cancel), { once: true })
+  const r = await reportingOom(device, withSignal(started, signal, dropLate))
   return execResult(r, types, table, opts.outputs === 'device')
 }
 
@@ -384,7 +394,8 @@ export class Executor<G extends Graph = Graph> {
    * outputs. Runs of one executor take turns in call order: a run called while others are queued
    * or in flight waits for them (with `wait: false` it fails with `EXECUTOR_BUSY` instead).
    * `USE_AFTER_FREE` after `release()`, `INVALID_ARGUMENT` for a missing or mis-sized input,
-   * `ABORTED` (the run still takes its turn and its GPU work completes; what it returns is released).
+   * `ABORTED` when its `signal` fires: a queued run leaves the queue at once; a running one completes
+   * its GPU work, and what it returns is released.
    */
   @api async run<O extends RunOptions = RunOptions>(inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
     const opts = optionsObject(options, 'run')

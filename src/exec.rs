@@ -80,6 +80,43 @@ pub struct ExecRunOptions {
     /// Queue behind the executor's earlier runs (default `true`); `false` fails with
     /// `EXECUTOR_BUSY` at once while another run is queued or in flight.
     pub wait: Option<bool>,
+    /// A token from `runCancelToken()`: `cancelRun(token)` while the run is queued takes it out
+    /// of the queue at once.
+    pub cancel: Option<f64>,
+}
+
+/// Cancellation tokens of runs called with a signal, by number, until the run ends.
+static CANCELS: std::sync::Mutex<Option<HashMap<u64, wgalloc_core::signal::Cancel>>> = std::sync::Mutex::new(None);
+static NEXT_CANCEL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn cancels<T>(f: impl FnOnce(&mut HashMap<u64, wgalloc_core::signal::Cancel>) -> T) -> T {
+    f(CANCELS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new))
+}
+
+/// A token for one run's `cancel` option (the facade takes one per run given a signal).
+/// @internal
+#[napi(catch_unwind)]
+pub fn run_cancel_token() -> f64 {
+    let n = NEXT_CANCEL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    cancels(|c| c.insert(n, wgalloc_core::signal::Cancel::new()));
+    n as f64
+}
+
+/// Gives up the run holding `token` if it is still queued (its signal fired), and forgets the
+/// token (also what the facade calls when the run was refused before it was queued).
+/// @internal
+#[napi(catch_unwind)]
+pub fn cancel_run(token: f64) {
+    if let Some(c) = cancels(|c| c.remove(&(token as u64))) {
+        c.cancel();
+    }
+}
+
+/// Forgets `token` once its run ended.
+pub(crate) fn drop_cancel_token(options: &RunOptions) {
+    if let Some(cancel) = &options.cancel {
+        cancels(|c| c.retain(|_, v| v != cancel));
+    }
 }
 
 /// An output left on the device in a new heap block, with the fields the facade's `DeviceBlock` needs.
@@ -304,7 +341,9 @@ impl Executor {
         // lets the run complete.
         let claim = wgalloc_core::exec::Executor::claim(exe, opts.wait).napi()?;
         env.spawn_future(async move {
+            let ended = opts.clone();
             let out = claim.run_io(&inputs, &io, opts).await;
+            drop_cancel_token(&ended);
             drop(leases);
             Ok(result(out.napi()?, table.as_deref(), &given))
         })
@@ -333,11 +372,20 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
         outputs_into: None,
         outputs: None,
         wait: None,
+        cancel: None,
     });
+    let cancel = match o.cancel {
+        Some(token) => Some(
+            cancels(|c| c.get(&(token as u64)).cloned())
+                .ok_or_else(|| coded("INVALID_ARGUMENT", "cancel: not a token from runCancelToken()"))?,
+        ),
+        None => None,
+    };
     let opts = RunOptions {
         observe: o.observe.unwrap_or(false),
         check_plan: o.check_plan.unwrap_or(false),
         wait: o.wait.unwrap_or(true),
+        cancel,
     };
     {
         let outputs_on_device = match o.outputs.as_deref() {

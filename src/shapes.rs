@@ -81,7 +81,9 @@ impl ShapeExecutor {
         // Claimed now: a release() right after this call lets the run complete.
         let claim = ShapeCache::claim(self.inner.clone()).napi()?;
         env.spawn_future(async move {
+            let ended = opts.clone();
             let out = claim.run(&d, &inputs, &io, opts).await;
+            crate::exec::drop_cancel_token(&ended);
             drop(leases);
             Ok(result(out.napi()?, table.as_deref(), &given))
         })

@@ -130,3 +130,47 @@ mod tests {
         assert_eq!(pollster::block_on(slot.wait()), "x");
     }
 }
+
+/// A caller's wish to give up an operation that has not started (its `AbortSignal` fired): a run
+/// still queued behind others leaves the queue at once. Cheap to clone; all clones are one wish.
+#[derive(Clone)]
+pub struct Cancel(Arc<Slot<()>>);
+
+impl Default for Cancel {
+    fn default() -> Self {
+        Cancel(Slot::new())
+    }
+}
+
+impl std::fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Cancel").field(&self.is_cancelled()).finish()
+    }
+}
+
+impl PartialEq for Cancel {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Cancel {}
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.complete(());
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_done()
+    }
+
+    /// Resolves once cancelled.
+    pub fn cancelled(&self) -> DoneFuture<()> {
+        self.0.done()
+    }
+}

@@ -105,7 +105,7 @@ fn a_run_given_up_while_queued_holds_nothing_up_and_wait_false_is_refused_while_
     assert_eq!(busy.code(), "EXECUTOR_BUSY");
     assert!(busy.to_string().contains("wait: false"), "{busy}");
     let no_wait = RunOptions { wait: false, ..Default::default() };
-    assert_eq!(pollster::block_on(exe.run(&x0, no_wait)).unwrap_err().code(), "EXECUTOR_BUSY");
+    assert_eq!(pollster::block_on(exe.run(&x0, no_wait.clone())).unwrap_err().code(), "EXECUTOR_BUSY");
     let io = DeviceIo::default();
     let mut queued: Run<'_> = Box::pin(given_up.run_io(&x0, &io, RunOptions::default()));
     assert!(!poll_once(&mut queued));

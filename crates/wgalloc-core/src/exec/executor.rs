@@ -86,7 +86,7 @@ impl DeviceIo {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOptions {
     /// Record every AllocateTensor / free per op.
     pub observe: bool,
@@ -96,11 +96,14 @@ pub struct RunOptions {
     /// Queue behind runs of the executor claimed earlier (default). False: a run that finds
     /// the executor busy fails at once with `EXECUTOR_BUSY` instead.
     pub wait: bool,
+    /// Cancelled while the run waits for its turn: it leaves the queue at once with `ABORTED`
+    /// (Note [Run queue]). Once its turn came, the run completes.
+    pub cancel: Option<crate::signal::Cancel>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { observe: false, check_plan: false, wait: true }
+        RunOptions { observe: false, check_plan: false, wait: true, cancel: None }
     }
 }
 
@@ -257,8 +260,36 @@ impl<E: std::ops::Deref<Target = Executor>> RunClaim<E> {
         io: &DeviceIo,
         options: RunOptions,
     ) -> Result<RunOutput> {
-        self.ticket.turn().await;
+        match &options.cancel {
+            // Given up while queued: `self` drops here, and with it the place in the queue.
+            Some(cancel) if !TurnOrCancel { turn: self.ticket.turn(), cancel: cancel.cancelled() }.await => {
+                return Err(Error::Aborted)
+            }
+            Some(_) => {}
+            None => self.ticket.turn().await,
+        }
         self.exe.run_inner(inputs, io, options).await
+    }
+}
+
+/// The turn of a ticket, or its cancellation, whichever comes first: true for the turn.
+struct TurnOrCancel<'a> {
+    turn: super::gate::Turn<'a>,
+    cancel: crate::signal::DoneFuture<()>,
+}
+
+impl std::future::Future for TurnOrCancel<'_> {
+    type Output = bool;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<bool> {
+        use std::task::Poll;
+        if std::pin::Pin::new(&mut self.turn).poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        if std::pin::Pin::new(&mut self.cancel).poll(cx).is_ready() {
+            return Poll::Ready(false);
+        }
+        Poll::Pending
     }
 }
 
