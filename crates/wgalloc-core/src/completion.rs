@@ -308,6 +308,14 @@ impl Poller {
         Ok(Poller { stop, tracker, exited, handle: Some(handle), detach: false })
     }
 
+    /// Stops the thread and waits (a bounded time) until it released its device handle, without
+    /// joining: what the process-exit hook needs (see Note [Threads stop before the process exits]).
+    pub(crate) fn stop_for_exit(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.tracker.notify_stop();
+        let _ = self.exited.wait_timeout(POLLER_EXIT_WAIT);
+    }
+
     /// Dropping will not wait for the thread: the GPU work it waits for outlasted the
     /// teardown's bound already (a second wait would double the time a busy process takes
     /// to exit).

@@ -151,6 +151,46 @@ pub(crate) struct Shared {
     closing: Option<DriverTurn>,
 }
 
+// Note [Threads stop before the process exits]
+// A process usually exits with its devices still open: nothing finalizes JS objects at exit.
+// Their poller and submission threads would then still be inside the driver when the C
+// library's exit handlers run, and Mesa's tear the driver down under them (a crash at exit, now
+// and then, under load). So the first device open registers an `atexit` handler (after the
+// driver was loaded, so it runs before the driver's own handlers, which run in reverse order of
+// registration) that stops every live device's threads, each within its bounded wait. It runs
+// after every JS `exit` listener, so exit reports still read the devices.
+static LIVE_DEVICES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+static EXIT_HOOK: std::sync::Once = std::sync::Once::new();
+
+extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+extern "C" fn stop_threads_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let live: Vec<Arc<Shared>> = lock(&LIVE_DEVICES).drain(..).filter_map(|w| w.upgrade()).collect();
+        for shared in &live {
+            shared.lane.close(true);
+            shared.poller.stop_for_exit();
+        }
+        // The devices stay allocated: their drop would wait for the driver, which is going.
+        std::mem::forget(live);
+    });
+}
+
+fn track_for_exit(shared: &Arc<Shared>) {
+    let mut live = lock(&LIVE_DEVICES);
+    live.retain(|w| w.strong_count() > 0);
+    live.push(Arc::downgrade(shared));
+    drop(live);
+    EXIT_HOOK.call_once(|| {
+        // SAFETY: registers a plain function with the C runtime; it takes no arguments.
+        unsafe {
+            atexit(stop_threads_at_exit);
+        }
+    });
+}
+
 /// How long dropping a device waits for its GPU work before leaving the queue (and the
 /// poller) to threads of their own: a process with a busy GPU must still exit.
 const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -299,6 +339,7 @@ impl Gpu {
             closing: None,
             poller,
         });
+        track_for_exit(&shared);
         let gpu = Gpu { shared };
         if std::env::var_os("WGALLOC_PROFILE").is_some() {
             // Env-driven profiling covers the device from its first submission.

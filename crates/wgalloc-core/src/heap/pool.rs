@@ -1,41 +1,54 @@
 //! Pools and size classes, after MPSAllocator (usage class x size class, plus a scalar
 //! pool), and the size of the segment a request that finds no room gets.
 //!
-//! Segment sizing, measured on eager traces of real models (`wgalloc replay --simulate`):
-//! - The small and large pools of one usage share a free list (an *arena*): small blocks
-//!   fill holes between large ones instead of needing segments of their own.
-//! - Small requests (up to 1 MiB) start their arena at 1 MiB or three times the first
-//!   request; a second segment brings the arena to 4 MiB (PyTorch's two 2 MiB small
-//!   segments: as few driver calls for the same bytes), and later ones double it, up to
-//!   6 MiB a segment: small workloads stay small, and a model that keeps thousands of small
-//!   tensors live (an LSTM's steps) leaves at most 6 MiB of its last segment idle (8 MiB
-//!   left it above PyTorch's 2 MiB segments).
-//! - Large requests grow it to a budget: 1.05 x the bytes live with the request, plus a
-//!   slack of 4 x those bytes up to 8 MiB (the first segments of a big model grow fast, so
-//!   few driver calls; later ones add what the live set needs). The target that budget
-//!   tracks is peak reserved <= 1.15 x peak live + 8 MiB.
-//! - An arena whose large segments hold under 20 MiB grows them to at least 20 MiB (PyTorch's
-//!   large segment) or 4 x the large request, the smaller: a model with tensors of several MiB
-//!   soon has more of them live, and one segment for them saves driver calls; the bound of
-//!   4 x the request keeps a small model within the target. The arena's small segments do not
-//!   count toward the floor, as PyTorch's small pool is apart from its large one: counted, they
-//!   left the large segment a few MiB short of the tensor that came next (U-Nets, the OCR
-//!   recognizer's mix), and a bound of 5 x then took a small model past the target.
-//! - A large request under 10 MiB (PyTorch's `kMinLargeAlloc`: below it, requests share
-//!   20 MiB segments) gets room for a second one like it, as far as the target for the
-//!   bytes live allows: models ask for such tensors in pairs and then for twice the size,
-//!   and a segment holding the pair later holds the larger one.
-//! - A large request grows an arena by at least an eighth of its segments, as far as 1.10 x
-//!   the bytes live plus 8 MiB: a model whose live set climbs in steps larger than the slack
-//!   (a training step's activations) made one driver call per tensor; growing by a fraction of
-//!   the arena makes a logarithmic number of them. Up to the whole target (1.15 x), the last
-//!   eighth of a training step reserved more than PyTorch, whose 2 MiB rounding and 20 MiB
-//!   segments take about 1.10-1.17 x on such models.
-//! - Before sizing, the allocator releases the arena's idle segments (see `allocator`): a
-//!   WebGPU buffer cannot grow, but idle ones can be replaced by one that covers the need.
-//!   The new segment takes back their bytes with the request's, up to the budget of the most
-//!   bytes ever live at once in the arena: the backward pass of a training step frees segments
-//!   its next forward pass needs again, and dropping them made every step regrow the heap.
+//! Every sizing rule keeps one target: peak reserved <= 1.15 x peak live + 8 MiB, and no more
+//! than PyTorch's caching policy reserves, on every trace of `bench/data`; driver allocations
+//! count as a total over a trace set. `tests/replay.rs` (`the_heap_policy_holds_on_every_trace`)
+//! holds the rules together to it; each note below names the unit test that holds the rule alone.
+
+// Note [Arenas]
+// The small and large pools of one usage share one free list (an arena), so a small block can
+// take a hole between large ones: small tensors never need segments of their own while large
+// segments have room. Held by `small_and_large_blocks_share_segments` (allocator_tests).
+
+// Note [Small-arena growth]
+// Invariant: a workload of small tensors reserves at most 6 MiB beyond what it keeps live, and
+// makes O(log) driver calls. A small request opens its arena with max(1 MiB, 3 x the request),
+// the second segment brings the arena to 4 MiB, and later ones double it, up to 6 MiB each.
+// Held by `small_requests_start_small_and_double`.
+
+// Note [Large-request budget]
+// Invariant: after a large request, the arena holds at most 1.05 x the bytes live with it plus a
+// slack of min(8 MiB, 4 x those bytes), the target's headroom; the slack lets the first segments
+// of a large model grow in few driver calls. Held by `large_requests_grow_the_arena_to_the_budget`.
+
+// Note [Large-arena floor]
+// Invariant: an arena's large segments, once a large request came, hold at least
+// min(20 MiB, 4 x the request) (PyTorch's large segment, bounded so a small model stays within
+// the target); its small segments do not count toward it, as PyTorch's small pool is apart.
+// Models with tensors of a few MiB then reuse one segment instead of calling the driver per
+// tensor. Held by `a_large_request_brings_a_small_arena_to_the_floor`.
+
+// Note [Pairs below 10 MiB]
+// Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) gets a segment with room
+// for a second one like it, within the target: models ask for such tensors in pairs, and a
+// segment holding the pair later holds a tensor twice the size. Held by
+// `a_large_request_under_10_mib_gets_room_for_two_within_the_target`.
+
+// Note [Geometric growth]
+// Invariant: a live set that climbs in steps larger than the slack makes a logarithmic number of
+// driver calls: a large request grows the arena by at least an eighth of its segments, within
+// 1.10 x live + 8 MiB (below the target, as PyTorch's rounding reserves 1.10-1.17 x on such
+// models). Held by `a_large_request_grows_the_arena_by_an_eighth_up_to_1_10_x_live` and
+// `repeated_training_steps_stop_calling_the_driver_after_the_second` (tests/replay.rs).
+
+// Note [Idle segments are replaced]
+// A WebGPU buffer cannot grow, so before sizing a segment the allocator releases the arena's idle
+// ones and the new segment takes their bytes back with the request's, up to the growth budget
+// of the most bytes ever live at once in the arena. Invariant: a workload that frees and then
+// needs again the same bytes (a training step's backward and next forward pass) does not regrow
+// the heap every step. Held by `a_miss_takes_back_the_idle_bytes_it_released_up_to_the_budget_of_the_peak`
+// and `a_miss_replaces_idle_segments_by_one_that_covers_the_request` (allocator_tests).
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -191,6 +204,7 @@ pub fn segment_size(
     }
     let size = match pool {
         PoolKind::Scalar => SCALAR_HEAP,
+        // Note [Small-arena growth]
         _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved == 0 => {
             SMALL_FIRST_SEGMENT.max(SMALL_FIRST_FACTOR * aligned_size)
         }
@@ -200,6 +214,7 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
             let live = arena.live + aligned_size;
+            // Note [Large-arena floor], [Large-request budget], [Geometric growth], [Idle segments are replaced]
             let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
             let large_reserved = arena.reserved.saturating_sub(arena.small_reserved);
             let budget = growth_budget(live).saturating_sub(arena.reserved).max(floor.saturating_sub(large_reserved));
@@ -209,6 +224,7 @@ pub fn segment_size(
             let kept = (arena.released + aligned_size)
                 .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
             let grown = budget.max(geometric).max(kept);
+            // Note [Pairs below 10 MiB]
             if aligned_size < PAIR_BELOW {
                 grown.max((2 * aligned_size).min(granules_within(target(live).saturating_sub(arena.reserved))))
             } else {
