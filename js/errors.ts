@@ -1,5 +1,5 @@
-// Typed errors. Native errors arrive as `[CODE] message` (napi-rs fixes `code` on async
-// paths); this lifts the code into `error.code` on a WgallocError.
+// Typed errors. Native errors arrive as their message, then their code and figures as data
+// (Note [Errors carry their data] in src/error.rs); this builds the WgallocError from them.
 
 /** Every code `WgallocError.code` can take. Stable API: branch on `error.code`, not on messages. */
 export const ERROR_CODES = Object.freeze([
@@ -139,7 +139,24 @@ const NAPI_TYPE_STATUSES = new Set([
   'DetachableArraybufferExpected',
 ])
 
-const CODED = /^\[([A-Z_]+)\] ([\s\S]*)$/
+/** Between a native error's message and its data (src/error.rs `DATA_SEPARATOR`). */
+const DATA_SEPARATOR = '\u001e'
+
+/** The WgallocError a native error's data describes, or undefined when it carries none. */
+function fromData(message: string): WgallocError | undefined {
+  const at = message.lastIndexOf(DATA_SEPARATOR)
+  if (at < 0) return undefined
+  let data: { code?: unknown; details?: unknown }
+  try {
+    data = JSON.parse(message.slice(at + 1)) as typeof data
+  } catch {
+    return undefined
+  }
+  if (typeof data.code !== 'string' || !isCode(data.code)) return undefined
+  const err = new WgallocError(data.code, message.slice(0, at))
+  if (data.details !== null && typeof data.details === 'object') err.details = data.details as WgallocError['details']
+  return err
+}
 // napi-rs describes a mistyped argument with JSON.stringify, which itself throws for a
 // BigInt or a cycle; that TypeError would escape in place of the conversion error.
 const UNSERIALISABLE = /^(Do not know how to serialize a BigInt|Converting circular structure to JSON)/
@@ -188,8 +205,8 @@ export function shown(value: unknown): string {
  */
 export function toWgallocError(err: unknown, native = false): unknown {
   if (err instanceof WgallocError || !(err instanceof Error)) return err
-  const m = CODED.exec(err.message)
-  if (m && isCode(m[1])) return new WgallocError(m[1], m[2])
+  const coded = fromData(err.message)
+  if (coded) return coded
   if (NAPI_TYPE_STATUSES.has((err as { code?: string }).code ?? '')) return new WgallocError('INVALID_ARGUMENT', conversionMessage(err.message))
   if (err instanceof TypeError && UNSERIALISABLE.test(err.message)) {
     return new WgallocError('INVALID_ARGUMENT', `an argument holds a value of the wrong type (${err.message.split('\n')[0]})`, { cause: err })

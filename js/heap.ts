@@ -5,12 +5,12 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
-import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
+import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
-import { oomDetails, writeOomSnapshot } from './oom.js'
+import { writeOomSnapshot } from './oom.js'
 import { ReportFiles } from './report-file.js'
 
 /** One pool of a heap profile. */
@@ -49,6 +49,9 @@ let tableOfHeap: (heap: Heap) => HeapTable
 let setBudget: (heap: Heap, bytes: number) => void
 /** The error of a call other than `malloc` that may be an OUT_OF_MEMORY of `heap`, reported as malloc's are. */
 let outOfMemoryOf: (heap: Heap, err: unknown) => unknown
+
+/** OUT_OF_MEMORY errors already given their report (Note [One path for every OOM]). */
+const reportedOoms = new WeakSet<WgallocError>()
 
 /**
  * The device's caching allocator (`gpu.heap`): blocks sub-allocated from cached segments,
@@ -140,8 +143,10 @@ export class Heap {
     // Note [One path for every OOM]: whichever call ran out of device memory (a malloc, a
     // compile or a shape cache miss, weights, a run's device outputs), its error passes here
     // once: `details`, the snapshot and the OUT_OF_MEMORY listeners.
-    if (!WgallocError.is(err, 'OUT_OF_MEMORY') || err.details !== undefined) return err
-    const details = oomDetails(err.message, size)
+    if (!WgallocError.is(err, 'OUT_OF_MEMORY') || reportedOoms.has(err)) return err
+    reportedOoms.add(err)
+    // The heap's figures came with the error as data; a driver's OOM outside the heap has none.
+    const details: OutOfMemoryDetails = { requested: size, ...err.details }
     details.snapshotPath = writeOomSnapshot(this.#native, details)
     err.details = details
     this.#events.outOfMemory(details)

@@ -353,7 +353,7 @@ async function plan(input: unknown, options?: PlanMemoryCallOptions | null): Pro
   const fromObjects = typeof input !== 'string'
   const typed = (err: unknown) => {
     const e = toWgallocError(err)
-    return fromObjects && WgallocError.is(e, 'PARSE_ERROR') ? new WgallocError('INVALID_ARGUMENT', e.message.replace(/^\[PARSE_ERROR\] /, ''), { cause: e }) : e
+    return fromObjects && WgallocError.is(e, 'PARSE_ERROR') ? new WgallocError('INVALID_ARGUMENT', e.message, { cause: e }) : e
   }
   try {
     const [format, text] = await encodeInput(input, () => checkSignal(signal))

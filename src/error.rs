@@ -1,15 +1,57 @@
-//! Error mapping only: every core error becomes a JS error whose message starts
-//! with `[CODE]`. napi-rs fixes `error.code` to its own status names on async
-//! paths, so the JS facade (js/errors.ts) lifts the bracketed code into `code`.
+//! Error mapping only. napi-rs fixes `error.code` to its own status names, on async paths
+//! too, so an error's code and figures travel as data after its message.
+//!
+//! Note [Errors carry their data]: every error the binding raises has the message the user
+//! reads, then `DATA_SEPARATOR` (ASCII record separator, never in a message), then JSON
+//! `{ "code": ..., "details": ... }`. The facade (js/errors.ts `toWgallocError`) splits at the
+//! last separator and builds the `WgallocError` from the data: the code and the figures
+//! (`details` of an OUT_OF_MEMORY or a KV_CACHE_FULL) are never read back out of prose.
 
+use serde_json::{json, Value};
 use wgalloc_core::Error as CoreError;
 
+/// Between an error's message and its data.
+pub(crate) const DATA_SEPARATOR: char = '\u{1e}';
+
 pub(crate) fn to_napi(e: CoreError) -> napi::Error {
-    coded(e.code(), &e.to_string())
+    with_data(e.code(), &e.to_string(), details(&e))
 }
 
 pub(crate) fn coded(code: &str, message: &str) -> napi::Error {
-    napi::Error::new(napi::Status::GenericFailure, format!("[{code}] {message}"))
+    with_data(code, message, None)
+}
+
+fn with_data(code: &str, message: &str, details: Option<Value>) -> napi::Error {
+    let data = match details {
+        Some(d) => json!({ "code": code, "details": d }),
+        None => json!({ "code": code }),
+    };
+    napi::Error::new(napi::Status::GenericFailure, format!("{message}{DATA_SEPARATOR}{data}"))
+}
+
+/// The figures of an error, as JS reads them in `err.details`.
+fn details(e: &CoreError) -> Option<Value> {
+    match e {
+        CoreError::HeapOutOfMemory(o) => Some(json!({
+            "requested": o.requested,
+            "aligned": o.aligned,
+            "pool": o.pool,
+            "allocated": o.allocated,
+            "cached": o.cached,
+            "pendingFree": o.pending_free,
+            "reserved": o.reserved,
+            "highWatermark": o.high_watermark,
+            "budget": o.budget,
+            "largestFreeBlock": o.largest_free_block,
+        })),
+        CoreError::Kv(wgalloc_core::kv::KvError::OutOfBlocks { needed, free, evictable, total, .. }) => {
+            Some(json!({ "needed": needed, "free": free, "evictable": evictable, "total": total }))
+        }
+        CoreError::Kv(wgalloc_core::kv::KvError::TooManySequences { max_seqs }) => {
+            Some(json!({ "maxSequences": max_seqs }))
+        }
+        _ => None,
+    }
 }
 
 pub(crate) trait IntoNapi<T> {

@@ -21,6 +21,9 @@ pub enum Error {
     /// An allocation did not fit the budget or the driver ran out of memory.
     #[error("{0}")]
     OutOfMemory(String),
+    /// The heap could not serve a request after its ladder; the figures are data.
+    #[error("{0}")]
+    HeapOutOfMemory(Box<HeapOom>),
     /// wgpu rejected a command (validation error caught by an error scope).
     #[error("GPU validation error: {0}")]
     Validation(String),
@@ -68,7 +71,7 @@ impl Error {
             Error::AdapterNotFound(_) => "ADAPTER_NOT_FOUND",
             Error::DeviceRequestFailed(_) => "DEVICE_REQUEST_FAILED",
             Error::DeviceLost(_) => "DEVICE_LOST",
-            Error::OutOfMemory(_) => "OUT_OF_MEMORY",
+            Error::OutOfMemory(_) | Error::HeapOutOfMemory(_) => "OUT_OF_MEMORY",
             Error::Validation(_) => "GPU_VALIDATION",
             Error::UseAfterFree(_) => "USE_AFTER_FREE",
             Error::DoubleFree(_) => "DOUBLE_FREE",
@@ -86,6 +89,60 @@ impl Error {
 
     pub(crate) fn invalid(msg: impl fmt::Display) -> Self {
         Error::InvalidArgument(msg.to_string())
+    }
+}
+
+/// The figures of a request the heap could not serve: what `err.details` carries in JS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeapOom {
+    /// Why: the high watermark, or the driver's refusal.
+    pub cause: String,
+    pub requested: u64,
+    pub aligned: u64,
+    pub pool: &'static str,
+    pub allocated: u64,
+    pub cached: u64,
+    pub pending_free: u64,
+    pub reserved: u64,
+    /// Bytes, or `None` when the high watermark is disabled.
+    pub high_watermark: Option<u64>,
+    pub high_watermark_ratio: f64,
+    pub budget: u64,
+    pub largest_free_block: u64,
+}
+
+// The ratio is a finite watermark setting, never NaN.
+impl Eq for HeapOom {}
+
+impl fmt::Display for HeapOom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limit = match self.high_watermark {
+            Some(bytes) => format!("{bytes} ({} x budget)", self.high_watermark_ratio),
+            None => "disabled".into(),
+        };
+        write!(
+            f,
+            "out of memory: {}. Tried to allocate {} bytes ({} aligned, pool {}); allocated {}, cached {}, \
+             pending free {}, reserved {}, high watermark {limit}, budget {}; largest free block {}. Free blocks \
+             or call emptyCache(); setHighWatermarkRatio(0) lifts the limit (may cause system-wide failure).",
+            self.cause,
+            self.requested,
+            self.aligned,
+            self.pool,
+            self.allocated,
+            self.cached,
+            self.pending_free,
+            self.reserved,
+            self.budget,
+            self.largest_free_block
+        )
+    }
+}
+
+impl Error {
+    /// Whether this is an out-of-memory error, of any source.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::OutOfMemory(_) | Error::HeapOutOfMemory(_))
     }
 }
 

@@ -656,26 +656,24 @@ impl<S: SegmentStorage> HeapCore<S> {
         let largest = st.free.iter().map(FreeList::largest).max().unwrap_or(0);
         let high = st.watermarks.high;
         let budget = self.limits.budget;
-        let limit = if high == 0.0 {
-            "disabled".to_string()
-        } else {
-            format!("{} ({high} x budget)", Watermarks::limit(high, budget))
-        };
         let cause = match driver {
             Some(e) => format!("the driver refused the allocation ({e})"),
             None => "the high watermark would be exceeded".to_string(),
         };
-        Error::OutOfMemory(format!(
-            "out of memory: {cause}. Tried to allocate {requested} bytes ({aligned} aligned, pool {}); \
-             allocated {}, cached {}, pending free {}, reserved {}, high watermark {limit}, budget {budget}; \
-             largest free block {largest}. Free blocks or call emptyCache(); \
-             setHighWatermarkRatio(0) lifts the limit (may cause system-wide failure).",
-            pool.as_str(),
-            s.allocated_bytes.current,
-            s.cached_bytes() - s.pending_free_bytes,
-            s.pending_free_bytes,
-            s.reserved_bytes.current,
-        ))
+        Error::HeapOutOfMemory(Box::new(crate::error::HeapOom {
+            cause,
+            requested,
+            aligned,
+            pool: pool.as_str(),
+            allocated: s.allocated_bytes.current,
+            cached: s.cached_bytes() - s.pending_free_bytes,
+            pending_free: s.pending_free_bytes,
+            reserved: s.reserved_bytes.current,
+            high_watermark: (high != 0.0).then(|| Watermarks::limit(high, budget)),
+            high_watermark_ratio: high,
+            budget,
+            largest_free_block: largest,
+        }))
     }
 
     /// Moves pending blocks whose GPU work completed back into their pools.

@@ -142,7 +142,7 @@ pub fn simulate_heap_from(
         match *e {
             TraceEvent::Alloc { slot, size } => match heap.malloc(size.max(1), Usage::Device) {
                 Ok(a) => blocks[slot as usize] = Some(a.id),
-                Err(Error::OutOfMemory(_)) => failed += 1,
+                Err(e) if e.is_out_of_memory() => failed += 1,
                 Err(e) => return Err(Error::invalid(format!("trace event {i}: {e}"))),
             },
             TraceEvent::Free { slot } => {
