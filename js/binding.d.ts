@@ -394,21 +394,21 @@ export declare class KvCache {
   /** What `addSequence(prompt)` would find in the prefix cache, and whether it fits; changes nothing. */
   lookup(prompt: Uint32Array, salt: string, scope?: string | undefined | null): KvLookup
   /** Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held). */
-  addSequence(prompt: Uint32Array, salt: string, scope?: string | undefined | null): KvOutcome
+  addSequence(prompt: Uint32Array, salt: string, scope?: string | undefined | null): number
   /** Tokens of a sequence. */
   length(seq: number): number
   /** Whether the sequence is swapped out. */
   isSwapped(seq: number): boolean
   /** Appends tokens; `value` is the new length. */
-  append(seq: number, tokens: Uint32Array): KvOutcome
-  reserve(seq: number, tokens: number): KvOutcome
+  append(seq: number, tokens: Uint32Array): number
+  reserve(seq: number, tokens: number): void
   canAppend(seqs: Array<number>, tokens: Array<number>): boolean
   /** A sequence sharing every block of `seq`; `value` is its id. */
-  fork(seq: number): KvOutcome
+  fork(seq: number): number
   free(seq: number): void
   swapOut(seq: number): void
   /** Swaps a sequence back in once its copy to the host completed. */
-  swapIn(seq: number): Promise<KvOutcome>
+  swapIn(seq: number): Promise<void>
   /** Records the K/V write of the step's tokens into `layer`. */
   write(stream: Stream, layer: number, seqs: Array<number>, tokens: Array<number>, k: DeviceBlock, v: DeviceBlock): void
   /** Records attention of the step's query rows over `layer`. */
@@ -1131,32 +1131,6 @@ export declare function kvKernelSource(kernel: string, dtype: string, layout?: s
 export interface KvLookup {
   cachedTokens: number
   fits: boolean
-}
-
-/**
- * A number (a sequence id or a length), or what refused the call.
- * @internal
- */
-export interface KvOutcome {
-  value: number
-  refusal?: KvRefusal
-}
-
-/**
- * The figures of a refused KV-cache call.
- * @internal
- */
-export interface KvRefusal {
-  code: string
-  message: string
-  needed?: number
-  free?: number
-  evictable?: number
-  total?: number
-  maxSequences?: number
-  length?: number
-  adding?: number
-  maxSequenceLength?: number
 }
 
 /**

@@ -296,7 +296,7 @@ export function usageCode(options: unknown): number {
   throw new WgallocError('INVALID_ARGUMENT', `unknown usage ${shown(usage)}; use 'device' or 'shared'`)
 }
 
-/** Allocates a block of `table`'s heap (the native call throws `[CODE] message` errors). */
+/** Allocates a block of `table`'s heap (the native call throws errors carrying their data: Note [Errors carry their data]). */
 export function mallocBlock(table: HeapTable, size: number, usage: number): DeviceBlock {
   const s = table.scratch
   const id = heapMalloc(table.slot, size, usage, s)

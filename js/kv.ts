@@ -8,7 +8,7 @@ import type { Heap } from './heap.js'
 import type { KvCacheLeak } from './heap-history.js'
 import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
-import { type KvCacheFullDetails, WgallocError, type WgallocErrorCode, optionsObject, shown, u32 } from './errors.js'
+import { WgallocError, optionsObject, shown, u32 } from './errors.js'
 import { type HeapScope, type ScopeCharge, holdCharge } from './heap-scope.js'
 import type { Binding } from './native.js'
 import { native } from './native.js'
@@ -103,22 +103,6 @@ function tokenArray(tokens: unknown, what: string): Uint32Array {
   const out = new Uint32Array(list.length)
   for (let i = 0; i < list.length; i++) out[i] = u32(list[i], `${what}: token ${i}`)
   return out
-}
-
-type Outcome = Binding.KvOutcome
-
-/** The value of `r`, or its refusal as a typed error with `details`. */
-function settled(r: Outcome): number {
-  const f = r.refusal
-  if (!f) return r.value
-  const err = new WgallocError(f.code as WgallocErrorCode, f.message)
-  if (f.code === 'KV_CACHE_FULL') {
-    const details: KvCacheFullDetails = {}
-    if (f.needed != null) Object.assign(details, { needed: f.needed, free: f.free, evictable: f.evictable, total: f.total })
-    if (f.maxSequences != null) details.maxSequences = f.maxSequences
-    err.details = details
-  }
-  throw err
 }
 
 /**
@@ -270,7 +254,7 @@ export class KvCache {
    */
   @api addSequence(prompt: ArrayLike<number> = [], options?: KvSequenceOptions): KvSequence {
     const { tokens, salt, scope, key } = this.#prompt(prompt, options, 'addSequence')
-    const id = settled(this.#native.addSequence(tokens, salt, key))
+    const id = this.#native.addSequence(tokens, salt, key)
     const seq = wrapSequence(this, this.#native, id, scope)
     this.#sequences.add(seq)
     return seq
@@ -452,15 +436,15 @@ export class KvSequence {
    * the blocks are not there, and nothing changes.
    */
   @api append(tokens: ArrayLike<number>): number {
-    return settled(this.#native.append(this.#live('append'), tokenArray(tokens, 'append')))
+    return this.#native.append(this.#live('append'), tokenArray(tokens, 'append'))
   }
   /** Takes blocks for `tokens` more tokens now, so appending them later cannot fail for space. */
   @api reserve(tokens: number): void {
-    settled(this.#native.reserve(this.#live('reserve'), u32(tokens, 'reserve: tokens')))
+    this.#native.reserve(this.#live('reserve'), u32(tokens, 'reserve: tokens'))
   }
   /** A new sequence sharing every block of this one (parallel sampling, beam search). */
   @api fork(): KvSequence {
-    const id = settled(this.#native.fork(this.#live('fork')))
+    const id = this.#native.fork(this.#live('fork'))
     const seq = wrapSequence(this.#cache, this.#native, id, this.#scope)
     track(this.#cache, seq, true)
     return seq
@@ -483,7 +467,7 @@ export class KvSequence {
   @api async swapIn(options?: AsyncOptions): Promise<void> {
     const { signal } = optionsObject(options, 'swapIn')
     const id = this.#live('swapIn')
-    settled(await callWithSignal(signal, () => this.#native.swapIn(id)))
+    await callWithSignal(signal, () => this.#native.swapIn(id))
   }
   /** Same as `free()`, if not freed yet. */
   @api [Symbol.dispose](): void {

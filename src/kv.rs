@@ -1,14 +1,13 @@
-//! `KvCache`: the paged KV cache. Refusals with figures (a full cache, a sequence too long)
-//! come back as data in `KvOutcome.refusal`, so the facade throws them with `details`.
+//! `KvCache`: the paged KV cache. Refusals carry their figures as every binding error does
+//! (Note [Errors carry their data] in error.rs).
 
 use std::sync::Mutex;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use wgalloc_core::kv::{self as core_kv, Heads, KvDtype, KvError, StepSeq};
-use wgalloc_core::Error as CoreError;
+use wgalloc_core::kv::{self as core_kv, Heads, KvDtype, StepSeq};
 
-use crate::error::{coded, to_napi, to_u64, IntoNapi};
+use crate::error::{coded, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 use crate::heap::DeviceBlock;
 use crate::stream::Stream;
@@ -27,30 +26,6 @@ pub struct KvCacheOptions {
     pub max_sequences: u32,
     pub max_sequence_length: u32,
     pub prefix_caching: bool,
-}
-
-/// The figures of a refused KV-cache call.
-/// @internal
-#[napi(object)]
-pub struct KvRefusal {
-    pub code: String,
-    pub message: String,
-    pub needed: Option<u32>,
-    pub free: Option<u32>,
-    pub evictable: Option<u32>,
-    pub total: Option<u32>,
-    pub max_sequences: Option<u32>,
-    pub length: Option<u32>,
-    pub adding: Option<u32>,
-    pub max_sequence_length: Option<u32>,
-}
-
-/// A number (a sequence id or a length), or what refused the call.
-/// @internal
-#[napi(object)]
-pub struct KvOutcome {
-    pub value: f64,
-    pub refusal: Option<KvRefusal>,
 }
 
 /// What a KV cache holds and has done (`cache.stats()`).
@@ -101,41 +76,6 @@ pub struct KvSequenceRow {
     pub blocks: u32,
     pub shared_blocks: u32,
     pub swapped: bool,
-}
-
-fn refusal(e: &KvError) -> KvRefusal {
-    let mut r = KvRefusal {
-        code: e.code().into(),
-        message: e.to_string(),
-        needed: None,
-        free: None,
-        evictable: None,
-        total: None,
-        max_sequences: None,
-        length: None,
-        adding: None,
-        max_sequence_length: None,
-    };
-    match *e {
-        KvError::OutOfBlocks { needed, free, evictable, total, .. } => {
-            (r.needed, r.free, r.evictable, r.total) = (Some(needed), Some(free), Some(evictable), Some(total))
-        }
-        KvError::TooManySequences { max_seqs } => r.max_sequences = Some(max_seqs),
-        KvError::SequenceTooLong { length, adding, max, .. } => {
-            (r.length, r.adding, r.max_sequence_length) = (Some(length), Some(adding), Some(max))
-        }
-        _ => {}
-    }
-    r
-}
-
-/// A block-manager refusal becomes data; anything else stays an error.
-fn outcome(result: wgalloc_core::Result<f64>) -> Result<KvOutcome> {
-    match result {
-        Ok(value) => Ok(KvOutcome { value, refusal: None }),
-        Err(CoreError::Kv(e)) => Ok(KvOutcome { value: 0.0, refusal: Some(refusal(&e)) }),
-        Err(e) => Err(to_napi(e)),
-    }
 }
 
 fn seq_id(seq: f64) -> Result<u64> {
@@ -267,10 +207,10 @@ impl KvCache {
 
     /// Starts a sequence; `value` is its id (`length()` tells how much the prefix cache held).
     #[napi(catch_unwind)]
-    pub fn add_sequence(&self, prompt: Uint32Array, salt: String, scope: Option<String>) -> Result<KvOutcome> {
+    pub fn add_sequence(&self, prompt: Uint32Array, salt: String, scope: Option<String>) -> Result<f64> {
         self.with(|c| {
             let salt = core_kv::KvCache::salt_of(&salt, scope.as_deref());
-            outcome(c.add_sequence(&prompt, salt).map(|(id, _)| id as f64))
+            c.add_sequence(&prompt, salt).map(|(id, _)| id as f64).napi()
         })
     }
 
@@ -288,13 +228,13 @@ impl KvCache {
 
     /// Appends tokens; `value` is the new length.
     #[napi(catch_unwind)]
-    pub fn append(&self, seq: f64, tokens: Uint32Array) -> Result<KvOutcome> {
-        self.with(|c| outcome(c.append(seq_id(seq)?, &tokens).map(f64::from)))
+    pub fn append(&self, seq: f64, tokens: Uint32Array) -> Result<u32> {
+        self.with(|c| c.append(seq_id(seq)?, &tokens).napi())
     }
 
     #[napi(catch_unwind)]
-    pub fn reserve(&self, seq: f64, tokens: u32) -> Result<KvOutcome> {
-        self.with(|c| outcome(c.reserve(seq_id(seq)?, tokens).map(|()| 0.0)))
+    pub fn reserve(&self, seq: f64, tokens: u32) -> Result<()> {
+        self.with(|c| c.reserve(seq_id(seq)?, tokens).napi())
     }
 
     #[napi(catch_unwind)]
@@ -305,8 +245,8 @@ impl KvCache {
 
     /// A sequence sharing every block of `seq`; `value` is its id.
     #[napi(catch_unwind)]
-    pub fn fork(&self, seq: f64) -> Result<KvOutcome> {
-        self.with(|c| outcome(c.fork(seq_id(seq)?).map(|id| id as f64)))
+    pub fn fork(&self, seq: f64) -> Result<f64> {
+        self.with(|c| c.fork(seq_id(seq)?).map(|id| id as f64).napi())
     }
 
     #[napi(catch_unwind)]
@@ -320,10 +260,10 @@ impl KvCache {
     }
 
     /// Swaps a sequence back in once its copy to the host completed.
-    #[napi(catch_unwind, ts_return_type = "Promise<KvOutcome>")]
-    pub fn swap_in<'env>(&self, env: &'env Env, seq: f64) -> Result<PromiseRaw<'env, KvOutcome>> {
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
+    pub fn swap_in<'env>(&self, env: &'env Env, seq: f64) -> Result<PromiseRaw<'env, ()>> {
         let (cache, seq) = (self.cache()?, seq_id(seq)?);
-        env.spawn_future(async move { outcome(cache.swap_in(seq).await.map(|()| 0.0)) })
+        env.spawn_future(async move { cache.swap_in(seq).await.napi() })
     }
 
     /// Records the K/V write of the step's tokens into `layer`.
