@@ -21,6 +21,7 @@ test('two tenants on one device: one runs out, the other keeps allocating; stats
   const err = t.throws(() => a.malloc(1), { instanceOf: WgallocError, code: 'QUOTA_EXCEEDED' })
   t.regex(err!.message, /scope 'tenant-a'/)
   t.regex(err!.message, /65536/)
+  if (WgallocError.is(err, 'QUOTA_EXCEEDED')) t.deepEqual(err.details, { scope: 'tenant-a', limit: 64 * KiB, allocated: 64 * KiB, requested: align })
   // Tenant b is untouched.
   const bBlocks = [b.malloc(100 * KiB), b.malloc(3)]
   t.like(b.stats(), { allocatedBytes: 100 * KiB + Math.ceil(3 / align) * align, activeBlocks: 2, quotaExceeded: 0 })

@@ -70,8 +70,22 @@ export interface KvCacheFullDetails {
   maxSequences?: number
 }
 
+/** `err.details` of a QUOTA_EXCEEDED: the scope that refused, and the figures. */
+export interface QuotaExceededDetails {
+  /** Path of the scope whose limit the request would pass (this one or a parent). */
+  scope: string
+  /** Its limit in bytes. */
+  limit: number
+  /** Bytes charged to it when the request came. */
+  allocated: number
+  /** Bytes the request asked for. */
+  requested: number
+}
+
 /** The `details` each code carries, where it has them. */
 export interface ErrorDetails {
+  /** A scope's refusal. */
+  QUOTA_EXCEEDED: QuotaExceededDetails
   /** A failed allocation's figures. */
   OUT_OF_MEMORY: OutOfMemoryDetails
   /** A KV cache's shortfall. */
@@ -105,10 +119,10 @@ export class WgallocError extends Error {
   /** Stable code: branch on it, not on the message. */
   readonly code: WgallocErrorCode
   /**
-   * Structured figures, where the error has them (OUT_OF_MEMORY, KV_CACHE_FULL). Typed as the
+   * Structured figures, where the error has them (OUT_OF_MEMORY, KV_CACHE_FULL, QUOTA_EXCEEDED). Typed as the
    * fields any code may carry; {@link WgallocError.is} narrows them to one code's.
    */
-  details?: Partial<OutOfMemoryDetails> & KvCacheFullDetails
+  details?: Partial<OutOfMemoryDetails> & KvCacheFullDetails & Partial<QuotaExceededDetails>
 
   /** Creates an error with `code` (`options.cause` as for `Error`). */
   constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown }) {

@@ -114,10 +114,12 @@ export class HeapScope {
     for (let s: HeapScope | null = this; s !== null; s = s.#parent) {
       if (s.#allocated + bytes > s.#limit) {
         s.#refused++
-        throw new WgallocError(
+        const err = new WgallocError(
           'QUOTA_EXCEEDED',
           `scope '${s.path}' is over its limit: ${bytes} more bytes on ${s.#allocated} allocated would exceed ${s.#limit}; free blocks of this scope or raise its limit`,
         )
+        err.details = { scope: s.path, limit: s.#limit, allocated: s.#allocated, requested: bytes }
+        throw err
       }
     }
   }

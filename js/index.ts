@@ -40,6 +40,7 @@ export {
   type ErrorDetails,
   type KvCacheFullDetails,
   type OutOfMemoryDetails,
+  type QuotaExceededDetails,
   WgallocError,
   type WgallocErrorCode,
 } from './errors.js'
