@@ -16,7 +16,6 @@ import {
   type Executor,
   Gpu,
   type GpuBuffer,
-  type Graph,
   type HeapScope,
   type HostBlock,
   type KvCache,
@@ -31,28 +30,14 @@ import {
   planMemory,
 } from 'wgalloc'
 import { type Member, apiSurface } from './api-surface.js'
+import { DOUBLE_GRAPH, DOUBLE_SHAPES, DOUBLE_X } from './graphs.js'
 import { pattern } from './helpers.js'
 
 /** The package's classes by the names the types give them (the tests look them up by name). */
 const exported = wgalloc as unknown as Record<string, (abstract new (...args: never[]) => object) & { prototype: Partial<Disposable> }>
 
-const DOUBLE = `
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < arrayLength(&y)) { y[g.x] = x[g.x] * 2.0; }
-}`
-/** y = 2x over 64 floats. */
-const GRAPH: Graph = {
-  kernels: { double: { source: DOUBLE } },
-  tensors: [
-    { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
-    { id: 'y', size: 256, kind: 'output', dtype: 'f32' },
-  ],
-  ops: [{ name: 'double', kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
-}
-const X = Float32Array.from({ length: 64 }, (_, i) => i)
+const GRAPH = DOUBLE_GRAPH
+const X = DOUBLE_X
 const KV_OPTIONS: KvCacheOptions = { layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxBlocks: 16, maxSequenceLength: 64 }
 /** Whether `f` throws (a released handle's getters do). */
 const throwsOn = (f: () => unknown): boolean => {
@@ -63,13 +48,7 @@ const throwsOn = (f: () => unknown): boolean => {
     return true
   }
 }
-/** GRAPH with `batch` rows of 64 floats. */
-const SHAPES: Graph = {
-  ...GRAPH,
-  dims: ['batch'],
-  tensors: GRAPH.tensors.map((t) => ({ ...t, size: 'batch * 256' })),
-  ops: GRAPH.ops.map((op) => ({ ...op, dispatch: ['batch'] })),
-}
+const SHAPES = DOUBLE_SHAPES
 
 interface Context {
   gpu: Gpu

@@ -13,7 +13,6 @@ import {
   type Executor,
   Gpu,
   type GpuBuffer,
-  type Graph,
   type HostBlock,
   type KvCache,
   type KvSequence,
@@ -22,6 +21,7 @@ import {
   planMemory,
 } from 'wgalloc'
 import { apiSurface } from './api-surface.js'
+import { DOUBLE_GRAPH, DOUBLE_SHAPES, DOUBLE_X } from './graphs.js'
 import { pattern } from './helpers.js'
 
 /**
@@ -40,29 +40,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 /** Most workgroups a job may take. */
 const MAX_WORKGROUPS = 1 << 14
 
-const DOUBLE = `
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  if (g.x < arrayLength(&y)) { y[g.x] = x[g.x] * 2.0; }
-}`
-/** y = 2x over 64 floats. */
-const GRAPH: Graph = {
-  kernels: { double: { source: DOUBLE } },
-  tensors: [
-    { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
-    { id: 'y', size: 256, kind: 'output', dtype: 'f32' },
-  ],
-  ops: [{ name: 'double', kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
-}
-const SHAPES: Graph = {
-  ...GRAPH,
-  dims: ['batch'],
-  tensors: GRAPH.tensors.map((t) => ({ ...t, size: 'batch * 256' })),
-  ops: GRAPH.ops.map((op) => ({ ...op, dispatch: ['batch'] })),
-}
-const X = Float32Array.from({ length: 64 }, (_, i) => i)
+const GRAPH = DOUBLE_GRAPH
+const SHAPES = DOUBLE_SHAPES
+const X = DOUBLE_X
 
 /**
  * The longest gap the calls may add to the machine's own (the longest gap of a quiet window

@@ -61,3 +61,29 @@ export function copyGraph(size: number): Graph {
     ops: [{ kernel: 'k', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
   }
 }
+
+const DOUBLE = `
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < arrayLength(&y)) { y[g.x] = x[g.x] * 2.0; }
+}`
+/** y = 2x over 64 floats: the smallest graph every API call can run. */
+export const DOUBLE_GRAPH: Graph = {
+  kernels: { double: { source: DOUBLE } },
+  tensors: [
+    { id: 'x', size: 256, kind: 'input', dtype: 'f32' },
+    { id: 'y', size: 256, kind: 'output', dtype: 'f32' },
+  ],
+  ops: [{ name: 'double', kernel: 'double', inputs: ['x'], outputs: ['y'], dispatch: [1] }],
+}
+/** DOUBLE_GRAPH with `batch` rows of 64 floats. */
+export const DOUBLE_SHAPES: Graph = {
+  ...DOUBLE_GRAPH,
+  dims: ['batch'],
+  tensors: DOUBLE_GRAPH.tensors.map((t) => ({ ...t, size: 'batch * 256' })),
+  ops: DOUBLE_GRAPH.ops.map((op) => ({ ...op, dispatch: ['batch'] })),
+}
+/** An input of DOUBLE_GRAPH. */
+export const DOUBLE_X = Float32Array.from({ length: 64 }, (_, i) => i)
