@@ -460,10 +460,25 @@ fn install_handlers(device: &wgpu::Device, tracker: &Arc<Tracker>, uncaptured: &
     });
 }
 
+// Note [Instances live as long as the process]
+// Destroying the last Vulkan instance makes the loader unload the driver (`dlclose`), and Mesa's
+// software driver leaves exit handlers behind that then point into unmapped code: a process
+// that closed every device crashed in `exit()` now and then (seen in `wgalloc replay` under
+// load, with no wgalloc thread left). So one instance per set of backends is made on first use
+// and kept for the process: the driver stays loaded until the process ends, and later opens
+// skip the instance's creation.
+static INSTANCES: Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> = Mutex::new(Vec::new());
+
 fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut kept = lock(&INSTANCES);
+    if let Some((_, i)) = kept.iter().find(|(b, _)| *b == backends) {
+        return i.clone();
+    }
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = backends;
-    wgpu::Instance::new(desc)
+    let made = wgpu::Instance::new(desc);
+    kept.push((backends, made.clone()));
+    made
 }
 
 fn parse_backends(names: Option<&[String]>) -> Result<wgpu::Backends> {
