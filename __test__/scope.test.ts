@@ -60,6 +60,13 @@ test('scopes nest: a child is charged to its parent, and its limit cannot exceed
     gpu.heap.scopes().map((s) => s.path),
     ['model', 'model/kv-cache'],
   )
+  // A disposed child leaves the list (and the metrics that read it); its parent stays.
+  const done = model.scope({ name: 'finished', limit: KiB })
+  done.dispose()
+  t.deepEqual(
+    gpu.heap.scopes().map((s) => s.path),
+    ['model', 'model/kv-cache'],
+  )
   x.free()
   y.free()
   t.is(model.stats().allocatedBytes, 0)

@@ -274,7 +274,8 @@ export class Heap {
   }
   /** Every live top-level scope and its children, depth first. */
   @api scopes(): HeapScope[] {
-    return [...this.#scopes.values()].filter((s) => !s.disposed).flatMap((s) => [...s.walk()])
+    // A disposed child of a live scope is gone too: its charges returned or returning.
+    return [...this.#scopes.values()].flatMap((s) => [...s.walk()]).filter((s) => !s.disposed)
   }
 
   /** Releases idle cached segments to the driver; returns the bytes released. */
