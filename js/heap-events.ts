@@ -21,19 +21,19 @@ export interface OutOfMemoryEvent extends OutOfMemoryDetails {
   kind: 'OUT_OF_MEMORY'
 }
 
-export const EVENT_KINDS = ['ALLOCATED', 'RECYCLED', 'FREED', 'RELEASED', 'ALLOCATION_FAILED', 'MOVED', 'OUT_OF_MEMORY'] as const
-type AnyKind = (typeof EVENT_KINDS)[number]
 type Listener = (event: HeapEvent) => void
 type OomListener = (event: OutOfMemoryEvent) => void
 
-// OUT_OF_MEMORY comes from the facade, not the native event log: it needs no recording.
-const NATIVE_KINDS = EVENT_KINDS.filter((k) => k !== 'OUT_OF_MEMORY')
 const channel = channels.heap
 /** With only a memory history listening, the native event queue is drained every this many calls. */
 const DRAIN_EVERY = 1024
 // The core's tables, in the order `heapTakeEvents` numbers kinds and pools (src/block_table.rs).
 const TABLES = native.constantTables()
+// OUT_OF_MEMORY is not among them: it comes from the facade, not the native event log.
 export const NUMBERED_KINDS = TABLES.heapEventKinds as readonly HeapEventKind[]
+type AnyKind = HeapEventKind | 'OUT_OF_MEMORY'
+/** Every kind `heap.on()` takes: the core's, and OUT_OF_MEMORY, which the facade raises. */
+export const EVENT_KINDS: readonly AnyKind[] = [...NUMBERED_KINDS, 'OUT_OF_MEMORY']
 /** Pool names by the index native calls report them with. */
 export const POOL_NAMES = TABLES.pools as readonly PoolName[]
 
@@ -134,11 +134,11 @@ export class HeapEvents {
   }
 
   #othersListening(): boolean {
-    return NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
+    return NUMBERED_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0)
   }
 
   #listening(): boolean {
-    return this.#history !== null || NATIVE_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0) || channel.hasSubscribers
+    return this.#history !== null || NUMBERED_KINDS.some((k) => (this.#listeners.get(k)?.size ?? 0) > 0) || channel.hasSubscribers
   }
 
   #sync(): void {

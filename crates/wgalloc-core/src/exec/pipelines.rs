@@ -90,16 +90,7 @@ impl Gpu {
             })
             .collect();
         if uniform {
-            entries.push(wgpu::BindGroupLayoutEntry {
-                binding: storage_bindings,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            });
+            entries.push(uniform_entry(storage_bindings));
         }
         let prepared = super::shader::prepare(label, source, entry_point, storage_bindings, uniform)?;
         let (uniform_size, dims_size) = (prepared.uniform_size, prepared.dims_size);
@@ -114,16 +105,7 @@ impl Gpu {
             let dims_layout = dims_size.map(|_| {
                 device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
                     label: Some("wgalloc dims"),
-                    entries: &[wgpu::BindGroupLayoutEntry {
-                        binding: 0,
-                        visibility: wgpu::ShaderStages::COMPUTE,
-                        ty: wgpu::BindingType::Buffer {
-                            ty: wgpu::BufferBindingType::Uniform,
-                            has_dynamic_offset: false,
-                            min_binding_size: None,
-                        },
-                        count: None,
-                    }],
+                    entries: &[uniform_entry(0)],
                 })
             });
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -146,5 +128,19 @@ impl Gpu {
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());
         Ok(p)
+    }
+}
+
+/// A compute stage's uniform buffer at `binding`.
+fn uniform_entry(binding: u32) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
     }
 }

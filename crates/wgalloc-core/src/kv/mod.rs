@@ -66,6 +66,7 @@ struct Inner {
     heap: Heap,
     options: KvOptions,
     num_blocks: u32,
+    table_width: u32,
     manager: Mutex<KvManager>,
     /// Per layer: the K pool and the V pool.
     pools: Vec<[DeviceBlock; 2]>,
@@ -155,6 +156,7 @@ impl Heap {
                 heap: self.clone(),
                 options,
                 num_blocks,
+                table_width: config.table_width(),
                 manager: Mutex::new(manager),
                 pools,
                 tables,
@@ -223,13 +225,14 @@ impl KvCache {
         if w.blocks.is_empty() {
             return Ok(());
         }
-        let width = u64::from(self.manager_width());
+        let width = u64::from(self.table_width());
         let at = 4 * (u64::from(w.row) * width + u64::from(w.index));
         self.inner.tables.write(&words(w.blocks.iter().copied()), at)
     }
 
-    fn manager_width(&self) -> u32 {
-        self.inner.options.max_seq_len.div_ceil(self.inner.options.block_tokens)
+    /// Entries per block-table row (the manager's config owns the rule).
+    fn table_width(&self) -> u32 {
+        self.inner.table_width
     }
 
     /// Copies, then table writes (Note [Step order] in the module docs).
@@ -497,7 +500,7 @@ impl KvCache {
         let kernel = &self.kernels()?.attention;
         let row_block = self.upload(&rows)?;
         let scale = scale.unwrap_or(1.0 / (o.head_dim as f32).sqrt());
-        let mut uniform = words([n as u32, query_heads, o.kv_heads, o.head_dim, o.block_tokens, self.manager_width()]);
+        let mut uniform = words([n as u32, query_heads, o.kv_heads, o.head_dim, o.block_tokens, self.table_width()]);
         uniform.extend(scale.to_le_bytes());
         uniform.extend(0u32.to_le_bytes());
         let grid = u64::from(kernels::GRID);
