@@ -18,6 +18,7 @@ mod heap;
 mod host;
 mod kernel;
 mod kv;
+mod mirrors;
 mod plan;
 mod profiler;
 mod replay;
