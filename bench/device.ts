@@ -65,6 +65,20 @@ const CHECKS: Check[] = [
     met: (r) => r.ratio >= 0.95,
     gpuOnly: false,
   },
+  {
+    suite: 'kv-attention',
+    target: 'paged decode attention <= 1.25 x the same kernel over contiguous K/V',
+    pick: () => true,
+    met: (r) => r.ratio <= 1.25,
+    gpuOnly: true,
+  },
+  {
+    suite: 'kv-waste-capacity',
+    pick: (r) => unit(r).includes('reserved but unused'),
+    target: 'paged KV cache wastes <= 4% of its bytes',
+    met: (r) => r.measured.value <= 4,
+    gpuOnly: false,
+  },
   { suite: 'readback-16mib', pick: () => true, target: 'a figure to record', met: () => null, gpuOnly: true },
   { suite: 'copy-64mib', pick: () => true, target: 'a figure to record', met: () => null, gpuOnly: true },
 ]
