@@ -8,7 +8,15 @@ import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, t
 import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
-import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
+import {
+  HeapHistory,
+  captureStack,
+  type LeakReport,
+  type MemorySnapshot,
+  type RecordHistoryOptions,
+  formatLeakReport,
+  unrecordedLeaks,
+} from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { writeOomSnapshot } from './oom.js'
 import { ReportFiles } from './report-file.js'
@@ -108,17 +116,23 @@ export class Heap {
       }
     } else {
       const history = events.history
-      const stack = history?.capture(Heap.prototype.malloc) ?? null
-      // The stack is the history's before the block's events are delivered (at once, when
-      // others listen), so the ring's alloc entry carries it too.
-      const allocate = () => {
-        const b = mallocBlock(table, size, usage)
-        if (stack) history?.allocated(b.id, stack)
-        return b
-      }
+      // Captured here, in the public method: see Note [Stack capture cost].
+      const stack = history?.sample() ? captureStack(Heap.prototype.malloc) : null
       const historyOnly = events.historyOnly
       try {
-        block = historyOnly ? allocate() : events.delivering(allocate, true)
+        if (historyOnly) {
+          // The history alone listens: no closure, the events drain in batches at `tick()`.
+          block = mallocBlock(table, size, usage)
+          if (stack !== null) history?.allocated(block.id, stack)
+        } else {
+          // The stack is the history's before the block's events are delivered (at once, when
+          // others listen), so the ring's alloc entry carries it too.
+          block = events.delivering(() => {
+            const b = mallocBlock(table, size, usage)
+            if (stack !== null) history?.allocated(b.id, stack)
+            return b
+          }, true)
+        }
       } catch (err) {
         throw this.#outOfMemory(toWgallocError(err, true), size)
       }
@@ -156,7 +170,7 @@ export class Heap {
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
   @api allocScalar(value: Uint8Array): DeviceBlock {
     const history = this.#events.history
-    const stack = history?.capture(Heap.prototype.allocScalar) ?? null
+    const stack = history?.sample() ? captureStack(Heap.prototype.allocScalar) : null
     return this.#events.delivering(() => {
       const block = scalarBlock(this.#table, value)
       if (stack) history?.allocated(block.id, stack)
