@@ -118,21 +118,16 @@ export class Heap {
       const history = events.history
       // Captured here, in the public method: see Note [Stack capture cost].
       const stack = history?.sample() ? captureStack(Heap.prototype.malloc) : null
+      // The stack is the history's before the block's events are delivered (at once, when
+      // others listen), so the ring's alloc entry carries it too.
+      const allocate = () => {
+        const b = mallocBlock(table, size, usage)
+        if (stack !== null) history?.allocated(b.id, stack)
+        return b
+      }
       const historyOnly = events.historyOnly
       try {
-        if (historyOnly) {
-          // The history alone listens: no closure, the events drain in batches at `tick()`.
-          block = mallocBlock(table, size, usage)
-          if (stack !== null) history?.allocated(block.id, stack)
-        } else {
-          // The stack is the history's before the block's events are delivered (at once, when
-          // others listen), so the ring's alloc entry carries it too.
-          block = events.delivering(() => {
-            const b = mallocBlock(table, size, usage)
-            if (stack !== null) history?.allocated(b.id, stack)
-            return b
-          }, true)
-        }
+        block = historyOnly ? allocate() : events.delivering(allocate, true)
       } catch (err) {
         throw this.#outOfMemory(toWgallocError(err, true), size)
       }
