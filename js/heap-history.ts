@@ -158,9 +158,9 @@ export type Holder = { stack?: unknown }
  *
  * Note [Stack capture cost]: V8's capture walks the stack and, for each optimized frame, decodes
  * its deoptimization data to recover the inlined functions; that decoding, not GC or formatting,
- * is most of what a stack costs. It grows with the wgalloc code inlined into the caller's frame,
- * so the capture is a small function called straight from the public method (no closure, no
- * method frame of the history between them).
+ * is most of what a stack costs, and it grows with every frame walked before the caller's. So
+ * the capture is a small function inlined into the public method, with no history method or
+ * API wrapper frame in between (Note [malloc's own API boundary]).
  */
 export function captureStack(above: (...args: never[]) => unknown): Holder {
   const holder: Holder = {}
