@@ -253,3 +253,20 @@ test('stacks: { every: N } records the stack of one malloc in N, the rest by siz
   heap.recordHistory(false)
   gpu.destroy()
 })
+
+test('malloc keeps its own API boundary: a foreign receiver is an illegal invocation, and a stack starts at its caller', async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  for (const self of [undefined, null, 0, {}, gpu])
+    t.throws(() => Reflect.apply(heap.malloc, self, [64]), { instanceOf: TypeError, message: /^Illegal invocation: malloc called on/ }, String(self))
+  t.throws(() => heap.malloc(0), { code: 'INVALID_ARGUMENT' })
+  heap.recordHistory({ stacks: true })
+  const a = allocateForTenantA(heap, 256)
+  const stack = heap.memorySnapshot().history.find((e) => e.action === 'alloc' && e.blockId === a.id)?.stack ?? ''
+  // wgalloc's frames are skipped at capture, so the caller is the first of at most 8 frames.
+  t.regex(stack.split('\n')[0], /^at allocateForTenantA /)
+  t.true(stack.split('\n').length <= 8)
+  a.free()
+  heap.recordHistory(false)
+  gpu.destroy()
+})

@@ -17,8 +17,12 @@ function illegalInvocation(self: unknown, name: string): TypeError {
   return new TypeError(`Illegal invocation: ${name} called on ${self === null ? 'null' : typeof self === 'object' ? 'another object' : typeof self}`)
 }
 
-function fail(err: unknown, self: unknown, name: string): unknown {
-  if (err instanceof TypeError && FOREIGN_RECEIVER.test(err.message)) return illegalInvocation(self, name)
+/**
+ * What public method `name` throws for `err` thrown on `self`: {@link api}'s boundary, for a
+ * method that keeps its own (a TypeError from a foreign or missing receiver is an illegal invocation).
+ */
+export function fail(err: unknown, self: unknown, name: string): unknown {
+  if (err instanceof TypeError && (self === null || self === undefined || FOREIGN_RECEIVER.test(err.message))) return illegalInvocation(self, name)
   const e = toWgallocError(err, true)
   errorThrown(e, `${ownerName(self)}.${name}`)
   return e

@@ -148,7 +148,28 @@ function userStack(holder: Holder): string {
   return user.length > 0 ? user.join('\n') : NOT_RECORDED
 }
 
-type Holder = { stack?: unknown }
+/** A captured, not yet formatted stack (V8 formats it when `.stack` is first read). */
+export type Holder = { stack?: unknown }
+
+/**
+ * Captures the caller's stack from the frame that called `above` (the public method: wgalloc's
+ * own frames are left out at capture, not trimmed later). Only STACK_FRAMES frames are kept,
+ * and V8 formats them only when a report reads them.
+ *
+ * Note [Stack capture cost]: V8's capture walks the stack and, for each optimized frame, decodes
+ * its deoptimization data to recover the inlined functions; that decoding, not GC or formatting,
+ * is most of what a stack costs, and it grows with every frame walked before the caller's. So
+ * the capture is a small function inlined into the public method, with no history method or
+ * API wrapper frame in between (Note [malloc's own API boundary]).
+ */
+export function captureStack(above: (...args: never[]) => unknown): Holder {
+  const holder: Holder = {}
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = STACK_FRAMES
+  Error.captureStackTrace(holder, above)
+  Error.stackTraceLimit = limit
+  return holder
+}
 
 // Ring entries: numbers in one typed array, so recording allocates no object per event.
 const ACTIONS = ['alloc', 'free', 'segment_alloc', 'segment_free', 'oom'] as const
@@ -275,23 +296,17 @@ export class HeapHistory {
   }
 
   /**
-   * Captures the caller's stack for the next malloc, from the frame that called `above` (the
-   * public method: wgalloc's own frames are left out at capture, not trimmed later). Only
-   * STACK_FRAMES frames are kept, and V8 formats them only when a report reads them.
+   * Whether this malloc records its stack: with `{ every: N }`, malloc k (counted from 0 since
+   * recording started) does iff k % N == 0. The caller then calls {@link captureStack}.
    */
-  capture(above: (...args: never[]) => unknown): Holder | null {
-    if (!this.#stacks) return null
+  sample(): boolean {
+    if (!this.#stacks) return false
     if (this.#skip > 0) {
       this.#skip--
-      return null
+      return false
     }
     this.#skip = this.#every - 1
-    const holder: Holder = {}
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = STACK_FRAMES
-    Error.captureStackTrace(holder, above)
-    Error.stackTraceLimit = limit
-    return holder
+    return true
   }
 
   /** A malloc with a stack returned block `id`. */

@@ -2,13 +2,21 @@
 // fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
 import { kvCachesOf } from './kv-registry.js'
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api, fail } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
 import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
-import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
+import {
+  HeapHistory,
+  captureStack,
+  type LeakReport,
+  type MemorySnapshot,
+  type RecordHistoryOptions,
+  formatLeakReport,
+  unrecordedLeaks,
+} from './heap-history.js'
 import type { Binding, NativeHeapTable } from './native.js'
 import { writeOomSnapshot } from './oom.js'
 import { ReportFiles } from './report-file.js'
@@ -93,46 +101,56 @@ export class Heap {
    * block.free() // or `using block = ...`
    * ```
    */
-  @api malloc(size: number, options?: MallocOptions): DeviceBlock {
-    const usage = usageCode(options)
-    // Read before allocating: a getter that throws must not leave a block behind.
-    const shape = options?.shape
-    const table = this.#table
-    let block: DeviceBlock
-    const events = this.#events
-    if (!events.busy) {
-      try {
-        block = mallocBlock(table, size, usage)
-      } catch (err) {
-        throw this.#outOfMemory(toWgallocError(err, true), size)
+  malloc(size: number, options?: MallocOptions): DeviceBlock {
+    // Note [malloc's own API boundary]: not `@api`, whose wrapper (a rest array and `apply`) is
+    // one more frame for V8 to decode in every stack a history captures (Note [Stack capture
+    // cost]). The boundary is the same: the receiver is checked first (the private field's brand
+    // check: a foreign one is an illegal invocation), and errors leave as WgallocErrors reported
+    // on `wgalloc:device`. One function, so the capture is inlined into it.
+    try {
+      const table = this.#table
+      const usage = usageCode(options)
+      // Read before allocating: a getter that throws must not leave a block behind.
+      const shape = options?.shape
+      let block: DeviceBlock
+      const events = this.#events
+      if (!events.busy) {
+        try {
+          block = mallocBlock(table, size, usage)
+        } catch (err) {
+          throw this.#outOfMemory(toWgallocError(err, true), size)
+        }
+      } else {
+        const history = events.history
+        // Captured here, in the public method: see Note [Stack capture cost].
+        const stack = history?.sample() ? captureStack(Heap.prototype.malloc) : null
+        // The stack is the history's before the block's events are delivered (at once, when
+        // others listen), so the ring's alloc entry carries it too.
+        const allocate = () => {
+          const b = mallocBlock(table, size, usage)
+          if (stack !== null) history?.allocated(b.id, stack)
+          return b
+        }
+        const historyOnly = events.historyOnly
+        try {
+          block = historyOnly ? allocate() : events.delivering(allocate, true)
+        } catch (err) {
+          throw this.#outOfMemory(toWgallocError(err, true), size)
+        }
+        if (historyOnly) events.tick()
       }
-    } else {
-      const history = events.history
-      const stack = history?.capture(Heap.prototype.malloc) ?? null
-      // The stack is the history's before the block's events are delivered (at once, when
-      // others listen), so the ring's alloc entry carries it too.
-      const allocate = () => {
-        const b = mallocBlock(table, size, usage)
-        if (stack) history?.allocated(b.id, stack)
-        return b
+      if (shape !== undefined && shape !== null) {
+        try {
+          block.setShape(shape)
+        } catch (err) {
+          block.free()
+          throw err
+        }
       }
-      const historyOnly = events.historyOnly
-      try {
-        block = historyOnly ? allocate() : events.delivering(allocate, true)
-      } catch (err) {
-        throw this.#outOfMemory(toWgallocError(err, true), size)
-      }
-      if (historyOnly) events.tick()
+      return block
+    } catch (err) {
+      throw fail(err, this, 'malloc')
     }
-    if (shape !== undefined && shape !== null) {
-      try {
-        block.setShape(shape)
-      } catch (err) {
-        block.free()
-        throw err
-      }
-    }
-    return block
   }
 
   /**
@@ -156,7 +174,7 @@ export class Heap {
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
   @api allocScalar(value: Uint8Array): DeviceBlock {
     const history = this.#events.history
-    const stack = history?.capture(Heap.prototype.allocScalar) ?? null
+    const stack = history?.sample() ? captureStack(Heap.prototype.allocScalar) : null
     return this.#events.delivering(() => {
       const block = scalarBlock(this.#table, value)
       if (stack) history?.allocated(block.id, stack)
