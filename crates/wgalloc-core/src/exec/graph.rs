@@ -494,6 +494,15 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((shaped.tensors[0].size, shaped.tensors[1].size), (24, 4), "size = product x dtype bytes");
+        // Unknown fields are refused naming their path; a bad one names what it must be.
+        let unknown = graph(&base(r#"{"id":"x","size":16,"kind":"input","dtpye":"f32"}"#, r#""#));
+        assert!(graph_err(&unknown).starts_with("tensors[0].dtpye must be a field of the graph format"));
+        assert_eq!(unknown.err().map(|e| e.code()), Some("INVALID_ARGUMENT"));
+        let kind = graph_err(&graph(&base(r#"{"id":"x","size":16,"kind":"weight"}"#, r#""#)));
+        assert!(kind.starts_with("tensors[0].kind must be one of 'input', 'param'"), "{kind}");
+        let op = graph_err(&graph(&base(r#"{"id":"x","size":16}"#, r#"{"kernel":"k","outputs":["x"],"dispach":[1]}"#)));
+        assert!(op.starts_with("ops[0].dispach must be a field"), "{op}");
+        assert_eq!(graph(r#"{"tensors": ["#).err().map(|e| e.code()), Some("PARSE_ERROR"));
         for (tensors, ops, needle) in cases {
             let err = graph_err(&graph(&base(tensors, ops)));
             assert!(err.contains(needle), "expected '{needle}', got '{err}'");
