@@ -66,7 +66,7 @@ export interface PlanMemoryCallOptions extends AsyncOptions {
   capacity?: number
   /** Capacities of named memory spaces (`space` of the records; `default` for records without one). */
   capacities?: Record<string, number>
-  /** Refuse unknown record fields and CSV columns (default true); false ignores them. */
+  /** Refuse unknown record fields and CSV columns (default true); false ignores them. A graph's unknown fields are always refused. */
   strict?: boolean
   /** Graph inputs: let elementwise ops write their output over a same-sized input that dies there. */
   inPlace?: boolean

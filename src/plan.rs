@@ -32,7 +32,8 @@ pub struct PlanMemoryOptions {
     pub capacity: Option<f64>,
     /// Capacities of named memory spaces (`space` of the records; `default` for records without one).
     pub capacities: Option<HashMap<String, f64>>,
-    /// Refuse unknown record fields and CSV columns (default true); false ignores them.
+    /// Refuse unknown record fields and CSV columns (default true); false ignores them. A graph's unknown fields are
+    /// always refused.
     pub strict: Option<bool>,
     /// Graph inputs: let elementwise ops write their output over a same-sized input that dies there.
     pub in_place: Option<bool>,
