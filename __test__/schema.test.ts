@@ -23,6 +23,9 @@ const USES: Record<string, string[]> = {
   kvDtypes: ['KvDtype', 'KvCacheOptions.dtype'],
   backends: ['AdapterDescription.backend', 'GpuInfo.backend'],
   deviceTypes: ['AdapterDescription.deviceType', 'GpuInfo.deviceType'],
+  tensorKinds: ['GraphTensor.kind'],
+  workspaceModes: ['PlanMemoryCallOptions.workspace'],
+  strategies: ['Strategy'],
 }
 
 function checker() {

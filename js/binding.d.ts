@@ -729,6 +729,9 @@ export interface ConstantTables {
   kvDtypes: Array<string>
   backends: Array<string>
   deviceTypes: Array<string>
+  tensorKinds: Array<string>
+  workspaceModes: Array<string>
+  strategies: Array<string>
 }
 
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */
@@ -1240,7 +1243,10 @@ export interface PlanMemoryOptions {
   capacity?: number
   /** Capacities of named memory spaces (`space` of the records; `default` for records without one). */
   capacities?: Record<string, number>
-  /** Refuse unknown record fields and CSV columns (default true); false ignores them. */
+  /**
+   * Refuse unknown record fields and CSV columns (default true); false ignores them. A graph's unknown fields are
+   * always refused.
+   */
   strict?: boolean
   /** Graph inputs: let elementwise ops write their output over a same-sized input that dies there. */
   inPlace?: boolean

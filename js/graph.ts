@@ -181,11 +181,14 @@ const TYPED: Record<DType, new (buffer: ArrayBuffer, byteOffset: number, length:
 export function graphJson(graph: unknown): string {
   if (typeof graph === 'string') return graph
   if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
-  return stringifyInput(graph, 'the graph', (key, value) => {
-    if (ArrayBuffer.isView(value)) return Array.from(bytesOf(value, `graph field '${key}'`))
-    if (key === 'params' && value !== null && typeof value === 'object') return Array.from(paramBytes(value))
-    return value
-  })
+  return stringifyInput(graph, 'the graph', graphField)
+}
+
+/** A graph field as its JSON holds it: typed arrays and {@link OpParams} as byte arrays. */
+export function graphField(key: string, value: unknown): unknown {
+  if (ArrayBuffer.isView(value)) return Array.from(bytesOf(value, `graph field '${key}'`))
+  if (key === 'params' && value !== null && typeof value === 'object') return Array.from(paramBytes(value))
+  return value
 }
 
 /** What each scalar type of {@link OpParams} takes, and its array. */

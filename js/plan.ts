@@ -6,6 +6,7 @@ import type { PlanProgress, PlanSpace } from './binding.js'
 import { WgallocError, stringifyInput, toWgallocError, optionsObject } from './errors.js'
 import { type Binding, native } from './native.js'
 import { type AsyncOptions, checkSignal, detach } from './signal.js'
+import { graphField } from './graph.js'
 
 /** Planner strategies, in `STRATEGIES` order. */
 export type Strategy = 'naive' | 'linearScan' | 'greedyBySize' | 'greedyByBreadth' | 'greedyInputsFirst' | 'portfolio' | 'exact' | 'best'
@@ -65,7 +66,7 @@ export interface PlanMemoryCallOptions extends AsyncOptions {
   capacity?: number
   /** Capacities of named memory spaces (`space` of the records; `default` for records without one). */
   capacities?: Record<string, number>
-  /** Refuse unknown record fields and CSV columns (default true); false ignores them. */
+  /** Refuse unknown record fields and CSV columns (default true); false ignores them. A graph's unknown fields are always refused. */
   strict?: boolean
   /** Graph inputs: let elementwise ops write their output over a same-sized input that dies there. */
   inPlace?: boolean
@@ -292,13 +293,13 @@ const CHUNK = 5_000
  * JSON text of `value` with exact integers: a BigInt is written as a decimal string (the
  * planner reads those exactly); a number past 2^53 - 1 was already rounded, so it is refused.
  */
-function exactJson(value: unknown): string {
+function exactJson(value: unknown, field: (key: string, value: unknown) => unknown = (_, v) => v): string {
   return stringifyInput(value, 'planMemory input', (key, v) => {
     if (typeof v === 'bigint') return v.toString()
     if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
       throw new WgallocError('SIZE_OVERFLOW', `planMemory input: ${key} = ${v} is past 2^53 - 1, where JS numbers round; pass a BigInt or a decimal string`)
     }
-    return v
+    return field(key, v)
   })
 }
 
@@ -329,7 +330,7 @@ async function encodeInput(input: unknown, stopped: () => void): Promise<[string
   }
   if (Array.isArray(input)) return ['records', await exactJsonChunked(input, stopped)]
   if (input && typeof input === 'object') {
-    if (Array.isArray((input as { tensors?: unknown }).tensors)) return ['graph', exactJson(input)]
+    if (Array.isArray((input as { tensors?: unknown }).tensors)) return ['graph', exactJson(input, graphField)]
     // The whole object: a written plan (with slabSize) is read back with its constraints.
     const { records, ...rest } = input as { records?: unknown }
     if (Array.isArray(records)) {

@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
 use wgalloc_core::signal::Slot;
-use wgalloc_plan::graph::{self, GraphOptions, GraphRecords, Location, WorkspaceMode};
-use wgalloc_plan::{PlanError, PlanOptions, Progress, Strategy, UsageRecord};
+use wgalloc_plan::graph::{GraphRecords, Location};
+use wgalloc_plan::input::{Format, PlanInput, RequestOptions};
+use wgalloc_plan::{PlanError, PlanOptions, Progress};
 
 use crate::error::{coded, to_u64};
 
@@ -32,7 +32,8 @@ pub struct PlanMemoryOptions {
     pub capacity: Option<f64>,
     /// Capacities of named memory spaces (`space` of the records; `default` for records without one).
     pub capacities: Option<HashMap<String, f64>>,
-    /// Refuse unknown record fields and CSV columns (default true); false ignores them.
+    /// Refuse unknown record fields and CSV columns (default true); false ignores them. A graph's unknown fields are
+    /// always refused.
     pub strict: Option<bool>,
     /// Graph inputs: let elementwise ops write their output over a same-sized input that dies there.
     pub in_place: Option<bool>,
@@ -137,86 +138,41 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         workspace: None,
         multistream: None,
     });
-    let strict = o.strict.unwrap_or(true);
-    let mut capacities: HashMap<String, u64> = HashMap::new();
+    let mut capacities = HashMap::new();
     for (name, c) in o.capacities.iter().flatten() {
         capacities.insert(name.clone(), to_u64(*c, &format!("capacities.{name}"))?);
     }
-    if let Some(c) = o.capacity {
-        if capacities.contains_key(wgalloc_plan::DEFAULT_SPACE) {
-            // Two limits for one space: neither silently wins.
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                &format!(
-                    "capacity and capacities.{} both limit the default space; give one",
-                    wgalloc_plan::DEFAULT_SPACE
-                ),
-            ));
-        }
-        capacities.insert(wgalloc_plan::DEFAULT_SPACE.to_string(), to_u64(c, "capacity")?);
+    let request = RequestOptions {
+        strategy: o.strategy,
+        alignment: o.alignment.map(|a| to_u64(a, "alignment")).transpose()?,
+        capacity: o.capacity.map(|c| to_u64(c, "capacity")).transpose()?,
+        capacities,
+        strict: o.strict,
+        time_limit_ms: o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs")).transpose()?,
+        workspace: o.workspace,
+        multistream: o.multistream,
+        in_place: o.in_place,
+        inputs_in_slab: o.inputs_in_slab,
     }
-    let strategy = match o.strategy.as_deref() {
-        None => Strategy::Best,
-        Some(s) => s.parse::<Strategy>().map_err(plan_err)?,
-    };
-    let alignment = to_u64(o.alignment.unwrap_or(1.0), "alignment")?;
-    let time_limit = o.time_limit_ms.map(|ms| to_u64(ms, "timeLimitMs").map(Duration::from_millis)).transpose()?;
-    let workspace = match o.workspace.as_deref() {
-        None | Some("shared") => WorkspaceMode::Shared,
-        Some("unique") => WorkspaceMode::Unique,
-        Some("inSlab") => WorkspaceMode::InSlab,
-        Some(w) => {
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                &format!("unknown workspace mode '{w}'; use shared, unique or inSlab"),
-            ))
-        }
-    };
-    if !matches!(format.as_str(), "records" | "csv" | "graph" | "json") {
-        return Err(coded("INVALID_ARGUMENT", &format!("unknown input format '{format}'")));
-    }
-
+    .resolve()
+    .map_err(plan_err)?;
+    let format: Format = format.parse().map_err(plan_err)?;
+    let (strict, graph_options) = (request.strict, request.graph);
     // Parsing and checking a large input takes seconds: they run on the planner thread
     // too, and their errors reject `wait()`.
-    let graph_options = GraphOptions {
-        workspace,
-        multistream: o.multistream.unwrap_or(false),
-        constant_alignment: alignment.max(1),
-        in_place: o.in_place.unwrap_or(false),
-        inputs_in_slab: o.inputs_in_slab.unwrap_or(false),
-    };
-    let parse = move || -> std::result::Result<(Vec<UsageRecord>, Option<GraphRecords>), PlanError> {
-        // `json`: JSON text as the caller wrote it (integers above 2^53 stay exact): a graph
-        // when it has a `tensors` array, else records.
-        let graph_text = match format.as_str() {
-            "json" => wgalloc_plan::json::has_tensors_array(&text)?,
-            f => f == "graph",
-        };
-        match format.as_str() {
-            "csv" => Ok((wgalloc_plan::csv::parse_with(&text, strict)?, None)),
-            _ if graph_text => {
-                let g = graph::parse(&text)?;
-                let built = graph::build_records(&g, &graph_options)?;
-                Ok((built.records.clone(), Some(built)))
-            }
-            _ => Ok((wgalloc_plan::json::parse_records_with(&text, strict)?, None)),
-        }
-    };
+    let parse = move || PlanInput::parse(format, &text, strict)?.into_records(&graph_options);
     let cancel = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(Mutex::new(None));
     let outcome = Slot::new();
     let sink = progress.clone();
     let opts = PlanOptions {
-        strategy,
-        alignment,
-        capacities,
-        time_limit,
         cancel: Some(cancel.clone()),
         progress: Some(Box::new(move |p| {
             if let Ok(mut slot) = sink.lock() {
                 *slot = Some(p);
             }
         })),
+        ..request.plan
     };
     let done = outcome.clone();
     std::thread::Builder::new()

@@ -8,6 +8,9 @@ use wgalloc_core::host::Direction;
 use wgalloc_core::kv::KvDtype;
 use wgalloc_core::profile::{CopyKind, Mode};
 use wgalloc_core::BudgetSource;
+use wgalloc_plan::doc::TensorKind;
+use wgalloc_plan::graph::WorkspaceMode;
+use wgalloc_plan::Strategy;
 
 /// Every closed set of names, each in the core's order.
 /// @internal
@@ -24,6 +27,9 @@ pub struct ConstantTables {
     pub kv_dtypes: Vec<String>,
     pub backends: Vec<String>,
     pub device_types: Vec<String>,
+    pub tensor_kinds: Vec<String>,
+    pub workspace_modes: Vec<String>,
+    pub strategies: Vec<String>,
 }
 
 /// The core's closed sets of names.
@@ -45,5 +51,8 @@ pub fn constant_tables() -> ConstantTables {
             .iter()
             .map(|&t| wgalloc_core::adapter::device_type_name(t).to_string())
             .collect(),
+        tensor_kinds: TensorKind::ALL.iter().map(|k| k.as_str().to_string()).collect(),
+        workspace_modes: WorkspaceMode::ALL.iter().map(|k| k.as_str().to_string()).collect(),
+        strategies: Strategy::ALL.iter().map(|k| k.as_str().to_string()).collect(),
     }
 }

@@ -1,6 +1,7 @@
 //! Typed errors. Every failure on user input maps to one variant; `code()` gives the
 //! stable string the JS binding exposes.
 
+use std::fmt;
 use thiserror::Error;
 
 /// Everything that can go wrong while parsing, building or planning.
@@ -82,6 +83,11 @@ impl PlanError {
     pub(crate) fn parse(line: usize, field: impl Into<String>, message: impl Into<String>) -> Self {
         PlanError::Parse { line, field: field.into(), message: message.into() }
     }
+}
+
+/// `INVALID_ARGUMENT` for the value at `path`: what it must be, and what it was.
+pub(crate) fn invalid(path: impl fmt::Display, expected: impl fmt::Display, got: impl fmt::Display) -> PlanError {
+    PlanError::InvalidArgument(format!("{path}: expected {expected}, got {got}"))
 }
 
 /// Checked arithmetic helpers: every size/offset sum goes through these.

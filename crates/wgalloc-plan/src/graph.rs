@@ -5,11 +5,12 @@
 //! ops grouped into parallel steps widen lifetimes to whole steps (AITemplate's
 //! simple multistream).
 //!
-//! Input: the JSON of `bench/data/models/*.json` —
+//! Input: a graph document ([`crate::doc`]), as in `bench/data/models/*.json` —
 //! `ops: [{inputs, outputs, workspace?, type?}]`, `tensors: [{id, size, first, last,
 //! viewOf?, sharesWith? (alias inPlaceOf), isOutput?, kind?}]`, `graphInputs?: [{id, size}]`, `params?: [{id, size}]`,
 //! and optionally `steps` (alias `streams`): a list of parallel steps, each a list
-//! of op indices, covering every op exactly once, in execution order.
+//! of op indices, covering every op exactly once, in execution order. Unknown fields are
+//! refused, naming their JSON path (see Note [Unknown graph fields are refused]).
 //!
 //! In-place sharing generalises views: a tensor with `sharesWith` (or `inPlaceOf`)
 //! is its own record but reuses its base's range (one offset), its lifetime checked
@@ -18,26 +19,16 @@
 //! [`IN_PLACE_OPS`]) whose output has the size of an input that dies at that op, read
 //! by no other op of its step, writes over it.
 
+use crate::doc::{DocError, Extent, GraphDoc, TensorDoc};
 use crate::error::{add, align_up, PlanError};
-use crate::json::{arr, as_u64, obj, opt_u64_field, parse_value, str_field, u64_field};
 use crate::record::{check_alignment, UsageRecord};
-use serde_json::Value;
 use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TensorKind {
-    /// Graph input: supplied by the caller, never overwritten, not in the slab.
-    Input,
-    /// Weight/constant: placed in the constant region.
-    Param,
-    Intermediate,
-    /// Graph output: lives to the last step.
-    Output,
-    /// Bound at run time to a block the caller owns (a KV cache, recurrent state): never in
-    /// the slab; ops may read and write it.
-    External,
-}
+pub use crate::doc::TensorKind;
 
+/// A tensor with its size resolved: what the planner and the executor read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tensor {
     pub id: String,
@@ -49,13 +40,25 @@ pub struct Tensor {
     /// Tensor whose range this one reuses in place (see the module docs).
     pub shares_with: Option<String>,
     pub kind: TensorKind,
+    /// Element type (the executor types returned arrays by it).
+    pub dtype: Option<String>,
+}
+
+impl Tensor {
+    /// A tensor of `kind` with no view, sharing, dtype or declared lifetime.
+    pub fn new(id: impl Into<String>, size: u64, kind: TensorKind) -> Tensor {
+        Tensor { id: id.into(), size, first: FROM_OPS, last: 0, view_of: None, shares_with: None, kind, dtype: None }
+    }
 }
 
 /// A tensor's `first` when the graph gives none (executable graphs): derived from the ops.
 pub const FROM_OPS: u64 = u64::MAX;
 
+/// An op with its counts resolved. The kernel fields are the executor's (a planner graph has
+/// none: `kernel` `None`, `dispatch` `[1, 1, 1]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
+    /// Its name, `op<index>` when the graph gives none.
     pub name: String,
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
@@ -63,6 +66,27 @@ pub struct Op {
     pub workspace: u64,
     /// Operator type (ONNX `op_type`), empty when not given.
     pub op_type: String,
+    /// Kernel id, or `None` for an op that only creates views (nothing to dispatch).
+    pub kernel: Option<String>,
+    pub dispatch: [u32; 3],
+    /// Bytes of the uniform bound after the storage bindings.
+    pub params: Option<Vec<u8>>,
+}
+
+impl Op {
+    /// An op with no workspace, type or kernel.
+    pub fn new(name: impl Into<String>, inputs: Vec<String>, outputs: Vec<String>) -> Op {
+        Op {
+            name: name.into(),
+            inputs,
+            outputs,
+            workspace: 0,
+            op_type: String::new(),
+            kernel: None,
+            dispatch: [1, 1, 1],
+            params: None,
+        }
+    }
 }
 
 /// Elementwise ONNX op types that may write their output over a same-sized input.
@@ -111,6 +135,34 @@ pub enum WorkspaceMode {
     Unique,
     /// One buffer per op inside the slab, live only during its step (usually smaller).
     InSlab,
+}
+
+impl WorkspaceMode {
+    pub const ALL: [WorkspaceMode; 3] = [WorkspaceMode::Shared, WorkspaceMode::Unique, WorkspaceMode::InSlab];
+
+    /// The mode's name in the options (`workspace: "inSlab"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceMode::Shared => "shared",
+            WorkspaceMode::Unique => "unique",
+            WorkspaceMode::InSlab => "inSlab",
+        }
+    }
+}
+
+impl fmt::Display for WorkspaceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WorkspaceMode {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self, PlanError> {
+        WorkspaceMode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            crate::error::invalid("workspace", "shared, unique or inSlab", format!("unknown workspace mode {s:?}"))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -168,99 +220,93 @@ pub struct GraphRecords {
     pub in_place: Vec<(String, String)>,
 }
 
-/// Parses the graph JSON. Errors name the JSON path of the bad field.
+/// Parses the graph JSON (see [`crate::doc`]): text that is not JSON and a bad or unknown
+/// field are `PARSE_ERROR`, the field named by its JSON path.
 pub fn parse(text: &str) -> Result<Graph, PlanError> {
-    let v = parse_value(text)?;
-    let root = obj(&v, "$")?;
+    from_doc(&GraphDoc::parse(text).map_err(doc_error)?)
+}
+
+/// A document's parse error as the planner reports it (as its records' errors: `PARSE_ERROR`).
+pub fn doc_error(e: DocError) -> PlanError {
+    match e {
+        DocError::Syntax { line, message } => PlanError::Parse { line, field: String::new(), message },
+        DocError::Field { path, expected, got } => PlanError::parse(0, path, format!("expected {expected}, got {got}")),
+    }
+}
+
+/// A count of the planner's: an integer, or a decimal string (exact above 2^53 - 1).
+fn count(e: &Extent, path: impl FnOnce() -> String) -> Result<u64, PlanError> {
+    match e {
+        Extent::Int(n) => Ok(*n),
+        Extent::Expr(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse().map_err(|_| PlanError::SizeOverflow(format!("{}: {s} does not fit in 64 bits", path())))
+        }
+        Extent::Expr(s) => Err(PlanError::parse(
+            0,
+            path(),
+            format!("expected a non-negative integer, got {s:?} (expressions over dims are for compileShapes)"),
+        )),
+    }
+}
+
+/// The planner's graph from a document: sizes (an integer or decimal string each), kinds and
+/// declared lifetimes; graph inputs and params listed apart join the tensors.
+pub fn from_doc(doc: &GraphDoc) -> Result<Graph, PlanError> {
     let mut g = Graph::default();
-    for (i, o) in arr(root.get("ops").unwrap_or(&Value::Null), "ops")?.iter().enumerate() {
-        let path = format!("ops[{i}]");
-        let o = obj(o, &path)?;
-        let names = |key: &str| -> Result<Vec<String>, PlanError> {
-            match o.get(key) {
-                None => Ok(Vec::new()),
-                Some(list) => arr(list, format!("{path}.{key}"))?
-                    .iter()
-                    .enumerate()
-                    .map(|(k, s)| {
-                        s.as_str()
-                            .map(str::to_string)
-                            .ok_or_else(|| PlanError::parse(0, format!("{path}.{key}[{k}]"), "expected a string"))
-                    })
-                    .collect(),
-            }
-        };
+    for (i, o) in doc.ops.iter().enumerate() {
         g.ops.push(Op {
-            name: o.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-            inputs: names("inputs")?,
-            outputs: names("outputs")?,
-            workspace: opt_u64_field(o, "workspace", &path)?.unwrap_or(0),
-            op_type: o.get("type").and_then(Value::as_str).unwrap_or("").to_string(),
+            name: o.name.clone().unwrap_or_else(|| format!("op{i}")),
+            inputs: o.inputs.clone(),
+            outputs: o.outputs.clone(),
+            workspace: o
+                .workspace
+                .as_ref()
+                .map(|w| count(w, || format!("ops[{i}].workspace")))
+                .transpose()?
+                .unwrap_or(0),
+            op_type: o.op_type.clone().unwrap_or_default(),
+            kernel: o.kernel.clone(),
+            dispatch: [1, 1, 1],
+            params: o.params.clone(),
         });
     }
-    let mut push = |t: Tensor| g.tensors.push(t);
-    for (i, t) in arr(root.get("tensors").unwrap_or(&Value::Null), "tensors")?.iter().enumerate() {
-        let path = format!("tensors[{i}]");
-        let o = obj(t, &path)?;
-        let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
-        let kind = match o.get("kind").and_then(Value::as_str) {
-            None => {
-                if is_output {
-                    TensorKind::Output
-                } else {
-                    TensorKind::Intermediate
-                }
-            }
-            Some("input") => TensorKind::Input,
-            Some("param") => TensorKind::Param,
-            Some("intermediate") => TensorKind::Intermediate,
-            Some("output") => TensorKind::Output,
-            Some("external") => TensorKind::External,
-            Some(k) => return Err(PlanError::parse(0, format!("{path}.kind"), format!("unknown kind {k:?}"))),
-        };
-        push(Tensor {
-            id: str_field(o, "id", &path)?.to_string(),
-            size: u64_field(o, "size", &path)?,
-            first: opt_u64_field(o, "first", &path)?.unwrap_or(FROM_OPS),
-            last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
-            view_of: o.get("viewOf").and_then(Value::as_str).map(str::to_string),
-            shares_with: o.get("sharesWith").or_else(|| o.get("inPlaceOf")).and_then(Value::as_str).map(str::to_string),
-            kind,
-        });
+    for (i, t) in doc.tensors.iter().enumerate() {
+        g.tensors.push(tensor(t, i)?);
     }
-    // Graph inputs and params listed apart from `tensors` (as in the bench files).
-    for (key, kind) in [("graphInputs", TensorKind::Input), ("params", TensorKind::Param)] {
-        if let Some(list) = root.get(key) {
-            for (i, t) in arr(list, key)?.iter().enumerate() {
-                let path = format!("{key}[{i}]");
-                let o = obj(t, &path)?;
-                push(Tensor {
-                    id: str_field(o, "id", &path)?.to_string(),
-                    size: u64_field(o, "size", &path)?,
-                    first: 0,
-                    last: opt_u64_field(o, "last", &path)?.unwrap_or(0),
-                    view_of: None,
-                    shares_with: None,
-                    kind,
-                });
-            }
+    for (key, kind, list) in
+        [("graphInputs", TensorKind::Input, &doc.graph_inputs), ("params", TensorKind::Param, &doc.params)]
+    {
+        for (i, t) in list.iter().enumerate() {
+            g.tensors.push(Tensor {
+                first: 0,
+                last: t.last.map_or(0, |x| x.0),
+                dtype: t.dtype.clone(),
+                ..Tensor::new(t.id.clone(), count(&t.size, || format!("{key}[{i}].size"))?, kind)
+            });
         }
     }
-    let steps = root.get("steps").or_else(|| root.get("streams"));
-    if let Some(list) = steps {
-        let mut out = Vec::new();
-        for (i, s) in arr(list, "steps")?.iter().enumerate() {
-            let ops = arr(s, format!("steps[{i}]"))?;
-            out.push(
-                ops.iter()
-                    .enumerate()
-                    .map(|(k, x)| as_u64(x, format!("steps[{i}][{k}]")).map(|x| x as usize))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-        g.steps = Some(out);
-    }
+    g.steps = doc.steps.as_ref().map(|s| s.iter().map(|step| step.iter().map(|x| x.0 as usize).collect()).collect());
     Ok(g)
+}
+
+fn tensor(t: &TensorDoc, i: usize) -> Result<Tensor, PlanError> {
+    let size = t.size.as_ref().ok_or_else(|| {
+        PlanError::parse(
+            0,
+            format!("tensors[{i}].size"),
+            "expected a size in bytes, got nothing (the field is missing)",
+        )
+    })?;
+    Ok(Tensor {
+        id: t.id.clone(),
+        size: count(size, || format!("tensors[{i}].size"))?,
+        first: t.first.map_or(FROM_OPS, |x| x.0),
+        last: t.last.map_or(0, |x| x.0),
+        view_of: t.view_of.clone(),
+        shares_with: t.shares_with.clone(),
+        kind: t.kind(),
+        dtype: t.dtype.clone(),
+    })
 }
 
 /// Builds slab records and the placements of everything else.

@@ -12,6 +12,7 @@
 //!
 //! Strict mode (the default) refuses unknown fields, naming them.
 
+use crate::doc::Exact;
 use crate::error::PlanError;
 use crate::record::{lcm, UsageRecord};
 use serde_json::{Map, Value};
@@ -228,31 +229,6 @@ impl TryFrom<PlainRecord> for UsageRecord {
             shares_with: r.shares_with.or(r.in_place_of),
             space: r.space,
         })
-    }
-}
-
-/// A non-negative integer as [`as_u64`] takes it: a JSON integer or a decimal string.
-struct Exact(u64);
-
-impl<'de> serde::Deserialize<'de> for Exact {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Exact;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a non-negative integer")
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Exact, E> {
-                Ok(Exact(v))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Exact, E> {
-                match v.bytes().all(|b| b.is_ascii_digit()).then(|| v.parse().ok()).flatten() {
-                    Some(n) => Ok(Exact(n)),
-                    None => Err(E::custom("not a decimal integer")),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
     }
 }
 

@@ -19,7 +19,9 @@
 //! Public surface: [`UsageRecord`], [`Strategy`], [`PlanOptions`] (+ [`Progress`]),
 //! [`Plan`], [`plan`], [`lower_bound`], [`check_offsets`], [`PlanError`] (with
 //! stable `code()`), [`csv`] (MiniMalloc format), [`json`] (our records format)
-//! and [`graph`] (records from a tensor graph, as AITemplate builds them).
+//! [`doc`] (the graph document the planner and the executor read), [`graph`] (records from a
+//! tensor graph, as AITemplate builds them) and [`input`] (an input in any of these formats,
+//! told apart, with the options of planning it).
 //!
 //! Lower bound reported by plans: LOAD (the largest total size live at one op index)
 //! strengthened for alignment (see `bound.rs`) and raised by the exact search when it
@@ -28,9 +30,11 @@
 mod bound;
 mod check;
 pub mod csv;
+pub mod doc;
 mod error;
 pub mod graph;
 mod index;
+pub mod input;
 pub mod json;
 mod layout;
 mod options;

@@ -166,3 +166,42 @@ fn in_place_saves_bytes_on_model_graphs() {
     }
     assert_eq!(saved_any, 2, "in-place sharing saved nothing on the ppocr models");
 }
+
+/// Every committed graph file parses with unknown fields refused (Note [Unknown graph fields
+/// are refused]): the fields they use are part of the format.
+#[test]
+fn every_committed_graph_parses() {
+    let mut n = 0;
+    for e in std::fs::read_dir(bench_dir("models")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let doc = wgalloc_plan::doc::GraphDoc::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let g = parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(g.tensors.len(), doc.tensors.len() + doc.graph_inputs.len() + doc.params.len());
+        assert_eq!(g.ops.len(), doc.ops.len());
+        n += 1;
+    }
+    assert!(n >= 5, "{n} model graphs");
+}
+
+#[test]
+fn an_unknown_field_is_refused_naming_its_path() {
+    for (text, path) in [
+        (G.replace(r#""viewOf":"v1""#, r#""viewof":"v1""#), "tensors[4].viewof"),
+        (G.replace(r#""workspace":40"#, r#""workspace":40,"scratch":8"#), "ops[2].scratch"),
+        (G.replace(r#""steps""#, r#""stepz""#), "stepz"),
+        (
+            G.replace(r#"{"id":"x","size":64,"last":0}"#, r#"{"id":"x","size":64,"last":0,"kind":"input"}"#),
+            "graphInputs[0].kind",
+        ),
+    ] {
+        let e = parse(&text).unwrap_err();
+        assert_eq!(e.code(), "PARSE_ERROR");
+        assert!(e.to_string().starts_with(&format!("{path}: expected a field of the graph format")), "{e}");
+    }
+    let e = parse(&G.replace(r#""kind":"param""#, r#""kind":"weight""#)).unwrap_err();
+    assert!(e.to_string().starts_with("tensors[0].kind: expected one of 'input', 'param'"), "{e}");
+}

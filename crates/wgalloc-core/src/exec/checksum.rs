@@ -5,9 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
-
-use super::graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
+use super::graph::{ExecGraph, Extent, Kernel, Op, Tensor, TensorKind};
 use crate::error::{Error, Result};
 
 const WORKGROUP: u64 = 64;
@@ -48,67 +46,41 @@ fn dispatch_for(words: u64, max_dim: u64) -> ([u32; 3], u32) {
 /// Builds an executable checksum graph from a model graph JSON.
 /// `max_dim` is the device's maxComputeWorkgroupsPerDimension.
 pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
-    let v = super::graph::parse_json(text)?;
-    let root = v.as_object().ok_or_else(|| Error::invalid("a model graph is an object with ops and tensors"))?;
+    let doc = super::graph::parse_doc(text)?;
     let mut tensors = Vec::new();
     let mut views = HashSet::new();
-    let field_u64 = |t: &Value, k: &str| t.get(k).and_then(Value::as_u64);
-    for t in root.get("graphInputs").and_then(Value::as_array).into_iter().flatten() {
-        let id =
-            t.get("id").and_then(Value::as_str).ok_or_else(|| Error::invalid("graphInputs[].id must be a string"))?;
-        let size = field_u64(t, "size").ok_or_else(|| Error::invalid(format!("graph input '{id}' needs a size")))?;
-        tensors.push(Tensor { id: id.into(), size: size.max(1), kind: TensorKind::Input, view_of: None, dtype: None });
+    // Sizes as the planner reads them (an integer, or a decimal string).
+    let size = |e: &Extent, id: &str| match e {
+        Extent::Int(n) => Ok(*n),
+        Extent::Expr(s) => s.parse::<u64>().map_err(|_| Error::invalid(format!("tensor '{id}' needs a size in bytes"))),
+    };
+    for t in &doc.graph_inputs {
+        tensors.push(Tensor::new(t.id.clone(), size(&t.size, &t.id)?.max(1), TensorKind::Input));
     }
-    for t in root.get("tensors").and_then(Value::as_array).ok_or_else(|| Error::invalid("tensors must be an array"))? {
-        let id = t.get("id").and_then(Value::as_str).ok_or_else(|| Error::invalid("tensors[].id must be a string"))?;
-        let size = field_u64(t, "size").ok_or_else(|| Error::invalid(format!("tensor '{id}' needs a size")))?;
-        let view_of = t.get("viewOf").and_then(Value::as_str).map(str::to_string);
-        if view_of.is_some() {
-            views.insert(id.to_string());
+    for t in &doc.tensors {
+        let bytes = t.size.as_ref().ok_or_else(|| Error::invalid(format!("tensor '{}' needs a size", t.id)))?;
+        if t.view_of.is_some() {
+            views.insert(t.id.clone());
         }
-        let kind = if t.get("isOutput").and_then(Value::as_bool).unwrap_or(false) {
-            TensorKind::Output
-        } else {
-            TensorKind::Intermediate
-        };
-        tensors.push(Tensor { id: id.into(), size: size.max(1), kind, view_of, dtype: None });
+        let kind = if t.is_output == Some(true) { TensorKind::Output } else { TensorKind::Intermediate };
+        tensors
+            .push(Tensor { view_of: t.view_of.clone(), ..Tensor::new(t.id.clone(), size(bytes, &t.id)?.max(1), kind) });
     }
     let known: HashSet<String> = tensors.iter().map(|t| t.id.clone()).collect();
     let mut kernels = HashMap::new();
     let mut ops = Vec::new();
     let max_dim = u64::from(max_dim);
-    for (k, op) in root
-        .get("ops")
-        .and_then(Value::as_array)
-        .ok_or_else(|| Error::invalid("ops must be an array"))?
-        .iter()
-        .enumerate()
-    {
-        let names = |key: &str| -> Vec<String> {
+    for (k, op) in doc.ops.iter().enumerate() {
+        let names = |list: &[String]| -> Vec<String> {
             let mut seen = HashSet::new();
-            op.get(key)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .filter(|n| known.contains(*n) && seen.insert(n.to_string()))
-                .map(str::to_string)
-                .collect()
+            list.iter().filter(|n| known.contains(*n) && seen.insert(n.to_string())).cloned().collect()
         };
-        let name = op.get("name").and_then(Value::as_str).map_or_else(|| format!("op{k}"), str::to_string);
-        let outputs = names("outputs");
+        let name = op.name.clone().unwrap_or_else(|| format!("op{k}"));
+        let outputs = names(&op.outputs);
         let (view_outs, real_outs): (Vec<String>, Vec<String>) = outputs.into_iter().partition(|o| views.contains(o));
-        let inputs: Vec<String> = names("inputs").into_iter().filter(|i| !real_outs.contains(i)).collect();
+        let inputs: Vec<String> = names(&op.inputs).into_iter().filter(|i| !real_outs.contains(i)).collect();
         if !view_outs.is_empty() {
-            ops.push(Op {
-                name: format!("{name} (views)"),
-                kernel: None,
-                inputs: Vec::new(),
-                outputs: view_outs,
-                dispatch: [1, 1, 1],
-                params: None,
-                workspace: 0,
-            });
+            ops.push(Op::new(format!("{name} (views)"), Vec::new(), view_outs));
         }
         if real_outs.is_empty() {
             continue;
@@ -128,15 +100,7 @@ pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
         for word in [k as u32 ^ 0x9e37_79b9, words as u32, row, 0] {
             params.extend_from_slice(&word.to_le_bytes());
         }
-        ops.push(Op {
-            name,
-            kernel: Some(kid),
-            inputs,
-            outputs: real_outs,
-            dispatch,
-            params: Some(params),
-            workspace: 0,
-        });
+        ops.push(Op { kernel: Some(kid), dispatch, params: Some(params), ..Op::new(name, inputs, real_outs) });
     }
     // Drop views nobody produces or reads (their ops had no known outputs).
     ExecGraph::new(tensors, ops, kernels)

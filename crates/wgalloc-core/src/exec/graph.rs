@@ -4,65 +4,11 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use wgalloc_plan::doc::DocError;
+pub use wgalloc_plan::doc::{Extent, GraphDoc, Kernel, OpDoc, TensorDoc, TensorKind};
+pub use wgalloc_plan::graph::{Op, Tensor};
 
 use crate::error::{Error, Result};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TensorKind {
-    /// Supplied by the caller on every run.
-    Input,
-    /// A constant set at compile time; lives in the constant region.
-    Param,
-    Intermediate,
-    /// Returned by every run; lives to the end of the graph.
-    Output,
-    /// A block the caller passes to every run (a KV cache, recurrent state): bound in place,
-    /// never in the slab; ops may read and write it.
-    External,
-}
-
-impl TensorKind {
-    /// The kind's name in the graph format.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TensorKind::Input => "input",
-            TensorKind::Param => "param",
-            TensorKind::Intermediate => "intermediate",
-            TensorKind::Output => "output",
-            TensorKind::External => "external",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Tensor {
-    pub id: String,
-    pub size: u64,
-    pub kind: TensorKind,
-    pub view_of: Option<String>,
-    /// Element type used by the JS facade to type the returned arrays.
-    pub dtype: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Op {
-    pub name: String,
-    /// Kernel id, or `None` for an op that only creates views (nothing to dispatch).
-    pub kernel: Option<String>,
-    pub inputs: Vec<String>,
-    pub outputs: Vec<String>,
-    pub dispatch: [u32; 3],
-    /// Bytes of the uniform bound after the storage bindings.
-    pub params: Option<Vec<u8>>,
-    pub workspace: u64,
-}
-
-#[derive(Debug, Clone)]
-pub struct Kernel {
-    pub source: String,
-    pub entry_point: String,
-}
 
 /// A validated graph with derived lifetimes.
 #[derive(Debug, Clone)]
@@ -82,151 +28,60 @@ pub struct ExecGraph {
     pub last: Vec<usize>,
 }
 
-/// Graph text as JSON; PARSE_ERROR when it is not JSON (every graph format starts here).
-pub(crate) fn parse_json(text: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))
+/// `INVALID_ARGUMENT` for the value at `path`: what it must be, and what it was.
+pub(crate) fn invalid(
+    path: impl std::fmt::Display,
+    expected: impl std::fmt::Display,
+    got: impl std::fmt::Display,
+) -> Error {
+    Error::InvalidArgument(format!("{path} must be {expected}, got {got}"))
 }
 
 fn bad(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
 }
 
-fn field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a Value> {
-    o.get(key).ok_or_else(|| bad(format!("{path}.{key} is missing")))
+/// The graph document of `text`: PARSE_ERROR when it is not JSON (every graph format starts
+/// here), INVALID_ARGUMENT naming the JSON path of a bad or unknown field.
+pub(crate) fn parse_doc(text: &str) -> Result<GraphDoc> {
+    GraphDoc::parse(text).map_err(|e| match e {
+        DocError::Syntax { message, .. } => Error::Parse(format!("graph is not valid JSON: {message}")),
+        DocError::Field { path, expected, got } => invalid(path, expected, got),
+    })
 }
 
-fn string(v: &Value, path: &str) -> Result<String> {
-    v.as_str().map(str::to_string).ok_or_else(|| bad(format!("{path} must be a string")))
-}
-
-fn uint(v: &Value, path: &str) -> Result<u64> {
-    v.as_u64()
-        .filter(|&n| n <= crate::MAX_SAFE_INTEGER)
-        .ok_or_else(|| bad(format!("{path} must be a non-negative integer below 2^53")))
-}
-
-fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a.iter().enumerate().map(|(i, v)| string(v, &format!("{path}.{key}[{i}]"))).collect(),
-        Some(_) => Err(bad(format!("{path}.{key} must be an array of tensor ids"))),
+/// An integer of a plain graph (below 2^53); an expression needs `dims` (see [`SymbolicGraph`]).
+///
+/// [`SymbolicGraph`]: super::SymbolicGraph
+fn uint(e: &Extent, path: &str) -> Result<u64> {
+    match e {
+        Extent::Int(n) if *n <= crate::MAX_SAFE_INTEGER => Ok(*n),
+        Extent::Int(n) => Err(invalid(path, "a non-negative integer below 2^53", n)),
+        Extent::Expr(x) => Err(bad(format!(
+            "{path} is \"{x}\": dimension names and expressions need a graph with \"dims\", compiled with \
+             compileShapes"
+        ))),
     }
 }
 
 impl ExecGraph {
     /// Parses and validates the graph JSON (see the executor docs for the format).
     pub fn parse(text: &str) -> Result<ExecGraph> {
-        Self::from_value(&parse_json(text)?)
+        Self::from_doc(&parse_doc(text)?)
     }
 
-    pub fn from_value(v: &Value) -> Result<ExecGraph> {
-        let root = v.as_object().ok_or_else(|| bad("a graph is an object with tensors, ops and kernels"))?;
-        let mut kernels = HashMap::new();
-        if let Some(ks) = root.get("kernels") {
-            let ks =
-                ks.as_object().ok_or_else(|| bad("kernels must be an object of { id: { source, entryPoint } }"))?;
-            for (id, k) in ks {
-                let path = format!("kernels.{id}");
-                let k = k.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
-                kernels.insert(
-                    id.clone(),
-                    Kernel {
-                        source: string(field(k, "source", &path)?, &format!("{path}.source"))?,
-                        entry_point: k
-                            .get("entryPoint")
-                            .map(|e| string(e, &format!("{path}.entryPoint")))
-                            .transpose()?
-                            .unwrap_or_else(|| "main".into()),
-                    },
-                );
-            }
+    /// Validates a graph document whose sizes and dispatch counts are integers.
+    pub fn from_doc(doc: &GraphDoc) -> Result<ExecGraph> {
+        if let Some(t) = doc.graph_inputs.first().or(doc.params.first()) {
+            let list = if doc.graph_inputs.is_empty() { "params" } else { "graphInputs" };
+            return Err(bad(format!(
+                "{list}[0] ('{}'): an executable graph lists every tensor in \"tensors\", with its kind",
+                t.id
+            )));
         }
-        let mut tensors = Vec::new();
-        for (i, t) in field(root, "tensors", "graph")?
-            .as_array()
-            .ok_or_else(|| bad("graph.tensors must be an array"))?
-            .iter()
-            .enumerate()
-        {
-            let path = format!("tensors[{i}]");
-            let o = t.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
-            let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
-            let kind = match o.get("kind").and_then(Value::as_str) {
-                None if is_output => TensorKind::Output,
-                None | Some("intermediate") => TensorKind::Intermediate,
-                Some("input") => TensorKind::Input,
-                Some("param") => TensorKind::Param,
-                Some("output") => TensorKind::Output,
-                Some("external") => TensorKind::External,
-                Some(k) => {
-                    return Err(bad(format!(
-                        "{path}.kind: unknown kind '{k}' (input, param, intermediate, output, external)"
-                    )))
-                }
-            };
-            let size = tensor_size(o, &path)?;
-            if size == 0 {
-                return Err(bad(format!("{path}.size must be at least 1 byte")));
-            }
-            let id = string(field(o, "id", &path)?, &format!("{path}.id"))?;
-            if id == "__proto__" {
-                // Results are JS objects keyed by id: this key would set their prototype.
-                return Err(bad(format!(
-                    "{path}.id '__proto__' cannot name a tensor (JS objects keyed by it lose it)"
-                )));
-            }
-            tensors.push(Tensor {
-                id,
-                size,
-                kind,
-                view_of: o.get("viewOf").map(|b| string(b, &format!("{path}.viewOf"))).transpose()?,
-                dtype: dtype(o.get("dtype"), size, &path)?,
-            });
-        }
-        let mut ops = Vec::new();
-        for (i, op) in
-            field(root, "ops", "graph")?.as_array().ok_or_else(|| bad("graph.ops must be an array"))?.iter().enumerate()
-        {
-            let path = format!("ops[{i}]");
-            let o = op.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
-            let dispatch = match o.get("dispatch") {
-                None | Some(Value::Null) => [1, 1, 1],
-                Some(Value::Array(d)) if !d.is_empty() && d.len() <= 3 => {
-                    let mut out = [1u32; 3];
-                    for (k, x) in d.iter().enumerate() {
-                        out[k] = u32::try_from(uint(x, &format!("{path}.dispatch[{k}]"))?)
-                            .map_err(|_| bad(format!("{path}.dispatch[{k}] is too large")))?;
-                    }
-                    out
-                }
-                Some(_) => return Err(bad(format!("{path}.dispatch must be [x], [x, y] or [x, y, z]"))),
-            };
-            let params = match o.get("params") {
-                None | Some(Value::Null) => None,
-                Some(Value::Array(bytes)) => Some(
-                    bytes
-                        .iter()
-                        .enumerate()
-                        .map(|(k, b)| {
-                            b.as_u64()
-                                .filter(|&x| x < 256)
-                                .map(|x| x as u8)
-                                .ok_or_else(|| bad(format!("{path}.params[{k}] must be a byte (0-255)")))
-                        })
-                        .collect::<Result<Vec<u8>>>()?,
-                ),
-                Some(_) => return Err(bad(format!("{path}.params must be an array of bytes"))),
-            };
-            ops.push(Op {
-                name: o.get("name").and_then(Value::as_str).map_or_else(|| format!("op{i}"), str::to_string),
-                kernel: o.get("kernel").map(|k| string(k, &format!("{path}.kernel"))).transpose()?,
-                inputs: strings(o, "inputs", &path)?,
-                outputs: strings(o, "outputs", &path)?,
-                dispatch,
-                params,
-                workspace: o.get("workspace").map(|w| uint(w, &format!("{path}.workspace"))).transpose()?.unwrap_or(0),
-            });
-        }
+        let tensors = doc.tensors.iter().enumerate().map(|(i, t)| tensor(t, i)).collect::<Result<Vec<_>>>()?;
+        let ops = doc.ops.iter().enumerate().map(|(i, o)| op(o, i)).collect::<Result<Vec<_>>>()?;
+        let kernels = doc.kernels.iter().map(|(id, k)| (id.clone(), k.clone())).collect();
         Self::new(tensors, ops, kernels)
     }
 
@@ -409,7 +264,7 @@ impl ExecGraph {
 impl ExecGraph {
     /// The graph in its JSON format (what [`ExecGraph::parse`] reads).
     pub fn to_json(&self) -> String {
-        use serde_json::json;
+        use serde_json::{json, Map, Value};
         let tensors: Vec<Value> = self
             .tensors
             .iter()
@@ -450,33 +305,62 @@ impl ExecGraph {
     }
 }
 
+fn tensor(t: &TensorDoc, i: usize) -> Result<Tensor> {
+    let path = format!("tensors[{i}]");
+    let size = tensor_size(t, &path)?;
+    if size == 0 {
+        return Err(bad(format!("{path}.size must be at least 1 byte")));
+    }
+    if t.id == "__proto__" {
+        // Results are JS objects keyed by id: this key would set their prototype.
+        return Err(bad(format!("{path}.id '__proto__' cannot name a tensor (JS objects keyed by it lose it)")));
+    }
+    if let Some(d) = &t.dtype {
+        check_dtype(d, size, &path)?;
+    }
+    Ok(Tensor { view_of: t.view_of.clone(), dtype: t.dtype.clone(), ..Tensor::new(t.id.clone(), size, t.kind()) })
+}
+
+fn op(o: &OpDoc, i: usize) -> Result<Op> {
+    let path = format!("ops[{i}]");
+    let dispatch = match &o.dispatch {
+        None => [1, 1, 1],
+        Some(d) if !d.is_empty() && d.len() <= 3 => {
+            let mut out = [1u32; 3];
+            for (k, x) in d.iter().enumerate() {
+                let at = format!("{path}.dispatch[{k}]");
+                out[k] = u32::try_from(uint(x, &at)?).map_err(|_| bad(format!("{at} is too large")))?;
+            }
+            out
+        }
+        Some(d) => {
+            return Err(invalid(format!("{path}.dispatch"), "[x], [x, y] or [x, y, z]", format!("{} counts", d.len())))
+        }
+    };
+    Ok(Op {
+        name: o.name.clone().unwrap_or_else(|| format!("op{i}")),
+        inputs: o.inputs.clone(),
+        outputs: o.outputs.clone(),
+        workspace: o.workspace.as_ref().map(|w| uint(w, &format!("{path}.workspace"))).transpose()?.unwrap_or(0),
+        op_type: o.op_type.clone().unwrap_or_default(),
+        kernel: o.kernel.clone(),
+        dispatch,
+        params: o.params.clone(),
+    })
+}
+
 /// A tensor's bytes: its `size`, or the product of its `shape` times its dtype's bytes (both
 /// given: they must agree). Shape entries are integers here; a symbolic graph resolves its
 /// expressions before (see `SymbolicGraph::instantiate`).
-fn tensor_size(o: &Map<String, Value>, path: &str) -> Result<u64> {
-    let size = o.get("size").map(|s| uint(s, &format!("{path}.size"))).transpose()?;
-    let Some(shape) = o.get("shape") else {
+fn tensor_size(t: &TensorDoc, path: &str) -> Result<u64> {
+    let size = t.size.as_ref().map(|s| uint(s, &format!("{path}.size"))).transpose()?;
+    let Some(shape) = &t.shape else {
         return size.ok_or_else(|| bad(format!("{path}.size is missing (give size in bytes, or shape and dtype)")));
     };
-    let Value::Array(extents) = shape else {
-        return Err(bad(format!("{path}.shape must be an array of sizes (integers, or dimension names)")));
-    };
-    let mut extent = Vec::with_capacity(extents.len());
-    for (k, x) in extents.iter().enumerate() {
-        if x.is_string() {
-            return Err(bad(format!(
-                "{path}.shape[{k}] is {x}: dimension names and expressions need a graph with \"dims\", compiled \
-                 with compileShapes"
-            )));
-        }
-        extent.push(uint(x, &format!("{path}.shape[{k}]"))?);
-    }
-    let dtype = match o.get("dtype") {
-        Some(Value::String(d)) => d.as_str(),
-        None | Some(Value::Null) => {
-            return Err(bad(format!("{path}.shape needs a dtype: the bytes of one element make its size")))
-        }
-        Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
+    let extent =
+        shape.iter().enumerate().map(|(k, x)| uint(x, &format!("{path}.shape[{k}]"))).collect::<Result<Vec<_>>>()?;
+    let Some(dtype) = t.dtype.as_deref() else {
+        return Err(bad(format!("{path}.shape needs a dtype: the bytes of one element make its size")));
     };
     let Some(elem) = dtype_bytes(dtype) else {
         let names = DTYPES.map(|(n, _)| n).join(", ");
@@ -504,19 +388,13 @@ pub(crate) fn dtype_bytes(dtype: &str) -> Option<u64> {
 /// Element types of graph tensors and their sizes in bytes (f16 comes back as Uint16Array).
 const DTYPES: [(&str, u64); 7] = [("f32", 4), ("u32", 4), ("i32", 4), ("u16", 2), ("f16", 2), ("i8", 1), ("u8", 1)];
 
-/// A tensor's `dtype`: absent, or one of [`DTYPES`] that divides its size (see [`whole_elements`]).
-fn dtype(v: Option<&Value>, size: u64, path: &str) -> Result<Option<String>> {
-    let name = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(d)) => d.as_str(),
-        Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
-    };
+/// A tensor's `dtype`: one of [`DTYPES`] that divides its size (see [`whole_elements`]).
+fn check_dtype(name: &str, size: u64, path: &str) -> Result<()> {
     if !DTYPES.iter().any(|(n, _)| *n == name) {
         let names = DTYPES.map(|(n, _)| n).join(", ");
         return Err(bad(format!("{path}.dtype: unknown dtype '{name}' ({names})")));
     }
-    whole_elements(size, name, || path.to_string())?;
-    Ok(Some(name.to_string()))
+    whole_elements(size, name, || path.to_string())
 }
 
 /// The rule for a tensor of a known dtype: `size` bytes hold a whole number of its elements, since
@@ -616,6 +494,15 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((shaped.tensors[0].size, shaped.tensors[1].size), (24, 4), "size = product x dtype bytes");
+        // Unknown fields are refused naming their path; a bad one names what it must be.
+        let unknown = graph(&base(r#"{"id":"x","size":16,"kind":"input","dtpye":"f32"}"#, r#""#));
+        assert!(graph_err(&unknown).starts_with("tensors[0].dtpye must be a field of the graph format"));
+        assert_eq!(unknown.err().map(|e| e.code()), Some("INVALID_ARGUMENT"));
+        let kind = graph_err(&graph(&base(r#"{"id":"x","size":16,"kind":"weight"}"#, r#""#)));
+        assert!(kind.starts_with("tensors[0].kind must be one of 'input', 'param'"), "{kind}");
+        let op = graph_err(&graph(&base(r#"{"id":"x","size":16}"#, r#"{"kernel":"k","outputs":["x"],"dispach":[1]}"#)));
+        assert!(op.starts_with("ops[0].dispach must be a field"), "{op}");
+        assert_eq!(graph(r#"{"tensors": ["#).err().map(|e| e.code()), Some("PARSE_ERROR"));
         for (tensors, ops, needle) in cases {
             let err = graph_err(&graph(&base(tensors, ops)));
             assert!(err.contains(needle), "expected '{needle}', got '{err}'");

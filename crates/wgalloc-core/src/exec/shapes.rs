@@ -10,13 +10,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
-
 use super::bind::{check_dims_uniform, check_uniform_len, op_pipeline};
 use super::executor::{
     check_binding_limit, check_params_given, CompileOptions, DeviceIo, Executor, RunOptions, RunOutput,
 };
-use super::graph::{dtype_bytes, shape_bytes, ExecGraph};
+use super::graph::{dtype_bytes, shape_bytes, ExecGraph, Extent, GraphDoc, TensorDoc, TensorKind};
 use super::lru::Lru;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
@@ -25,7 +23,7 @@ use crate::signal::lock;
 /// A graph with symbolic dimensions, instantiated per concrete shape.
 #[derive(Debug, Clone)]
 pub struct SymbolicGraph {
-    value: Value,
+    doc: GraphDoc,
     dims: Vec<String>,
 }
 
@@ -36,69 +34,53 @@ impl SymbolicGraph {
     /// Parses the graph and checks every expression names declared dimensions only
     /// (by instantiating it with every dimension at 1).
     pub fn parse(text: &str) -> Result<SymbolicGraph> {
-        let value = super::graph::parse_json(text)?;
-        let dims = match value.get("dims") {
-            Some(Value::Array(d)) if !d.is_empty() => d
+        let doc = super::graph::parse_doc(text)?;
+        let dims = match &doc.dims {
+            Some(d) if !d.is_empty() => d
                 .iter()
                 .enumerate()
-                .map(|(i, n)| match n.as_str() {
-                    Some(s) if is_name(s) => Ok(s.to_string()),
-                    _ => Err(Error::invalid(format!("graph.dims[{i}] must be a name (letters, digits, _)"))),
+                .map(|(i, n)| match is_name(n) {
+                    true => Ok(n.clone()),
+                    false => Err(Error::invalid(format!("graph.dims[{i}] must be a name (letters, digits, _)"))),
                 })
                 .collect::<Result<Vec<_>>>()?,
             _ => {
                 return Err(Error::invalid("a graph with changing shapes names its dimensions: \"dims\": [\"batch\"]"))
             }
         };
-        let g = SymbolicGraph { value, dims };
+        let g = SymbolicGraph { doc, dims };
         g.instantiate(&g.dims.iter().map(|d| (d.clone(), 1)).collect())?;
         // A size and a shape that agree with every dimension at 1 may not elsewhere: check them
         // at distinct values too, so `"size": "b * 4"` with `"shape": ["b", "b"]` fails here.
         const PRIMES: [u64; 8] = [2, 3, 5, 7, 11, 13, 17, 19];
         let sample: Dims = g.dims.iter().zip(PRIMES.iter().cycle()).map(|(d, &p)| (d.clone(), p)).collect();
-        for (i, t) in g.tensors().enumerate() {
-            if t.get("size").is_some() && t.get("shape").is_some() {
+        for (i, t) in g.doc.tensors.iter().enumerate() {
+            if t.size.is_some() && t.shape.is_some() {
                 g.extents(i, t, &sample)?;
             }
         }
         Ok(g)
     }
 
-    /// The graph's tensors as given (not validated: the parse at 1s did that).
-    fn tensors(&self) -> impl Iterator<Item = &Value> {
-        self.value.get("tensors").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default().iter()
-    }
-
-    /// Tensor `id`: its index and JSON.
-    fn tensor(&self, id: &str) -> Option<(usize, &Value)> {
-        self.tensors().enumerate().find(|(_, t)| t.get("id").and_then(Value::as_str) == Some(id))
+    /// Tensor `id`: its index and entry.
+    fn tensor(&self, id: &str) -> Option<(usize, &TensorDoc)> {
+        self.doc.tensors.iter().enumerate().find(|(_, t)| t.id == id)
     }
 
     /// Tensor `t` (the `i`th) at `dims`: its shape and element bytes, or for a tensor sized in
     /// bytes one extent of its bytes; `None` for one without either (the parse refuses it). A
     /// size and shape that disagree at `dims` are `INVALID_ARGUMENT`.
-    fn extents(&self, i: usize, t: &Value, dims: &Dims) -> Result<Option<Extents>> {
-        let id = t.get("id").and_then(Value::as_str).unwrap_or("?");
-        let size = match t.get("size") {
-            Some(Value::String(expr)) => {
-                Some(eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].size: {e}")))?)
-            }
-            Some(v) => Some(v.as_u64().unwrap_or(0)),
-            None => None,
-        };
-        let Some(entries) = t.get("shape").and_then(Value::as_array) else {
+    fn extents(&self, i: usize, t: &TensorDoc, dims: &Dims) -> Result<Option<Extents>> {
+        let id = &t.id;
+        let size = t.size.as_ref().map(|s| value(s, dims, &format!("tensors[{i}].size"))).transpose()?;
+        let Some(entries) = &t.shape else {
             return Ok(size.map(|s| Extents { shape: vec![s], elem: 1 }));
         };
-        let Some(elem) = t.get("dtype").and_then(Value::as_str).and_then(dtype_bytes) else { return Ok(None) };
+        let Some(elem) = t.dtype.as_deref().and_then(dtype_bytes) else { return Ok(None) };
         let shape = entries
             .iter()
             .enumerate()
-            .map(|(k, x)| match x {
-                Value::String(expr) => {
-                    eval(expr, dims).map_err(|e| Error::invalid(format!("tensors[{i}].shape[{k}]: {e}")))
-                }
-                v => Ok(v.as_u64().unwrap_or(0)),
-            })
+            .map(|(k, x)| value(x, dims, &format!("tensors[{i}].shape[{k}]")))
             .collect::<Result<Vec<u64>>>()?;
         let bytes = shape_bytes(&shape, elem)
             .ok_or_else(|| Error::invalid(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1")))?;
@@ -143,15 +125,14 @@ impl SymbolicGraph {
     /// and intermediates stay inside the executor, so neither is checked.
     fn check_placeable(&self, bucketed: &[&String]) -> Result<()> {
         let is_bucketed = |n: &String| bucketed.contains(&n);
-        for t in self.tensors() {
-            let id = t.get("id").and_then(Value::as_str).unwrap_or("?");
-            let kind = match t.get("kind").and_then(Value::as_str) {
-                Some(k @ ("input" | "output")) => k,
-                None if t.get("isOutput").and_then(Value::as_bool) == Some(true) => "output",
+        for t in &self.doc.tensors {
+            let id = &t.id;
+            let kind = match t.kind() {
+                k @ (TensorKind::Input | TensorKind::Output) => k.as_str(),
                 _ => continue,
             };
-            if let Some(entries) = t.get("shape").and_then(Value::as_array) {
-                for x in entries.iter().filter_map(Value::as_str) {
+            if let Some(entries) = &t.shape {
+                for x in entries.iter().filter_map(expr) {
                     let names = names(x);
                     let hit: Vec<&String> = names.iter().filter(|n| is_bucketed(n)).collect();
                     if hit.len() > 1 {
@@ -164,7 +145,7 @@ impl SymbolicGraph {
                 }
                 continue;
             }
-            let Some(expr) = t.get("size").and_then(Value::as_str) else { continue };
+            let Some(expr) = t.size.as_ref().and_then(expr) else { continue };
             let Some(d) = names(expr).into_iter().find(|n| is_bucketed(n)) else { continue };
             let factors = factors(expr);
             let first_alone = |f: &Vec<String>| f.len() == 1 && is_bucketed(&f[0]);
@@ -198,28 +179,20 @@ impl SymbolicGraph {
     /// The graph at `dims` (every declared dimension, each at least 1).
     pub fn instantiate(&self, dims: &Dims) -> Result<ExecGraph> {
         self.check_dims(dims)?;
-        let mut v = self.value.clone();
-        if let Some(tensors) = v.get_mut("tensors").and_then(Value::as_array_mut) {
-            for (i, t) in tensors.iter_mut().enumerate() {
-                resolve(t.get_mut("size"), dims, &format!("tensors[{i}].size"))?;
-                if let Some(entries) = t.get_mut("shape").and_then(Value::as_array_mut) {
-                    for (k, x) in entries.iter_mut().enumerate() {
-                        resolve(Some(x), dims, &format!("tensors[{i}].shape[{k}]"))?;
-                    }
-                }
+        let mut doc = self.doc.clone();
+        for (i, t) in doc.tensors.iter_mut().enumerate() {
+            resolve(t.size.as_mut(), dims, || format!("tensors[{i}].size"))?;
+            for (k, x) in t.shape.iter_mut().flatten().enumerate() {
+                resolve(Some(x), dims, || format!("tensors[{i}].shape[{k}]"))?;
             }
         }
-        if let Some(ops) = v.get_mut("ops").and_then(Value::as_array_mut) {
-            for (i, op) in ops.iter_mut().enumerate() {
-                resolve(op.get_mut("workspace"), dims, &format!("ops[{i}].workspace"))?;
-                if let Some(d) = op.get_mut("dispatch").and_then(Value::as_array_mut) {
-                    for (k, x) in d.iter_mut().enumerate() {
-                        resolve(Some(x), dims, &format!("ops[{i}].dispatch[{k}]"))?;
-                    }
-                }
+        for (i, op) in doc.ops.iter_mut().enumerate() {
+            resolve(op.workspace.as_mut(), dims, || format!("ops[{i}].workspace"))?;
+            for (k, x) in op.dispatch.iter_mut().flatten().enumerate() {
+                resolve(Some(x), dims, || format!("ops[{i}].dispatch[{k}]"))?;
             }
         }
-        let mut graph = ExecGraph::from_value(&v)?;
+        let mut graph = ExecGraph::from_doc(&doc)?;
         graph.dims = self.dims.iter().map(|d| (d.clone(), dims[d])).collect();
         Ok(graph)
     }
@@ -230,12 +203,12 @@ impl SymbolicGraph {
     pub fn sizes(&self, dims: &Dims) -> Result<HashMap<String, u64>> {
         self.check_dims(dims)?;
         let mut sizes = HashMap::new();
-        for (i, t) in self.tensors().enumerate() {
-            let Some(id) = t.get("id").and_then(Value::as_str) else { continue };
+        for (i, t) in self.doc.tensors.iter().enumerate() {
+            let id = &t.id;
             let Some(e) = self.extents(i, t, dims)? else { continue };
             let bytes = shape_bytes(&e.shape, e.elem)
                 .ok_or_else(|| Error::invalid(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1")))?;
-            if let Some(dtype) = t.get("dtype").and_then(Value::as_str) {
+            if let Some(dtype) = &t.dtype {
                 super::graph::whole_elements(bytes, dtype, || format!("tensor '{id}' at {dims:?}"))?;
             }
             sizes.insert(id.to_string(), bytes);
@@ -366,14 +339,28 @@ fn is_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Replaces a string expression in place by its value; numbers stay as they are.
-fn resolve(slot: Option<&mut Value>, dims: &Dims, path: &str) -> Result<()> {
-    if let Some(v) = slot {
-        if let Value::String(expr) = v {
-            *v = Value::from(eval(expr, dims).map_err(|e| Error::invalid(format!("{path}: {e}")))?);
-        }
+/// Replaces an expression in place by its value at `dims`; integers stay as they are.
+fn resolve(slot: Option<&mut Extent>, dims: &Dims, path: impl FnOnce() -> String) -> Result<()> {
+    if let Some(x @ Extent::Expr(_)) = slot {
+        *x = Extent::Int(value(x, dims, &path())?);
     }
     Ok(())
+}
+
+/// An extent's value at `dims`.
+fn value(x: &Extent, dims: &Dims, path: &str) -> Result<u64> {
+    match x {
+        Extent::Int(n) => Ok(*n),
+        Extent::Expr(e) => eval(e, dims).map_err(|e| Error::invalid(format!("{path}: {e}"))),
+    }
+}
+
+/// An extent's expression, if it is one.
+fn expr(x: &Extent) -> Option<&str> {
+    match x {
+        Extent::Expr(e) => Some(e),
+        Extent::Int(_) => None,
+    }
 }
 
 /// Evaluates `+ - * /` (integer, `/` rounding up, as sizes want), parentheses, integers and
