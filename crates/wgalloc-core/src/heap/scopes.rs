@@ -457,7 +457,10 @@ mod tests {
         drop(a);
         assert_eq!((model.stats().allocated, kv.stats().allocated), (450, 0));
         b.release();
-        assert_eq!(model.stats(), ScopeStats { limit: 1000, allocated: 0, peak: 950, active_blocks: 0, quota_exceeded: 1 });
+        assert_eq!(
+            model.stats(),
+            ScopeStats { limit: 1000, allocated: 0, peak: 950, active_blocks: 0, quota_exceeded: 1 }
+        );
     }
 
     #[test]
