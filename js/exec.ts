@@ -264,12 +264,7 @@ const kCreate = Symbol('exec.create')
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
 let createExecutor: <G extends Graph>(handle: Binding.Executor, types: Types, device: ExecDevice) => Executor<G>
-let createShapeExecutor: <G extends Graph>(
-  handle: Binding.ShapeExecutor,
-  types: Types,
-  device: ExecDevice,
-  name: string,
-) => ShapeExecutor<G>
+let createShapeExecutor: <G extends Graph>(handle: Binding.ShapeExecutor, types: Types, device: ExecDevice, name: string) => ShapeExecutor<G>
 
 /**
  * Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
