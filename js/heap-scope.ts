@@ -79,7 +79,7 @@ export class HeapScope {
   readonly #heap: Heap
   readonly #native: Binding.HeapScope
   readonly #name: string
-  readonly #path: string
+  #path: string | undefined
   readonly #limit: number
 
   private constructor(key: symbol, heap: Heap, handle: Binding.HeapScope) {
@@ -87,7 +87,6 @@ export class HeapScope {
     this.#heap = heap
     this.#native = handle
     this.#name = handle.name
-    this.#path = handle.path
     this.#limit = handle.stats().limit
   }
   static {
@@ -107,6 +106,8 @@ export class HeapScope {
   }
   /** Names from the outermost scope down, joined with `/`. */
   @api get path(): string {
+    // Read once, when asked: a path is as long as the scope is deep.
+    this.#path ??= this.#native.path
     return this.#path
   }
   /** The limit in bytes. */
@@ -154,9 +155,9 @@ export class HeapScope {
 
   /** The scope and its live children, depth first (for metrics). */
   *walk(): Generator<HeapScope> {
-    const inside = `${this.#path}/`
+    const inside = `${this.path}/`
     if (!this.disposed) yield this
-    for (const s of this.#heap.scopes()) if (s.#path.startsWith(inside)) yield s
+    for (const s of this.#heap.scopes()) if (s.path.startsWith(inside)) yield s
   }
 
   /** Ends the scope (and its children): later mallocs fail; live blocks stay valid and are still returned when freed. */
@@ -170,7 +171,7 @@ export class HeapScope {
   /** Readable `console.log` output. */
   @api [inspect.custom](): string {
     const { allocatedBytes } = this.stats()
-    return `HeapScope { path: '${this.#path}', allocated: ${allocatedBytes}, limit: ${this.#limit}${this.disposed ? ', disposed' : ''} }`
+    return `HeapScope { path: '${this.path}', allocated: ${allocatedBytes}, limit: ${this.#limit}${this.disposed ? ', disposed' : ''} }`
   }
 }
 
