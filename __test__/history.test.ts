@@ -5,13 +5,16 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test from 'ava'
-import { type DeviceBlock, Gpu, type Heap, type HeapEvent, type LeakReport, MAX_HISTORY_ENTRIES, type MemorySnapshot } from 'wgalloc'
+import { type DeviceBlock, Gpu, type Heap, type HeapEvent, type HeapScope, type LeakReport, MAX_HISTORY_ENTRIES, type MemorySnapshot } from 'wgalloc'
 import { collectGarbageUntil } from './helpers.js'
 
 const ENTRY = JSON.stringify(require.resolve('..'))
 
 function allocateForTenantA(heap: Heap, size: number): DeviceBlock {
   return heap.malloc(size)
+}
+function allocateInScope(scope: HeapScope, size: number): DeviceBlock {
+  return scope.malloc(size)
 }
 function allocateForTenantB(heap: Heap, size: number): DeviceBlock {
   return heap.malloc(size)
@@ -266,6 +269,19 @@ test('malloc keeps its own API boundary: a foreign receiver is an illegal invoca
   // wgalloc's frames are skipped at capture, so the caller is the first of at most 8 frames.
   t.regex(stack.split('\n')[0], /^at allocateForTenantA /)
   t.true(stack.split('\n').length <= 8)
+  a.free()
+  heap.recordHistory(false)
+  gpu.destroy()
+})
+
+test("a scope's malloc records its caller's stack too", async (t) => {
+  const gpu = await Gpu.request()
+  const heap = gpu.heap
+  const tenant = heap.scope({ name: 'tenant', limit: 1 << 20 })
+  heap.recordHistory({ stacks: true })
+  const a = allocateInScope(tenant, 256)
+  const stack = heap.memorySnapshot().history.find((e) => e.action === 'alloc' && e.blockId === a.id)?.stack ?? ''
+  t.regex(stack.split('\n')[0], /^at allocateInScope /)
   a.free()
   heap.recordHistory(false)
   gpu.destroy()

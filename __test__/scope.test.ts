@@ -197,3 +197,47 @@ test('a heap listener that throws changes nothing malloc returns, and is reporte
   t.is(heap.stats().allocatedBytes.current, 0)
   gpu.destroy()
 })
+
+test.serial('an executor dropped without release() returns its charge when collected; a charge returns once', async (t) => {
+  const gpu = await Gpu.request()
+  const scope = gpu.heap.scope({ name: 'collected', limit: 4096 * KiB })
+  let bytes = 0
+  await (async () => {
+    const exe = await gpu.compile(copyGraph(64 * KiB), { scope })
+    bytes = exe.deviceBytes
+  })()
+  t.true(bytes > 0)
+  await collectGarbageUntil(() => scope.stats().allocatedBytes === 0)
+  t.is(scope.stats().allocatedBytes, 0, 'the native executor returned its charge with its memory')
+  const charge = scope.charge(1000)
+  t.is(scope.stats().allocatedBytes, 1000)
+  charge.release()
+  charge.release()
+  t.is(scope.stats().allocatedBytes, 0, 'released once')
+  gpu.destroy()
+})
+
+test('scopes live in the native heap: another heap object of the device sees and charges them', async (t) => {
+  const gpu = await Gpu.request()
+  const attached = Gpu.attach(gpu.shareHandle()) // as a worker thread would
+  const tenant = gpu.heap.scope({ name: 'shared-tenant', limit: 256 * KiB })
+  tenant.scope({ name: 'model', limit: 128 * KiB })
+  t.deepEqual(
+    attached.heap.scopes().map((s) => s.path),
+    ['shared-tenant', 'shared-tenant/model'],
+  )
+  const there = attached.heap.findScope('shared-tenant/model')
+  t.truthy(there)
+  t.is(attached.heap.findScope('shared-tenant/none'), undefined)
+  const blocks = [there!.malloc(100 * KiB), attached.heap.findScope('shared-tenant')!.malloc(140 * KiB)]
+  // No JS bookkeeping of the other heap object is involved: the figures are the native scope's.
+  t.like(tenant.stats(), { allocatedBytes: 240 * KiB, activeBlocks: 1 })
+  t.like(gpu.heap.findScope('shared-tenant/model')!.stats(), { allocatedBytes: 100 * KiB, activeBlocks: 1 })
+  t.throws(() => there!.malloc(20 * KiB), { code: 'QUOTA_EXCEEDED', message: /scope 'shared-tenant'/ })
+  for (const b of blocks) b.free()
+  t.like(tenant.stats(), { allocatedBytes: 0, peakAllocatedBytes: 240 * KiB, activeBlocks: 0, quotaExceeded: 1 })
+  tenant.dispose()
+  t.deepEqual(attached.heap.scopes(), [])
+  t.true(there!.disposed)
+  gpu.destroy()
+})

@@ -96,12 +96,16 @@ test('a shape executor given a scope is charged with its cached executors as the
   await model.run({ batch: 1 }, { x: x(1) }) // evicts batch 4 (capacity 2)
   t.is(model.stats().evictions, 1)
   t.is(scope.stats().allocatedBytes, model.stats().deviceBytes, 'an eviction returns its bytes')
-  // batch 256 holds x and y of 64 KiB each: with what is cached, past the 128 KiB limit. Refused, cache emptied.
+  // batch 256 holds x and y of 64 KiB each: with what is cached, past the 128 KiB limit. Refused
+  // before it runs: its executor goes back at once, and the cache and its charge stay as they were.
+  const cached = model.stats()
+  const live = gpu.heap.stats().activeBlocks.current
   const big = await t.throwsAsync(model.run({ batch: 200 }, { x: x(200) }, { outputs: 'device' }), { code: 'QUOTA_EXCEEDED' })
   t.regex(big!.message, /scope 'tenant'/)
-  t.is(model.stats().cached, 0)
-  t.is(scope.stats().allocatedBytes, 0)
-  const live = gpu.heap.stats().activeBlocks.current
+  t.is(model.stats().cached, cached.cached)
+  t.is(model.stats().deviceBytes, cached.deviceBytes)
+  t.is(scope.stats().allocatedBytes, cached.deviceBytes)
+  t.is(gpu.heap.stats().activeBlocks.current, live, 'no executor or output block left behind')
   // The next run fits again.
   const { outputs } = await model.run({ batch: 2 }, { x: x(2) })
   t.deepEqual([...outputs.y].slice(0, 2), [2, 2])

@@ -80,6 +80,12 @@ export declare class Executor {
    * Returns false if it was already released.
    */
   release(): boolean
+  /**
+   * Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
+   * when they do not fit).
+   * @internal
+   */
+  chargeTo(scope: HeapScope): void
 }
 
 /** An open GPU device (adapter, device, queue, poller thread). */
@@ -286,6 +292,50 @@ export declare class Heap {
    * @internal
    */
   takeEvents(): HeapEventBatch
+  /**
+   * A new top-level scope (its limit at most the memory budget).
+   * @internal
+   */
+  createScope(name: string, limit: number): HeapScope
+  /**
+   * Every live scope of the device, depth first.
+   * @internal
+   */
+  listScopes(): Array<HeapScope>
+  /**
+   * The live scope at `path` (names joined with `/`), or null.
+   * @internal
+   */
+  findScope(path: string): HeapScope | null
+}
+
+/**
+ * A quota over the device heap (the facade's `HeapScope` wraps it); one tree per device, seen
+ * by every heap object of it, attached workers included.
+ * @internal
+ */
+export declare class HeapScope {
+  /** Index of the scope in its device's tree (stable while the device lives). */
+  get id(): number
+  /** The scope's name. */
+  get name(): string
+  /** Names from the outermost scope down, joined with `/`. */
+  get path(): string
+  /** True once disposed (or a parent was). */
+  get disposed(): boolean
+  /** What the scope holds now and held at most. */
+  stats(): NativeScopeStats
+  /** A child scope (`INVALID_ARGUMENT` for a bad name or limit, or a disposed parent). */
+  child(name: string, limit: number): HeapScope
+  /** Charges `bytes` held elsewhere (`QUOTA_EXCEEDED` when they do not fit). */
+  charge(bytes: number): ScopeCharge
+  /**
+   * Native form of `scope.malloc()`: a block of `heap` charged to this scope, kept in the
+   * heap's table; returns `[id, size, requestedSize, offset, pool index]`.
+   */
+  mallocIn(heap: Heap, size: number, usage: number): Array<number>
+  /** Ends the scope and its children: later charges fail; live ones still return. */
+  dispose(): void
 }
 
 /** The device's host staging cache (`gpu.host`). */
@@ -415,6 +465,11 @@ export declare class KvCache {
   attention(stream: Stream, layer: number, seqs: Array<number>, tokens: Array<number>, queryHeads: number, scale: number | undefined | null, q: DeviceBlock, out: DeviceBlock): void
   /** Frees the pools and the table (after the GPU work recorded on them); later calls fail. */
   release(): void
+  /**
+   * Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
+   * when they do not fit).
+   */
+  chargeTo(scope: HeapScope): void
 }
 
 /** A validated memory plan: an offset in one slab for every usage record. */
@@ -537,6 +592,15 @@ export declare class Profiler {
 }
 
 /**
+ * Bytes charged to a scope until `release()`, or until the garbage collector drops the handle.
+ * @internal
+ */
+export declare class ScopeCharge {
+  /** Returns the bytes (idempotent). */
+  release(): void
+}
+
+/**
  * A graph with symbolic dimensions (`"dims": ["batch"]`, sizes and dispatch counts as
  * expressions): each run names its dimensions, and the executor for that shape (exact, or
  * rounded up to a bucket) is compiled once and kept while it is among the most recently used.
@@ -566,6 +630,11 @@ export declare class ShapeExecutor {
    * @internal
    */
   release(): void
+  /**
+   * Charges the cached executors' device bytes to `scope` as they come and go.
+   * @internal
+   */
+  chargeTo(scope: HeapScope): void
 }
 
 /** An ordered lane of GPU work: commands are recorded, then `submit()`ted together. */
@@ -629,6 +698,12 @@ export declare class Weights {
    * Returns false if it was already released.
    */
   release(): boolean
+  /**
+   * Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
+   * when they do not fit).
+   * @internal
+   */
+  chargeTo(scope: HeapScope): void
 }
 
 /** One adapter as `Gpu.enumerate()` lists it. */
@@ -1154,6 +1229,23 @@ export interface MemoryBudget {
   bytes: number
   /** `user`, `vulkan-device-local-heap` or `default`. */
   source: 'user' | 'vulkan-device-local-heap' | 'default'
+}
+
+/**
+ * What a heap scope holds now and held at most.
+ * @internal
+ */
+export interface NativeScopeStats {
+  /** The limit in bytes. */
+  limit: number
+  /** Bytes charged now. */
+  allocatedBytes: number
+  /** The most bytes charged at once. */
+  peakAllocatedBytes: number
+  /** Blocks live now (this scope's own mallocs). */
+  activeBlocks: number
+  /** Charges refused for this scope's limit. */
+  quotaExceeded: number
 }
 
 /** What the memory observer saw during one run. */

@@ -44,20 +44,6 @@ type NativeHeap = Binding.Heap & NativeHeapTable
  * collected without `free()` goes back to its pool).
  */
 export class HeapTable {
-  /** Returns a scoped block's bytes to its scope. */
-  #unscope(id: number): void {
-    if (this.scoped.size === 0) return
-    const release = this.scoped.get(id)
-    if (release) {
-      this.scoped.delete(id)
-      release()
-    }
-  }
-  /** `free()` ran on block `id`. */
-  freed(id: number): void {
-    this.#unscope(id)
-  }
-
   /**
    * Puts a new block under the garbage-collection net. Registering with a FinalizationRegistry
    * (and unregistering at `free()`) costs about as much as a cached malloc + free together, so
@@ -95,8 +81,6 @@ export class HeapTable {
     this.#registerQueued = false
     registerWaiting(this)
   }
-  /** Blocks charged to a heap scope: what returns their bytes when they are freed or collected. */
-  readonly scoped = new Map<number, () => void>()
 
   constructor(nativeHeap: NativeHeap, owner: Heap, events: HeapEvents) {
     this.native = nativeHeap
@@ -104,7 +88,6 @@ export class HeapTable {
     this.events = events
     this.slot = nativeHeap.slot
     this.registry = new FinalizationRegistry((id) => {
-      this.#unscope(id)
       try {
         // Collected without free(): a leak the memory history reports with its stack.
         const size = nativeHeap.releaseBlock(id)
@@ -269,7 +252,6 @@ export class DeviceBlock {
   #release(): void {
     if (this.#freed) throw new WgallocError('DOUBLE_FREE', `block ${this.#id} was already freed`)
     heapFree(this.#table.slot, this.#id)
-    this.#table.freed(this.#id)
     this.#freed = true
     this.#handle = null
     if (this.#registered) this.#table.registry.unregister(this)
@@ -303,6 +285,12 @@ export function mallocBlock(table: HeapTable, size: number, usage: number): Devi
   return create(table, id, s[0], s[1], s[2], s[3])
 }
 
+/** A block of `table`'s heap charged to `scope` (the native heap holds the charge with the block). */
+export function scopedBlock(table: HeapTable, scope: Binding.HeapScope, size: number, usage: number): DeviceBlock {
+  const [id, bytes, requested, offset, pool] = scope.mallocIn(table.native, size, usage)
+  return create(table, id, bytes, requested, offset, pool)
+}
+
 /** A block of `table`'s scalar pool already holding `value`. */
 export function scalarBlock(table: HeapTable, value: Uint8Array): DeviceBlock {
   const id = table.native.allocScalarId(value)
@@ -329,9 +317,3 @@ export function blockHandle(block: unknown, what: string): Binding.DeviceBlock {
 }
 
 export { tableOf }
-
-/** Charges `block` to a heap scope: `release(size)` runs once when it is freed or collected. */
-export function setBlockScope(block: DeviceBlock, release: (size: number) => void): void {
-  const size = block.size
-  tableOf(block).scoped.set(block.id, () => release(size))
-}

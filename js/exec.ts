@@ -4,9 +4,9 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
-import { HeapScope, type ScopeCharge, holdCharge } from './heap-scope.js'
+import { type HeapScope, nativeScope } from './heap-scope.js'
 import { LiveObjects } from './live-objects.js'
-import { WgallocError, optionsObject, parseJson, shown, u32 } from './errors.js'
+import { WgallocError, optionsObject, parseJson, shown, toWgallocError, u32 } from './errors.js'
 import {
   type Graph,
   type GraphDims,
@@ -58,7 +58,7 @@ export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sam
   /**
    * A heap scope charged with the device bytes of the cached executors (slabs and constants) as
    * they come and go. A run or warmup whose new executor would take the scope past its limit
-   * fails with QUOTA_EXCEEDED, and the cached executors are released.
+   * fails with QUOTA_EXCEEDED: that executor is released at once, and the cached ones stay.
    */
   scope?: HeapScope
   /** Name in metrics, unique among the device's live shape executors (default `shapes-<n>`). */
@@ -264,15 +264,7 @@ const kCreate = Symbol('exec.create')
 let createWeights: (handle: Binding.Weights) => Weights
 let weightsHandle: (weights: Weights) => Binding.Weights
 let createExecutor: <G extends Graph>(handle: Binding.Executor, types: Types, device: ExecDevice) => Executor<G>
-let createShapeExecutor: <G extends Graph>(
-  handle: Binding.ShapeExecutor,
-  types: Types,
-  device: ExecDevice,
-  name: string,
-  scope: HeapScope | undefined,
-) => ShapeExecutor<G>
-let chargeWeights: (weights: Weights, charge: ScopeCharge) => void
-let chargeExecutor: <G extends Graph>(executor: Executor<G>, charge: ScopeCharge) => void
+let createShapeExecutor: <G extends Graph>(handle: Binding.ShapeExecutor, types: Types, device: ExecDevice, name: string) => ShapeExecutor<G>
 
 /**
  * Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
@@ -281,7 +273,6 @@ let chargeExecutor: <G extends Graph>(executor: Executor<G>, charge: ScopeCharge
  */
 export class Weights {
   readonly #native: Binding.Weights
-  #charge: ScopeCharge | null = null
 
   private constructor(key: symbol, handle: Binding.Weights) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Weights has no public constructor; use gpu.createWeights()')
@@ -290,9 +281,6 @@ export class Weights {
   static {
     createWeights = (handle) => new Weights(kCreate, handle)
     weightsHandle = (w) => w.#native
-    chargeWeights = (w, charge) => {
-      w.#charge = holdCharge(w, charge)
-    }
   }
 
   /** The weights behind a handle from `shareHandle()`, while something still holds them. */
@@ -323,7 +311,6 @@ export class Weights {
    * Returns false if it was already released.
    */
   @api release(): boolean {
-    this.#charge?.release()
     return this.#native.release()
   }
   /** Lets go of this handle (same as `release()`). */
@@ -356,7 +343,6 @@ function compileNative(rest: Record<string, unknown>, params: unknown, weights: 
 /** A compiled graph: one plan, slabs from the heap, pipelines and bind groups built once. */
 export class Executor<G extends Graph = Graph> {
   readonly #native: Binding.Executor
-  #charge: ScopeCharge | null = null
   readonly #types: Types
   readonly #device: ExecDevice
 
@@ -368,9 +354,6 @@ export class Executor<G extends Graph = Graph> {
   }
   static {
     createExecutor = (handle, types, device) => new Executor(kCreate, handle, types, device)
-    chargeExecutor = (e, charge) => {
-      e.#charge = holdCharge(e, charge)
-    }
   }
 
   /** The memory plan the executor runs with. */
@@ -407,7 +390,6 @@ export class Executor<G extends Graph = Graph> {
    * Returns false if it was already released.
    */
   @api release(): boolean {
-    this.#charge?.release()
     return this.#native.release()
   }
   /** Releases the slabs (same as `release()`). */
@@ -437,49 +419,19 @@ export class ShapeExecutor<G extends Graph = Graph> {
   readonly #types: Types
   readonly #device: ExecDevice
   readonly #name: string
-  readonly #scope: HeapScope | undefined
   readonly #unregister: () => void
-  #charge: ScopeCharge | null = null
-  #charged = 0
   #released = false
 
-  private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice, name: string, scope: HeapScope | undefined) {
+  private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice, name: string) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'ShapeExecutor has no public constructor; use gpu.compileShapes()')
     this.#native = handle
     this.#types = types
     this.#device = device
     this.#name = name
-    this.#scope = scope
     this.#unregister = liveShapeExecutors.add(device.native, this as unknown as ShapeExecutor)
   }
   static {
-    createShapeExecutor = (handle, types, device, name, scope) => new ShapeExecutor(kCreate, handle, types, device, name, scope)
-  }
-
-  /**
-   * Note [Shape executors are charged as they grow]: a shape executor's memory changes with
-   * every miss and eviction, so its scope charge follows `stats().deviceBytes` after each call
-   * that can change it. A charge that no longer fits releases the cached executors (their
-   * memory goes back at once) and fails the call with QUOTA_EXCEEDED: a tenant cannot grow
-   * shared memory by asking for large shapes.
-   */
-  #recharge(): void {
-    if (!this.#scope) return
-    const bytes = this.#native.stats().deviceBytes
-    if (bytes === this.#charged) return
-    this.#charge?.release()
-    this.#charge = null
-    this.#charged = 0
-    try {
-      this.#charge = holdCharge(this, this.#scope.charge(bytes))
-      this.#charged = bytes
-    } catch (err) {
-      this.#native.clear()
-      const left = this.#native.stats().deviceBytes // a compile of another run may have landed meanwhile
-      if (left > 0) this.#charge = holdCharge(this, this.#scope.charge(left))
-      this.#charged = left
-      throw err
-    }
+    createShapeExecutor = (handle, types, device, name) => new ShapeExecutor(kCreate, handle, types, device, name)
   }
 
   /** Name in metrics. */
@@ -515,13 +467,9 @@ export class ShapeExecutor<G extends Graph = Graph> {
     this.#checkLive()
     const opts = optionsObject(options, 'run')
     if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
+    // A miss whose executor would take the scope past its limit fails here with QUOTA_EXCEEDED
+    // (Note [Shape caches are charged as they grow], crates/wgalloc-core/src/exec/shapes.rs).
     const r = await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.runNative(dims, host, o))
-    try {
-      this.#recharge()
-    } catch (err) {
-      for (const b of Object.values(r.blocks ?? {})) if (!b.freed) b.free()
-      throw err
-    }
     return r as RunResultOf<G, O>
   }
   /**
@@ -539,7 +487,6 @@ export class ShapeExecutor<G extends Graph = Graph> {
     const { signal } = optionsObject(options, 'warmup')
     checkSignal(signal)
     await reportingOom(this.#device, withSignal(this.#native.warmUpNative(shapes), signal))
-    this.#recharge()
   }
   /** Hits, misses, evictions and what the cached executors hold. */
   @api stats(): ShapeExecutorStats {
@@ -548,7 +495,6 @@ export class ShapeExecutor<G extends Graph = Graph> {
   /** Releases every cached executor (their slabs return to the heap); later runs compile again. */
   @api clear(): void {
     this.#native.clear()
-    this.#recharge()
   }
   /**
    * Ends the shape executor, as `executor.release()` does: every cached executor is released
@@ -560,9 +506,6 @@ export class ShapeExecutor<G extends Graph = Graph> {
     this.#released = true
     this.#native.release()
     this.#unregister()
-    this.#charge?.release()
-    this.#charge = null
-    this.#charged = 0
   }
   /** True once `release()` ran. */
   @api get released(): boolean {
@@ -582,8 +525,8 @@ export class ShapeExecutor<G extends Graph = Graph> {
 /** `gpu.compile()`. */
 export async function compile<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileOptions): Promise<Executor<G>> {
   const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = optionsObject(options, 'compile')
+  const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'compile')
   checkSignal(signal)
-  checkScope(scope)
   const json = graphJson(graph)
   const types = dtypes(json)
   const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
@@ -603,12 +546,12 @@ export async function compile<G extends Graph>(device: ExecDevice, graph: G | st
     withSignal(device.native.compileGraph(json, nativeOptions), signal, (late) => late.release()),
   )
   const executor = createExecutor<G>(exe, types, device)
-  if (scope) {
+  if (scopeHandle) {
     try {
-      chargeExecutor(executor, scope.charge(exe.deviceBytes))
+      exe.chargeTo(scopeHandle) // the native executor holds the charge: returned at release() or collection
     } catch (err) {
       exe.release() // over the scope's limit: its slabs go back to the heap
-      throw err
+      throw toWgallocError(err, true)
     }
   }
   return executor
@@ -637,7 +580,7 @@ export async function runEager<G extends Graph>(
 export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
   if (params == null || typeof params !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'createWeights takes { id: TypedArray } of param bytes')
   const { scope } = optionsObject(options, 'createWeights')
-  checkScope(scope)
+  const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'createWeights')
   let handle: Binding.Weights
   try {
     handle = device.native.createWeightsNative(byteMap(params, 'params'))
@@ -645,19 +588,15 @@ export function weightsOf(device: ExecDevice, params: Record<string, TensorData>
     throw device.outOfMemory(err)
   }
   const weights = createWeights(handle)
-  if (scope) {
+  if (scopeHandle) {
     try {
-      chargeWeights(weights, scope.charge(handle.deviceBytes))
+      handle.chargeTo(scopeHandle)
     } catch (err) {
       handle.release()
-      throw err
+      throw toWgallocError(err, true)
     }
   }
   return weights
-}
-
-function checkScope(scope: unknown): void {
-  if (scope !== undefined && !(scope instanceof HeapScope)) throw new WgallocError('INVALID_ARGUMENT', 'scope must come from gpu.heap.scope()')
 }
 
 const liveShapeExecutors = new LiveObjects<ShapeExecutor>()
@@ -670,11 +609,19 @@ export const shapeExecutorsOf = (device: ExecDevice): ShapeExecutor[] => liveSha
 export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileShapesOptions): ShapeExecutor<G> {
   const { buckets, capacity, params, weights, scope, name = `shapes-${nextShapesNumber++}`, ...rest } = optionsObject(options, 'compileShapes')
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
-  checkScope(scope)
+  const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'compileShapes')
   if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `compileShapes: name must be a non-empty string, got ${shown(name)}`)
   if (liveShapeExecutors.of(device.native).some((s) => s.name === name))
     throw new WgallocError('INVALID_ARGUMENT', `compileShapes: a live shape executor of this device is named '${name}' already`)
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
-  return createShapeExecutor<G>(se, dtypes(json), device, name, scope)
+  if (scopeHandle) {
+    try {
+      se.chargeTo(scopeHandle)
+    } catch (err) {
+      se.release()
+      throw toWgallocError(err, true)
+    }
+  }
+  return createShapeExecutor<G>(se, dtypes(json), device, name)
 }

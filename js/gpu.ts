@@ -227,7 +227,7 @@ export class Gpu {
   }
   /** The device's caching allocator. */
   @api get heap(): Heap {
-    if (this.#heap === undefined) this.#heap = wrapHeap(this.#native.heap, this.#native.info.adapterName, this.#native.memoryBudget.bytes)
+    if (this.#heap === undefined) this.#heap = wrapHeap(this.#native.heap, this.#native.info.adapterName)
     return this.#heap
   }
   /** The device's host staging cache. */

@@ -1,11 +1,12 @@
 // Quotas: a view of the heap whose allocations count against a named limit (a tenant or a
-// model). Scopes nest; a malloc is charged to its scope and every parent, and one past any
-// limit fails with QUOTA_EXCEEDED naming that scope, leaving the other scopes untouched.
+// model). The scopes, their figures and every charge live in the native heap (one tree per
+// device, attached workers included); this is the facade over them.
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import { type DeviceBlock, type MallocOptions, setBlockScope } from './device-block.js'
-import { WgallocError, shown } from './errors.js'
+import type { DeviceBlock, MallocOptions } from './device-block.js'
+import { WgallocError, shown, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
+import type { Binding } from './native.js'
 
 /** Options of `heap.scope()` and `scope.scope()`. */
 export interface HeapScopeOptions {
@@ -36,7 +37,32 @@ export interface ScopeCharge {
 }
 
 const kCreate = Symbol('HeapScope.create')
-let createScope: (heap: Heap, parent: HeapScope | null, options: unknown, siblings: Map<string, HeapScope>, budget: number) => HeapScope
+let createScope: (heap: Heap, handle: Binding.HeapScope) => HeapScope
+let handleOf: (scope: HeapScope) => Binding.HeapScope
+// `boundary`: the public method whose caller's stack a sampled history records.
+let mallocIn: (heap: Heap, scope: Binding.HeapScope, size: number, options: MallocOptions | undefined, boundary: (...args: never[]) => unknown) => DeviceBlock
+
+/** Throws the native error as the facade's typed error. */
+function native<T>(f: () => T): T {
+  try {
+    return f()
+  } catch (err) {
+    throw toWgallocError(err, true)
+  }
+}
+
+/** Checks what JS alone can see of scope options (the native tree checks the rest). */
+function scopeOptions(options: unknown): HeapScopeOptions {
+  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'scope: pass { name, limit }')
+  const { name, limit } = options as Partial<HeapScopeOptions>
+  if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `scope: name must be a non-empty string, got ${shown(name)}`)
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)
+    throw new WgallocError('INVALID_ARGUMENT', `scope '${name}': limit must be a positive integer of bytes, got ${shown(limit)}`)
+  return { name, limit }
+}
+
+/** The facade objects of each heap's scopes, by native id: one object per scope. */
+const wrappers = new WeakMap<Heap, Map<number, HeapScope>>()
 
 /**
  * A named quota over the heap (`gpu.heap.scope({ name, limit })`): `malloc` here is the heap's
@@ -52,40 +78,27 @@ let createScope: (heap: Heap, parent: HeapScope | null, options: unknown, siblin
  */
 export class HeapScope {
   readonly #heap: Heap
-  readonly #parent: HeapScope | null
+  readonly #native: Binding.HeapScope
   readonly #name: string
+  #path: string | undefined
   readonly #limit: number
-  readonly #children = new Map<string, HeapScope>()
-  #allocated = 0
-  #peak = 0
-  #blocks = 0
-  #refused = 0
-  #disposed = false
 
-  private constructor(key: symbol, heap: Heap, parent: HeapScope | null, options: unknown, siblings: Map<string, HeapScope>, budget: number) {
+  private constructor(key: symbol, heap: Heap, handle: Binding.HeapScope) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'HeapScope has no public constructor; use gpu.heap.scope()')
-    if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'scope: pass { name, limit }')
-    const { name, limit } = options as Partial<HeapScopeOptions>
-    if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `scope: name must be a non-empty string, got ${shown(name)}`)
-    // '/' joins the names of a scope's path ('a/b'): a name holding one would share another's path.
-    if (name.includes('/')) throw new WgallocError('INVALID_ARGUMENT', `scope '${name}': a name cannot hold '/', which separates the names in a scope's path`)
-    if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)
-      throw new WgallocError('INVALID_ARGUMENT', `scope '${name}': limit must be a positive integer of bytes, got ${shown(limit)}`)
-    const cap = parent ? parent.#limit : budget
-    if (limit > cap)
-      throw new WgallocError(
-        'INVALID_ARGUMENT',
-        `scope '${name}': limit ${limit} exceeds ${parent ? `the parent scope '${parent.path}' limit` : "the device's memory budget"} (${cap} bytes)`,
-      )
-    if (siblings.has(name)) throw new WgallocError('INVALID_ARGUMENT', `scope '${name}' exists already here; names are unique among siblings`)
     this.#heap = heap
-    this.#parent = parent
-    this.#name = name
-    this.#limit = limit
-    siblings.set(name, this)
+    this.#native = handle
+    this.#name = handle.name
+    this.#limit = handle.stats().limit
   }
   static {
-    createScope = (heap, parent, options, siblings, budget) => new HeapScope(kCreate, heap, parent, options, siblings, budget)
+    createScope = (heap, handle) => {
+      let byId = wrappers.get(heap)
+      if (!byId) wrappers.set(heap, (byId = new Map()))
+      let scope = byId.get(handle.id)
+      if (!scope) byId.set(handle.id, (scope = new HeapScope(kCreate, heap, handle)))
+      return scope
+    }
+    handleOf = (scope) => scope.#native
   }
 
   /** The scope's name. */
@@ -94,10 +107,9 @@ export class HeapScope {
   }
   /** Names from the outermost scope down, joined with `/`. */
   @api get path(): string {
-    // Iterative, as are walk() and dispose(): scopes may nest deeper than the JS stack.
-    const names: string[] = []
-    for (let s: HeapScope | null = this; s !== null; s = s.#parent) names.push(s.#name)
-    return names.reverse().join('/')
+    // Read once, when asked: a path is as long as the scope is deep.
+    this.#path ??= this.#native.path
+    return this.#path
   }
   /** The limit in bytes. */
   @api get limit(): number {
@@ -105,150 +117,90 @@ export class HeapScope {
   }
   /** True once disposed. */
   @api get disposed(): boolean {
-    return this.#disposed
-  }
-
-  /** Throws QUOTA_EXCEEDED naming the first scope (this or a parent) that `bytes` more would overrun. */
-  #check(bytes: number): void {
-    if (this.#disposed) throw new WgallocError('INVALID_ARGUMENT', `scope '${this.path}' was disposed; allocate from a live scope`)
-    for (let s: HeapScope | null = this; s !== null; s = s.#parent) {
-      if (s.#allocated + bytes > s.#limit) {
-        s.#refused++
-        const err = new WgallocError(
-          'QUOTA_EXCEEDED',
-          `scope '${s.path}' is over its limit: ${bytes} more bytes on ${s.#allocated} allocated would exceed ${s.#limit}; free blocks of this scope or raise its limit`,
-        )
-        err.details = { scope: s.path, limit: s.#limit, allocated: s.#allocated, requested: bytes }
-        throw err
-      }
-    }
-  }
-
-  /** Charges `bytes` to this scope and its parents (after #check); `peak`: they count towards the peaks now. */
-  #charge(bytes: number, block: boolean, peak = true): void {
-    for (let s: HeapScope | null = this; s !== null; s = s.#parent) s.#allocated += bytes
-    if (block) this.#blocks++
-    if (peak) this.#notePeak()
-  }
-
-  /** Raises the peaks of this scope and its parents to what they hold now. */
-  #notePeak(): void {
-    for (let s: HeapScope | null = this; s !== null; s = s.#parent) if (s.#allocated > s.#peak) s.#peak = s.#allocated
-  }
-
-  /** Returns `bytes` to this scope and its parents. */
-  #uncharge(bytes: number, block: boolean): void {
-    for (let s: HeapScope | null = this; s !== null; s = s.#parent) s.#allocated -= bytes
-    if (block) this.#blocks--
+    return this.#native.disposed
   }
 
   /**
    * The heap's malloc, charged to this scope and its parents: QUOTA_EXCEEDED (naming the scope
    * over its limit) when the block's bytes would take any of them past its limit. The block
-   * is freed as any other; its bytes then return to the scope.
+   * holds its charge until it is freed, by `free()` or when collected; its bytes then return.
    */
   @api malloc(size: number, options?: MallocOptions): DeviceBlock {
-    const alignment = this.#heap.alignment
-    // The heap rounds the request up to its alignment: charge what the block will hold.
-    const bytes = Number.isSafeInteger(size) && size > 0 ? Math.ceil(size / alignment) * alignment : 0
-    this.#check(bytes)
-    // Charged before the heap's malloc: its event listeners may malloc from this scope too, and
-    // must see these bytes as taken. They count towards the peak once the block exists.
-    this.#charge(bytes, true, false)
-    let block: DeviceBlock
-    try {
-      block = this.#heap.malloc(size, options)
-    } catch (err) {
-      this.#uncharge(bytes, true)
-      throw err
-    }
-    if (block.size !== bytes) this.#charge(block.size - bytes, false, false)
-    this.#notePeak()
-    setBlockScope(block, (freed) => this.#uncharge(freed, true))
-    return block
+    return mallocIn(this.#heap, this.#native, size, options, HeapScope.prototype.malloc)
   }
 
   /**
-   * Charges `bytes` held elsewhere (an executor's `deviceBytes`, weights) to this scope until
-   * the returned charge is released; QUOTA_EXCEEDED when they do not fit. `gpu.compile(graph,
-   * { scope })` and `gpu.createWeights(params, { scope })` use it.
+   * Charges `bytes` held elsewhere to this scope until the returned charge is released (or
+   * collected); QUOTA_EXCEEDED when they do not fit. `gpu.compile(graph, { scope })` and
+   * `gpu.createWeights(params, { scope })` charge their device bytes the same way.
    */
   @api charge(bytes: number): ScopeCharge {
     if (!Number.isSafeInteger(bytes) || bytes < 0)
       throw new WgallocError('INVALID_ARGUMENT', `scope.charge: bytes must be a non-negative integer, got ${shown(bytes)}`)
-    this.#check(bytes)
-    this.#charge(bytes, false)
-    let held = true
-    return {
-      release: () => {
-        if (!held) return
-        held = false
-        this.#uncharge(bytes, false)
-      },
-    }
+    return native(() => this.#native.charge(bytes))
   }
 
   /** A child scope: its allocations count against it and against this scope. */
   @api scope(options: HeapScopeOptions): HeapScope {
-    if (this.#disposed) throw new WgallocError('INVALID_ARGUMENT', `scope '${this.path}' was disposed`)
-    return createScope(this.#heap, this, options, this.#children, 0)
+    const { name, limit } = scopeOptions(options)
+    return createScope(
+      this.#heap,
+      native(() => this.#native.child(name, limit)),
+    )
   }
 
   /** What the scope holds now and held at most. */
   @api stats(): HeapScopeStats {
-    return {
-      limit: this.#limit,
-      allocatedBytes: this.#allocated,
-      peakAllocatedBytes: this.#peak,
-      activeBlocks: this.#blocks,
-      quotaExceeded: this.#refused,
-    }
+    return this.#native.stats()
   }
 
-  /** The scope and its children, depth first (for metrics). */
+  /** The scope and its live children, depth first (for metrics). */
   *walk(): Generator<HeapScope> {
-    const stack: HeapScope[] = [this]
-    for (let s = stack.pop(); s !== undefined; s = stack.pop()) {
-      yield s
-      const children = [...s.#children.values()]
-      for (let i = children.length - 1; i >= 0; i--) stack.push(children[i])
-    }
+    const inside = `${this.path}/`
+    if (!this.disposed) yield this
+    for (const s of this.#heap.scopes()) if (s.path.startsWith(inside)) yield s
   }
 
   /** Ends the scope (and its children): later mallocs fail; live blocks stay valid and are still returned when freed. */
   @api dispose(): void {
-    for (const s of this.walk()) s.#disposed = true
+    this.#native.dispose()
   }
   /** Same as `dispose()`. */
   @api [Symbol.dispose](): void {
-    if (!this.#disposed) this.dispose()
+    if (!this.disposed) this.dispose()
   }
   /** Readable `console.log` output. */
   @api [inspect.custom](): string {
-    return `HeapScope { path: '${this.path}', allocated: ${this.#allocated}, limit: ${this.#limit}${this.#disposed ? ', disposed' : ''} }`
+    const { allocatedBytes } = this.stats()
+    return `HeapScope { path: '${this.path}', allocated: ${allocatedBytes}, limit: ${this.#limit}${this.disposed ? ', disposed' : ''} }`
   }
 }
 
+/** The native scope behind `scope` (INVALID_ARGUMENT naming `what` for anything else). */
+export function nativeScope(scope: unknown, what: string): Binding.HeapScope {
+  if (!(scope instanceof HeapScope)) throw new WgallocError('INVALID_ARGUMENT', `${what}: scope must come from gpu.heap.scope()`)
+  return handleOf(scope)
+}
+
 /** A top-level scope of `heap` (its limit at most the device's budget). */
-export const topScope = (heap: Heap, options: unknown, siblings: Map<string, HeapScope>, budget: number): HeapScope =>
-  createScope(heap, null, options, siblings, budget)
+export const topScope = (heap: Heap, handle: Binding.Heap, options: unknown): HeapScope => {
+  const { name, limit } = scopeOptions(options)
+  return createScope(
+    heap,
+    native(() => handle.createScope(name, limit)),
+  )
+}
 
-/**
- * Note [Charges follow their holder]: an executor, weights or a KV cache given a scope hold its charge
- * until `release()`; one dropped without `release()` has its device memory freed by the
- * garbage collector (the native object's drop), so its charge must go back then too, or the
- * scope stays charged for memory nobody holds and its tenant is locked out. The charge is
- * registered here with the object as the key, and unregistered by `release()`.
- */
-const heldCharges = new FinalizationRegistry<ScopeCharge>((charge) => charge.release())
+/** The facade objects of every live scope of `heap`'s device, depth first. */
+export const listScopes = (heap: Heap, handle: Binding.Heap): HeapScope[] => handle.listScopes().map((s) => createScope(heap, s))
 
-/** Holds `charge` for `holder` until `release` (or the holder's collection) returns it. */
-export function holdCharge(holder: object, charge: ScopeCharge): ScopeCharge {
-  heldCharges.register(holder, charge, holder)
-  return {
-    release: () => {
-      heldCharges.unregister(holder)
-      charge.release()
-    },
-  }
+/** The live scope at `path` of `heap`'s device, if any. */
+export const findScope = (heap: Heap, handle: Binding.Heap, path: string): HeapScope | undefined => {
+  const s = handle.findScope(path)
+  return s ? createScope(heap, s) : undefined
+}
+
+/** Sets the heap's scoped malloc (js/heap.ts: it shares the heap's malloc path). */
+export function setScopedMalloc(f: typeof mallocIn): void {
+  mallocIn = f
 }

@@ -4,14 +4,15 @@ import { kvCachesOf } from './kv-registry.js'
 import { inspect } from 'node:util'
 import { api, fail } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
-import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
-import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError } from './errors.js'
+import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, scopedBlock, tableOf, usageCode } from './device-block.js'
+import { type OutOfMemoryDetails, WgallocError, shown, stringifyInput, toWgallocError } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
-import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
+import { type HeapScope, type HeapScopeOptions, findScope, listScopes, setScopedMalloc, topScope } from './heap-scope.js'
 import {
   HeapHistory,
   captureStack,
   type LeakReport,
+  type Holder as StackHolder,
   type MemorySnapshot,
   type RecordHistoryOptions,
   formatLeakReport,
@@ -54,7 +55,6 @@ export function profileFromJson(text: string): HeapProfile {
 const kCreate = Symbol('Heap.create')
 let create: (handle: Binding.Heap) => Heap
 let tableOfHeap: (heap: Heap) => HeapTable
-let setBudget: (heap: Heap, bytes: number) => void
 /** The error of a call other than `malloc` that may be an OUT_OF_MEMORY of `heap`, reported as malloc's are. */
 let outOfMemoryOf: (heap: Heap, err: unknown) => unknown
 
@@ -69,8 +69,6 @@ export class Heap {
   readonly #native: Binding.Heap & NativeHeapTable
   readonly #events: HeapEvents
   readonly #table: HeapTable
-  readonly #scopes = new Map<string, HeapScope>()
-  #budget = 0
 
   private constructor(key: symbol, handle: Binding.Heap) {
     if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
@@ -80,9 +78,11 @@ export class Heap {
   }
   static {
     create = (handle) => new Heap(kCreate, handle)
-    setBudget = (heap, bytes) => {
-      heap.#budget = bytes
-    }
+    setScopedMalloc((heap, scope, size, options, boundary) => {
+      const events = heap.#events
+      const stack = events.busy && events.history?.sample() ? captureStack(boundary) : null
+      return heap.#malloc(size, options, (table, usage) => scopedBlock(table, scope, size, usage), stack)
+    })
     tableOfHeap = (heap) => heap.#table
     outOfMemoryOf = (heap, err) => heap.#outOfMemory(toWgallocError(err, true), 0)
   }
@@ -106,51 +106,64 @@ export class Heap {
     // one more frame for V8 to decode in every stack a history captures (Note [Stack capture
     // cost]). The boundary is the same: the receiver is checked first (the private field's brand
     // check: a foreign one is an illegal invocation), and errors leave as WgallocErrors reported
-    // on `wgalloc:device`. One function, so the capture is inlined into it.
+    // on `wgalloc:device`. The stack is captured here, in the public method.
     try {
-      const table = this.#table
-      const usage = usageCode(options)
-      // Read before allocating: a getter that throws must not leave a block behind.
-      const shape = options?.shape
-      let block: DeviceBlock
       const events = this.#events
-      if (!events.busy) {
-        try {
-          block = mallocBlock(table, size, usage)
-        } catch (err) {
-          throw this.#outOfMemory(toWgallocError(err, true), size)
-        }
-      } else {
-        const history = events.history
-        // Captured here, in the public method: see Note [Stack capture cost].
-        const stack = history?.sample() ? captureStack(Heap.prototype.malloc) : null
-        // The stack is the history's before the block's events are delivered (at once, when
-        // others listen), so the ring's alloc entry carries it too.
-        const allocate = () => {
-          const b = mallocBlock(table, size, usage)
-          if (stack !== null) history?.allocated(b.id, stack)
-          return b
-        }
-        const historyOnly = events.historyOnly
-        try {
-          block = historyOnly ? allocate() : events.delivering(allocate, true)
-        } catch (err) {
-          throw this.#outOfMemory(toWgallocError(err, true), size)
-        }
-        if (historyOnly) events.tick()
-      }
-      if (shape !== undefined && shape !== null) {
-        try {
-          block.setShape(shape)
-        } catch (err) {
-          block.free()
-          throw err
-        }
-      }
-      return block
+      const stack = events.busy && events.history?.sample() ? captureStack(Heap.prototype.malloc) : null
+      return this.#malloc(size, options, null, stack)
     } catch (err) {
       throw fail(err, this, 'malloc')
     }
+  }
+
+  /**
+   * `malloc`, or with `scoped` a scope's malloc (the native heap charges the scope). `stack`:
+   * the caller's, captured in its public method when the history samples this malloc.
+   */
+  #malloc(
+    size: number,
+    options: MallocOptions | undefined,
+    scoped: ((table: HeapTable, usage: number) => DeviceBlock) | null,
+    stack: StackHolder | null,
+  ): DeviceBlock {
+    const table = this.#table
+    const usage = usageCode(options)
+    // Read before allocating: a getter that throws must not leave a block behind.
+    const shape = options?.shape
+    let block: DeviceBlock
+    const events = this.#events
+    if (!events.busy) {
+      try {
+        block = scoped ? scoped(table, usage) : mallocBlock(table, size, usage)
+      } catch (err) {
+        throw this.#outOfMemory(toWgallocError(err, true), size)
+      }
+    } else {
+      const history = events.history
+      // The stack is the history's before the block's events are delivered (at once, when
+      // others listen), so the ring's alloc entry carries it too.
+      const allocate = () => {
+        const b = scoped ? scoped(table, usage) : mallocBlock(table, size, usage)
+        if (stack !== null) history?.allocated(b.id, stack)
+        return b
+      }
+      const historyOnly = events.historyOnly
+      try {
+        block = historyOnly ? allocate() : events.delivering(allocate, true)
+      } catch (err) {
+        throw this.#outOfMemory(toWgallocError(err, true), size)
+      }
+      if (historyOnly) events.tick()
+    }
+    if (shape !== undefined && shape !== null) {
+      try {
+        block.setShape(shape)
+      } catch (err) {
+        block.free()
+        throw err
+      }
+    }
+    return block
   }
 
   /**
@@ -286,14 +299,20 @@ export class Heap {
    * the parent's, or a name used already.
    */
   @api scope(options: HeapScopeOptions): HeapScope {
-    // A disposed scope's name can be used again.
-    for (const [name, s] of this.#scopes) if (s.disposed) this.#scopes.delete(name)
-    return topScope(this, options, this.#scopes, this.#budget)
+    return topScope(this, this.#native, options)
   }
-  /** Every live top-level scope and its children, depth first. */
+  /**
+   * Every live scope of the device, depth first: those made through this heap object and
+   * those of other heap objects of the device (a worker's `Gpu.attach`). Disposed scopes are
+   * left out, with their children.
+   */
   @api scopes(): HeapScope[] {
-    // A disposed child of a live scope is gone too: its charges returned or returning.
-    return [...this.#scopes.values()].flatMap((s) => [...s.walk()]).filter((s) => !s.disposed)
+    return listScopes(this, this.#native)
+  }
+  /** The live scope at `path` (names joined with `/`, as `scope.path`), made here or by another heap object of the device. */
+  @api findScope(path: string): HeapScope | undefined {
+    if (typeof path !== 'string') throw new WgallocError('INVALID_ARGUMENT', `findScope: path must be a string, got ${shown(path)}`)
+    return findScope(this, this.#native, path)
   }
 
   /** Releases idle cached segments to the driver; returns the bytes released. */
@@ -394,9 +413,8 @@ export class Heap {
 }
 
 /** The heap object for a native heap; with `WGALLOC_LEAK_REPORT` set, it records stacks and reports leaks at exit. */
-export function wrapHeap(handle: Binding.Heap, device: string, budget: number): Heap {
+export function wrapHeap(handle: Binding.Heap, device: string): Heap {
   const heap = create(handle)
-  setBudget(heap, budget)
   if (leakReportWanted()) {
     heap.recordHistory({ stacks: true })
     trackForLeakReport(heap, device)

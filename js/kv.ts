@@ -8,8 +8,8 @@ import type { Heap } from './heap.js'
 import type { KvCacheLeak } from './heap-history.js'
 import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
-import { WgallocError, optionsObject, shown, u32 } from './errors.js'
-import { type HeapScope, type ScopeCharge, holdCharge } from './heap-scope.js'
+import { WgallocError, optionsObject, shown, toWgallocError, u32 } from './errors.js'
+import { type HeapScope, nativeScope } from './heap-scope.js'
 import type { Binding } from './native.js'
 import { native } from './native.js'
 import { type AsyncOptions, callWithSignal } from './signal.js'
@@ -131,7 +131,6 @@ export class KvCache {
   readonly #sequences = new Set<KvSequence>()
   readonly #name: string
   readonly #unregister: () => void
-  #charge: ScopeCharge | null = null
   #released = false
 
   private constructor(key: symbol, gpu: Binding.Gpu, heap: Heap, options: KvCacheOptions) {
@@ -158,6 +157,7 @@ export class KvCache {
       blockTokens: u32(o.blockTokens ?? 16, 'createKvCache: blockTokens', 1),
       maxSequenceLength: u32(o.maxSequenceLength, 'createKvCache: maxSequenceLength', 1),
     }
+    const scopeHandle = o.scope === undefined ? undefined : nativeScope(o.scope, 'createKvCache')
     this.#scope = o.scope
     this.#share = o.shareAcrossScopes === true
     this.#native = gpu.createKvCache({
@@ -167,12 +167,13 @@ export class KvCache {
       maxSequences: u32(o.maxSequences ?? 256, 'createKvCache: maxSequences', 1),
       prefixCaching: o.prefixCaching !== false,
     })
-    if (o.scope) {
+    if (scopeHandle) {
       try {
-        this.#charge = holdCharge(this, o.scope.charge(this.#native.bytes))
+        // The native cache holds the charge: returned at release() or collection.
+        this.#native.chargeTo(scopeHandle)
       } catch (err) {
         this.#native.release() // over the scope's limit: the pools go back to the heap
-        throw err
+        throw toWgallocError(err, true)
       }
     }
     this.#unregister = registerKvCache(heap, this)
@@ -348,8 +349,6 @@ export class KvCache {
     this.#sequences.clear()
     this.#native.release()
     this.#unregister()
-    this.#charge?.release()
-    this.#charge = null
   }
   /** Same as `release()`. */
   @api [Symbol.dispose](): void {

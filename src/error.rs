@@ -44,6 +44,12 @@ fn details(e: &CoreError) -> Option<Value> {
             "budget": o.budget,
             "largestFreeBlock": o.largest_free_block,
         })),
+        CoreError::QuotaExceeded(q) => Some(json!({
+            "scope": q.scope,
+            "limit": q.limit,
+            "allocated": q.allocated,
+            "requested": q.requested,
+        })),
         CoreError::Kv(wgalloc_core::kv::KvError::OutOfBlocks { needed, free, evictable, total, .. }) => {
             Some(json!({ "needed": needed, "free": free, "evictable": evictable, "total": total }))
         }

@@ -356,6 +356,14 @@ impl Executor {
     pub fn release(&self) -> bool {
         self.inner.release()
     }
+
+    /// Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
+    /// when they do not fit).
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
+        self.inner.charge_to(&scope.inner).napi()
+    }
 }
 
 type RunArguments = (RunOptions, Option<Arc<BlockTable>>, DeviceIo, HashSet<String>);

@@ -570,3 +570,156 @@ impl DeviceBlock {
         stream.with(|s| self.inner.record_stream(s))
     }
 }
+
+/// What a heap scope holds now and held at most.
+/// @internal
+#[napi(object)]
+pub struct NativeScopeStats {
+    /// The limit in bytes.
+    pub limit: f64,
+    /// Bytes charged now.
+    pub allocated_bytes: f64,
+    /// The most bytes charged at once.
+    pub peak_allocated_bytes: f64,
+    /// Blocks live now (this scope's own mallocs).
+    pub active_blocks: f64,
+    /// Charges refused for this scope's limit.
+    pub quota_exceeded: f64,
+}
+
+/// A quota over the device heap (the facade's `HeapScope` wraps it); one tree per device, seen
+/// by every heap object of it, attached workers included.
+/// @internal
+#[napi]
+pub struct HeapScope {
+    pub(crate) inner: core_heap::Scope,
+}
+
+/// Bytes charged to a scope until `release()`, or until the garbage collector drops the handle.
+/// @internal
+#[napi]
+pub struct ScopeCharge {
+    inner: std::sync::Mutex<Option<core_heap::ScopeCharge>>,
+}
+
+#[napi]
+impl ScopeCharge {
+    /// Returns the bytes (idempotent).
+    #[napi(catch_unwind)]
+    pub fn release(&self) {
+        let charge = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(charge);
+    }
+}
+
+fn to_limit(limit: f64) -> Result<u64> {
+    to_u64(limit, "scope: limit")
+}
+
+#[napi]
+impl HeapScope {
+    /// Index of the scope in its device's tree (stable while the device lives).
+    #[napi(catch_unwind, getter)]
+    pub fn id(&self) -> u32 {
+        self.inner.id().index()
+    }
+
+    /// The scope's name.
+    #[napi(catch_unwind, getter)]
+    pub fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    /// Names from the outermost scope down, joined with `/`.
+    #[napi(catch_unwind, getter)]
+    pub fn path(&self) -> String {
+        self.inner.path()
+    }
+
+    /// True once disposed (or a parent was).
+    #[napi(catch_unwind, getter)]
+    pub fn disposed(&self) -> bool {
+        self.inner.is_disposed()
+    }
+
+    /// What the scope holds now and held at most.
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> NativeScopeStats {
+        let s = self.inner.stats();
+        NativeScopeStats {
+            limit: s.limit as f64,
+            allocated_bytes: s.allocated as f64,
+            peak_allocated_bytes: s.peak as f64,
+            active_blocks: s.active_blocks as f64,
+            quota_exceeded: s.quota_exceeded as f64,
+        }
+    }
+
+    /// A child scope (`INVALID_ARGUMENT` for a bad name or limit, or a disposed parent).
+    #[napi(catch_unwind)]
+    pub fn child(&self, name: String, limit: f64) -> Result<HeapScope> {
+        Ok(HeapScope { inner: self.inner.child(&name, to_limit(limit)?).napi()? })
+    }
+
+    /// Charges `bytes` held elsewhere (`QUOTA_EXCEEDED` when they do not fit).
+    #[napi(catch_unwind)]
+    pub fn charge(&self, bytes: f64) -> Result<ScopeCharge> {
+        let charge = self.inner.charge(to_u64(bytes, "scope.charge: bytes")?).napi()?;
+        Ok(ScopeCharge { inner: std::sync::Mutex::new(Some(charge)) })
+    }
+
+    /// Native form of `scope.malloc()`: a block of `heap` charged to this scope, kept in the
+    /// heap's table; returns `[id, size, requestedSize, offset, pool index]`.
+    #[napi(catch_unwind)]
+    pub fn malloc_in(&self, heap: &Heap, size: f64, usage: u32) -> Result<Vec<f64>> {
+        // The same words as `heapMalloc`'s check.
+        if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
+            return Err(coded(
+                "INVALID_ARGUMENT",
+                &format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}"),
+            ));
+        }
+        let size = size as u64;
+        let usage = match usage {
+            0 => core_heap::Usage::Device,
+            1 => core_heap::Usage::Shared,
+            _ => return Err(coded("INVALID_ARGUMENT", "usage must be 'device' or 'shared'")),
+        };
+        let (block, offset) = heap.inner.malloc_in(&self.inner, size, usage).napi()?;
+        let fields = [block.size() as f64, block.requested_size() as f64, offset as f64, block.pool().index() as f64];
+        let id = heap.slot.table.insert(block) as f64;
+        Ok(vec![id, fields[0], fields[1], fields[2], fields[3]])
+    }
+
+    /// Ends the scope and its children: later charges fail; live ones still return.
+    #[napi(catch_unwind)]
+    pub fn dispose(&self) {
+        self.inner.dispose()
+    }
+}
+
+#[napi]
+impl Heap {
+    /// A new top-level scope (its limit at most the memory budget).
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn create_scope(&self, name: String, limit: f64) -> Result<HeapScope> {
+        Ok(HeapScope { inner: self.inner.scope(&name, to_limit(limit)?).napi()? })
+    }
+
+    /// Every live scope of the device, depth first.
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn list_scopes(&self) -> Vec<HeapScope> {
+        let tree = self.inner.scopes();
+        tree.list().into_iter().map(|id| HeapScope { inner: core_heap::Scope::of(tree, id) }).collect()
+    }
+
+    /// The live scope at `path` (names joined with `/`), or null.
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn find_scope(&self, path: String) -> Option<HeapScope> {
+        let tree = self.inner.scopes();
+        tree.find(&path).map(|id| HeapScope { inner: core_heap::Scope::of(tree, id) })
+    }
+}

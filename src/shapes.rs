@@ -128,6 +128,13 @@ impl ShapeExecutor {
     pub fn release(&self) {
         self.inner.close()
     }
+
+    /// Charges the cached executors' device bytes to `scope` as they come and go.
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
+        self.inner.charge_to(&scope.inner).napi()
+    }
 }
 
 #[napi]

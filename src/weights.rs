@@ -16,6 +16,8 @@ use crate::gpu::Gpu;
 #[napi]
 pub struct Weights {
     inner: Mutex<Option<Arc<CoreWeights>>>,
+    /// The scope charged with the device bytes, returned at `release()` or collection.
+    charge: Mutex<Option<wgalloc_core::heap::ScopeCharge>>,
 }
 
 impl Weights {
@@ -61,14 +63,30 @@ impl Weights {
     #[napi(catch_unwind, writable = true, configurable = true)]
     pub fn attach(handle: f64) -> Result<Weights> {
         let w = CoreWeights::attach(to_u64(handle, "handle")?).napi()?;
-        Ok(Weights { inner: Mutex::new(Some(w)) })
+        Ok(Weights { inner: Mutex::new(Some(w)), charge: Mutex::new(None) })
     }
 
     /// Lets go of this handle's reference; executors compiled with the weights keep theirs.
     /// Returns false if it was already released.
     #[napi(catch_unwind)]
     pub fn release(&self) -> bool {
+        drop(self.charge.lock().unwrap_or_else(|p| p.into_inner()).take());
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).take().is_some()
+    }
+
+    /// Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
+    /// when they do not fit).
+    /// @internal
+    #[napi(catch_unwind)]
+    pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
+        let w = self.get()?;
+        w.heap().check_scope(&scope.inner, "createWeights").napi()?;
+        let mut held = self.charge.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_some() {
+            return Err(coded("INVALID_ARGUMENT", "createWeights: the weights are charged to a scope already"));
+        }
+        *held = Some(scope.inner.charge(w.device_bytes()).napi()?);
+        Ok(())
     }
 }
 
@@ -80,6 +98,6 @@ impl Gpu {
     pub fn create_weights_native(&self, params: HashMap<String, Uint8Array>) -> Result<Weights> {
         let params = params.into_iter().map(|(k, v)| (k, v.to_vec())).collect();
         let w = self.inner.create_weights(params).napi()?;
-        Ok(Weights { inner: Mutex::new(Some(w)) })
+        Ok(Weights { inner: Mutex::new(Some(w)), charge: Mutex::new(None) })
     }
 }

@@ -138,6 +138,8 @@ pub(crate) struct Shared {
     pub limits: wgpu::Limits,
     /// The device's heap allocator, created on first use.
     pub heap: std::sync::OnceLock<Arc<crate::heap::DeviceHeapCore>>,
+    /// The heap's scopes (quotas), created with the heap.
+    pub scopes: std::sync::OnceLock<Arc<crate::heap::ScopeTree>>,
     /// Compiled kernels, shared by executors and eager runs.
     pub pipelines: crate::exec::pipelines::PipelineCache,
     /// The device's host staging cache, created on first use.
@@ -331,6 +333,7 @@ impl Gpu {
             submit_lock: Mutex::new(()),
             uncaptured,
             heap: std::sync::OnceLock::new(),
+            scopes: std::sync::OnceLock::new(),
             pipelines: Default::default(),
             host: std::sync::OnceLock::new(),
             profiler: std::sync::OnceLock::new(),

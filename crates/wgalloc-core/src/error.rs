@@ -58,6 +58,9 @@ pub enum Error {
     /// A map or wait failed for a reason other than device loss.
     #[error("{0}")]
     Internal(String),
+    /// A charge would take a heap scope past its limit; the figures are data.
+    #[error("{0}")]
+    QuotaExceeded(Box<QuotaExceeded>),
     /// A KV-cache operation was refused; the variant carries its figures.
     #[error(transparent)]
     Kv(#[from] wgalloc_kv::KvError),
@@ -83,12 +86,32 @@ impl Error {
             Error::Parse(_) => "PARSE_ERROR",
             Error::Shader(_) => "SHADER_ERROR",
             Error::Internal(_) => "INTERNAL",
+            Error::QuotaExceeded(_) => "QUOTA_EXCEEDED",
             Error::Kv(e) => e.code(),
         }
     }
 
     pub(crate) fn invalid(msg: impl fmt::Display) -> Self {
         Error::InvalidArgument(msg.to_string())
+    }
+}
+
+/// A charge a heap scope refused: the scope (its path), its limit, what it held, what was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaExceeded {
+    pub scope: String,
+    pub limit: u64,
+    pub allocated: u64,
+    pub requested: u64,
+}
+
+impl fmt::Display for QuotaExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "scope '{}' is over its limit: {} more bytes on {} allocated would exceed {}; free blocks of this scope or raise its limit",
+            self.scope, self.requested, self.allocated, self.limit
+        )
     }
 }
 

@@ -16,7 +16,7 @@ use super::observer::{Observation, ObservedKind};
 use super::weights::Weights;
 use crate::context::Gpu;
 use crate::error::{checked_add, Error, Result};
-use crate::heap::{BlockBinding, DeviceBlock, Usage};
+use crate::heap::{BlockBinding, DeviceBlock, Scope, ScopeCharge, Usage};
 use crate::scope::guarded;
 use crate::signal::lock;
 
@@ -232,6 +232,9 @@ pub struct Executor {
     turns: Arc<Gate>,
     stats: Mutex<ExecutorStats>,
     runs: AtomicU64,
+    /// The scope charged with `device_bytes` ([`Executor::charge_to`]), returned at `release()`
+    /// or when the executor drops (Note [A scope's bytes are its live charges]).
+    charge: Mutex<Option<ScopeCharge>>,
 }
 
 /// How many runs are claimed (queued or running) and whether `release` ran: changed together,
@@ -640,6 +643,7 @@ impl Executor {
             readback_layout,
             life: Mutex::new(Life::default()),
             turns: Arc::default(),
+            charge: Mutex::new(None),
             stats: Mutex::new(stats),
             runs: AtomicU64::new(0),
         })
@@ -661,6 +665,21 @@ impl Executor {
 
     /// Device bytes the executor holds: slabs plus the constant region (0 once released; a
     /// run in flight then returns them when it ends).
+    /// Charges the executor's device bytes to `scope` until it is released or dropped;
+    /// `QUOTA_EXCEEDED` when they do not fit (nothing charged). Once per executor.
+    pub fn charge_to(&self, scope: &Scope) -> Result<()> {
+        self.gpu.heap()?.check_scope(scope, "compile")?;
+        let mut held = lock(&self.charge);
+        if held.is_some() {
+            return Err(Error::invalid("compile: the executor is charged to a scope already"));
+        }
+        if lock(&self.life).released {
+            return Err(Error::UseAfterFree("the executor was released; compile the graph again".into()));
+        }
+        *held = Some(scope.charge(self.device_bytes())?);
+        Ok(())
+    }
+
     pub fn device_bytes(&self) -> u64 {
         if lock(&self.life).released {
             return 0;
@@ -1038,6 +1057,7 @@ impl Executor {
             return false;
         }
         life.released = true;
+        drop(lock(&self.charge).take());
         // Runs claimed before (queued or in flight) still run: the last to end frees the blocks.
         if life.claims == 0 {
             self.free_blocks();

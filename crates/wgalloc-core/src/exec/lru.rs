@@ -26,6 +26,14 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         })
     }
 
+    /// The entry an insert of a new key would drop now (None below the capacity).
+    pub fn victim(&self) -> Option<&V> {
+        if self.map.len() < self.capacity {
+            return None;
+        }
+        self.map.values().min_by_key(|(_, used)| *used).map(|(v, _)| v)
+    }
+
     /// Inserts `value` as the most recently used; returns the entry dropped past the capacity.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         self.tick += 1;

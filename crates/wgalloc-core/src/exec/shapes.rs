@@ -18,6 +18,7 @@ use super::graph::{dtype_bytes, shape_bytes, ExecGraph, Extent, GraphDoc, Tensor
 use super::lru::Lru;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
+use crate::heap::{Scope, ScopeCharge};
 use crate::signal::lock;
 
 /// A graph with symbolic dimensions, instantiated per concrete shape.
@@ -526,6 +527,9 @@ struct CacheState {
     /// with the ones they hold, nothing is cached, and what the options hold (shared weights)
     /// goes once the last such run ended, not when the cache itself is dropped.
     options: Option<Arc<CompileOptions>>,
+    /// The scope charged with the cached executors' device bytes ([`ShapeCache::charge_to`]):
+    /// Note [Shape caches are charged as they grow].
+    charge: Option<ScopeCharge>,
 }
 
 /// One run of a shape cache, claimed before it starts ([`ShapeCache::claim`]): it holds the
@@ -592,6 +596,7 @@ impl ShapeCache {
             stats: ShapeCacheStats::default(),
             clears: 0,
             options: Some(Arc::new(options)),
+            charge: None,
         };
         let cache = ShapeCache { gpu: gpu.clone(), graph, policy, state: Mutex::new(state) };
         cache.check_at_sample_shape()?;
@@ -699,6 +704,19 @@ impl ShapeCache {
             // Another run compiled this shape meanwhile: one executor per shape.
             exe.release();
             return Ok((first, shape, true));
+        }
+        let st = &mut *st;
+        if let Some(charge) = st.charge.as_mut() {
+            // Note [Shape caches are charged as they grow]: the charge follows the cached
+            // executors' bytes, checked before the new executor is cached. One that would take
+            // the scope past its limit is released at once and the run fails with
+            // QUOTA_EXCEEDED; the cache and its charge stay as they were.
+            let held: u64 = st.entries.values().map(|e| e.device_bytes()).sum();
+            let evicted = st.entries.victim().map_or(0, |e| e.device_bytes());
+            if let Err(e) = charge.resize(held - evicted + exe.device_bytes()) {
+                exe.release();
+                return Err(e);
+            }
         }
         st.stats.misses += 1;
         if let Some(old) = st.entries.insert(shape.clone(), exe.clone()) {
@@ -907,14 +925,34 @@ impl ShapeCache {
         for e in st.entries.drain() {
             e.release();
         }
+        if let Some(charge) = st.charge.as_mut() {
+            let _ = charge.resize(0); // a shrink always succeeds
+        }
+    }
+
+    /// Charges the cached executors' device bytes to `scope` from now on, as they come and go
+    /// (Note [Shape caches are charged as they grow]); returned at `close()` or drop.
+    pub fn charge_to(&self, scope: &Scope) -> Result<()> {
+        self.gpu.heap()?.check_scope(scope, "compileShapes")?;
+        let mut st = lock(&self.state);
+        if st.charge.is_some() {
+            return Err(Error::invalid("compileShapes: the shape executor is charged to a scope already"));
+        }
+        let held: u64 = st.entries.values().map(|e| e.device_bytes()).sum();
+        st.charge = Some(scope.charge(held)?);
+        Ok(())
     }
 
     /// [`Self::clear`], for good: later runs are `USE_AFTER_FREE`, a run claimed before compiles
     /// for itself (when it must) and releases its executor when it ends, and the compile options
     /// go (shared weights let go once no executor and no such run holds them).
     pub fn close(&self) {
-        let options = lock(&self.state).options.take();
+        let (options, charge) = {
+            let mut st = lock(&self.state);
+            (st.options.take(), st.charge.take())
+        };
         self.clear();
+        drop(charge);
         drop(options); // outside the lock: the last hold on shared weights frees their block
     }
 }

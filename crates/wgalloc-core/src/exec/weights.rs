@@ -68,6 +68,11 @@ impl Weights {
         &self.block
     }
 
+    /// The heap holding the store.
+    pub fn heap(&self) -> &crate::heap::Heap {
+        self.block.heap()
+    }
+
     /// Device bytes the store holds (once, however many executors bind it).
     pub fn device_bytes(&self) -> u64 {
         self.block.size()

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::{BlockInfo, Heap, PoolKind};
+use super::{BlockInfo, Heap, PoolKind, ScopeCharge};
 use crate::error::{checked_add, Error, Result};
 use crate::stream::Stream;
 use crate::transfer::{aligned_range, check_copy_source};
@@ -23,6 +23,20 @@ pub struct DeviceBlock {
     /// Read anywhere; changed only under the heap's lock (`HeapCore::free_if`) or with
     /// `&mut self`, so a load and a store make each change.
     state: AtomicU32,
+    /// The scope charge of a block malloc'd in a scope (`Heap::malloc_in`): returned when the
+    /// block goes back to the heap, by `free()`, its last lease, or its drop. Boxed: most blocks
+    /// have none, and the unscoped malloc + free path keeps its size.
+    charge: Option<Box<BlockCharge>>,
+}
+
+/// A block's scope charge, taken once when the block is freed through `&self`.
+struct BlockCharge(parking_lot::Mutex<Option<ScopeCharge>>);
+
+impl BlockCharge {
+    fn release(&self) {
+        let charge = self.0.lock().take();
+        drop(charge);
+    }
 }
 
 /// The block went back to the heap.
@@ -48,6 +62,7 @@ impl Drop for BlockLease {
             block.state.store(if free { FREED } else { state }, Ordering::Release);
             Ok(free)
         });
+        block.release_charge();
     }
 }
 
@@ -65,7 +80,23 @@ impl std::fmt::Debug for DeviceBlock {
 impl DeviceBlock {
     /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
     pub(crate) fn new(heap: Heap, id: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
-        DeviceBlock { heap, id, size, requested, pool, state: AtomicU32::new(0) }
+        DeviceBlock { heap, id, size, requested, pool, state: AtomicU32::new(0), charge: None }
+    }
+
+    /// The block with its scope charge (see [`DeviceBlock::charge`]).
+    pub(crate) fn charged(mut self, charge: ScopeCharge) -> Self {
+        self.charge = Some(Box::new(BlockCharge(parking_lot::Mutex::new(Some(charge)))));
+        self
+    }
+
+    /// Returns the scope charge once the block went back to the heap (after the heap's lock
+    /// was let go: Note [Scope locks]).
+    fn release_charge(&self) {
+        if let Some(charge) = &self.charge {
+            if self.is_freed() {
+                charge.release();
+            }
+        }
     }
 
     pub fn id(&self) -> u64 {
@@ -241,7 +272,9 @@ impl DeviceBlock {
             let next = if state == 0 { FREED } else { state | FREE_DEFERRED };
             self.state.store(next, Ordering::Release);
             Ok(next == FREED)
-        })
+        })?;
+        self.release_charge();
+        Ok(())
     }
 
     /// A lease for an operation that runs after this call returns (see [`BlockLease`]);

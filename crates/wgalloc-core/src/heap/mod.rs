@@ -19,6 +19,7 @@ mod id_hash;
 mod in_buffer_copy;
 pub mod pool;
 pub mod profile;
+mod scopes;
 mod size_bins;
 mod stats;
 pub mod storage;
@@ -34,11 +35,12 @@ pub use free_list::FreeList;
 pub use id_hash::IdHasher;
 pub use pool::{PoolKind, Usage};
 pub use profile::{HeapProfile, PoolProfile};
+pub use scopes::{Scope, ScopeCharge, ScopeId, ScopeStats, ScopeTree};
 pub use stats::{HeapStats, PoolStats, Stat};
 pub use storage::{BlockMove, CpuSegment, CpuStorage, SegmentStorage, WgpuStorage};
 
 use crate::context::Gpu;
-use crate::error::Result;
+use crate::error::{align_up, Error, Result};
 use crate::stream::StreamMarks;
 
 /// What happened to a block or segment; delivered to listeners after the call.
@@ -182,6 +184,8 @@ pub struct Heap(Arc<HeapParts>);
 pub struct HeapParts {
     pub(crate) gpu: Gpu,
     pub(crate) core: Arc<DeviceHeapCore>,
+    /// The device's scopes: one tree per device heap, as `core` is.
+    pub(crate) scopes: Arc<ScopeTree>,
 }
 
 impl std::ops::Deref for Heap {
@@ -193,7 +197,8 @@ impl std::ops::Deref for Heap {
 
 impl Heap {
     pub(crate) fn from_parts(gpu: Gpu, core: Arc<DeviceHeapCore>) -> Heap {
-        Heap(Arc::new(HeapParts { gpu, core }))
+        let scopes = gpu.shared.scopes.get_or_init(|| ScopeTree::new(core.limits().budget)).clone();
+        Heap(Arc::new(HeapParts { gpu, core, scopes }))
     }
 }
 
@@ -236,6 +241,44 @@ impl Heap {
     pub fn malloc_placed(&self, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
         let a = self.core.malloc(size, usage)?;
         Ok((DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool), a.offset))
+    }
+
+    /// The device's scopes (quotas): every handle of this device heap, on any thread, sees the same.
+    pub fn scopes(&self) -> &Arc<ScopeTree> {
+        &self.scopes
+    }
+
+    /// A new top-level scope of this heap (its limit at most the memory budget).
+    pub fn scope(&self, name: &str, limit: u64) -> Result<Scope> {
+        Scope::top(&self.scopes, name, limit)
+    }
+
+    /// `INVALID_ARGUMENT` unless `scope` is one of this device heap's scopes.
+    pub fn check_scope(&self, scope: &Scope, what: &str) -> Result<()> {
+        if Arc::ptr_eq(scope.tree(), &self.scopes) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!("{what}: the scope belongs to another device")))
+        }
+    }
+
+    /// [`Heap::malloc_placed`] charged to `scope` and its ancestors: `QUOTA_EXCEEDED` when the
+    /// block's real (aligned) size would take any of them past its limit, checked before the
+    /// heap allocates. The block holds the charge until it is freed, by any path.
+    pub fn malloc_in(&self, scope: &Scope, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
+        self.check_scope(scope, "malloc")?;
+        if size == 0 || size > crate::MAX_SAFE_INTEGER {
+            // The heap's own words for a bad size.
+            return self.malloc_placed(size, usage);
+        }
+        // Note [Scope locks]: the scope tree's lock is taken and let go inside the charge, and
+        // the heap's inside the malloc: neither is held across the other, nor across a return
+        // to JS (where event listeners may malloc from this scope again).
+        let mut charge = scope.charge_block(align_up(size, self.alignment())?)?;
+        let a = self.core.malloc(size, usage)?;
+        charge.settle(a.size);
+        let block = DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool).charged(charge);
+        Ok((block, a.offset))
     }
 
     /// A block from the scalar pool already holding `value` (uniform-bindable).

@@ -176,6 +176,11 @@ impl KvCache {
         self.inner.num_blocks
     }
 
+    /// The heap holding the pools and the table.
+    pub fn heap(&self) -> &Heap {
+        &self.inner.heap
+    }
+
     /// Device bytes the cache holds: every pool and the block table.
     pub fn bytes(&self) -> u64 {
         let i = &self.inner;
