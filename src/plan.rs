@@ -13,11 +13,7 @@ use wgalloc_core::signal::Slot;
 use wgalloc_plan::graph::{self, GraphOptions, GraphRecords, Location, WorkspaceMode};
 use wgalloc_plan::{PlanError, PlanOptions, Progress, Strategy, UsageRecord};
 
-use crate::error::{coded, to_u64};
-
-fn plan_err(e: PlanError) -> napi::Error {
-    coded(e.code(), &e.to_string())
-}
+use crate::error::{coded, invalid, invalid_hint, plan_err, to_u64};
 
 /// Options of `planMemory()`.
 #[napi(object)]
@@ -145,12 +141,11 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
     if let Some(c) = o.capacity {
         if capacities.contains_key(wgalloc_plan::DEFAULT_SPACE) {
             // Two limits for one space: neither silently wins.
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                &format!(
-                    "capacity and capacities.{} both limit the default space; give one",
-                    wgalloc_plan::DEFAULT_SPACE
-                ),
+            return Err(invalid_hint(
+                format!("capacities.{}", wgalloc_plan::DEFAULT_SPACE),
+                "no capacity of the default space when capacity is given",
+                "a capacity",
+                "capacity and capacities.default both limit the default space; give one",
             ));
         }
         capacities.insert(wgalloc_plan::DEFAULT_SPACE.to_string(), to_u64(c, "capacity")?);
@@ -166,14 +161,11 @@ pub fn start_plan(format: String, text: String, options: Option<PlanMemoryOption
         Some("unique") => WorkspaceMode::Unique,
         Some("inSlab") => WorkspaceMode::InSlab,
         Some(w) => {
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                &format!("unknown workspace mode '{w}'; use shared, unique or inSlab"),
-            ))
+            return Err(invalid("options.workspace", "shared, unique or inSlab", wgalloc_core::error::quoted(w)))
         }
     };
     if !matches!(format.as_str(), "records" | "csv" | "graph" | "json") {
-        return Err(coded("INVALID_ARGUMENT", &format!("unknown input format '{format}'")));
+        return Err(invalid("format", "records, csv, graph or json", wgalloc_core::error::quoted(&format)));
     }
 
     // Parsing and checking a large input takes seconds: they run on the planner thread

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::graph::{ExecGraph, Kernel, Op, Tensor, TensorKind};
-use crate::error::{Error, Result};
+use crate::error::{shown_json, Error, Result};
 
 const WORKGROUP: u64 = 64;
 
@@ -45,23 +45,41 @@ fn dispatch_for(words: u64, max_dim: u64) -> ([u32; 3], u32) {
     ([x as u32, y as u32, 1], (x * WORKGROUP) as u32)
 }
 
+/// A field of a JSON object as an error shows it (`undefined` when absent).
+fn got(v: &Value, key: &str) -> String {
+    v.get(key).map_or_else(|| "undefined".into(), shown_json)
+}
+
 /// Builds an executable checksum graph from a model graph JSON.
 /// `max_dim` is the device's maxComputeWorkgroupsPerDimension.
 pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
     let v = super::graph::parse_json(text)?;
-    let root = v.as_object().ok_or_else(|| Error::invalid("a model graph is an object with ops and tensors"))?;
+    let root = v
+        .as_object()
+        .ok_or_else(|| Error::invalid("graph", "an object with ops and tensors (a model graph)", shown_json(&v)))?;
     let mut tensors = Vec::new();
     let mut views = HashSet::new();
     let field_u64 = |t: &Value, k: &str| t.get(k).and_then(Value::as_u64);
     for t in root.get("graphInputs").and_then(Value::as_array).into_iter().flatten() {
-        let id =
-            t.get("id").and_then(Value::as_str).ok_or_else(|| Error::invalid("graphInputs[].id must be a string"))?;
-        let size = field_u64(t, "size").ok_or_else(|| Error::invalid(format!("graph input '{id}' needs a size")))?;
+        let id = t
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::invalid("graphInputs[].id", "a string", got(t, "id")))?;
+        let size = field_u64(t, "size")
+            .ok_or_else(|| Error::invalid(format!("graph input '{id}'.size"), "a size in bytes", got(t, "size")))?;
         tensors.push(Tensor { id: id.into(), size: size.max(1), kind: TensorKind::Input, view_of: None, dtype: None });
     }
-    for t in root.get("tensors").and_then(Value::as_array).ok_or_else(|| Error::invalid("tensors must be an array"))? {
-        let id = t.get("id").and_then(Value::as_str).ok_or_else(|| Error::invalid("tensors[].id must be a string"))?;
-        let size = field_u64(t, "size").ok_or_else(|| Error::invalid(format!("tensor '{id}' needs a size")))?;
+    for t in root
+        .get("tensors")
+        .and_then(Value::as_array)
+        .ok_or_else(|| Error::invalid("tensors", "an array", got(&v, "tensors")))?
+    {
+        let id = t
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::invalid("tensors[].id", "a string", got(t, "id")))?;
+        let size = field_u64(t, "size")
+            .ok_or_else(|| Error::invalid(format!("tensor '{id}'.size"), "a size in bytes", got(t, "size")))?;
         let view_of = t.get("viewOf").and_then(Value::as_str).map(str::to_string);
         if view_of.is_some() {
             views.insert(id.to_string());
@@ -80,7 +98,7 @@ pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
     for (k, op) in root
         .get("ops")
         .and_then(Value::as_array)
-        .ok_or_else(|| Error::invalid("ops must be an array"))?
+        .ok_or_else(|| Error::invalid("ops", "an array", got(&v, "ops")))?
         .iter()
         .enumerate()
     {

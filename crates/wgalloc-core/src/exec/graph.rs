@@ -87,29 +87,35 @@ pub(crate) fn parse_json(text: &str) -> Result<Value> {
     serde_json::from_str(text).map_err(|e| Error::Parse(format!("graph is not valid JSON: {e}")))
 }
 
-fn bad(msg: impl Into<String>) -> Error {
-    Error::InvalidArgument(msg.into())
+fn bad(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Error {
+    Error::invalid(path, expected, got)
+}
+
+fn shown(v: &Value) -> String {
+    crate::error::shown_json(v)
 }
 
 fn field<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a Value> {
-    o.get(key).ok_or_else(|| bad(format!("{path}.{key} is missing")))
+    o.get(key).ok_or_else(|| {
+        bad(format!("{path}.{key}"), "a value", "undefined").with_hint(format!("{path}.{key} is missing"))
+    })
 }
 
 fn string(v: &Value, path: &str) -> Result<String> {
-    v.as_str().map(str::to_string).ok_or_else(|| bad(format!("{path} must be a string")))
+    v.as_str().map(str::to_string).ok_or_else(|| bad(path, "a string", shown(v)))
 }
 
 fn uint(v: &Value, path: &str) -> Result<u64> {
     v.as_u64()
         .filter(|&n| n <= crate::MAX_SAFE_INTEGER)
-        .ok_or_else(|| bad(format!("{path} must be a non-negative integer below 2^53")))
+        .ok_or_else(|| bad(path, "a non-negative integer below 2^53", shown(v)))
 }
 
 fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(a)) => a.iter().enumerate().map(|(i, v)| string(v, &format!("{path}.{key}[{i}]"))).collect(),
-        Some(_) => Err(bad(format!("{path}.{key} must be an array of tensor ids"))),
+        Some(v) => Err(bad(format!("{path}.{key}"), "an array of tensor ids", shown(v))),
     }
 }
 
@@ -120,14 +126,15 @@ impl ExecGraph {
     }
 
     pub fn from_value(v: &Value) -> Result<ExecGraph> {
-        let root = v.as_object().ok_or_else(|| bad("a graph is an object with tensors, ops and kernels"))?;
+        let root = v.as_object().ok_or_else(|| bad("graph", "an object with tensors, ops and kernels", shown(v)))?;
         let mut kernels = HashMap::new();
         if let Some(ks) = root.get("kernels") {
-            let ks =
-                ks.as_object().ok_or_else(|| bad("kernels must be an object of { id: { source, entryPoint } }"))?;
+            let ks = ks
+                .as_object()
+                .ok_or_else(|| bad("kernels", "an object of { id: { source, entryPoint } }", shown(ks)))?;
             for (id, k) in ks {
                 let path = format!("kernels.{id}");
-                let k = k.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
+                let k = k.as_object().ok_or_else(|| bad(&path, "an object", shown(k)))?;
                 kernels.insert(
                     id.clone(),
                     Kernel {
@@ -144,12 +151,12 @@ impl ExecGraph {
         let mut tensors = Vec::new();
         for (i, t) in field(root, "tensors", "graph")?
             .as_array()
-            .ok_or_else(|| bad("graph.tensors must be an array"))?
+            .ok_or_else(|| bad("graph.tensors", "an array", shown(&root["tensors"])))?
             .iter()
             .enumerate()
         {
             let path = format!("tensors[{i}]");
-            let o = t.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
+            let o = t.as_object().ok_or_else(|| bad(&path, "an object", shown(t)))?;
             let is_output = o.get("isOutput").and_then(Value::as_bool).unwrap_or(false);
             let kind = match o.get("kind").and_then(Value::as_str) {
                 None if is_output => TensorKind::Output,
@@ -159,21 +166,23 @@ impl ExecGraph {
                 Some("output") => TensorKind::Output,
                 Some("external") => TensorKind::External,
                 Some(k) => {
-                    return Err(bad(format!(
-                        "{path}.kind: unknown kind '{k}' (input, param, intermediate, output, external)"
-                    )))
+                    return Err(bad(
+                        format!("{path}.kind"),
+                        "input, param, intermediate, output or external",
+                        crate::error::quoted(k),
+                    )
+                    .with_hint("unknown kind"))
                 }
             };
             let size = tensor_size(o, &path)?;
             if size == 0 {
-                return Err(bad(format!("{path}.size must be at least 1 byte")));
+                return Err(bad(format!("{path}.size"), "at least 1 byte", "0"));
             }
             let id = string(field(o, "id", &path)?, &format!("{path}.id"))?;
             if id == "__proto__" {
                 // Results are JS objects keyed by id: this key would set their prototype.
-                return Err(bad(format!(
-                    "{path}.id '__proto__' cannot name a tensor (JS objects keyed by it lose it)"
-                )));
+                return Err(bad(format!("{path}.id"), "any id but '__proto__'", "'__proto__'")
+                    .with_hint("'__proto__' cannot name a tensor (JS objects keyed by it lose it)"));
             }
             tensors.push(Tensor {
                 id,
@@ -184,22 +193,25 @@ impl ExecGraph {
             });
         }
         let mut ops = Vec::new();
-        for (i, op) in
-            field(root, "ops", "graph")?.as_array().ok_or_else(|| bad("graph.ops must be an array"))?.iter().enumerate()
+        for (i, op) in field(root, "ops", "graph")?
+            .as_array()
+            .ok_or_else(|| bad("graph.ops", "an array", shown(&root["ops"])))?
+            .iter()
+            .enumerate()
         {
             let path = format!("ops[{i}]");
-            let o = op.as_object().ok_or_else(|| bad(format!("{path} must be an object")))?;
+            let o = op.as_object().ok_or_else(|| bad(&path, "an object", shown(op)))?;
             let dispatch = match o.get("dispatch") {
                 None | Some(Value::Null) => [1, 1, 1],
                 Some(Value::Array(d)) if !d.is_empty() && d.len() <= 3 => {
                     let mut out = [1u32; 3];
                     for (k, x) in d.iter().enumerate() {
                         out[k] = u32::try_from(uint(x, &format!("{path}.dispatch[{k}]"))?)
-                            .map_err(|_| bad(format!("{path}.dispatch[{k}] is too large")))?;
+                            .map_err(|_| bad(format!("{path}.dispatch[{k}]"), "at most 4294967295", shown(x)))?;
                     }
                     out
                 }
-                Some(_) => return Err(bad(format!("{path}.dispatch must be [x], [x, y] or [x, y, z]"))),
+                Some(d) => return Err(bad(format!("{path}.dispatch"), "[x], [x, y] or [x, y, z]", shown(d))),
             };
             let params = match o.get("params") {
                 None | Some(Value::Null) => None,
@@ -211,11 +223,11 @@ impl ExecGraph {
                             b.as_u64()
                                 .filter(|&x| x < 256)
                                 .map(|x| x as u8)
-                                .ok_or_else(|| bad(format!("{path}.params[{k}] must be a byte (0-255)")))
+                                .ok_or_else(|| bad(format!("{path}.params[{k}]"), "a byte (0-255)", shown(b)))
                         })
                         .collect::<Result<Vec<u8>>>()?,
                 ),
-                Some(_) => return Err(bad(format!("{path}.params must be an array of bytes"))),
+                Some(p) => return Err(bad(format!("{path}.params"), "an array of bytes", shown(p))),
             };
             ops.push(Op {
                 name: o.get("name").and_then(Value::as_str).map_or_else(|| format!("op{i}"), str::to_string),
@@ -235,7 +247,8 @@ impl ExecGraph {
         let mut index = HashMap::with_capacity(tensors.len());
         for (i, t) in tensors.iter().enumerate() {
             if index.insert(t.id.clone(), i).is_some() {
-                return Err(bad(format!("tensor id '{}' is used twice", t.id)));
+                return Err(bad(format!("tensors[{i}].id"), "an id no other tensor has", crate::error::quoted(&t.id))
+                    .with_hint("a tensor id is used twice"));
             }
         }
         // Views: resolve chains to their root; views of params are read-only aliases.
@@ -244,19 +257,22 @@ impl ExecGraph {
             let mut cur = i;
             let mut hops = 0;
             while let Some(base) = &tensors[cur].view_of {
-                cur = *index
-                    .get(base)
-                    .ok_or_else(|| bad(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id)))?;
+                cur = *index.get(base).ok_or_else(|| {
+                    bad(format!("tensors[{cur}].viewOf"), "the id of a tensor of the graph", crate::error::quoted(base))
+                        .with_hint(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id))
+                })?;
                 hops += 1;
                 if hops > tensors.len() {
-                    return Err(bad(format!("tensor '{}' is part of a cycle of views", tensors[i].id)));
+                    return Err(bad(format!("tensors[{i}].viewOf"), "a chain of views that ends", "a cycle")
+                        .with_hint(format!("tensor '{}' is part of a cycle of views", tensors[i].id)));
                 }
             }
             if tensors[cur].kind == TensorKind::Param && hops > 1 {
-                return Err(bad(format!(
-                    "tensor '{}' is a view of a view of param '{}'; view the param directly",
-                    tensors[i].id, tensors[cur].id
-                )));
+                return Err(bad(format!("tensors[{i}].viewOf"), "a view of a param itself", "a view of a view")
+                    .with_hint(format!(
+                        "tensor '{}' is a view of a view of param '{}'; view the param directly",
+                        tensors[i].id, tensors[cur].id
+                    )));
             }
             // The caller's data gets storage of its own: an input or param view would write its
             // bytes over its base, and an external view of a planned tensor has no block to bind.
@@ -265,19 +281,25 @@ impl ExecGraph {
                 && (matches!(kind, TensorKind::Input | TensorKind::Param)
                     || (kind == TensorKind::External && base_kind != TensorKind::External))
             {
-                return Err(bad(format!(
-                    "{} tensor '{}' cannot be a view (of '{}'): inputs, params and external tensors hold the \
-                     caller's data in storage of their own; make the view an intermediate tensor",
+                return Err(bad(
+                    format!("tensors[{i}].viewOf"),
+                    format!("no viewOf on a {} tensor", kind.as_str()),
+                    crate::error::quoted(&tensors[cur].id),
+                )
+                .with_hint(format!(
+                    "{} tensor '{}' cannot be a view: inputs, params and external tensors hold the caller's data in \
+                     storage of their own; make the view an intermediate tensor",
                     kind.as_str(),
-                    tensors[i].id,
-                    tensors[cur].id
+                    tensors[i].id
                 )));
             }
             if tensors[i].size > tensors[cur].size {
-                return Err(bad(format!(
-                    "view '{}' ({} bytes) is larger than its base '{}' ({} bytes)",
-                    tensors[i].id, tensors[i].size, tensors[cur].id, tensors[cur].size
-                )));
+                return Err(bad(
+                    format!("tensors[{i}].size"),
+                    format!("at most {} bytes (its base '{}')", tensors[cur].size, tensors[cur].id),
+                    tensors[i].size.to_string(),
+                )
+                .with_hint(format!("view '{}' is larger than its base", tensors[i].id)));
             }
             root[i] = cur;
         }
@@ -287,24 +309,39 @@ impl ExecGraph {
         let mut last = vec![0; tensors.len()];
         for (k, op) in ops.iter().enumerate() {
             if op.outputs.is_empty() {
-                return Err(bad(format!("op '{}' has no outputs; every op must write at least one tensor", op.name)));
+                return Err(bad(format!("ops[{k}].outputs"), "at least one tensor", "none")
+                    .with_hint(format!("op '{}' has no outputs; every op must write at least one tensor", op.name)));
             }
             if let Some(kid) = &op.kernel {
                 if !kernels.contains_key(kid) {
-                    return Err(bad(format!("op '{}' uses unknown kernel '{kid}'", op.name)));
+                    return Err(bad(
+                        format!("ops[{k}].kernel"),
+                        "the id of a kernel of the graph",
+                        crate::error::quoted(kid),
+                    )
+                    .with_hint(format!("op '{}' uses unknown kernel '{kid}'", op.name)));
                 }
                 if op.dispatch.contains(&0) {
-                    return Err(bad(format!("op '{}': dispatch sizes must be at least 1", op.name)));
+                    return Err(bad(format!("ops[{k}].dispatch"), "sizes of at least 1", format!("{:?}", op.dispatch))
+                        .with_hint(format!("op '{}': dispatch sizes must be at least 1", op.name)));
                 }
             }
             for id in &op.inputs {
-                let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' reads unknown tensor '{id}'", op.name)))?;
+                let &t = index.get(id).ok_or_else(|| {
+                    bad(format!("ops[{k}].inputs"), "ids of tensors of the graph", crate::error::quoted(id))
+                        .with_hint(format!("op '{}' reads unknown tensor '{id}'", op.name))
+                })?;
                 let r = root[t];
                 let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param | TensorKind::External)
                     || produced_at[t].is_some()
                     || produced_at[r].is_some();
                 if !available {
-                    return Err(bad(format!(
+                    return Err(bad(
+                        format!("ops[{k}].inputs"),
+                        "tensors produced by an earlier op",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!(
                         "op '{}' reads '{id}' before any op produces it (cycle or wrong op order)",
                         op.name
                     )));
@@ -312,19 +349,37 @@ impl ExecGraph {
                 last[r] = last[r].max(k);
             }
             for id in &op.outputs {
-                let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' writes unknown tensor '{id}'", op.name)))?;
+                let &t = index.get(id).ok_or_else(|| {
+                    bad(format!("ops[{k}].outputs"), "ids of tensors of the graph", crate::error::quoted(id))
+                        .with_hint(format!("op '{}' writes unknown tensor '{id}'", op.name))
+                })?;
                 let r = root[t];
                 if op.kernel.is_none() && r == t {
-                    return Err(bad(format!(
+                    return Err(bad(
+                        format!("ops[{k}].outputs"),
+                        "views (the op has no kernel)",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!(
                         "op '{}' has no kernel, so it can only create views, but '{id}' is not a view",
                         op.name
                     )));
                 }
                 if op.kernel.is_some() && matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
-                    return Err(bad(format!("op '{}' writes '{id}', which is an input or param (read-only)", op.name)));
+                    return Err(bad(
+                        format!("ops[{k}].outputs"),
+                        "tensors other than inputs and params",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!("op '{}' writes '{id}', which is an input or param (read-only)", op.name)));
                 }
                 if produced_at[t].is_some() {
-                    return Err(bad(format!("tensor '{id}' is written by two ops; give each op its own output")));
+                    return Err(bad(
+                        format!("ops[{k}].outputs"),
+                        "tensors no other op writes",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!("tensor '{id}' is written by two ops; give each op its own output")));
                 }
                 if produced_at[r].is_none() {
                     first[r] = k;
@@ -342,7 +397,12 @@ impl ExecGraph {
             match t.kind {
                 TensorKind::Output => {
                     if produced_at[i].is_none() {
-                        return Err(bad(format!("output '{}' is never produced", t.id)));
+                        return Err(bad(
+                            format!("tensors[{i}]"),
+                            "an output some op writes",
+                            crate::error::quoted(&t.id),
+                        )
+                        .with_hint(format!("output '{}' is never produced", t.id)));
                     }
                     last[i] = n.saturating_sub(1);
                 }
@@ -355,14 +415,24 @@ impl ExecGraph {
             let r = root[i];
             if r != i && tensors[i].kind == TensorKind::Output {
                 if tensors[r].kind == TensorKind::External {
-                    return Err(bad(format!(
-                        "output '{}' views external tensor '{}': an external block is the caller's already; \
-                         read it after the run instead",
+                    return Err(bad(
+                        format!("tensors[{i}].viewOf"),
+                        "no external tensor for an output",
+                        crate::error::quoted(&tensors[r].id),
+                    )
+                    .with_hint(format!(
+                        "output '{}' views external tensor '{}': an external block is the caller's already; read it \
+                         after the run instead",
                         tensors[i].id, tensors[r].id
                     )));
                 }
                 if produced_at[r].is_none() && !matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
-                    return Err(bad(format!(
+                    return Err(bad(
+                        format!("tensors[{i}].viewOf"),
+                        "a tensor some op writes",
+                        crate::error::quoted(&tensors[r].id),
+                    )
+                    .with_hint(format!(
                         "output '{}' views '{}', which is never produced",
                         tensors[i].id, tensors[r].id
                     )));
@@ -456,37 +526,41 @@ impl ExecGraph {
 fn tensor_size(o: &Map<String, Value>, path: &str) -> Result<u64> {
     let size = o.get("size").map(|s| uint(s, &format!("{path}.size"))).transpose()?;
     let Some(shape) = o.get("shape") else {
-        return size.ok_or_else(|| bad(format!("{path}.size is missing (give size in bytes, or shape and dtype)")));
+        return size.ok_or_else(|| {
+            bad(format!("{path}.size"), "a size in bytes, or shape and dtype", "undefined").with_hint("size is missing")
+        });
     };
     let Value::Array(extents) = shape else {
-        return Err(bad(format!("{path}.shape must be an array of sizes (integers, or dimension names)")));
+        return Err(bad(format!("{path}.shape"), "an array of sizes (integers, or dimension names)", shown(shape)));
     };
     let mut extent = Vec::with_capacity(extents.len());
     for (k, x) in extents.iter().enumerate() {
         if x.is_string() {
-            return Err(bad(format!(
-                "{path}.shape[{k}] is {x}: dimension names and expressions need a graph with \"dims\", compiled \
-                 with compileShapes"
-            )));
+            return Err(bad(format!("{path}.shape[{k}]"), "an integer", shown(x))
+                .with_hint("dimension names and expressions need a graph with \"dims\", compiled with compileShapes"));
         }
         extent.push(uint(x, &format!("{path}.shape[{k}]"))?);
     }
     let dtype = match o.get("dtype") {
         Some(Value::String(d)) => d.as_str(),
         None | Some(Value::Null) => {
-            return Err(bad(format!("{path}.shape needs a dtype: the bytes of one element make its size")))
+            return Err(bad(format!("{path}.dtype"), "a dtype with the shape", "undefined")
+                .with_hint("a shape needs a dtype: the bytes of one element make its size"))
         }
-        Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
+        Some(other) => return Err(bad(format!("{path}.dtype"), "a string", shown(other))),
     };
     let Some(elem) = dtype_bytes(dtype) else {
         let names = DTYPES.map(|(n, _)| n).join(", ");
-        return Err(bad(format!("{path}.dtype: unknown dtype '{dtype}' ({names})")));
+        return Err(bad(format!("{path}.dtype"), format!("one of {names}"), crate::error::quoted(dtype))
+            .with_hint("unknown dtype"));
     };
-    let bytes = shape_bytes(&extent, elem).ok_or_else(|| bad(format!("{path}.shape: the size exceeds 2^53 - 1")))?;
+    let bytes = shape_bytes(&extent, elem)
+        .ok_or_else(|| bad(format!("{path}.shape"), "a size of at most 2^53 - 1 bytes", format!("{extent:?}")))?;
     match size {
-        Some(s) if s != bytes => Err(bad(format!(
-            "{path}: size {s} disagrees with shape {extent:?} of {dtype} ({bytes} bytes); give one of them"
-        ))),
+        Some(s) if s != bytes => {
+            Err(bad(format!("{path}.size"), format!("{bytes} (shape {extent:?} of {dtype})"), s.to_string())
+                .with_hint("the size disagrees with the shape; give one of them"))
+        }
         _ => Ok(bytes),
     }
 }
@@ -509,11 +583,12 @@ fn dtype(v: Option<&Value>, size: u64, path: &str) -> Result<Option<String>> {
     let name = match v {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(d)) => d.as_str(),
-        Some(other) => return Err(bad(format!("{path}.dtype must be a string, got {other}"))),
+        Some(other) => return Err(bad(format!("{path}.dtype"), "a string", shown(other))),
     };
     if !DTYPES.iter().any(|(n, _)| *n == name) {
         let names = DTYPES.map(|(n, _)| n).join(", ");
-        return Err(bad(format!("{path}.dtype: unknown dtype '{name}' ({names})")));
+        return Err(bad(format!("{path}.dtype"), format!("one of {names}"), crate::error::quoted(name))
+            .with_hint("unknown dtype"));
     }
     whole_elements(size, name, || path.to_string())?;
     Ok(Some(name.to_string()))
@@ -526,9 +601,11 @@ fn dtype(v: Option<&Value>, size: u64, path: &str) -> Result<Option<String>> {
 /// the error. An unknown dtype passes (the graph's parse refuses it).
 pub(crate) fn whole_elements(size: u64, dtype: &str, what: impl FnOnce() -> String) -> Result<()> {
     match DTYPES.iter().find(|(n, _)| *n == dtype) {
-        Some(&(_, bytes)) if !size.is_multiple_of(bytes) => {
-            Err(bad(format!("{}: {size} bytes is not a whole number of {dtype} elements ({bytes} bytes each)", what())))
-        }
+        Some(&(_, bytes)) if !size.is_multiple_of(bytes) => Err(bad(
+            what(),
+            format!("a whole number of {dtype} elements ({bytes} bytes each)"),
+            format!("{size} bytes"),
+        )),
         _ => Ok(()),
     }
 }
@@ -594,15 +671,15 @@ mod tests {
                 "external tensor 's' cannot be a view",
             ),
             (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
-            (r#"{"id":"a","shape":[2,3]}"#, r#""#, "tensors[0].shape needs a dtype"),
+            (r#"{"id":"a","shape":[2,3]}"#, r#""#, "a shape needs a dtype"),
             (
                 r#"{"id":"a","shape":[2,3],"dtype":"f32","size":20}"#,
                 r#""#,
-                "size 20 disagrees with shape [2, 3] of f32",
+                "tensors[0].size: expected 24 (shape [2, 3] of f32), got 20",
             ),
             (r#"{"id":"a","shape":["b",3],"dtype":"f32"}"#, r#""#, "need a graph with \"dims\""),
             (r#"{"id":"a","shape":[2,0],"dtype":"f32"}"#, r#""#, "at least 1 byte"),
-            (r#"{"id":"a"}"#, r#""#, "tensors[0].size is missing"),
+            (r#"{"id":"a"}"#, r#""#, "tensors[0].size: expected a size in bytes, or shape and dtype, got undefined"),
             (r#"{"id":"__proto__","size":4}"#, r#""#, "cannot name a tensor"),
             (
                 r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#,
@@ -616,9 +693,13 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((shaped.tensors[0].size, shaped.tensors[1].size), (24, 4), "size = product x dtype bytes");
+        let mut wrong = Vec::new();
         for (tensors, ops, needle) in cases {
             let err = graph_err(&graph(&base(tensors, ops)));
-            assert!(err.contains(needle), "expected '{needle}', got '{err}'");
+            if !err.contains(needle) {
+                wrong.push(format!("expected '{needle}', got '{err}'"));
+            }
         }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }
