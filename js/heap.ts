@@ -5,7 +5,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, tableOf, usageCode } from './device-block.js'
-import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError } from './errors.js'
+import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError, invalidArgument, noConstructor, shown } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, topScope } from './heap-scope.js'
 import { HeapHistory, type LeakReport, type MemorySnapshot, type RecordHistoryOptions, formatLeakReport, unrecordedLeaks } from './heap-history.js'
@@ -65,7 +65,7 @@ export class Heap {
   #budget = 0
 
   private constructor(key: symbol, handle: Binding.Heap) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
+    if (key !== kCreate) throw noConstructor('Heap', 'gpu.heap')
     this.#native = handle as Binding.Heap & NativeHeapTable
     this.#events = new HeapEvents(this.#native, this)
     this.#table = new HeapTable(this.#native, this, this.#events)
@@ -165,11 +165,11 @@ export class Heap {
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   @api free(block: DeviceBlock): void {
-    if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
+    if (!(block instanceof DeviceBlock)) throw invalidArgument('heap.free: block', 'a DeviceBlock from heap.malloc()', shown(block))
     // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
     const owner = tableOf(block).native
     if (owner !== this.#native && !this.#native.sameHeapAs(owner))
-      throw new WgallocError('INVALID_ARGUMENT', "heap.free: the block belongs to another device's heap")
+      throw invalidArgument('heap.free: block', "a block of this device's heap", "a block of another device's heap")
     block.free()
   }
 
