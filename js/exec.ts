@@ -682,7 +682,7 @@ export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | st
       'compileShapes: options.name',
       'a name no live shape executor of this device has',
       shown(name),
-      'a live shape executor of this device is named so already',
+      `a live shape executor of this device is named ${shown(name)} already`,
     )
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))

@@ -103,7 +103,12 @@ export class Host {
     // A misspelt setting would otherwise change nothing, silently.
     const unknown = Object.keys(options).find((k) => !HOST_SETTINGS.includes(k))
     if (unknown !== undefined)
-      throw invalidArgument(`host.configure: options.${unknown}`, `a known setting (${HOST_SETTINGS.join(', ')})`, shown(unknown), 'unknown setting')
+      throw invalidArgument(
+        `host.configure: options.${unknown}`,
+        `a known setting (${HOST_SETTINGS.join(', ')})`,
+        shown(unknown),
+        `unknown setting ${shown(unknown)}`,
+      )
     this.#native.configure(options)
   }
   /** Readable `console.log` output. */

@@ -145,7 +145,7 @@ export class KvCache {
         'createKvCache: options.name',
         'a name no live KV cache of this device has',
         shown(name),
-        'a live KV cache of this device is named so already',
+        `a live KV cache of this device is named ${shown(name)} already`,
       )
     this.#name = name
     const dtype = o.dtype ?? 'f32'
@@ -394,8 +394,8 @@ export class KvSequence {
     wrapSequence = (cache, handle, id, scope) => new KvSequence(kSeq, cache, handle, id, scope)
     scopeOf = (seq) => seq.#scope
     sequenceId = (seq, cache, what) => {
-      if (!(seq instanceof KvSequence)) throw invalidArgument(`${what}: seq`, 'a KvSequence', shown(seq))
-      if (seq.#cache !== cache) throw invalidArgument(`${what}: seq`, 'a sequence of this KV cache', `sequence ${seq.#id} of another`)
+      if (!(seq instanceof KvSequence)) throw invalidArgument(what, 'a KvSequence', shown(seq))
+      if (seq.#cache !== cache) throw invalidArgument(what, 'a sequence of this KV cache', `sequence ${seq.#id} of another KV cache`)
       return seq.#live(what)
     }
     markFreed = (seq) => {

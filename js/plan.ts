@@ -381,7 +381,7 @@ async function plan(input: unknown, options?: PlanMemoryCallOptions | null): Pro
     signal?.addEventListener('abort', onAbort, { once: true })
   } catch (err) {
     job.cancel() // a signal that throws: stop the search rather than leave it running
-    throw invalidArgument('options.signal', 'an AbortSignal whose addEventListener works', 'one that threw', undefined, { cause: err })
+    throw invalidArgument('options.signal', 'an AbortSignal whose addEventListener works', 'one whose addEventListener threw', undefined, { cause: err })
   }
   let last: PlanProgress | undefined
   let failed: { err: unknown } | undefined // once onProgress threw: the search stops and planMemory rejects with it

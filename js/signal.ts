@@ -53,7 +53,7 @@ export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefin
     } catch (err) {
       // A signal-like object that throws: the call fails typed, and what it started is released.
       promise.then(late, () => {})
-      reject(invalidArgument('signal', 'an AbortSignal whose addEventListener works', 'one that threw', undefined, { cause: err }))
+      reject(invalidArgument('signal', 'an AbortSignal whose addEventListener works', 'one whose addEventListener threw', undefined, { cause: err }))
       return
     }
     promise.then(

@@ -40,7 +40,7 @@ export default async function view(argv: string[]): Promise<number> {
   if (exit !== undefined) return exit
   const file = positionals[0]
   const out = str(values, 'output') ?? `${basename(file).replace(/\.json$/i, '')}.html`
-  if (resolve(out) === resolve(file)) throw invalidArgument('-o', 'a file other than the input', `'${out}'`, 'the page would replace the input')
+  if (resolve(out) === resolve(file)) throw invalidArgument('-o', 'a file other than the input', `'${out}'`, '-o names the input; the page would replace it')
   if (values['no-replay'] && values.device)
     throw invalidArgument('--device', 'no --device with --no-replay', 'both', '--device replays the trace; leave out --no-replay')
   const budget = values.budget === undefined ? undefined : positiveInt(values, 'budget')

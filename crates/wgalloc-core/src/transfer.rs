@@ -101,31 +101,25 @@ impl GpuBuffer {
 /// alignment rule above; returns the padded length to encode.
 pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Result<u64> {
     if len == 0 {
-        return Err(Error::invalid("length", "at least 1 byte", "0")
-            .with_hint(format!("{what}: length must be at least 1 byte")));
+        return Err(Error::invalid(format!("{what}: length"), "at least 1 byte", "0"));
     }
     if !offset.is_multiple_of(WORD) {
-        return Err(Error::invalid("offset", "a multiple of 4", offset.to_string())
-            .with_hint(format!("{what}: offset {offset} must be a multiple of 4")));
+        return Err(Error::invalid(format!("{what}: offset"), "a multiple of 4", offset.to_string()));
     }
     let end = checked_add(offset, len, what)?;
     if end > size {
         return Err(Error::invalid(
-            "offset",
+            format!("{what}: offset"),
             format!("a range inside the buffer of {size} bytes"),
             format!("{offset}..{end}"),
-        )
-        .with_hint(format!("{what}: range {offset}..{end} is outside the buffer of {size} bytes")));
+        ));
     }
     if !len.is_multiple_of(WORD) && end != size {
         return Err(Error::invalid(
-            "length",
-            "a multiple of 4 unless the range ends at the end of the buffer",
+            format!("{what}: length"),
+            format!("a multiple of 4 unless the range ends at the end of the buffer ({size})"),
             len.to_string(),
-        )
-        .with_hint(format!(
-            "{what}: length {len} must be a multiple of 4 unless the range ends at the end of the buffer ({size})"
-        )));
+        ));
     }
     align_up(len, WORD)
 }
@@ -143,9 +137,11 @@ pub(crate) fn check_copy_source(
     let end = checked_add(offset, len, what)?;
     let padded_end = checked_add(offset, padded, what)?;
     if !offset.is_multiple_of(WORD) || end > logical || padded_end > allocated {
-        return Err(Error::invalid("srcOffset", format!("a range from a multiple of 4 inside the source's {logical} bytes"), format!("{offset}..{end}")).with_hint(format!(
-            "{what}: source range {offset}..{end} must start at a multiple of 4 and lie inside the source's {logical} bytes"
-        )));
+        return Err(Error::invalid(
+            format!("{what}: srcOffset"),
+            format!("a source range that starts at a multiple of 4 and lies inside the source's {logical} bytes"),
+            format!("{offset}..{end}"),
+        ));
     }
     Ok(())
 }

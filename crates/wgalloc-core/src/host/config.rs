@@ -138,18 +138,17 @@ fn env_flag(name: &str) -> Result<Option<bool>> {
         None | Some("") => Ok(None),
         Some("1" | "true" | "yes" | "on") => Ok(Some(true)),
         Some("0" | "false" | "no" | "off") => Ok(Some(false)),
-        Some(other) => Err(Error::invalid(name, "a flag: 1 or 0", crate::error::quoted(other))
-            .with_hint(format!("{name}={other} is not a flag; use 1 or 0"))),
+        Some(other) => Err(Error::invalid(name, "a flag: 1 or 0", crate::error::quoted(other))),
     }
 }
 
 fn env_u64(name: &str) -> Result<Option<u64>> {
     match std::env::var(name).ok().as_deref().map(str::trim) {
         None | Some("") => Ok(None),
-        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            Error::invalid(name, "a non-negative integer of bytes", crate::error::quoted(v))
-                .with_hint(format!("{name}={v} is not a byte count; use a non-negative integer"))
-        }),
+        Some(v) => v
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| Error::invalid(name, "a non-negative integer of bytes", crate::error::quoted(v))),
     }
 }
 

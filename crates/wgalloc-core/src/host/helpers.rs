@@ -94,11 +94,10 @@ impl Host {
                 if items.len() == 1 && what == "upload" { what.to_string() } else { format!("{what}: items[{i}]") };
             if !Arc::ptr_eq(&self.gpu.shared, &it.dst.heap().gpu().shared) {
                 return Err(Error::invalid(
-                    format!("items[{i}].dst"),
+                    format!("{what}: dst"),
                     "a block of this device",
                     "a block of another device",
-                )
-                .with_hint(format!("{what}: the device block belongs to another device")));
+                ));
             }
             it.dst.binding()?;
             let padded = aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), &what)?;
