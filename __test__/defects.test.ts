@@ -34,7 +34,7 @@ test('check on a negative size and demo writing to a missing folder give typed e
   const graph = join(dir, 'neg.json')
   writeFileSync(graph, JSON.stringify({ kernels: {}, tensors: [{ id: 'x', size: -4, kind: 'input' }], ops: [] }))
   const check = await node([CLI, 'check', graph])
-  t.regex(check.stderr, /\[INVALID_ARGUMENT\] tensor "x": size must be a positive integer, got -4/)
+  t.regex(check.stderr, /\[INVALID_ARGUMENT\] tensor "x"\.size: expected a positive integer, got -4/)
   const demo = await node([CLI, 'demo', '--runs', '1', '--svg', join(dir, 'missing', 'x.svg'), '--trace', join(dir, 't.json')])
   t.regex(demo.stderr, /\[IO_ERROR\] cannot write .*missing\/x\.svg/)
   t.notRegex(demo.stderr, /\[ENOENT\]/)

@@ -127,7 +127,10 @@ test('an onProgress that throws rejects planMemory with its error instead of end
 
 test('profiler.start({ mode: null }) is refused by the facade, as the types say', async (t) => {
   const g = await gpu()
-  t.throws(() => g.profiler.start({ mode: null as never }), { code: 'INVALID_ARGUMENT', message: /mode must be/ })
+  t.throws(() => g.profiler.start({ mode: null as never }), {
+    code: 'INVALID_ARGUMENT',
+    message: /options\.mode: expected 'interval', 'event' or 'interval,event', got null/,
+  })
   t.false(g.profiler.active)
 })
 

@@ -26,13 +26,13 @@ test('a typed array of another element type is INVALID_ARGUMENT naming the input
   const exe = await gpu.compile(graph())
   const shapes = gpu.compileShapes(graph(['n']))
   const floats = new Float32Array(16).fill(1.5)
-  const message = /input 'tokens' is u32, got a Float32Array: pass a Uint32Array, or the raw bytes as a Uint8Array/
+  const message = /input 'tokens': expected a Uint32Array \(the tensor is u32\), or the raw bytes as a Uint8Array, got a Float32Array/
   await t.throwsAsync(exe.run({ tokens: floats }), { code: 'INVALID_ARGUMENT', message })
   await t.throwsAsync(shapes.run({ n: 1 }, { tokens: floats }), { code: 'INVALID_ARGUMENT', message })
   await t.throwsAsync(gpu.runEager(graph(), { tokens: floats }), { code: 'INVALID_ARGUMENT', message })
   await t.throwsAsync(gpu.compile(graph(), { plan: 'observe', sampleInputs: { tokens: floats } }), {
     code: 'INVALID_ARGUMENT',
-    message: /sampleInputs 'tokens' is u32/,
+    message: /sampleInputs 'tokens': expected a Uint32Array \(the tensor is u32\)/,
   })
   await t.throwsAsync(exe.run({ tokens: new Int32Array(16) }), { code: 'INVALID_ARGUMENT', message: /got a Int32Array/ })
   // The right type, and raw bytes spelled as such, run.
@@ -92,15 +92,18 @@ struct P { a: u32, b: u32, c: u32, d: u32 }
   t.deepEqual(await run(bytes), [5, 6, 7, 8])
   t.deepEqual(Array.from((await (await gpu.compile(JSON.stringify(graph(bytes)))).run({ x })).outputs.y as Uint32Array), [5, 6, 7, 8])
   // Values taken for bytes: too short for the uniform, or not bytes at all.
-  await t.throwsAsync(gpu.compile(graph([64, 192, 0, 0])), { code: 'INVALID_ARGUMENT', message: /4 bytes of params, but the kernel's uniform declares 16/ })
+  await t.throwsAsync(gpu.compile(graph([64, 192, 0, 0])), {
+    code: 'INVALID_ARGUMENT',
+    message: /params: expected at least 16 bytes \(the kernel's uniform declares them\), got 4 bytes of params/,
+  })
   await t.throwsAsync(gpu.compile(graph([300, 1, 2, 3])), {
     code: 'INVALID_ARGUMENT',
-    message: /a plain array holds bytes \(0-255\), and \[0\] is 300; for numbers pass \{ u32/,
+    message: /op params\[0\]: expected a byte \(0-255\): a plain array holds bytes, got 300; for numbers pass \{ u32/,
   })
-  await t.throwsAsync(gpu.compile(graph({ u32: [-1, 0, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /u32\[0\] must be an integer from 0/ })
+  await t.throwsAsync(gpu.compile(graph({ u32: [-1, 0, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /u32\[0\]: expected an integer from 0/ })
   await t.throwsAsync(gpu.compile(graph({ i32: [0, 2 ** 31, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /i32\[1\]/ })
-  await t.throwsAsync(gpu.compile(graph({ f32: [0, Number.NaN, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /f32\[1\] must be a finite number/ })
-  await t.throwsAsync(gpu.compile(graph({ u64: [1] })), { code: 'INVALID_ARGUMENT', message: /must be \{ u32/ })
+  await t.throwsAsync(gpu.compile(graph({ f32: [0, Number.NaN, 0, 0] })), { code: 'INVALID_ARGUMENT', message: /f32\[1\]: expected a finite number/ })
+  await t.throwsAsync(gpu.compile(graph({ u64: [1] })), { code: 'INVALID_ARGUMENT', message: /expected \{ u32/ })
   await t.throwsAsync(gpu.compile(graph({ u32: [] })), { code: 'INVALID_ARGUMENT', message: /non-empty array/ })
   await t.throwsAsync(gpu.runEager(graph([1.5]), { x }), { code: 'INVALID_ARGUMENT', message: /a plain array holds bytes/ })
   t.throws(() => gpu.compileShapes({ ...graph([256]), dims: ['n'] }), { code: 'INVALID_ARGUMENT', message: /a plain array holds bytes/ })

@@ -58,7 +58,7 @@ test('bad input is typed and records nothing', async (t) => {
   )
   // Shorter than the shader's uniform struct: the kernel would read zeros.
   const wide = g.createKernel({ source: AXPY.replace('alpha: f32 }', 'alpha: f32, beta: vec4<f32> }'), bindings: 2, uniform: true })
-  t.regex(t.throws(() => s.dispatch(wide, [a, b], 1, new Float32Array(4))).message, /uniform declares 32/)
+  t.regex(t.throws(() => s.dispatch(wide, [a, b], 1, new Float32Array(4))).message, /expected at least 32 bytes \(the kernel's uniform declares them\)/)
   t.is(
     code(() => s.dispatch(axpy, [a, b], 2 ** 31, new Float32Array(4))),
     'INVALID_ARGUMENT',

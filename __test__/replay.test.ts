@@ -177,9 +177,15 @@ test('CLI: replay --simulate needs no GPU and reports every baseline; --json has
   t.is(human.code, 0, human.stderr)
   for (const row of ['wgalloc (simulated)', 'pytorch-cuda', 'power-of-two', 'exact-size']) t.true(human.stdout.includes(row), row)
   // Options that only fit one mode are refused.
-  t.regex(cli([file, '--simulate', '--snapshot', join(tmpdir(), 'x.json')]).stderr, /\[INVALID_ARGUMENT\] --snapshot records the device heap/)
-  t.regex(cli([file, '--alignment', '64']).stderr, /\[INVALID_ARGUMENT\] --alignment applies to --simulate/)
-  t.regex(cli([file, '--simulate', '--alignment', '48']).stderr, /\[INVALID_ARGUMENT\] alignment must be a power of two, got 48/)
+  t.regex(
+    cli([file, '--simulate', '--snapshot', join(tmpdir(), 'x.json')]).stderr,
+    /\[INVALID_ARGUMENT\] --snapshot: expected no --snapshot with --simulate, got .*; --snapshot records the device heap/,
+  )
+  t.regex(
+    cli([file, '--alignment', '64']).stderr,
+    /\[INVALID_ARGUMENT\] --alignment: expected no --alignment without --simulate, got '64'; --alignment applies to --simulate/,
+  )
+  t.regex(cli([file, '--simulate', '--alignment', '48']).stderr, /\[INVALID_ARGUMENT\] alignment: expected a power of two, got 48/)
 })
 
 test('CLI: --save-profile writes the profile a replay ends with, --profile replays from a warm start, with and without --simulate', (t) => {
@@ -222,7 +228,7 @@ test('CLI: --save-profile writes the profile a replay ends with, --profile repla
   for (const mode of [['--simulate'], []]) {
     const r = cli([trace, ...mode, '--profile', bad])
     t.is(r.code, 1)
-    t.regex(r.stderr, /\[INVALID_ARGUMENT\] heap profile: pools\[0\]\.pool must be one of/)
+    t.regex(r.stderr, /\[INVALID_ARGUMENT\] heap profile\.pools\[0\]\.pool: expected one of/)
   }
   writeFileSync(bad, '{ nope')
   t.regex(cli([trace, '--simulate', '--profile', bad]).stderr, /\[PARSE_ERROR\] .*bad\.json is not valid JSON/)
@@ -236,9 +242,9 @@ const BAD: [what: string, events: EventTuple[], message: RegExp][] = [
       ['alloc', 'a', 8],
       ['alloc', 'b', -8],
     ],
-    /trace event 1: size must be an integer from 0 to 2\^53-1 bytes, got -8/,
+    /trace event 1\.size: expected an integer from 0 to 2\^53-1 bytes, got -8/,
   ],
-  ['a fractional size', [['alloc', 'a', 1.5]], /trace event 0: size must be an integer .*got 1\.5/],
+  ['a fractional size', [['alloc', 'a', 1.5]], /trace event 0\.size: expected an integer .*got 1\.5/],
   [
     'a size above 2^53',
     [
@@ -246,7 +252,7 @@ const BAD: [what: string, events: EventTuple[], message: RegExp][] = [
       ['free', 'a'],
       ['alloc', 'a', 2 ** 53],
     ],
-    /trace event 2: size must be an integer .*got 900719925474099[23]/,
+    /trace event 2\.size: expected an integer .*got 900719925474099[23]/,
   ],
   [
     'a free of an unknown id',
@@ -254,7 +260,7 @@ const BAD: [what: string, events: EventTuple[], message: RegExp][] = [
       ['alloc', 'a', 8],
       ['free', 'b'],
     ],
-    /trace event 1: free of id "b", which is not live/,
+    /trace event 1\.id: expected the id of a live allocation to free, got "b"/,
   ],
   [
     'a double free',
@@ -263,7 +269,7 @@ const BAD: [what: string, events: EventTuple[], message: RegExp][] = [
       ['free', 'a'],
       ['free', 'a'],
     ],
-    /trace event 2: free of id "a", which is not live/,
+    /trace event 2\.id: expected the id of a live allocation to free, got "a"/,
   ],
   [
     'a double alloc of one id',
@@ -271,7 +277,7 @@ const BAD: [what: string, events: EventTuple[], message: RegExp][] = [
       ['alloc', 'a', 8],
       ['alloc', 'a', 16],
     ],
-    /trace event 1: id "a" is allocated again while live/,
+    /trace event 1\.id: expected an id not live \(freed before it is allocated again\), got "a"/,
   ],
 ]
 
@@ -282,7 +288,9 @@ test('bad trace input is INVALID_ARGUMENT naming the event, through the native f
     const text = JSON.stringify(traceOf(events))
     const raw = t.throws(() => native.simulateTrace(text), undefined, what)
     // The code travels as data after the message (Note [Errors carry their data]).
-    t.true(raw!.message.endsWith('\u001e{"code":"INVALID_ARGUMENT"}'), what)
+    const data = JSON.parse(raw!.message.slice(raw!.message.lastIndexOf('\u001e') + 1))
+    t.is(data.code, 'INVALID_ARGUMENT', what)
+    t.regex(data.details.path, /^trace event \d+\.\w+$/, what)
     t.regex(raw!.message, message, what)
     for (const run of [() => simulate(traceOf(events)), () => baselines(traceOf(events)), () => replayHeap(gpu.heap, traceOf(events))]) {
       t.throws(run, { code: 'INVALID_ARGUMENT', message }, what)
@@ -303,7 +311,7 @@ test('CLI: bad trace input exits 1 with INVALID_ARGUMENT naming the event, with 
     for (const args of [[file], [file, '--simulate'], [file, '--simulate', '--json']]) {
       const r = cli(args)
       t.is(r.code, 1, `${what} ${args.join(' ')}`)
-      t.regex(r.stderr, /\[INVALID_ARGUMENT\] trace event \d+: /, what)
+      t.regex(r.stderr, /\[INVALID_ARGUMENT\] trace event \d+\.\w+: expected /, what)
       t.regex(r.stderr, message, what)
     }
   })

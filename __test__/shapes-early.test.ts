@@ -47,7 +47,7 @@ test('compileShapes refuses at creation a kernel that does not compile or bind, 
   const short = { ...withParam, ops: [{ ...withParam.ops[0], params: new Float32Array([3]) }] }
   t.throws(() => gpu.compileShapes(short, { params: { w: new Float32Array([2]) } }), {
     code: 'INVALID_ARGUMENT',
-    message: /4 bytes of params, but the kernel's uniform declares 8/,
+    message: /params: expected at least 8 bytes \(the kernel's uniform declares them\), got 4 bytes of params/,
   })
   t.is(gpu.heap.stats().allocatedBytes.current, before, 'the checks take no device memory')
   // The same graph, right, is accepted and runs.

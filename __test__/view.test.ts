@@ -455,7 +455,10 @@ test('bad input: typed errors naming the accepted kinds, the file, or the bad fi
     code: 'INVALID_ARGUMENT',
     message: /segments\[0\]\.blocks\[0\]\.size/,
   })
-  t.throws(() => renderHtml({ events: [{ op: 'free', id: 'x' }] }), { code: 'INVALID_ARGUMENT', message: /events\[0\].*unknown id x/ })
+  t.throws(() => renderHtml({ events: [{ op: 'free', id: 'x' }] }), {
+    code: 'INVALID_ARGUMENT',
+    message: /events\[0\]\.id: expected the id of a live allocation, got 'x'; free of unknown id/,
+  })
   t.throws(() => renderHtml({ records: [{ id: 'a', size: 4, first: 3, last: 1, offset: 0 }], slabSize: 4 }), {
     code: 'INVALID_ARGUMENT',
     message: /records\[0\]/,
@@ -468,7 +471,7 @@ test('bad input: typed errors naming the accepted kinds, the file, or the bad fi
   writeFileSync(unknown, '{"rows": []}')
   const u = await cli(['view', unknown])
   t.is(u.code, 1)
-  t.regex(u.stderr, /\[INVALID_ARGUMENT\] cannot tell what this JSON is/)
+  t.regex(u.stderr, /\[INVALID_ARGUMENT\] json: expected a kind wgalloc view accepts, got an object; cannot tell what this JSON is/)
 })
 
 test.serial('page text is escaped: ids cannot inject markup', async (t) => {

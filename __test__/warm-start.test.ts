@@ -70,18 +70,18 @@ test('bad profiles are INVALID_ARGUMENT naming the field; one above the high wat
   t.teardown(() => gpu.destroy())
   const ok = (pools: unknown) => ({ format: 'wgalloc-heap-profile', version: 1, pools })
   const cases: [unknown, RegExp][] = [
-    [{ ...ok([]), format: 'torch' }, /heap profile: format must be "wgalloc-heap-profile", got "torch"/],
-    [{ ...ok([]), version: 9 }, /heap profile: version must be 1/],
-    [ok([{ pool: 'gpu', peakLiveBytes: 1 }]), /heap profile: pools\[0\]\.pool must be one of device-small, device-large/],
-    [ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [-4096] }]), /pools\[0\]\.segments\[0\] must be an integer from 1 to 2\^53-1 bytes, got -4096/],
-    [ok([{ pool: 'device-large', peakLiveBytes: -1 }]), /pools\[0\]\.peakLiveBytes must be an integer/],
+    [{ ...ok([]), format: 'torch' }, /heap profile\.format: expected "wgalloc-heap-profile", got "torch"/],
+    [{ ...ok([]), version: 9 }, /heap profile\.version: expected 1/],
+    [ok([{ pool: 'gpu', peakLiveBytes: 1 }]), /heap profile\.pools\[0\]\.pool: expected one of device-small, device-large/],
+    [ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [-4096] }]), /pools\[0\]\.segments\[0\]: expected an integer from 1 to 2\^53-1 bytes, got -4096/],
+    [ok([{ pool: 'device-large', peakLiveBytes: -1 }]), /pools\[0\]\.peakLiveBytes: expected an integer/],
     [ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [2 ** 52] }]), /pools\[0\]\.segments\[0\] is \d+ bytes, above the device's maxBufferSize/],
-    ['not json', /heap profile: not valid JSON/],
+    ['not json', /heap profile: expected JSON text, .*not valid JSON/],
   ]
   for (const [profile, message] of cases) {
     t.throws(() => gpu.heap.warmStart(profile as HeapProfile), { code: 'INVALID_ARGUMENT', message }, String(message))
   }
-  await t.throwsAsync(Gpu.request({ heap: { profile: cases[0][0] as HeapProfile } }), { code: 'INVALID_ARGUMENT', message: /format must be/ })
+  await t.throwsAsync(Gpu.request({ heap: { profile: cases[0][0] as HeapProfile } }), { code: 'INVALID_ARGUMENT', message: /format: expected/ })
   // 2 x 64 MiB of segments against a high watermark of 1.7 x 64 MiB: all or nothing.
   const big = ok([{ pool: 'device-large', peakLiveBytes: 100 * MiB, segments: [64 * MiB, 64 * MiB] }]) as HeapProfile
   t.throws(() => gpu.heap.warmStart(big), { code: 'OUT_OF_MEMORY', message: /the profile's 2 segments take 134217728 bytes.*nothing was reserved/ })

@@ -1,7 +1,7 @@
 // `GpuBuffer`: a plain device buffer outside the heap, for data movement.
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import { WgallocError, shown } from './errors.js'
+import { shown, invalidArgument, noConstructor } from './errors.js'
 import type { Binding } from './native.js'
 
 const kCreate = Symbol('GpuBuffer.create')
@@ -13,7 +13,7 @@ export class GpuBuffer {
   readonly #native: Binding.GpuBuffer
 
   private constructor(key: symbol, handle: Binding.GpuBuffer) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'GpuBuffer has no public constructor; use gpu.createBuffer()')
+    if (key !== kCreate) throw noConstructor('GpuBuffer', 'gpu.createBuffer()')
     this.#native = handle
   }
   static {
@@ -47,6 +47,6 @@ export const wrapBuffer = (handle: Binding.GpuBuffer): GpuBuffer => create(handl
 
 /** The native buffer of `buffer`; INVALID_ARGUMENT naming `what` for anything else. */
 export function bufferHandle(buffer: unknown, what: string): Binding.GpuBuffer {
-  if (!(buffer instanceof GpuBuffer)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a GpuBuffer from gpu.createBuffer(), got ${shown(buffer)}`)
+  if (!(buffer instanceof GpuBuffer)) throw invalidArgument(what, 'a GpuBuffer from gpu.createBuffer()', shown(buffer))
   return handleOf(buffer)
 }

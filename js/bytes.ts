@@ -1,5 +1,5 @@
 // Tensor data in: any typed array, DataView or ArrayBuffer, seen as its bytes (no copy).
-import { WgallocError, messageOf } from './errors.js'
+import { messageOf, invalidArgument, shown } from './errors.js'
 
 /** Tensor bytes: any typed array, DataView or ArrayBuffer. */
 export type TensorData = ArrayBufferView | ArrayBuffer
@@ -32,9 +32,9 @@ export function bytesOf(value: unknown, what: string): Uint8Array {
     if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
   } catch (err) {
     // A view of a transferred (detached) buffer, or a Proxy of one, cannot be read.
-    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${messageOf(err)}`, { cause: err })
+    throw invalidArgument(what, 'a readable TypedArray, DataView or ArrayBuffer', 'one that cannot be read', messageOf(err), { cause: err })
   }
-  throw new WgallocError('INVALID_ARGUMENT', `${what} must be a TypedArray, DataView or ArrayBuffer`)
+  throw invalidArgument(what, 'a TypedArray, DataView or ArrayBuffer', shown(value))
 }
 
 const TYPED: unknown[] = [
@@ -56,10 +56,7 @@ if (typeof float16 === 'function') TYPED.push(float16)
 /** Checks a read's `as` option: undefined (bytes) or a typed-array class. */
 export function checkAs(as: unknown, what: string): asserts as is TypedArrayClass | undefined {
   if (as !== undefined && !TYPED.includes(as)) {
-    throw new WgallocError(
-      'INVALID_ARGUMENT',
-      `${what}: as must be a typed-array class such as Float32Array, got ${typeof as === 'function' ? as.name : typeof as}`,
-    )
+    throw invalidArgument(`${what}: as`, 'a typed-array class such as Float32Array', typeof as === 'function' ? as.name : shown(as))
   }
 }
 
@@ -68,7 +65,7 @@ export function asTyped<T extends TypedArrayClass>(bytes: Uint8Array, as: T | un
   if (as === undefined || as === Uint8Array) return bytes
   const size = as.BYTES_PER_ELEMENT
   if (bytes.byteLength % size !== 0) {
-    throw new WgallocError('INVALID_ARGUMENT', `${what}: ${bytes.byteLength} bytes is not a whole number of ${as.name} elements (${size} bytes each)`)
+    throw invalidArgument(what, `a whole number of ${as.name} elements (${size} bytes each)`, `${bytes.byteLength} bytes`)
   }
   const aligned = bytes.byteOffset % size === 0 ? bytes : Uint8Array.prototype.slice.call(bytes)
   return new as(aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / size) as InstanceType<T>

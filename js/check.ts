@@ -2,7 +2,7 @@
 // graph's ops: bitwise equality of outputs, slab vs lower bound, memory and time of both
 // modes. Used by `wgalloc check`, the tests and the benchmarks.
 import type { ExecutorStats } from './binding.js'
-import { WgallocError } from './errors.js'
+import { invalidArgument, shown } from './errors.js'
 import type { Gpu } from './gpu.js'
 import { type Graph, type GraphTensor, type OutputArray, tensorBytes } from './graph.js'
 import type { Strategy } from './plan.js'
@@ -10,11 +10,11 @@ import type { Strategy } from './plan.js'
 /** Deterministic bytes for every input of `graph`. */
 export function sampleInputs(graph: Graph): Record<string, Uint8Array> {
   const inputs: Record<string, Uint8Array> = {}
-  if (!Array.isArray(graph?.tensors)) throw new WgallocError('INVALID_ARGUMENT', 'the graph has no tensors array')
+  if (!Array.isArray(graph?.tensors)) throw invalidArgument('graph.tensors', 'an array', shown(graph?.tensors), 'the graph has no tensors array')
   for (const t of graph.tensors.filter((x) => x?.kind === 'input')) {
     const size = tensorBytes(t)
     if (!Number.isSafeInteger(size) || (size as number) < 1) {
-      throw new WgallocError('INVALID_ARGUMENT', `tensor ${JSON.stringify(t.id)}: size must be a positive integer, got ${JSON.stringify(size)}`)
+      throw invalidArgument(`tensor ${JSON.stringify(t.id)}.size`, 'a positive integer', shown(size))
     }
     const bytes = new Uint8Array(size as number)
     let h = 2166136261

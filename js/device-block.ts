@@ -6,7 +6,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { BlockInfo, HeapEvent } from './binding.js'
 import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './bytes.js'
-import { WgallocError, shown, optionsObject } from './errors.js'
+import { WgallocError, shown, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import type { Heap } from './heap.js'
 import type { HeapEvents } from './heap-events.js'
@@ -135,7 +135,7 @@ export class DeviceBlock {
   #handle: Binding.DeviceBlock | null = null
 
   private constructor(key: symbol, table: HeapTable, id: number, size: number, requested: number, offset: number, pool: number) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'DeviceBlock has no public constructor; use gpu.heap.malloc()')
+    if (key !== kCreate) throw noConstructor('DeviceBlock', 'gpu.heap.malloc()')
     this.#table = table
     this.#id = id
     this.#size = size
@@ -233,7 +233,7 @@ export class DeviceBlock {
   }
   /** Copies `src` into this block (up to the smaller size) and submits; returns the event. */
   @api copyFrom(src: DeviceBlock): GpuEvent {
-    if (!(src instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `copyFrom: src must be a DeviceBlock, got ${shown(src)}`)
+    if (!(src instanceof DeviceBlock)) throw invalidArgument('copyFrom: src', 'a DeviceBlock', shown(src))
     return wrapEvent(this.#native().copyFrom(src.#native()))
   }
   /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
@@ -271,11 +271,11 @@ export class DeviceBlock {
 /** `usage` option to the code `heapMalloc` takes. */
 export function usageCode(options: unknown): number {
   if (options === undefined || options === null) return 0
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', "malloc: options must be an object, e.g. { usage: 'shared' }")
+  if (typeof options !== 'object') throw invalidArgument('malloc: options', "an object, e.g. { usage: 'shared' }", shown(options))
   const usage = (options as MallocOptions).usage
   if (usage === undefined || usage === null || usage === 'device') return 0
   if (usage === 'shared') return 1
-  throw new WgallocError('INVALID_ARGUMENT', `unknown usage ${shown(usage)}; use 'device' or 'shared'`)
+  throw invalidArgument('options.usage', "'device' or 'shared'", shown(usage), 'unknown usage')
 }
 
 /** Allocates a block of `table`'s heap (the native call throws errors carrying their data: Note [Errors carry their data]). */
@@ -305,14 +305,14 @@ export function adoptBlock(table: HeapTable, out: { id: number; size: number; re
 
 /** `block`'s table and id, for native calls that take blocks by id; refuses non-blocks and freed blocks. */
 export function blockRef(block: unknown, what: string): { table: HeapTable; id: number } {
-  if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a DeviceBlock from gpu.heap.malloc()`)
+  if (!(block instanceof DeviceBlock)) throw invalidArgument(what, 'a DeviceBlock from gpu.heap.malloc()', shown(block))
   if (block.freed) throw new WgallocError('USE_AFTER_FREE', `${what}: block ${block.id} was freed; allocate a new block`)
   return { table: tableOf(block), id: block.id }
 }
 
 /** The native handle of `block` (USE_AFTER_FREE once freed); INVALID_ARGUMENT naming `what` for a non-block. */
 export function blockHandle(block: unknown, what: string): Binding.DeviceBlock {
-  if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a DeviceBlock from gpu.heap.malloc(), got ${shown(block)}`)
+  if (!(block instanceof DeviceBlock)) throw invalidArgument(what, 'a DeviceBlock from gpu.heap.malloc()', shown(block))
   return handleOf(block)
 }
 

@@ -82,8 +82,25 @@ export interface QuotaExceededDetails {
   requested: number
 }
 
+/**
+ * `err.details` of an INVALID_ARGUMENT: what was wrong, what would have been accepted, and what came.
+ * Every INVALID_ARGUMENT carries them, whichever layer raised it.
+ */
+export interface InvalidArgumentDetails {
+  /** The argument or field, as the caller names it: `size`, `options.limit`, `tensors[3].shape`, `WGALLOC_HIGH_WATERMARK_RATIO`. */
+  path: string
+  /** What would have been accepted, e.g. `a positive integer of bytes`. */
+  expected: string
+  /** The value received, shown briefly: `-1`, `'abc'`, `undefined`. */
+  got: string
+}
+
 /** The `details` each code carries, where it has them. */
 export interface ErrorDetails {
+  /** The argument at fault, what it should have been, and what it was. */
+  INVALID_ARGUMENT: InvalidArgumentDetails
+  /** A field of JSON input (its path in the input) of the wrong type or value; absent for text that does not parse. */
+  PARSE_ERROR: Partial<InvalidArgumentDetails>
   /** A scope's refusal. */
   QUOTA_EXCEEDED: QuotaExceededDetails
   /** A failed allocation's figures. */
@@ -119,10 +136,10 @@ export class WgallocError extends Error {
   /** Stable code: branch on it, not on the message. */
   readonly code: WgallocErrorCode
   /**
-   * Structured figures, where the error has them (OUT_OF_MEMORY, KV_CACHE_FULL, QUOTA_EXCEEDED). Typed as the
-   * fields any code may carry; {@link WgallocError.is} narrows them to one code's.
+   * Structured figures, where the error has them (OUT_OF_MEMORY, KV_CACHE_FULL, QUOTA_EXCEEDED, INVALID_ARGUMENT).
+   * Typed as the fields any code may carry; {@link WgallocError.is} narrows them to one code's.
    */
-  details?: Partial<OutOfMemoryDetails> & KvCacheFullDetails & Partial<QuotaExceededDetails>
+  details?: Partial<OutOfMemoryDetails> & KvCacheFullDetails & Partial<QuotaExceededDetails> & Partial<InvalidArgumentDetails>
 
   /** Creates an error with `code` (`options.cause` as for `Error`). */
   constructor(code: WgallocErrorCode, message: string, options?: { cause?: unknown }) {
@@ -193,11 +210,67 @@ const JS_KIND: Record<string, string> = {
   String: 'a string',
 }
 
-/** napi-rs's conversion message, led by what the caller passed and what was expected. */
-function conversionMessage(message: string): string {
+// What each napi-rs type status expects.
+const STATUS_EXPECTS: Record<string, string> = {
+  ObjectExpected: 'an object',
+  StringExpected: 'a string',
+  NameExpected: 'a string or a Symbol',
+  FunctionExpected: 'a function',
+  NumberExpected: 'a number',
+  BooleanExpected: 'a boolean',
+  ArrayExpected: 'an array',
+  BigintExpected: 'a BigInt',
+  DateExpected: 'a Date',
+  ArrayBufferExpected: 'an ArrayBuffer',
+  DetachableArraybufferExpected: 'a detachable ArrayBuffer',
+}
+
+// napi-rs names the field of an options object it could not convert: "... on PlanMemoryOptions.alignment".
+const NAPI_FIELD = / on \w+\.(\w+)$/
+
+// napi-rs's kind names, as a value of that kind reads in an error.
+const KIND_SHOWN: Record<string, string> = {
+  Undefined: 'undefined',
+  Null: 'null',
+  Boolean: 'a boolean',
+  Number: 'a number',
+  String: 'a string',
+  Object: 'an object',
+  Function: 'a function',
+  Symbol: 'a Symbol',
+  BigInt: 'a BigInt',
+  External: 'an external value',
+}
+
+/**
+ * The INVALID_ARGUMENT for napi-rs refusing an argument's type (`status` one of NAPI_TYPE_STATUSES).
+ * Its message names the value's kind (sometimes the value) and, for an options field, the field.
+ */
+function conversionError(status: string, message: string, cause: Error): WgallocError {
   const m = NAPI_MISTYPED.exec(message)
-  if (!m || !Object.hasOwn(JS_KIND, m[2])) return message
-  return `an argument has the wrong type: expected ${JS_KIND[m[2]]}, got ${m[1].toLowerCase()} (${message})`
+  const kind = m?.[1]
+  const value = /value `\w+ (.+?) ?`/.exec(message)?.[1]
+  const expected = (m && Object.hasOwn(JS_KIND, m[2]) ? JS_KIND[m[2]] : undefined) ?? STATUS_EXPECTS[status] ?? 'a value of another type'
+  const got = kind === 'Number' && value !== undefined ? value : kind && Object.hasOwn(KIND_SHOWN, kind) ? KIND_SHOWN[kind] : 'a value of another type'
+  const path = NAPI_FIELD.exec(message)?.[1] ?? 'argument'
+  return invalidArgument(path, expected, got, `an argument has the wrong type (${message})`, { cause })
+}
+
+// What each TypeError of a napi-rs conversion (NAPI_CONVERSION, UNSERIALISABLE) says was expected and came.
+const CONVERSION_FIELDS: [RegExp, string, string][] = [
+  [/^Cannot convert undefined or null to object/, 'an object', 'undefined or null'],
+  [/^Cannot convert object to primitive value/, 'a primitive value', 'an object without one'],
+  [/^Cannot convert a Symbol value/, 'a value other than a Symbol', 'a Symbol'],
+  [/^Cannot convert a BigInt value/, 'a number', 'a BigInt'],
+  [/^Cannot perform Construct on a detached ArrayBuffer/, 'an attached ArrayBuffer', 'a detached ArrayBuffer'],
+  [/^Do not know how to serialize a BigInt/, 'a value JSON can hold', 'a BigInt'],
+  [/^Converting circular structure to JSON/, 'a value JSON can hold', 'a circular structure'],
+]
+
+/** The INVALID_ARGUMENT for a conversion TypeError; `message` as the caller reads it. */
+function typeErrorConversion(err: TypeError, message: string): WgallocError {
+  const [, expected, got] = CONVERSION_FIELDS.find(([re]) => re.test(err.message)) ?? [undefined, 'a value of another type', 'a value of the wrong type']
+  return invalidArgument('argument', expected, got, message, { cause: err })
 }
 
 const isCode = (code: string): code is WgallocErrorCode => (ERROR_CODES as readonly string[]).includes(code)
@@ -205,7 +278,10 @@ const isCode = (code: string): code is WgallocErrorCode => (ERROR_CODES as reado
 /** A user value in a message, whatever it is (a Symbol or a null-prototype object cannot be interpolated). */
 export function shown(value: unknown): string {
   if (typeof value === 'string') return `'${value.length > 60 ? `${value.slice(0, 60)}...` : value}'`
+  if (typeof value === 'function') return 'a function'
+  if (Array.isArray(value)) return `an array of ${value.length}`
   try {
+    if (typeof value === 'object' && value !== null && String(value).startsWith('[object ')) return 'an object'
     return typeof value === 'symbol' ? value.toString() : String(value)
   } catch {
     return typeof value
@@ -221,9 +297,10 @@ export function toWgallocError(err: unknown, native = false): unknown {
   if (err instanceof WgallocError || !(err instanceof Error)) return err
   const coded = fromData(err.message)
   if (coded) return coded
-  if (NAPI_TYPE_STATUSES.has((err as { code?: string }).code ?? '')) return new WgallocError('INVALID_ARGUMENT', conversionMessage(err.message))
+  const status = (err as { code?: string }).code ?? ''
+  if (NAPI_TYPE_STATUSES.has(status)) return conversionError(status, err.message, err)
   if (err instanceof TypeError && UNSERIALISABLE.test(err.message)) {
-    return new WgallocError('INVALID_ARGUMENT', `an argument holds a value of the wrong type (${err.message.split('\n')[0]})`, { cause: err })
+    return typeErrorConversion(err, `an argument holds a value of the wrong type (${err.message.split('\n')[0]})`)
   }
   // napi-rs catches a panic in a background task and rejects with this: a wgalloc defect, but
   // still a typed error the caller can handle (the process and the device stay usable).
@@ -236,7 +313,7 @@ export function toWgallocError(err: unknown, native = false): unknown {
     return new WgallocError('INTERNAL', `wgalloc panicked in a native call (${err.message}); please report it with the steps that led here`, { cause: err })
   }
   if (native && err instanceof TypeError && NAPI_CONVERSION.test(err.message)) {
-    return new WgallocError('INVALID_ARGUMENT', `an argument has the wrong type (${err.message})`, { cause: err })
+    return typeErrorConversion(err, `an argument has the wrong type (${err.message})`)
   }
   return err
 }
@@ -245,6 +322,21 @@ export function toWgallocError(err: unknown, native = false): unknown {
 export function abortError(signal: AbortSignal | undefined): WgallocError {
   const reason: unknown = signal?.reason
   return new WgallocError('ABORTED', 'the operation was aborted', reason === undefined ? undefined : { cause: reason })
+}
+
+/**
+ * The INVALID_ARGUMENT for `path` (as the caller names it), which should have been `expected` but was
+ * `got` (a value shown with {@link shown}, or a description such as `an object`); `hint` says what to do.
+ */
+export function invalidArgument(path: string, expected: string, got: string, hint?: string, options?: { cause?: unknown }): WgallocError {
+  const err = new WgallocError('INVALID_ARGUMENT', `${path}: expected ${expected}, got ${got}${hint ? `; ${hint}` : ''}`, options)
+  err.details = { path, expected, got }
+  return err
+}
+
+/** The INVALID_ARGUMENT for `new` on class `name`, whose instances come from `use`. */
+export function noConstructor(name: string, use: string): WgallocError {
+  return invalidArgument(`new ${name}()`, use, 'a direct call', `${name} has no public constructor`)
 }
 
 /** JSON.parse whose failure is a PARSE_ERROR naming `what`, not a bare SyntaxError. */
@@ -264,11 +356,14 @@ export function stringifyInput(value: unknown, what: string, replacer?: (key: st
   try {
     return JSON.stringify(value, replacer as (key: string, value: unknown) => unknown)
   } catch (err) {
-    if (err instanceof RangeError) throw new WgallocError('INVALID_ARGUMENT', `${what}: nesting too deep to serialise (${err.message})`, { cause: err })
+    if (err instanceof RangeError)
+      throw invalidArgument(what, 'a value nested no deeper than the stack holds', 'one nested deeper', `nesting too deep to serialise (${err.message})`, {
+        cause: err,
+      })
     if (err instanceof TypeError && /circular/i.test(err.message))
-      throw new WgallocError('INVALID_ARGUMENT', `${what}: a circular reference cannot be serialised`, { cause: err })
+      throw invalidArgument(what, 'a value without cycles', 'a circular reference', 'a circular reference cannot be serialised', { cause: err })
     if (err instanceof TypeError && /BigInt/.test(err.message))
-      throw new WgallocError('INVALID_ARGUMENT', `${what}: a BigInt cannot be serialised here; pass a number or a decimal string`, { cause: err })
+      throw invalidArgument(what, 'a number or a decimal string', 'a BigInt', 'a BigInt cannot be serialised here', { cause: err })
     throw err
   }
 }
@@ -282,7 +377,7 @@ export const messageOf = (err: unknown): string => (err instanceof Error ? err.m
  */
 export function u32(value: unknown, what: string, min = 0): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > 0xffff_ffff) {
-    throw new WgallocError('INVALID_ARGUMENT', `${what} must be an integer from ${min} to 4294967295, got ${shown(value)}`)
+    throw invalidArgument(what, `an integer from ${min} to 4294967295`, shown(value))
   }
   return value
 }
@@ -290,6 +385,6 @@ export function u32(value: unknown, what: string, min = 0): number {
 /** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */
 export function optionsObject<T extends object>(options: T | null | undefined, what: string): Partial<T> {
   if (options == null) return {}
-  if (typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what}: options must be an object`)
+  if (typeof options !== 'object') throw invalidArgument(`${what}: options`, 'an object', shown(options))
   return options
 }

@@ -1,7 +1,7 @@
 // `GpuEvent`: one queue submission, to query or wait on.
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import { WgallocError, optionsObject } from './errors.js'
+import { optionsObject, noConstructor } from './errors.js'
 import type { Binding } from './native.js'
 import { type AsyncOptions, callWithSignal } from './signal.js'
 
@@ -13,7 +13,7 @@ export class GpuEvent {
   readonly #native: Binding.GpuEvent
 
   private constructor(key: symbol, handle: Binding.GpuEvent) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'GpuEvent has no public constructor; use stream.submit()')
+    if (key !== kCreate) throw noConstructor('GpuEvent', 'stream.submit()')
     this.#native = handle
   }
   static {

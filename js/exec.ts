@@ -6,7 +6,7 @@ import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from '
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { type HeapScope, nativeScope } from './heap-scope.js'
 import { LiveObjects } from './live-objects.js'
-import { WgallocError, optionsObject, parseJson, shown, toWgallocError, u32 } from './errors.js'
+import { WgallocError, optionsObject, parseJson, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
 import {
   type Graph,
   type GraphDims,
@@ -193,7 +193,7 @@ function execResult(r: RunResult, types: Types, table: HeapTable | null, device:
  * native options. Every block must come from one heap object (`gpu.heap`): its table holds them.
  */
 function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => HeapTable, types: Types) {
-  if (inputs == null || typeof inputs !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'inputs must be an object of { id: TypedArray | DeviceBlock }')
+  if (inputs == null || typeof inputs !== 'object') throw invalidArgument('inputs', 'an object of { id: TypedArray | DeviceBlock }', shown(inputs))
   const { signal, outputsInto, outputs, observe, checkPlan, wait } = options
   // The public options only: the native ones also take a heap slot and raw block ids.
   const flags = { observe, checkPlan, wait }
@@ -204,7 +204,13 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
   let table: HeapTable | null = null
   const take = (block: unknown, what: string) => {
     const ref = blockRef(block, what)
-    if (table && ref.table !== table) throw new WgallocError('INVALID_ARGUMENT', `${what}: every block of one run must come from the same gpu.heap object`)
+    if (table && ref.table !== table)
+      throw invalidArgument(
+        what,
+        "a block of the same gpu.heap object as the run's other blocks",
+        'a block of another',
+        'every block of one run must come from the same gpu.heap object',
+      )
     table = ref.table
     return ref.id
   }
@@ -216,11 +222,10 @@ function runArguments(inputs: unknown, options: RunOptions, defaultTable: () => 
     }
   }
   if (outputsInto != null) {
-    if (typeof outputsInto !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'outputsInto must be an object of { id: DeviceBlock }')
+    if (typeof outputsInto !== 'object') throw invalidArgument('options.outputsInto', 'an object of { id: DeviceBlock }', shown(outputsInto))
     for (const [id, block] of Object.entries(outputsInto)) into[id] = take(block, `outputsInto.${id}`)
   }
-  if (outputs !== undefined && outputs !== 'host' && outputs !== 'device')
-    throw new WgallocError('INVALID_ARGUMENT', `outputs must be 'host' or 'device', got ${shown(outputs)}`)
+  if (outputs !== undefined && outputs !== 'host' && outputs !== 'device') throw invalidArgument('options.outputs', "'host' or 'device'", shown(outputs))
   const device = table !== null || outputs === 'device'
   const chosen: HeapTable | null = table ?? (device ? defaultTable() : null)
   const nativeOptions = chosen ? { ...flags, heapSlot: chosen.slot, deviceInputs, outputsInto: into, outputs } : flags
@@ -275,7 +280,7 @@ export class Weights {
   readonly #native: Binding.Weights
 
   private constructor(key: symbol, handle: Binding.Weights) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Weights has no public constructor; use gpu.createWeights()')
+    if (key !== kCreate) throw noConstructor('Weights', 'gpu.createWeights()')
     this.#native = handle
   }
   static {
@@ -329,7 +334,7 @@ export class Weights {
  * options are copied: the native ones also take records and raw handles, which no caller may pass.
  */
 function compileNative(rest: Record<string, unknown>, params: unknown, weights: unknown): Binding.CompileGraphOptions {
-  if (weights != null && !(weights instanceof Weights)) throw new WgallocError('INVALID_ARGUMENT', 'weights must come from gpu.createWeights()')
+  if (weights != null && !(weights instanceof Weights)) throw invalidArgument('options.weights', 'weights from gpu.createWeights()', shown(weights))
   const { strategy, timeLimitMs, maxSlabSize } = rest as Binding.CompileGraphOptions
   return {
     strategy,
@@ -347,7 +352,7 @@ export class Executor<G extends Graph = Graph> {
   readonly #device: ExecDevice
 
   private constructor(key: symbol, handle: Binding.Executor, types: Types, device: ExecDevice) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Executor has no public constructor; use await gpu.compile()')
+    if (key !== kCreate) throw noConstructor('Executor', 'await gpu.compile()')
     this.#native = handle
     this.#types = types
     this.#device = device
@@ -423,7 +428,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
   #released = false
 
   private constructor(key: symbol, handle: Binding.ShapeExecutor, types: Types, device: ExecDevice, name: string) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'ShapeExecutor has no public constructor; use gpu.compileShapes()')
+    if (key !== kCreate) throw noConstructor('ShapeExecutor', 'gpu.compileShapes()')
     this.#native = handle
     this.#types = types
     this.#device = device
@@ -466,7 +471,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
   ): Promise<RunResultOf<G, O>> {
     this.#checkLive()
     const opts = optionsObject(options, 'run')
-    if (dims == null || typeof dims !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'dims must be an object such as { batch: 4 }')
+    if (dims == null || typeof dims !== 'object') throw invalidArgument('dims', 'an object such as { batch: 4 }', shown(dims))
     // A miss whose executor would take the scope past its limit fails here with QUOTA_EXCEEDED
     // (Note [Shape caches are charged as they grow], crates/wgalloc-core/src/exec/shapes.rs).
     const r = await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.runNative(dims, host, o))
@@ -483,7 +488,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
    */
   @api async warmup(shapes: Record<GraphDims<G>, number>[], options?: AsyncOptions): Promise<void> {
     this.#checkLive()
-    if (!Array.isArray(shapes)) throw new WgallocError('INVALID_ARGUMENT', `warmup takes an array of dims such as [{ batch: 4 }], got ${shown(shapes)}`)
+    if (!Array.isArray(shapes)) throw invalidArgument('warmup: shapes', 'an array of dims such as [{ batch: 4 }]', shown(shapes))
     const { signal } = optionsObject(options, 'warmup')
     checkSignal(signal)
     await reportingOom(this.#device, withSignal(this.#native.warmUpNative(shapes), signal))
@@ -537,7 +542,7 @@ export async function compile<G extends Graph>(device: ExecDevice, graph: G | st
     const records = seen.observation?.usageRecords ?? []
     nativeOptions.recordsJson = JSON.stringify(records.map((r) => ({ ...r, size: Math.ceil(r.size / 4) * 4 })))
   } else if (plan !== 'static') {
-    throw new WgallocError('INVALID_ARGUMENT', `plan must be 'static' or 'observe', got ${shown(plan)}`)
+    throw invalidArgument('options.plan', "'static' or 'observe'", shown(plan))
   }
   checkSignal(signal)
   // An executor finished after an abort is released at once (its slabs go back to the heap).
@@ -578,7 +583,7 @@ export async function runEager<G extends Graph>(
 
 /** `gpu.createWeights()`. */
 export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
-  if (params == null || typeof params !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'createWeights takes { id: TypedArray } of param bytes')
+  if (params == null || typeof params !== 'object') throw invalidArgument('createWeights: params', '{ id: TypedArray } of param bytes', shown(params))
   const { scope } = optionsObject(options, 'createWeights')
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'createWeights')
   let handle: Binding.Weights
@@ -610,9 +615,14 @@ export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | st
   const { buckets, capacity, params, weights, scope, name = `shapes-${nextShapesNumber++}`, ...rest } = optionsObject(options, 'compileShapes')
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'compileShapes')
-  if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `compileShapes: name must be a non-empty string, got ${shown(name)}`)
+  if (typeof name !== 'string' || name === '') throw invalidArgument('compileShapes: options.name', 'a non-empty string', shown(name))
   if (liveShapeExecutors.of(device.native).some((s) => s.name === name))
-    throw new WgallocError('INVALID_ARGUMENT', `compileShapes: a live shape executor of this device is named '${name}' already`)
+    throw invalidArgument(
+      'compileShapes: options.name',
+      'a name no live shape executor of this device has',
+      shown(name),
+      `a live shape executor of this device is named ${shown(name)} already`,
+    )
   const json = graphJson(graph)
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
   if (scopeHandle) {

@@ -8,7 +8,7 @@ import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from
 import type { DeviceBlock } from './device-block.js'
 import { blockHandle } from './device-block.js'
 import { channels, deviceDestroyed, deviceOpened, warn } from './diagnostics.js'
-import { WgallocError, messageOf, u32, optionsObject } from './errors.js'
+import { type WgallocError, messageOf, u32, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import {
   type CompileOptions,
@@ -144,7 +144,7 @@ export class Gpu {
   readonly #exec: ExecDevice
 
   private constructor(key: symbol, handle: Binding.Gpu) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Gpu has no public constructor; use await Gpu.request()')
+    if (key !== kCreate) throw noConstructor('Gpu', 'await Gpu.request()')
     this.#native = handle
     this.#exec = { native: handle, table: () => tableOfHeap(this.heap), outOfMemory: (err) => outOfMemoryOf(this.heap, err) }
   }
@@ -330,15 +330,15 @@ export class Gpu {
     const { signal } = optionsObject(options, 'uploadBatch')
     checkSignal(signal)
     const started = process.hrtime.bigint()
-    if (!Array.isArray(items)) throw new WgallocError('INVALID_ARGUMENT', 'uploadBatch: pass an array of { block, data, offset }')
+    if (!Array.isArray(items)) throw invalidArgument('uploadBatch: items', 'an array of { block, data, offset }', shown(items))
     const blocks: Binding.DeviceBlock[] = new Array(items.length)
     const data: Uint8Array[] = new Array(items.length)
     const offsets: number[] = new Array(items.length)
     let bytes = 0
     for (let i = 0; i < items.length; i++) {
       const it = items[i] as Partial<UploadBatchItem> | null
-      const what = `uploadBatch: item ${i} must be { block: DeviceBlock, data: TypedArray, offset?: number }`
-      if (it === null || typeof it !== 'object') throw new WgallocError('INVALID_ARGUMENT', what)
+      if (it === null || typeof it !== 'object')
+        throw invalidArgument(`uploadBatch: items[${i}]`, '{ block: DeviceBlock, data: TypedArray, offset?: number }', shown(it))
       blocks[i] = blockHandle(it.block, `uploadBatch: item ${i} block`)
       data[i] = bytesOf(it.data, `uploadBatch: item ${i} data`)
       offsets[i] = it.offset ?? 0

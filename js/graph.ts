@@ -1,7 +1,7 @@
 // Executable graphs: their types, and the conversions between caller objects and the JSON
 // and bytes the native side takes.
 import { bytesOf, type TensorData } from './bytes.js'
-import { WgallocError, parseJson, shown, stringifyInput } from './errors.js'
+import { WgallocError, parseJson, shown, stringifyInput, invalidArgument } from './errors.js'
 
 /** Element types of graph tensors (f16 comes back as Uint16Array). */
 export type DType = 'f32' | 'u32' | 'i32' | 'u16' | 'f16' | 'i8' | 'u8'
@@ -180,7 +180,7 @@ const TYPED: Record<DType, new (buffer: ArrayBuffer, byteOffset: number, length:
 /** The graph as JSON text (typed-array params become byte arrays, {@link OpParams} their bytes). */
 export function graphJson(graph: unknown): string {
   if (typeof graph === 'string') return graph
-  if (!graph || typeof graph !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'a graph is an object with tensors, ops and kernels (or its JSON text)')
+  if (!graph || typeof graph !== 'object') throw invalidArgument('graph', 'an object with tensors, ops and kernels (or its JSON text)', shown(graph))
   return stringifyInput(graph, 'the graph', graphField)
 }
 
@@ -215,22 +215,23 @@ function paramBytes(value: object): Uint8Array {
   if (Array.isArray(value)) {
     const bad = value.findIndex((v) => typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255)
     if (bad >= 0)
-      throw new WgallocError(
-        'INVALID_ARGUMENT',
-        `op params ${shown(value)}: a plain array holds bytes (0-255), and [${bad}] is ${shown(value[bad])}; for numbers pass { u32: [...] }, { i32: [...] } or { f32: [...] } (4 bytes each)`,
+      throw invalidArgument(
+        `op params[${bad}]`,
+        'a byte (0-255): a plain array holds bytes',
+        shown(value[bad]),
+        'for numbers pass { u32: [...] }, { i32: [...] } or { f32: [...] } (4 bytes each)',
       )
     return Uint8Array.from(value)
   }
   const keys = Object.keys(value)
   const type = keys[0] as keyof typeof PARAM_TYPES
   if (keys.length !== 1 || !Object.hasOwn(PARAM_TYPES, type))
-    throw new WgallocError('INVALID_ARGUMENT', `op params must be { u32: [...] }, { i32: [...] } or { f32: [...] }, or a typed array; got ${shown(value)}`)
+    throw invalidArgument('op params', '{ u32: [...] }, { i32: [...] } or { f32: [...] }, or a typed array', shown(value))
   const values = (value as Record<string, unknown>)[type]
   const { array, ok, range } = PARAM_TYPES[type]
-  if (!Array.isArray(values) || values.length === 0)
-    throw new WgallocError('INVALID_ARGUMENT', `op params { ${type}: ... } must be a non-empty array of numbers, got ${shown(values)}`)
+  if (!Array.isArray(values) || values.length === 0) throw invalidArgument(`op params.${type}`, 'a non-empty array of numbers', shown(values))
   values.forEach((v, i) => {
-    if (typeof v !== 'number' || !ok(v)) throw new WgallocError('INVALID_ARGUMENT', `op params ${type}[${i}] must be ${range}, got ${shown(v)}`)
+    if (typeof v !== 'number' || !ok(v)) throw invalidArgument(`op params.${type}[${i}]`, range, shown(v))
   })
   const typed = array.from(values as number[])
   return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength)
@@ -239,7 +240,7 @@ function paramBytes(value: object): Uint8Array {
 /** `{ id: TensorData }` as `{ id: bytes }`; INVALID_ARGUMENT naming `what`. */
 export function byteMap(obj: unknown, what: string): Record<string, Uint8Array> {
   if (obj == null) return {}
-  if (typeof obj !== 'object') throw new WgallocError('INVALID_ARGUMENT', `${what} must be an object of { id: TypedArray }`)
+  if (typeof obj !== 'object') throw invalidArgument(what, 'an object of { id: TypedArray }', shown(obj))
   return Object.fromEntries(Object.entries(obj).map(([k, v]) => [k, bytesOf(v, `${what}.${k}`)]))
 }
 
@@ -255,7 +256,7 @@ export function checkDtype(value: unknown, dtype: string | undefined, what: stri
   const want = TYPED[dtype as DType]
   if (value instanceof want) return
   const got = value.constructor?.name ?? 'typed array'
-  throw new WgallocError('INVALID_ARGUMENT', `${what} is ${dtype}, got a ${got}: pass a ${want.name}, or the raw bytes as a Uint8Array`)
+  throw invalidArgument(what, `a ${want.name} (the tensor is ${dtype}), or the raw bytes as a Uint8Array`, `a ${got}`)
 }
 
 /** {@link checkDtype} for each entry of `{ id: TensorData }` (what `byteMap` then converts). */
@@ -303,8 +304,7 @@ export function zeroInputs(graph: unknown): Record<string, Uint8Array> {
       .filter((t) => t.kind === 'input')
       .map((t) => {
         const size = tensorBytes(t)
-        if (!Number.isSafeInteger(size) || (size as number) < 0)
-          throw new WgallocError('INVALID_ARGUMENT', `tensor ${shown(t.id)}: size must be a non-negative integer, got ${shown(size)}`)
+        if (!Number.isSafeInteger(size) || (size as number) < 0) throw invalidArgument(`tensor ${shown(t.id)}.size`, 'a non-negative integer', shown(size))
         try {
           return [t.id, new Uint8Array(size as number)]
         } catch (err) {

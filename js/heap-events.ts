@@ -5,7 +5,7 @@ import { type Binding, native, type NativeHeapTable } from './native.js'
 import type { HeapEvent } from './binding.js'
 import type { PoolName } from './device-block.js'
 import { channels, warn } from './diagnostics.js'
-import { WgallocError, messageOf, shown, toWgallocError, type OutOfMemoryDetails } from './errors.js'
+import { type WgallocError, messageOf, shown, toWgallocError, type OutOfMemoryDetails, invalidArgument } from './errors.js'
 import type { Heap } from './heap.js'
 import type { HeapHistory } from './heap-history.js'
 
@@ -57,8 +57,7 @@ function unpack(numbers: Float64Array): HeapEvent[] {
 }
 
 function checkKind(kind: unknown): asserts kind is AnyKind {
-  if (!(EVENT_KINDS as readonly unknown[]).includes(kind))
-    throw new WgallocError('INVALID_ARGUMENT', `unknown heap event ${shown(kind)}; use one of ${EVENT_KINDS.join(', ')}`)
+  if (!(EVENT_KINDS as readonly unknown[]).includes(kind)) throw invalidArgument('event', `one of ${EVENT_KINDS.join(', ')}`, shown(kind), 'unknown heap event')
 }
 
 /**
@@ -103,7 +102,7 @@ export class HeapEvents {
 
   on(kind: unknown, fn: unknown): void {
     checkKind(kind)
-    if (typeof fn !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'listener must be a function')
+    if (typeof fn !== 'function') throw invalidArgument('listener', 'a function', shown(fn))
     this.#listeners.get(kind)?.add(fn as Listener)
     this.#sync()
   }
@@ -117,7 +116,7 @@ export class HeapEvents {
   setLogger(fn: unknown): void {
     if (fn == null) this.#logger = null
     else if (typeof fn === 'function') this.#logger = fn as (line: string) => void
-    else throw new WgallocError('INVALID_ARGUMENT', 'logger must be a function or null')
+    else throw invalidArgument('logger', 'a function or null', shown(fn))
     this.#sync()
   }
 

@@ -3,7 +3,7 @@
 import type { KvCacheSnapshot } from './kv-registry.js'
 import { performance } from 'node:perf_hooks'
 import type { HeapEvent, SnapshotBlock, SnapshotSegment } from './binding.js'
-import { WgallocError, shown } from './errors.js'
+import { shown, invalidArgument } from './errors.js'
 import { EVENT_NUMBERS, NUMBERED_KINDS } from './heap-events.js'
 
 /** Options of `heap.recordHistory()`. */
@@ -225,14 +225,14 @@ export class HeapHistory {
   readonly #reclaimedGroups = new Map<string, LeakGroup>()
 
   constructor(options: unknown, pools: readonly string[]) {
-    if (options != null && typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'recordHistory: options must be { maxEntries?, stacks? }')
+    if (options != null && typeof options !== 'object') throw invalidArgument('recordHistory: options', '{ maxEntries?, stacks? }', shown(options))
     const { maxEntries = DEFAULT_ENTRIES, stacks = true } = (options ?? {}) as RecordHistoryOptions
     if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
-      throw new WgallocError('INVALID_ARGUMENT', `recordHistory: maxEntries must be a positive integer, got ${shown(maxEntries)}`)
+      throw invalidArgument('recordHistory: options.maxEntries', 'a positive integer', shown(maxEntries))
     }
     const every = typeof stacks === 'boolean' ? 1 : typeof stacks === 'object' && stacks !== null ? (stacks as StackSampling).every : undefined
     if (typeof every !== 'number' || !Number.isSafeInteger(every) || every <= 0)
-      throw new WgallocError('INVALID_ARGUMENT', `recordHistory: stacks must be a boolean or { every: N } with N a positive integer, got ${shown(stacks)}`)
+      throw invalidArgument('recordHistory: options.stacks', 'a boolean or { every: N } with N a positive integer', shown(stacks))
     this.#max = Math.min(maxEntries, MAX_HISTORY_ENTRIES)
     this.#stacks = stacks !== false
     this.#every = every

@@ -4,7 +4,7 @@
 import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { DeviceBlock, MallocOptions } from './device-block.js'
-import { WgallocError, shown, toWgallocError } from './errors.js'
+import { invalidArgument, noConstructor, shown, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
 import type { Binding } from './native.js'
 
@@ -53,11 +53,11 @@ function native<T>(f: () => T): T {
 
 /** Checks what JS alone can see of scope options (the native tree checks the rest). */
 function scopeOptions(options: unknown): HeapScopeOptions {
-  if (options === null || typeof options !== 'object') throw new WgallocError('INVALID_ARGUMENT', 'scope: pass { name, limit }')
+  if (options === null || typeof options !== 'object') throw invalidArgument('scope: options', '{ name, limit }', shown(options))
   const { name, limit } = options as Partial<HeapScopeOptions>
-  if (typeof name !== 'string' || name === '') throw new WgallocError('INVALID_ARGUMENT', `scope: name must be a non-empty string, got ${shown(name)}`)
+  if (typeof name !== 'string' || name === '') throw invalidArgument('scope: options.name', 'a non-empty string', shown(name))
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)
-    throw new WgallocError('INVALID_ARGUMENT', `scope '${name}': limit must be a positive integer of bytes, got ${shown(limit)}`)
+    throw invalidArgument(`scope '${name}': options.limit`, 'a positive integer of bytes', shown(limit))
   return { name, limit }
 }
 
@@ -84,7 +84,7 @@ export class HeapScope {
   readonly #limit: number
 
   private constructor(key: symbol, heap: Heap, handle: Binding.HeapScope) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'HeapScope has no public constructor; use gpu.heap.scope()')
+    if (key !== kCreate) throw noConstructor('HeapScope', 'gpu.heap.scope()')
     this.#heap = heap
     this.#native = handle
     this.#name = handle.name
@@ -135,8 +135,7 @@ export class HeapScope {
    * `gpu.createWeights(params, { scope })` charge their device bytes the same way.
    */
   @api charge(bytes: number): ScopeCharge {
-    if (!Number.isSafeInteger(bytes) || bytes < 0)
-      throw new WgallocError('INVALID_ARGUMENT', `scope.charge: bytes must be a non-negative integer, got ${shown(bytes)}`)
+    if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidArgument('scope.charge: bytes', 'a non-negative integer', shown(bytes))
     return native(() => this.#native.charge(bytes))
   }
 
@@ -178,7 +177,7 @@ export class HeapScope {
 
 /** The native scope behind `scope` (INVALID_ARGUMENT naming `what` for anything else). */
 export function nativeScope(scope: unknown, what: string): Binding.HeapScope {
-  if (!(scope instanceof HeapScope)) throw new WgallocError('INVALID_ARGUMENT', `${what}: scope must come from gpu.heap.scope()`)
+  if (!(scope instanceof HeapScope)) throw invalidArgument(`${what}: options.scope`, 'a scope from gpu.heap.scope()', shown(scope))
   return handleOf(scope)
 }
 

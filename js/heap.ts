@@ -5,7 +5,7 @@ import { inspect } from 'node:util'
 import { api, fail } from './api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, scopedBlock, tableOf, usageCode } from './device-block.js'
-import { type OutOfMemoryDetails, WgallocError, shown, stringifyInput, toWgallocError } from './errors.js'
+import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError, invalidArgument, noConstructor, shown } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, findScope, listScopes, setScopedMalloc, topScope } from './heap-scope.js'
 import {
@@ -71,7 +71,7 @@ export class Heap {
   readonly #table: HeapTable
 
   private constructor(key: symbol, handle: Binding.Heap) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Heap has no public constructor; use gpu.heap')
+    if (key !== kCreate) throw noConstructor('Heap', 'gpu.heap')
     this.#native = handle as Binding.Heap & NativeHeapTable
     this.#events = new HeapEvents(this.#native, this)
     this.#table = new HeapTable(this.#native, this, this.#events)
@@ -196,11 +196,11 @@ export class Heap {
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   @api free(block: DeviceBlock): void {
-    if (!(block instanceof DeviceBlock)) throw new WgallocError('INVALID_ARGUMENT', 'heap.free: pass a DeviceBlock from heap.malloc()')
+    if (!(block instanceof DeviceBlock)) throw invalidArgument('heap.free: block', 'a DeviceBlock from heap.malloc()', shown(block))
     // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
     const owner = tableOf(block).native
     if (owner !== this.#native && !this.#native.sameHeapAs(owner))
-      throw new WgallocError('INVALID_ARGUMENT', "heap.free: the block belongs to another device's heap")
+      throw invalidArgument('heap.free: block', "a block of this device's heap", "a block of another device's heap")
     block.free()
   }
 
@@ -311,7 +311,7 @@ export class Heap {
   }
   /** The live scope at `path` (names joined with `/`, as `scope.path`), made here or by another heap object of the device. */
   @api findScope(path: string): HeapScope | undefined {
-    if (typeof path !== 'string') throw new WgallocError('INVALID_ARGUMENT', `findScope: path must be a string, got ${shown(path)}`)
+    if (typeof path !== 'string') throw invalidArgument('findScope: path', 'a string', shown(path))
     return findScope(this, this.#native, path)
   }
 

@@ -3,7 +3,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import { bytesOf, type TensorData } from './bytes.js'
 import { channels } from './diagnostics.js'
-import { WgallocError, shown, optionsObject } from './errors.js'
+import { shown, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import type { Binding } from './native.js'
 import { type AsyncOptions, callWithSignal } from './signal.js'
 import { type Stream, streamHandle } from './stream.js'
@@ -37,7 +37,7 @@ export class HostBlock {
   readonly #native: Binding.HostBlock
 
   private constructor(key: symbol, handle: Binding.HostBlock) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'HostBlock has no public constructor; use gpu.host.alloc()')
+    if (key !== kCreate) throw noConstructor('HostBlock', 'gpu.host.alloc()')
     this.#native = handle
   }
   static {
@@ -134,6 +134,6 @@ export const wrapHostBlock = (handle: Binding.HostBlock): HostBlock => create(ha
 
 /** The native block of `block`; INVALID_ARGUMENT naming `what` for anything else. */
 export function hostBlockHandle(block: unknown, what: string): Binding.HostBlock {
-  if (!(block instanceof HostBlock)) throw new WgallocError('INVALID_ARGUMENT', `${what} must be a HostBlock from gpu.host.alloc(), got ${shown(block)}`)
+  if (!(block instanceof HostBlock)) throw invalidArgument(what, 'a HostBlock from gpu.host.alloc()', shown(block))
   return handleOf(block)
 }

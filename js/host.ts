@@ -3,7 +3,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { HostAllocOptions, HostConfig, HostStats, PrivatePoolInfo } from './binding.js'
 import { channels } from './diagnostics.js'
-import { WgallocError } from './errors.js'
+import { invalidArgument, noConstructor, shown } from './errors.js'
 import { type HostBlock, blockMessage, freeHostBlock, hostBlockHandle, wrapHostBlock } from './host-block.js'
 import type { Binding } from './native.js'
 
@@ -24,7 +24,7 @@ export class Host {
   readonly #native: Binding.Host
 
   private constructor(key: symbol, handle: Binding.Host) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Host has no public constructor; use gpu.host')
+    if (key !== kCreate) throw noConstructor('Host', 'gpu.host')
     this.#native = handle
   }
   static {
@@ -99,10 +99,16 @@ export class Host {
   @api configure(options: HostConfig): void {
     // napi-rs reads a required options object without checking it is one.
     if (options === null || typeof options !== 'object')
-      throw new WgallocError('INVALID_ARGUMENT', 'host.configure: pass an options object, e.g. { maxCachedBytes }')
+      throw invalidArgument('host.configure: options', 'an options object, e.g. { maxCachedBytes }', shown(options))
     // A misspelt setting would otherwise change nothing, silently.
     const unknown = Object.keys(options).find((k) => !HOST_SETTINGS.includes(k))
-    if (unknown !== undefined) throw new WgallocError('INVALID_ARGUMENT', `host.configure: unknown setting '${unknown}' (known: ${HOST_SETTINGS.join(', ')})`)
+    if (unknown !== undefined)
+      throw invalidArgument(
+        `host.configure: options.${unknown}`,
+        `a known setting (${HOST_SETTINGS.join(', ')})`,
+        shown(unknown),
+        `unknown setting ${shown(unknown)}`,
+      )
     this.#native.configure(options)
   }
   /** Readable `console.log` output. */

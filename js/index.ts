@@ -38,6 +38,7 @@ export {
   type CodedError,
   ERROR_CODES,
   type ErrorDetails,
+  type InvalidArgumentDetails,
   type KvCacheFullDetails,
   type OutOfMemoryDetails,
   type QuotaExceededDetails,

@@ -1,7 +1,7 @@
 // Reading a CLI input file: regular files only (a FIFO or /dev/zero would be read without
 // end), at most WGALLOC_MAX_INPUT_BYTES (default 1 GiB), typed errors naming the file.
 import { closeSync, constants, fstatSync, openSync, readSync, writeFileSync } from 'node:fs'
-import { WgallocError, messageOf } from './errors.js'
+import { WgallocError, messageOf, invalidArgument } from './errors.js'
 
 export const DEFAULT_MAX_BYTES = 1024 ** 3
 
@@ -9,7 +9,7 @@ function maxInputBytes(): number {
   const env = process.env.WGALLOC_MAX_INPUT_BYTES
   if (env === undefined || env === '') return DEFAULT_MAX_BYTES
   const n = Number(env)
-  if (!Number.isSafeInteger(n) || n <= 0) throw new WgallocError('INVALID_ARGUMENT', `WGALLOC_MAX_INPUT_BYTES must be a positive integer, got '${env}'`)
+  if (!Number.isSafeInteger(n) || n <= 0) throw invalidArgument('WGALLOC_MAX_INPUT_BYTES', 'a positive integer', `'${env}'`)
   return n
 }
 

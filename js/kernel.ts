@@ -1,7 +1,7 @@
 // `ComputeKernel`: a WGSL compute pipeline with a fixed binding signature.
 import { inspect } from 'node:util'
 import { api } from './api.js'
-import { WgallocError, shown } from './errors.js'
+import { shown, invalidArgument, noConstructor } from './errors.js'
 import type { Binding } from './native.js'
 
 const kCreate = Symbol('ComputeKernel.create')
@@ -13,7 +13,7 @@ export class ComputeKernel {
   readonly #native: Binding.ComputeKernel
 
   private constructor(key: symbol, handle: Binding.ComputeKernel) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'ComputeKernel has no public constructor; use gpu.createKernel()')
+    if (key !== kCreate) throw noConstructor('ComputeKernel', 'gpu.createKernel()')
     this.#native = handle
   }
   static {
@@ -43,6 +43,6 @@ export const wrapKernel = (handle: Binding.ComputeKernel): ComputeKernel => crea
 
 /** The native kernel of `kernel`; INVALID_ARGUMENT for anything else. */
 export function kernelHandle(kernel: unknown): Binding.ComputeKernel {
-  if (!(kernel instanceof ComputeKernel)) throw new WgallocError('INVALID_ARGUMENT', `dispatch: kernel must come from gpu.createKernel(), got ${shown(kernel)}`)
+  if (!(kernel instanceof ComputeKernel)) throw invalidArgument('dispatch: kernel', 'a kernel from gpu.createKernel()', shown(kernel))
   return handleOf(kernel)
 }

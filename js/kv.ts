@@ -8,7 +8,7 @@ import type { Heap } from './heap.js'
 import type { KvCacheLeak } from './heap-history.js'
 import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
-import { WgallocError, optionsObject, shown, toWgallocError, u32 } from './errors.js'
+import { WgallocError, optionsObject, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
 import { type HeapScope, nativeScope } from './heap-scope.js'
 import type { Binding } from './native.js'
 import { native } from './native.js'
@@ -98,7 +98,7 @@ const scopeKey = (scope: HeapScope): string => {
 function tokenArray(tokens: unknown, what: string): Uint32Array {
   if (tokens instanceof Uint32Array) return tokens
   if (tokens == null || typeof tokens !== 'object' || typeof (tokens as ArrayLike<number>).length !== 'number')
-    throw new WgallocError('INVALID_ARGUMENT', `${what}: tokens must be an array of token ids, got ${shown(tokens)}`)
+    throw invalidArgument(`${what}: tokens`, 'an array of token ids', shown(tokens))
   const list = tokens as ArrayLike<unknown>
   const out = new Uint32Array(list.length)
   for (let i = 0; i < list.length; i++) out[i] = u32(list[i], `${what}: token ${i}`)
@@ -134,21 +134,25 @@ export class KvCache {
   #released = false
 
   private constructor(key: symbol, gpu: Binding.Gpu, heap: Heap, options: KvCacheOptions) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'KvCache has no public constructor; use gpu.createKvCache()')
+    if (key !== kCreate) throw noConstructor('KvCache', 'gpu.createKvCache()')
     const o = optionsObject(options, 'createKvCache')
     const live = kvCachesOf(heap)
     const name = o.name ?? `kv-${nextCacheNumber++}`
-    if (typeof name !== 'string' || name === '')
-      throw new WgallocError('INVALID_ARGUMENT', `createKvCache: name must be a non-empty string, got ${shown(name)}`)
+    if (typeof name !== 'string' || name === '') throw invalidArgument('createKvCache: options.name', 'a non-empty string', shown(name))
     if (live.some((c) => c.name === name))
-      throw new WgallocError('INVALID_ARGUMENT', `createKvCache: a live KV cache of this device is named '${name}' already`)
+      throw invalidArgument(
+        'createKvCache: options.name',
+        'a name no live KV cache of this device has',
+        shown(name),
+        `a live KV cache of this device is named ${shown(name)} already`,
+      )
     this.#name = name
     const dtype = o.dtype ?? 'f32'
-    if (dtype !== 'f32' && dtype !== 'f16') throw new WgallocError('INVALID_ARGUMENT', `createKvCache: dtype must be 'f32' or 'f16', got ${shown(dtype)}`)
+    if (dtype !== 'f32' && dtype !== 'f16') throw invalidArgument('createKvCache: options.dtype', "'f32' or 'f16'", shown(dtype))
     if ((o.maxBlocks === undefined) === (o.maxBytes === undefined))
-      throw new WgallocError('INVALID_ARGUMENT', 'createKvCache: give exactly one of maxBlocks and maxBytes')
+      throw invalidArgument('createKvCache: options.maxBlocks', 'exactly one of maxBlocks and maxBytes', o.maxBlocks === undefined ? 'neither' : 'both')
     if (o.maxBytes !== undefined && (!Number.isSafeInteger(o.maxBytes) || o.maxBytes <= 0))
-      throw new WgallocError('INVALID_ARGUMENT', `createKvCache: maxBytes must be a positive integer, got ${shown(o.maxBytes)}`)
+      throw invalidArgument('createKvCache: options.maxBytes', 'a positive integer', shown(o.maxBytes))
     this.#options = {
       layers: u32(o.layers, 'createKvCache: layers', 1),
       kvHeads: u32(o.kvHeads, 'createKvCache: kvHeads', 1),
@@ -274,7 +278,7 @@ export class KvCache {
 
   #prompt(prompt: unknown, options: KvSequenceOptions | undefined, what: string) {
     const o = optionsObject(options, what)
-    if (o.salt !== undefined && typeof o.salt !== 'string') throw new WgallocError('INVALID_ARGUMENT', `${what}: salt must be a string, got ${shown(o.salt)}`)
+    if (o.salt !== undefined && typeof o.salt !== 'string') throw invalidArgument(`${what}: options.salt`, 'a string', shown(o.salt))
     const scope = o.scope ?? this.#scope
     const key = this.#share || scope === undefined ? undefined : scopeKey(scope)
     return { tokens: tokenArray(prompt, what), salt: o.salt ?? '', scope, key }
@@ -289,7 +293,7 @@ export class KvCache {
   }
 
   #step(step: readonly KvStepEntry[], what: string): { ids: number[]; tokens: number[] } {
-    if (!Array.isArray(step) || step.length === 0) throw new WgallocError('INVALID_ARGUMENT', `${what}: step must be a non-empty array of { seq, tokens }`)
+    if (!Array.isArray(step) || step.length === 0) throw invalidArgument(`${what}: step`, 'a non-empty array of { seq, tokens }', shown(step))
     const ids: number[] = []
     const tokens: number[] = []
     step.forEach((entry, i) => {
@@ -327,7 +331,7 @@ export class KvCache {
     const { ids, tokens } = this.#step(step, 'kv attention')
     const o = optionsObject(options, 'kv attention')
     if (o.scale !== undefined && (typeof o.scale !== 'number' || !Number.isFinite(o.scale)))
-      throw new WgallocError('INVALID_ARGUMENT', `kv attention: scale must be a finite number, got ${shown(o.scale)}`)
+      throw invalidArgument('kv attention: options.scale', 'a finite number', shown(o.scale))
     const heads = u32(o.queryHeads ?? this.#options.kvHeads, 'kv attention: queryHeads', 1)
     this.#native.attention(
       streamHandle(stream),
@@ -378,7 +382,7 @@ export class KvSequence {
   #freed = false
 
   private constructor(key: symbol, cache: KvCache, handle: Binding.KvCache, id: number, scope: HeapScope | undefined) {
-    if (key !== kSeq) throw new WgallocError('INVALID_ARGUMENT', 'KvSequence has no public constructor; use cache.addSequence()')
+    if (key !== kSeq) throw noConstructor('KvSequence', 'cache.addSequence()')
     this.#cache = cache
     this.#native = handle
     this.#id = id
@@ -389,8 +393,8 @@ export class KvSequence {
     wrapSequence = (cache, handle, id, scope) => new KvSequence(kSeq, cache, handle, id, scope)
     scopeOf = (seq) => seq.#scope
     sequenceId = (seq, cache, what) => {
-      if (!(seq instanceof KvSequence)) throw new WgallocError('INVALID_ARGUMENT', `${what}: pass a KvSequence, got ${shown(seq)}`)
-      if (seq.#cache !== cache) throw new WgallocError('INVALID_ARGUMENT', `${what}: sequence ${seq.#id} belongs to another KV cache`)
+      if (!(seq instanceof KvSequence)) throw invalidArgument(what, 'a KvSequence', shown(seq))
+      if (seq.#cache !== cache) throw invalidArgument(what, 'a sequence of this KV cache', `sequence ${seq.#id} of another KV cache`)
       return seq.#live(what)
     }
     markFreed = (seq) => {

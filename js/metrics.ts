@@ -2,7 +2,7 @@
 // and profiler statistics when the registry is scraped (no timers, nothing between scrapes).
 // The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
 import type { KvCacheStats } from './binding.js'
-import { WgallocError, messageOf, shown, optionsObject } from './errors.js'
+import { messageOf, shown, optionsObject, invalidArgument } from './errors.js'
 import { Gpu } from './gpu.js'
 
 /** What wgalloc needs of a prom-client `Registry` (any registry with these methods works). */
@@ -256,7 +256,13 @@ function defaultRegistry(): MetricsRegistry {
   try {
     return (require('prom-client') as { register: MetricsRegistry }).register
   } catch (err) {
-    throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: install prom-client (a peer dependency), or pass options.registry', { cause: err })
+    throw invalidArgument(
+      'registerMetrics: options.registry',
+      'a registry, or prom-client installed (a peer dependency)',
+      'undefined',
+      'install prom-client, or pass options.registry',
+      { cause: err },
+    )
   }
 }
 
@@ -279,24 +285,25 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts
   const options = optionsObject(opts, 'registerMetrics')
   const prefix = options.prefix ?? 'wgalloc_'
   if (typeof prefix !== 'string' || (prefix !== '' && !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)))
-    throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: prefix must be a metric name prefix such as 'wgalloc_', got ${shown(prefix)}`)
+    throw invalidArgument('registerMetrics: options.prefix', "a metric name prefix such as 'wgalloc_'", shown(prefix))
   const registry = options.registry ?? defaultRegistry()
   const gpus = new Map<string, Gpu>()
   const add = (name: string, gpu: Gpu) => {
-    if (typeof name !== 'string' || name === '')
-      throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: a device name must be a non-empty string, got ${shown(name)}`)
-    if (gpus.has(name)) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' is registered already`)
-    if (!(gpu instanceof Gpu)) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: device '${name}' must be a Gpu`)
+    if (typeof name !== 'string' || name === '') throw invalidArgument('registerMetrics: device name', 'a non-empty string', shown(name))
+    if (gpus.has(name)) throw invalidArgument('registerMetrics: device name', 'a name not registered already', shown(name))
+    if (!(gpu instanceof Gpu)) throw invalidArgument(`registerMetrics: device '${name}'`, 'a Gpu', shown(gpu))
     gpus.set(name, gpu)
   }
   if (Array.isArray(devices)) {
     for (const [i, g] of devices.entries()) add(String(i), g)
   } else if (devices instanceof Gpu) add('0', devices)
   else if (devices !== null && typeof devices === 'object') for (const [k, g] of Object.entries(devices)) add(k, g)
-  else throw new WgallocError('INVALID_ARGUMENT', 'registerMetrics: pass a Gpu, an array of Gpus or { name: Gpu }')
+  else throw invalidArgument('registerMetrics: gpus', 'a Gpu, an array of Gpus or { name: Gpu }', shown(gpus))
 
   const names = DEFINITIONS.map((d) => `${prefix}${d.name}`)
-  for (const n of names) if (!LABEL.test(n.replace(/:/g, '_'))) throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: '${n}' is not a metric name`)
+  for (const n of names)
+    if (!LABEL.test(n.replace(/:/g, '_')))
+      throw invalidArgument('registerMetrics: options.prefix', 'a prefix that makes metric names', shown(n), 'not a metric name')
   const metrics = DEFINITIONS.map((d, i) => {
     const name = names[i]
     const monotonic = d.type === 'counter' ? monotonicCounter() : (values: Sample[]) => values
@@ -331,7 +338,13 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts
   } catch (err) {
     // All or nothing: a name the registry holds already leaves it as it was.
     for (const n of added) registry.removeSingleMetric(n)
-    throw new WgallocError('INVALID_ARGUMENT', `registerMetrics: ${messageOf(err)} (use another registry or prefix, or unregister() first)`, { cause: err })
+    throw invalidArgument(
+      'registerMetrics: options.registry',
+      'a registry without these metrics',
+      'one that refused them',
+      `${messageOf(err)} (use another registry or prefix, or unregister() first)`,
+      { cause: err },
+    )
   }
   return {
     names,

@@ -3,7 +3,7 @@
 import { inspect } from 'node:util'
 import { reported, api } from './api.js'
 import type { PlanProgress, PlanSpace } from './binding.js'
-import { WgallocError, stringifyInput, toWgallocError, optionsObject } from './errors.js'
+import { WgallocError, stringifyInput, toWgallocError, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
 import { type Binding, native } from './native.js'
 import { type AsyncOptions, checkSignal, detach } from './signal.js'
 import { graphField } from './graph.js'
@@ -195,7 +195,7 @@ export class MemoryPlan {
   readonly #native: Binding.MemoryPlan
 
   private constructor(key: symbol, handle: Binding.MemoryPlan) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'MemoryPlan has no public constructor; use await planMemory()')
+    if (key !== kCreate) throw noConstructor('MemoryPlan', 'await planMemory()')
     this.#native = handle
   }
   static {
@@ -339,22 +339,24 @@ async function encodeInput(input: unknown, stopped: () => void): Promise<[string
       return ['records', head === '{}' ? `{"records":${body}}` : `${head.slice(0, -1)},"records":${body}}`]
     }
   }
-  throw new WgallocError(
-    'INVALID_ARGUMENT',
-    'planMemory input must be an array of usage records, { records }, a graph ({ ops, tensors }), or MiniMalloc CSV text',
-  )
+  throw invalidArgument('input', 'an array of usage records, { records }, a graph ({ ops, tensors }), or MiniMalloc CSV text', shown(input), 'planMemory input')
 }
 
 async function plan(input: unknown, options?: PlanMemoryCallOptions | null): Promise<MemoryPlan> {
   const { signal, onProgress, ...rest } = optionsObject(options, 'planMemory')
-  if (onProgress != null && typeof onProgress !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'onProgress must be a function')
+  if (onProgress != null && typeof onProgress !== 'function') throw invalidArgument('options.onProgress', 'a function', shown(onProgress))
   checkSignal(signal)
   let job: Binding.PlanJob
   // Objects are sent as JSON, which is ours: a bad field in them is the caller's argument, not a parse error.
   const fromObjects = typeof input !== 'string'
   const typed = (err: unknown) => {
     const e = toWgallocError(err)
-    return fromObjects && WgallocError.is(e, 'PARSE_ERROR') ? new WgallocError('INVALID_ARGUMENT', e.message, { cause: e }) : e
+    if (!fromObjects || !WgallocError.is(e, 'PARSE_ERROR')) return e
+    // A bad field carries its path, expectation and value (PlanError::Field), as an INVALID_ARGUMENT does.
+    const d = e.details
+    const invalid = new WgallocError('INVALID_ARGUMENT', e.message, { cause: e })
+    invalid.details = { path: d?.path ?? 'input', expected: d?.expected ?? 'records or a graph the planner reads', got: d?.got ?? 'input it cannot read' }
+    return invalid
   }
   try {
     const [format, text] = await encodeInput(input, () => checkSignal(signal))
@@ -380,7 +382,7 @@ async function plan(input: unknown, options?: PlanMemoryCallOptions | null): Pro
     signal?.addEventListener('abort', onAbort, { once: true })
   } catch (err) {
     job.cancel() // a signal that throws: stop the search rather than leave it running
-    throw new WgallocError('INVALID_ARGUMENT', 'signal.addEventListener threw', { cause: err })
+    throw invalidArgument('options.signal', 'an AbortSignal whose addEventListener works', 'one whose addEventListener threw', undefined, { cause: err })
   }
   let last: PlanProgress | undefined
   let failed: { err: unknown } | undefined // once onProgress threw: the search stops and planMemory rejects with it

@@ -5,7 +5,7 @@ import { inspect } from 'node:util'
 import { api } from './api.js'
 import type { ProfilerInfo, ProfilerStats } from './binding.js'
 import { channels } from './diagnostics.js'
-import { WgallocError } from './errors.js'
+import { invalidArgument, noConstructor, shown } from './errors.js'
 import type { Binding } from './native.js'
 import { type AsyncOptions, checkSignal, withSignal } from './signal.js'
 
@@ -50,7 +50,7 @@ export class Profiler {
   readonly #native: Binding.Profiler
 
   private constructor(key: symbol, handle: Binding.Profiler) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Profiler has no public constructor; use gpu.profiler')
+    if (key !== kCreate) throw noConstructor('Profiler', 'gpu.profiler')
     this.#native = handle
   }
   static {
@@ -79,12 +79,13 @@ export class Profiler {
    */
   @api start(options?: ProfilerStartOptions): void {
     if (options != null && typeof options !== 'object')
-      throw new WgallocError(
-        'INVALID_ARGUMENT',
-        "profiler.start: options must be { mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }",
+      throw invalidArgument(
+        'profiler.start: options',
+        "{ mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }",
+        shown(options),
       )
     if (options?.mode !== undefined && typeof options.mode !== 'string')
-      throw new WgallocError('INVALID_ARGUMENT', "profiler.start: mode must be 'interval', 'event' or 'interval,event'")
+      throw invalidArgument('profiler.start: options.mode', "'interval', 'event' or 'interval,event'", shown(options.mode))
     let nativeOptions: ProfilerStartOptions | undefined
     if (options != null) {
       const { signal: _signal, ...rest } = options as ProfileOptions // profile() passes its options through
@@ -120,7 +121,7 @@ export class Profiler {
    */
   @api async flush(options?: FlushOptions | number): Promise<boolean> {
     if (options != null && typeof options !== 'object' && typeof options !== 'number') {
-      throw new WgallocError('INVALID_ARGUMENT', 'flush: pass { timeoutMs?, signal? } or a timeout in ms')
+      throw invalidArgument('flush: options', '{ timeoutMs?, signal? } or a timeout in ms', shown(options))
     }
     const { timeoutMs, signal } = typeof options === 'number' ? { timeoutMs: options, signal: undefined } : (options ?? {})
     checkSignal(signal)
@@ -135,7 +136,7 @@ export class Profiler {
   }
   /** Collects outstanding GPU timestamps, then writes Trace Event JSON (chrome://tracing, ui.perfetto.dev). `IO_ERROR` if unwritable. */
   @api async exportTrace(path: string, options?: AsyncOptions): Promise<void> {
-    if (typeof path !== 'string' || path === '') throw new WgallocError('INVALID_ARGUMENT', 'exportTrace: path must be a non-empty string')
+    if (typeof path !== 'string' || path === '') throw invalidArgument('exportTrace: path', 'a non-empty string', shown(path))
     await this.flush({ signal: options?.signal })
     this.#native.exportTraceNow(path)
     if (channel.hasSubscribers) channel.publish({ kind: 'trace', profiler: this, path })
@@ -171,7 +172,7 @@ export class Profiler {
    * Aborting ends the session and rejects; `fn` itself is not cancelled (hand it the signal).
    */
   @api async profile<T>(fn: () => T | Promise<T>, options?: ProfileOptions): Promise<T> {
-    if (typeof fn !== 'function') throw new WgallocError('INVALID_ARGUMENT', 'profile: pass an async function to profile')
+    if (typeof fn !== 'function') throw invalidArgument('profile: fn', 'an async function to profile', shown(fn))
     const signal = checkSignal(options?.signal)
     this.start(options)
     try {

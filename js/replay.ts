@@ -6,7 +6,7 @@
 // INVALID_ARGUMENT naming their index) and the simulations are in Rust (wgalloc-core `replay`).
 import type { SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
 import type { DeviceBlock } from './device-block.js'
-import { WgallocError, stringifyInput, toWgallocError } from './errors.js'
+import { WgallocError, stringifyInput, toWgallocError, invalidArgument, shown } from './errors.js'
 import { type Heap, type HeapProfile, profileFromJson } from './heap.js'
 import { native } from './native.js'
 
@@ -185,7 +185,7 @@ export function replayHeap(heap: Heap, trace: Trace, options?: ReplayOptions): R
         peakLive = Math.max(peakLive, liveBytes)
       } else {
         const entry = live.get(id)
-        if (!entry) throw new WgallocError('INVALID_ARGUMENT', `trace frees unknown id ${e.id}`)
+        if (!entry) throw invalidArgument('trace event id', 'the id of a live allocation', shown(e.id), 'the trace frees an unknown id')
         const [block, size] = entry
         liveBytes -= size
         block.free()

@@ -1,7 +1,7 @@
 // `{ signal }` on every async call: an already-aborted signal rejects before any work
 // starts; aborting later rejects at once (work already submitted to the GPU still
 // completes). Rejections are WgallocErrors with code ABORTED (name AbortError).
-import { WgallocError, abortError } from './errors.js'
+import { abortError, invalidArgument, shown } from './errors.js'
 
 /**
  * Options accepted by every asynchronous call. An already-aborted signal rejects before
@@ -18,7 +18,7 @@ export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal == null) return undefined
   const s = signal as Partial<AbortSignal>
   if (typeof signal !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function' || typeof s.removeEventListener !== 'function') {
-    throw new WgallocError('INVALID_ARGUMENT', 'signal must be an AbortSignal')
+    throw invalidArgument('signal', 'an AbortSignal', shown(signal))
   }
   if (s.aborted) throw abortError(signal as AbortSignal)
   return signal as AbortSignal
@@ -53,7 +53,7 @@ export function withSignal<T>(promise: Promise<T>, signal: AbortSignal | undefin
     } catch (err) {
       // A signal-like object that throws: the call fails typed, and what it started is released.
       promise.then(late, () => {})
-      reject(new WgallocError('INVALID_ARGUMENT', 'signal.addEventListener threw', { cause: err }))
+      reject(invalidArgument('signal', 'an AbortSignal whose addEventListener works', 'one whose addEventListener threw', undefined, { cause: err }))
       return
     }
     promise.then(

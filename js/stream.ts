@@ -4,7 +4,7 @@ import { api } from './api.js'
 import type { CopyOptions } from './binding.js'
 import { GpuBuffer, bufferHandle } from './buffer.js'
 import { DeviceBlock, blockHandle } from './device-block.js'
-import { WgallocError, shown, u32, optionsObject } from './errors.js'
+import { shown, u32, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import { HostBlock, hostBlockHandle } from './host-block.js'
 import { type ComputeKernel, kernelHandle } from './kernel.js'
@@ -30,7 +30,7 @@ export class Stream {
   readonly #native: Binding.Stream
 
   private constructor(key: symbol, handle: Binding.Stream) {
-    if (key !== kCreate) throw new WgallocError('INVALID_ARGUMENT', 'Stream has no public constructor; use gpu.createStream()')
+    if (key !== kCreate) throw noConstructor('Stream', 'gpu.createStream()')
     this.#native = handle
   }
   static {
@@ -47,7 +47,7 @@ export class Stream {
    * `USE_AFTER_FREE` for a freed block.
    */
   @api dispatch(kernel: ComputeKernel, blocks: DeviceBlock[], workgroups: number | number[], uniform?: ArrayBufferView): void {
-    if (!Array.isArray(blocks)) throw new WgallocError('INVALID_ARGUMENT', `dispatch: blocks must be an array of DeviceBlocks, got ${shown(blocks)}`)
+    if (!Array.isArray(blocks)) throw invalidArgument('dispatch: blocks', 'an array of DeviceBlocks', shown(blocks))
     const handles = blocks.map((b, i) => blockHandle(b, `dispatch: blocks[${i}]`))
     const counts: unknown[] = Array.isArray(workgroups) ? workgroups : [workgroups]
     const wg = counts.map((n, i) => u32(n, `dispatch: workgroups${Array.isArray(workgroups) ? `[${i}]` : ''}`))
@@ -71,9 +71,10 @@ export class Stream {
     else if (src instanceof DeviceBlock && dst instanceof DeviceBlock) n.copyBlocks(blockHandle(src, 'copy: src'), blockHandle(dst, 'copy: dst'), options)
     else if (src instanceof GpuBuffer && dst instanceof GpuBuffer) n.copy(bufferHandle(src, 'copy: src'), bufferHandle(dst, 'copy: dst'), options)
     else
-      throw new WgallocError(
-        'INVALID_ARGUMENT',
-        'copy: pass (GpuBuffer, GpuBuffer), (DeviceBlock, DeviceBlock), (upload HostBlock, DeviceBlock) or (DeviceBlock, download HostBlock)',
+      throw invalidArgument(
+        'copy: src, dst',
+        '(GpuBuffer, GpuBuffer), (DeviceBlock, DeviceBlock), (upload HostBlock, DeviceBlock) or (DeviceBlock, download HostBlock)',
+        `(${shown(src)}, ${shown(dst)})`,
       )
   }
 
@@ -108,6 +109,6 @@ export const wrapStream = (handle: Binding.Stream): Stream => create(handle)
 
 /** The native stream of `stream`; INVALID_ARGUMENT for anything else. */
 export function streamHandle(stream: unknown): Binding.Stream {
-  if (!(stream instanceof Stream)) throw new WgallocError('INVALID_ARGUMENT', `recordStream: pass a Stream from gpu.createStream(), got ${shown(stream)}`)
+  if (!(stream instanceof Stream)) throw invalidArgument('recordStream: stream', 'a Stream from gpu.createStream()', shown(stream))
   return handleOf(stream)
 }

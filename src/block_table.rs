@@ -18,7 +18,7 @@ use napi::sys;
 use napi_derive::napi;
 use wgalloc_core::heap::{self as core_heap, HeapEventKind, IdMap, Usage};
 
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{coded, invalid, invalid_hint, to_u64, IntoNapi};
 
 type Block = Arc<wgalloc_core::DeviceBlock>;
 
@@ -111,7 +111,7 @@ fn with_table<R>(slot: f64, f: impl FnOnce(&BlockTable) -> Result<R>) -> Result<
     let index = (slot >= 0.0 && slot.fract() == 0.0).then_some(slot as usize);
     match index.and_then(|i| tables.get(i)).and_then(Option::as_ref) {
         Some(t) => f(t),
-        None => Err(coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)")),
+        None => Err(invalid_hint("slot", "the slot of a live heap", slot.to_string(), "internal: use gpu.heap")),
     }
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn table(slot: u32) -> Result<Arc<BlockTable>> {
         .get(slot as usize)
         .cloned()
         .flatten()
-        .ok_or_else(|| coded("INVALID_ARGUMENT", "no heap at this slot (internal: use gpu.heap)"))
+        .ok_or_else(|| invalid_hint("slot", "the slot of a live heap", slot.to_string(), "internal: use gpu.heap"))
 }
 
 /// The live blocks named by `ids` (tensor -> block id), taken before the call returns.
@@ -154,7 +154,7 @@ mod raw {
     pub(super) unsafe fn number(env: sys::napi_env, value: sys::napi_value, what: &str) -> Result<f64> {
         let mut out = 0.0;
         if value.is_null() || sys::napi_get_value_double(env, value, &mut out) != sys::Status::napi_ok {
-            return Err(coded("INVALID_ARGUMENT", &format!("{what} must be a number")));
+            return Err(invalid(what, "a number", "a value of another type"));
         }
         Ok(out)
     }
@@ -165,7 +165,7 @@ mod raw {
             .ok()
             .and_then(|s| s.get_mut(..4))
             .and_then(|s| s.try_into().ok())
-            .ok_or_else(|| coded("INVALID_ARGUMENT", "scratch must be a Float64Array of 4 (internal)"))
+            .ok_or_else(|| invalid_hint("scratch", "a Float64Array of 4", "another value", "internal"))
     }
 
     /// A Float64Array argument's elements, writable in place.
@@ -174,7 +174,7 @@ mod raw {
         let status =
             sys::napi_get_typedarray_info(env, value, &mut kind, &mut len, &mut data, ptr::null_mut(), ptr::null_mut());
         if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array {
-            return Err(coded("INVALID_ARGUMENT", "out must be a Float64Array (internal)"));
+            return Err(invalid_hint("out", "a Float64Array", "another value", "internal"));
         }
         if len == 0 || data.is_null() {
             return Ok(&mut []);
@@ -214,16 +214,13 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
         // The same words as the heap's own check, so malloc(0) and malloc(-5) read alike.
         let size = raw::number(env, size, "size")?;
         if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                &format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}"),
-            ));
+            return Err(invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string()));
         }
         let size = size as u64;
         let usage = match raw::number(env, usage, "usage")? {
             0.0 => Usage::Device,
             1.0 => Usage::Shared,
-            _ => return Err(coded("INVALID_ARGUMENT", "usage must be 'device' or 'shared'")),
+            u => return Err(invalid("usage", "'device' or 'shared'", u.to_string())),
         };
         let out = raw::scratch(env, scratch)?;
         with_table(slot, |table| {

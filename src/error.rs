@@ -5,7 +5,8 @@
 //! reads, then `DATA_SEPARATOR` (ASCII record separator, never in a message), then JSON
 //! `{ "code": ..., "details": ... }`. The facade (js/errors.ts `toWgallocError`) splits at the
 //! last separator and builds the `WgallocError` from the data: the code and the figures
-//! (`details` of an OUT_OF_MEMORY or a KV_CACHE_FULL) are never read back out of prose.
+//! (`details` of an OUT_OF_MEMORY or a KV_CACHE_FULL, the `{ path, expected, got }` of an
+//! INVALID_ARGUMENT) are never read back out of prose.
 
 use serde_json::{json, Value};
 use wgalloc_core::Error as CoreError;
@@ -21,6 +22,32 @@ pub(crate) fn coded(code: &str, message: &str) -> napi::Error {
     with_data(code, message, None)
 }
 
+/// INVALID_ARGUMENT from the binding's own checks: `path` should have been `expected`, was `got`.
+pub(crate) fn invalid(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> napi::Error {
+    to_napi(CoreError::invalid(path, expected, got))
+}
+
+/// As [`invalid`], with `hint`, what to do.
+pub(crate) fn invalid_hint(
+    path: impl Into<String>,
+    expected: impl Into<String>,
+    got: impl Into<String>,
+    hint: impl Into<String>,
+) -> napi::Error {
+    to_napi(CoreError::invalid(path, expected, got).with_hint(hint))
+}
+
+/// A planner error, with its INVALID_ARGUMENT fields as data.
+pub(crate) fn plan_err(e: wgalloc_plan::PlanError) -> napi::Error {
+    let fields = e.invalid_argument().or_else(|| e.field());
+    let details = fields.map(|(path, expected, got)| invalid_details(&path, &expected, &got));
+    with_data(e.code(), &e.to_string(), details)
+}
+
+fn invalid_details(path: &str, expected: &str, got: &str) -> Value {
+    json!({ "path": path, "expected": expected, "got": got })
+}
+
 fn with_data(code: &str, message: &str, details: Option<Value>) -> napi::Error {
     let data = match details {
         Some(d) => json!({ "code": code, "details": d }),
@@ -31,6 +58,9 @@ fn with_data(code: &str, message: &str, details: Option<Value>) -> napi::Error {
 
 /// The figures of an error, as JS reads them in `err.details`.
 fn details(e: &CoreError) -> Option<Value> {
+    if let Some(a) = e.invalid_argument() {
+        return Some(invalid_details(&a.path, &a.expected, &a.got));
+    }
     match e {
         CoreError::HeapOutOfMemory(o) => Some(json!({
             "requested": o.requested,
@@ -56,6 +86,7 @@ fn details(e: &CoreError) -> Option<Value> {
         CoreError::Kv(wgalloc_core::kv::KvError::TooManySequences { max_seqs }) => {
             Some(json!({ "maxSequences": max_seqs }))
         }
+        CoreError::Kv(k) => k.invalid_argument().map(|(path, expected, got)| invalid_details(&path, &expected, &got)),
         _ => None,
     }
 }
@@ -73,10 +104,7 @@ impl<T> IntoNapi<T> for Result<T, CoreError> {
 /// A JS number that must be a byte count or offset: a non-negative integer below 2^53.
 pub(crate) fn to_u64(value: f64, what: &str) -> napi::Result<u64> {
     if !value.is_finite() || value < 0.0 || value.fract() != 0.0 || value > wgalloc_core::MAX_SAFE_INTEGER as f64 {
-        return Err(coded(
-            "INVALID_ARGUMENT",
-            &format!("{what} must be a non-negative integer below 2^53, got {value}"),
-        ));
+        return Err(invalid(what, "a non-negative integer below 2^53", value.to_string()));
     }
     Ok(value as u64)
 }

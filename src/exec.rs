@@ -10,7 +10,7 @@ use wgalloc_core::exec::{self as core_exec, CompileOptions, DeviceIo, EagerOptio
 use wgalloc_core::heap::PoolKind;
 
 use crate::block_table::{self, BlockTable};
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{invalid, invalid_hint, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 use crate::plan::MemoryPlan;
 
@@ -46,7 +46,7 @@ pub(crate) fn compile_options(options: Option<CompileGraphOptions>) -> Result<(C
     });
     let strategy = match o.strategy.as_deref() {
         None => wgalloc_plan::Strategy::Best,
-        Some(s) => s.parse().map_err(|e: wgalloc_plan::PlanError| coded(e.code(), &e.to_string()))?,
+        Some(s) => s.parse().map_err(crate::error::plan_err)?,
     };
     let options = CompileOptions {
         strategy,
@@ -385,7 +385,7 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
     let cancel = match o.cancel {
         Some(token) => Some(
             cancels(|c| c.get(&(token as u64)).cloned())
-                .ok_or_else(|| coded("INVALID_ARGUMENT", "cancel: not a token from runCancelToken()"))?,
+                .ok_or_else(|| invalid("cancel", "a token from runCancelToken()", token.to_string()))?,
         ),
         None => None,
     };
@@ -399,15 +399,18 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
         let outputs_on_device = match o.outputs.as_deref() {
             None | Some("host") => false,
             Some("device") => true,
-            Some(other) => {
-                return Err(coded("INVALID_ARGUMENT", &format!("outputs must be 'host' or 'device', not '{other}'")))
-            }
+            Some(other) => return Err(invalid("outputs", "'host' or 'device'", wgalloc_core::error::quoted(other))),
         };
         // Blocks are taken (shared handles) before the call returns.
         let table = match o.heap_slot {
             Some(slot) => Some(block_table::table(slot)?),
             None if o.device_inputs.is_some() || o.outputs_into.is_some() || outputs_on_device => {
-                return Err(coded("INVALID_ARGUMENT", "device inputs and outputs need the heap's slot (internal)"))
+                return Err(invalid_hint(
+                    "heapSlot",
+                    "the heap's slot",
+                    "undefined",
+                    "device inputs and outputs need the heap's slot (internal)",
+                ))
             }
             None => None,
         };
@@ -442,7 +445,7 @@ impl Gpu {
         let (mut options, records_json) = compile_options(options)?;
         env.spawn_future(async move {
             options.records = records_json
-                .map(|j| wgalloc_plan::json::parse_records(&j).map_err(|e| coded(e.code(), &e.to_string())))
+                .map(|j| wgalloc_plan::json::parse_records(&j).map_err(crate::error::plan_err))
                 .transpose()?;
             let graph = parse_graph(&graph_json)?;
             let exe = gpu.compile(graph, options).napi()?;

@@ -8,7 +8,7 @@ use napi_derive::napi;
 use crate::buffer::GpuBuffer;
 use wgalloc_core::host::UploadItem;
 
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{invalid, invalid_hint, to_u64, IntoNapi};
 use crate::heap::{DeviceBlock, Heap};
 use crate::host::Host;
 use crate::stream::GpuEvent;
@@ -180,7 +180,8 @@ impl Gpu {
                 .adapter_index
                 .map(|i| {
                     to_u64(i, "adapterIndex").and_then(|i| {
-                        usize::try_from(i).map_err(|_| coded("INVALID_ARGUMENT", "adapterIndex is too large"))
+                        usize::try_from(i)
+                            .map_err(|_| invalid("adapterIndex", "an index that fits in memory", i.to_string()))
                     })
                 })
                 .transpose()?,
@@ -309,8 +310,10 @@ impl Gpu {
         offsets: Vec<f64>,
     ) -> Result<GpuEvent> {
         if blocks.len() != data.len() || blocks.len() != offsets.len() {
-            return Err(coded(
-                "INVALID_ARGUMENT",
+            return Err(invalid_hint(
+                "data, offsets",
+                format!("{} of each (one per block)", blocks.len()),
+                format!("{} and {}", data.len(), offsets.len()),
                 "submitUploadBatch: blocks, data and offsets must have the same length",
             ));
         }

@@ -15,7 +15,7 @@ use napi_derive::napi;
 use wgalloc_core::host::{self as core_host, Direction};
 use wgalloc_core::MappingLease;
 
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{coded, invalid, invalid_hint, to_u64, IntoNapi};
 use crate::heap::{DeviceBlock, Stat};
 use crate::stream::Stream;
 
@@ -157,7 +157,7 @@ impl Host {
         let dir = match options.and_then(|o| o.direction).as_deref() {
             None => Direction::Upload,
             Some(name) => Direction::parse(name).ok_or_else(|| {
-                coded("INVALID_ARGUMENT", &format!("unknown direction '{name}'; use 'upload' or 'download'"))
+                invalid("options.direction", "'upload' or 'download'", wgalloc_core::error::quoted(name))
             })?,
         };
         let block = self.inner.alloc(size, dir).napi()?;
@@ -168,7 +168,7 @@ impl Host {
     #[napi(catch_unwind)]
     pub fn free(&self, block: &HostBlock) -> Result<()> {
         if !block.inner.host().same_cache(&self.inner) {
-            return Err(coded("INVALID_ARGUMENT", "the host block belongs to another device's cache"));
+            return Err(invalid("block", "a host block of this cache", "a block of another device's cache"));
         }
         block.free()
     }
@@ -586,9 +586,11 @@ impl HostBlock {
     pub fn write(&self, data: Uint8Array, offset: Option<f64>) -> Result<()> {
         // A copied view would overwrite this on unmap: fold it in first.
         if self.view.borrow().as_ref().is_some_and(|v| v.copied) {
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                "write(): this block's bytes view is a copy; write through block.bytes instead",
+            return Err(invalid_hint(
+                "block",
+                "a block whose bytes view maps it",
+                "a block whose bytes view is a copy",
+                "write(): write through block.bytes instead",
             ));
         }
         let offset = to_u64(offset.unwrap_or(0.0), "offset")?;

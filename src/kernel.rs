@@ -3,7 +3,7 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{coded, IntoNapi};
+use crate::error::{invalid, IntoNapi};
 use crate::gpu::Gpu;
 use crate::heap::DeviceBlock;
 use crate::stream::Stream;
@@ -79,7 +79,7 @@ impl Stream {
         uniform: Option<Uint8Array>,
     ) -> Result<()> {
         if workgroups.is_empty() || workgroups.len() > 3 {
-            return Err(coded("INVALID_ARGUMENT", "dispatch: workgroups must be [x], [x, y] or [x, y, z]"));
+            return Err(invalid("workgroups", "[x], [x, y] or [x, y, z]", format!("{} sizes", workgroups.len())));
         }
         let wg = [workgroups[0], *workgroups.get(1).unwrap_or(&1), *workgroups.get(2).unwrap_or(&1)];
         let refs: Vec<&wgalloc_core::DeviceBlock> = blocks.iter().map(|b| &*b.inner).collect();

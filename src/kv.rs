@@ -7,7 +7,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wgalloc_core::kv::{self as core_kv, Heads, KvDtype, StepSeq};
 
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{coded, invalid, invalid_hint, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 use crate::heap::DeviceBlock;
 use crate::stream::Stream;
@@ -84,7 +84,12 @@ fn seq_id(seq: f64) -> Result<u64> {
 
 fn steps(seqs: Vec<f64>, tokens: Vec<u32>) -> Result<Vec<StepSeq>> {
     if seqs.len() != tokens.len() {
-        return Err(coded("INVALID_ARGUMENT", "kv step: one token count per sequence"));
+        return Err(invalid_hint(
+            "tokens",
+            format!("{} token counts (one per sequence)", seqs.len()),
+            tokens.len().to_string(),
+            "kv step: one token count per sequence",
+        ));
     }
     seqs.into_iter().zip(tokens).map(|(s, tokens)| Ok(StepSeq { seq: seq_id(s)?, tokens })).collect()
 }
@@ -118,9 +123,8 @@ impl Gpu {
     /// @internal
     #[napi(catch_unwind)]
     pub fn create_kv_cache(&self, o: KvCacheOptions) -> Result<KvCache> {
-        let dtype = KvDtype::parse(&o.dtype).ok_or_else(|| {
-            coded("INVALID_ARGUMENT", &format!("createKvCache: dtype must be 'f32' or 'f16', got '{}'", o.dtype))
-        })?;
+        let dtype = KvDtype::parse(&o.dtype)
+            .ok_or_else(|| invalid("createKvCache: dtype", "'f32' or 'f16'", wgalloc_core::error::quoted(&o.dtype)))?;
         let max_bytes = o.max_bytes.map(|b| to_u64(b, "createKvCache: maxBytes")).transpose()?;
         let options = core_kv::KvOptions {
             layers: o.layers,
@@ -334,11 +338,16 @@ impl KvCache {
 #[napi(catch_unwind)]
 pub fn kv_kernel_source(kernel: String, dtype: String, layout: Option<String>) -> Result<String> {
     let dtype = KvDtype::parse(&dtype)
-        .ok_or_else(|| coded("INVALID_ARGUMENT", &format!("dtype must be 'f32' or 'f16', got '{dtype}'")))?;
+        .ok_or_else(|| invalid("dtype", "'f32' or 'f16'", wgalloc_core::error::quoted(&dtype)))?;
     match (kernel.as_str(), layout.as_deref()) {
         ("append", None) => Ok(core_kv::append_source(dtype)),
         ("attention", None | Some("paged")) => Ok(core_kv::attention_source(dtype, core_kv::KvLayout::Paged)),
         ("attention", Some("contiguous")) => Ok(core_kv::attention_source(dtype, core_kv::KvLayout::Contiguous)),
-        _ => Err(coded("INVALID_ARGUMENT", &format!("no KV kernel '{kernel}' with layout {layout:?}"))),
+        _ => Err(invalid_hint(
+            "kernel",
+            "'append', or 'attention' with layout 'paged' or 'contiguous'",
+            wgalloc_core::error::quoted(&kernel),
+            format!("no KV kernel '{kernel}' with layout {layout:?}"),
+        )),
     }
 }

@@ -13,11 +13,7 @@ use wgalloc_plan::graph::{GraphRecords, Location};
 use wgalloc_plan::input::{Format, PlanInput, RequestOptions};
 use wgalloc_plan::{PlanError, PlanOptions, Progress};
 
-use crate::error::{coded, to_u64};
-
-fn plan_err(e: PlanError) -> napi::Error {
-    coded(e.code(), &e.to_string())
-}
+use crate::error::{coded, plan_err, to_u64};
 
 /// Options of `planMemory()`.
 #[napi(object)]

@@ -8,7 +8,7 @@ use napi_derive::napi;
 use wgalloc_core::heap::HeapProfile;
 use wgalloc_core::replay::{self, SimulationOptions, Trace};
 
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{coded, invalid, to_u64, IntoNapi};
 
 /// The device a simulation stands for; unset fields keep the defaults (256-byte offset
 /// alignment, 2 GiB buffers, 128 MiB bindings, an 8 GiB budget, discrete memory, no capacity).
@@ -100,7 +100,7 @@ fn simulate(text: &str, options: Option<SimulateTraceOptions>) -> Result<TraceSi
         if let Some(a) = opts.alignment {
             let a = to_u64(a, "alignment")?;
             if !a.is_power_of_two() {
-                return Err(coded("INVALID_ARGUMENT", &format!("alignment must be a power of two, got {a}")));
+                return Err(invalid("alignment", "a power of two", a.to_string()));
             }
             limits.alignment = a;
             limits.scalar_alignment = a;

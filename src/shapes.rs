@@ -7,7 +7,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wgalloc_core::exec::{Dims, ShapeCache, ShapePolicy, SymbolicGraph};
 
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{invalid_hint, to_u64, IntoNapi};
 use crate::exec::{compile_options, owned, result, run_arguments, CompileGraphOptions, ExecRunOptions, RunResult};
 use crate::gpu::Gpu;
 
@@ -151,9 +151,11 @@ impl Gpu {
         let graph = SymbolicGraph::parse(&graph_json).napi()?;
         let (options, records) = compile_options(options)?;
         if records.is_some() {
-            return Err(coded(
-                "INVALID_ARGUMENT",
-                "usage records describe one shape; a shape executor plans each shape",
+            return Err(invalid_hint(
+                "options.records",
+                "none (a shape executor plans each shape)",
+                "usage records",
+                "usage records describe one shape",
             ));
         }
         let shape = shape.unwrap_or(ShapeOptions { buckets: None, capacity: None });

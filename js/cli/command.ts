@@ -1,6 +1,6 @@
 // What every CLI command shares: its arguments parsed with its own options and usage.
 import { type ParseArgsConfig, parseArgs } from 'node:util'
-import { WgallocError, messageOf } from '../errors.js'
+import { messageOf, invalidArgument } from '../errors.js'
 
 /** A command's options (node:util parseArgs form). */
 export type Options = NonNullable<ParseArgsConfig['options']>
@@ -27,7 +27,7 @@ export function parseCommand(argv: string[], { options, usage, files = 0 }: { op
   } catch (err) {
     // An unknown flag or a flag without its value: the caller's argument, typed like any other.
     const code = (err as { code?: string }).code ?? ''
-    if (code.startsWith('ERR_PARSE_ARGS')) throw new WgallocError('INVALID_ARGUMENT', `${messageOf(err)} (see --help)`, { cause: err })
+    if (code.startsWith('ERR_PARSE_ARGS')) throw invalidArgument('argv', 'the flags --help lists', 'another', `${messageOf(err)} (see --help)`, { cause: err })
     throw err
   }
   const { values, positionals } = parsed
@@ -47,7 +47,6 @@ export type Command = (argv: string[]) => Promise<number>
 /** Option `name` as a positive integer (`--runs 5`), else INVALID_ARGUMENT naming the flag. */
 export function positiveInt(values: Values, name: string): number {
   const text = String(values[name])
-  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text)))
-    throw new WgallocError('INVALID_ARGUMENT', `--${name} must be a positive integer, got '${text}'`)
+  if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) throw invalidArgument(`--${name}`, 'a positive integer', `'${text}'`)
   return Number(text)
 }

@@ -142,7 +142,7 @@ export default async function demo(argv: string[]): Promise<number> {
     })
   } catch (err) {
     // Option errors from the demo's own checks read like the other CLI errors.
-    throw err instanceof RangeError ? new WgallocError('INVALID_ARGUMENT', err.message) : err
+    throw err instanceof RangeError && WgallocError.is(err.cause, 'INVALID_ARGUMENT') ? err.cause : err
   }
   if (values.json) {
     console.log(JSON.stringify(figures))

@@ -1,7 +1,7 @@
 // `wgalloc plan <file.json|file.csv> [--strategy s|all] [--time-limit 10s] [--alignment N]
 //   [--svg out.svg] [--json [out.json]]`
 import type { PlanProgress } from '../binding.js'
-import { WgallocError } from '../errors.js'
+import { WgallocError, invalidArgument } from '../errors.js'
 import { readInputFile, writeOutputFile } from '../input-file.js'
 import { type MemoryPlan, STRATEGIES, type Strategy, isJsonText, planMemory } from '../plan.js'
 import { parseCommand, str } from './command.js'
@@ -11,7 +11,7 @@ const USAGE = 'usage: wgalloc plan <file.json|file.csv> [--strategy NAME|all] [-
 
 function parseDuration(text: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(String(text).trim())
-  if (!m) throw new WgallocError('INVALID_ARGUMENT', `--time-limit: cannot read '${text}' (use e.g. 500ms, 10s, 2m)`)
+  if (!m) throw invalidArgument('--time-limit', 'a duration such as 500ms, 10s, 2m', `'${text}'`)
   const unit: Record<string, number> = { ms: 1, s: 1000, m: 60000 }
   return Math.round(Number(m[1]) * unit[m[2] ?? 's'])
 }

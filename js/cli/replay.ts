@@ -4,7 +4,7 @@
 // policy on host storage (no GPU); without it the heap runs on the device. `--snapshot out.json`
 // also saves the heap's recorded history (for `wgalloc view`). `--save-profile FILE` writes the
 // heap's profile at the end (`heap.profile()`); `--profile FILE` starts the heap warm from one.
-import { WgallocError } from '../errors.js'
+import { WgallocError, invalidArgument } from '../errors.js'
 import { Gpu } from '../gpu.js'
 import { readInputFile, writeOutputFile } from '../input-file.js'
 import { type ReplayFigures, type Trace, replayHeap, simulate } from '../replay.js'
@@ -33,9 +33,16 @@ export default async function replay(argv: string[]): Promise<number> {
   })
   if (exit !== undefined) return exit
   const snapshot = str(values, 'snapshot')
-  if (values.simulate && snapshot) throw new WgallocError('INVALID_ARGUMENT', '--snapshot records the device heap; leave out --simulate')
+  if (values.simulate && snapshot)
+    throw invalidArgument('--snapshot', 'no --snapshot with --simulate', `'${snapshot}'`, '--snapshot records the device heap; leave out --simulate')
   const alignmentText = str(values, 'alignment')
-  if (alignmentText !== undefined && !values.simulate) throw new WgallocError('INVALID_ARGUMENT', '--alignment applies to --simulate (the device has its own)')
+  if (alignmentText !== undefined && !values.simulate)
+    throw invalidArgument(
+      '--alignment',
+      'no --alignment without --simulate',
+      `'${alignmentText}'`,
+      '--alignment applies to --simulate (the device has its own)',
+    )
   const alignment = alignmentText === undefined ? undefined : Number(alignmentText)
   const saveProfile = str(values, 'save-profile')
   const profileFile = str(values, 'profile')

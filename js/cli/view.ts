@@ -1,7 +1,7 @@
 // `wgalloc view <file.json> [-o out.html] [--no-replay] [--budget BYTES] [--device] [--title T]`:
 // one self-contained HTML page for a heap snapshot, alloc/free trace, plan or profile.
 import { basename, resolve } from 'node:path'
-import { WgallocError } from '../errors.js'
+import { invalidArgument } from '../errors.js'
 import { Gpu } from '../gpu.js'
 import { readJsonFile, writeOutputFile } from '../input-file.js'
 import type { Trace } from '../replay.js'
@@ -40,14 +40,21 @@ export default async function view(argv: string[]): Promise<number> {
   if (exit !== undefined) return exit
   const file = positionals[0]
   const out = str(values, 'output') ?? `${basename(file).replace(/\.json$/i, '')}.html`
-  if (resolve(out) === resolve(file)) throw new WgallocError('INVALID_ARGUMENT', `-o ${out} names the input; the page would replace it`)
-  if (values['no-replay'] && values.device) throw new WgallocError('INVALID_ARGUMENT', '--device replays the trace; leave out --no-replay')
+  if (resolve(out) === resolve(file)) throw invalidArgument('-o', 'a file other than the input', `'${out}'`, '-o names the input; the page would replace it')
+  if (values['no-replay'] && values.device)
+    throw invalidArgument('--device', 'no --device with --no-replay', 'both', '--device replays the trace; leave out --no-replay')
   const budget = values.budget === undefined ? undefined : positiveInt(values, 'budget')
-  if (budget !== undefined && values['no-replay']) throw new WgallocError('INVALID_ARGUMENT', '--budget bounds a replay; leave out --no-replay')
+  if (budget !== undefined && values['no-replay'])
+    throw invalidArgument('--budget', 'no --budget with --no-replay', 'both', '--budget bounds a replay; leave out --no-replay')
   let json = readJsonFile(file)
   let kind: ViewKind = detectKind(json)
   if ((budget !== undefined || values.device) && kind !== 'trace')
-    throw new WgallocError('INVALID_ARGUMENT', `--budget and --device apply to an alloc/free trace; ${file} is a ${kind}`)
+    throw invalidArgument(
+      values.device ? '--device' : '--budget',
+      'an alloc/free trace to replay',
+      `${file}, a ${kind}`,
+      '--budget and --device apply to an alloc/free trace',
+    )
   const title = str(values, 'title')
   let html: string
   if (kind === 'trace' && values.device) {

@@ -11,7 +11,7 @@ import type { Executor } from '../exec.js'
 import { Gpu } from '../gpu.js'
 import type { Graph } from '../graph.js'
 import { STRATEGIES, type Strategy, planMemory } from '../plan.js'
-import { type DemoData, type ShapeOptions, graph as buildGraph, shapes, weights } from './model.js'
+import { type DemoData, type ShapeOptions, badOption, graph as buildGraph, shapes, weights } from './model.js'
 import { reference } from './reference.js'
 
 /** Options of `runDemo()`. */
@@ -127,8 +127,8 @@ async function planAll(records: PlanRecord[], alignment: number, timeLimitMs: nu
  */
 export async function runDemo(options: DemoOptions = {}) {
   const { runs = 10, strategy = 'best', timeLimitMs = 1000, svg = 'plan.svg', trace = 'trace.json', seed = 1 } = options
-  if (!Number.isInteger(runs) || runs < 1) throw new RangeError(`--runs must be a positive integer, got ${runs}`)
-  if (!STRATEGIES.includes(strategy as Strategy)) throw new RangeError(`--strategy must be one of ${STRATEGIES.join(', ')}, got '${strategy}'`)
+  if (!Number.isInteger(runs) || runs < 1) throw badOption('--runs', 'a positive integer', String(runs))
+  if (!STRATEGIES.includes(strategy as Strategy)) throw badOption('--strategy', `one of ${STRATEGIES.join(', ')}`, `'${strategy}'`)
   const s = shapes(options)
   const started = performance.now()
   const graph = buildGraph(s)

@@ -1,6 +1,7 @@
 // The demo model: one pre-norm transformer encoder block (f32) as a wgalloc
 // graph, plus deterministic weights and input. Every op writes its own tensor,
 // so lifetimes are many and varied and the planner has real work to do.
+import { invalidArgument } from '../errors.js'
 import type { Graph, GraphOp, GraphTensor } from '../graph.js'
 import { type Launch, kernels, launch } from './kernels.js'
 import { mulberry32, uniform } from './random.js'
@@ -32,12 +33,18 @@ export interface DemoData {
   inputs: { x: Float32Array }
 }
 
+/** A bad demo option: a RangeError whose cause is the INVALID_ARGUMENT the CLI reports. */
+export function badOption(path: string, expected: string, got: string): RangeError {
+  const err = invalidArgument(path, expected, got)
+  return new RangeError(err.message, { cause: err })
+}
+
 /** Checks and completes the shape options. */
 export function shapes({ seq = 64, dim = 128, heads = 4, ffn = 4 }: ShapeOptions = {}): Shapes {
   for (const [name, v] of Object.entries({ seq, dim, heads, ffn })) {
-    if (!Number.isInteger(v) || v < 1) throw new RangeError(`--${name} must be a positive integer, got ${v}`)
+    if (!Number.isInteger(v) || v < 1) throw badOption(`--${name}`, 'a positive integer', String(v))
   }
-  if (dim % heads !== 0) throw new RangeError(`--dim (${dim}) must be a multiple of --heads (${heads})`)
+  if (dim % heads !== 0) throw badOption('--dim', `a multiple of --heads (${heads})`, String(dim))
   return { seq, dim, heads, ffn, headDim: dim / heads, hidden: dim * ffn }
 }
 

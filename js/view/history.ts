@@ -1,7 +1,7 @@
 // Memory history for the viewer, modelled on PyTorch's `_record_memory_history` +
 // `_snapshot()`: the heap's own history (heap.recordHistory) with names for blocks, and the
 // replay of an alloc/free trace through a real heap, each block named by its trace id.
-import { WgallocError, shown, stringifyInput } from '../errors.js'
+import { shown, stringifyInput, invalidArgument } from '../errors.js'
 import type { Heap } from '../heap.js'
 import type { MemorySnapshot, RecordHistoryOptions } from '../heap-history.js'
 import type { DeviceBlock } from '../device-block.js'
@@ -39,7 +39,7 @@ export interface MemoryRecorder {
  */
 export function recordMemoryHistory(heap: Heap, options?: RecordHistoryOptions): MemoryRecorder {
   if (!heap || typeof heap !== 'object' || typeof (heap as Partial<Heap>).recordHistory !== 'function') {
-    throw new WgallocError('INVALID_ARGUMENT', 'recordMemoryHistory: pass a heap (gpu.heap)')
+    throw invalidArgument('heap', 'a heap (gpu.heap)', shown(heap), 'recordMemoryHistory: pass a heap')
   }
   heap.recordHistory(options)
   const labels = new Map<number, string>()
@@ -77,13 +77,20 @@ export function replayHistory(heap: Heap, trace: Trace): MemoryHistorySnapshot {
  */
 export function replayOnHeap(heap: Heap, trace: Trace, skipFailed: boolean): MemoryHistorySnapshot {
   if (!trace || !Array.isArray(trace.events)) {
-    throw new WgallocError('INVALID_ARGUMENT', 'a trace is an object with an events array of { op: "alloc", id, size } | { op: "free", id }')
+    throw invalidArgument(
+      'trace.events',
+      'an array of { op: "alloc", id, size } | { op: "free", id }',
+      shown(trace?.events),
+      'a trace is an object with an events array',
+    )
   }
   // The replay records on the heap and stops at the end: it must not take over a recording.
   if (heap.recordingHistory) {
-    throw new WgallocError(
-      'INVALID_ARGUMENT',
-      'replayHistory: this heap is recording its history; stop that first (heap.recordHistory(false)) or replay on another device',
+    throw invalidArgument(
+      'heap',
+      'a heap not recording its history',
+      'one recording',
+      'replayHistory: stop that first (heap.recordHistory(false)) or replay on another device',
     )
   }
   heap.emptyCache()
@@ -93,10 +100,9 @@ export function replayOnHeap(heap: Heap, trace: Trace, skipFailed: boolean): Mem
   try {
     for (const [i, e] of trace.events.entries()) {
       if (e.op === 'alloc') {
-        if (!Number.isSafeInteger(e.size) || (e.size as number) < 0)
-          throw new WgallocError('INVALID_ARGUMENT', `trace event ${i}: size must be a non-negative integer`)
+        if (!Number.isSafeInteger(e.size) || (e.size as number) < 0) throw invalidArgument(`trace event ${i}.size`, 'a non-negative integer', shown(e.size))
         if (live.has(e.id) || refused.has(e.id))
-          throw new WgallocError('INVALID_ARGUMENT', `trace event ${i}: id ${String(e.id)} is allocated again while live`)
+          throw invalidArgument(`trace event ${i}.id`, 'an id not live', shown(e.id), 'the id is allocated again while live')
         let block: DeviceBlock
         try {
           block = heap.malloc(Math.max(e.size as number, 1))
@@ -110,11 +116,11 @@ export function replayOnHeap(heap: Heap, trace: Trace, skipFailed: boolean): Mem
       } else if (e.op === 'free') {
         if (refused.delete(e.id)) continue
         const block = live.get(e.id)
-        if (!block) throw new WgallocError('INVALID_ARGUMENT', `trace event ${i} frees unknown id ${e.id}`)
+        if (!block) throw invalidArgument(`trace event ${i}.id`, 'the id of a live allocation', shown(e.id), 'the event frees an unknown id')
         live.delete(e.id)
         block.free()
       } else {
-        throw new WgallocError('INVALID_ARGUMENT', `trace event ${i}: op must be "alloc" or "free"`)
+        throw invalidArgument(`trace event ${i}.op`, '"alloc" or "free"', shown(e.op))
       }
     }
     const snap = recorder.snapshot()
@@ -162,8 +168,7 @@ export interface HostReplay {
  */
 export function replayOnHost(trace: unknown, options: HostReplayOptions = {}): HostReplay {
   const budget = options.budget ?? VIEW_REPLAY_BUDGET
-  if (!Number.isSafeInteger(budget) || budget <= 0)
-    throw new WgallocError('INVALID_ARGUMENT', `the replay budget must be a positive integer of bytes, got ${shown(budget)}`)
+  if (!Number.isSafeInteger(budget) || budget <= 0) throw invalidArgument('options.budget', 'a positive integer of bytes (the replay budget)', shown(budget))
   const alignment = options.alignment ?? 256
   const text = typeof trace === 'string' ? trace : stringifyInput(trace ?? null, 'the trace')
   // Checks the trace first (INVALID_ARGUMENT naming a bad event), then nothing below can fail.

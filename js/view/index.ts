@@ -2,7 +2,7 @@
 // a heap snapshot, an alloc/free trace, a memory plan or a profiler trace. The kind is read
 // from the JSON's shape; each kind has a module that checks its input and reduces it to the
 // compact data its page script draws.
-import { WgallocError, shown, optionsObject } from '../errors.js'
+import { shown, optionsObject, invalidArgument } from '../errors.js'
 import { type Loose, object } from './check.js'
 import type { HostReplay } from './history.js'
 import * as memory from './memory.js'
@@ -47,7 +47,7 @@ export function detectKind(json: unknown): ViewKind {
   const accepted = Object.values(VIEW_KINDS)
     .map((k) => `  - ${k}`)
     .join('\n')
-  throw new WgallocError('INVALID_ARGUMENT', `cannot tell what this JSON is; wgalloc view accepts:\n${accepted}`)
+  throw invalidArgument('json', 'a kind wgalloc view accepts', shown(json), `cannot tell what this JSON is; wgalloc view accepts:\n${accepted}`)
 }
 
 const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; subtitle?: string }> = {
@@ -63,11 +63,10 @@ const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; 
  */
 export function renderHtml(json: unknown, opts?: RenderHtmlOptions | null): string {
   const options = optionsObject(opts, 'renderHtml')
-  if (options.title !== undefined && typeof options.title !== 'string')
-    throw new WgallocError('INVALID_ARGUMENT', `renderHtml: title must be a string, got ${shown(options.title)}`)
+  if (options.title !== undefined && typeof options.title !== 'string') throw invalidArgument('renderHtml: options.title', 'a string', shown(options.title))
   const kind = options.kind ?? detectKind(json)
   if (!Object.hasOwn(MODULES, kind))
-    throw new WgallocError('INVALID_ARGUMENT', `renderHtml: unknown kind '${kind}'; use one of ${Object.keys(VIEW_KINDS).join(', ')}`)
+    throw invalidArgument('renderHtml: options.kind', `one of ${Object.keys(VIEW_KINDS).join(', ')}`, shown(kind), 'unknown kind')
   const view = MODULES[kind](json as Loose)
   return page({ ...view, title: options.title ?? view.title })
 }

@@ -76,7 +76,7 @@ function checkSegments(list: unknown, where: string): Segment[] {
     const blocks = array(s.blocks, `${at}.blocks`).map((b, j) => {
       const bt = `${at}.blocks[${j}]`
       object(b, bt)
-      if (b.state !== 'free' && !STATES.includes(b.state)) fail(`${bt}.state`, `expected 'active', 'pending-free' or 'free', got ${shown(b.state)}`)
+      if (b.state !== 'free' && !STATES.includes(b.state)) fail(`${bt}.state`, "'active', 'pending-free' or 'free'", shown(b.state))
       return {
         blockId: count(b.blockId ?? 0, `${bt}.blockId`),
         offset: count(b.offset, `${bt}.offset`),
@@ -213,7 +213,7 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
       case 'segment_free': {
         const k = segIndex.get(e.segmentId)
         if (k === undefined) {
-          if (windowSegments.has(e.segmentId)) fail(at, `segment ${e.segmentId} freed twice`)
+          if (windowSegments.has(e.segmentId)) fail(`${at}.segmentId`, 'a live segment', shown(e.segmentId), 'the segment is freed twice')
           older++
           break
         }
@@ -223,7 +223,7 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
       }
       case 'alloc': {
         const blockId = count(e.blockId, `${at}.blockId`)
-        if (live.has(blockId)) fail(at, `block ${blockId} allocated twice without a free`)
+        if (live.has(blockId)) fail(`${at}.blockId`, 'a block not live', shown(blockId), 'the block is allocated twice without a free')
         windowBlocks.add(blockId)
         openBlock(
           blockId,
@@ -241,7 +241,7 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
       case 'free': {
         const k = live.get(e.blockId)
         if (k === undefined) {
-          if (windowBlocks.has(e.blockId)) fail(at, `block ${e.blockId} freed twice`)
+          if (windowBlocks.has(e.blockId)) fail(`${at}.blockId`, 'a live block', shown(e.blockId), 'the block is freed twice')
           older++
           break
         }
@@ -254,7 +254,7 @@ function fromHistory(segments: Segment[], history: unknown, title: string | unde
         ooms.push({ t, size: count(e.size, `${at}.size`), pool: String(e.pool) })
         break
       default:
-        fail(`${at}.action`, `expected alloc, free, segment_alloc, segment_free or oom, got ${shown(e.action)}`)
+        fail(`${at}.action`, 'alloc, free, segment_alloc, segment_free or oom', shown(e.action))
     }
   }
   // Segments and blocks of the final snapshot the window never saw made: there from the start.
@@ -381,13 +381,13 @@ export function fromTrace(json: Loose, replay?: HostReplay) {
     object(e, at)
     const key = id(e.id, `${at}.id`)
     if (e.op === 'alloc' && failed.has(i)) {
-      if (live.has(key) || refused.has(key)) fail(at, `id ${key} allocated twice without a free`)
+      if (live.has(key) || refused.has(key)) fail(`${at}.id`, 'an id not live', shown(key), 'the id is allocated twice without a free')
       refused.add(key)
       ooms.push({ t, size: count(e.size, `${at}.size`), pool: 'requested' })
     } else if (e.op === 'free' && refused.delete(key)) {
       // The allocation failed: nothing to free.
     } else if (e.op === 'alloc') {
-      if (live.has(key) || refused.has(key)) fail(at, `id ${key} allocated twice without a free`)
+      if (live.has(key) || refused.has(key)) fail(`${at}.id`, 'an id not live', shown(key), 'the id is allocated twice without a free')
       live.set(key, blocks.size.length)
       blocks.label.push(key)
       blocks.size.push(count(e.size, `${at}.size`))
@@ -400,11 +400,11 @@ export function fromTrace(json: Loose, replay?: HostReplay) {
       blocks.stack.push(-1)
     } else if (e.op === 'free') {
       const k = live.get(key)
-      if (k === undefined) fail(at, `free of unknown id ${key}`)
+      if (k === undefined) fail(`${at}.id`, 'the id of a live allocation', shown(key), 'free of unknown id')
       blocks.end[k] = t
       live.delete(key)
     } else {
-      fail(`${at}.op`, `expected "alloc" or "free", got ${shown(e.op)}`)
+      fail(`${at}.op`, '"alloc" or "free"', shown(e.op))
     }
     t++
   }

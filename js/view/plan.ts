@@ -13,7 +13,7 @@ export function fromPlan(json: Loose) {
     cols.size.push(count(r.size, `${at}.size`))
     const first = count(r.first, `${at}.first`)
     const last = count(r.last, `${at}.last`)
-    if (last < first) fail(at, `last (${last}) is before first (${first})`)
+    if (last < first) fail(`${at}.last`, `at least first (${first})`, String(last), 'last is before first')
     cols.first.push(first)
     cols.last.push(last)
     cols.offset.push(count(r.offset, `${at}.offset`))

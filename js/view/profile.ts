@@ -3,6 +3,7 @@
 // writes one per GPU stream, plus CPU encode/submit), complete (X) and B/E
 // slices packed into lanes, counters (C) as series, instants (i) as markers.
 import { type Loose, type SummaryRow, array, count, fail, number, object } from './check.js'
+import { shown } from '../errors.js'
 
 interface Slice {
   ts: number
@@ -62,7 +63,7 @@ export function fromTrace(json: Loose | Loose[]) {
   for (const [i, e] of events.entries()) {
     const at = `traceEvents[${i}]`
     object(e, at)
-    if (typeof e.ph !== 'string') fail(`${at}.ph`, 'expected a phase string')
+    if (typeof e.ph !== 'string') fail(`${at}.ph`, 'a phase string', shown(e.ph))
     const key = `${e.pid ?? 0}:${e.tid ?? 0}`
     const name = e.name == null ? '' : String(e.name)
     switch (e.ph) {
@@ -81,7 +82,7 @@ export function fromTrace(json: Loose | Loose[]) {
       }
       case 'E': {
         const b = open.get(key)?.pop()
-        if (!b) fail(at, 'E event without a matching B')
+        if (!b) fail(`${at}.ph`, "a B event before this 'E'", "'E' without one", 'E event without a matching B')
         const ts = number(b.ts, `${at} (its B).ts`)
         addSlice(key, { ts, dur: Math.max(0, number(e.ts, `${at}.ts`) - ts), name: String(b.name ?? ''), cat: b.cat ?? '', args: { ...b.args, ...e.args } })
         break

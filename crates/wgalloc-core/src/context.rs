@@ -256,14 +256,17 @@ impl Gpu {
     pub async fn request(options: GpuOptions) -> Result<Gpu> {
         if let Some(b) = options.memory_budget {
             if b == 0 || b > MAX_SAFE_INTEGER {
-                return Err(Error::invalid(format!(
-                    "memoryBudget must be a positive integer of at most 2^53-1 bytes, got {b}"
-                )));
+                return Err(Error::invalid(
+                    "memoryBudget",
+                    "a positive integer of at most 2^53-1 bytes",
+                    b.to_string(),
+                ));
             }
         }
         if let (Some(i), Some(id)) = (options.adapter_index, &options.adapter_id) {
             // Either names one adapter; two could name different ones.
-            return Err(Error::invalid(format!("pass adapterIndex or adapterId, not both (got {i} and '{id}')")));
+            return Err(Error::invalid("adapterIndex", "no adapterIndex when adapterId is given", i.to_string())
+                .with_hint(format!("pass adapterIndex or adapterId, not both (adapterId is '{id}')")));
         }
         let backends = parse_backends(options.backends.as_deref())?.with_env();
         let power_preference = parse_power_preference(options.power_preference.as_deref())?;
@@ -377,9 +380,8 @@ impl Gpu {
         let reg = lock(&REGISTRY);
         reg.iter().find(|(h, _)| *h == handle).and_then(|(_, w)| w.upgrade()).map(|shared| Gpu { shared }).ok_or_else(
             || {
-                Error::invalid(format!(
-                    "no open device has handle {handle}; share it with gpu.shareHandle() while it is open"
-                ))
+                Error::invalid("handle", "the handle of an open device", handle.to_string())
+                    .with_hint("no open device has it; share it with gpu.shareHandle() while it is open")
             },
         )
     }
@@ -487,7 +489,7 @@ fn instance(backends: wgpu::Backends) -> wgpu::Instance {
 fn parse_backends(names: Option<&[String]>) -> Result<wgpu::Backends> {
     let Some(names) = names else { return Ok(wgpu::Backends::PRIMARY) };
     if names.is_empty() {
-        return Err(Error::invalid("backends must name at least one backend"));
+        return Err(Error::invalid("backends", "at least one backend name", "an empty list"));
     }
     let mut set = wgpu::Backends::empty();
     for name in names {
@@ -497,9 +499,12 @@ fn parse_backends(names: Option<&[String]>) -> Result<wgpu::Backends> {
             "dx12" | "d3d12" => wgpu::Backends::DX12,
             "primary" | "all" => wgpu::Backends::PRIMARY,
             other => {
-                return Err(Error::invalid(format!(
-                    "unknown backend '{other}'; use one of vulkan, metal, dx12, primary"
-                )))
+                return Err(Error::invalid(
+                    "backends",
+                    "one of vulkan, metal, dx12, primary",
+                    crate::error::quoted(other),
+                )
+                .with_hint("unknown backend"))
             }
         };
     }
@@ -512,9 +517,12 @@ fn parse_power_preference(name: Option<&str>) -> Result<wgpu::PowerPreference> {
         Some("low-power") => wgpu::PowerPreference::LowPower,
         Some("high-performance") => wgpu::PowerPreference::HighPerformance,
         Some(other) => {
-            return Err(Error::invalid(format!(
-                "unknown powerPreference '{other}'; use low-power, high-performance or none"
-            )))
+            return Err(Error::invalid(
+                "powerPreference",
+                "low-power, high-performance or none",
+                crate::error::quoted(other),
+            )
+            .with_hint("unknown powerPreference"))
         }
     })
 }
@@ -522,9 +530,10 @@ fn parse_power_preference(name: Option<&str>) -> Result<wgpu::PowerPreference> {
 fn parse_features(names: &[String]) -> Result<wgpu::Features> {
     names.iter().try_fold(wgpu::Features::empty(), |acc, name| {
         let upper = name.trim().to_uppercase().replace('-', "_");
-        wgpu::Features::from_name(&upper)
-            .map(|f| acc | f)
-            .ok_or_else(|| Error::invalid(format!("unknown feature '{name}' (use wgpu names such as TIMESTAMP_QUERY)")))
+        wgpu::Features::from_name(&upper).map(|f| acc | f).ok_or_else(|| {
+            Error::invalid("features", "wgpu feature names such as TIMESTAMP_QUERY", crate::error::quoted(name))
+                .with_hint("unknown feature")
+        })
     })
 }
 

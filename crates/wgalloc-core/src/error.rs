@@ -6,9 +6,10 @@ use std::fmt;
 /// A runtime failure. `code()` is stable API; the message tells the user what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// An argument was out of range, of the wrong shape, or inconsistent.
+    /// An argument was out of range, of the wrong shape, or inconsistent: what, where, and
+    /// what was received are data (see [`InvalidArgument`]).
     #[error("{0}")]
-    InvalidArgument(String),
+    InvalidArgument(Box<InvalidArgument>),
     /// No adapter matched the request (backend, name filter, fallback).
     #[error("{0}")]
     AdapterNotFound(String),
@@ -91,8 +92,59 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(msg: impl fmt::Display) -> Self {
-        Error::InvalidArgument(msg.to_string())
+    /// INVALID_ARGUMENT: `path` (the argument or field, as the caller names it) should have been
+    /// `expected` but was `got` (shown briefly). Add advice with [`Error::with_hint`].
+    pub fn invalid(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        let a = InvalidArgument { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() };
+        // Every field is what a caller reads in `err.details`: none may be blank.
+        debug_assert!(
+            !a.path.is_empty() && !a.expected.is_empty() && !a.got.is_empty(),
+            "an INVALID_ARGUMENT without its data: {a:?}"
+        );
+        Error::InvalidArgument(Box::new(a))
+    }
+
+    /// The same error with `hint`, what to do, after its figures; other variants pass through.
+    #[must_use]
+    pub fn with_hint(self, hint: impl Into<String>) -> Self {
+        match self {
+            Error::InvalidArgument(mut a) => {
+                a.hint = hint.into();
+                Error::InvalidArgument(a)
+            }
+            other => other,
+        }
+    }
+
+    /// The path, expectation and value of an INVALID_ARGUMENT, of any source.
+    pub fn invalid_argument(&self) -> Option<&InvalidArgument> {
+        match self {
+            Error::InvalidArgument(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// What an INVALID_ARGUMENT is about: what `err.details` carries in JS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidArgument {
+    /// The argument or field, as the caller names it (`size`, `graph.tensors[3].shape`).
+    pub path: String,
+    /// What would have been accepted.
+    pub expected: String,
+    /// The value received, shown briefly.
+    pub got: String,
+    /// What to do; may be empty.
+    pub hint: String,
+}
+
+impl fmt::Display for InvalidArgument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: expected {}, got {}", self.path, self.expected, self.got)?;
+        if !self.hint.is_empty() {
+            write!(f, "; {}", self.hint)?;
+        }
+        Ok(())
     }
 }
 
@@ -169,21 +221,41 @@ impl Error {
     }
 }
 
+/// A JSON value as an error shows it: scalars as they are, strings quoted, containers by kind.
+pub fn shown_json(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => quoted(s),
+        serde_json::Value::Array(a) => format!("an array of {}", a.len()),
+        serde_json::Value::Object(_) => "an object".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A caller's string as an error shows it: quoted, cut short when long.
+pub fn quoted(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("'{}...'", &s[..at]),
+        None => format!("'{s}'"),
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Overflow-checked `a + b` for sizes and offsets.
 pub fn checked_add(a: u64, b: u64, what: &str) -> Result<u64> {
-    a.checked_add(b).ok_or_else(|| Error::invalid(format!("{what}: {a} + {b} overflows u64")))
+    a.checked_add(b).ok_or_else(|| {
+        Error::invalid(what, format!("at most {} - {b}", u64::MAX), a.to_string()).with_hint("the sum overflows u64")
+    })
 }
 
 /// Round `value` up to a multiple of `align` (a power of two), overflow-checked.
 pub fn align_up(value: u64, align: u64) -> Result<u64> {
     debug_assert!(align.is_power_of_two());
     let mask = align - 1;
-    value
-        .checked_add(mask)
-        .map(|v| v & !mask)
-        .ok_or_else(|| Error::invalid(format!("size {value} overflows when aligned to {align}")))
+    value.checked_add(mask).map(|v| v & !mask).ok_or_else(|| {
+        Error::invalid("size", format!("a size that can be aligned to {align}"), value.to_string())
+            .with_hint("it overflows u64 when rounded up")
+    })
 }
 
 #[cfg(test)]
@@ -197,5 +269,53 @@ mod tests {
         assert_eq!(align_up(256, 256).unwrap(), 256);
         assert_eq!(align_up(u64::MAX, 4).unwrap_err().code(), "INVALID_ARGUMENT");
         assert!(checked_add(u64::MAX, 1, "offset").is_err());
+    }
+
+    /// Bad input through each pure check of the core: every INVALID_ARGUMENT carries a path,
+    /// an expectation and the value received, and its message is made of them.
+    #[test]
+    fn every_invalid_argument_has_its_fields() {
+        use crate::exec::{checksum, ExecGraph, SymbolicGraph};
+        use crate::heap::config::Watermarks;
+        use crate::heap::profile::HeapProfile;
+        use crate::profile::options::{parse_flags, Mode};
+        use crate::replay::trace::Trace;
+        let graph = |tensors: &str, ops: &str| {
+            ExecGraph::parse(&format!(
+                r#"{{"kernels":{{"k":{{"source":"@compute @workgroup_size(1) fn main() {{}}"}}}},"tensors":[{tensors}],"ops":[{ops}]}}"#
+            ))
+        };
+        let errors: Vec<Error> = vec![
+            align_up(u64::MAX, 4).unwrap_err(),
+            checked_add(u64::MAX, 1, "offset").unwrap_err(),
+            graph(r#"{"id":"a","size":0}"#, "").unwrap_err(),
+            graph(r#"{"id":"a","size":4,"kind":"nope"}"#, "").unwrap_err(),
+            graph(r#"{"id":"a","shape":[2],"dtype":"f99"}"#, "").unwrap_err(),
+            graph(r#"{"id":"a","size":4},{"id":"a","size":4}"#, "").unwrap_err(),
+            graph(r#"{"id":"a","size":4,"kind":"output"}"#, r#"{"kernel":"k","inputs":["zz"],"outputs":["a"]}"#)
+                .unwrap_err(),
+            ExecGraph::parse("[]").unwrap_err(),
+            SymbolicGraph::parse(r#"{"dims":[7],"tensors":[],"ops":[]}"#).unwrap_err(),
+            checksum::from_model("{}", 65535).unwrap_err(),
+            Trace::parse(r#"{"events":[{"op":"alloc","id":"a","size":-1}]}"#).unwrap_err(),
+            Trace::parse(r#"{"events":[{"op":"free","id":"a"}]}"#).unwrap_err(),
+            Trace::parse("not json").unwrap_err(),
+            HeapProfile::parse("[]").unwrap_err(),
+            HeapProfile::parse(r#"{"format":"wgalloc-heap-profile","version":1,"pools":[3]}"#).unwrap_err(),
+            Watermarks { high: 9.0, low: 0.0 }.validate().unwrap_err(),
+            Watermarks { high: 0.5, low: 0.9 }.validate().unwrap_err(),
+            Mode::parse("sometimes").unwrap_err(),
+            parse_flags("nope").unwrap_err(),
+        ];
+        for e in &errors {
+            assert_eq!(e.code(), "INVALID_ARGUMENT", "{e}");
+            let a = e.invalid_argument().unwrap_or_else(|| panic!("no fields: {e}"));
+            assert!(!a.path.is_empty() && !a.expected.is_empty() && !a.got.is_empty(), "{a:?}");
+            assert!(e.to_string().starts_with(&format!("{}: expected {}, got {}", a.path, a.expected, a.got)), "{e}");
+        }
+        let with_hint = Error::invalid("size", "a positive integer", "0").with_hint("free blocks first");
+        assert_eq!(with_hint.to_string(), "size: expected a positive integer, got 0; free blocks first");
+        assert_eq!(Error::Aborted.with_hint("x"), Error::Aborted, "a hint leaves other errors alone");
+        assert!(Error::Aborted.invalid_argument().is_none());
     }
 }

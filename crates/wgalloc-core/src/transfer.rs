@@ -86,7 +86,8 @@ impl GpuBuffer {
         if std::sync::Arc::ptr_eq(&self.gpu.shared, &gpu.shared) {
             Ok(())
         } else {
-            Err(Error::invalid("the buffer belongs to another Gpu"))
+            Err(Error::invalid("buffer", "a buffer of this Gpu", "a buffer of another Gpu")
+                .with_hint("the buffer belongs to another Gpu"))
         }
     }
 }
@@ -100,19 +101,25 @@ impl GpuBuffer {
 /// alignment rule above; returns the padded length to encode.
 pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Result<u64> {
     if len == 0 {
-        return Err(Error::invalid(format!("{what}: length must be at least 1 byte")));
+        return Err(Error::invalid(format!("{what}: length"), "at least 1 byte", "0"));
     }
     if !offset.is_multiple_of(WORD) {
-        return Err(Error::invalid(format!("{what}: offset {offset} must be a multiple of 4")));
+        return Err(Error::invalid(format!("{what}: offset"), "a multiple of 4", offset.to_string()));
     }
     let end = checked_add(offset, len, what)?;
     if end > size {
-        return Err(Error::invalid(format!("{what}: range {offset}..{end} is outside the buffer of {size} bytes")));
+        return Err(Error::invalid(
+            format!("{what}: offset"),
+            format!("a range inside the buffer of {size} bytes"),
+            format!("{offset}..{end}"),
+        ));
     }
     if !len.is_multiple_of(WORD) && end != size {
-        return Err(Error::invalid(format!(
-            "{what}: length {len} must be a multiple of 4 unless the range ends at the end of the buffer ({size})"
-        )));
+        return Err(Error::invalid(
+            format!("{what}: length"),
+            format!("a multiple of 4 unless the range ends at the end of the buffer ({size})"),
+            len.to_string(),
+        ));
     }
     align_up(len, WORD)
 }
@@ -130,9 +137,11 @@ pub(crate) fn check_copy_source(
     let end = checked_add(offset, len, what)?;
     let padded_end = checked_add(offset, padded, what)?;
     if !offset.is_multiple_of(WORD) || end > logical || padded_end > allocated {
-        return Err(Error::invalid(format!(
-            "{what}: source range {offset}..{end} must start at a multiple of 4 and lie inside the source's {logical} bytes"
-        )));
+        return Err(Error::invalid(
+            format!("{what}: srcOffset"),
+            format!("a source range that starts at a multiple of 4 and lies inside the source's {logical} bytes"),
+            format!("{offset}..{end}"),
+        ));
     }
     Ok(())
 }
@@ -165,9 +174,9 @@ impl Gpu {
         self.check_alive()?;
         let max = self.limits().max_buffer_size;
         if size == 0 || size > max {
-            return Err(Error::invalid(format!(
-                "buffer size must be between 1 and the device's maxBufferSize ({max}), got {size}"
-            )));
+            return Err(Error::invalid("size", format!("1 to {max} (maxBufferSize)"), size.to_string()).with_hint(
+                format!("buffer size must be between 1 and the device's maxBufferSize ({max}), got {size}"),
+            ));
         }
         let padded = align_up(size, WORD)?;
         let buffer = guarded(self.device(), "creating a buffer", || {
@@ -202,7 +211,12 @@ impl Gpu {
         buffer.check_same_device(self)?;
         let end = checked_add(offset, len, "readBuffer")?;
         if len == 0 || end > buffer.size {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "offset",
+                format!("a non-empty range inside the buffer of {} bytes", buffer.size),
+                format!("{offset}..{end}"),
+            )
+            .with_hint(format!(
                 "readBuffer: range {offset}..{end} must be non-empty and inside the buffer of {} bytes",
                 buffer.size
             )));
@@ -306,7 +320,12 @@ impl Stream {
         let padded = aligned_range(dst_offset, len, dst.size, "copy (destination)")?;
         check_copy_source(src_offset, len, padded, src.size, src.padded_size(), "copy")?;
         if std::ptr::eq(src, dst) && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
-            return Err(Error::invalid("copy: source and destination ranges overlap in the same buffer"));
+            return Err(Error::invalid(
+                "srcOffset",
+                "a source range that does not overlap the destination",
+                format!("{src_offset}..{}", src_offset + padded),
+            )
+            .with_hint("copy: source and destination ranges overlap in the same buffer"));
         }
         let (s, d) = (src.raw()?, dst.raw()?);
         src.used_on(self);

@@ -3,9 +3,9 @@
 /// What a block-manager operation refused. Nothing changed when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KvError {
-    /// The options do not describe a usable cache.
-    #[error("KV cache options: {0}")]
-    InvalidConfig(String),
+    /// The options do not describe a usable cache: `path` should have been `expected`, was `got`.
+    #[error("KV cache options: {path}: expected {expected}, got {got}{}", if hint.is_empty() { String::new() } else { format!("; {hint}") })]
+    InvalidConfig { path: String, expected: String, got: String, hint: String },
     /// Not enough blocks, even after evicting every unreferenced cached block.
     #[error(
         "KV cache full: {what} needs {needed} blocks; {free} are free and {evictable} cached blocks could be evicted ({total} in all). Free or swap out a sequence, or make the cache larger"
@@ -38,6 +38,46 @@ impl KvError {
             KvError::OutOfBlocks { .. } | KvError::TooManySequences { .. } => "KV_CACHE_FULL",
             KvError::UnknownSequence { .. } => "USE_AFTER_FREE",
             _ => "INVALID_ARGUMENT",
+        }
+    }
+}
+
+impl KvError {
+    /// An INVALID_ARGUMENT's `(path, expected, got)`: the option or argument, what it should
+    /// have been, and what it was. `None` for the other codes.
+    pub fn invalid_argument(&self) -> Option<(String, String, String)> {
+        let seq = |s: &u64| format!("sequence {s}");
+        Some(match self {
+            KvError::InvalidConfig { path, expected, got, .. } => (path.clone(), expected.clone(), got.clone()),
+            KvError::SequenceTooLong { seq: s, length, adding, max } => (
+                format!("{} tokens", seq(s)),
+                format!("at most {} more (maxSequenceLength {max})", max.saturating_sub(*length)),
+                adding.to_string(),
+            ),
+            KvError::Swapped { seq: s, .. } => (seq(s), "a resident sequence".into(), "a swapped-out sequence".into()),
+            KvError::NotSwapped { seq: s } => (seq(s), "a swapped-out sequence".into(), "a resident sequence".into()),
+            KvError::BadQueryLength { seq: s, tokens, length } => {
+                (format!("{} query tokens", seq(s)), format!("1 to {length} (its length)"), tokens.to_string())
+            }
+            KvError::OutOfBlocks { .. } | KvError::TooManySequences { .. } | KvError::UnknownSequence { .. } => {
+                return None
+            }
+        })
+    }
+
+    /// [`KvError::InvalidConfig`] for `path`.
+    pub fn config(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        KvError::InvalidConfig { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() }
+    }
+
+    /// The same error with `hint`, what to do; other variants pass through.
+    #[must_use]
+    pub fn with_hint(self, hint: impl Into<String>) -> Self {
+        match self {
+            KvError::InvalidConfig { path, expected, got, .. } => {
+                KvError::InvalidConfig { path, expected, got, hint: hint.into() }
+            }
+            other => other,
         }
     }
 }

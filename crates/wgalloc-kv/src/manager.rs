@@ -28,21 +28,27 @@ impl KvConfig {
     }
 
     fn check(&self) -> Result<()> {
-        let bad = |m: String| Err(KvError::InvalidConfig(m));
         if self.block_tokens == 0 {
-            return bad("blockTokens must be at least 1".into());
+            return Err(KvError::config("blockTokens", "at least 1", "0"));
         }
         if self.num_blocks == 0 {
-            return bad("the cache must hold at least one block".into());
+            return Err(KvError::config("maxBlocks", "at least one block", "0"));
         }
-        if self.max_seqs == 0 || self.max_seq_len == 0 {
-            return bad("maxSequences and maxSequenceLength must be at least 1".into());
+        if self.max_seqs == 0 {
+            return Err(KvError::config("maxSequences", "at least 1", "0"));
+        }
+        if self.max_seq_len == 0 {
+            return Err(KvError::config("maxSequenceLength", "at least 1", "0"));
         }
         // Physical slots (block * blockTokens + offset) and table entries are u32 on the device.
         if u64::from(self.num_blocks) * u64::from(self.block_tokens) > u64::from(u32::MAX)
             || u64::from(self.max_seqs) * u64::from(self.table_width()) > u64::from(u32::MAX / 4)
         {
-            return bad("blocks x blockTokens and maxSequences x table width must fit in 32 bits".into());
+            return Err(KvError::config(
+                "maxBlocks",
+                "blocks x blockTokens and maxSequences x table width that fit in 32 bits",
+                format!("{} blocks of {} tokens, {} sequences", self.num_blocks, self.block_tokens, self.max_seqs),
+            ));
         }
         Ok(())
     }

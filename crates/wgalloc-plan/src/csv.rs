@@ -91,7 +91,12 @@ pub fn parse_with(text: &str, strict: bool) -> Result<Vec<UsageRecord>, PlanErro
 pub fn write(records: &[UsageRecord], offsets: Option<&[u64]>) -> Result<String, PlanError> {
     if let Some(o) = offsets {
         if o.len() != records.len() {
-            return Err(PlanError::InvalidArgument(format!("{} records but {} offsets", records.len(), o.len())));
+            return Err(PlanError::invalid(
+                "offsets",
+                format!("{} offsets (one per record)", records.len()),
+                o.len().to_string(),
+            )
+            .with_hint(format!("{} records but {} offsets", records.len(), o.len())));
         }
     }
     let with_align = records.iter().any(|r| r.alignment.is_some());
@@ -110,13 +115,23 @@ pub fn write(records: &[UsageRecord], offsets: Option<&[u64]>) -> Result<String,
     s.push('\n');
     for (i, r) in records.iter().enumerate() {
         if r.preferred_offset.is_some() || r.shares_with.is_some() || r.space.is_some() {
-            return Err(PlanError::InvalidArgument(format!(
+            return Err(PlanError::invalid(
+                format!("record {:?}", r.id),
+                "no preferredOffset, sharesWith or space (no CSV column)",
+                "one of them",
+            )
+            .with_hint(format!(
                 "record {:?}: preferredOffset, sharesWith and space have no CSV column (write JSON)",
                 r.id
             )));
         }
         if r.id.contains([',', '\n', '\r']) {
-            return Err(PlanError::InvalidArgument(format!("id {:?} cannot be written to CSV", r.id)));
+            return Err(PlanError::invalid(
+                format!("record {:?}.id", r.id),
+                "an id without commas or line breaks (CSV)",
+                format!("{:?}", r.id),
+            )
+            .with_hint(format!("id {:?} cannot be written to CSV", r.id)));
         }
         let upper =
             r.last.checked_add(1).ok_or_else(|| PlanError::SizeOverflow(format!("record {:?}: last + 1", r.id)))?;

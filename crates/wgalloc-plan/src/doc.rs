@@ -252,7 +252,7 @@ impl fmt::Display for DocError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DocError::Syntax { message, .. } => f.write_str(message),
-            DocError::Field { path, expected, got } => write!(f, "{path} must be {expected}, got {got}"),
+            DocError::Field { path, expected, got } => write!(f, "{path}: expected {expected}, got {got}"),
         }
     }
 }
@@ -294,9 +294,9 @@ fn doc_error(e: serde_path_to_error::Error<serde_json::Error>) -> DocError {
         (within(&field), format!("a field of the graph format ({known})"), format!("unknown field {field:?}"))
     } else if let Some(field) = message.strip_prefix("missing field ") {
         let field = ticked(field);
-        (within(&field), "given".to_string(), "nothing (the field is missing)".to_string())
+        (within(&field), "a value".to_string(), "nothing (the field is missing)".to_string())
     } else if let Some(field) = message.strip_prefix("duplicate field ") {
-        (within(&ticked(field)), "given once".to_string(), "it twice (or with its alias)".to_string())
+        (within(&ticked(field)), "one value, under one name".to_string(), "it twice (or with its alias)".to_string())
     } else if let Some((got, expected)) = message.split_once(", expected ") {
         let got = got.trim_start_matches("invalid type: ").trim_start_matches("invalid value: ");
         let got = got.trim_start_matches("unknown variant ");
@@ -335,17 +335,23 @@ mod tests {
     fn errors_name_the_json_path() {
         let t = |tensor: &str| format!(r#"{{"ops":[],"tensors":[{{"id":"a","size":4}},{tensor}]}}"#);
         for (text, want) in [
-            (t(r#"{"id":"b","size":4,"colour":"red"}"#), "tensors[1].colour must be a field of the graph format"),
-            (t(r#"{"id":"b","size":4,"kind":"weird"}"#), "tensors[1].kind must be one of 'input'"),
-            (t(r#"{"id":"b","size":-4}"#), "tensors[1].size must be a non-negative integer or an expression"),
-            (t(r#"{"id":"b","size":1.5}"#), "tensors[1].size must be"),
-            (t(r#"{"size":4}"#), "tensors[1].id must be given"),
-            (t(r#"{"id":"b","size":4,"sharesWith":"a","inPlaceOf":"a"}"#), "tensors[1].sharesWith must be given once"),
-            (r#"{"ops":[],"tensors":5}"#.into(), "tensors must be an array, got integer `5`"),
-            (r#"{"ops":[{"params":[300]}],"tensors":[]}"#.into(), "ops[0].params[0] must be a byte (0-255)"),
-            (r#"{"ops":[],"tensors":[],"steps":[[0]],"streams":[[0]]}"#.into(), "steps must be given once"),
+            (t(r#"{"id":"b","size":4,"colour":"red"}"#), "tensors[1].colour: expected a field of the graph format"),
+            (t(r#"{"id":"b","size":4,"kind":"weird"}"#), "tensors[1].kind: expected one of 'input'"),
+            (t(r#"{"id":"b","size":-4}"#), "tensors[1].size: expected a non-negative integer or an expression"),
+            (t(r#"{"id":"b","size":1.5}"#), "tensors[1].size: expected"),
+            (t(r#"{"size":4}"#), "tensors[1].id: expected a value"),
+            (
+                t(r#"{"id":"b","size":4,"sharesWith":"a","inPlaceOf":"a"}"#),
+                "tensors[1].sharesWith: expected one value, under one name",
+            ),
+            (r#"{"ops":[],"tensors":5}"#.into(), "tensors: expected an array, got integer `5`"),
+            (r#"{"ops":[{"params":[300]}],"tensors":[]}"#.into(), "ops[0].params[0]: expected a byte (0-255)"),
+            (
+                r#"{"ops":[],"tensors":[],"steps":[[0]],"streams":[[0]]}"#.into(),
+                "steps: expected one value, under one name",
+            ),
             (r#"{"ops":[],"tensors":[],"kernels":{"k":{"source":"","entry":"x"}}}"#.into(), "kernels.k.entry"),
-            (r#"[]"#.into(), "graph must be an object"),
+            (r#"[]"#.into(), "graph: expected an object"),
         ] {
             let e = field_error(&text);
             assert!(e.contains(want), "{text}: expected '{want}', got '{e}'");

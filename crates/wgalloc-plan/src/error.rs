@@ -23,13 +23,17 @@ pub enum PlanError {
     /// A chain of views loops back on itself.
     #[error("tensor {id:?} is part of a view cycle")]
     ViewCycle { id: String },
-    /// Any other argument the caller got wrong.
-    // The code says INVALID_ARGUMENT already; the message says what is wrong.
-    #[error("{0}")]
-    InvalidArgument(String),
+    /// Any other argument the caller got wrong: `path` (the field, as the caller names it)
+    /// should have been `expected` but was `got`; `hint` (may be empty) says what to do.
+    #[error("{path}: expected {expected}, got {got}{}", if hint.is_empty() { String::new() } else { format!("; {hint}") })]
+    InvalidArgument { path: String, expected: String, got: String, hint: String },
     /// Malformed CSV/JSON. `line` is 1-based; 0 for JSON, where `field` is the path.
     #[error("{}", parse_message(*line, field, message))]
     Parse { line: usize, field: String, message: String },
+    /// A field of JSON input has the wrong type or value (PARSE_ERROR): `path` names it,
+    /// `expected` what it should have been, `got` what it was; `hint` (may be empty) what to do.
+    #[error("{path}: expected {expected}, got {got}{}", if hint.is_empty() { String::new() } else { format!("; {hint}") })]
+    Field { path: String, expected: String, got: String, hint: String },
     /// A size, offset or sum of sizes does not fit in u64.
     #[error("size overflow: {0}")]
     SizeOverflow(String),
@@ -69,8 +73,8 @@ impl PlanError {
             | PlanError::BadAlignment { .. }
             | PlanError::UnknownView { .. }
             | PlanError::ViewCycle { .. }
-            | PlanError::InvalidArgument(_) => "INVALID_ARGUMENT",
-            PlanError::Parse { .. } => "PARSE_ERROR",
+            | PlanError::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            PlanError::Parse { .. } | PlanError::Field { .. } => "PARSE_ERROR",
             PlanError::SizeOverflow(_) => "SIZE_OVERFLOW",
             PlanError::PlanInvalid(_) => "PLAN_INVALID",
             PlanError::Infeasible(_) => "INFEASIBLE",
@@ -80,6 +84,63 @@ impl PlanError {
         }
     }
 
+    /// [`PlanError::InvalidArgument`] without a hint.
+    pub fn invalid(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        let (path, expected, got) = (path.into(), expected.into(), got.into());
+        // Every field is what a caller reads in `err.details`: none may be blank.
+        debug_assert!(!path.is_empty() && !expected.is_empty() && !got.is_empty(), "{path:?} {expected:?} {got:?}");
+        PlanError::InvalidArgument { path, expected, got, hint: String::new() }
+    }
+
+    /// The same error with `hint`, what to do; other variants pass through.
+    #[must_use]
+    pub fn with_hint(self, hint: impl Into<String>) -> Self {
+        match self {
+            PlanError::InvalidArgument { path, expected, got, .. } => {
+                PlanError::InvalidArgument { path, expected, got, hint: hint.into() }
+            }
+            PlanError::Field { path, expected, got, .. } => PlanError::Field { path, expected, got, hint: hint.into() },
+            other => other,
+        }
+    }
+
+    /// Every INVALID_ARGUMENT's `(path, expected, got)`: the field, what would have been
+    /// accepted, and what was given. `None` for the other codes.
+    pub fn invalid_argument(&self) -> Option<(String, String, String)> {
+        let record = |id: &str| format!("record {id:?}");
+        Some(match self {
+            PlanError::InvalidArgument { path, expected, got, .. } => (path.clone(), expected.clone(), got.clone()),
+            PlanError::InvalidLifetime { id, first, last } => {
+                (format!("{}.first", record(id)), format!("at most {last} (its last op)"), first.to_string())
+            }
+            PlanError::DuplicateId { id } => ("id".into(), "an id no other record has".into(), format!("{id:?}")),
+            PlanError::BadAlignment { what, alignment } => {
+                (what.clone(), "a positive integer".into(), alignment.to_string())
+            }
+            PlanError::UnknownView { id, view_of } => {
+                (format!("tensor {id:?}.viewOf"), "the id of a tensor".into(), format!("{view_of:?}"))
+            }
+            PlanError::ViewCycle { id } => {
+                (format!("tensor {id:?}.viewOf"), "a chain of views that ends".into(), "a cycle".into())
+            }
+            _ => return None,
+        })
+    }
+
+    /// The `(path, expected, got)` of a bad JSON field ([`PlanError::Field`]): the same
+    /// data as an INVALID_ARGUMENT's, since a field of objects the caller passed is an argument.
+    pub fn field(&self) -> Option<(String, String, String)> {
+        match self {
+            PlanError::Field { path, expected, got, .. } => Some((path.clone(), expected.clone(), got.clone())),
+            _ => None,
+        }
+    }
+
+    /// [`PlanError::Field`] without a hint.
+    pub(crate) fn bad_field(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        PlanError::Field { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() }
+    }
+
     pub(crate) fn parse(line: usize, field: impl Into<String>, message: impl Into<String>) -> Self {
         PlanError::Parse { line, field: field.into(), message: message.into() }
     }
@@ -87,7 +148,12 @@ impl PlanError {
 
 /// `INVALID_ARGUMENT` for the value at `path`: what it must be, and what it was.
 pub(crate) fn invalid(path: impl fmt::Display, expected: impl fmt::Display, got: impl fmt::Display) -> PlanError {
-    PlanError::InvalidArgument(format!("{path}: expected {expected}, got {got}"))
+    PlanError::InvalidArgument {
+        path: path.to_string(),
+        expected: expected.to_string(),
+        got: got.to_string(),
+        hint: String::new(),
+    }
 }
 
 /// Checked arithmetic helpers: every size/offset sum goes through these.

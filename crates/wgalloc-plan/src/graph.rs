@@ -230,7 +230,7 @@ pub fn parse(text: &str) -> Result<Graph, PlanError> {
 pub fn doc_error(e: DocError) -> PlanError {
     match e {
         DocError::Syntax { line, message } => PlanError::Parse { line, field: String::new(), message },
-        DocError::Field { path, expected, got } => PlanError::parse(0, path, format!("expected {expected}, got {got}")),
+        DocError::Field { path, expected, got } => PlanError::bad_field(path, expected, got),
     }
 }
 
@@ -322,17 +322,34 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
                 for &op in step {
                     match s.get_mut(op) {
                         Some(x) if *x == u64::MAX => *x = k as u64,
-                        Some(_) => return Err(PlanError::InvalidArgument(format!("op {op} appears in two steps"))),
-                        None => return Err(PlanError::InvalidArgument(format!("step {k} names unknown op {op}"))),
+                        Some(_) => {
+                            return Err(PlanError::invalid(
+                                format!("steps[{k}]"),
+                                "ops in one step each",
+                                format!("op {op}, in an earlier step too"),
+                            )
+                            .with_hint(format!("op {op} appears in two steps")))
+                        }
+                        None => {
+                            return Err(PlanError::invalid(
+                                format!("steps[{k}]"),
+                                format!("op indices below {n_ops}"),
+                                op.to_string(),
+                            )
+                            .with_hint(format!("step {k} names unknown op {op}")))
+                        }
                     }
                 }
             }
             if let Some(op) = s.iter().position(|&x| x == u64::MAX) {
-                return Err(PlanError::InvalidArgument(format!("op {op} is in no step")));
+                return Err(PlanError::invalid("steps", "every op in a step", format!("op {op} in none"))
+                    .with_hint(format!("op {op} is in no step")));
             }
             s
         }
-        (None, true) => return Err(PlanError::InvalidArgument("multistream needs `steps`".into())),
+        (None, true) => {
+            return Err(PlanError::invalid("graph.steps", "parallel steps (multistream needs them)", "undefined"))
+        }
         _ => (0..n_ops as u64).collect(),
     };
     let n_steps = step_of.iter().max().map_or(0, |&m| m + 1);
@@ -472,11 +489,17 @@ fn in_place_bases(
     for (i, t) in g.tensors.iter().enumerate() {
         let Some(base) = &t.shares_with else { continue };
         let &b = by_id.get(base.as_str()).ok_or_else(|| {
-            PlanError::InvalidArgument(format!("tensor {:?} shares with unknown tensor {base:?}", t.id))
+            PlanError::invalid(format!("tensor {:?}.sharesWith", t.id), "the id of a tensor", format!("{base:?}"))
+                .with_hint(format!("tensor {:?} shares with unknown tensor {base:?}", t.id))
         })?;
         let b = root[b];
         if root[i] != i || !slab(i) || !slab(b) || b == i {
-            return Err(PlanError::InvalidArgument(format!(
+            return Err(PlanError::invalid(
+                format!("tensor {:?}.sharesWith", t.id),
+                "a slab tensor (not a view, input or param)",
+                format!("{base:?}"),
+            )
+            .with_hint(format!(
                 "tensor {:?} cannot share {base:?} in place: both must be slab tensors (not views, inputs or params)",
                 t.id
             )));

@@ -89,11 +89,12 @@ const PLAN_FIELDS: [&str; 13] = [
 /// Refuses the first key of `o` not in `known` (strict mode).
 pub(crate) fn refuse_unknown(o: &Map<String, Value>, known: &[&str], path: impl Display) -> Result<(), PlanError> {
     match o.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(PlanError::parse(
-            0,
+        Some(k) => Err(PlanError::bad_field(
             format!("{path}.{k}"),
-            format!("unknown field {k:?} (known: {}); pass strict: false to ignore it", known.join(", ")),
-        )),
+            format!("a known field ({})", known.join(", ")),
+            format!("{k:?}"),
+        )
+        .with_hint("unknown field; pass strict: false to ignore it")),
         None => Ok(()),
     }
 }
@@ -107,18 +108,32 @@ pub(crate) fn parse_value(text: &str) -> Result<Value, PlanError> {
     })
 }
 
+/// A JSON value in an error: as written, cut short.
+pub(crate) fn brief(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s,
+    }
+}
+
+/// A required field that is absent.
+fn missing(path: String, expected: &str) -> PlanError {
+    PlanError::bad_field(path, expected, "nothing").with_hint("missing field")
+}
+
 pub(crate) fn obj(v: &Value, path: impl Display) -> Result<&Map<String, Value>, PlanError> {
-    v.as_object().ok_or_else(|| PlanError::parse(0, path.to_string(), "expected an object"))
+    v.as_object().ok_or_else(|| PlanError::bad_field(path.to_string(), "an object", brief(v)))
 }
 
 pub(crate) fn arr(v: &Value, path: impl Display) -> Result<&Vec<Value>, PlanError> {
-    v.as_array().ok_or_else(|| PlanError::parse(0, path.to_string(), "expected an array"))
+    v.as_array().ok_or_else(|| PlanError::bad_field(path.to_string(), "an array", brief(v)))
 }
 
 /// Required non-negative integer field (rejects negatives and fractions).
 pub(crate) fn u64_field(o: &Map<String, Value>, key: &str, path: impl Display) -> Result<u64, PlanError> {
     match o.get(key) {
-        None => Err(PlanError::parse(0, format!("{path}.{key}"), "missing field")),
+        None => Err(missing(format!("{path}.{key}"), "a non-negative integer")),
         Some(v) => as_u64(v, format_args!("{path}.{key}")),
     }
 }
@@ -143,7 +158,7 @@ pub(crate) fn as_u64(v: &Value, path: impl Display) -> Result<u64, PlanError> {
         if big {
             PlanError::SizeOverflow(format!("{path}: {v} does not fit in 64 bits"))
         } else {
-            PlanError::parse(0, path.to_string(), format!("expected a non-negative integer, found {v}"))
+            PlanError::bad_field(path.to_string(), "a non-negative integer", brief(v))
         }
     })
 }
@@ -152,16 +167,14 @@ fn opt_str_field(o: &Map<String, Value>, key: &str, path: impl Display) -> Resul
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(PlanError::parse(0, format!("{path}.{key}"), format!("expected a string, found {v}"))),
+        Some(v) => Err(PlanError::bad_field(format!("{path}.{key}"), "a string", brief(v))),
     }
 }
 
 pub(crate) fn str_field<'a>(o: &'a Map<String, Value>, key: &str, path: impl Display) -> Result<&'a str, PlanError> {
     match o.get(key) {
-        None => Err(PlanError::parse(0, format!("{path}.{key}"), "missing field")),
-        Some(v) => v
-            .as_str()
-            .ok_or_else(|| PlanError::parse(0, format!("{path}.{key}"), format!("expected a string, found {v}"))),
+        None => Err(missing(format!("{path}.{key}"), "a string")),
+        Some(v) => v.as_str().ok_or_else(|| PlanError::bad_field(format!("{path}.{key}"), "a string", brief(v))),
     }
 }
 
@@ -262,7 +275,12 @@ pub(crate) fn records_from_value(v: &Value, strict: bool) -> Result<Vec<UsageRec
             let shares = opt_str_field(o, "sharesWith", path)?;
             let in_place = opt_str_field(o, "inPlaceOf", path)?;
             if shares.is_some() && in_place.is_some() && shares != in_place {
-                return Err(PlanError::parse(0, format!("{path}.inPlaceOf"), "differs from sharesWith"));
+                return Err(PlanError::bad_field(
+                    format!("{path}.inPlaceOf"),
+                    format!("{:?} (its sharesWith)", shares.as_deref().unwrap_or_default()),
+                    format!("{:?}", in_place.as_deref().unwrap_or_default()),
+                )
+                .with_hint("inPlaceOf differs from sharesWith"));
             }
             let mut alignment = opt_u64_field(o, "alignment", path)?;
             let mut offset = opt_u64_field(o, "offset", path)?;

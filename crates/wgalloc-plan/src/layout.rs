@@ -56,7 +56,12 @@ impl Layout {
             let u = &mut units[unit_of[g]];
             unit_of[i] = unit_of[g];
             if r.space_name() != u.space_name() {
-                return Err(PlanError::InvalidArgument(format!(
+                return Err(PlanError::invalid(
+                    format!("record {:?}.space", r.id),
+                    format!("{:?}, the space of {:?}", u.space_name(), u.id),
+                    format!("{:?}", r.space_name()),
+                )
+                .with_hint(format!(
                     "record {:?} shares a range with {:?} but is in space {:?}, not {:?}",
                     r.id,
                     u.id,
@@ -75,7 +80,12 @@ impl Layout {
             };
             match (u.offset, r.offset) {
                 (Some(a), Some(b)) if a != b => {
-                    return Err(PlanError::InvalidArgument(format!(
+                    return Err(PlanError::invalid(
+                        format!("record {:?}.offset", r.id),
+                        format!("{a} (the offset of {:?}, sharing its range)", u.id),
+                        b.to_string(),
+                    )
+                    .with_hint(format!(
                         "records {:?} and {:?} share a range but are fixed at {a} and {b}",
                         u.id, r.id
                     )))
@@ -127,6 +137,7 @@ fn check_fixed(units: &[UsageRecord], align: u64) -> Result<(), PlanError> {
     let offsets: Vec<u64> = fixed.iter().map(|u| u.offset.unwrap_or(0)).collect();
     check_offsets(&fixed, &offsets, u64::MAX, align).map_err(|e| {
         let why = e.to_string();
-        PlanError::InvalidArgument(format!("fixed offsets conflict: {}", why.trim_start_matches("plan invalid: ")))
+        PlanError::invalid("offset", "fixed offsets that do not overlap", "overlapping offsets")
+            .with_hint(format!("fixed offsets conflict: {}", why.trim_start_matches("plan invalid: ")))
     })
 }

@@ -28,7 +28,12 @@ pub fn plan<'a>(records: impl Into<Cow<'a, [UsageRecord]>>, mut opts: PlanOption
     }
     if let Some(name) = opts.capacities.keys().find(|n| !layout.spaces.iter().any(|s| &s.name == *n)) {
         if !layout.spaces.is_empty() || name != crate::record::DEFAULT_SPACE {
-            return Err(PlanError::InvalidArgument(format!("capacity given for space {name:?}, which no record uses")));
+            return Err(PlanError::invalid(
+                format!("capacities.{name}"),
+                "a space some record uses",
+                format!("{name:?}"),
+            )
+            .with_hint(format!("capacity given for space {name:?}, which no record uses")));
         }
     }
     let limit = opts.time_limit.unwrap_or(DEFAULT_TIME_LIMIT);

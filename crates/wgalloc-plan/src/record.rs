@@ -97,10 +97,16 @@ pub(crate) fn share_groups(records: &[UsageRecord]) -> Result<Vec<usize>, PlanEr
     for (i, r) in records.iter().enumerate() {
         if let Some(base) = &r.shares_with {
             let &j = by_id.get(base.as_str()).ok_or_else(|| {
-                PlanError::InvalidArgument(format!("record {:?} shares with unknown record {base:?}", r.id))
+                PlanError::invalid(format!("record {:?}.sharesWith", r.id), "the id of a record", format!("{base:?}"))
+                    .with_hint(format!("record {:?} shares with unknown record {base:?}", r.id))
             })?;
             if j == i {
-                return Err(PlanError::InvalidArgument(format!("record {:?} shares with itself", r.id)));
+                return Err(PlanError::invalid(
+                    format!("record {:?}.sharesWith", r.id),
+                    "another record's id",
+                    format!("{base:?}"),
+                )
+                .with_hint(format!("record {:?} shares with itself", r.id)));
             }
             parent[i] = j;
         }
@@ -112,10 +118,12 @@ pub(crate) fn share_groups(records: &[UsageRecord]) -> Result<Vec<usize>, PlanEr
             cur = parent[cur];
             steps += 1;
             if steps > n {
-                return Err(PlanError::InvalidArgument(format!(
-                    "record {:?} is part of a sharesWith cycle",
-                    records[i].id
-                )));
+                return Err(PlanError::invalid(
+                    format!("record {:?}.sharesWith", records[i].id),
+                    "a chain that ends",
+                    "a cycle",
+                )
+                .with_hint(format!("record {:?} is part of a sharesWith cycle", records[i].id)));
             }
         }
         group[i] = cur;
@@ -135,7 +143,12 @@ pub(crate) fn share_groups(records: &[UsageRecord]) -> Result<Vec<usize>, PlanEr
         for &i in &m {
             if let Some((end, j)) = reach {
                 if records[i].first < end {
-                    return Err(PlanError::InvalidArgument(format!(
+                    return Err(PlanError::invalid(
+                        format!("record {:?}.first", records[i].id),
+                        format!("at least {end} (after {:?}, which shares its range)", records[j].id),
+                        records[i].first.to_string(),
+                    )
+                    .with_hint(format!(
                         "records {:?} and {:?} share one range but are both live over op {} to {}",
                         records[j].id,
                         records[i].id,
@@ -231,10 +244,12 @@ impl Problem {
             let a = effective_alignment(r, default_align)?;
             if let Some(o) = r.offset {
                 if o % a != 0 {
-                    return Err(PlanError::InvalidArgument(format!(
-                        "record {:?}: fixed offset {o} is not a multiple of its alignment {a}",
-                        r.id
-                    )));
+                    return Err(PlanError::invalid(
+                        format!("record {:?}.offset", r.id),
+                        format!("a multiple of its alignment {a}"),
+                        o.to_string(),
+                    )
+                    .with_hint(format!("record {:?}: fixed offset {o} is not a multiple of its alignment {a}", r.id)));
                 }
                 add(o, r.size, &format!("record {:?}: fixed offset + size", r.id))?;
             }

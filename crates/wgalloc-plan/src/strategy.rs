@@ -62,9 +62,13 @@ impl fmt::Display for Strategy {
 impl FromStr for Strategy {
     type Err = PlanError;
     fn from_str(s: &str) -> Result<Self, PlanError> {
-        Strategy::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| PlanError::InvalidArgument(format!("unknown strategy {s:?}")))
+        Strategy::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            PlanError::invalid(
+                "strategy",
+                format!("one of {}", Strategy::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")),
+                format!("{s:?}"),
+            )
+            .with_hint(format!("unknown strategy {s:?}"))
+        })
     }
 }

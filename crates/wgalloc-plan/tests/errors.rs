@@ -95,7 +95,11 @@ fn csv_round_trip() {
 #[test]
 fn json_errors_name_field() {
     let e = json::parse_records(r#"[{"id":"a","size":-1,"first":0,"last":1}]"#).unwrap_err();
-    assert!(matches!(&e, PlanError::Parse { field, .. } if field == "records[0].size"), "{e}");
+    assert_eq!(
+        e.field(),
+        Some(("records[0].size".into(), "a non-negative integer".into(), "-1".into())),
+        "a bad field carries its path, what it should have been and what it was: {e}"
+    );
     let e = json::parse_records(r#"[{"id":"a","size":1.5,"first":0,"last":1}]"#).unwrap_err();
     assert_eq!(e.code(), "PARSE_ERROR");
     assert_eq!(code(json::parse_records("[{")), "PARSE_ERROR");
@@ -125,6 +129,41 @@ fn graph_errors() {
         code(parse_graph(r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"kind":"weird"}]}"#)),
         "PARSE_ERROR"
     );
+}
+
+/// Every INVALID_ARGUMENT the planner raises, whatever its variant, carries a path, an
+/// expectation and the value received (what the binding sends as `err.details`).
+#[test]
+fn every_invalid_argument_has_its_fields() {
+    let rec = |id: &str, first, last| UsageRecord::new(id, 4, first, last);
+    let mut shared = vec![rec("a", 0, 2), rec("b", 1, 3)];
+    shared[1].shares_with = Some("a".into());
+    let mut unknown_share = vec![rec("a", 0, 1)];
+    unknown_share[0].shares_with = Some("zz".into());
+    let mut bad_align = vec![rec("a", 0, 1)];
+    bad_align[0].alignment = Some(0);
+    let g = |json: &str| build_records(&parse_graph(json).unwrap(), &GraphOptions::default()).unwrap_err();
+    let errors = [
+        plan(&[UsageRecord::new("a", 4, 3, 1)], PlanOptions::default()).unwrap_err(),
+        plan(&[rec("a", 0, 1), rec("a", 0, 1)], PlanOptions::default()).unwrap_err(),
+        plan(&bad_align, PlanOptions::default()).unwrap_err(),
+        plan(&shared, PlanOptions::default()).unwrap_err(),
+        plan(&unknown_share, PlanOptions::default()).unwrap_err(),
+        "fastest".parse::<Strategy>().unwrap_err(),
+        g(r#"{"ops":[],"tensors":[{"id":"v","size":4,"first":0,"last":0,"viewOf":"nope"}]}"#),
+        g(
+            r#"{"ops":[],"tensors":[{"id":"a","size":4,"first":0,"last":0,"viewOf":"b"},{"id":"b","size":4,"first":0,"last":0,"viewOf":"a"}]}"#,
+        ),
+    ];
+    for e in &errors {
+        assert_eq!(e.code(), "INVALID_ARGUMENT", "{e}");
+        let (path, expected, got) = e.invalid_argument().unwrap_or_else(|| panic!("no fields: {e}"));
+        assert!(!path.is_empty() && !expected.is_empty() && !got.is_empty(), "{e}");
+    }
+    let e = "fastest".parse::<Strategy>().unwrap_err();
+    assert_eq!(e.invalid_argument().unwrap().0, "strategy");
+    assert!(e.to_string().starts_with("strategy: expected one of"), "{e}");
+    assert!(PlanError::Stopped.invalid_argument().is_none());
 }
 
 #[test]

@@ -52,10 +52,12 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
     let limits = gpu.limits();
     check_workgroups(gpu, &op.dispatch, &format!("op '{}'", op.name))?;
     if storage as u32 > limits.max_storage_buffers_per_shader_stage {
-        return Err(Error::invalid(format!(
-            "op '{}' binds {storage} storage buffers; the device allows {}",
-            op.name, limits.max_storage_buffers_per_shader_stage
-        )));
+        return Err(Error::invalid(
+            format!("op '{}'.inputs and outputs", op.name),
+            format!("at most {} storage buffers (the device's limit)", limits.max_storage_buffers_per_shader_stage),
+            storage.to_string(),
+        )
+        .with_hint(format!("op '{}' binds more storage buffers than the device allows", op.name)));
     }
     gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some).map_err(|e| {
         match e {
@@ -68,9 +70,12 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
 /// Refuses `len` bytes of uniform data for a pipeline whose uniform declares more.
 pub(crate) fn check_uniform_len(pipeline: &Pipeline, len: usize, what: &str) -> Result<()> {
     match pipeline.uniform_size {
-        Some(need) if (len as u64) < need => Err(Error::invalid(format!(
-            "{what}: {len} bytes of params, but the kernel's uniform declares {need} (the rest would read as zeros)"
-        ))),
+        Some(need) if (len as u64) < need => Err(Error::invalid(
+            format!("{what}.params"),
+            format!("at least {need} bytes (the kernel's uniform declares them)"),
+            format!("{len} bytes of params"),
+        )
+        .with_hint("the rest would read as zeros")),
         _ => Ok(()),
     }
 }
@@ -79,7 +84,8 @@ pub(crate) fn check_uniform_len(pipeline: &Pipeline, len: usize, what: &str) -> 
 pub(crate) fn op_uniform(gpu: &Gpu, op: &Op, pipeline: &Pipeline) -> Result<Option<DeviceBlock>> {
     match &op.params {
         None => Ok(None),
-        Some(p) if p.is_empty() => Err(Error::invalid(format!("op '{}': params must not be empty", op.name))),
+        Some(p) if p.is_empty() => Err(Error::invalid(format!("op '{}'.params", op.name), "at least one byte", "[]")
+            .with_hint("params must not be empty")),
         Some(p) => {
             check_uniform_len(pipeline, p.len(), &format!("op '{}'", op.name))?;
             uniform_block(gpu, p).map(Some)
@@ -101,20 +107,22 @@ pub(crate) fn op_uniform(gpu: &Gpu, op: &Op, pipeline: &Pipeline) -> Result<Opti
 pub(crate) fn check_dims_uniform(pipeline: &Pipeline, dims: &[(String, u64)], what: &str) -> Result<()> {
     let Some(need) = pipeline.dims_size else { return Ok(()) };
     if dims.is_empty() {
-        return Err(Error::invalid(format!(
-            "{what}: its kernel declares the dims uniform (@group(1) @binding(0)), which only a graph with \
-             \"dims\" compiled with compileShapes binds"
-        )));
+        return Err(Error::invalid(
+            format!("{what}.kernel"),
+            "no dims uniform (@group(1) @binding(0)) outside a graph with \"dims\"",
+            "a kernel that declares it",
+        )
+        .with_hint("only a graph with \"dims\" compiled with compileShapes binds the dims uniform"));
     }
     let have = 4 * dims.len() as u64;
     if need > have {
         let names: Vec<&str> = dims.iter().map(|(d, _)| d.as_str()).collect();
-        return Err(Error::invalid(format!(
-            "{what}: the kernel's dims uniform declares {need} bytes, but the graph has {} dimensions ({}: one u32 \
-             each, {have} bytes)",
-            dims.len(),
-            names.join(", ")
-        )));
+        return Err(Error::invalid(
+            format!("{what}.kernel"),
+            format!("a dims uniform of at most {have} bytes ({}: one u32 each)", names.join(", ")),
+            format!("{need} bytes"),
+        )
+        .with_hint(format!("the kernel's dims uniform declares more than the graph's {} dimensions", dims.len())));
     }
     Ok(())
 }
@@ -123,8 +131,10 @@ pub(crate) fn check_dims_uniform(pipeline: &Pipeline, dims: &[(String, u64)], wh
 pub(crate) fn dims_bytes(values: &[u64]) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(16);
     for &v in values {
-        let v = u32::try_from(v)
-            .map_err(|_| Error::invalid(format!("dimension value {v} does not fit the dims uniform (u32)")))?;
+        let v = u32::try_from(v).map_err(|_| {
+            Error::invalid("dims", "values that fit the dims uniform (u32)", v.to_string())
+                .with_hint("a dimension value does not fit the dims uniform")
+        })?;
         bytes.extend(v.to_le_bytes());
     }
     bytes.resize(align_up(bytes.len().max(1) as u64, 16)? as usize, 0);
@@ -162,9 +172,12 @@ pub(crate) fn dims_group(
 pub(crate) fn check_workgroups(gpu: &Gpu, dispatch: &[u32], what: &str) -> Result<()> {
     let max = gpu.limits().max_compute_workgroups_per_dimension;
     match dispatch.iter().find(|&&d| d > max) {
-        Some(d) => Err(Error::invalid(format!(
-            "{what}: dispatch size {d} exceeds the device's maxComputeWorkgroupsPerDimension ({max})"
-        ))),
+        Some(d) => Err(Error::invalid(
+            format!("{what}.dispatch"),
+            format!("at most {max} (the device's maxComputeWorkgroupsPerDimension)"),
+            d.to_string(),
+        )
+        .with_hint("the dispatch size exceeds the device's limit")),
         None => Ok(()),
     }
 }

@@ -52,13 +52,18 @@ pub fn from_model(text: &str, max_dim: u32) -> Result<ExecGraph> {
     // Sizes as the planner reads them (an integer, or a decimal string).
     let size = |e: &Extent, id: &str| match e {
         Extent::Int(n) => Ok(*n),
-        Extent::Expr(s) => s.parse::<u64>().map_err(|_| Error::invalid(format!("tensor '{id}' needs a size in bytes"))),
+        Extent::Expr(s) => s
+            .parse::<u64>()
+            .map_err(|_| Error::invalid(format!("tensor '{id}'.size"), "a size in bytes", format!("{s:?}"))),
     };
     for t in &doc.graph_inputs {
         tensors.push(Tensor::new(t.id.clone(), size(&t.size, &t.id)?.max(1), TensorKind::Input));
     }
     for t in &doc.tensors {
-        let bytes = t.size.as_ref().ok_or_else(|| Error::invalid(format!("tensor '{}' needs a size", t.id)))?;
+        let bytes = t
+            .size
+            .as_ref()
+            .ok_or_else(|| Error::invalid(format!("tensor '{}'.size", t.id), "a size in bytes", "undefined"))?;
         if t.view_of.is_some() {
             views.insert(t.id.clone());
         }

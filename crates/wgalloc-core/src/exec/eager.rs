@@ -29,11 +29,12 @@ impl Gpu {
     ) -> Result<RunOutput> {
         self.check_alive()?;
         if let Some(t) = graph.externals().next() {
-            return Err(Error::invalid(format!(
-                "external tensor '{}': an eager run binds host data only; compile the graph (gpu.compile) and pass a \
-                 DeviceBlock for it",
-                t.id
-            )));
+            return Err(Error::invalid(
+                format!("graph.tensors '{}'.kind", t.id),
+                "no external tensor in an eager run (it binds host data only)",
+                "'external'",
+            )
+            .with_hint("compile the graph (gpu.compile) and pass a DeviceBlock for the external tensor"));
         }
         check_inputs(graph, inputs, &HashMap::new())?;
         super::executor::check_binding_limit(graph, self.limits().max_storage_buffer_binding_size)?;
@@ -64,7 +65,11 @@ impl Gpu {
                 _ => continue,
             };
             if bytes.len() as u64 != t.size {
-                return Err(Error::invalid(format!("param '{}' needs {} bytes, got {}", t.id, t.size, bytes.len())));
+                return Err(Error::invalid(
+                    format!("params.{}", t.id),
+                    format!("{} bytes (the param needs them)", t.size),
+                    format!("{} bytes", bytes.len()),
+                ));
             }
             alloc(i, 0, &mut blocks, &mut obs)?;
             let mut padded = bytes;

@@ -335,7 +335,12 @@ impl Gpu {
 /// Refuses a graph with a tensor the device cannot bind, naming it (compile and eager runs).
 pub(crate) fn check_binding_limit(graph: &ExecGraph, max_binding: u64) -> Result<()> {
     match graph.tensors.iter().find(|t| t.size > max_binding) {
-        Some(t) => Err(Error::invalid(format!(
+        Some(t) => Err(Error::invalid(
+            format!("tensors '{}'.size", t.id),
+            format!("at most {max_binding} bytes"),
+            t.size.to_string(),
+        )
+        .with_hint(format!(
             "tensor '{}' is {} bytes; the device binds at most {max_binding} bytes per storage buffer \
              (maxStorageBufferBindingSize): split the tensor",
             t.id, t.size
@@ -357,10 +362,11 @@ pub(crate) fn check_params_given(
         .enumerate()
         .find(|&(i, t)| graph.root[i] == i && t.kind == TensorKind::Param && !given(&t.id));
     match missing {
-        Some((_, t)) => Err(Error::invalid(format!(
-            "param '{}' ({} bytes) has no data: pass it in params ({{ params: {{ '{}': bytes }} }})",
-            t.id, t.size, t.id
-        ))),
+        Some((_, t)) => Err(Error::invalid(format!("params.{}", t.id), format!("{} bytes", t.size), "undefined")
+            .with_hint(format!(
+                "param '{}' ({} bytes) has no data: pass it in params ({{ params: {{ '{}': bytes }} }})",
+                t.id, t.size, t.id
+            ))),
         None => Ok(()),
     }
 }
@@ -396,10 +402,16 @@ impl Executor {
             .collect();
         for r in &records {
             let Some(&i) = graph.index.get(&r.id) else {
-                return Err(Error::invalid(format!("usage record '{}' names no tensor of the graph", r.id)));
+                return Err(Error::invalid("records", "ids of tensors of the graph", crate::error::quoted(&r.id))
+                    .with_hint(format!("usage record '{}' names no tensor of the graph", r.id)));
             };
             if graph.root[i] != i || r.size < graph.tensors[i].size {
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid(
+                    format!("records '{}'.size", r.id),
+                    format!("at least {} bytes", graph.tensors[i].size),
+                    r.size.to_string(),
+                )
+                .with_hint(format!(
                     "usage record '{}' ({} bytes) does not match the graph's tensor ({} bytes, {})",
                     r.id,
                     r.size,
@@ -409,7 +421,12 @@ impl Executor {
             }
         }
         if let Some(missing) = graph.placed_roots().find(|&i| !records.iter().any(|r| r.id == graph.tensors[i].id)) {
-            return Err(Error::invalid(format!("no usage record for tensor '{}'", graph.tensors[missing].id)));
+            return Err(Error::invalid(
+                "records",
+                format!("a record for tensor '{}'", graph.tensors[missing].id),
+                "none",
+            )
+            .with_hint(format!("no usage record for tensor '{}'", graph.tensors[missing].id)));
         }
         let alignment = heap.alignment();
         let plan = wgalloc_plan::plan(
@@ -429,10 +446,12 @@ impl Executor {
             let (offset, size) = (plan.offsets()[i], records[i].size);
             let end = checked_add(offset, size, "slab")?;
             if size > cap {
-                return Err(Error::invalid(format!(
-                    "tensor '{}' ({size} bytes) is larger than maxSlabSize ({cap})",
-                    records[i].id
-                )));
+                return Err(Error::invalid(
+                    format!("tensors '{}'.size", records[i].id),
+                    format!("at most {cap} bytes (maxSlabSize)"),
+                    size.to_string(),
+                )
+                .with_hint(format!("tensor '{}' ({size} bytes) is larger than maxSlabSize ({cap})", records[i].id)));
             }
             match bases.last_mut() {
                 Some((base, len)) if end - *base <= cap => *len = (*len).max(end - *base),
@@ -452,10 +471,12 @@ impl Executor {
                 if !options.params.contains_key(&t.id) {
                     if let Some((at, len)) = options.weights.as_ref().and_then(|w| w.entry(&t.id)) {
                         if len != t.size {
-                            return Err(Error::invalid(format!(
-                                "param '{}' needs {} bytes; the weights hold {len}",
-                                t.id, t.size
-                            )));
+                            return Err(Error::invalid(
+                                format!("weights '{}'", t.id),
+                                format!("{} bytes", t.size),
+                                format!("{len} bytes"),
+                            )
+                            .with_hint(format!("param '{}' needs {} bytes; the weights hold {len}", t.id, t.size)));
                         }
                         place[i] = Some(Place { slab: WEIGHTS, offset: at });
                         continue;
@@ -470,16 +491,20 @@ impl Executor {
             match graph.tensor(id) {
                 Some(t) if t.kind == TensorKind::Param => {}
                 _ => {
-                    return Err(Error::invalid(format!(
-                        "params names '{id}', which is not a param tensor of the graph"
-                    )))
+                    return Err(Error::invalid(
+                        "params",
+                        "names of param tensors of the graph",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!("params names '{id}', which is not a param tensor of the graph")))
                 }
             }
         }
         let weights = options.weights.clone();
         if let Some(w) = &weights {
             if !w.block().heap().same_heap(&heap) {
-                return Err(Error::invalid("compile: the weights belong to another device; create them on this one"));
+                return Err(Error::invalid("weights", "weights of this device", "weights of another device")
+                    .with_hint("compile: the weights belong to another device; create them on this one"));
             }
         }
         check_params_given(&graph, &options.params, weights.as_deref())?;
@@ -490,7 +515,12 @@ impl Executor {
                 let t = &graph.tensors[i];
                 let mut bytes = options.params[&t.id].clone();
                 if bytes.len() as u64 != t.size {
-                    return Err(Error::invalid(format!(
+                    return Err(Error::invalid(
+                        format!("params.{}", t.id),
+                        format!("{} bytes", t.size),
+                        format!("{} bytes", bytes.len()),
+                    )
+                    .with_hint(format!(
                         "param '{}' needs {} bytes, got {}",
                         t.id,
                         t.size,
@@ -671,7 +701,8 @@ impl Executor {
         self.gpu.heap()?.check_scope(scope, "compile")?;
         let mut held = lock(&self.charge);
         if held.is_some() {
-            return Err(Error::invalid("compile: the executor is charged to a scope already"));
+            return Err(Error::invalid("compile: options.scope", "one scope per executor", "a second scope")
+                .with_hint("the executor is charged to a scope already"));
         }
         if lock(&self.life).released {
             return Err(Error::UseAfterFree("the executor was released; compile the graph again".into()));
@@ -894,10 +925,9 @@ impl Executor {
         let g = &self.graph;
         let block_of = |tensor: usize| -> Result<&Arc<DeviceBlock>> {
             blocks.get(&g.tensors[tensor].id).ok_or_else(|| {
-                Error::invalid(format!(
-                    "external tensor '{}' needs a DeviceBlock in the run's inputs",
-                    g.tensors[tensor].id
-                ))
+                Error::invalid(format!("inputs.{}", g.tensors[tensor].id), "a DeviceBlock", "undefined").with_hint(
+                    format!("external tensor '{}' needs a DeviceBlock in the run's inputs", g.tensors[tensor].id),
+                )
             })
         };
         let mut out = Vec::with_capacity(self.deferred.len());
@@ -1102,34 +1132,51 @@ fn check_io(
             _ => t.kind == TensorKind::Output,
         });
         let Some(t) = t else {
-            return Err(Error::invalid(format!("device {role} '{id}' is not an {role} tensor of the graph")));
+            return Err(Error::invalid(
+                format!("inputs.{id}"),
+                format!("an {role} tensor of the graph"),
+                crate::error::quoted(id),
+            )
+            .with_hint(format!("device {role} '{id}' is not an {role} tensor of the graph")));
         };
         let external = t.kind == TensorKind::External;
         if external && graph.index.get(id).is_some_and(|&i| graph.root[i] != i) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("inputs.{id}"),
+                "an external tensor, not a view of one",
+                crate::error::quoted(id),
+            )
+            .with_hint(format!(
                 "'{id}' is a view of external tensor '{}'; pass the block for that tensor",
                 graph.tensors[graph.root[graph.index[id]]].id
             )));
         }
         let needed = if external { t.size } else { io.moved(id, t.size) };
         if !external && (!t.size.is_multiple_of(4) || !needed.is_multiple_of(4)) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(format!("{role}s.{id}"), "a multiple of 4 bytes", format!("{} bytes", if t.size.is_multiple_of(4) { needed } else { t.size })).with_hint(format!(
                 "{role} '{id}' is {} bytes: device {role}s must be a multiple of 4 bytes (GPU copies move whole words); \
                  pass host bytes instead",
                 if t.size.is_multiple_of(4) { needed } else { t.size }
             )));
         }
         if role == "input" && inputs.contains_key(id) {
-            return Err(Error::invalid(format!("input '{id}' is given twice: as host bytes and as a device block")));
+            return Err(Error::invalid(format!("inputs.{id}"), "host bytes or a device block, not both", "both")
+                .with_hint(format!("input '{id}' is given twice: as host bytes and as a device block")));
         }
         if block.is_freed() {
             return Err(Error::UseAfterFree(format!("the block given for {role} '{id}' was freed")));
         }
         if !block.heap().same_heap(heap) {
-            return Err(Error::invalid(format!("the block given for {role} '{id}' belongs to another device")));
+            return Err(Error::invalid(format!("{role}s.{id}"), "a block of this device", "a block of another device")
+                .with_hint(format!("the block given for {role} '{id}' belongs to another device")));
         }
         if block.requested_size() < needed || (external && block.size() < binding_size(t.size)?) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("{role}s.{id}"),
+                format!("a block of at least {needed} bytes"),
+                format!("{} bytes", block.requested_size()),
+            )
+            .with_hint(format!(
                 "the block given for {role} '{id}' holds {} bytes; the tensor needs {needed}",
                 block.requested_size(),
             )));
@@ -1139,13 +1186,23 @@ fn check_io(
     for t in graph.externals() {
         let Some(block) = io.inputs.get(&t.id) else {
             let how = if inputs.contains_key(&t.id) { "host bytes cannot be bound in place" } else { "none was given" };
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("inputs.{}", t.id),
+                format!("a DeviceBlock of at least {} bytes", t.size),
+                if inputs.contains_key(&t.id) { "host bytes" } else { "undefined" },
+            )
+            .with_hint(format!(
                 "external tensor '{}' needs a DeviceBlock of at least {} bytes in the run's inputs ({how})",
                 t.id, t.size
             )));
         };
         if let Some((_, other)) = external_blocks.iter().find(|(b, _)| *b == block.id()) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("inputs.{}", t.id),
+                "a block of its own",
+                format!("the block of '{other}'"),
+            )
+            .with_hint(format!(
                 "external tensors '{other}' and '{}' are given the same block; each needs its own",
                 t.id
             )));
@@ -1157,7 +1214,12 @@ fn check_io(
     into.sort();
     for (i, (id, block)) in into.iter().enumerate() {
         if let Some((other, _)) = into[..i].iter().find(|(_, b)| b == block) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("outputs.{id}"),
+                "a block of its own",
+                format!("the block of '{other}'"),
+            )
+            .with_hint(format!(
                 "outputs '{other}' and '{id}' are given the same block; the later copy would overwrite the other"
             )));
         }
@@ -1178,17 +1240,25 @@ pub(crate) fn check_inputs(
     extra.sort();
     if let Some(extra) = extra.first() {
         let names: Vec<&str> = graph.inputs().map(|t| t.id.as_str()).collect();
-        return Err(Error::invalid(format!(
-            "'{extra}' is not an input tensor of the graph; its inputs are {}",
-            if names.is_empty() { "none".to_string() } else { format!("'{}'", names.join("', '")) }
-        )));
+        return Err(Error::invalid("inputs", "input tensors of the graph", crate::error::quoted(extra)).with_hint(
+            format!(
+                "'{extra}' is not an input tensor of the graph; its inputs are {}",
+                if names.is_empty() { "none".to_string() } else { format!("'{}'", names.join("', '")) }
+            ),
+        ));
     }
     for t in graph.inputs().filter(|t| !on_device.contains_key(&t.id)) {
         let Some(bytes) = inputs.get(&t.id) else {
-            return Err(Error::invalid(format!("input '{}' is missing", t.id)));
+            return Err(Error::invalid(format!("inputs.{}", t.id), format!("{} bytes", t.size), "undefined")
+                .with_hint(format!("input '{}' is missing", t.id)));
         };
         if bytes.len() as u64 != t.size {
-            return Err(Error::invalid(format!("input '{}' must be {} bytes, got {}", t.id, t.size, bytes.len())));
+            return Err(Error::invalid(
+                format!("inputs.{}", t.id),
+                format!("{} bytes", t.size),
+                format!("{} bytes", bytes.len()),
+            )
+            .with_hint(format!("input '{}' must be {} bytes, got {}", t.id, t.size, bytes.len())));
         }
     }
     Ok(())

@@ -34,11 +34,7 @@ pub(crate) fn invalid(
     expected: impl std::fmt::Display,
     got: impl std::fmt::Display,
 ) -> Error {
-    Error::InvalidArgument(format!("{path} must be {expected}, got {got}"))
-}
-
-fn bad(msg: impl Into<String>) -> Error {
-    Error::InvalidArgument(msg.into())
+    Error::invalid(path.to_string(), expected.to_string(), got.to_string())
 }
 
 /// The graph document of `text`: PARSE_ERROR when it is not JSON (every graph format starts
@@ -57,10 +53,8 @@ fn uint(e: &Extent, path: &str) -> Result<u64> {
     match e {
         Extent::Int(n) if *n <= crate::MAX_SAFE_INTEGER => Ok(*n),
         Extent::Int(n) => Err(invalid(path, "a non-negative integer below 2^53", n)),
-        Extent::Expr(x) => Err(bad(format!(
-            "{path} is \"{x}\": dimension names and expressions need a graph with \"dims\", compiled with \
-             compileShapes"
-        ))),
+        Extent::Expr(x) => Err(invalid(path, "an integer", format!("\"{x}\""))
+            .with_hint("dimension names and expressions need a graph with \"dims\", compiled with compileShapes")),
     }
 }
 
@@ -74,10 +68,12 @@ impl ExecGraph {
     pub fn from_doc(doc: &GraphDoc) -> Result<ExecGraph> {
         if let Some(t) = doc.graph_inputs.first().or(doc.params.first()) {
             let list = if doc.graph_inputs.is_empty() { "params" } else { "graphInputs" };
-            return Err(bad(format!(
-                "{list}[0] ('{}'): an executable graph lists every tensor in \"tensors\", with its kind",
-                t.id
-            )));
+            return Err(invalid(
+                list,
+                "no entries: an executable graph lists every tensor in \"tensors\"",
+                format!("'{}'", t.id),
+            )
+            .with_hint("list it in \"tensors\" with its kind"));
         }
         let tensors = doc.tensors.iter().enumerate().map(|(i, t)| tensor(t, i)).collect::<Result<Vec<_>>>()?;
         let ops = doc.ops.iter().enumerate().map(|(i, o)| op(o, i)).collect::<Result<Vec<_>>>()?;
@@ -90,7 +86,12 @@ impl ExecGraph {
         let mut index = HashMap::with_capacity(tensors.len());
         for (i, t) in tensors.iter().enumerate() {
             if index.insert(t.id.clone(), i).is_some() {
-                return Err(bad(format!("tensor id '{}' is used twice", t.id)));
+                return Err(invalid(
+                    format!("tensors[{i}].id"),
+                    "an id no other tensor has",
+                    crate::error::quoted(&t.id),
+                )
+                .with_hint("a tensor id is used twice"));
             }
         }
         // Views: resolve chains to their root; views of params are read-only aliases.
@@ -99,19 +100,26 @@ impl ExecGraph {
             let mut cur = i;
             let mut hops = 0;
             while let Some(base) = &tensors[cur].view_of {
-                cur = *index
-                    .get(base)
-                    .ok_or_else(|| bad(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id)))?;
+                cur = *index.get(base).ok_or_else(|| {
+                    invalid(
+                        format!("tensors[{cur}].viewOf"),
+                        "the id of a tensor of the graph",
+                        crate::error::quoted(base),
+                    )
+                    .with_hint(format!("tensor '{}' is a view of unknown tensor '{base}'", tensors[cur].id))
+                })?;
                 hops += 1;
                 if hops > tensors.len() {
-                    return Err(bad(format!("tensor '{}' is part of a cycle of views", tensors[i].id)));
+                    return Err(invalid(format!("tensors[{i}].viewOf"), "a chain of views that ends", "a cycle")
+                        .with_hint(format!("tensor '{}' is part of a cycle of views", tensors[i].id)));
                 }
             }
             if tensors[cur].kind == TensorKind::Param && hops > 1 {
-                return Err(bad(format!(
-                    "tensor '{}' is a view of a view of param '{}'; view the param directly",
-                    tensors[i].id, tensors[cur].id
-                )));
+                return Err(invalid(format!("tensors[{i}].viewOf"), "a view of a param itself", "a view of a view")
+                    .with_hint(format!(
+                        "tensor '{}' is a view of a view of param '{}'; view the param directly",
+                        tensors[i].id, tensors[cur].id
+                    )));
             }
             // The caller's data gets storage of its own: an input or param view would write its
             // bytes over its base, and an external view of a planned tensor has no block to bind.
@@ -120,19 +128,25 @@ impl ExecGraph {
                 && (matches!(kind, TensorKind::Input | TensorKind::Param)
                     || (kind == TensorKind::External && base_kind != TensorKind::External))
             {
-                return Err(bad(format!(
-                    "{} tensor '{}' cannot be a view (of '{}'): inputs, params and external tensors hold the \
-                     caller's data in storage of their own; make the view an intermediate tensor",
+                return Err(invalid(
+                    format!("tensors[{i}].viewOf"),
+                    format!("no viewOf on a {} tensor", kind.as_str()),
+                    crate::error::quoted(&tensors[cur].id),
+                )
+                .with_hint(format!(
+                    "{} tensor '{}' cannot be a view: inputs, params and external tensors hold the caller's data in \
+                     storage of their own; make the view an intermediate tensor",
                     kind.as_str(),
-                    tensors[i].id,
-                    tensors[cur].id
+                    tensors[i].id
                 )));
             }
             if tensors[i].size > tensors[cur].size {
-                return Err(bad(format!(
-                    "view '{}' ({} bytes) is larger than its base '{}' ({} bytes)",
-                    tensors[i].id, tensors[i].size, tensors[cur].id, tensors[cur].size
-                )));
+                return Err(invalid(
+                    format!("tensors[{i}].size"),
+                    format!("at most {} bytes (its base '{}')", tensors[cur].size, tensors[cur].id),
+                    tensors[i].size.to_string(),
+                )
+                .with_hint(format!("view '{}' is larger than its base", tensors[i].id)));
             }
             root[i] = cur;
         }
@@ -142,24 +156,43 @@ impl ExecGraph {
         let mut last = vec![0; tensors.len()];
         for (k, op) in ops.iter().enumerate() {
             if op.outputs.is_empty() {
-                return Err(bad(format!("op '{}' has no outputs; every op must write at least one tensor", op.name)));
+                return Err(invalid(format!("ops[{k}].outputs"), "at least one tensor", "none")
+                    .with_hint(format!("op '{}' has no outputs; every op must write at least one tensor", op.name)));
             }
             if let Some(kid) = &op.kernel {
                 if !kernels.contains_key(kid) {
-                    return Err(bad(format!("op '{}' uses unknown kernel '{kid}'", op.name)));
+                    return Err(invalid(
+                        format!("ops[{k}].kernel"),
+                        "the id of a kernel of the graph",
+                        crate::error::quoted(kid),
+                    )
+                    .with_hint(format!("op '{}' uses unknown kernel '{kid}'", op.name)));
                 }
                 if op.dispatch.contains(&0) {
-                    return Err(bad(format!("op '{}': dispatch sizes must be at least 1", op.name)));
+                    return Err(invalid(
+                        format!("ops[{k}].dispatch"),
+                        "sizes of at least 1",
+                        format!("{:?}", op.dispatch),
+                    )
+                    .with_hint(format!("op '{}': dispatch sizes must be at least 1", op.name)));
                 }
             }
             for id in &op.inputs {
-                let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' reads unknown tensor '{id}'", op.name)))?;
+                let &t = index.get(id).ok_or_else(|| {
+                    invalid(format!("ops[{k}].inputs"), "ids of tensors of the graph", crate::error::quoted(id))
+                        .with_hint(format!("op '{}' reads unknown tensor '{id}'", op.name))
+                })?;
                 let r = root[t];
                 let available = matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param | TensorKind::External)
                     || produced_at[t].is_some()
                     || produced_at[r].is_some();
                 if !available {
-                    return Err(bad(format!(
+                    return Err(invalid(
+                        format!("ops[{k}].inputs"),
+                        "tensors produced by an earlier op",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!(
                         "op '{}' reads '{id}' before any op produces it (cycle or wrong op order)",
                         op.name
                     )));
@@ -167,19 +200,37 @@ impl ExecGraph {
                 last[r] = last[r].max(k);
             }
             for id in &op.outputs {
-                let &t = index.get(id).ok_or_else(|| bad(format!("op '{}' writes unknown tensor '{id}'", op.name)))?;
+                let &t = index.get(id).ok_or_else(|| {
+                    invalid(format!("ops[{k}].outputs"), "ids of tensors of the graph", crate::error::quoted(id))
+                        .with_hint(format!("op '{}' writes unknown tensor '{id}'", op.name))
+                })?;
                 let r = root[t];
                 if op.kernel.is_none() && r == t {
-                    return Err(bad(format!(
+                    return Err(invalid(
+                        format!("ops[{k}].outputs"),
+                        "views (the op has no kernel)",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!(
                         "op '{}' has no kernel, so it can only create views, but '{id}' is not a view",
                         op.name
                     )));
                 }
                 if op.kernel.is_some() && matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
-                    return Err(bad(format!("op '{}' writes '{id}', which is an input or param (read-only)", op.name)));
+                    return Err(invalid(
+                        format!("ops[{k}].outputs"),
+                        "tensors other than inputs and params",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!("op '{}' writes '{id}', which is an input or param (read-only)", op.name)));
                 }
                 if produced_at[t].is_some() {
-                    return Err(bad(format!("tensor '{id}' is written by two ops; give each op its own output")));
+                    return Err(invalid(
+                        format!("ops[{k}].outputs"),
+                        "tensors no other op writes",
+                        crate::error::quoted(id),
+                    )
+                    .with_hint(format!("tensor '{id}' is written by two ops; give each op its own output")));
                 }
                 if produced_at[r].is_none() {
                     first[r] = k;
@@ -197,7 +248,12 @@ impl ExecGraph {
             match t.kind {
                 TensorKind::Output => {
                     if produced_at[i].is_none() {
-                        return Err(bad(format!("output '{}' is never produced", t.id)));
+                        return Err(invalid(
+                            format!("tensors[{i}]"),
+                            "an output some op writes",
+                            crate::error::quoted(&t.id),
+                        )
+                        .with_hint(format!("output '{}' is never produced", t.id)));
                     }
                     last[i] = n.saturating_sub(1);
                 }
@@ -210,14 +266,24 @@ impl ExecGraph {
             let r = root[i];
             if r != i && tensors[i].kind == TensorKind::Output {
                 if tensors[r].kind == TensorKind::External {
-                    return Err(bad(format!(
-                        "output '{}' views external tensor '{}': an external block is the caller's already; \
-                         read it after the run instead",
+                    return Err(invalid(
+                        format!("tensors[{i}].viewOf"),
+                        "no external tensor for an output",
+                        crate::error::quoted(&tensors[r].id),
+                    )
+                    .with_hint(format!(
+                        "output '{}' views external tensor '{}': an external block is the caller's already; read it \
+                         after the run instead",
                         tensors[i].id, tensors[r].id
                     )));
                 }
                 if produced_at[r].is_none() && !matches!(tensors[r].kind, TensorKind::Input | TensorKind::Param) {
-                    return Err(bad(format!(
+                    return Err(invalid(
+                        format!("tensors[{i}].viewOf"),
+                        "a tensor some op writes",
+                        crate::error::quoted(&tensors[r].id),
+                    )
+                    .with_hint(format!(
                         "output '{}' views '{}', which is never produced",
                         tensors[i].id, tensors[r].id
                     )));
@@ -309,11 +375,12 @@ fn tensor(t: &TensorDoc, i: usize) -> Result<Tensor> {
     let path = format!("tensors[{i}]");
     let size = tensor_size(t, &path)?;
     if size == 0 {
-        return Err(bad(format!("{path}.size must be at least 1 byte")));
+        return Err(invalid(format!("{path}.size"), "at least 1 byte", "0 bytes"));
     }
     if t.id == "__proto__" {
         // Results are JS objects keyed by id: this key would set their prototype.
-        return Err(bad(format!("{path}.id '__proto__' cannot name a tensor (JS objects keyed by it lose it)")));
+        return Err(invalid(format!("{path}.id"), "a name other than '__proto__'", "'__proto__'")
+            .with_hint("'__proto__' cannot name a tensor (JS objects keyed by it lose it)"));
     }
     if let Some(d) = &t.dtype {
         check_dtype(d, size, &path)?;
@@ -329,7 +396,8 @@ fn op(o: &OpDoc, i: usize) -> Result<Op> {
             let mut out = [1u32; 3];
             for (k, x) in d.iter().enumerate() {
                 let at = format!("{path}.dispatch[{k}]");
-                out[k] = u32::try_from(uint(x, &at)?).map_err(|_| bad(format!("{at} is too large")))?;
+                let n = uint(x, &at)?;
+                out[k] = u32::try_from(n).map_err(|_| invalid(&at, "at most 4294967295", n))?;
             }
             out
         }
@@ -355,22 +423,29 @@ fn op(o: &OpDoc, i: usize) -> Result<Op> {
 fn tensor_size(t: &TensorDoc, path: &str) -> Result<u64> {
     let size = t.size.as_ref().map(|s| uint(s, &format!("{path}.size"))).transpose()?;
     let Some(shape) = &t.shape else {
-        return size.ok_or_else(|| bad(format!("{path}.size is missing (give size in bytes, or shape and dtype)")));
+        return size.ok_or_else(|| {
+            invalid(format!("{path}.size"), "a size in bytes, or shape and dtype", "undefined")
+                .with_hint("size is missing")
+        });
     };
     let extent =
         shape.iter().enumerate().map(|(k, x)| uint(x, &format!("{path}.shape[{k}]"))).collect::<Result<Vec<_>>>()?;
     let Some(dtype) = t.dtype.as_deref() else {
-        return Err(bad(format!("{path}.shape needs a dtype: the bytes of one element make its size")));
+        return Err(invalid(format!("{path}.dtype"), "a dtype, since a shape is given", "undefined")
+            .with_hint("a shape needs a dtype: the bytes of one element make its size"));
     };
     let Some(elem) = dtype_bytes(dtype) else {
         let names = DTYPES.map(|(n, _)| n).join(", ");
-        return Err(bad(format!("{path}.dtype: unknown dtype '{dtype}' ({names})")));
+        return Err(invalid(format!("{path}.dtype"), format!("one of {names}"), crate::error::quoted(dtype))
+            .with_hint("unknown dtype"));
     };
-    let bytes = shape_bytes(&extent, elem).ok_or_else(|| bad(format!("{path}.shape: the size exceeds 2^53 - 1")))?;
+    let bytes = shape_bytes(&extent, elem)
+        .ok_or_else(|| invalid(format!("{path}.shape"), "a size of at most 2^53 - 1 bytes", format!("{extent:?}")))?;
     match size {
-        Some(s) if s != bytes => Err(bad(format!(
-            "{path}: size {s} disagrees with shape {extent:?} of {dtype} ({bytes} bytes); give one of them"
-        ))),
+        Some(s) if s != bytes => {
+            Err(invalid(format!("{path}.size"), format!("{bytes} (shape {extent:?} of {dtype})"), s.to_string())
+                .with_hint("the size disagrees with the shape; give one of them"))
+        }
         _ => Ok(bytes),
     }
 }
@@ -392,7 +467,8 @@ const DTYPES: [(&str, u64); 7] = [("f32", 4), ("u32", 4), ("i32", 4), ("u16", 2)
 fn check_dtype(name: &str, size: u64, path: &str) -> Result<()> {
     if !DTYPES.iter().any(|(n, _)| *n == name) {
         let names = DTYPES.map(|(n, _)| n).join(", ");
-        return Err(bad(format!("{path}.dtype: unknown dtype '{name}' ({names})")));
+        return Err(invalid(format!("{path}.dtype"), format!("one of {names}"), crate::error::quoted(name))
+            .with_hint("unknown dtype"));
     }
     whole_elements(size, name, || path.to_string())
 }
@@ -404,9 +480,11 @@ fn check_dtype(name: &str, size: u64, path: &str) -> Result<()> {
 /// the error. An unknown dtype passes (the graph's parse refuses it).
 pub(crate) fn whole_elements(size: u64, dtype: &str, what: impl FnOnce() -> String) -> Result<()> {
     match DTYPES.iter().find(|(n, _)| *n == dtype) {
-        Some(&(_, bytes)) if !size.is_multiple_of(bytes) => {
-            Err(bad(format!("{}: {size} bytes is not a whole number of {dtype} elements ({bytes} bytes each)", what())))
-        }
+        Some(&(_, bytes)) if !size.is_multiple_of(bytes) => Err(invalid(
+            what(),
+            format!("a whole number of {dtype} elements ({bytes} bytes each)"),
+            format!("{size} bytes"),
+        )),
         _ => Ok(()),
     }
 }
@@ -472,15 +550,15 @@ mod tests {
                 "external tensor 's' cannot be a view",
             ),
             (r#"{"id":"a","size":0}"#, r#""#, "at least 1 byte"),
-            (r#"{"id":"a","shape":[2,3]}"#, r#""#, "tensors[0].shape needs a dtype"),
+            (r#"{"id":"a","shape":[2,3]}"#, r#""#, "a shape needs a dtype"),
             (
                 r#"{"id":"a","shape":[2,3],"dtype":"f32","size":20}"#,
                 r#""#,
-                "size 20 disagrees with shape [2, 3] of f32",
+                "tensors[0].size: expected 24 (shape [2, 3] of f32), got 20",
             ),
             (r#"{"id":"a","shape":["b",3],"dtype":"f32"}"#, r#""#, "need a graph with \"dims\""),
             (r#"{"id":"a","shape":[2,0],"dtype":"f32"}"#, r#""#, "at least 1 byte"),
-            (r#"{"id":"a"}"#, r#""#, "tensors[0].size is missing"),
+            (r#"{"id":"a"}"#, r#""#, "tensors[0].size: expected a size in bytes, or shape and dtype, got undefined"),
             (r#"{"id":"__proto__","size":4}"#, r#""#, "cannot name a tensor"),
             (
                 r#"{"id":"x","size":16,"kind":"input"},{"id":"a","size":16}"#,
@@ -496,16 +574,20 @@ mod tests {
         assert_eq!((shaped.tensors[0].size, shaped.tensors[1].size), (24, 4), "size = product x dtype bytes");
         // Unknown fields are refused naming their path; a bad one names what it must be.
         let unknown = graph(&base(r#"{"id":"x","size":16,"kind":"input","dtpye":"f32"}"#, r#""#));
-        assert!(graph_err(&unknown).starts_with("tensors[0].dtpye must be a field of the graph format"));
+        assert!(graph_err(&unknown).starts_with("tensors[0].dtpye: expected a field of the graph format"));
         assert_eq!(unknown.err().map(|e| e.code()), Some("INVALID_ARGUMENT"));
         let kind = graph_err(&graph(&base(r#"{"id":"x","size":16,"kind":"weight"}"#, r#""#)));
-        assert!(kind.starts_with("tensors[0].kind must be one of 'input', 'param'"), "{kind}");
+        assert!(kind.starts_with("tensors[0].kind: expected one of 'input', 'param'"), "{kind}");
         let op = graph_err(&graph(&base(r#"{"id":"x","size":16}"#, r#"{"kernel":"k","outputs":["x"],"dispach":[1]}"#)));
-        assert!(op.starts_with("ops[0].dispach must be a field"), "{op}");
+        assert!(op.starts_with("ops[0].dispach: expected a field"), "{op}");
         assert_eq!(graph(r#"{"tensors": ["#).err().map(|e| e.code()), Some("PARSE_ERROR"));
+        let mut wrong = Vec::new();
         for (tensors, ops, needle) in cases {
             let err = graph_err(&graph(&base(tensors, ops)));
-            assert!(err.contains(needle), "expected '{needle}', got '{err}'");
+            if !err.contains(needle) {
+                wrong.push(format!("expected '{needle}', got '{err}'"));
+            }
         }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

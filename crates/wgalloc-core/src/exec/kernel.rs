@@ -35,7 +35,12 @@ impl Gpu {
     ) -> Result<ComputeKernel> {
         let max = self.limits().max_storage_buffers_per_shader_stage;
         if bindings == 0 || bindings > max {
-            return Err(Error::invalid(format!("kernel '{name}': bindings must be 1 to {max} (the device's maxStorageBuffersPerShaderStage), got {bindings}")));
+            return Err(Error::invalid(
+                "bindings",
+                format!("1 to {max} (the device's maxStorageBuffersPerShaderStage)"),
+                bindings.to_string(),
+            )
+            .with_hint(format!("kernel '{name}': bindings must be within the device's limit")));
         }
         let pipeline = self.pipeline(name, source, entry_point, bindings, uniform)?;
         if pipeline.dims_size.is_some() {
@@ -76,27 +81,42 @@ impl Stream {
     ) -> Result<()> {
         let gpu = self.gpu().clone();
         if !Arc::ptr_eq(&gpu.shared, &kernel.gpu.shared) {
-            return Err(Error::invalid(format!("dispatch: kernel '{}' was compiled on another device", kernel.name)));
+            return Err(Error::invalid(
+                "kernel",
+                "a kernel compiled on this stream's device",
+                crate::error::quoted(&kernel.name),
+            )
+            .with_hint("dispatch: the kernel was compiled on another device"));
         }
         if blocks.len() != kernel.bindings as usize {
-            return Err(Error::invalid(format!(
-                "dispatch: kernel '{}' takes {} blocks, got {}",
-                kernel.name,
-                kernel.bindings,
-                blocks.len()
-            )));
+            return Err(Error::invalid(
+                "blocks",
+                format!("{} blocks (kernel '{}' takes them)", kernel.bindings, kernel.name),
+                format!("{} blocks", blocks.len()),
+            )
+            .with_hint("dispatch: pass one block per binding"));
         }
         match (kernel.uniform, uniform) {
             (true, None) => {
-                return Err(Error::invalid(format!(
-                    "dispatch: kernel '{}' takes a uniform; pass its bytes",
-                    kernel.name
-                )))
+                return Err(Error::invalid(
+                    "uniform",
+                    format!("bytes (kernel '{}' takes a uniform)", kernel.name),
+                    "undefined",
+                )
+                .with_hint("dispatch: the kernel takes a uniform; pass its bytes"))
             }
             (false, Some(_)) => {
-                return Err(Error::invalid(format!("dispatch: kernel '{}' takes no uniform", kernel.name)))
+                return Err(Error::invalid(
+                    "uniform",
+                    format!("none (kernel '{}' takes no uniform)", kernel.name),
+                    "bytes",
+                )
+                .with_hint("dispatch: the kernel takes no uniform"))
             }
-            (true, Some([])) => return Err(Error::invalid("dispatch: the uniform must not be empty")),
+            (true, Some([])) => {
+                return Err(Error::invalid("uniform", "at least one byte", "0 bytes")
+                    .with_hint("dispatch: the uniform must not be empty"))
+            }
             (true, Some(u)) => check_uniform_len(&kernel.pipeline, u.len(), &format!("dispatch of '{}'", kernel.name))?,
             _ => {}
         }
@@ -106,14 +126,24 @@ impl Stream {
         let mut bound = Vec::with_capacity(blocks.len());
         for (i, b) in blocks.iter().enumerate() {
             if !Arc::ptr_eq(&gpu.shared, &b.heap().gpu().shared) {
-                return Err(Error::invalid(format!("dispatch: block {i} belongs to another device")));
+                return Err(Error::invalid(
+                    format!("blocks[{i}]"),
+                    "a block of this stream's device",
+                    "a block of another device",
+                )
+                .with_hint("dispatch: the block belongs to another device"));
             }
             let size = binding_size(b.requested_size())?;
             if size > limits.max_storage_buffer_binding_size {
-                return Err(Error::invalid(format!(
-                    "dispatch: block {i} ({size} bytes) exceeds the device's maxStorageBufferBindingSize ({})",
-                    limits.max_storage_buffer_binding_size
-                )));
+                return Err(Error::invalid(
+                    format!("blocks[{i}]"),
+                    format!(
+                        "at most {} bytes (the device's maxStorageBufferBindingSize)",
+                        limits.max_storage_buffer_binding_size
+                    ),
+                    format!("{size} bytes"),
+                )
+                .with_hint("dispatch: the block exceeds the device's binding limit"));
             }
             bound.push((b.binding()?, size));
         }

@@ -42,11 +42,23 @@ impl SymbolicGraph {
                 .enumerate()
                 .map(|(i, n)| match is_name(n) {
                     true => Ok(n.clone()),
-                    false => Err(Error::invalid(format!("graph.dims[{i}] must be a name (letters, digits, _)"))),
+                    false => Err(Error::invalid(
+                        format!("graph.dims[{i}]"),
+                        "a name (letters, digits, _)",
+                        crate::error::quoted(n),
+                    )),
                 })
                 .collect::<Result<Vec<_>>>()?,
             _ => {
-                return Err(Error::invalid("a graph with changing shapes names its dimensions: \"dims\": [\"batch\"]"))
+                return Err(Error::invalid(
+                    "graph.dims",
+                    "an array of dimension names",
+                    match &doc.dims {
+                        Some(_) => "an empty array".to_string(),
+                        None => "undefined".to_string(),
+                    },
+                )
+                .with_hint("a graph with changing shapes names its dimensions: \"dims\": [\"batch\"]"))
             }
         };
         let g = SymbolicGraph { doc, dims };
@@ -83,10 +95,17 @@ impl SymbolicGraph {
             .enumerate()
             .map(|(k, x)| value(x, dims, &format!("tensors[{i}].shape[{k}]")))
             .collect::<Result<Vec<u64>>>()?;
-        let bytes = shape_bytes(&shape, elem)
-            .ok_or_else(|| Error::invalid(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1")))?;
+        let bytes = shape_bytes(&shape, elem).ok_or_else(|| {
+            Error::invalid(format!("tensors[{i}].shape"), "a size of at most 2^53 - 1 bytes", format!("{shape:?}"))
+                .with_hint(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1"))
+        })?;
         if let Some(s) = size.filter(|&s| s != bytes) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("tensors[{i}].size"),
+                format!("{bytes} (its shape {shape:?})"),
+                s.to_string(),
+            )
+            .with_hint(format!(
                 "tensor '{id}' at {dims:?}: size {s} disagrees with shape {shape:?} ({bytes} bytes); give one of them"
             )));
         }
@@ -99,7 +118,12 @@ impl SymbolicGraph {
         let Some((i, t)) = self.tensor(id) else { return Ok(None) };
         let (Some(a), Some(c)) = (self.extents(i, t, asked)?, self.extents(i, t, compiled)?) else { return Ok(None) };
         if let Some(k) = (0..a.shape.len()).find(|&k| a.shape[k] > c.shape[k]) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                format!("tensors '{id}'.shape[{k}]"),
+                format!("at most {} (its extent at the bucket)", c.shape[k]),
+                a.shape[k].to_string(),
+            )
+            .with_hint(format!(
                 "tensor '{id}': extent {k} is {} at {asked:?} but {} at the bucket {compiled:?}; an extent must not \
                  shrink as a dimension grows",
                 a.shape[k], c.shape[k]
@@ -137,7 +161,12 @@ impl SymbolicGraph {
                     let names = names(x);
                     let hit: Vec<&String> = names.iter().filter(|n| is_bucketed(n)).collect();
                     if hit.len() > 1 {
-                        return Err(Error::invalid(format!(
+                        return Err(Error::invalid(
+                            format!("tensors '{id}'.shape"),
+                            "at most one bucketed dimension per extent",
+                            crate::error::quoted(x),
+                        )
+                        .with_hint(format!(
                             "{kind} '{id}': shape extent \"{x}\" names bucketed dimensions '{}' and '{}', so its \
                              rows cannot be placed in the bucket's shape; give each its own extent",
                             hit[0], hit[1]
@@ -162,7 +191,12 @@ impl SymbolicGraph {
                     ),
                     Some(_) => format!("'{d}' is not the first factor of its size"),
                 };
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid(
+                    format!("tensors '{id}'.size"),
+                    "a shape and dtype, or a size whose first factor is the bucketed dimension",
+                    crate::error::quoted(expr),
+                )
+                .with_hint(format!(
                     "{kind} '{id}' is sized in bytes (\"{expr}\") and its size depends on bucketed dimension '{d}', \
                      but {why}: a byte-size tensor is padded at its end, which places rows right only for a bucket \
                      on its outermost dimension (its size lists its factors outermost first). Declare the tensor's \
@@ -207,8 +241,9 @@ impl SymbolicGraph {
         for (i, t) in self.doc.tensors.iter().enumerate() {
             let id = &t.id;
             let Some(e) = self.extents(i, t, dims)? else { continue };
-            let bytes = shape_bytes(&e.shape, e.elem)
-                .ok_or_else(|| Error::invalid(format!("tensor '{id}' at {dims:?}: its size exceeds 2^53 - 1")))?;
+            let bytes = shape_bytes(&e.shape, e.elem).ok_or_else(|| {
+                Error::invalid(format!("tensor '{id}' at {dims:?}"), "a size below 2^53", "a larger size")
+            })?;
             if let Some(dtype) = &t.dtype {
                 super::graph::whole_elements(bytes, dtype, || format!("tensor '{id}' at {dims:?}"))?;
             }
@@ -219,13 +254,20 @@ impl SymbolicGraph {
 
     fn check_dims(&self, dims: &Dims) -> Result<()> {
         if let Some(d) = self.dims.iter().find(|d| !dims.contains_key(*d)) {
-            return Err(Error::invalid(format!("dimension '{d}' has no value (the graph declares {:?})", self.dims)));
+            return Err(Error::invalid(format!("dims.{d}"), "a positive integer", "undefined")
+                .with_hint(format!("dimension '{d}' has no value (the graph declares {:?})", self.dims)));
         }
         if let Some(d) = dims.keys().find(|d| !self.dims.contains(d)) {
-            return Err(Error::invalid(format!("'{d}' is not a dimension of the graph (it declares {:?})", self.dims)));
+            return Err(Error::invalid(
+                format!("dims.{d}"),
+                format!("one of the graph's dimensions {:?}", self.dims),
+                crate::error::quoted(d),
+            )
+            .with_hint(format!("'{d}' is not a dimension of the graph (it declares {:?})", self.dims)));
         }
         if let Some((d, _)) = dims.iter().find(|(_, &v)| v == 0 || v > crate::MAX_SAFE_INTEGER) {
-            return Err(Error::invalid(format!("dimension '{d}' must be a positive integer")));
+            return Err(Error::invalid(format!("dims.{d}"), "a positive integer below 2^53", dims[d].to_string())
+                .with_hint(format!("dimension '{d}' must be a positive integer")));
         }
         Ok(())
     }
@@ -352,7 +394,9 @@ fn resolve(slot: Option<&mut Extent>, dims: &Dims, path: impl FnOnce() -> String
 fn value(x: &Extent, dims: &Dims, path: &str) -> Result<u64> {
     match x {
         Extent::Int(n) => Ok(*n),
-        Extent::Expr(e) => eval(e, dims).map_err(|e| Error::invalid(format!("{path}: {e}"))),
+        Extent::Expr(expr) => eval(expr, dims).map_err(|e| {
+            Error::invalid(path, "an expression over the graph's dims", crate::error::quoted(expr)).with_hint(e)
+        }),
     }
 }
 
@@ -571,20 +615,30 @@ impl ShapeCache {
         options: CompileOptions,
     ) -> Result<ShapeCache> {
         if capacity == 0 {
-            return Err(Error::invalid("a shape cache holds at least 1 executor (capacity >= 1)"));
+            return Err(Error::invalid("capacity", "at least 1", "0")
+                .with_hint("a shape cache holds at least 1 executor (capacity >= 1)"));
         }
         if options.records.is_some() {
-            return Err(Error::invalid("usage records describe one shape; a shape cache plans each shape itself"));
+            return Err(Error::invalid(
+                "options.records",
+                "none (a shape cache plans each shape itself)",
+                "usage records",
+            )
+            .with_hint("usage records describe one shape; a shape cache plans each shape itself"));
         }
         if let ShapePolicy::Buckets(b) = &policy {
             for (d, sizes) in b {
                 if !graph.dims.contains(d) {
-                    return Err(Error::invalid(format!(
-                        "buckets given for '{d}', which is not a dimension of the graph"
-                    )));
+                    return Err(Error::invalid(
+                        format!("buckets.{d}"),
+                        format!("a dimension of the graph {:?}", graph.dims),
+                        crate::error::quoted(d),
+                    )
+                    .with_hint(format!("buckets given for '{d}', which is not a dimension of the graph")));
                 }
                 if sizes.is_empty() || sizes.contains(&0) {
-                    return Err(Error::invalid(format!("buckets of '{d}' must be positive sizes")));
+                    return Err(Error::invalid(format!("buckets.{d}"), "positive sizes", format!("{sizes:?}"))
+                        .with_hint(format!("buckets of '{d}' must be positive sizes")));
                 }
             }
             let mut bucketed: Vec<&String> = b.keys().collect();
@@ -654,7 +708,12 @@ impl ShapeCache {
                 None => Ok((d.clone(), v)),
                 Some(sizes) => match sizes.iter().copied().filter(|&b| b >= v).min() {
                     Some(b) => Ok((d.clone(), b)),
-                    None => Err(Error::invalid(format!(
+                    None => Err(Error::invalid(
+                        format!("dims.{d}"),
+                        format!("at most {} (its largest bucket)", sizes.iter().max().copied().unwrap_or(0)),
+                        v.to_string(),
+                    )
+                    .with_hint(format!(
                         "{d} = {v} is above its largest bucket ({}); add a bucket",
                         sizes.iter().max().copied().unwrap_or(0)
                     ))),
@@ -772,7 +831,12 @@ impl ShapeCache {
         for (id, bytes) in inputs {
             let want = asked.get(id).copied();
             if want.is_some_and(|w| w != bytes.len() as u64) {
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid(
+                    format!("inputs.{id}"),
+                    format!("{} bytes", want.unwrap_or(0)),
+                    format!("{} bytes", bytes.len()),
+                )
+                .with_hint(format!(
                     "input '{id}' must be {} bytes at {dims:?}, got {}",
                     want.unwrap_or(0),
                     bytes.len()
@@ -847,7 +911,12 @@ impl ShapeCache {
                     }
                     _ => format!("{} bytes asked", asked.get(&t.id).copied().unwrap_or(0)),
                 };
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid(
+                    format!("inputs.{}", t.id),
+                    "a block sized for shapeOf(dims)",
+                    "a block of another size",
+                )
+                .with_hint(format!(
                     "external tensor '{}': its block holds {} bytes, but a run at {dims:?} binds the tensor whole in \
                      its bucket's shape ({shapes}: {} bytes, at {shape:?}): external tensors are bound in place, \
                      never padded or cut. Size the block for shapeOf(dims), the dimensions the run compiles at, and \
@@ -891,7 +960,12 @@ impl ShapeCache {
                 } else {
                     "rows that are not whole 4-byte words (GPU copies move words)".to_string()
                 };
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid(
+                    format!("{role}s.{id}"),
+                    "host bytes, or a block laid out in the bucket's shape",
+                    "a block in the asked shape",
+                )
+                .with_hint(format!(
                     "device {role} '{id}': a run at {dims:?} has it in shape {:?}, placed row by row into its bucket's \
                      shape {:?} (at {shape:?}), which takes {why}. Pass host bytes instead, or a block laid out in \
                      the bucket's shape with the run at shapeOf(dims)",
@@ -936,7 +1010,12 @@ impl ShapeCache {
         self.gpu.heap()?.check_scope(scope, "compileShapes")?;
         let mut st = lock(&self.state);
         if st.charge.is_some() {
-            return Err(Error::invalid("compileShapes: the shape executor is charged to a scope already"));
+            return Err(Error::invalid(
+                "compileShapes: options.scope",
+                "one scope per shape executor",
+                "a second scope",
+            )
+            .with_hint("the shape executor is charged to a scope already"));
         }
         let held: u64 = st.entries.values().map(|e| e.device_bytes()).sum();
         st.charge = Some(scope.charge(held)?);

@@ -35,14 +35,16 @@ impl Gpu {
         for id in ids {
             let len = params[id].len() as u64;
             if len == 0 {
-                return Err(Error::invalid(format!("weights: param '{id}' is empty")));
+                return Err(Error::invalid(format!("params.{id}"), "at least one byte", "0 bytes")
+                    .with_hint("weights: a param is empty"));
             }
             let at = align_up(size, alignment)?;
             entries.insert(id.clone(), (at, len));
             size = checked_add(at, binding_size(len)?, "weights")?;
         }
         if size == 0 {
-            return Err(Error::invalid("weights: no params given; pass { id: bytes } for each param"));
+            return Err(Error::invalid("params", "at least one param", "none")
+                .with_hint("weights: pass { id: bytes } for each param"));
         }
         let block = heap.malloc(size, Usage::Device)?;
         for (id, &(at, len)) in &entries {
@@ -94,10 +96,10 @@ impl Weights {
     pub fn attach(handle: u64) -> Result<Arc<Weights>> {
         let reg = lock(&REGISTRY);
         reg.iter().find(|(h, _)| *h == handle).and_then(|(_, w)| w.upgrade()).ok_or_else(|| {
-            Error::invalid(format!(
-                "no live weights have handle {handle}: keep the weights (or an executor using them) alive until \
-                 every worker attached"
-            ))
+            Error::invalid("handle", "the handle of live weights", handle.to_string()).with_hint(
+                "no live weights have it: keep the weights (or an executor using them) alive until every worker \
+                 attached",
+            )
         })
     }
 }

@@ -245,10 +245,8 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// A block of the scalar pool (uniform-bindable) for a value of `size` bytes.
     pub fn malloc_scalar(&self, size: u64) -> Result<Allocation> {
         if size == 0 || size > pool::MAX_SCALAR {
-            return Err(Error::invalid(format!(
-                "allocScalar: value must be 1 to {} bytes, got {size}",
-                pool::MAX_SCALAR
-            )));
+            return Err(Error::invalid("size", format!("1 to {} bytes", pool::MAX_SCALAR), size.to_string())
+                .with_hint(format!("allocScalar: value must be 1 to {} bytes, got {size}", pool::MAX_SCALAR)));
         }
         let aligned = self.checked_request(size, self.limits.scalar_alignment)?;
         self.allocate(size, aligned, PoolKind::Scalar)
@@ -257,7 +255,8 @@ impl<S: SegmentStorage> HeapCore<S> {
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
         self.tracker.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
-            return Err(Error::invalid(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
+            return Err(Error::invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string())
+                .with_hint(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
         }
         let aligned = align_up(size, alignment)?;
         if aligned > self.limits.max_buffer_size {
@@ -267,7 +266,12 @@ impl<S: SegmentStorage> HeapCore<S> {
             } else {
                 String::new()
             };
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "size",
+                format!("at most {} bytes (maxBufferSize)", self.limits.max_buffer_size),
+                size.to_string(),
+            )
+            .with_hint(format!(
                 "malloc: {size} bytes{rounded} exceeds the device's maxBufferSize limit of {} bytes; split the tensor",
                 self.limits.max_buffer_size
             )));
@@ -892,7 +896,7 @@ impl<S: SegmentStorage> HeapCore<S> {
             for (j, &s) in p.segments.iter().enumerate() {
                 let size = profile::round_to_granule(s).max(s);
                 if size > self.limits.max_buffer_size {
-                    return Err(Error::invalid(format!(
+                    return Err(Error::invalid(format!("profile.pools[{i}].segments[{j}]"), format!("at most {} bytes (maxBufferSize)", self.limits.max_buffer_size), s.to_string()).with_hint(format!(
                         "warmStart: profile pools[{i}].segments[{j}] is {s} bytes, above the device's maxBufferSize of {} bytes",
                         self.limits.max_buffer_size
                     )));

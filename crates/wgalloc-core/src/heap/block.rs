@@ -182,7 +182,12 @@ impl DeviceBlock {
         self.heap.gpu.check_alive()?;
         let end = checked_add(offset, len, "block read")?;
         if len == 0 || end > self.requested {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "offset, length",
+                format!("a non-empty range inside the block's {} bytes", self.requested),
+                format!("{offset}..{end}"),
+            )
+            .with_hint(format!(
                 "block read: range {offset}..{end} must be non-empty and inside the block's {} bytes",
                 self.requested
             )));
@@ -219,12 +224,22 @@ impl DeviceBlock {
         self.live()?;
         src.live()?;
         if !std::sync::Arc::ptr_eq(&self.heap.core, &src.heap.core) {
-            return Err(Error::invalid(format!("{what}: the source block belongs to another device")));
+            return Err(Error::invalid(
+                format!("{what}: source"),
+                "a block of this device",
+                "a block of another device",
+            )
+            .with_hint("the source block belongs to another device"));
         }
         let padded = aligned_range(dst_offset, len, self.requested, &format!("{what} (destination)"))?;
         check_copy_source(src_offset, len, padded, src.requested, src.size, what)?;
         if self.id == src.id && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
-            return Err(Error::invalid(format!("{what}: source and destination ranges overlap")));
+            return Err(Error::invalid(
+                format!("{what}: srcOffset"),
+                "a source range that does not overlap the destination",
+                format!("{src_offset}..{}", src_offset + padded),
+            )
+            .with_hint("source and destination ranges overlap"));
         }
         let info = crate::profile::CopyInfo {
             kind: crate::profile::CopyKind::DeviceToDevice,
@@ -256,7 +271,8 @@ impl DeviceBlock {
         self.live()?;
         if !Arc::ptr_eq(&self.heap.gpu.shared, &stream.gpu().shared) {
             // Its submission numbers count another device's work.
-            return Err(Error::invalid("recordStream: the stream belongs to another device"));
+            return Err(Error::invalid("stream", "a stream of this block's device", "a stream of another device")
+                .with_hint("recordStream: the stream belongs to another device"));
         }
         self.heap.record_stream(self.id, stream.marks())
     }

@@ -53,7 +53,11 @@ impl Watermarks {
             None => {}
         }
         w.validate().map_err(|e| match e {
-            Error::InvalidArgument(m) => Error::invalid(format!("WGALLOC_HIGH/LOW_WATERMARK_RATIO: {m}")),
+            Error::InvalidArgument(mut a) => {
+                let high = a.path.starts_with("high");
+                a.path = if high { "WGALLOC_HIGH_WATERMARK_RATIO" } else { "WGALLOC_LOW_WATERMARK_RATIO" }.into();
+                Error::InvalidArgument(a)
+            }
             other => other,
         })?;
         Ok(w)
@@ -61,17 +65,19 @@ impl Watermarks {
 
     pub fn validate(&self) -> Result<()> {
         if !(0.0..=HIGH_WATERMARK_UPPER_BOUND).contains(&self.high) || self.high.is_nan() {
-            return Err(Error::invalid(format!(
-                "high watermark ratio must be between 0 (disabled) and {HIGH_WATERMARK_UPPER_BOUND}, got {}",
-                self.high
-            )));
+            return Err(Error::invalid(
+                "highWatermarkRatio",
+                format!("a high watermark ratio between 0 (disabled) and {HIGH_WATERMARK_UPPER_BOUND}"),
+                self.high.to_string(),
+            ));
         }
         let max_low = if self.high == 0.0 { HIGH_WATERMARK_UPPER_BOUND } else { self.high };
         if !(0.0..=max_low).contains(&self.low) || self.low.is_nan() {
-            return Err(Error::invalid(format!(
-                "low watermark ratio must be between 0 (disabled) and the high watermark ratio ({max_low}), got {}",
-                self.low
-            )));
+            return Err(Error::invalid(
+                "lowWatermarkRatio",
+                format!("a low watermark ratio between 0 (disabled) and the high watermark ratio ({max_low})"),
+                self.low.to_string(),
+            ));
         }
         Ok(())
     }
@@ -89,7 +95,7 @@ impl Watermarks {
 fn env_ratio(name: &str) -> Result<Option<f64>> {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => {
-            v.trim().parse::<f64>().map(Some).map_err(|_| Error::invalid(format!("{name}={v:?} is not a number")))
+            v.trim().parse::<f64>().map(Some).map_err(|_| Error::invalid(name, "a number", format!("{v:?}")))
         }
         _ => Ok(None),
     }
@@ -107,9 +113,7 @@ pub fn debug_mask_from_env() -> Result<u32> {
         Some(hex) => u32::from_str_radix(hex, 16),
         None => v.parse(),
     };
-    parsed.map_err(|_| {
-        Error::invalid(format!("WGALLOC_DEBUG_ALLOCATOR={v:?} is not a bit mask; use a number such as 3 or 0x1f"))
-    })
+    parsed.map_err(|_| Error::invalid("WGALLOC_DEBUG_ALLOCATOR", "a bit mask such as 3 or 0x1f", format!("{v:?}")))
 }
 
 #[cfg(test)]

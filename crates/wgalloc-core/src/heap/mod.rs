@@ -258,7 +258,11 @@ impl Heap {
         if Arc::ptr_eq(scope.tree(), &self.scopes) {
             Ok(())
         } else {
-            Err(Error::invalid(format!("{what}: the scope belongs to another device")))
+            Err(Error::invalid(
+                format!("{what}: options.scope"),
+                "a scope of this device's heap",
+                "a scope of another device",
+            ))
         }
     }
 

@@ -87,61 +87,62 @@ impl HeapProfile {
 
     /// Parses profile JSON text; bad input is `INVALID_ARGUMENT` naming the field.
     pub fn parse(text: &str) -> Result<HeapProfile> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| Error::invalid(format!("heap profile: not valid JSON ({e})")))?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            Error::invalid("heap profile", "JSON text", "text that does not parse")
+                .with_hint(format!("not valid JSON ({e})"))
+        })?;
         HeapProfile::from_value(&value)
     }
 
     /// Checks a profile: `format`, `version`, and per pool a known name (once), `peakLiveBytes`
     /// and `segments` of integer byte counts. Bad input is `INVALID_ARGUMENT` naming the field.
     pub fn from_value(value: &Value) -> Result<HeapProfile> {
-        let bad = |field: &str, what: String| match field {
-            "" => Error::invalid(format!("heap profile {what}")),
-            _ => Error::invalid(format!("heap profile: {field} {what}")),
+        let bad = |field: &str, expected: String, got: String| {
+            Error::invalid(
+                if field.is_empty() { "heap profile".into() } else { format!("heap profile.{field}") },
+                expected,
+                got,
+            )
         };
-        let obj = value.as_object().ok_or_else(|| {
-            bad("", format!("must be an object with format, version and pools, got {}", brief(value)))
-        })?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| bad("", "an object with format, version and pools".into(), brief(value)))?;
         match obj.get("format") {
             Some(Value::String(f)) if f == PROFILE_FORMAT => {}
-            other => return Err(bad("format", format!("must be \"{PROFILE_FORMAT}\", got {}", shown(other)))),
+            other => return Err(bad("format", format!("\"{PROFILE_FORMAT}\""), shown(other))),
         }
         match obj.get("version") {
             Some(v) if v.as_u64() == Some(PROFILE_VERSION) => {}
-            other => {
-                return Err(bad("version", format!("must be {PROFILE_VERSION} (this build's), got {}", shown(other))))
-            }
+            other => return Err(bad("version", format!("{PROFILE_VERSION} (this build's)"), shown(other))),
         }
         let pools = obj
             .get("pools")
             .and_then(Value::as_array)
-            .ok_or_else(|| bad("pools", format!("must be an array, got {}", shown(obj.get("pools")))))?;
+            .ok_or_else(|| bad("pools", "an array".into(), shown(obj.get("pools"))))?;
         let mut out: Vec<PoolProfile> = Vec::with_capacity(pools.len());
         for (i, p) in pools.iter().enumerate() {
             let at = |field: &str| format!("pools[{i}]{field}");
-            let p = p.as_object().ok_or_else(|| bad(&at(""), format!("must be an object, got {}", brief(p))))?;
+            let p = p.as_object().ok_or_else(|| bad(&at(""), "an object".into(), brief(p)))?;
             let name = p.get("pool");
             let pool = name
                 .and_then(Value::as_str)
                 .and_then(|n| PoolKind::ALL.into_iter().find(|k| k.as_str() == n))
                 .ok_or_else(|| {
                 let names: Vec<&str> = PoolKind::ALL.iter().map(|k| k.as_str()).collect();
-                bad(&at(".pool"), format!("must be one of {}, got {}", names.join(", "), shown(name)))
+                bad(&at(".pool"), format!("one of {}", names.join(", ")), shown(name))
             })?;
             if out.iter().any(|o| o.pool == pool) {
-                return Err(bad(&at(".pool"), format!("names \"{}\", listed already", pool.as_str())));
+                return Err(bad(&at(".pool"), "a pool not listed already".into(), format!("\"{}\"", pool.as_str())));
             }
-            let peak_live = bytes_of(p.get("peakLiveBytes"), 0).map_err(|w| bad(&at(".peakLiveBytes"), w))?;
+            let peak_live = bytes_of(p.get("peakLiveBytes"), 0).map_err(|(e, g)| bad(&at(".peakLiveBytes"), e, g))?;
             let segments = match p.get("segments") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(list)) => list
                     .iter()
                     .enumerate()
-                    .map(|(j, s)| bytes_of(Some(s), 1).map_err(|w| bad(&at(&format!(".segments[{j}]")), w)))
+                    .map(|(j, s)| bytes_of(Some(s), 1).map_err(|(e, g)| bad(&at(&format!(".segments[{j}]")), e, g)))
                     .collect::<Result<Vec<u64>>>()?,
-                Some(other) => {
-                    return Err(bad(&at(".segments"), format!("must be an array of byte counts, got {}", brief(other))))
-                }
+                Some(other) => return Err(bad(&at(".segments"), "an array of byte counts".into(), brief(other))),
             };
             out.push(PoolProfile { pool, peak_live, segments });
         }
@@ -160,10 +161,11 @@ pub(crate) fn round_to_granule(bytes: u64) -> u64 {
 }
 
 /// An integer byte count from `min` to 2^53-1, or what is wrong with `v`.
-fn bytes_of(v: Option<&Value>, min: u64) -> std::result::Result<u64, String> {
+/// `v` as bytes from `min`; else what was expected and what came.
+fn bytes_of(v: Option<&Value>, min: u64) -> std::result::Result<u64, (String, String)> {
     v.and_then(Value::as_u64)
         .filter(|&n| (min..=MAX_SAFE_INTEGER).contains(&n))
-        .ok_or_else(|| format!("must be an integer from {min} to 2^53-1 bytes, got {}", shown(v)))
+        .ok_or_else(|| (format!("an integer from {min} to 2^53-1 bytes"), shown(v)))
 }
 
 fn shown(v: Option<&Value>) -> String {
@@ -220,34 +222,41 @@ mod tests {
         assert_eq!(HeapProfile::parse(ok).unwrap(), HeapProfile::default());
         let pools = |p: &str| format!(r#"{{"format":"wgalloc-heap-profile","version":1,"pools":[{p}]}}"#);
         let cases = [
-            ("[]".to_string(), "heap profile must be an object"),
-            (r#"{"format":"x","version":1,"pools":[]}"#.into(), r#"format must be "wgalloc-heap-profile", got "x""#),
-            (r#"{"version":1,"pools":[]}"#.into(), "format must be"),
-            (r#"{"format":"wgalloc-heap-profile","version":2,"pools":[]}"#.into(), "version must be 1"),
-            (r#"{"format":"wgalloc-heap-profile","version":1}"#.into(), "pools must be an array, got nothing"),
-            (pools(r#"{"pool":"gpu","peakLiveBytes":1,"segments":[]}"#), "pools[0].pool must be one of device-small"),
-            (pools(r#"{"pool":"device-large","peakLiveBytes":-1}"#), "pools[0].peakLiveBytes must be an integer"),
+            ("[]".to_string(), "heap profile: expected an object"),
+            (r#"{"format":"x","version":1,"pools":[]}"#.into(), r#"format: expected "wgalloc-heap-profile", got "x""#),
+            (r#"{"version":1,"pools":[]}"#.into(), "format: expected"),
+            (r#"{"format":"wgalloc-heap-profile","version":2,"pools":[]}"#.into(), "version: expected 1"),
+            (r#"{"format":"wgalloc-heap-profile","version":1}"#.into(), "pools: expected an array, got nothing"),
+            (pools(r#"{"pool":"gpu","peakLiveBytes":1,"segments":[]}"#), "pools[0].pool: expected one of device-small"),
+            (pools(r#"{"pool":"device-large","peakLiveBytes":-1}"#), "pools[0].peakLiveBytes: expected an integer"),
             (
                 pools(r#"{"pool":"device-large","peakLiveBytes":1,"segments":[4096,-8]}"#),
-                "pools[0].segments[1] must be",
+                "pools[0].segments[1]: expected",
             ),
             (
                 pools(r#"{"pool":"device-large","peakLiveBytes":1,"segments":[0]}"#),
-                "segments[0] must be an integer from 1",
+                "segments[0]: expected an integer from 1",
             ),
             (pools(r#"{"pool":"device-large","peakLiveBytes":1,"segments":[1.5]}"#), "got 1.5"),
-            (pools(r#"{"pool":"device-large","peakLiveBytes":1,"segments":7}"#), "pools[0].segments must be an array"),
+            (
+                pools(r#"{"pool":"device-large","peakLiveBytes":1,"segments":7}"#),
+                "pools[0].segments: expected an array",
+            ),
             (
                 pools(r#"{"pool":"scalar","peakLiveBytes":1},{"pool":"scalar","peakLiveBytes":2}"#),
-                r#"pools[1].pool names "scalar", listed already"#,
+                r#"pools[1].pool: expected a pool not listed already, got "scalar""#,
             ),
-            (pools("3"), "pools[0] must be an object"),
-            ("not json".into(), "heap profile: not valid JSON"),
+            (pools("3"), "pools[0]: expected an object"),
+            ("not json".into(), "not valid JSON"),
         ];
+        let mut wrong = Vec::new();
         for (text, want) in cases {
             let err = HeapProfile::parse(&text).unwrap_err();
             assert_eq!(err.code(), "INVALID_ARGUMENT", "{text}");
-            assert!(err.to_string().contains(want), "{text}: {err}");
+            if !err.to_string().contains(want) {
+                wrong.push(format!("{text}: {err}"));
+            }
         }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

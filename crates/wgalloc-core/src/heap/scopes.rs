@@ -90,49 +90,63 @@ impl ScopeTree {
     /// the parent's (the budget at top level).
     pub fn create(&self, parent: Option<ScopeId>, name: &str, limit: u64) -> Result<ScopeId> {
         if name.is_empty() {
-            return Err(Error::invalid("scope: name must be a non-empty string"));
+            return Err(Error::invalid("scope: options.name", "a non-empty string", "''"));
         }
         if name.contains('/') {
-            return Err(Error::invalid(format!(
-                "scope '{name}': a name cannot hold '/', which separates the names in a scope's path"
-            )));
+            return Err(Error::invalid("scope: options.name", "a name without '/'", crate::error::quoted(name))
+                .with_hint("'/' separates the names in a scope's path"));
         }
         if limit == 0 || limit > MAX_SAFE_INTEGER {
-            return Err(Error::invalid(format!(
-                "scope '{name}': limit must be a positive integer of bytes, got {limit}"
-            )));
+            return Err(Error::invalid(
+                format!("scope '{name}': options.limit"),
+                "a positive integer of bytes below 2^53",
+                limit.to_string(),
+            ));
         }
         let mut nodes = self.nodes.lock();
         let siblings: Vec<u32> = match parent {
             Some(p) => {
-                let node = nodes.get(p.0 as usize).ok_or_else(|| Error::invalid("scope: no such parent scope"))?;
+                let node = nodes.get(p.0 as usize).ok_or_else(|| {
+                    Error::invalid("scope: parent", "a scope of this heap", format!("scope #{}", p.0))
+                })?;
                 if node.disposed {
-                    return Err(Error::invalid(format!("scope '{}' was disposed", path_of(&nodes, p.0))));
+                    return Err(Error::invalid(
+                        "scope: parent",
+                        "a live scope",
+                        format!("'{}', disposed", path_of(&nodes, p.0)),
+                    ));
                 }
                 if limit > node.stats.limit {
-                    return Err(Error::invalid(format!(
-                        "scope '{name}': limit {limit} exceeds the parent scope '{}' limit ({} bytes)",
-                        path_of(&nodes, p.0),
-                        node.stats.limit
-                    )));
+                    return Err(Error::invalid(
+                        format!("scope '{name}': options.limit"),
+                        format!("at most {} (the parent scope '{}' limit)", node.stats.limit, path_of(&nodes, p.0)),
+                        limit.to_string(),
+                    ));
                 }
                 node.children.clone()
             }
             None => {
                 if limit > self.budget {
-                    return Err(Error::invalid(format!(
-                        "scope '{name}': limit {limit} exceeds the device's memory budget ({} bytes)",
-                        self.budget
-                    )));
+                    return Err(Error::invalid(
+                        format!("scope '{name}': options.limit"),
+                        format!("at most {} (the device's memory budget)", self.budget),
+                        limit.to_string(),
+                    ));
                 }
                 (0..nodes.len() as u32).filter(|&i| nodes[i as usize].parent.is_none()).collect()
             }
         };
         // A disposed scope's name can be used again.
         if siblings.iter().any(|&i| !nodes[i as usize].disposed && nodes[i as usize].name == name) {
-            return Err(Error::invalid(format!("scope '{name}' exists already here; names are unique among siblings")));
+            return Err(Error::invalid(
+                "scope: options.name",
+                "a name no live sibling has",
+                crate::error::quoted(name),
+            )
+            .with_hint(format!("scope '{name}' exists already here; names are unique among siblings")));
         }
-        let id = u32::try_from(nodes.len()).map_err(|_| Error::invalid("scope: too many scopes"))?;
+        let id = u32::try_from(nodes.len())
+            .map_err(|_| Error::invalid("scope", "at most 2^32 scopes per heap", "one more"))?;
         nodes.push(Node {
             parent: parent.map(|p| p.0),
             name: name.to_owned(),
@@ -157,12 +171,12 @@ impl ScopeTree {
     fn charge_inner(&self, scope: ScopeId, bytes: u64, is_block: bool, peak: bool) -> Result<()> {
         let mut nodes = self.nodes.lock();
         let nodes = &mut *nodes;
-        let node = nodes.get(scope.0 as usize).ok_or_else(|| Error::invalid("scope: no such scope"))?;
+        let node = nodes
+            .get(scope.0 as usize)
+            .ok_or_else(|| Error::invalid("scope", "a scope of this heap", format!("scope #{}", scope.0)))?;
         if node.disposed {
-            return Err(Error::invalid(format!(
-                "scope '{}' was disposed; allocate from a live scope",
-                path_of(nodes, scope.0)
-            )));
+            return Err(Error::invalid("scope", "a live scope", format!("'{}', disposed", path_of(nodes, scope.0)))
+                .with_hint("allocate from a live scope"));
         }
         let mut at = Some(scope.0);
         while let Some(i) = at {
@@ -469,7 +483,7 @@ mod tests {
         let a = Scope::top(&tree, "a", 1000).unwrap();
         for (name, limit, msg) in [
             ("", 10, "non-empty"),
-            ("x/y", 10, "cannot hold '/'"),
+            ("x/y", 10, "a name without '/'"),
             ("z", 0, "positive integer"),
             ("a", 10, "exists already"),
             ("big", 1001, "memory budget"),
@@ -478,7 +492,7 @@ mod tests {
             assert!(e.to_string().contains(msg), "{name} {limit}: {e}");
         }
         let e = a.child("c", 1001).unwrap_err();
-        assert!(e.to_string().contains("exceeds the parent scope 'a'"), "{e}");
+        assert!(e.to_string().contains("(the parent scope 'a' limit)"), "{e}");
         let c = a.child("c", 10).unwrap();
         assert_eq!(c.path(), "a/c");
         assert_eq!(tree.find("a/c"), Some(c.id()));
@@ -498,7 +512,7 @@ mod tests {
         assert!(c.is_disposed(), "the subtree goes with it");
         let e = c.charge(1).unwrap_err();
         assert_eq!(e.code(), "INVALID_ARGUMENT");
-        assert!(e.to_string().contains("'a/c' was disposed"), "{e}");
+        assert!(e.to_string().contains("'a/c', disposed"), "{e}");
         assert!(a.child("d", 1).is_err());
         assert_eq!(a.stats().allocated, 60);
         drop(live);

@@ -103,15 +103,15 @@ impl HostBlock {
 
     fn not_mapped_error(&self, map: &MapState) -> Error {
         match (self.dir, map) {
-            (_, MapState::Mapping(_)) => Error::invalid(format!(
+            (_, MapState::Mapping(_)) => Error::invalid("block", "a mapped host block", "a block being mapped").with_hint(format!(
                 "host block {} is being mapped; await block.map() before using its bytes",
                 self.id
             )),
-            (Direction::Upload, _) => Error::invalid(format!(
+            (Direction::Upload, _) => Error::invalid("block", "a mapped upload block", "an unmapped upload block").with_hint(format!(
                 "upload block {} is not mapped (it was copied or unmapped); await block.map() to write it again, or allocate a new block",
                 self.id
             )),
-            (Direction::Download, _) => Error::invalid(format!(
+            (Direction::Download, _) => Error::invalid("block", "a mapped download block", "an unmapped download block").with_hint(format!(
                 "download block {} is not mapped; copy into it, submit the stream, then await block.map()",
                 self.id
             )),
@@ -145,14 +145,17 @@ impl HostBlock {
     pub fn write(&self, data: &[u8], offset: u64) -> Result<()> {
         let st = self.live()?;
         if self.dir != Direction::Upload {
-            return Err(Error::invalid(format!(
-                "host block {} is a download block; write into upload blocks",
-                self.id
-            )));
+            return Err(Error::invalid("block", "an upload block", "a download block")
+                .with_hint(format!("host block {} is a download block; write into upload blocks", self.id)));
         }
         let end = checked_add(offset, data.len() as u64, "host block write")?;
         if end > self.requested {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "offset",
+                format!("a range inside the block's {} bytes", self.requested),
+                format!("{offset}..{end}"),
+            )
+            .with_hint(format!(
                 "host block write: range {offset}..{end} is outside the block's {} bytes",
                 self.requested
             )));
@@ -180,7 +183,12 @@ impl HostBlock {
         let st = self.live()?;
         let end = checked_add(offset, len, "host block read")?;
         if end > self.requested {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "offset",
+                format!("a range inside the block's {} bytes", self.requested),
+                format!("{offset}..{end}"),
+            )
+            .with_hint(format!(
                 "host block read: range {offset}..{end} is outside the block's {} bytes",
                 self.requested
             )));
@@ -192,10 +200,12 @@ impl HostBlock {
                 // inside it.
                 Ok(f(unsafe { std::slice::from_raw_parts(p.0.as_ptr().add(offset as usize), len as usize) }))
             }
-            MapState::Mapped(_) => Err(Error::invalid(format!(
+            MapState::Mapped(_) => {
+                Err(Error::invalid("block", "a download block", "an upload block").with_hint(format!(
                 "host block {} is an upload block; read download blocks (mapped upload memory may be write-combined)",
                 self.id
-            ))),
+            )))
+            }
             ref other => Err(self.not_mapped_error(other)),
         }
     }
@@ -204,7 +214,8 @@ impl HostBlock {
         if Arc::ptr_eq(&self.host.gpu.shared, &block.heap().gpu().shared) {
             Ok(())
         } else {
-            Err(Error::invalid(format!("{what}: the device block belongs to another device")))
+            Err(Error::invalid("block", "a device block of this device", "a block of another device")
+                .with_hint(format!("{what}: the device block belongs to another device")))
         }
     }
 
@@ -232,7 +243,7 @@ impl HostBlock {
     ) -> Result<()> {
         let mut st = self.live()?;
         if self.dir != Direction::Upload {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid("block", "an upload block", "a download block").with_hint(format!(
                 "copy: host block {} is a download block; copy from upload blocks to the device",
                 self.id
             )));
@@ -312,7 +323,7 @@ impl HostBlock {
     ) -> Result<()> {
         let mut st = self.live()?;
         if self.dir != Direction::Download {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid("block", "a download block", "an upload block").with_hint(format!(
                 "copy: host block {} is an upload block; copy from the device into download blocks",
                 self.id
             )));
@@ -339,7 +350,8 @@ impl HostBlock {
         let mut st = self.live()?;
         if !Arc::ptr_eq(&self.host.gpu.shared, &stream.gpu().shared) {
             // Its submission numbers count another device's work.
-            return Err(Error::invalid("recordStream: the stream belongs to another device"));
+            return Err(Error::invalid("stream", "a stream of this block's device", "a stream of another device")
+                .with_hint("recordStream: the stream belongs to another device"));
         }
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());
@@ -355,7 +367,7 @@ impl HostBlock {
             let mut st = self.live()?;
             let uses: Vec<StreamUse> = st.streams.iter().map(StreamUse::capture).collect();
             if uses.iter().any(|u| u.resolved_seq().is_none()) {
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid("block", "a block whose streams submitted their work", "a stream with unsubmitted work").with_hint(format!(
                     "host block {}: a stream that uses it has unsubmitted work; call stream.submit() before block.map()",
                     self.id
                 )));

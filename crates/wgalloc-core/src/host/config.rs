@@ -119,7 +119,12 @@ impl HostConfig {
     pub fn validate(&self) -> Result<()> {
         let p = self.pipeline_bytes;
         if !(MIN_PIPELINE_BYTES..=MAX_PIPELINE_BYTES).contains(&p) || !p.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "pipelineBytes",
+                format!("a multiple of 4 from {MIN_PIPELINE_BYTES} to {MAX_PIPELINE_BYTES}"),
+                p.to_string(),
+            )
+            .with_hint(format!(
                 "pipelineBytes {p} must be a multiple of 4 from {MIN_PIPELINE_BYTES} (64 KiB) to \
                  {MAX_PIPELINE_BYTES} (1 GiB); the default is {DEFAULT_PIPELINE_BYTES} (4 MiB)"
             )));
@@ -133,7 +138,7 @@ fn env_flag(name: &str) -> Result<Option<bool>> {
         None | Some("") => Ok(None),
         Some("1" | "true" | "yes" | "on") => Ok(Some(true)),
         Some("0" | "false" | "no" | "off") => Ok(Some(false)),
-        Some(other) => Err(Error::invalid(format!("{name}={other} is not a flag; use 1 or 0"))),
+        Some(other) => Err(Error::invalid(name, "a flag: 1 or 0", crate::error::quoted(other))),
     }
 }
 
@@ -143,7 +148,7 @@ fn env_u64(name: &str) -> Result<Option<u64>> {
         Some(v) => v
             .parse::<u64>()
             .map(Some)
-            .map_err(|_| Error::invalid(format!("{name}={v} is not a byte count; use a non-negative integer"))),
+            .map_err(|_| Error::invalid(name, "a non-negative integer of bytes", crate::error::quoted(v))),
     }
 }
 
@@ -153,7 +158,10 @@ pub fn round_size(size: u64, round_threshold: u64, max_buffer_size: u64) -> Resu
         align_up(size, ROUND_GRANULE)?
     } else {
         size.checked_next_power_of_two()
-            .ok_or_else(|| Error::invalid(format!("size {size} overflows when rounded to a power of two")))?
+            .ok_or_else(|| {
+                Error::invalid("size", "a size that rounds to a power of two below 2^64", size.to_string())
+                    .with_hint(format!("size {size} overflows when rounded to a power of two"))
+            })?
             .max(MIN_BLOCK)
     };
     if rounded <= max_buffer_size {

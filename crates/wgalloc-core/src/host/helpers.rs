@@ -34,7 +34,8 @@ impl Host {
     /// submission's event; the staging blocks are back in the cache once it ran.
     pub fn upload(&self, dst: &DeviceBlock, offset: u64, data: &[u8]) -> Result<Event> {
         if data.is_empty() {
-            return Err(Error::invalid("upload: data must hold at least 1 byte"));
+            return Err(Error::invalid("data", "at least 1 byte", "0 bytes")
+                .with_hint("upload: data must hold at least 1 byte"));
         }
         self.upload_pieces(&[UploadItem { dst, offset, data }], "upload")
     }
@@ -60,7 +61,9 @@ impl Host {
             // Freed after the submit, so the block's remap is requested at once.
             block.free()?;
         }
-        event.ok_or_else(|| Error::invalid("upload_many: pass at least one item"))
+        event.ok_or_else(|| {
+            Error::invalid("items", "at least one item", "none").with_hint("upload_many: pass at least one item")
+        })
     }
 
     /// As [`Host::upload_many`], recording the copies on `stream` without submitting.
@@ -80,7 +83,8 @@ impl Host {
     /// the alignment its item had.
     fn pieces<'a>(&self, items: &[UploadItem<'a>], what: &str) -> Result<Vec<Piece<'a>>> {
         if items.is_empty() {
-            return Err(Error::invalid(format!("{what}: pass at least one item")));
+            return Err(Error::invalid("items", "at least one item", "none")
+                .with_hint(format!("{what}: pass at least one item")));
         }
         let limit = self.pipeline_bytes();
         let mut pieces = Vec::with_capacity(items.len());
@@ -89,7 +93,11 @@ impl Host {
             let what =
                 if items.len() == 1 && what == "upload" { what.to_string() } else { format!("{what}: items[{i}]") };
             if !Arc::ptr_eq(&self.gpu.shared, &it.dst.heap().gpu().shared) {
-                return Err(Error::invalid(format!("{what}: the device block belongs to another device")));
+                return Err(Error::invalid(
+                    format!("{what}: dst"),
+                    "a block of this device",
+                    "a block of another device",
+                ));
             }
             it.dst.binding()?;
             let padded = aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), &what)?;
@@ -143,16 +151,22 @@ impl Host {
     pub fn start_download(&self, src: &DeviceBlock, offset: u64, len: u64) -> Result<Download> {
         // The whole range is checked before any piece is copied.
         if !Arc::ptr_eq(&self.gpu.shared, &src.heap().gpu().shared) {
-            return Err(Error::invalid("download: the device block belongs to another device"));
+            return Err(Error::invalid("src", "a block of this device", "a block of another device")
+                .with_hint("download: the device block belongs to another device"));
         }
         if len == 0 {
-            return Err(Error::invalid("download: length must be at least 1 byte"));
+            return Err(
+                Error::invalid("length", "at least 1 byte", "0").with_hint("download: length must be at least 1 byte")
+            );
         }
         // Held first (a freed block is USE_AFTER_FREE whatever else is wrong with the call): a
         // held block neither moves nor is reused, so its place stays valid for every piece.
         let hold = src.heap().hold(src.id())?;
         check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), src.size(), "download")?;
-        usize::try_from(len).map_err(|_| Error::invalid("download: length does not fit in memory"))?;
+        usize::try_from(len).map_err(|_| {
+            Error::invalid("length", "a length that fits in memory", len.to_string())
+                .with_hint("download: length does not fit in memory")
+        })?;
         let at = src.binding()?;
         Ok(Download {
             host: self.clone(),

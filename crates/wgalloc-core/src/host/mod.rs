@@ -199,7 +199,8 @@ impl Host {
     pub fn alloc(&self, size: u64, dir: Direction) -> Result<HostBlock> {
         self.gpu.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
-            return Err(Error::invalid(format!("host alloc: size must be 1 to 2^53-1 bytes, got {size}")));
+            return Err(Error::invalid("size", "1 to 2^53-1 bytes", size.to_string())
+                .with_hint(format!("host alloc: size must be 1 to 2^53-1 bytes, got {size}")));
         }
         let core = &self.core;
         let rounded = round_size(size, core.round_threshold.load(Ordering::Relaxed), core.max_buffer_size)?;
@@ -463,11 +464,12 @@ impl Host {
     /// Allocations until `end_allocate_to_pool(id)` come from private pool `id` (created on first use).
     pub fn begin_allocate_to_pool(&self, id: u64) -> Result<()> {
         if id == 0 {
-            return Err(Error::invalid("beginAllocateToPool: pool ids start at 1 (0 is the default pool)"));
+            return Err(Error::invalid("id", "a pool id from 1", "0")
+                .with_hint("beginAllocateToPool: pool ids start at 1 (0 is the default pool)"));
         }
         let mut pools = self.core.pools_write();
         if pools.capturing.contains(&id) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid("id", "a pool not being allocated to", id.to_string()).with_hint(format!(
                 "beginAllocateToPool: already allocating to pool {id}; call endAllocateToPool({id}) first"
             )));
         }
@@ -484,7 +486,7 @@ impl Host {
     pub fn end_allocate_to_pool(&self, id: u64) -> Result<()> {
         let mut pools = self.core.pools_write();
         let Some(at) = pools.capturing.iter().position(|&p| p == id) else {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid("id", "a pool being allocated to", id.to_string()).with_hint(format!(
                 "endAllocateToPool: not allocating to pool {id}; call beginAllocateToPool({id}) first"
             )));
         };
@@ -501,7 +503,8 @@ impl Host {
                 p.use_count -= 1;
                 Ok(())
             }
-            _ => Err(Error::invalid(format!("releasePool: pool {id} is not held (never begun, or already released)"))),
+            _ => Err(Error::invalid("id", "a held pool", id.to_string())
+                .with_hint(format!("releasePool: pool {id} is not held (never begun, or already released)"))),
         }
     }
 

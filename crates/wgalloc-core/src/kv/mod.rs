@@ -81,8 +81,8 @@ pub struct KvCache {
     inner: Arc<Inner>,
 }
 
-fn bad(msg: String) -> Error {
-    Error::Kv(KvError::InvalidConfig(msg))
+fn bad(path: &str, expected: impl Into<String>, got: impl Into<String>) -> KvError {
+    KvError::config(path, expected, got)
 }
 
 impl KvOptions {
@@ -93,13 +93,16 @@ impl KvOptions {
 
     fn blocks(&self) -> Result<u32> {
         if self.layers == 0 || self.kv_heads == 0 || self.head_dim == 0 || self.block_tokens == 0 {
-            return Err(bad("layers, kvHeads, headDim and blockTokens must be at least 1".into()));
+            let (path, _) = [("layers", self.layers), ("kvHeads", self.kv_heads), ("headDim", self.head_dim)]
+                .into_iter()
+                .find(|&(_, v)| v == 0)
+                .unwrap_or(("blockTokens", 0));
+            return Err(bad(path, "at least 1", "0").into());
         }
         if self.head_dim > MAX_HEAD_DIM || (self.dtype == KvDtype::F16 && !self.head_dim.is_multiple_of(2)) {
-            return Err(bad(format!(
-                "headDim must be 1 to {MAX_HEAD_DIM} (even for f16 pools), got {}",
-                self.head_dim
-            )));
+            return Err(
+                bad("headDim", format!("1 to {MAX_HEAD_DIM} (even for f16 pools)"), self.head_dim.to_string()).into()
+            );
         }
         let per_block = self.block_bytes() * 2 * u64::from(self.layers);
         match (self.num_blocks, self.max_bytes) {
@@ -107,13 +110,24 @@ impl KvOptions {
             (None, Some(bytes)) => {
                 let n = bytes / per_block;
                 if n == 0 {
-                    return Err(bad(format!(
-                        "maxBytes {bytes} holds no block: one takes {per_block} bytes (K and V of every layer)"
-                    )));
+                    return Err(bad(
+                        "maxBytes",
+                        format!("at least {per_block} bytes (one block: K and V of every layer)"),
+                        bytes.to_string(),
+                    )
+                    .into());
                 }
-                u32::try_from(n).map_err(|_| bad(format!("maxBytes {bytes} makes {n} blocks, over 2^32")))
+                u32::try_from(n).map_err(|_| {
+                    bad(
+                        "maxBytes",
+                        format!("at most {} bytes (2^32 blocks)", per_block * u64::from(u32::MAX)),
+                        bytes.to_string(),
+                    )
+                    .into()
+                })
             }
-            _ => Err(bad("give exactly one of maxBlocks and maxBytes".into())),
+            (Some(_), Some(_)) => Err(bad("maxBlocks", "one of maxBlocks and maxBytes", "both").into()),
+            (None, None) => Err(bad("maxBlocks", "one of maxBlocks and maxBytes", "neither").into()),
         }
     }
 }
@@ -139,9 +153,13 @@ impl Heap {
         let max_binding = gpu.limits().max_storage_buffer_binding_size;
         let pool_bytes = options.block_bytes() * u64::from(num_blocks);
         if pool_bytes > max_binding {
-            return Err(bad(format!(
-                "{num_blocks} blocks make a pool of {pool_bytes} bytes per layer for K (and V), over the device's maxStorageBufferBindingSize ({max_binding}); use fewer blocks or f16"
-            )));
+            return Err(bad(
+                "maxBlocks",
+                format!("a pool of at most {max_binding} bytes per layer (maxStorageBufferBindingSize)"),
+                format!("{num_blocks} blocks ({pool_bytes} bytes)"),
+            )
+            .with_hint("use fewer blocks or f16")
+            .into());
         }
         let table_bytes = 4 * u64::from(options.max_seqs) * u64::from(config.table_width());
         let tables = self.malloc(table_bytes, Usage::Device)?;
@@ -195,7 +213,8 @@ impl KvCache {
     /// The K and V pools of `layer`.
     pub fn pools(&self, layer: u32) -> Result<&[DeviceBlock; 2]> {
         self.inner.pools.get(layer as usize).ok_or_else(|| {
-            Error::invalid(format!("layer {layer} is out of range: the cache has {} layers", self.inner.pools.len()))
+            Error::invalid("layer", format!("below {} (the cache's layers)", self.inner.pools.len()), layer.to_string())
+                .with_hint(format!("layer {layer} is out of range: the cache has {} layers", self.inner.pools.len()))
         })
     }
 
@@ -410,10 +429,12 @@ impl KvCache {
 
     fn check_input(&self, block: &DeviceBlock, need: u64, what: &str) -> Result<()> {
         if block.requested_size() < need {
-            return Err(Error::invalid(format!(
-                "kv {what}: the block holds {} bytes, the step needs {need}",
-                block.requested_size()
-            )));
+            return Err(Error::invalid(
+                what,
+                format!("a block of at least {need} bytes"),
+                format!("{} bytes", block.requested_size()),
+            )
+            .with_hint(format!("kv {what}: the block holds {} bytes, the step needs {need}", block.requested_size())));
         }
         Ok(())
     }
@@ -443,7 +464,9 @@ impl KvCache {
             }
         }
         if slots.is_empty() {
-            return Err(Error::invalid("kv write: the step has no tokens"));
+            return Err(
+                Error::invalid("slots", "at least one token", "none").with_hint("kv write: the step has no tokens")
+            );
         }
         let o = &self.inner.options;
         let width = o.kv_heads * o.head_dim;
@@ -483,7 +506,12 @@ impl KvCache {
         let o = &self.inner.options;
         let Heads { query_heads, scale } = heads;
         if query_heads == 0 || !query_heads.is_multiple_of(o.kv_heads) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid(
+                "queryHeads",
+                format!("a positive multiple of kvHeads ({})", o.kv_heads),
+                query_heads.to_string(),
+            )
+            .with_hint(format!(
                 "kv attention: queryHeads must be a positive multiple of kvHeads ({}), got {query_heads}",
                 o.kv_heads
             )));
@@ -497,7 +525,8 @@ impl KvCache {
         }
         let n = (rows.len() / 2) as u64;
         if n == 0 {
-            return Err(Error::invalid("kv attention: the step has no query rows"));
+            return Err(Error::invalid("rows", "at least one query row", "none")
+                .with_hint("kv attention: the step has no query rows"));
         }
         let need = 4 * n * u64::from(query_heads) * u64::from(o.head_dim);
         self.check_input(q, need, "attention (q)")?;

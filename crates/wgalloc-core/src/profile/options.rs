@@ -26,7 +26,10 @@ impl Mode {
             match part {
                 "interval" => m.interval = true,
                 "event" => m.event = true,
-                other => return Err(Error::invalid(format!("unknown profiler mode '{other}' in '{s}'; use {MODES}"))),
+                other => {
+                    return Err(Error::invalid("mode", MODES, crate::error::quoted(other))
+                        .with_hint(format!("unknown profiler mode in '{s}'")))
+                }
             }
         }
         Ok(m)
@@ -89,7 +92,12 @@ pub fn parse_flags(value: &str) -> Result<u32> {
                 .fold(0, |a, (_, b)| a | b),
             _ => flags::NAMES.iter().find(|(n, _)| *n == name).map(|(_, b)| *b).ok_or_else(|| {
                 let valid: Vec<&str> = flags::NAMES.iter().map(|(n, _)| *n).collect();
-                Error::invalid(format!("unknown WGALLOC_PROFILE flag '{raw}'; valid flags: all, {}", valid.join(", ")))
+                Error::invalid(
+                    "WGALLOC_PROFILE",
+                    format!("flags from all, {}", valid.join(", ")),
+                    crate::error::quoted(raw),
+                )
+                .with_hint("unknown WGALLOC_PROFILE flag")
             })?,
         };
     }

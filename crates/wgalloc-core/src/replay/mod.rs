@@ -143,7 +143,13 @@ pub fn simulate_heap_from(
             TraceEvent::Alloc { slot, size } => match heap.malloc(size.max(1), Usage::Device) {
                 Ok(a) => blocks[slot as usize] = Some(a.id),
                 Err(e) if e.is_out_of_memory() => failed += 1,
-                Err(e) => return Err(Error::invalid(format!("trace event {i}: {e}"))),
+                Err(e) => {
+                    return Err(Error::invalid(
+                        format!("trace event {i}"),
+                        "an allocation the heap accepts",
+                        e.to_string(),
+                    ))
+                }
             },
             TraceEvent::Free { slot } => {
                 if let Some(id) = blocks[slot as usize].take() {

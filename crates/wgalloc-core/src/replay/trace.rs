@@ -32,18 +32,23 @@ const SHAPE: &str = r#"a trace is an object with an events array of { op: "alloc
 impl Trace {
     /// Parses trace JSON text.
     pub fn parse(text: &str) -> Result<Trace> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| Error::invalid(format!("trace: not valid JSON ({e})")))?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            Error::invalid("trace", "JSON text", "text that does not parse").with_hint(format!("not valid JSON ({e})"))
+        })?;
         Trace::from_value(&value)
     }
 
     pub fn from_value(value: &Value) -> Result<Trace> {
-        let events = value.get("events").and_then(Value::as_array).ok_or_else(|| Error::invalid(SHAPE))?;
+        let events = value.get("events").and_then(Value::as_array).ok_or_else(|| {
+            Error::invalid("trace.events", "an array of events", value.get("events").map_or("nothing".into(), brief))
+                .with_hint(SHAPE)
+        })?;
         let requests = match value.get("requests") {
             None | Some(Value::Null) => 1,
-            Some(r) => r.as_u64().filter(|&n| (1..=MAX_SAFE_INTEGER).contains(&n)).ok_or_else(|| {
-                Error::invalid(format!("trace: requests must be a positive integer, got {}", brief(r)))
-            })?,
+            Some(r) => r
+                .as_u64()
+                .filter(|&n| (1..=MAX_SAFE_INTEGER).contains(&n))
+                .ok_or_else(|| Error::invalid("trace.requests", "a positive integer", brief(r)))?,
         };
         let mut ids: HashMap<String, u32> = HashMap::new();
         // Requested size of each slot while live.
@@ -51,15 +56,18 @@ impl Trace {
         let (mut current, mut peak_live) = (0u64, 0u64);
         let mut out = Vec::with_capacity(events.len());
         for (i, e) in events.iter().enumerate() {
-            let bad = |what: String| Error::invalid(format!("trace event {i}: {what}"));
+            let bad = |(field, expected, got): (&str, String, String)| {
+                Error::invalid(format!("trace event {i}{field}"), expected, got)
+            };
             let op = e.get("op").and_then(Value::as_str);
             let id = match e.get("id") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 Some(n @ Value::Number(_)) => n.to_string(),
                 other => {
-                    return Err(bad(format!(
-                        "id must be a non-empty string or a number, got {}",
-                        other.map_or("nothing".into(), brief)
+                    return Err(bad((
+                        ".id",
+                        "a non-empty string or a number".into(),
+                        other.map_or("nothing".into(), brief),
                     )))
                 }
             };
@@ -72,28 +80,32 @@ impl Trace {
                 Some("alloc") => {
                     let size = size_of(e.get("size")).map_err(bad)?;
                     if live[slot as usize].is_some() {
-                        return Err(bad(format!("id {} is allocated again while live", id_of(e))));
+                        return Err(bad((
+                            ".id",
+                            "an id not live (freed before it is allocated again)".into(),
+                            id_of(e),
+                        )));
                     }
                     live[slot as usize] = Some(size);
                     // Sizes are at most 2^53 - 1 each; their sum still must fit.
-                    current = current
-                        .checked_add(size)
-                        .filter(|&c| c <= crate::MAX_SAFE_INTEGER)
-                        .ok_or_else(|| bad("the bytes live at once exceed 2^53 - 1".to_string()))?;
+                    current = current.checked_add(size).filter(|&c| c <= crate::MAX_SAFE_INTEGER).ok_or_else(|| {
+                        bad((".size", "live bytes of at most 2^53 - 1 at once".into(), size.to_string()))
+                    })?;
                     peak_live = peak_live.max(current);
                     out.push(TraceEvent::Alloc { slot, size });
                 }
                 Some("free") => {
                     let Some(size) = live[slot as usize].take() else {
-                        return Err(bad(format!("free of id {}, which is not live", id_of(e))));
+                        return Err(bad((".id", "the id of a live allocation to free".into(), id_of(e))));
                     };
                     current -= size;
                     out.push(TraceEvent::Free { slot });
                 }
                 _ => {
-                    return Err(bad(format!(
-                        r#"op must be "alloc" or "free", got {}"#,
-                        e.get("op").map_or("nothing".into(), brief)
+                    return Err(bad((
+                        ".op",
+                        r#""alloc" or "free""#.into(),
+                        e.get("op").map_or("nothing".into(), brief),
                     )))
                 }
             }
@@ -103,11 +115,9 @@ impl Trace {
 }
 
 /// A byte count: an integer from 0 to 2^53-1 (zero-sized tensors exist).
-fn size_of(v: Option<&Value>) -> std::result::Result<u64, String> {
+fn size_of(v: Option<&Value>) -> std::result::Result<u64, (&'static str, String, String)> {
     let ok = v.and_then(Value::as_u64).filter(|&n| n <= MAX_SAFE_INTEGER);
-    ok.ok_or_else(|| {
-        format!("size must be an integer from 0 to 2^53-1 bytes, got {}", v.map_or("nothing".into(), brief))
-    })
+    ok.ok_or_else(|| (".size", "an integer from 0 to 2^53-1 bytes".into(), v.map_or("nothing".into(), brief)))
 }
 
 fn id_of(e: &Value) -> String {
@@ -150,7 +160,7 @@ mod tests {
         let cases = [
             (
                 r#"{"op":"alloc","id":"a","size":-8}"#,
-                "trace event 0: size must be an integer from 0 to 2^53-1 bytes, got -8",
+                "trace event 0.size: expected an integer from 0 to 2^53-1 bytes, got -8",
             ),
             (r#"{"op":"alloc","id":"a","size":1.5}"#, "got 1.5"),
             (r#"{"op":"alloc","id":"a","size":9007199254740992}"#, "got 9007199254740992"),
@@ -159,29 +169,33 @@ mod tests {
             (r#"{"op":"alloc","id":"a"}"#, "got nothing"),
             (
                 r#"{"op":"alloc","id":"a","size":8}, {"op":"alloc","id":"a","size":8}"#,
-                "trace event 1: id \"a\" is allocated again while live",
+                "trace event 1.id: expected an id not live (freed before it is allocated again), got \"a\"",
             ),
             (
                 r#"{"op":"alloc","id":"a","size":8}, {"op":"free","id":"b"}"#,
-                "trace event 1: free of id \"b\", which is not live",
+                "trace event 1.id: expected the id of a live allocation to free, got \"b\"",
             ),
             (
                 r#"{"op":"alloc","id":"a","size":8}, {"op":"free","id":"a"}, {"op":"free","id":"a"}"#,
-                "trace event 2: free of id",
+                "trace event 2.id: expected the id of a live allocation",
             ),
-            (r#"{"op":"realloc","id":"a","size":8}"#, r#"trace event 0: op must be "alloc" or "free", got "realloc""#),
-            (r#"{"op":"alloc","size":8}"#, "trace event 0: id must be a non-empty string or a number, got nothing"),
-            (r#"7"#, "trace event 0: id must be"),
+            (r#"{"op":"realloc","id":"a","size":8}"#, r#"trace event 0.op: expected "alloc" or "free", got "realloc""#),
+            (r#"{"op":"alloc","size":8}"#, "trace event 0.id: expected a non-empty string or a number, got nothing"),
+            (r#"7"#, "trace event 0.id: expected"),
             (
                 r#"{"op":"alloc","id":"a","size":9007199254740991}, {"op":"alloc","id":"b","size":1}"#,
-                "trace event 1: the bytes live at once exceed 2^53 - 1",
+                "trace event 1.size: expected live bytes of at most 2^53 - 1 at once",
             ),
         ];
+        let mut wrong = Vec::new();
         for (events, want) in cases {
             let err = parse(events).unwrap_err();
             assert_eq!(err.code(), "INVALID_ARGUMENT");
-            assert!(err.to_string().contains(want), "{events}: {err}");
+            if !err.to_string().contains(want) {
+                wrong.push(format!("{events}: {err}"));
+            }
         }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         for text in ["[]", "{}", r#"{"events": 3}"#, "not json", r#"{"events": [], "requests": 0}"#] {
             assert_eq!(Trace::parse(text).unwrap_err().code(), "INVALID_ARGUMENT", "{text}");
         }
