@@ -277,6 +277,27 @@ impl Tracker {
     }
 }
 
+/// What the heap's policy reads of the device's submissions (pending frees wait for them).
+impl wgalloc_heap::Completion for Tracker {
+    #[inline]
+    fn completed(&self) -> u64 {
+        Tracker::completed(self)
+    }
+
+    #[inline]
+    fn is_lost(&self) -> bool {
+        Tracker::is_lost(self)
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        Tracker::lost_reason(self)
+    }
+
+    fn wait(&self, seq: u64, timeout: Duration) {
+        let _ = self.waiter(seq).wait_timeout(timeout);
+    }
+}
+
 /// The background thread that polls the device while work is outstanding.
 /// It holds no reference that keeps the `Gpu` alive and stops when the `Gpu` drops.
 pub(crate) struct Poller {

@@ -92,50 +92,39 @@ impl Error {
     }
 }
 
-/// The figures of a request the heap could not serve: what `err.details` carries in JS.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeapOom {
-    /// Why: the high watermark, or the driver's refusal.
-    pub cause: String,
-    pub requested: u64,
-    pub aligned: u64,
-    pub pool: &'static str,
-    pub allocated: u64,
-    pub cached: u64,
-    pub pending_free: u64,
-    pub reserved: u64,
-    /// Bytes, or `None` when the high watermark is disabled.
-    pub high_watermark: Option<u64>,
-    pub high_watermark_ratio: f64,
-    pub budget: u64,
-    pub largest_free_block: u64,
+pub use wgalloc_heap::HeapOom;
+use wgalloc_heap::{HeapError, StoreError};
+
+/// The heap policy's errors are the runtime's, code for code; a store's own error comes back whole.
+impl From<HeapError> for Error {
+    fn from(e: HeapError) -> Self {
+        match e {
+            HeapError::InvalidArgument(m) => Error::InvalidArgument(m),
+            HeapError::OutOfMemory(m) => Error::OutOfMemory(m),
+            HeapError::HeapOutOfMemory(oom) => Error::HeapOutOfMemory(oom),
+            HeapError::UseAfterFree(m) => Error::UseAfterFree(m),
+            HeapError::DoubleFree(m) => Error::DoubleFree(m),
+            HeapError::DeviceLost(reason) => Error::DeviceLost(reason),
+            HeapError::Store(e) => match e.error().downcast_ref::<Error>() {
+                Some(own) => own.clone(),
+                None => Error::Internal(e.to_string()),
+            },
+        }
+    }
 }
 
-// The ratio is a finite watermark setting, never NaN.
-impl Eq for HeapOom {}
-
-impl fmt::Display for HeapOom {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limit = match self.high_watermark {
-            Some(bytes) => format!("{bytes} ({} x budget)", self.high_watermark_ratio),
-            None => "disabled".into(),
-        };
-        write!(
-            f,
-            "out of memory: {}. Tried to allocate {} bytes ({} aligned, pool {}); allocated {}, cached {}, \
-             pending free {}, reserved {}, high watermark {limit}, budget {}; largest free block {}. Free blocks \
-             or call emptyCache(); setHighWatermarkRatio(0) lifts the limit (may cause system-wide failure).",
-            self.cause,
-            self.requested,
-            self.aligned,
-            self.pool,
-            self.allocated,
-            self.cached,
-            self.pending_free,
-            self.reserved,
-            self.budget,
-            self.largest_free_block
-        )
+/// The device store's failures as the policy sees them (see `From<HeapError> for Error`).
+impl From<Error> for HeapError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::InvalidArgument(m) => HeapError::InvalidArgument(m),
+            Error::OutOfMemory(m) => HeapError::OutOfMemory(m),
+            Error::HeapOutOfMemory(oom) => HeapError::HeapOutOfMemory(oom),
+            Error::UseAfterFree(m) => HeapError::UseAfterFree(m),
+            Error::DoubleFree(m) => HeapError::DoubleFree(m),
+            Error::DeviceLost(reason) => HeapError::DeviceLost(reason),
+            other => HeapError::Store(StoreError::new(other.code(), other)),
+        }
     }
 }
 
@@ -155,12 +144,7 @@ pub fn checked_add(a: u64, b: u64, what: &str) -> Result<u64> {
 
 /// Round `value` up to a multiple of `align` (a power of two), overflow-checked.
 pub fn align_up(value: u64, align: u64) -> Result<u64> {
-    debug_assert!(align.is_power_of_two());
-    let mask = align - 1;
-    value
-        .checked_add(mask)
-        .map(|v| v & !mask)
-        .ok_or_else(|| Error::invalid(format!("size {value} overflows when aligned to {align}")))
+    Ok(wgalloc_heap::align_up(value, align)?)
 }
 
 #[cfg(test)]

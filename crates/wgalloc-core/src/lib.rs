@@ -35,8 +35,6 @@ pub mod replay;
 mod scope;
 pub mod signal;
 pub mod stream;
-#[cfg(test)]
-mod test_rng;
 pub mod transfer;
 
 pub use adapter::AdapterSummary;

@@ -86,7 +86,7 @@ pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 pub const MAX_SCALAR: u64 = 64 * KIB;
 pub const SCALAR_HEAP: u64 = 256 * KIB;
 
-/// What a block is for: decides its wgpu usage flags and pool.
+/// What a block is for: decides its pool (and, on a device, its segments' buffer usages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Usage {
     /// Device-local: STORAGE | COPY_SRC | COPY_DST.
@@ -158,18 +158,6 @@ impl PoolKind {
 
     pub fn is_shared(self) -> bool {
         matches!(self, PoolKind::SharedSmall | PoolKind::SharedLarge)
-    }
-
-    /// wgpu usage flags of this pool's segments.
-    pub fn buffer_usages(self, mappable_primary: bool) -> wgpu::BufferUsages {
-        use wgpu::BufferUsages as U;
-        let device = U::STORAGE | U::COPY_SRC | U::COPY_DST;
-        match self {
-            PoolKind::DeviceSmall | PoolKind::DeviceLarge => device,
-            PoolKind::SharedSmall | PoolKind::SharedLarge if mappable_primary => device | U::MAP_READ | U::MAP_WRITE,
-            PoolKind::SharedSmall | PoolKind::SharedLarge => device,
-            PoolKind::Scalar => device | U::UNIFORM,
-        }
     }
 }
 
