@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use wgalloc_core::heap::pool;
+use wgalloc_heap::pool;
 use wgalloc_core::replay::{simulate, SimulationOptions, Trace};
 
 const MIB: u64 = 1 << 20;
