@@ -84,14 +84,6 @@ impl Tracker {
         }
     }
 
-    /// Reserves and issues the next sequence number at once (tests without a device).
-    #[cfg(test)]
-    pub(crate) fn next_seq(&self) -> u64 {
-        let seq = self.reserve_seq();
-        self.issued(seq, None, None);
-        seq
-    }
-
     /// What a waiter for completed submission `seq` receives.
     fn outcome(s: &State, seq: u64) -> Completion {
         match s.failed.get(&seq) {

@@ -97,6 +97,9 @@ use wgalloc_heap::{HeapError, StoreError};
 
 /// The heap policy's errors are the runtime's, code for code; a store's own error comes back whole.
 impl From<HeapError> for Error {
+    // Cold and out of line: inlined, the conversion would weigh on every malloc's success path.
+    #[cold]
+    #[inline(never)]
     fn from(e: HeapError) -> Self {
         match e {
             HeapError::InvalidArgument(m) => Error::InvalidArgument(m),

@@ -6,6 +6,10 @@
 //! under a high watermark (hard limit) and trimmed above a low watermark (garbage
 //! collection of idle segments, oldest first). Out-of-memory errors, from the
 //! watermark or from the driver, name the figures needed to act on them.
+//!
+//! The policy is the `wgalloc-heap` crate's (no wgpu there); this module gives it its
+//! device: [`WgpuStorage`] for segments, the submission tracker for completions, and the
+//! block handles ([`DeviceBlock`]) that users hold.
 
 mod block;
 mod in_buffer_copy;
@@ -107,12 +111,16 @@ impl Heap {
     }
 
     /// Allocates a block of at least `size` bytes.
+    // Inline, with `malloc_placed`: callers are in other crates (the binding), and the policy's
+    // error converting on the way out must not cost the success path a call frame.
+    #[inline]
     pub fn malloc(&self, size: u64, usage: Usage) -> Result<DeviceBlock> {
         self.malloc_placed(size, usage).map(|(block, _)| block)
     }
 
     /// [`Heap::malloc`], and the block's offset at allocation (it may move later, see
     /// [`DeviceBlock::binding`]).
+    #[inline]
     pub fn malloc_placed(&self, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
         let a = self.core.malloc(size, usage)?;
         Ok((DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool), a.offset))
