@@ -162,4 +162,43 @@ mod tests {
         assert_eq!(align_up(u64::MAX, 4).unwrap_err().code(), "INVALID_ARGUMENT");
         assert!(checked_add(u64::MAX, 1, "offset").is_err());
     }
+
+    /// The policy's errors reach JS with the codes and messages they had when the policy was
+    /// part of this crate, and a store's own error comes back unchanged.
+    #[test]
+    fn heap_errors_keep_their_codes_and_messages() {
+        let oom = HeapOom {
+            cause: "the high watermark would be exceeded".into(),
+            requested: 1,
+            aligned: 256,
+            pool: "device-small",
+            allocated: 0,
+            cached: 0,
+            pending_free: 0,
+            reserved: 0,
+            high_watermark: None,
+            high_watermark_ratio: 0.0,
+            budget: 1,
+            largest_free_block: 0,
+        };
+        let cases = [
+            HeapError::InvalidArgument("bad size".into()),
+            HeapError::OutOfMemory("no room".into()),
+            HeapError::HeapOutOfMemory(Box::new(oom)),
+            HeapError::UseAfterFree("block 3 was freed".into()),
+            HeapError::DoubleFree("block 3 was already freed".into()),
+        ];
+        for e in cases {
+            let core = Error::from(e.clone());
+            assert_eq!((core.code(), core.to_string()), (e.code(), e.to_string()));
+            assert_eq!(Error::from(HeapError::from(core.clone())), core, "round trip");
+        }
+        let lost = Error::from(HeapError::DeviceLost("gone".into()));
+        assert_eq!(lost, Error::DeviceLost("gone".into()));
+        for own in [Error::Validation("refused".into()), Error::Internal("odd".into()), Error::Aborted] {
+            let through = HeapError::from(own.clone());
+            assert_eq!(through.code(), own.code());
+            assert_eq!(Error::from(through), own);
+        }
+    }
 }

@@ -28,7 +28,7 @@ pub use wgalloc_heap::{
 
 use crate::completion::Tracker;
 use crate::context::Gpu;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stream::StreamMarks;
 
 /// The heap of a device: its policy over wgpu buffers.
@@ -111,18 +111,14 @@ impl Heap {
     }
 
     /// Allocates a block of at least `size` bytes.
-    // Inline, with `malloc_placed`: callers are in other crates (the binding), and the policy's
-    // error converting on the way out must not cost the success path a call frame.
-    #[inline]
     pub fn malloc(&self, size: u64, usage: Usage) -> Result<DeviceBlock> {
         self.malloc_placed(size, usage).map(|(block, _)| block)
     }
 
     /// [`Heap::malloc`], and the block's offset at allocation (it may move later, see
     /// [`DeviceBlock::binding`]).
-    #[inline]
     pub fn malloc_placed(&self, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
-        let a = self.core.malloc(size, usage)?;
+        let a = self.core.malloc_as::<Error>(size, usage)?;
         Ok((DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool), a.offset))
     }
 
