@@ -101,6 +101,13 @@ impl<T> IntoNapi<T> for Result<T, CoreError> {
     }
 }
 
+/// The heap policy's errors (a profile that does not parse) carry the codes of the core's.
+impl<T> IntoNapi<T> for Result<T, wgalloc_core::heap::HeapError> {
+    fn napi(self) -> napi::Result<T> {
+        self.map_err(|e| to_napi(e.into()))
+    }
+}
+
 /// A JS number that must be a byte count or offset: a non-negative integer below 2^53.
 pub(crate) fn to_u64(value: f64, what: &str) -> napi::Result<u64> {
     if !value.is_finite() || value < 0.0 || value.fract() != 0.0 || value > wgalloc_core::MAX_SAFE_INTEGER as f64 {

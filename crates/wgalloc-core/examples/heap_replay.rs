@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use wgalloc_core::heap::pool;
 use wgalloc_core::replay::{simulate, SimulationOptions, Trace};
+use wgalloc_heap::pool;
 
 const MIB: u64 = 1 << 20;
 

@@ -7,8 +7,8 @@
 //! start; every pair <= 1.15 x live + 8 MiB and <= pytorch-cuda's peak reserved.
 
 use serde_json::Value;
-use wgalloc_core::heap::pool;
 use wgalloc_core::replay::{simulate_heap_from, simulate_pytorch_cuda, SimulationOptions, Trace};
+use wgalloc_heap::pool;
 
 const MIB: u64 = 1 << 20;
 

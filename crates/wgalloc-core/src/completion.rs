@@ -84,14 +84,6 @@ impl Tracker {
         }
     }
 
-    /// Reserves and issues the next sequence number at once (tests without a device).
-    #[cfg(test)]
-    pub(crate) fn next_seq(&self) -> u64 {
-        let seq = self.reserve_seq();
-        self.issued(seq, None, None);
-        seq
-    }
-
     /// What a waiter for completed submission `seq` receives.
     fn outcome(s: &State, seq: u64) -> Completion {
         match s.failed.get(&seq) {
@@ -274,6 +266,27 @@ impl Tracker {
     fn notify_stop(&self) {
         drop(lock(&self.state));
         self.cv.notify_all();
+    }
+}
+
+/// What the heap's policy reads of the device's submissions (pending frees wait for them).
+impl wgalloc_heap::Completion for Tracker {
+    #[inline]
+    fn completed(&self) -> u64 {
+        Tracker::completed(self)
+    }
+
+    #[inline]
+    fn is_lost(&self) -> bool {
+        Tracker::is_lost(self)
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        Tracker::lost_reason(self)
+    }
+
+    fn wait(&self, seq: u64, timeout: Duration) {
+        let _ = self.waiter(seq).wait_timeout(timeout);
     }
 }
 

@@ -17,7 +17,7 @@ const WANTED_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
     .union(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
 
 /// Largest integer a JS `number` holds exactly; budgets and sizes above it are rejected.
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+pub use wgalloc_heap::MAX_SAFE_INTEGER;
 
 /// How to pick and open a device. Every field is optional.
 #[derive(Debug, Clone, Default)]

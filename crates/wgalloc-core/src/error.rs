@@ -1,8 +1,6 @@
 //! One error type for the whole runtime. Every variant maps to a stable string
 //! `code` that the JS layer exposes unchanged, so callers can branch on it.
 
-use std::fmt;
-
 /// A runtime failure. `code()` is stable API; the message tells the user what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -125,92 +123,47 @@ impl Error {
     }
 }
 
-/// What an INVALID_ARGUMENT is about: what `err.details` carries in JS.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidArgument {
-    /// The argument or field, as the caller names it (`size`, `graph.tensors[3].shape`).
-    pub path: String,
-    /// What would have been accepted.
-    pub expected: String,
-    /// The value received, shown briefly.
-    pub got: String,
-    /// What to do; may be empty.
-    pub hint: String,
-}
+pub use wgalloc_heap::InvalidArgument;
 
-impl fmt::Display for InvalidArgument {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: expected {}, got {}", self.path, self.expected, self.got)?;
-        if !self.hint.is_empty() {
-            write!(f, "; {}", self.hint)?;
+pub use wgalloc_heap::HeapOom;
+pub use wgalloc_heap::QuotaExceeded;
+use wgalloc_heap::{HeapError, StoreError};
+
+/// The heap policy's errors are the runtime's, code for code; a store's own error comes back whole.
+impl From<HeapError> for Error {
+    // Cold and out of line: inlined, the conversion would weigh on every malloc's success path.
+    #[cold]
+    #[inline(never)]
+    fn from(e: HeapError) -> Self {
+        match e {
+            HeapError::InvalidArgument(a) => Error::InvalidArgument(a),
+            HeapError::QuotaExceeded(q) => Error::QuotaExceeded(q),
+            HeapError::OutOfMemory(m) => Error::OutOfMemory(m),
+            HeapError::HeapOutOfMemory(oom) => Error::HeapOutOfMemory(oom),
+            HeapError::UseAfterFree(m) => Error::UseAfterFree(m),
+            HeapError::DoubleFree(m) => Error::DoubleFree(m),
+            HeapError::DeviceLost(reason) => Error::DeviceLost(reason),
+            HeapError::Store(e) => match e.error().downcast_ref::<Error>() {
+                Some(own) => own.clone(),
+                None => Error::Internal(e.to_string()),
+            },
         }
-        Ok(())
     }
 }
 
-/// A charge a heap scope refused: the scope (its path), its limit, what it held, what was asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QuotaExceeded {
-    pub scope: String,
-    pub limit: u64,
-    pub allocated: u64,
-    pub requested: u64,
-}
-
-impl fmt::Display for QuotaExceeded {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "scope '{}' is over its limit: {} more bytes on {} allocated would exceed {}; free blocks of this scope or raise its limit",
-            self.scope, self.requested, self.allocated, self.limit
-        )
-    }
-}
-
-/// The figures of a request the heap could not serve: what `err.details` carries in JS.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeapOom {
-    /// Why: the high watermark, or the driver's refusal.
-    pub cause: String,
-    pub requested: u64,
-    pub aligned: u64,
-    pub pool: &'static str,
-    pub allocated: u64,
-    pub cached: u64,
-    pub pending_free: u64,
-    pub reserved: u64,
-    /// Bytes, or `None` when the high watermark is disabled.
-    pub high_watermark: Option<u64>,
-    pub high_watermark_ratio: f64,
-    pub budget: u64,
-    pub largest_free_block: u64,
-}
-
-// The ratio is a finite watermark setting, never NaN.
-impl Eq for HeapOom {}
-
-impl fmt::Display for HeapOom {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limit = match self.high_watermark {
-            Some(bytes) => format!("{bytes} ({} x budget)", self.high_watermark_ratio),
-            None => "disabled".into(),
-        };
-        write!(
-            f,
-            "out of memory: {}. Tried to allocate {} bytes ({} aligned, pool {}); allocated {}, cached {}, \
-             pending free {}, reserved {}, high watermark {limit}, budget {}; largest free block {}. Free blocks \
-             or call emptyCache(); setHighWatermarkRatio(0) lifts the limit (may cause system-wide failure).",
-            self.cause,
-            self.requested,
-            self.aligned,
-            self.pool,
-            self.allocated,
-            self.cached,
-            self.pending_free,
-            self.reserved,
-            self.budget,
-            self.largest_free_block
-        )
+/// The device store's failures as the policy sees them (see `From<HeapError> for Error`).
+impl From<Error> for HeapError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::InvalidArgument(a) => HeapError::InvalidArgument(a),
+            Error::QuotaExceeded(q) => HeapError::QuotaExceeded(q),
+            Error::OutOfMemory(m) => HeapError::OutOfMemory(m),
+            Error::HeapOutOfMemory(oom) => HeapError::HeapOutOfMemory(oom),
+            Error::UseAfterFree(m) => HeapError::UseAfterFree(m),
+            Error::DoubleFree(m) => HeapError::DoubleFree(m),
+            Error::DeviceLost(reason) => HeapError::DeviceLost(reason),
+            other => HeapError::Store(StoreError::new(other.code(), other)),
+        }
     }
 }
 
@@ -231,13 +184,7 @@ pub fn shown_json(v: &serde_json::Value) -> String {
     }
 }
 
-/// A caller's string as an error shows it: quoted, cut short when long.
-pub fn quoted(s: &str) -> String {
-    match s.char_indices().nth(60) {
-        Some((at, _)) => format!("'{}...'", &s[..at]),
-        None => format!("'{s}'"),
-    }
-}
+pub use wgalloc_heap::quoted;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -250,12 +197,7 @@ pub fn checked_add(a: u64, b: u64, what: &str) -> Result<u64> {
 
 /// Round `value` up to a multiple of `align` (a power of two), overflow-checked.
 pub fn align_up(value: u64, align: u64) -> Result<u64> {
-    debug_assert!(align.is_power_of_two());
-    let mask = align - 1;
-    value.checked_add(mask).map(|v| v & !mask).ok_or_else(|| {
-        Error::invalid("size", format!("a size that can be aligned to {align}"), value.to_string())
-            .with_hint("it overflows u64 when rounded up")
-    })
+    Ok(wgalloc_heap::align_up(value, align)?)
 }
 
 #[cfg(test)]
@@ -300,10 +242,10 @@ mod tests {
             Trace::parse(r#"{"events":[{"op":"alloc","id":"a","size":-1}]}"#).unwrap_err(),
             Trace::parse(r#"{"events":[{"op":"free","id":"a"}]}"#).unwrap_err(),
             Trace::parse("not json").unwrap_err(),
-            HeapProfile::parse("[]").unwrap_err(),
-            HeapProfile::parse(r#"{"format":"wgalloc-heap-profile","version":1,"pools":[3]}"#).unwrap_err(),
-            Watermarks { high: 9.0, low: 0.0 }.validate().unwrap_err(),
-            Watermarks { high: 0.5, low: 0.9 }.validate().unwrap_err(),
+            HeapProfile::parse("[]").unwrap_err().into(),
+            HeapProfile::parse(r#"{"format":"wgalloc-heap-profile","version":1,"pools":[3]}"#).unwrap_err().into(),
+            Watermarks { high: 9.0, low: 0.0 }.validate().unwrap_err().into(),
+            Watermarks { high: 0.5, low: 0.9 }.validate().unwrap_err().into(),
             Mode::parse("sometimes").unwrap_err(),
             parse_flags("nope").unwrap_err(),
         ];
@@ -317,5 +259,44 @@ mod tests {
         assert_eq!(with_hint.to_string(), "size: expected a positive integer, got 0; free blocks first");
         assert_eq!(Error::Aborted.with_hint("x"), Error::Aborted, "a hint leaves other errors alone");
         assert!(Error::Aborted.invalid_argument().is_none());
+    }
+
+    /// The policy's errors reach JS with the codes and messages they had when the policy was
+    /// part of this crate, and a store's own error comes back unchanged.
+    #[test]
+    fn heap_errors_keep_their_codes_and_messages() {
+        let oom = HeapOom {
+            cause: "the high watermark would be exceeded".into(),
+            requested: 1,
+            aligned: 256,
+            pool: "device-small",
+            allocated: 0,
+            cached: 0,
+            pending_free: 0,
+            reserved: 0,
+            high_watermark: None,
+            high_watermark_ratio: 0.0,
+            budget: 1,
+            largest_free_block: 0,
+        };
+        let cases = [
+            HeapError::invalid("size", "a positive integer", "0"),
+            HeapError::OutOfMemory("no room".into()),
+            HeapError::HeapOutOfMemory(Box::new(oom)),
+            HeapError::UseAfterFree("block 3 was freed".into()),
+            HeapError::DoubleFree("block 3 was already freed".into()),
+        ];
+        for e in cases {
+            let core = Error::from(e.clone());
+            assert_eq!((core.code(), core.to_string()), (e.code(), e.to_string()));
+            assert_eq!(Error::from(HeapError::from(core.clone())), core, "round trip");
+        }
+        let lost = Error::from(HeapError::DeviceLost("gone".into()));
+        assert_eq!(lost, Error::DeviceLost("gone".into()));
+        for own in [Error::Validation("refused".into()), Error::Internal("odd".into()), Error::Aborted] {
+            let through = HeapError::from(own.clone());
+            assert_eq!(through.code(), own.code());
+            assert_eq!(Error::from(through), own);
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! - [`context`]: open a device ([`Gpu::request`]), its info, limits and memory budget.
 //! - [`stream`]: [`Stream`]s of encoded work and the [`Event`]s their submissions complete.
 //! - [`transfer`]: minimal buffer create / write / copy / read-back.
-//! - [`heap`]: the caching device allocator ([`Gpu::heap`]).
+//! - [`heap`]: the caching device allocator ([`Gpu::heap`]): `wgalloc_heap`'s policy over wgpu buffers.
 //! - [`exec`]: planned and eager execution of WGSL graphs, the memory observer.
 //! - [`host`]: the staging (pinned-host) cache ([`Gpu::host`]).
 //! - [`kv`]: a paged KV cache on the heap, with its kernels ([`Heap::kv_cache`]).
@@ -35,8 +35,6 @@ pub mod replay;
 mod scope;
 pub mod signal;
 pub mod stream;
-#[cfg(test)]
-mod test_rng;
 pub mod transfer;
 
 pub use adapter::AdapterSummary;

@@ -3,8 +3,8 @@
 //! `Event` for that submission. wgpu has one queue per device, so streams order
 //! their own work and the queue orders submissions across streams.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::completion::Tracker;
@@ -81,18 +81,9 @@ impl Gpu {
     }
 }
 
-/// What allocators need to know about a stream to defer a free correctly:
-/// work recorded but not yet submitted may still touch a freed block.
-#[derive(Debug, Default)]
-pub struct StreamMarks {
-    submits: AtomicU64,
-    last_seq: AtomicU64,
-    has_pending: AtomicBool,
-    dropped: AtomicBool,
-    /// Buffers destroyed while this stream's unsubmitted work names them: destroyed once that
-    /// work is submitted (or dropped with the stream), so it is not refused as a whole.
-    deferred: Mutex<Vec<Arc<DeferredDestroy>>>,
-}
+// A stream's marks are the heap policy's bookkeeping (what a free waits for); the host cache
+// and deferred destroys read them too.
+pub use wgalloc_heap::{StreamMarks, StreamUse};
 
 /// A buffer whose destruction waits for `waiting` streams to submit (or drop) their work.
 pub(crate) struct DeferredDestroy {
@@ -107,90 +98,11 @@ impl std::fmt::Debug for DeferredDestroy {
     }
 }
 
-impl StreamMarks {
-    /// Whether nothing this stream recorded can still touch memory: it was dropped
-    /// (so it records nothing more) with no unsubmitted work, and its last submission
-    /// completed. A block may then forget it.
-    pub(crate) fn retired(&self, completed: u64) -> bool {
-        self.dropped.load(Ordering::Acquire)
-            && !self.has_pending.load(Ordering::Acquire)
-            && self.last_seq.load(Ordering::Acquire) <= completed
-    }
-
-    /// Whether work recorded on the stream may still be submitted (it may name any block the
-    /// stream was recorded on, at the place it had then). A dropped stream's never is.
-    pub(crate) fn has_unsubmitted(&self) -> bool {
-        self.has_pending.load(Ordering::Acquire) && !self.dropped.load(Ordering::Acquire)
-    }
-
-    /// Work was recorded and is not submitted yet.
-    pub(crate) fn recorded(&self) {
-        self.has_pending.store(true, Ordering::Release);
-    }
-
-    /// Everything recorded so far went out in submission `seq`. Written in the reverse of the
-    /// order [`StreamUse::capture`] reads them.
-    pub(crate) fn submitted(&self, seq: u64) {
-        self.last_seq.store(seq, Ordering::Release);
-        self.has_pending.store(false, Ordering::Release);
-        self.submits.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// The stream is gone: work it left unsubmitted never runs.
-    pub(crate) fn dropped(&self) {
-        self.dropped.store(true, Ordering::Release);
-        self.destroy_deferred();
-    }
-
-    /// `d`'s buffer waits for this stream's unsubmitted work.
-    pub(crate) fn defer_destroy(&self, d: Arc<DeferredDestroy>) {
-        lock(&self.deferred).push(d);
-    }
-
-    /// The work is out (or gone): buffers that waited only for it are destroyed.
-    pub(crate) fn destroy_deferred(&self) {
-        for d in std::mem::take(&mut *lock(&self.deferred)) {
-            if d.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
-                d.gpu.destroy_buffer(d.buffer.clone());
-            }
-        }
-    }
-}
-
-/// A stream's position when a block it used was freed.
-#[derive(Debug, Clone)]
-pub struct StreamUse {
-    marks: Arc<StreamMarks>,
-    /// Submission that covers the block's use, if already known.
-    seq: u64,
-    /// `submits` at free time, when the use was still unsubmitted.
-    waiting_for_submit: Option<u64>,
-}
-
-impl StreamUse {
-    pub(crate) fn capture(marks: &Arc<StreamMarks>) -> Self {
-        // Read in the reverse of the order `submit` writes them, so a concurrent
-        // submit is either seen whole or waited for, never missed.
-        let submits = marks.submits.load(Ordering::Acquire);
-        let pending = marks.has_pending.load(Ordering::Acquire);
-        StreamUse {
-            marks: marks.clone(),
-            seq: marks.last_seq.load(Ordering::Acquire),
-            waiting_for_submit: pending.then_some(submits),
-        }
-    }
-
-    /// The submission sequence this use resolves to, once it is known: `None`
-    /// while the stream has not yet submitted the work recorded before the free.
-    /// Work of a stream dropped unsubmitted never runs, so it resolves to 0.
-    pub(crate) fn resolved_seq(&self) -> Option<u64> {
-        match self.waiting_for_submit {
-            None => Some(self.seq),
-            Some(_) if self.marks.dropped.load(Ordering::Acquire) => Some(0),
-            Some(at) if self.marks.submits.load(Ordering::Acquire) > at => {
-                Some(self.marks.last_seq.load(Ordering::Acquire))
-            }
-            Some(_) => None,
+impl DeferredDestroy {
+    /// One stream it waited for submitted (or dropped) its work: the last one destroys it.
+    pub(crate) fn stream_done(&self) {
+        if self.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.gpu.destroy_buffer(self.buffer.clone());
         }
     }
 }
@@ -334,7 +246,7 @@ impl Stream {
         }
         let seq = event.as_ref().map_or_else(|_| self.gpu.shared.tracker.submitted(), |e| e.seq());
         self.marks.submitted(seq);
-        self.marks.destroy_deferred();
+        self.marks.run_deferred();
         let event = event?;
         self.last = Some(event.clone());
         Ok(event)

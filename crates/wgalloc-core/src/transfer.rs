@@ -63,7 +63,8 @@ impl GpuBuffer {
                 waiting: AtomicU64::new(waiting.len() as u64),
             });
             for m in waiting {
-                m.defer_destroy(d.clone());
+                let d = d.clone();
+                m.defer(move || d.stream_done());
             }
         }
         true

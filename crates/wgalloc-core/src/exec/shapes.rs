@@ -774,7 +774,7 @@ impl ShapeCache {
             let evicted = st.entries.victim().map_or(0, |e| e.device_bytes());
             if let Err(e) = charge.resize(held - evicted + exe.device_bytes()) {
                 exe.release();
-                return Err(e);
+                return Err(e.into());
             }
         }
         st.stats.misses += 1;

@@ -55,7 +55,7 @@ pub struct BlockLease(Arc<DeviceBlock>);
 impl Drop for BlockLease {
     fn drop(&mut self) {
         let block = &self.0;
-        let _ = block.heap.core.free_if(block.id, || {
+        let _: Result<()> = block.heap.core.free_if(block.id, || {
             let state = block.state.load(Ordering::Relaxed) - LEASE;
             // The last lease of a block freed meanwhile frees it now.
             let free = state == FREE_DEFERRED;
@@ -115,7 +115,7 @@ impl DeviceBlock {
     /// Offset of the block inside its segment buffer now (compaction may move it later).
     pub fn offset(&self) -> Result<u64> {
         self.live()?;
-        self.heap.core.offset(self.id)
+        Ok(self.heap.core.offset(self.id)?)
     }
 
     pub fn pool(&self) -> PoolKind {

@@ -6,7 +6,7 @@
 
 use wgpu::util::DeviceExt;
 
-use super::compaction::slide_piece;
+use wgalloc_heap::compaction::slide_piece;
 
 const SHADER: &str = r"
 struct Piece { src: u32, dst: u32, words: u32, pad: u32 }

@@ -6,171 +6,54 @@
 //! under a high watermark (hard limit) and trimmed above a low watermark (garbage
 //! collection of idle segments, oldest first). Out-of-memory errors, from the
 //! watermark or from the driver, name the figures needed to act on them.
+//!
+//! The policy is the `wgalloc-heap` crate's (no wgpu there); this module gives it its
+//! device: [`WgpuStorage`] for segments, the submission tracker for completions, and the
+//! block handles ([`DeviceBlock`]) that users hold.
 
-mod allocator;
-#[cfg(test)]
-mod allocator_tests;
 mod block;
-mod block_slab;
-mod compaction;
-pub mod config;
-mod free_list;
-mod id_hash;
 mod in_buffer_copy;
-pub mod pool;
-pub mod profile;
-mod scopes;
-mod size_bins;
-mod stats;
 pub mod storage;
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-pub use allocator::{Allocation, HeapCore, HeapLimits, WarmStart};
 pub use block::{BlockBinding, BlockLease, DeviceBlock};
-pub use config::{debug, Watermarks};
-pub use free_list::FreeList;
-pub use id_hash::IdHasher;
-pub use pool::{PoolKind, Usage};
-pub use profile::{HeapProfile, PoolProfile};
-pub use scopes::{Scope, ScopeCharge, ScopeId, ScopeStats, ScopeTree};
-pub use stats::{HeapStats, PoolStats, Stat};
-pub use storage::{BlockMove, CpuSegment, CpuStorage, SegmentStorage, WgpuStorage};
+pub use storage::WgpuStorage;
+// The policy is `wgalloc_heap`'s; its users here and in the binding import it from this module.
+pub use wgalloc_heap::{
+    config, debug, pool, profile, Allocation, BlockInfo, BlockMove, BlockState, CpuSegment, CpuStorage, FreeList,
+    HeapCore, HeapError, HeapEvent, HeapEventKind, HeapLimits, HeapProfile, HeapStats, IdHasher, IdMap, PoolKind,
+    PoolProfile, PoolStats, Scope, ScopeCharge, ScopeId, ScopeStats, ScopeTree, SegmentSnapshot, SegmentStorage, Stat,
+    Usage, WarmStart, Watermarks,
+};
 
+use crate::completion::Tracker;
 use crate::context::Gpu;
 use crate::error::{align_up, Error, Result};
 use crate::stream::StreamMarks;
 
-/// What happened to a block or segment; delivered to listeners after the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeapEventKind {
-    /// A block was placed in a segment newly allocated from the driver for it.
-    Allocated,
-    /// A block was served from cached memory.
-    Recycled,
-    /// A block returned to its pool (after its GPU work completed).
-    Freed,
-    /// A segment was released to the driver.
-    Released,
-    /// An allocation failed (the caller may free memory and retry).
-    AllocationFailed,
-    /// A live block was moved to make room, to another segment or within its own (`segment_id`
-    /// and `offset` say where it is now).
-    Moved,
-}
-
-impl HeapEventKind {
-    /// Every kind, in the order the binding numbers them.
-    pub const ALL: [HeapEventKind; 6] = [
-        HeapEventKind::Allocated,
-        HeapEventKind::Recycled,
-        HeapEventKind::Freed,
-        HeapEventKind::Released,
-        HeapEventKind::AllocationFailed,
-        HeapEventKind::Moved,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HeapEventKind::Allocated => "ALLOCATED",
-            HeapEventKind::Recycled => "RECYCLED",
-            HeapEventKind::Freed => "FREED",
-            HeapEventKind::Released => "RELEASED",
-            HeapEventKind::AllocationFailed => "ALLOCATION_FAILED",
-            HeapEventKind::Moved => "MOVED",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeapEvent {
-    pub kind: HeapEventKind,
-    pub block_id: Option<u64>,
-    pub segment_id: Option<u32>,
-    /// Where the block starts in its segment (allocations only).
-    pub offset: Option<u64>,
-    pub size: u64,
-    pub pool: PoolKind,
-}
-
-/// Lifecycle of a block in the snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockState {
-    Active,
-    PendingFree,
-    Free,
-}
-
-impl BlockState {
-    pub const ALL: [BlockState; 3] = [BlockState::Active, BlockState::PendingFree, BlockState::Free];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BlockState::Active => "active",
-            BlockState::PendingFree => "pending-free",
-            BlockState::Free => "free",
-        }
-    }
-}
-
-/// Public description of a live block.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BlockInfo {
-    pub id: u64,
-    pub requested_size: u64,
-    pub size: u64,
-    pub segment_id: u32,
-    pub offset: u64,
-    pub pool: PoolKind,
-    pub shared: bool,
-    /// Alone in its segment (too big for a shared heap, or above the binding limit).
-    pub dedicated: bool,
-    /// Bigger than the device's max storage binding size: cannot be bound whole.
-    pub exceeds_binding_limit: bool,
-    pub shape: Option<Vec<u64>>,
-    pub state: BlockState,
-    /// Streams whose work a free of this block would wait for (retired ones are dropped).
-    pub recorded_streams: usize,
-}
-
-#[derive(Debug, Clone)]
-pub struct SegmentSnapshot {
-    pub id: u32,
-    pub pool: PoolKind,
-    pub size: u64,
-    pub dedicated: bool,
-    /// Active and pending blocks, then free ranges (id 0), sorted by offset.
-    pub blocks: Vec<(u64, u64, u64, BlockState)>,
-}
-
-/// A map keyed by allocator-issued ids (cheap hashing; the keys never come from an adversary).
-pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
 /// The heap of a device: its policy over wgpu buffers.
-pub(crate) type DeviceHeapCore = HeapCore<WgpuStorage>;
+pub(crate) type DeviceHeapCore = HeapCore<WgpuStorage, Tracker>;
 
-impl DeviceHeapCore {
-    pub(crate) fn for_device(gpu: &Gpu) -> Result<DeviceHeapCore> {
-        let limits = gpu.limits();
-        let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(wgpu::COPY_BUFFER_ALIGNMENT);
-        let heap_limits = HeapLimits {
-            alignment,
-            scalar_alignment: alignment.max(limits.min_uniform_buffer_offset_alignment as u64),
-            max_buffer_size: limits.max_buffer_size,
-            max_binding: limits.max_storage_buffer_binding_size,
-            budget: gpu.memory_budget().bytes,
-        };
-        let storage = WgpuStorage::new(gpu, gpu.has_feature(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS));
-        Ok(HeapCore::new(
-            storage,
-            gpu.shared.tracker.clone(),
-            heap_limits,
-            gpu.shared.settings.watermarks,
-            gpu.shared.settings.debug_mask,
-        ))
-    }
+/// The policy over `gpu`'s buffers, sized to its limits and budget.
+fn device_heap_core(gpu: &Gpu) -> Result<DeviceHeapCore> {
+    let limits = gpu.limits();
+    let alignment = (limits.min_storage_buffer_offset_alignment as u64).max(wgpu::COPY_BUFFER_ALIGNMENT);
+    let heap_limits = HeapLimits {
+        alignment,
+        scalar_alignment: alignment.max(limits.min_uniform_buffer_offset_alignment as u64),
+        max_buffer_size: limits.max_buffer_size,
+        max_binding: limits.max_storage_buffer_binding_size,
+        budget: gpu.memory_budget().bytes,
+    };
+    let storage = WgpuStorage::new(gpu, gpu.has_feature(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS));
+    Ok(HeapCore::new(
+        storage,
+        gpu.shared.tracker.clone(),
+        heap_limits,
+        gpu.shared.settings.watermarks,
+        gpu.shared.settings.debug_mask,
+    ))
 }
 
 /// A device's caching allocator. Cheap to clone; all clones share one heap.
@@ -208,7 +91,7 @@ impl Gpu {
         let core = match self.shared.heap.get() {
             Some(core) => core.clone(),
             None => {
-                let core = Arc::new(DeviceHeapCore::for_device(self)?);
+                let core = Arc::new(device_heap_core(self)?);
                 self.shared.heap.get_or_init(|| core).clone()
             }
         };
@@ -239,7 +122,7 @@ impl Heap {
     /// [`Heap::malloc`], and the block's offset at allocation (it may move later, see
     /// [`DeviceBlock::binding`]).
     pub fn malloc_placed(&self, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
-        let a = self.core.malloc(size, usage)?;
+        let a = self.core.malloc_as::<Error>(size, usage)?;
         Ok((DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool), a.offset))
     }
 
@@ -250,7 +133,7 @@ impl Heap {
 
     /// A new top-level scope of this heap (its limit at most the memory budget).
     pub fn scope(&self, name: &str, limit: u64) -> Result<Scope> {
-        Scope::top(&self.scopes, name, limit)
+        Ok(Scope::top(&self.scopes, name, limit)?)
     }
 
     /// `INVALID_ARGUMENT` unless `scope` is one of this device heap's scopes.
@@ -295,7 +178,7 @@ impl Heap {
 
     /// Frees block `id`. Its memory is reused once the GPU work recorded on it completed.
     pub(crate) fn free_id(&self, id: u64) -> Result<()> {
-        self.core.free(id)
+        Ok(self.core.free(id)?)
     }
 
     /// Keeps block `id` from reuse until the returned hold drops, even if it is freed
@@ -311,11 +194,11 @@ impl Heap {
     }
 
     pub(crate) fn record_stream(&self, id: u64, marks: &Arc<StreamMarks>) -> Result<()> {
-        self.core.record_stream(id, marks)
+        Ok(self.core.record_stream(id, marks)?)
     }
 
     pub(crate) fn set_shape(&self, id: u64, shape: Option<Vec<u64>>) -> Result<()> {
-        self.core.set_shape(id, shape)
+        Ok(self.core.set_shape(id, shape)?)
     }
 
     /// Information on a live (active or pending-free) block.
@@ -340,7 +223,7 @@ impl Heap {
 
     /// Reserves a profile's segments up front (see [`HeapCore::warm_start`]).
     pub fn warm_start(&self, profile: &HeapProfile) -> Result<WarmStart> {
-        self.core.warm_start(profile)
+        Ok(self.core.warm_start(profile)?)
     }
 
     pub fn stats(&self) -> HeapStats {
@@ -360,11 +243,11 @@ impl Heap {
     }
 
     pub fn set_high_watermark_ratio(&self, ratio: f64) -> Result<()> {
-        self.core.set_high_watermark_ratio(ratio)
+        Ok(self.core.set_high_watermark_ratio(ratio)?)
     }
 
     pub fn set_low_watermark_ratio(&self, ratio: f64) -> Result<()> {
-        self.core.set_low_watermark_ratio(ratio)
+        Ok(self.core.set_low_watermark_ratio(ratio)?)
     }
 
     /// Bytes of the budget the heap may still reserve before it must garbage-collect

@@ -1,43 +1,14 @@
-//! Where a heap's segments come from, after CubeCL's `ComputeStorage`: driver buffers in
-//! production ([`WgpuStorage`]), plain byte accounting in unit tests and trace simulations
-//! ([`CpuStorage`]). The heap is generic over it (one monomorphic copy per storage), so the
-//! segment policy, garbage collection and out-of-memory ladder run the same code either way.
+//! The device's segment store: `wgpu::Buffer`s, behind `wgalloc_heap`'s [`SegmentStorage`]
+//! (the policy's trait; its `CpuStorage` runs the same policy without a device).
 
 use std::sync::{Arc, Weak};
 
+use wgalloc_heap::{BlockMove, HeapError, PoolKind, SegmentStorage};
+
 use super::in_buffer_copy::InBufferCopy;
-use super::PoolKind;
 use crate::context::{Gpu, Shared};
 use crate::error::{Error, Result};
 use crate::scope::guarded;
-
-/// A source of segments (large allocations the heap carves blocks out of).
-pub trait SegmentStorage: Send + 'static {
-    /// What the heap and its blocks hold on to while the segment lives.
-    type Segment: Clone + Send + Sync + 'static;
-
-    /// A new segment of `size` bytes for `pool`; `OUT_OF_MEMORY` when the store refuses.
-    fn allocate(&mut self, pool: PoolKind, size: u64) -> Result<Self::Segment>;
-
-    /// Gives a segment back. Blocks may still hold clones of it; they no longer use it.
-    fn release(&mut self, segment: Self::Segment);
-
-    /// Copies each move's bytes to its new place, ordered after all work submitted so far and
-    /// before any submitted later. Moves run in order: one may write over the old place of an
-    /// earlier one, and one within a segment may overlap its own old place (a slide). Nothing
-    /// is copied when it fails.
-    fn copy(&mut self, moves: &[BlockMove<Self::Segment>]) -> Result<()>;
-}
-
-/// A live block's bytes going to a new place (compaction), in another segment or its own.
-#[derive(Debug, Clone)]
-pub struct BlockMove<G> {
-    pub from: G,
-    pub from_offset: u64,
-    pub to: G,
-    pub to_offset: u64,
-    pub size: u64,
-}
 
 /// Segments as `wgpu::Buffer`s of the device.
 pub struct WgpuStorage {
@@ -66,14 +37,14 @@ impl SegmentStorage for WgpuStorage {
     /// `wgpu::Buffer` bumps two, and atomics dominate the cached fast path).
     type Segment = Arc<wgpu::Buffer>;
 
-    fn allocate(&mut self, pool: PoolKind, size: u64) -> Result<Arc<wgpu::Buffer>> {
+    fn allocate(&mut self, pool: PoolKind, size: u64) -> Result<Arc<wgpu::Buffer>, HeapError> {
         let gpu = self.gpu()?;
         let device = gpu.device();
         let buffer = guarded(device, "allocating a heap segment", || {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(pool.as_str()),
                 size,
-                usage: pool.buffer_usages(self.mappable_primary),
+                usage: buffer_usages(pool, self.mappable_primary),
                 mapped_at_creation: false,
             })
         })?;
@@ -92,7 +63,7 @@ impl SegmentStorage for WgpuStorage {
     /// One submission: buffer-to-buffer copies between segments, the in-buffer kernel within
     /// one. WebGPU runs submissions in order, so work submitted before reads the old places and
     /// work submitted after reads the new ones.
-    fn copy(&mut self, moves: &[BlockMove<Arc<wgpu::Buffer>>]) -> Result<()> {
+    fn copy(&mut self, moves: &[BlockMove<Arc<wgpu::Buffer>>]) -> Result<(), HeapError> {
         let gpu = self.gpu()?;
         let device = gpu.device();
         let in_buffer = &mut self.in_buffer;
@@ -112,73 +83,19 @@ impl SegmentStorage for WgpuStorage {
             }
             encoder.finish()
         })?;
-        gpu.submit(vec![commands]).map(|_| ())
-    }
-}
-
-/// A segment of [`CpuStorage`]: its number and size (no bytes are kept: the policy needs none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuSegment {
-    pub serial: u64,
-    pub size: u64,
-}
-
-/// Segments counted in host memory, with an optional capacity that stands for the driver's
-/// own out-of-memory: the heap's policy without a device, in milliseconds.
-#[derive(Debug, Default)]
-pub struct CpuStorage {
-    capacity: Option<u64>,
-    in_use: u64,
-    allocations: u64,
-    releases: u64,
-    moved: u64,
-}
-
-impl CpuStorage {
-    /// A store that refuses a segment once `capacity` bytes are in use (`None`: never).
-    pub fn with_capacity(capacity: Option<u64>) -> Self {
-        CpuStorage { capacity, ..Default::default() }
-    }
-
-    /// Bytes of live segments.
-    pub fn in_use(&self) -> u64 {
-        self.in_use
-    }
-
-    /// Bytes copied by moves so far.
-    pub fn moved(&self) -> u64 {
-        self.moved
-    }
-
-    /// Segments handed out and given back so far.
-    pub fn counts(&self) -> (u64, u64) {
-        (self.allocations, self.releases)
-    }
-}
-
-impl SegmentStorage for CpuStorage {
-    type Segment = CpuSegment;
-
-    fn allocate(&mut self, _pool: PoolKind, size: u64) -> Result<CpuSegment> {
-        if self.capacity.is_some_and(|c| self.in_use.saturating_add(size) > c) {
-            return Err(Error::OutOfMemory(format!(
-                "allocating a heap segment: the store is out of memory ({size} bytes requested, {} of {} in use)",
-                self.in_use,
-                self.capacity.unwrap_or(u64::MAX)
-            )));
-        }
-        self.in_use += size;
-        self.allocations += 1;
-        Ok(CpuSegment { serial: self.allocations, size })
-    }
-
-    fn release(&mut self, segment: CpuSegment) {
-        self.in_use -= segment.size;
-        self.releases += 1;
-    }
-
-    fn copy(&mut self, moves: &[BlockMove<CpuSegment>]) -> Result<()> {
-        self.moved += moves.iter().map(|m| m.size).sum::<u64>();
+        gpu.submit(vec![commands])?;
         Ok(())
+    }
+}
+
+/// wgpu usage flags of a pool's segments.
+pub(crate) fn buffer_usages(pool: PoolKind, mappable_primary: bool) -> wgpu::BufferUsages {
+    use wgpu::BufferUsages as U;
+    let device = U::STORAGE | U::COPY_SRC | U::COPY_DST;
+    match pool {
+        PoolKind::DeviceSmall | PoolKind::DeviceLarge => device,
+        PoolKind::SharedSmall | PoolKind::SharedLarge if mappable_primary => device | U::MAP_READ | U::MAP_WRITE,
+        PoolKind::SharedSmall | PoolKind::SharedLarge => device,
+        PoolKind::Scalar => device | U::UNIFORM,
     }
 }

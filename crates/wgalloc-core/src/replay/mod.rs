@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 pub use trace::{Trace, TraceEvent};
 
-use crate::completion::Tracker;
+use wgalloc_heap::{CpuStorage, HeapCore, HeapLimits, HeapProfile, HostCompletion, Usage, WarmStart, Watermarks};
+
 use crate::error::{Error, Result};
-use crate::heap::{CpuStorage, HeapCore, HeapLimits, HeapProfile, Usage, WarmStart, Watermarks};
 
 const MIB: u64 = 1 << 20;
 
@@ -126,7 +126,7 @@ pub fn simulate_heap_from(
     options: &SimulationOptions,
     profile: Option<&HeapProfile>,
 ) -> Result<HeapRun> {
-    let tracker = Arc::new(Tracker::default());
+    let tracker = Arc::new(HostCompletion::default());
     let heap = HeapCore::new(
         CpuStorage::with_capacity(options.capacity),
         tracker,

@@ -3,8 +3,9 @@
 //!
 //! Every sizing rule keeps one target: peak reserved <= 1.15 x peak live + 8 MiB, and no more
 //! than PyTorch's caching policy reserves, on every trace of `bench/data`; driver allocations
-//! count as a total over a trace set. `tests/replay.rs` (`the_heap_policy_holds_on_every_trace`)
-//! holds the rules together to it; each note below names the unit test that holds the rule alone.
+//! count as a total over a trace set. `crates/wgalloc-core/tests/replay.rs`
+//! (`the_heap_policy_holds_on_every_trace`) holds the rules together to it; each note below
+//! names the unit test that holds the rule alone.
 
 // Note [Arenas]
 // The small and large pools of one usage share one free list (an arena), so a small block can
@@ -40,7 +41,8 @@
 // driver calls: a large request grows the arena by at least an eighth of its segments, within
 // 1.10 x live + 8 MiB (below the target, as PyTorch's rounding reserves 1.10-1.17 x on such
 // models). Held by `a_large_request_grows_the_arena_by_an_eighth_up_to_1_10_x_live` and
-// `repeated_training_steps_stop_calling_the_driver_after_the_second` (tests/replay.rs).
+// `repeated_training_steps_stop_calling_the_driver_after_the_second`
+// (crates/wgalloc-core/tests/replay.rs).
 
 // Note [Idle segments are replaced]
 // A WebGPU buffer cannot grow, so before sizing a segment the allocator releases the arena's idle
@@ -86,7 +88,7 @@ pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 pub const MAX_SCALAR: u64 = 64 * KIB;
 pub const SCALAR_HEAP: u64 = 256 * KIB;
 
-/// What a block is for: decides its wgpu usage flags and pool.
+/// What a block is for: decides its pool (and, on a device, its segments' buffer usages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Usage {
     /// Device-local: STORAGE | COPY_SRC | COPY_DST.
@@ -158,18 +160,6 @@ impl PoolKind {
 
     pub fn is_shared(self) -> bool {
         matches!(self, PoolKind::SharedSmall | PoolKind::SharedLarge)
-    }
-
-    /// wgpu usage flags of this pool's segments.
-    pub fn buffer_usages(self, mappable_primary: bool) -> wgpu::BufferUsages {
-        use wgpu::BufferUsages as U;
-        let device = U::STORAGE | U::COPY_SRC | U::COPY_DST;
-        match self {
-            PoolKind::DeviceSmall | PoolKind::DeviceLarge => device,
-            PoolKind::SharedSmall | PoolKind::SharedLarge if mappable_primary => device | U::MAP_READ | U::MAP_WRITE,
-            PoolKind::SharedSmall | PoolKind::SharedLarge => device,
-            PoolKind::Scalar => device | U::UNIFORM,
-        }
     }
 }
 

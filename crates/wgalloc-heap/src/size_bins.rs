@@ -114,6 +114,7 @@ impl SizeBins {
 
     /// The range a request of `size` bytes takes: in `size`'s class or the next non-empty one,
     /// the newest segment's smallest range of at least `size` bytes (lowest offset on ties).
+    #[inline]
     pub fn best_fit(&self, size: u64) -> Option<FreeRange> {
         let b = bin(size);
         let v = &self.bins[b];

@@ -13,10 +13,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::error::{Error, QuotaExceeded, Result};
+use crate::error::{quoted, Error, QuotaExceeded, Result};
 
-/// The largest byte count JS numbers hold exactly (2^53 - 1).
-const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+use crate::MAX_SAFE_INTEGER;
 
 /// Index of a scope in its tree (never reused while the tree lives).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,7 +92,7 @@ impl ScopeTree {
             return Err(Error::invalid("scope: options.name", "a non-empty string", "''"));
         }
         if name.contains('/') {
-            return Err(Error::invalid("scope: options.name", "a name without '/'", crate::error::quoted(name))
+            return Err(Error::invalid("scope: options.name", "a name without '/'", quoted(name))
                 .with_hint("'/' separates the names in a scope's path"));
         }
         if limit == 0 || limit > MAX_SAFE_INTEGER {
@@ -138,12 +137,8 @@ impl ScopeTree {
         };
         // A disposed scope's name can be used again.
         if siblings.iter().any(|&i| !nodes[i as usize].disposed && nodes[i as usize].name == name) {
-            return Err(Error::invalid(
-                "scope: options.name",
-                "a name no live sibling has",
-                crate::error::quoted(name),
-            )
-            .with_hint(format!("scope '{name}' exists already here; names are unique among siblings")));
+            return Err(Error::invalid("scope: options.name", "a name no live sibling has", quoted(name))
+                .with_hint(format!("scope '{name}' exists already here; names are unique among siblings")));
         }
         let id = u32::try_from(nodes.len())
             .map_err(|_| Error::invalid("scope", "at most 2^32 scopes per heap", "one more"))?;
@@ -351,7 +346,7 @@ impl Scope {
     }
 
     /// A block's charge of `bytes`, its peak raised by [`ScopeCharge::settle`] once the block exists.
-    pub(crate) fn charge_block(&self, bytes: u64) -> Result<ScopeCharge> {
+    pub fn charge_block(&self, bytes: u64) -> Result<ScopeCharge> {
         self.tree.charge_inner(self.id, bytes, true, false)?;
         Ok(ScopeCharge { tree: self.tree.clone(), scope: self.id, bytes, block: true })
     }
@@ -415,7 +410,7 @@ impl ScopeCharge {
 
     /// A block's charge once the block exists: its real size (the allocator's, when it differs
     /// from the size charged up front), counted towards the peaks.
-    pub(crate) fn settle(&mut self, bytes: u64) {
+    pub fn settle(&mut self, bytes: u64) {
         if bytes > self.bytes {
             let mut nodes = self.tree.nodes.lock();
             let mut at = Some(self.scope.0);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{pool, CpuStorage, HeapCore, HeapLimits, HeapProfile, PoolKind, PoolProfile, Usage, Watermarks};
-use crate::completion::Tracker;
+use crate::completion::HostCompletion;
 use crate::stream::StreamMarks;
 
 const MIB: u64 = 1 << 20;
@@ -15,8 +15,8 @@ fn limits(budget: u64) -> HeapLimits {
 }
 
 /// A heap over host storage of `capacity` bytes (`None`: unlimited), with watermarks off.
-fn heap(capacity: Option<u64>, budget: u64) -> (HeapCore<CpuStorage>, Arc<Tracker>) {
-    let tracker = Arc::new(Tracker::default());
+fn heap(capacity: Option<u64>, budget: u64) -> (HeapCore<CpuStorage>, Arc<HostCompletion>) {
+    let tracker = Arc::new(HostCompletion::default());
     let w = Watermarks { high: 0.0, low: 0.0 };
     (HeapCore::new(CpuStorage::with_capacity(capacity), tracker.clone(), limits(budget), w, 0), tracker)
 }
@@ -60,7 +60,7 @@ fn blocks_are_aligned_disjoint_and_reused_without_driver_calls() {
 
 #[test]
 fn an_idle_arena_past_the_largest_buffer_merges_into_equal_segments_once() {
-    let tracker = Arc::new(Tracker::default());
+    let tracker = Arc::new(HostCompletion::default());
     let limits = HeapLimits { max_buffer_size: 32 * MIB, ..limits(1 << 30) };
     let h = HeapCore::new(CpuStorage::with_capacity(None), tracker, limits, Watermarks { high: 0.0, low: 0.0 }, 0);
     let step = || {
@@ -172,7 +172,7 @@ fn double_free_and_bad_sizes_are_typed() {
     let lavapipe = HeapLimits { max_buffer_size: (1 << 31) - 1, ..limits(1 << 32) };
     let h = HeapCore::new(
         CpuStorage::with_capacity(None),
-        Arc::new(Tracker::default()),
+        Arc::new(HostCompletion::default()),
         lavapipe,
         Watermarks { high: 0.0, low: 0.0 },
         0,

@@ -27,11 +27,11 @@ impl Stat {
         self.freed += n;
     }
 
-    pub(crate) fn reset_peak(&mut self) {
+    pub fn reset_peak(&mut self) {
         self.peak = self.current;
     }
 
-    pub(crate) fn reset_accumulated(&mut self) {
+    pub fn reset_accumulated(&mut self) {
         self.allocated = 0;
         self.freed = 0;
     }

@@ -1,6 +1,6 @@
 //! The heap's policy over any [`SegmentStorage`]: pools of segments, best-fit blocks,
 //! pending frees, garbage collection above the low watermark and the out-of-memory ladder.
-//! [`super::Heap`] runs it over wgpu buffers; tests and trace simulations over host memory.
+//! `wgalloc-core`'s `Heap` runs it over wgpu buffers; tests and trace simulations over host memory.
 //!
 //! Segments cannot grow (a WebGPU buffer has a fixed size), so the heap replaces them:
 //! - on a miss, the arena's idle segments are released before the new segment is sized
@@ -41,7 +41,7 @@ use super::profile::{self, HeapProfile};
 use super::stats::{HeapStats, PoolStats};
 use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
-use crate::completion::Tracker;
+use crate::completion::{Completion, HostCompletion};
 use crate::error::{align_up, Error, Result};
 use crate::stream::{StreamMarks, StreamUse};
 
@@ -184,17 +184,17 @@ enum Placement {
     Opened,
 }
 
-/// A heap over storage `S`, shared by every handle to it.
-pub struct HeapCore<S: SegmentStorage> {
+/// A heap over storage `S`, shared by every handle to it; `C` says which submissions completed.
+pub struct HeapCore<S: SegmentStorage, C: Completion = HostCompletion> {
     state: Mutex<State<S>>,
     /// Completion of the GPU work that pending frees wait for.
-    tracker: Arc<Tracker>,
+    tracker: Arc<C>,
     limits: HeapLimits,
     debug: u32,
 }
 
-impl<S: SegmentStorage> HeapCore<S> {
-    pub fn new(storage: S, tracker: Arc<Tracker>, limits: HeapLimits, watermarks: Watermarks, debug: u32) -> Self {
+impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
+    pub fn new(storage: S, tracker: Arc<C>, limits: HeapLimits, watermarks: Watermarks, debug: u32) -> Self {
         HeapCore {
             state: Mutex::new(State {
                 storage,
@@ -227,6 +227,17 @@ impl<S: SegmentStorage> HeapCore<S> {
         self.state.lock()
     }
 
+    /// `DEVICE_LOST` once the device is (one atomic load while it is not).
+    fn check_alive(&self) -> Result<()> {
+        if !self.tracker.is_lost() {
+            return Ok(());
+        }
+        match self.tracker.lost_reason() {
+            Some(reason) => Err(Error::DeviceLost(reason)),
+            None => Ok(()),
+        }
+    }
+
     pub fn limits(&self) -> &HeapLimits {
         &self.limits
     }
@@ -237,9 +248,23 @@ impl<S: SegmentStorage> HeapCore<S> {
     }
 
     /// Allocates a block of at least `size` bytes.
+    #[inline]
     pub fn malloc(&self, size: u64, usage: Usage) -> Result<Allocation> {
-        let aligned = self.checked_request(size, self.limits.alignment)?;
+        self.malloc_as(size, usage)
+    }
+
+    /// [`HeapCore::malloc`] with the error in the caller's type `E`, converted inside the
+    /// out-of-line calls: the caller's success path is the same as if the policy raised `E`.
+    /// (A conversion in the caller grows it past what the optimizer inlines, and its block
+    /// is then built once and copied, which stalls the cached malloc + free by a tenth.)
+    pub fn malloc_as<E: From<Error>>(&self, size: u64, usage: Usage) -> Result<Allocation, E> {
+        let aligned = self.checked_request_as::<E>(size, self.limits.alignment)?;
         self.allocate(size, aligned, PoolKind::for_request(usage, aligned))
+    }
+
+    #[inline(never)]
+    fn checked_request_as<E: From<Error>>(&self, size: u64, alignment: u64) -> Result<u64, E> {
+        self.checked_request(size, alignment).map_err(E::from)
     }
 
     /// A block of the scalar pool (uniform-bindable) for a value of `size` bytes.
@@ -253,7 +278,7 @@ impl<S: SegmentStorage> HeapCore<S> {
     }
 
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
-        self.tracker.check_alive()?;
+        self.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
             return Err(Error::invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string())
                 .with_hint(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
@@ -279,13 +304,15 @@ impl<S: SegmentStorage> HeapCore<S> {
         Ok(aligned)
     }
 
-    fn allocate(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation> {
+    /// Its error is the caller's type (see [`HeapCore::malloc_as`]).
+    fn allocate<E: From<Error>>(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation, E> {
         let mut st = self.state();
         if st.blocks.is_full() {
             return Err(Error::OutOfMemory(format!(
                 "malloc: {} blocks are live, the most one heap holds at once; free blocks or allocate larger ones",
                 block_slab::MAX_LIVE
-            )));
+            ))
+            .into());
         }
         if st.merge_pending & (1 << pool.arena()) != 0 {
             self.merge_idle_segments(&mut st, pool);
@@ -320,7 +347,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                         waited = true;
                         continue;
                     }
-                    Err(e) => return Err(self.fail(&mut st, requested, aligned, pool, Some(e))),
+                    Err(e) => return Err(self.fail(&mut st, requested, aligned, pool, Some(e)).into()),
                 }
             }
             // The OOM ladder: release cached segments, then wait for pending frees, then retry.
@@ -336,7 +363,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                 st = self.state();
                 continue;
             }
-            return Err(self.fail(&mut st, requested, aligned, pool, None));
+            return Err(self.fail(&mut st, requested, aligned, pool, None).into());
         }
     }
 
@@ -722,7 +749,7 @@ impl<S: SegmentStorage> HeapCore<S> {
                 .max()
         };
         if let Some(seq) = target {
-            let _ = self.tracker.waiter(seq).wait_timeout(PENDING_WAIT);
+            self.tracker.wait(seq, PENDING_WAIT);
         }
     }
 
@@ -757,8 +784,9 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// Runs `transition` under the heap's lock and frees block `id` there if it returns true.
     /// A block handle's freed flag and lease count change only this way: the lock a free takes
     /// anyway orders those changes, so none needs an atomic read-modify-write of its own.
-    /// `transition` must not call into the heap (its lock is held).
-    pub(crate) fn free_if(&self, id: u64, transition: impl FnOnce() -> Result<bool>) -> Result<()> {
+    /// `transition` must not call into the heap (its lock is held). Its error type is the
+    /// caller's (the runtime's own, on a device), so the free path converts nothing.
+    pub fn free_if<E: From<Error>>(&self, id: u64, transition: impl FnOnce() -> Result<bool, E>) -> Result<(), E> {
         let mut st = self.state();
         if !transition()? {
             return Ok(());
@@ -766,8 +794,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         let st = &mut *st;
         let rec = match st.blocks.get_mut(id) {
             Some(rec) if rec.pending.is_none() => rec,
-            Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed"))),
-            None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)"))),
+            Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed")).into()),
+            None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)")).into()),
         };
         let uses: Vec<StreamUse> = if rec.streams.is_empty() {
             Vec::new()
@@ -890,7 +918,7 @@ impl<S: SegmentStorage> HeapCore<S> {
     /// `INVALID_ARGUMENT` naming it. The arenas' live peaks (which the growth and merge budgets
     /// follow) rise to the profile's.
     pub fn warm_start(&self, profile: &HeapProfile) -> Result<WarmStart> {
-        self.tracker.check_alive()?;
+        self.check_alive()?;
         let mut sizes: Vec<(PoolKind, u64)> = Vec::new();
         for (i, p) in profile.pools.iter().enumerate() {
             for (j, &s) in p.segments.iter().enumerate() {
@@ -1025,7 +1053,8 @@ impl<S: SegmentStorage> HeapCore<S> {
         (std::mem::take(&mut st.events), std::mem::take(&mut st.logs))
     }
 
-    /// See [`super::Heap::drain_events`].
+    /// Hands the oldest recorded events, at most `max`, to `each` and forgets them; returns how
+    /// many. The queue keeps its capacity, so steady recording does not reallocate.
     pub fn drain_events(&self, max: usize, each: impl FnMut(&HeapEvent)) -> usize {
         let mut st = self.state();
         let n = max.min(st.events.len());
@@ -1086,7 +1115,7 @@ impl<S: SegmentStorage> HeapCore<S> {
     }
 }
 
-impl<S: SegmentStorage> Drop for HeapCore<S> {
+impl<S: SegmentStorage, C: Completion> Drop for HeapCore<S, C> {
     fn drop(&mut self) {
         if self.debug & debug::PROFILING != 0 {
             let st = self.state.lock();

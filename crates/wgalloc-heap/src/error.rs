@@ -1,0 +1,240 @@
+//! The errors the heap policy raises. Each carries the stable `code` that `wgalloc-core`'s
+//! `Error` exposes to JS for it; core converts one into the other variant for variant, so a
+//! failure reads the same whichever layer reports it.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A refused heap request. `code()` is stable API; the message tells the caller what to do.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HeapError {
+    /// An argument was out of range (a size, a ratio, a profile's segment): what was expected
+    /// and what was received are data (see [`InvalidArgument`]).
+    #[error("{0}")]
+    InvalidArgument(Box<InvalidArgument>),
+    /// A heap scope refused a charge; the figures are data.
+    #[error("{0}")]
+    QuotaExceeded(Box<QuotaExceeded>),
+    /// The store (or the block table) ran out of room.
+    #[error("{0}")]
+    OutOfMemory(String),
+    /// The heap could not serve a request after its ladder; the figures are data.
+    #[error("{0}")]
+    HeapOutOfMemory(Box<HeapOom>),
+    /// A block was used after it was freed.
+    #[error("{0}")]
+    UseAfterFree(String),
+    /// A block was freed twice.
+    #[error("{0}")]
+    DoubleFree(String),
+    /// The device the completions come from was lost.
+    #[error("the device was lost ({0})")]
+    DeviceLost(String),
+    /// Any other failure of the segment store, kept whole (see [`StoreError`]).
+    #[error("{0}")]
+    Store(StoreError),
+}
+
+// Named so that the policy's modules read `Error::invalid(..)` like the rest of wgalloc.
+pub(crate) use HeapError as Error;
+
+impl HeapError {
+    /// The stable code, as `wgalloc-core`'s `Error::code` gives it for the same failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            HeapError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            HeapError::QuotaExceeded(_) => "QUOTA_EXCEEDED",
+            HeapError::OutOfMemory(_) | HeapError::HeapOutOfMemory(_) => "OUT_OF_MEMORY",
+            HeapError::UseAfterFree(_) => "USE_AFTER_FREE",
+            HeapError::DoubleFree(_) => "DOUBLE_FREE",
+            HeapError::DeviceLost(_) => "DEVICE_LOST",
+            HeapError::Store(e) => e.code(),
+        }
+    }
+
+    /// Whether this is an out-of-memory error, of any source.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, HeapError::OutOfMemory(_) | HeapError::HeapOutOfMemory(_))
+    }
+
+    /// INVALID_ARGUMENT: `path` (the argument or field, as the caller names it) should have been
+    /// `expected` but was `got` (shown briefly). Add advice with [`HeapError::with_hint`].
+    pub fn invalid(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        let a = InvalidArgument { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() };
+        // Every field is what a caller reads in `err.details`: none may be blank.
+        debug_assert!(
+            !a.path.is_empty() && !a.expected.is_empty() && !a.got.is_empty(),
+            "an INVALID_ARGUMENT without its data: {a:?}"
+        );
+        HeapError::InvalidArgument(Box::new(a))
+    }
+
+    /// The same error with `hint`, what to do, after its figures; other variants pass through.
+    #[must_use]
+    pub fn with_hint(self, hint: impl Into<String>) -> Self {
+        match self {
+            HeapError::InvalidArgument(mut a) => {
+                a.hint = hint.into();
+                HeapError::InvalidArgument(a)
+            }
+            other => other,
+        }
+    }
+}
+
+/// What an INVALID_ARGUMENT is about: what `err.details` carries in JS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidArgument {
+    /// The argument or field, as the caller names it (`size`, `graph.tensors[3].shape`).
+    pub path: String,
+    /// What would have been accepted.
+    pub expected: String,
+    /// The value received, shown briefly.
+    pub got: String,
+    /// What to do; may be empty.
+    pub hint: String,
+}
+
+impl fmt::Display for InvalidArgument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: expected {}, got {}", self.path, self.expected, self.got)?;
+        if !self.hint.is_empty() {
+            write!(f, "; {}", self.hint)?;
+        }
+        Ok(())
+    }
+}
+
+/// A store's own error that is none of [`HeapError`]'s kinds (a refused driver call): the heap
+/// passes it through untouched, with its code, and the runtime takes its own error back out.
+#[derive(Clone)]
+pub struct StoreError {
+    code: &'static str,
+    error: Arc<dyn std::error::Error + Send + Sync>,
+}
+
+impl StoreError {
+    pub fn new(code: &'static str, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError { code, error: Arc::new(error) }
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The store's error, to downcast to its own type.
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.error
+    }
+}
+
+impl fmt::Debug for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreError").field("code", &self.code).field("error", &self.error).finish()
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// The figures of a request the heap could not serve: what `err.details` carries in JS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeapOom {
+    /// Why: the high watermark, or the driver's refusal.
+    pub cause: String,
+    pub requested: u64,
+    pub aligned: u64,
+    pub pool: &'static str,
+    pub allocated: u64,
+    pub cached: u64,
+    pub pending_free: u64,
+    pub reserved: u64,
+    /// Bytes, or `None` when the high watermark is disabled.
+    pub high_watermark: Option<u64>,
+    pub high_watermark_ratio: f64,
+    pub budget: u64,
+    pub largest_free_block: u64,
+}
+
+// The ratio is a finite watermark setting, never NaN.
+impl Eq for HeapOom {}
+
+impl fmt::Display for HeapOom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limit = match self.high_watermark {
+            Some(bytes) => format!("{bytes} ({} x budget)", self.high_watermark_ratio),
+            None => "disabled".into(),
+        };
+        write!(
+            f,
+            "out of memory: {}. Tried to allocate {} bytes ({} aligned, pool {}); allocated {}, cached {}, \
+             pending free {}, reserved {}, high watermark {limit}, budget {}; largest free block {}. Free blocks \
+             or call emptyCache(); setHighWatermarkRatio(0) lifts the limit (may cause system-wide failure).",
+            self.cause,
+            self.requested,
+            self.aligned,
+            self.pool,
+            self.allocated,
+            self.cached,
+            self.pending_free,
+            self.reserved,
+            self.budget,
+            self.largest_free_block
+        )
+    }
+}
+
+pub type Result<T, E = HeapError> = std::result::Result<T, E>;
+
+/// Round `value` up to a multiple of `align` (a power of two), overflow-checked.
+pub fn align_up(value: u64, align: u64) -> Result<u64> {
+    debug_assert!(align.is_power_of_two());
+    let mask = align - 1;
+    value.checked_add(mask).map(|v| v & !mask).ok_or_else(|| {
+        Error::invalid("size", format!("a size that can be aligned to {align}"), value.to_string())
+            .with_hint("it overflows u64 when rounded up")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn align_up_rounds_and_checks_overflow() {
+        assert_eq!(align_up(0, 4).unwrap(), 0);
+        assert_eq!(align_up(5, 4).unwrap(), 8);
+        assert_eq!(align_up(256, 256).unwrap(), 256);
+        assert_eq!(align_up(u64::MAX, 4).unwrap_err().code(), "INVALID_ARGUMENT");
+    }
+}
+
+/// A charge a heap scope refused: the scope (its path), its limit, what it held, what was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaExceeded {
+    pub scope: String,
+    pub limit: u64,
+    pub allocated: u64,
+    pub requested: u64,
+}
+
+impl fmt::Display for QuotaExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "scope '{}' is over its limit: {} more bytes on {} allocated would exceed {}; free blocks of this scope or raise its limit",
+            self.scope, self.requested, self.allocated, self.limit
+        )
+    }
+}
+
+/// A caller's string as an error shows it: quoted, cut short when long.
+pub fn quoted(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("'{}...'", &s[..at]),
+        None => format!("'{s}'"),
+    }
+}
