@@ -50,6 +50,14 @@
 // the heap every step. Held by `a_miss_takes_back_the_idle_bytes_it_released_up_to_the_budget_of_the_peak`
 // and `a_miss_replaces_idle_segments_by_one_that_covers_the_request` (allocator_tests).
 
+// Note [Moves within a tenth]
+// Invariant: where a miss's new segment keeps the arena within 1.10 x live + 8 MiB (the ceiling
+// of geometric growth), compaction copies no more than `MAX_MOVED_SHARE` of the bytes requested
+// since the accumulated stats were reset, less what it moved before: the segment costs fewer
+// bytes than the target allows, and moving is not free. Past that ceiling bytes come first and a
+// plan keeps only its per-request limit. Held by `moves_stay_within_a_tenth_of_the_bytes_allocated`
+// and the moved-bytes part of the target (tests/replay.rs, with its known misses).
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
@@ -80,6 +88,8 @@ pub const PAIR_BELOW: u64 = 10 * MIB;
 /// The target the sizing keeps to: peak reserved <= `TARGET_FACTOR` x peak live + `TARGET_HEADROOM`.
 pub const TARGET_FACTOR: f64 = 1.15;
 pub const TARGET_HEADROOM: u64 = 8 * MIB;
+/// Compaction moves at most this share of the bytes requested.
+pub const MAX_MOVED_SHARE: f64 = 0.10;
 /// Segment sizes are multiples of this (drivers hand out pages anyway).
 pub const SEGMENT_GRANULE: u64 = 64 * KIB;
 /// Scalar values (uniforms, small constants) live in small segments of their own.
@@ -251,9 +261,19 @@ pub fn target(live: u64) -> u64 {
     headroom_over(TARGET_FACTOR, live)
 }
 
+/// What growth by an eighth stays within for `live` bytes: `GEOMETRIC_FACTOR` x live + `TARGET_HEADROOM`.
+pub fn growth_ceiling(live: u64) -> u64 {
+    headroom_over(GEOMETRIC_FACTOR, live)
+}
+
 /// `factor` x `live` + `TARGET_HEADROOM`: the target, or the ceiling of growth by an eighth.
 fn headroom_over(factor: f64, live: u64) -> u64 {
     (factor * live as f64) as u64 + TARGET_HEADROOM
+}
+
+/// What compaction may still move once `allocated` bytes were requested and `moved` moved.
+pub fn move_budget(allocated: u64, moved: u64) -> u64 {
+    ((MAX_MOVED_SHARE * allocated as f64) as u64).saturating_sub(moved)
 }
 
 /// The segment an idle arena's `idle` bytes of segments merge into: their total, but no more
@@ -345,6 +365,13 @@ mod tests {
         assert_eq!(grown(100 * MIB, 100 * MIB), 53 * MIB, "capped by the budget of the peak");
         // Nothing released: the budget for 70 MiB live (1.05 x 70 + 8 MiB, less 60 MiB).
         assert_eq!(grown(0, 200 * MIB), 22016 * KIB);
+    }
+
+    #[test]
+    fn moves_stay_within_a_tenth_of_the_bytes_allocated() {
+        assert_eq!(move_budget(100 * MIB, 0), 10 * MIB);
+        assert_eq!(move_budget(100 * MIB, 4 * MIB), 6 * MIB);
+        assert_eq!(move_budget(100 * MIB, 12 * MIB), 0, "spent: nothing moves");
     }
 
     #[test]

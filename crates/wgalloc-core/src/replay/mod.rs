@@ -9,7 +9,7 @@ pub mod trace;
 
 use std::sync::Arc;
 
-pub use target::{SetTotals, TargetMisses};
+pub use target::{SetTotals, TargetBounds, TargetMisses};
 pub use trace::{Trace, TraceEvent};
 
 use crate::completion::Tracker;
