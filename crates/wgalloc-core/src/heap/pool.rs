@@ -12,10 +12,11 @@
 // segments have room. Held by `small_and_large_blocks_share_segments` (allocator_tests).
 
 // Note [Small-arena growth]
-// Invariant: a workload of small tensors reserves at most 6 MiB beyond what it keeps live, and
-// makes O(log) driver calls. A small request opens its arena with max(1 MiB, 3 x the request),
-// the second segment brings the arena to 4 MiB, and later ones double it, up to 6 MiB each.
-// Held by `small_requests_start_small_and_double`.
+// Invariant: a workload of small tensors reserves no more than PyTorch's 2 MiB small segments
+// would hold its bytes in (bytes first), and no segment of more than 2 MiB: a small request opens
+// its arena with max(1 MiB, 3 x the request) and later ones bring the arena to the next multiple
+// of 2 MiB above what it holds with the request. Driver calls then grow with the small bytes, as
+// PyTorch's do. Held by `small_requests_bring_the_arena_to_a_multiple_of_2_mib`.
 
 // Note [Large-request budget]
 // Invariant: after a large request, the arena holds at most 1.05 x the bytes live with it plus a
@@ -66,10 +67,8 @@ pub const MAX_SMALL_ALLOC: u64 = MIB;
 /// First segment of an arena for small requests, at least (and at least 3x the request).
 pub const SMALL_FIRST_SEGMENT: u64 = MIB;
 pub const SMALL_FIRST_FACTOR: u64 = 3;
-/// A second segment brings an arena under this size up to it.
-pub const SMALL_SECOND_TOTAL: u64 = 4 * MIB;
-/// Largest segment a small request grows its arena by.
-pub const SMALL_HEAP: u64 = 6 * MIB;
+/// Later small segments bring the arena to a multiple of this (PyTorch's small segment).
+pub const SMALL_STEP: u64 = 2 * MIB;
 /// Large requests: the arena grows to `LIVE_FACTOR` x (live + request) plus a slack of
 /// `SLACK_PER_LIVE` x (live + request), at most `MAX_SLACK`.
 pub const LIVE_FACTOR: f64 = 1.05;
@@ -218,10 +217,9 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved == 0 => {
             SMALL_FIRST_SEGMENT.max(SMALL_FIRST_FACTOR * aligned_size)
         }
-        _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved < SMALL_SECOND_TOTAL => {
-            SMALL_SECOND_TOTAL - arena.reserved
+        _ if aligned_size <= MAX_SMALL_ALLOC => {
+            (arena.reserved + aligned_size).next_multiple_of(SMALL_STEP) - arena.reserved
         }
-        _ if aligned_size <= MAX_SMALL_ALLOC => arena.reserved.min(SMALL_HEAP),
         _ => {
             let live = arena.live + aligned_size;
             // Note [Large-arena floor], [Large-request budget], [Geometric growth], [Idle segments are replaced]
@@ -296,13 +294,14 @@ mod tests {
     }
 
     #[test]
-    fn small_requests_start_small_and_double() {
+    fn small_requests_bring_the_arena_to_a_multiple_of_2_mib() {
         assert_eq!(size(PoolKind::DeviceSmall, 256, 0, 0), MIB);
         assert_eq!(size(PoolKind::DeviceSmall, 600 * KIB, 0, 0), 1856 * KIB, "3 x the first request");
-        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), 3 * MIB, "the second segment makes 4 MiB");
-        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, 1856 * KIB), 2240 * KIB, "from a larger first one too");
-        assert_eq!(size(PoolKind::SharedSmall, 256, 4 * MIB, 4 * MIB), 4 * MIB, "then the arena doubles");
-        assert_eq!(size(PoolKind::DeviceSmall, 256, 40 * MIB, 64 * MIB), SMALL_HEAP);
+        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), MIB, "the second segment makes 2 MiB");
+        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, 1856 * KIB), 192 * KIB, "from a larger first one too");
+        assert_eq!(size(PoolKind::DeviceSmall, 900 * KIB, MIB, 1856 * KIB), 2240 * KIB, "to 4 MiB past 2 MiB");
+        assert_eq!(size(PoolKind::SharedSmall, 256, 4 * MIB, 4 * MIB), 2 * MIB, "then 2 MiB at a time");
+        assert_eq!(size(PoolKind::DeviceSmall, 256, 40 * MIB, 64 * MIB + 320 * KIB), 1728 * KIB);
         assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
     }
 
