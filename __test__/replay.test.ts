@@ -19,8 +19,15 @@ interface PolicyFigures {
   driverAllocationsPer1000Requests: number
   events: number
   peakAllocatedBytes?: number
+  bytesAllocated?: number
+  driverFrees?: number
   bytesMoved?: number
   withinTarget?: boolean
+  target?: {
+    met: boolean
+    missed: string[]
+    bounds: { reservedOverLiveBytes: number; reservedPytorchCudaBytes: number; driverAllocations: number; bytesMoved: number }
+  }
   simulated?: boolean
 }
 
@@ -120,11 +127,12 @@ test('the simulated heap matches the device heap given the device limits', async
     const device = replayHeap(gpu.heap, trace)
     const simulated = simulate(trace, options)
     t.false(device.simulated)
-    const fields: (keyof PolicyFigures)[] = ['peakReservedBytes', 'driverAllocations', 'peakAllocatedBytes', 'peakLiveBytes']
+    const fields: (keyof PolicyFigures)[] = ['peakReservedBytes', 'driverAllocations', 'driverFrees', 'bytesMoved', 'peakAllocatedBytes', 'peakLiveBytes']
     for (const field of fields) {
       t.is(simulated[field], device[field], `${file}: ${field}`)
     }
     t.deepEqual(simulated.baselines, device.baselines, file)
+    t.deepEqual(simulated.target, device.target, file)
   }
 })
 
@@ -173,9 +181,30 @@ test('CLI: replay --simulate needs no GPU and reports every baseline; --json has
   t.truthy(pytorch)
   t.true(pytorch!.peakReservedBytes > 0 && pytorch!.driverAllocations > 0)
   t.deepEqual(out, JSON.parse(JSON.stringify(simulate(readTrace(file.split('/').pop()!)))))
+  // Bytes allocated, driver frees and the target's verdict, with bounds from the trace and pytorch-cuda.
+  const allocated = readTrace(file.split('/').pop()!).events.reduce((sum, e) => sum + (e.op === 'alloc' ? (e.size ?? 0) : 0), 0)
+  t.is(out.bytesAllocated, allocated)
+  t.is(pytorch!.bytesAllocated, allocated)
+  t.true(out.driverFrees! >= 0)
+  t.deepEqual(out.target!.bounds, {
+    reservedOverLiveBytes: Math.floor(1.15 * out.peakLiveBytes) + 8 * MIB,
+    reservedPytorchCudaBytes: pytorch!.peakReservedBytes,
+    driverAllocations: 2 * pytorch!.driverAllocations + 2,
+    bytesMoved: Math.floor(0.1 * allocated),
+  })
+  t.is(out.target!.met, out.target!.missed.length === 0)
+  t.is(
+    out.target!.met,
+    out.peakReservedBytes <= Math.min(out.target!.bounds.reservedOverLiveBytes, pytorch!.peakReservedBytes) &&
+      out.driverAllocations <= out.target!.bounds.driverAllocations &&
+      out.bytesMoved! <= out.target!.bounds.bytesMoved,
+  )
+  t.is(out.withinTarget, out.peakReservedBytes <= out.target!.bounds.reservedOverLiveBytes)
   const human = cli([file, '--simulate'])
   t.is(human.code, 0, human.stderr)
   for (const row of ['wgalloc (simulated)', 'pytorch-cuda', 'power-of-two', 'exact-size']) t.true(human.stdout.includes(row), row)
+  t.regex(human.stdout, /driver frees +bytes moved/)
+  t.regex(human.stdout, /\ntarget \(1\.15 x live \+ 8 MiB.*\): (met|missed: [a-z-, ]+)\n/)
   // Options that only fit one mode are refused.
   t.regex(
     cli([file, '--simulate', '--snapshot', join(tmpdir(), 'x.json')]).stderr,

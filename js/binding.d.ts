@@ -1457,6 +1457,21 @@ export interface ProfilerStats {
 }
 
 /**
+ * The heap's per-trace target on this trace (wgalloc-core `replay::target`): the most each
+ * figure may be. Driver allocations are also held as a total over a set of traces.
+ */
+export interface ReplayTargetBounds {
+  /** Peak reserved bytes: 1.15 x peak live + 8 MiB. */
+  reservedOverLiveBytes: number
+  /** Peak reserved bytes: pytorch-cuda's. */
+  reservedPytorchCudaBytes: number
+  /** Driver allocations: 2 x pytorch-cuda's + 2. */
+  driverAllocations: number
+  /** Bytes moved: 10% of the bytes the trace allocates. */
+  bytesMoved: number
+}
+
+/**
  * A token for one run's `cancel` option (the facade takes one per run given a signal).
  * @internal
  */
@@ -1510,8 +1525,12 @@ export interface SimulatedPolicy {
   peakReservedBytes: number
   /** Most requested bytes live at one time. */
   peakLiveBytes: number
+  /** Bytes the trace's allocations request in all (the same for every policy). */
+  bytesAllocated: number
   /** Buffers requested from the driver. */
   driverAllocations: number
+  /** Buffers given back to the driver. */
+  driverFrees: number
   /** Most bytes of blocks handed out at one time (wgalloc only). */
   peakAllocatedBytes?: number
   /** Allocations refused for lack of memory (only with a capacity). */
@@ -1618,6 +1637,8 @@ export interface TraceSimulation {
   wgalloc?: SimulatedPolicy
   /** `pytorch-cuda`, `power-of-two`, `exact-size`. */
   baselines: Array<SimulatedPolicy>
+  /** The target's bounds on this trace (from the pytorch-cuda baseline). */
+  target: ReplayTargetBounds
   /** The profile the simulated heap ended with, as JSON text (absent with `baselinesOnly`). */
   profile?: string
   /** What the warm start reserved (with `profile`). */

@@ -4,14 +4,11 @@
 // caching allocator policy, power-of-two buckets (ORT-WebGPU's / CachingHostAllocator's) and an
 // exact-size free list (tfjs-webgpu's buffer manager). Parsing, checking (bad events are
 // INVALID_ARGUMENT naming their index) and the simulations are in Rust (wgalloc-core `replay`).
-import type { SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
+import type { ReplayTargetBounds, SimulateTraceOptions, SimulatedPolicy, TraceSimulation } from './binding.js'
 import type { DeviceBlock } from './device-block.js'
 import { WgallocError, stringifyInput, toWgallocError, invalidArgument, shown } from './errors.js'
 import { type Heap, type HeapProfile, profileFromJson } from './heap.js'
 import { native } from './native.js'
-
-/** One small heap of slack, so tiny workloads are not judged by heap granularity. */
-const SLACK = 8 * 2 ** 20
 
 /** One event of an alloc/free trace. */
 export interface TraceEvent {
@@ -37,6 +34,23 @@ export interface Trace {
   peakLiveBytes?: number
 }
 
+/**
+ * A part of the heap's per-trace target (wgalloc-core `replay::target`, `TargetMisses::PART_NAMES`):
+ * peak reserved over 1.15 x peak live + 8 MiB, over pytorch-cuda's, driver allocations over
+ * 2 x pytorch-cuda's + 2, bytes moved over 10% of the bytes the trace allocates.
+ */
+export type TargetPart = 'reserved-over-live' | 'reserved-over-pytorch-cuda' | 'driver-allocations' | 'bytes-moved'
+
+/** The heap's per-trace target on one trace: its bounds and the parts missed. */
+export interface TargetVerdict {
+  /** Every part met. */
+  met: boolean
+  /** The parts missed, in the order of `TargetPart`. */
+  missed: TargetPart[]
+  /** The most each figure may be on this trace. */
+  bounds: ReplayTargetBounds
+}
+
 /** What each policy reports for a trace. */
 export interface PolicyFigures {
   policy: string
@@ -46,10 +60,17 @@ export interface PolicyFigures {
   driverAllocations: number
   driverAllocationsPer1000Requests: number
   events: number
+  /** Bytes the trace's allocations request in all. */
+  bytesAllocated?: number
+  /** Buffers given back to the driver (wgalloc only). */
+  driverFrees?: number
   peakAllocatedBytes?: number
   /** Bytes of live blocks the heap moved to make room (wgalloc only). */
   bytesMoved?: number
+  /** Peak reserved within 1.15 x peak live + 8 MiB (wgalloc only; `target` has every part). */
   withinTarget?: boolean
+  /** The per-trace target's verdict (wgalloc only). */
+  target?: TargetVerdict
   simulated?: boolean
   /** Allocations refused for lack of memory (wgalloc simulated with a `capacity` only). */
   failedAllocations?: number
@@ -109,7 +130,15 @@ export function checkTrace(trace: unknown): number {
   return simulateNative(trace, { baselinesOnly: true }).requests
 }
 
-function figures(policy: string, peakReserved: number, peakLive: number, driverAllocations: number, requests: number, events: number): PolicyFigures {
+function figures(
+  policy: string,
+  peakReserved: number,
+  peakLive: number,
+  driverAllocations: number,
+  requests: number,
+  events: number,
+  bytesAllocated: number,
+): PolicyFigures {
   return {
     policy,
     peakReservedBytes: peakReserved,
@@ -118,19 +147,33 @@ function figures(policy: string, peakReserved: number, peakLive: number, driverA
     driverAllocations,
     driverAllocationsPer1000Requests: (driverAllocations / requests) * 1000,
     events,
+    bytesAllocated,
   }
 }
 
-/** wgalloc's own figures: padding at the peak, bytes moved and the target check. */
-function withTarget(f: PolicyFigures, peakAllocated: number | undefined, bytesMoved: number): PolicyFigures {
-  f.peakAllocatedBytes = peakAllocated
-  f.bytesMoved = bytesMoved
-  f.withinTarget = f.peakReservedBytes <= 1.15 * f.peakLiveBytes + SLACK
+/** wgalloc's own figures: padding at the peak, bytes moved, driver frees and the target's verdict against `bounds` (from Rust). */
+function withTarget(
+  f: PolicyFigures,
+  own: { peakAllocated: number | undefined; bytesMoved: number; driverFrees: number },
+  bounds: ReplayTargetBounds,
+): PolicyFigures {
+  f.peakAllocatedBytes = own.peakAllocated
+  f.bytesMoved = own.bytesMoved
+  f.driverFrees = own.driverFrees
+  const parts: [TargetPart, boolean][] = [
+    ['reserved-over-live', f.peakReservedBytes > bounds.reservedOverLiveBytes],
+    ['reserved-over-pytorch-cuda', f.peakReservedBytes > bounds.reservedPytorchCudaBytes],
+    ['driver-allocations', f.driverAllocations > bounds.driverAllocations],
+    ['bytes-moved', own.bytesMoved > bounds.bytesMoved],
+  ]
+  const missed = parts.filter(([, miss]) => miss).map(([part]) => part)
+  f.withinTarget = !missed.includes('reserved-over-live')
+  f.target = { met: missed.length === 0, missed, bounds }
   return f
 }
 
 const fromNative = (sim: TraceSimulation, p: SimulatedPolicy) =>
-  figures(p.policy, p.peakReservedBytes, p.peakLiveBytes, p.driverAllocations, sim.requests, sim.events)
+  figures(p.policy, p.peakReservedBytes, p.peakLiveBytes, p.driverAllocations, sim.requests, sim.events, p.bytesAllocated)
 
 /** The baselines of a trace: `[pytorch-cuda, power-of-two, exact-size]`. */
 export function baselines(trace: unknown): PolicyFigures[] {
@@ -152,7 +195,11 @@ export function simulate(trace: unknown, options?: Omit<SimulateTraceOptions, 'p
   const sim = simulateNative(trace, { ...options, profile: text })
   if (!sim.wgalloc) throw new WgallocError('INTERNAL', 'the simulation returned no figures for the heap')
   const ours: ReplayFigures = {
-    ...withTarget({ ...fromNative(sim, sim.wgalloc), simulated: true }, sim.wgalloc.peakAllocatedBytes, sim.wgalloc.bytesMoved),
+    ...withTarget(
+      { ...fromNative(sim, sim.wgalloc), simulated: true },
+      { peakAllocated: sim.wgalloc.peakAllocatedBytes, bytesMoved: sim.wgalloc.bytesMoved, driverFrees: sim.wgalloc.driverFrees },
+      sim.target,
+    ),
     baselines: sim.baselines.map((p) => fromNative(sim, p)),
   }
   if (options?.capacity !== undefined) ours.failedAllocations = sim.wgalloc.failedAllocations
@@ -196,11 +243,12 @@ export function replayHeap(heap: Heap, trace: Trace, options?: ReplayOptions): R
     for (const [block] of live.values()) block.free()
   }
   const s = heap.stats()
+  const bytesAllocated = sim.baselines[0].bytesAllocated
   const ours = withTarget(
-    { ...figures('wgalloc', s.reservedBytes.peak, peakLive, s.driverAllocations, sim.requests, sim.events), simulated: false },
+    { ...figures('wgalloc', s.reservedBytes.peak, peakLive, s.driverAllocations, sim.requests, sim.events, bytesAllocated), simulated: false },
     // Bytes of blocks at the peak (alignment padding and best-fit holes inside segments show here).
-    s.allocatedBytes.peak,
-    s.bytesMoved,
+    { peakAllocated: s.allocatedBytes.peak, bytesMoved: s.bytesMoved, driverFrees: s.driverFrees },
+    sim.target,
   )
   const out: ReplayFigures = { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)), profile: heap.profile() }
   if (warm) out.warmStart = warmFigures(out, warm.segments, warm.reservedBytes)

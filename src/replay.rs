@@ -41,8 +41,12 @@ pub struct SimulatedPolicy {
     pub peak_reserved_bytes: f64,
     /// Most requested bytes live at one time.
     pub peak_live_bytes: f64,
+    /// Bytes the trace's allocations request in all (the same for every policy).
+    pub bytes_allocated: f64,
     /// Buffers requested from the driver.
     pub driver_allocations: f64,
+    /// Buffers given back to the driver.
+    pub driver_frees: f64,
     /// Most bytes of blocks handed out at one time (wgalloc only).
     pub peak_allocated_bytes: Option<f64>,
     /// Allocations refused for lack of memory (only with a capacity).
@@ -57,10 +61,37 @@ impl From<replay::PolicyFigures> for SimulatedPolicy {
             policy: p.policy.to_string(),
             peak_reserved_bytes: p.peak_reserved as f64,
             peak_live_bytes: p.peak_live as f64,
+            bytes_allocated: p.bytes_allocated as f64,
             driver_allocations: p.driver_allocations as f64,
+            driver_frees: p.driver_frees as f64,
             peak_allocated_bytes: p.peak_allocated.map(|b| b as f64),
             failed_allocations: p.failed_allocations as f64,
             bytes_moved: p.bytes_moved as f64,
+        }
+    }
+}
+
+/// The heap's per-trace target on this trace (wgalloc-core `replay::target`): the most each
+/// figure may be. Driver allocations are also held as a total over a set of traces.
+#[napi(object)]
+pub struct ReplayTargetBounds {
+    /// Peak reserved bytes: 1.15 x peak live + 8 MiB.
+    pub reserved_over_live_bytes: f64,
+    /// Peak reserved bytes: pytorch-cuda's.
+    pub reserved_pytorch_cuda_bytes: f64,
+    /// Driver allocations: 2 x pytorch-cuda's + 2.
+    pub driver_allocations: f64,
+    /// Bytes moved: 10% of the bytes the trace allocates.
+    pub bytes_moved: f64,
+}
+
+impl From<replay::TargetBounds> for ReplayTargetBounds {
+    fn from(b: replay::TargetBounds) -> Self {
+        ReplayTargetBounds {
+            reserved_over_live_bytes: b.reserved_over_live as f64,
+            reserved_pytorch_cuda_bytes: b.reserved_pytorch as f64,
+            driver_allocations: b.driver_allocations as f64,
+            bytes_moved: b.bytes_moved as f64,
         }
     }
 }
@@ -76,6 +107,8 @@ pub struct TraceSimulation {
     pub wgalloc: Option<SimulatedPolicy>,
     /// `pytorch-cuda`, `power-of-two`, `exact-size`.
     pub baselines: Vec<SimulatedPolicy>,
+    /// The target's bounds on this trace (from the pytorch-cuda baseline).
+    pub target: ReplayTargetBounds,
     /// The profile the simulated heap ended with, as JSON text (absent with `baselinesOnly`).
     pub profile: Option<String>,
     /// What the warm start reserved (with `profile`).
@@ -122,12 +155,14 @@ fn simulate(text: &str, options: Option<SimulateTraceOptions>) -> Result<TraceSi
     let trace = Trace::parse(text).napi()?;
     let run =
         if baselines_only { None } else { Some(replay::simulate_heap_from(&trace, &o, profile.as_ref()).napi()?) };
+    let baselines = replay::baselines(&trace, o.capacity);
     Ok(TraceSimulation {
         requests: trace.requests as f64,
         events: trace.events.len() as f64,
         profile: run.as_ref().map(|r| r.profile.to_json().to_string()),
         warm_start: run.as_ref().and_then(|r| r.warm_start).map(Into::into),
         wgalloc: run.map(|r| r.figures.into()),
-        baselines: replay::baselines(&trace, o.capacity).into_iter().map(Into::into).collect(),
+        target: replay::TargetBounds::of(&baselines[0]).into(),
+        baselines: baselines.into_iter().map(Into::into).collect(),
     })
 }

@@ -91,9 +91,16 @@ export default async function replay(argv: string[]): Promise<number> {
     Number(f.fragmentation.toFixed(3)),
     f.driverAllocations,
     Number(f.driverAllocationsPer1000Requests.toFixed(1)),
+    f.driverFrees ?? '',
+    f.bytesMoved === undefined ? '' : bytes(f.bytesMoved),
   ])
-  console.log(`${file}: ${ours.events} events, ${trace.requests ?? 1} requests\n`)
-  console.log(table(['policy', 'peak reserved', 'peak live', 'reserved/live', 'driver allocs', 'per 1000 requests'], rows))
+  console.log(`${file}: ${ours.events} events, ${trace.requests ?? 1} requests, ${bytes(ours.bytesAllocated ?? 0)} allocated\n`)
+  console.log(table(['policy', 'peak reserved', 'peak live', 'reserved/live', 'driver allocs', 'per 1000 requests', 'driver frees', 'bytes moved'], rows))
+  const verdict = ours.target
+  if (verdict)
+    console.log(
+      `\ntarget (1.15 x live + 8 MiB, pytorch-cuda's bytes, 2 x its driver allocs + 2, moves <= 10% of allocated): ${verdict.met ? 'met' : `missed: ${verdict.missed.join(', ')}`}`,
+    )
   const w = ours.warmStart
   if (w) {
     console.log(

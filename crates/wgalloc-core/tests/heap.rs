@@ -607,6 +607,13 @@ fn slide_case(sizes: &[f64], freed: &[usize], mover: usize, need: f64, to: f64) 
             kept.push((i, b));
         }
     }
+    // Traffic that returns each block to the hole it took: compaction moves at most a tenth of
+    // the bytes requested (Note [Moves within a tenth]), so the heap must have served ten times
+    // the mover's bytes.
+    let churn = 64 << 10;
+    for _ in 0..=10 * bytes(sizes[mover]) / churn {
+        heap.malloc(churn, Usage::Device).unwrap().free().unwrap();
+    }
     let m = &kept.iter().find(|(i, _)| *i == mover).unwrap().1;
     let reader = moved_block_reader(&gpu);
     let queued = reader.submit(m);

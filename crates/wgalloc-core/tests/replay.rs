@@ -1,67 +1,69 @@
-//! The heap's segment policy on every eager trace in bench/data/traces, simulated (no device):
-//! it stays within 1.15 x live plus 8 MiB, reserves no more than PyTorch's CUDA caching allocator
-//! policy and calls the driver no more often, and keeps tiny workloads tiny, on every trace but
-//! the known gaps below, which must not get worse.
+//! The heap's policy on every eager trace of `bench/data`, simulated (no device), held to the
+//! target of `replay::target`: bytes within 1.15 x live + 8 MiB and within pytorch-cuda's on every
+//! trace, driver allocations within pytorch-cuda's total per set and 2 x its count + 2 per trace,
+//! bytes moved within 10% of the bytes allocated. A trace that misses a part today is listed below
+//! with its figures: the test fails if it gets worse, and if it meets the target while listed.
 
 use std::path::PathBuf;
 
-use wgalloc_core::replay::{simulate, simulate_heap, PolicyFigures, SimulationOptions, Trace};
+use wgalloc_core::replay::{simulate, simulate_heap, PolicyFigures, SetTotals, SimulationOptions, Trace};
 
 const MIB: u64 = 1 << 20;
 
-/// A trace on which the policy misses part of the target today: the reserved/live ratio and the
-/// driver allocations it must stay at or below. Every other part of the target still holds.
-struct Gap {
+/// A trace that misses part of the target today: the parts it misses (names of
+/// `TargetMisses::PART_NAMES`) and the figures it must stay at or below.
+struct KnownMiss {
     trace: &'static str,
+    missed: &'static [&'static str],
+    /// Peak reserved / peak live.
     ratio: f64,
     driver_allocations: u64,
+    /// Bytes moved / bytes allocated.
+    moved_share: f64,
 }
 
-/// PP-OCRv4 rec at 6x3x48x960 calls the driver once more than pytorch-cuda: a pair of 8.4 MiB
-/// requests comes when the arena holds one 12.7 MiB segment (the floor, 4 x the first request),
-/// room for the pair would cross the target for the bytes live, and pytorch-cuda's first 20 MiB
-/// segment takes it. PP-OCRv6 small rec at 6x3x48x320 reserves 1.284x against pytorch-cuda's
-/// 1.168x and calls the driver 5 times against 3: its first phase fits one 20 MiB PyTorch
-/// segment, which then takes the first of two 17 MiB outputs at the end (4 driver calls while
-/// the floor was 5 x the request; that bound fixed three other traces). A trace missing here
-/// must meet the target.
-const KNOWN_GAPS: &[Gap] = &[
-    Gap { trace: "ppocr-v4-rec.6x3x48x960", ratio: 1.21, driver_allocations: 6 },
-    Gap { trace: "ppocr-v6-small-rec.6x3x48x320", ratio: 1.29, driver_allocations: 5 },
-];
+/// Recorded traces (`bench/data/traces`).
+/// - `ppocr-v6-small-rec.6x3x48x320` reserves 1.284 x live against pytorch-cuda's 1.168: its
+///   first phase fits one 20 MiB PyTorch segment, which then takes the first of two 17 MiB
+///   outputs at the end; ours, sized to the bytes live in the first phase, cannot.
+const RECORDED_MISSES: &[KnownMiss] = &[KnownMiss {
+    trace: "ppocr-v6-small-rec.6x3x48x320",
+    missed: &["reserved-over-pytorch-cuda"],
+    ratio: 1.285,
+    driver_allocations: 5,
+    moved_share: 0.0,
+}];
 
-/// Held-out architectures (bench/data/synthetic, generated from tensor shapes; the policy was
-/// not tuned on them) where it misses part of the target today, each with the reserved/live
-/// ratio and driver allocations it must stay at or below:
+/// Generated architectures (`bench/data/synthetic`; the policy was not tuned on them).
 /// - `bert.mix`: the attention scores of one request are larger than any tensor before. The
 ///   idle arena merged into one 150 MiB segment (its growth budget when 135 MiB was the most
 ///   ever live) takes the first of two 84 MiB tensors; it cannot hold both, so the second gets
-///   a segment of its own (1.237 against 1.192 allowed). No plan of moves helps: the two
-///   tensors need 168 MiB of ranges in segments of 150 and 84. (`vit.mix`, 1.399 before the
-///   top-up, meets the target: its merged segment could hold both of its large tensors once
-///   the small blocks around the first moved to a segment of what the budget left.)
-/// - `unet.mix`: one driver call more than pytorch-cuda (7 against 6), whose 20 MiB segments
-///   hold the 3-9 MiB tensors that come later; ours, sized to the bytes live, fill up first.
-const SYNTHETIC_GAPS: &[Gap] = &[
-    Gap { trace: "bert.mix", ratio: 1.24, driver_allocations: 12 },
-    Gap { trace: "unet.mix", ratio: 1.09, driver_allocations: 7 },
+///   a segment of its own (1.237 against 1.192 allowed).
+/// - `gpt-decode.4x256x32` and `yolo.1x640x640` move more than a tenth of the bytes they
+///   allocate: compaction keeps them at one segment where pytorch-cuda reserves 1.07 and 2.35 x.
+const SYNTHETIC_MISSES: &[KnownMiss] = &[
+    KnownMiss {
+        trace: "bert.mix",
+        missed: &["reserved-over-live"],
+        ratio: 1.238,
+        driver_allocations: 12,
+        moved_share: 0.029,
+    },
+    KnownMiss {
+        trace: "gpt-decode.4x256x32",
+        missed: &["bytes-moved"],
+        ratio: 1.069,
+        driver_allocations: 8,
+        moved_share: 0.403,
+    },
+    KnownMiss {
+        trace: "yolo.1x640x640",
+        missed: &["bytes-moved"],
+        ratio: 1.0,
+        driver_allocations: 1,
+        moved_share: 0.132,
+    },
 ];
-
-/// Whether trace `name` is one of `gaps`, after checking that it got no worse than its gap.
-fn holds_its_gap(gaps: &[Gap], name: &str, ours: &PolicyFigures) -> bool {
-    let Some(gap) = gaps.iter().find(|gap| gap.trace == name.trim_end_matches(".trace.json")) else {
-        return false;
-    };
-    assert!(
-        ours.ratio() <= gap.ratio && ours.driver_allocations <= gap.driver_allocations,
-        "{name}: reserved/live {:.3} (at most {}), {} driver allocations (at most {})",
-        ours.ratio(),
-        gap.ratio,
-        ours.driver_allocations,
-        gap.driver_allocations
-    );
-    true
-}
 
 fn traces(folder: &str, at_least: usize) -> Vec<(String, Trace)> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/data")).join(folder);
@@ -76,62 +78,67 @@ fn traces(folder: &str, at_least: usize) -> Vec<(String, Trace)> {
         .into_iter()
         .map(|f| {
             let text = std::fs::read_to_string(&f).unwrap();
-            (f.file_name().unwrap().to_string_lossy().into_owned(), Trace::parse(&text).unwrap())
+            let name = f.file_name().unwrap().to_string_lossy().trim_end_matches(".trace.json").to_string();
+            (name, Trace::parse(&text).unwrap())
         })
         .collect()
 }
 
-#[test]
-fn the_heap_policy_holds_on_every_trace() {
+/// Every trace of `folder` meets the target but the `known` misses, which miss exactly their
+/// parts and stay within their figures; the set's driver total stays within pytorch-cuda's.
+/// Returns the geometric mean of reserved/live over the traces above 16 MiB live, at alignment 256.
+fn holds_the_target(folder: &str, at_least: usize, known: &[KnownMiss]) -> f64 {
+    let all = traces(folder, at_least);
+    for miss in known {
+        assert!(all.iter().any(|(name, _)| name == miss.trace), "{}: no such trace in {folder}", miss.trace);
+    }
     let (mut log_sum, mut large) = (0.0, 0);
-    let all = traces("traces", 20);
     for alignment in [32, 256] {
         let mut options = SimulationOptions::default();
         options.limits.alignment = alignment;
+        let mut set = SetTotals::default();
         for (name, trace) in &all {
             let sim = simulate(trace, &options).unwrap();
             let (ours, pytorch) = (&sim.wgalloc, &sim.baselines[0]);
             assert_eq!(pytorch.policy, "pytorch-cuda");
-            let within = ours.peak_reserved as f64 <= 1.15 * ours.peak_live as f64 + (8 * MIB) as f64;
-            assert!(within, "{name} at alignment {alignment}: {ours:?} above 1.15 x live + 8 MiB");
-            if !holds_its_gap(KNOWN_GAPS, name, ours) {
-                assert!(
-                    ours.peak_reserved <= pytorch.peak_reserved
-                        && ours.driver_allocations <= pytorch.driver_allocations,
-                    "{name} at alignment {alignment}: {ours:?} against pytorch-cuda {pytorch:?}"
-                );
+            let verdict = set.add(ours, pytorch);
+            let moved_share = ours.bytes_moved as f64 / ours.bytes_allocated.max(1) as f64;
+            let at = format!("{folder}/{name} at alignment {alignment}: {ours:?} against pytorch-cuda {pytorch:?}");
+            match known.iter().find(|miss| miss.trace == name) {
+                Some(miss) => {
+                    assert_eq!(verdict.missed(), miss.missed, "{at}: update its known miss");
+                    assert!(
+                        ours.ratio() <= miss.ratio
+                            && ours.driver_allocations <= miss.driver_allocations
+                            && moved_share <= miss.moved_share,
+                        "{at}: worse than its known miss (moved {moved_share:.3} of the bytes allocated)"
+                    );
+                }
+                None => assert!(verdict.met(), "{at}: misses {:?}", verdict.missed()),
             }
             if ours.peak_live < 3 * MIB {
                 // Tiny workloads: at most what the heap took before arenas (4 MiB, 3 driver calls).
-                assert!(ours.peak_reserved <= 4 * MIB && ours.driver_allocations <= 3, "{name}: {ours:?}");
+                assert!(ours.peak_reserved <= 4 * MIB && ours.driver_allocations <= 3, "{at}");
             } else if ours.peak_live >= 16 * MIB && alignment == 256 {
                 log_sum += ours.ratio().ln();
                 large += 1;
             }
         }
+        assert!(set.driver_total_met(), "{folder} at alignment {alignment}: {set:?}");
     }
-    let geomean = (log_sum / large as f64).exp();
+    (log_sum / large.max(1) as f64).exp()
+}
+
+#[test]
+fn recorded_traces_meet_the_target_but_their_known_misses() {
+    let geomean = holds_the_target("traces", 46, RECORDED_MISSES);
     assert!(geomean <= 1.17, "geometric mean of reserved/live over the large traces: {geomean:.3}");
 }
 
 #[test]
-fn held_out_architectures_stay_within_their_known_gaps() {
-    for alignment in [32, 256] {
-        let mut options = SimulationOptions::default();
-        options.limits.alignment = alignment;
-        for (name, trace) in &traces("synthetic", 28) {
-            let sim = simulate(trace, &options).unwrap();
-            let (ours, pytorch) = (&sim.wgalloc, &sim.baselines[0]);
-            if !holds_its_gap(SYNTHETIC_GAPS, name, ours) {
-                assert!(
-                    ours.peak_reserved as f64 <= 1.15 * ours.peak_live as f64 + (8 * MIB) as f64
-                        && ours.peak_reserved <= pytorch.peak_reserved
-                        && ours.driver_allocations <= pytorch.driver_allocations,
-                    "{name} at alignment {alignment}: {ours:?} against pytorch-cuda {pytorch:?}"
-                );
-            }
-        }
-    }
+fn generated_traces_meet_the_target_but_their_known_misses() {
+    let geomean = holds_the_target("synthetic", 28, SYNTHETIC_MISSES);
+    assert!(geomean <= 1.17, "geometric mean of reserved/live over the large traces: {geomean:.3}");
 }
 
 /// Ten identical training steps: the heap calls the driver in the first two only (the second
@@ -142,7 +149,7 @@ fn held_out_architectures_stay_within_their_known_gaps() {
 fn repeated_training_steps_stop_calling_the_driver_after_the_second() {
     let (_, trace) = traces("synthetic", 28)
         .into_iter()
-        .find(|(name, _)| name == "resnet-train.steps32.trace.json")
+        .find(|(name, _)| name == "resnet-train.steps32")
         .expect("bench/data/synthetic/resnet-train.steps32.trace.json");
     assert_eq!(trace.requests, 10);
     let step = trace.events.len() / 10;
@@ -163,7 +170,7 @@ fn repeated_training_steps_stop_calling_the_driver_after_the_second() {
 /// request, a trace that ends there allows 1.15 x 1.05 + 8 = 9.2 MiB, while one that goes on to
 /// two 8 MiB requests needs its first segment to hold all 17.05 MiB to call the driver once, as
 /// pytorch-cuda does (a request under 10 MiB gets a 20 MiB segment). The heap keeps to the bytes
-/// and calls the driver again; the driver-call misses above are of this kind.
+/// and calls the driver again: driver allocations are held as a total over a set, bytes per trace.
 #[test]
 fn two_traces_that_begin_alike_cannot_both_meet_every_part_of_the_target() {
     let first = MIB + MIB / 20;
@@ -175,7 +182,7 @@ fn two_traces_that_begin_alike_cannot_both_meet_every_part_of_the_target() {
     );
     let options = SimulationOptions::default();
     let [alone, grown] = [alone, grown].map(|text| simulate(&Trace::parse(&text).unwrap(), &options).unwrap());
-    let target = |f: &PolicyFigures| (1.15 * f.peak_live as f64) as u64 + 8 * MIB;
+    let target = |f: &PolicyFigures| wgalloc_core::heap::pool::target(f.peak_live);
     for sim in [&alone, &grown] {
         let pytorch = &sim.baselines[0];
         assert_eq!((pytorch.peak_reserved, pytorch.driver_allocations), (20 * MIB, 1), "{pytorch:?}");

@@ -442,9 +442,29 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// Returns whether they moved.
     fn compact(&self, st: &mut State<S>, need: u64) -> bool {
         let view = arena_view(st);
-        let limit = compaction::Limit::for_request(need);
+        let limit = self.move_limit(st, need);
         compaction::open_range(&view, need, self.limits.max_binding, limit)
             .is_some_and(|plan| self.apply_moves(st, &plan))
+    }
+
+    /// What a plan for a request of `need` bytes may copy. Note [Moves within a tenth]: where the
+    /// segment a miss would get keeps the arena within the growth ceiling, what the tenth of the
+    /// bytes requested (this request included) leaves; past it, bytes come first.
+    fn move_limit(&self, st: &State<S>, need: u64) -> compaction::Limit {
+        let limit = compaction::Limit::for_request(need);
+        let arena = ArenaFigures { live_peak: st.live_peak[DEVICE_ARENA], ..arena_figures(&st.stats, DEVICE_ARENA) };
+        let (size, _) = pool::segment_size(
+            PoolKind::DeviceLarge,
+            need,
+            arena,
+            self.limits.max_buffer_size,
+            self.limits.max_binding,
+        );
+        if arena.reserved + size > pool::growth_ceiling(arena.live + need) {
+            return limit;
+        }
+        let left = pool::move_budget(st.stats.requested_bytes.allocated.saturating_add(need), st.stats.bytes_moved);
+        compaction::Limit { bytes: limit.bytes.min(left), ..limit }
     }
 
     /// A large miss whose new segment would take the arena past its growth budget, when a

@@ -53,7 +53,7 @@ pub fn simulate(trace: &Trace, keying: Keying) -> PolicyFigures {
             TraceEvent::Free { slot } => *cached.entry(live_keys[slot as usize]).or_default() += 1,
         }
     }
-    PolicyFigures::baseline(keying.policy(), peak_reserved, trace.peak_live, driver, 0)
+    PolicyFigures::baseline(keying.policy(), peak_reserved, trace.peak_live, trace.bytes_allocated(), driver, 0, 0)
 }
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 
 pub mod keyed;
 pub mod pytorch_cuda;
+pub mod target;
 pub mod trace;
 
 use std::sync::Arc;
 
+pub use target::{SetTotals, TargetBounds, TargetMisses};
 pub use trace::{Trace, TraceEvent};
 
 use wgalloc_heap::{CpuStorage, HeapCore, HeapLimits, HeapProfile, HostCompletion, Usage, WarmStart, Watermarks};
@@ -24,8 +26,12 @@ pub struct PolicyFigures {
     pub peak_reserved: u64,
     /// Most requested bytes live at one time (the trace's, the same for every policy).
     pub peak_live: u64,
+    /// Bytes the trace's allocations request in all (the trace's, the same for every policy).
+    pub bytes_allocated: u64,
     /// Buffers requested from the driver.
     pub driver_allocations: u64,
+    /// Buffers given back to the driver.
+    pub driver_frees: u64,
     /// Most bytes of blocks handed out at one time (wgalloc: requests plus alignment padding).
     pub peak_allocated: Option<u64>,
     /// Allocations refused for lack of memory (only with a capacity).
@@ -35,12 +41,22 @@ pub struct PolicyFigures {
 }
 
 impl PolicyFigures {
-    pub(crate) fn baseline(policy: &'static str, peak_reserved: u64, peak_live: u64, driver: u64, failed: u64) -> Self {
+    pub(crate) fn baseline(
+        policy: &'static str,
+        peak_reserved: u64,
+        peak_live: u64,
+        bytes_allocated: u64,
+        driver: u64,
+        driver_frees: u64,
+        failed: u64,
+    ) -> Self {
         PolicyFigures {
             policy,
             peak_reserved,
             peak_live,
+            bytes_allocated,
             driver_allocations: driver,
+            driver_frees,
             peak_allocated: None,
             failed_allocations: failed,
             bytes_moved: 0,
@@ -90,6 +106,13 @@ pub struct Simulation {
     pub wgalloc: PolicyFigures,
     /// pytorch-cuda, power-of-two, exact-size.
     pub baselines: Vec<PolicyFigures>,
+}
+
+impl Simulation {
+    /// Which parts of the restated target the heap misses on this trace.
+    pub fn target(&self) -> TargetMisses {
+        target::check(&self.wgalloc, &self.baselines[0])
+    }
 }
 
 pub fn simulate(trace: &Trace, options: &SimulationOptions) -> Result<Simulation> {
@@ -163,7 +186,9 @@ pub fn simulate_heap_from(
         policy: "wgalloc",
         peak_reserved: s.reserved_bytes.peak,
         peak_live: trace.peak_live,
+        bytes_allocated: trace.bytes_allocated(),
         driver_allocations: s.driver_allocations,
+        driver_frees: s.driver_frees,
         peak_allocated: Some(s.allocated_bytes.peak),
         failed_allocations: failed,
         bytes_moved: s.bytes_moved,
@@ -188,5 +213,13 @@ pub fn simulate_pytorch_cuda(trace: &Trace, capacity: Option<u64>) -> PolicyFigu
             }
         }
     }
-    PolicyFigures::baseline("pytorch-cuda", a.peak_reserved, trace.peak_live, a.driver_allocations, failed)
+    PolicyFigures::baseline(
+        "pytorch-cuda",
+        a.peak_reserved,
+        trace.peak_live,
+        trace.bytes_allocated(),
+        a.driver_allocations,
+        a.driver_frees,
+        failed,
+    )
 }

@@ -112,6 +112,14 @@ impl Trace {
         }
         Ok(Trace { events: out, slots: live.len(), requests, peak_live })
     }
+
+    /// Bytes the trace's allocations request in all (saturating).
+    pub fn bytes_allocated(&self) -> u64 {
+        self.events.iter().fold(0u64, |sum, e| match *e {
+            TraceEvent::Alloc { size, .. } => sum.saturating_add(size),
+            TraceEvent::Free { .. } => sum,
+        })
+    }
 }
 
 /// A byte count: an integer from 0 to 2^53-1 (zero-sized tensors exist).
@@ -150,7 +158,7 @@ mod tests {
                 {"op":"free","id":"a"}, {"op":"alloc","id":"a","size":2}, {"op":"free","id":7}, {"op":"free","id":"a"}]}"#,
         )
         .unwrap();
-        assert_eq!((t.slots, t.requests, t.peak_live), (2, 2, 12));
+        assert_eq!((t.slots, t.requests, t.peak_live, t.bytes_allocated()), (2, 2, 12, 14));
         assert_eq!(t.events[3], TraceEvent::Alloc { slot: 0, size: 2 });
         assert_eq!(t.events[4], TraceEvent::Free { slot: 1 });
     }
