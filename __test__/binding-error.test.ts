@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import test, { type ExecutionContext } from 'ava'
 
-const { targetName, currentTarget } = require('../dist/binding-error.js') as {
+const { targetName, currentTarget } = require('../dist/internal/binding-error.js') as {
   targetName: (triple: string) => string
   currentTarget: () => { target: string }
 }

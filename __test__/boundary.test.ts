@@ -6,7 +6,7 @@ import { Gpu, WgallocError } from 'wgalloc'
 import { chain } from './graphs.js'
 import { gpu, type NodeResult, pattern, runNode } from './helpers.js'
 
-const { native } = require('../dist/native.js') as { native: { hostViewRegistryLength: () => number } }
+const { native } = require('../dist/internal/native.js') as { native: { hostViewRegistryLength: () => number } }
 
 const ENTRY = JSON.stringify(require.resolve('..'))
 const GRAPHS = JSON.stringify(require.resolve('./graphs.js'))

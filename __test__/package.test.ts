@@ -11,7 +11,7 @@ import test from 'ava'
 import * as wgalloc from 'wgalloc'
 import { planMemory } from 'wgalloc'
 
-const { currentTarget } = require('../dist/binding-error.js') as { currentTarget: () => { target: string } }
+const { currentTarget } = require('../dist/internal/binding-error.js') as { currentTarget: () => { target: string } }
 
 const root = join(__dirname, '..')
 const pkg = require('../package.json') as {

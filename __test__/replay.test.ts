@@ -54,7 +54,7 @@ const { simulate, baselines, replayHeap } = require('../dist/replay.js') as {
   baselines: (trace: unknown) => PolicyFigures[]
   replayHeap: (heap: Heap, trace: Trace) => ReplayFigures
 }
-const { native } = require('../dist/native.js') as { native: { simulateTrace: (json: string, options?: SimulateTraceOptions) => unknown } }
+const { native } = require('../dist/internal/native.js') as { native: { simulateTrace: (json: string, options?: SimulateTraceOptions) => unknown } }
 
 /** A trace file of bench/data/traces: the events with their stated totals. */
 type TraceFile = Trace & { peakLiveBytes: number; numEvents: number }

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import test from 'ava'
 import ts from 'typescript'
 
-const { native } = require('../dist/native.js') as { native: { constantTables(): Record<string, string[]> } }
+const { native } = require('../dist/internal/native.js') as { native: { constantTables(): Record<string, string[]> } }
 
 const ENTRY = join(__dirname, '../index.d.ts')
 

@@ -1,8 +1,8 @@
 // `GpuBuffer`: a plain device buffer outside the heap, for data movement.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import { shown, invalidArgument, noConstructor } from './errors.js'
-import type { Binding } from './native.js'
+import type { Binding } from './internal/native.js'
 
 const kCreate = Symbol('GpuBuffer.create')
 let create: (handle: Binding.GpuBuffer) => GpuBuffer

@@ -33,7 +33,7 @@ const report = (err: unknown) => {
 async function main(argv: string[]): Promise<number> {
   // Load the addon before the commands do, so a missing binary is reported like any other
   // error (what to install) rather than as a stack trace.
-  require('./native.js')
+  require('./internal/native.js')
   const [name, ...rest] = argv
   if (!name || name === 'help' || name === '--help' || name === '-h') {
     console.log(usage())

@@ -3,15 +3,15 @@
 // allocator itself (src/block_table.rs), so malloc and free are two raw native calls on
 // numbers, and operations that need the block's buffer fetch a native handle once.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { BlockInfo, HeapEvent } from './binding.js'
-import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './bytes.js'
+import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './internal/bytes.js'
 import { WgallocError, shown, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import type { Heap } from './heap.js'
 import type { HeapEvents } from './heap-events.js'
-import { type Binding, native, type NativeHeapTable } from './native.js'
-import { type AsyncOptions, callWithSignal } from './signal.js'
+import { type Binding, native, type NativeHeapTable } from './internal/native.js'
+import { type AsyncOptions, callWithSignal } from './internal/signal.js'
 import { type Stream, streamHandle } from './stream.js'
 
 /** Options of `block.read()`. */

@@ -1,9 +1,9 @@
 // `GpuEvent`: one queue submission, to query or wait on.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import { optionsObject, noConstructor } from './errors.js'
-import type { Binding } from './native.js'
-import { type AsyncOptions, callWithSignal } from './signal.js'
+import type { Binding } from './internal/native.js'
+import { type AsyncOptions, callWithSignal } from './internal/signal.js'
 
 const kCreate = Symbol('GpuEvent.create')
 let create: (handle: Binding.GpuEvent) => GpuEvent

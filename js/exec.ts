@@ -1,11 +1,11 @@
 // Plan execution: compiled executors, shared weights and shape-keyed executors, with typed
 // inputs and outputs, device-resident I/O and profile-guided planning (`plan: 'observe'`).
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from './binding.js'
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { type HeapScope, nativeScope } from './heap-scope.js'
-import { LiveObjects } from './live-objects.js'
+import { LiveObjects } from './internal/live-objects.js'
 import { WgallocError, optionsObject, parseJson, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
 import {
   type Graph,
@@ -23,9 +23,9 @@ import {
   typed,
   zeroInputs,
 } from './graph.js'
-import { type Binding, native } from './native.js'
+import { type Binding, native } from './internal/native.js'
 import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
-import { type AsyncOptions, checkSignal, withSignal } from './signal.js'
+import { type AsyncOptions, checkSignal, withSignal } from './internal/signal.js'
 
 /** Options of `gpu.compile()`. */
 export interface CompileOptions extends AsyncOptions {

@@ -1,10 +1,10 @@
 // `Gpu`: an open device (adapter, device, queue, poller thread) and the entry to everything
 // else: its heap, host cache, profiler, streams, kernels, transfers and executors.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { AdapterDescription, GpuInfo, KernelOptions, MemoryBudget } from './binding.js'
 import { type GpuBuffer, bufferHandle, wrapBuffer } from './buffer.js'
-import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './bytes.js'
+import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './internal/bytes.js'
 import type { DeviceBlock } from './device-block.js'
 import { blockHandle } from './device-block.js'
 import { channels, deviceDestroyed, deviceOpened, warn } from './diagnostics.js'
@@ -31,9 +31,9 @@ import { type Heap, type HeapProfile, outOfMemoryOf, tableOfHeap, wrapHeap } fro
 import { type Host, wrapHost } from './host.js'
 import { type ComputeKernel, wrapKernel } from './kernel.js'
 import { type KvCache, type KvCacheOptions, createKvCache, kvCachesOfHeap } from './kv.js'
-import { type Binding, native } from './native.js'
+import { type Binding, native } from './internal/native.js'
 import { type Profiler, trackForExitReport, wrapProfiler } from './profiler.js'
-import { type AsyncOptions, callWithSignal, checkSignal } from './signal.js'
+import { type AsyncOptions, callWithSignal, checkSignal } from './internal/signal.js'
 import { type Stream, wrapStream } from './stream.js'
 
 /** wgpu backends wgalloc can open (`primary`: every first-class backend of the platform). */

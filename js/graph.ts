@@ -1,6 +1,6 @@
 // Executable graphs: their types, and the conversions between caller objects and the JSON
 // and bytes the native side takes.
-import { bytesOf, type TensorData } from './bytes.js'
+import { bytesOf, type TensorData } from './internal/bytes.js'
 import { WgallocError, parseJson, shown, stringifyInput, invalidArgument } from './errors.js'
 
 /** Element types of graph tensors (f16 comes back as Uint16Array). */

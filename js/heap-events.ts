@@ -1,7 +1,7 @@
 // Allocator events and debug logs of one heap object, delivered to its listeners (and the
 // `wgalloc:heap` channel) after each call that can allocate or free. The native heap records
 // events only while someone listens, so the common case costs one check per call.
-import { type Binding, native, type NativeHeapTable } from './native.js'
+import { type Binding, native, type NativeHeapTable } from './internal/native.js'
 import type { HeapEvent } from './binding.js'
 import type { PoolName } from './device-block.js'
 import { channels, warn } from './diagnostics.js'

@@ -1,6 +1,6 @@
 // Memory history with JS stacks (PyTorch `_record_memory_history`): allocator events in a
 // bounded ring, the stack of every live block's malloc, and the leak report built from them.
-import type { KvCacheSnapshot } from './kv-registry.js'
+import type { KvCacheSnapshot } from './internal/kv-registry.js'
 import { performance } from 'node:perf_hooks'
 import type { HeapEvent, SnapshotBlock, SnapshotSegment } from './binding.js'
 import { shown, invalidArgument } from './errors.js'

@@ -2,11 +2,11 @@
 // model). The scopes, their figures and every charge live in the native heap (one tree per
 // device, attached workers included); this is the facade over them.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { DeviceBlock, MallocOptions } from './device-block.js'
 import { invalidArgument, noConstructor, shown, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
-import type { Binding } from './native.js'
+import type { Binding } from './internal/native.js'
 
 /** Options of `heap.scope()` and `scope.scope()`. */
 export interface HeapScopeOptions {

@@ -1,8 +1,8 @@
 // `Heap`: the device's caching allocator (MPSHeapAllocator): malloc/free on the raw N-API
 // fast path, allocator events, OUT_OF_MEMORY reports, stats and snapshots.
-import { kvCachesOf } from './kv-registry.js'
+import { kvCachesOf } from './internal/kv-registry.js'
 import { inspect } from 'node:util'
-import { api, fail } from './api.js'
+import { api, fail } from './internal/api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
 import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, scopedBlock, tableOf, usageCode } from './device-block.js'
 import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError, invalidArgument, noConstructor, shown } from './errors.js'
@@ -18,9 +18,9 @@ import {
   formatLeakReport,
   unrecordedLeaks,
 } from './heap-history.js'
-import type { Binding, NativeHeapTable } from './native.js'
-import { writeOomSnapshot } from './oom.js'
-import { ReportFiles } from './report-file.js'
+import type { Binding, NativeHeapTable } from './internal/native.js'
+import { writeOomSnapshot } from './internal/oom.js'
+import { ReportFiles } from './internal/report-file.js'
 
 /** One pool of a heap profile. */
 export interface HeapProfilePool {

@@ -1,11 +1,11 @@
 // `HostBlock`: a mapped staging block of the host cache.
 import { inspect } from 'node:util'
-import { api } from './api.js'
-import { bytesOf, type TensorData } from './bytes.js'
+import { api } from './internal/api.js'
+import { bytesOf, type TensorData } from './internal/bytes.js'
 import { channels } from './diagnostics.js'
 import { shown, optionsObject, invalidArgument, noConstructor } from './errors.js'
-import type { Binding } from './native.js'
-import { type AsyncOptions, callWithSignal } from './signal.js'
+import type { Binding } from './internal/native.js'
+import { type AsyncOptions, callWithSignal } from './internal/signal.js'
 import { type Stream, streamHandle } from './stream.js'
 
 /** Transfer direction of a host block. */

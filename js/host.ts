@@ -1,11 +1,11 @@
 // `Host`: the device's host staging cache (CachingHostAllocator).
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { HostAllocOptions, HostConfig, HostStats, PrivatePoolInfo } from './binding.js'
 import { channels } from './diagnostics.js'
 import { invalidArgument, noConstructor, shown } from './errors.js'
 import { type HostBlock, blockMessage, freeHostBlock, hostBlockHandle, wrapHostBlock } from './host-block.js'
-import type { Binding } from './native.js'
+import type { Binding } from './internal/native.js'
 
 /** The settings `host.configure` takes: every key of HostConfig (the type checks both ways). */
 const HOST_SETTINGS: readonly string[] = Object.keys({

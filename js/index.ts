@@ -16,9 +16,9 @@
  * ```
  * @module
  */
-export type * from './binding-types.js'
+export type * from './internal/binding-types.js'
 export { GpuBuffer } from './buffer.js'
-export type { TensorData, TypedArrayClass } from './bytes.js'
+export type { TensorData, TypedArrayClass } from './internal/bytes.js'
 export { DeviceBlock, type MallocOptions, type PoolName, type ReadOptions } from './device-block.js'
 export {
   CHANNELS,
@@ -123,7 +123,7 @@ export {
   type KvSequenceOptions,
   type KvStepEntry,
 } from './kv.js'
-export type { KvCacheSnapshot, KvSequenceSnapshot } from './kv-registry.js'
+export type { KvCacheSnapshot, KvSequenceSnapshot } from './internal/kv-registry.js'
 export {
   MemoryPlan,
   type MemoryPlanJSON,
@@ -137,7 +137,7 @@ export {
   type UsageRecord,
 } from './plan.js'
 export { type FlushOptions, type ProfileOptions, Profiler, type ProfilerMode, type ProfilerStartOptions } from './profiler.js'
-export type { AsyncOptions } from './signal.js'
+export type { AsyncOptions } from './internal/signal.js'
 export { type MetricsHandle, type MetricsOptions, type MetricsRegistry, registerMetrics } from './metrics.js'
 export type { Trace, TraceEvent } from './replay.js'
 export { Stream } from './stream.js'

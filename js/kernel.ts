@@ -1,8 +1,8 @@
 // `ComputeKernel`: a WGSL compute pipeline with a fixed binding signature.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import { shown, invalidArgument, noConstructor } from './errors.js'
-import type { Binding } from './native.js'
+import type { Binding } from './internal/native.js'
 
 const kCreate = Symbol('ComputeKernel.create')
 let create: (handle: Binding.ComputeKernel) => ComputeKernel

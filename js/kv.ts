@@ -2,17 +2,17 @@
 // The block manager and the kernels are native; this layer checks arguments, keeps the
 // sequence handles, turns refusals into typed errors with their figures, and charges the scope.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { KvCacheStats } from './binding.js'
 import type { Heap } from './heap.js'
 import type { KvCacheLeak } from './heap-history.js'
-import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './kv-registry.js'
+import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './internal/kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
 import { WgallocError, optionsObject, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
 import { type HeapScope, nativeScope } from './heap-scope.js'
-import type { Binding } from './native.js'
-import { native } from './native.js'
-import { type AsyncOptions, callWithSignal } from './signal.js'
+import type { Binding } from './internal/native.js'
+import { native } from './internal/native.js'
+import { type AsyncOptions, callWithSignal } from './internal/signal.js'
 import { type Stream, streamHandle } from './stream.js'
 
 /** Element type of the K/V pools: `f16` halves the memory (packed two to a word, no `shader-f16` needed). */

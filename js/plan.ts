@@ -1,11 +1,11 @@
 // planMemory(): the static planner, run off the main thread, with { signal, onProgress }, and
 // MemoryPlan, whose toJSON() is a plain object.
 import { inspect } from 'node:util'
-import { reported, api } from './api.js'
+import { reported, api } from './internal/api.js'
 import type { PlanProgress, PlanSpace } from './binding.js'
 import { WgallocError, stringifyInput, toWgallocError, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
-import { type Binding, native } from './native.js'
-import { type AsyncOptions, checkSignal, detach } from './signal.js'
+import { type Binding, native } from './internal/native.js'
+import { type AsyncOptions, checkSignal, detach } from './internal/signal.js'
 import { graphField } from './graph.js'
 
 /** Planner strategies, in `STRATEGIES` order. */

@@ -2,12 +2,12 @@
 // outstanding GPU timestamps, the scoped `profile()`, `wgalloc:profiler` diagnostics, and
 // the stats tables `WGALLOC_PROFILE` asks for at exit (and on SIGINT).
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { ProfilerInfo, ProfilerStats } from './binding.js'
 import { channels } from './diagnostics.js'
 import { invalidArgument, noConstructor, shown } from './errors.js'
-import type { Binding } from './native.js'
-import { type AsyncOptions, checkSignal, withSignal } from './signal.js'
+import type { Binding } from './internal/native.js'
+import { type AsyncOptions, checkSignal, withSignal } from './internal/signal.js'
 
 /** How traced work appears in traces: one interval per op, one event per op, or both. */
 export type ProfilerMode = 'interval' | 'event' | 'interval,event'

@@ -8,7 +8,7 @@ import type { ReplayTargetBounds, SimulateTraceOptions, SimulatedPolicy, TraceSi
 import type { DeviceBlock } from './device-block.js'
 import { WgallocError, stringifyInput, toWgallocError, invalidArgument, shown } from './errors.js'
 import { type Heap, type HeapProfile, profileFromJson } from './heap.js'
-import { native } from './native.js'
+import { native } from './internal/native.js'
 
 /** One event of an alloc/free trace. */
 export interface TraceEvent {

@@ -1,6 +1,6 @@
 // `Stream`: an ordered lane of GPU work, recorded then submitted together.
 import { inspect } from 'node:util'
-import { api } from './api.js'
+import { api } from './internal/api.js'
 import type { CopyOptions } from './binding.js'
 import { GpuBuffer, bufferHandle } from './buffer.js'
 import { DeviceBlock, blockHandle } from './device-block.js'
@@ -8,8 +8,8 @@ import { shown, u32, optionsObject, invalidArgument, noConstructor } from './err
 import { type GpuEvent, wrapEvent } from './event.js'
 import { HostBlock, hostBlockHandle } from './host-block.js'
 import { type ComputeKernel, kernelHandle } from './kernel.js'
-import type { Binding } from './native.js'
-import { type AsyncOptions, callWithSignal } from './signal.js'
+import type { Binding } from './internal/native.js'
+import { type AsyncOptions, callWithSignal } from './internal/signal.js'
 
 const kCreate = Symbol('Stream.create')
 let create: (handle: Binding.Stream) => Stream

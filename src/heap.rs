@@ -229,7 +229,7 @@ impl Heap {
 #[napi]
 impl Heap {
     // The helpers below serve the facade's block table (js/device-block.ts, typed by
-    // `NativeHeapTable` in js/native.ts); they are left out of the generated types.
+    // `NativeHeapTable` in js/internal/native.ts); they are left out of the generated types.
 
     /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
     #[napi(catch_unwind, getter, skip_typescript)]

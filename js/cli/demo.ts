@@ -6,7 +6,7 @@ import { runDemo } from '../demo/index.js'
 import { WgallocError, messageOf } from '../errors.js'
 import { parseCommand, positiveInt, str } from './command.js'
 import { bytes, table } from './table.js'
-import { makeDirs } from '../make-dirs.js'
+import { makeDirs } from '../internal/make-dirs.js'
 
 const USAGE = `usage: wgalloc demo [--seq 64] [--dim 128] [--heads 4] [--ffn 4] [--runs 10] [--strategy best] [--out DIR] [--json]
 

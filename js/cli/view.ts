@@ -3,7 +3,7 @@
 import { basename, resolve } from 'node:path'
 import { invalidArgument } from '../errors.js'
 import { Gpu } from '../gpu.js'
-import { readJsonFile, writeOutputFile } from '../input-file.js'
+import { readJsonFile, writeOutputFile } from '../internal/input-file.js'
 import type { Trace } from '../replay.js'
 import { VIEW_REPLAY_BUDGET, replayOnHeap, replayOnHost } from '../view/history.js'
 import { type ViewKind, detectKind, renderHtml, renderTraceReplay } from '../view/index.js'

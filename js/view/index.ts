@@ -82,4 +82,4 @@ export function renderTraceReplay(trace: unknown, replay: HostReplay, opts?: { t
 }
 
 export { type MemoryHistorySnapshot, type MemoryRecorder, type ReplayedTrace, recordMemoryHistory, replayHistory } from './history.js'
-export { readJsonFile } from '../input-file.js'
+export { readJsonFile } from '../internal/input-file.js'

@@ -1,7 +1,7 @@
 // The boundary of every public method: errors, thrown or rejected, leave as WgallocErrors
 // and are reported on `wgalloc:device` with the call's name.
-import { errorThrown } from './diagnostics.js'
-import { toWgallocError } from './errors.js'
+import { errorThrown } from '../diagnostics.js'
+import { toWgallocError } from '../errors.js'
 
 type Method = (this: never, ...args: never[]) => unknown
 type Context = ClassMethodDecoratorContext | ClassGetterDecoratorContext

@@ -1,5 +1,5 @@
 // Tensor data in: any typed array, DataView or ArrayBuffer, seen as its bytes (no copy).
-import { messageOf, invalidArgument, shown } from './errors.js'
+import { messageOf, invalidArgument, shown } from '../errors.js'
 
 /** Tensor bytes: any typed array, DataView or ArrayBuffer. */
 export type TensorData = ArrayBufferView | ArrayBuffer

@@ -34,4 +34,4 @@ export type {
   Stat,
   TimestampHygiene,
   WarmStartResult,
-} from './binding.js'
+} from '../binding.js'

@@ -1,7 +1,7 @@
 // Out-of-memory reports: with WGALLOC_OOM_SNAPSHOT=<dir>, the heap's snapshot written there for
 // later study (the figures come with the error as data: Note [Errors carry their data]).
-import type { HeapStats, SnapshotSegment } from './binding.js'
-import type { OutOfMemoryDetails } from './errors.js'
+import type { HeapStats, SnapshotSegment } from '../binding.js'
+import type { OutOfMemoryDetails } from '../errors.js'
 import { ReportFiles } from './report-file.js'
 
 const snapshots = new ReportFiles('wgalloc-oom', 'WGALLOC_OOM_SNAPSHOT')

@@ -4,7 +4,7 @@
 import { chmodSync, lstatSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type * as Binding from './binding.js'
+import type * as Binding from '../binding.js'
 import { bindingError } from './binding-error.js'
 
 /** The heap's block-table helpers, left out of the generated types (src/heap.rs). */
@@ -63,7 +63,7 @@ function quietMesa(): void {
 function load(): typeof Binding & RawHeapFunctions {
   quietMesa()
   try {
-    return require('./binding.js')
+    return require('../binding.js')
   } catch (err) {
     throw bindingError(err)
   }

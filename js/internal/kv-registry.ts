@@ -1,6 +1,6 @@
 // The live KV caches of each heap (memory snapshots and metrics list them), and what a memory
 // snapshot shows of each.
-import type { KvCacheLeak } from './heap-history.js'
+import type { KvCacheLeak } from '../heap-history.js'
 import { LiveObjects } from './live-objects.js'
 
 /** One live sequence in a {@link KvCacheSnapshot}. */

@@ -1,7 +1,7 @@
 // Reading a CLI input file: regular files only (a FIFO or /dev/zero would be read without
 // end), at most WGALLOC_MAX_INPUT_BYTES (default 1 GiB), typed errors naming the file.
 import { closeSync, constants, fstatSync, openSync, readSync, writeFileSync } from 'node:fs'
-import { WgallocError, messageOf, invalidArgument } from './errors.js'
+import { WgallocError, messageOf, invalidArgument } from '../errors.js'
 
 export const DEFAULT_MAX_BYTES = 1024 ** 3
 

@@ -1,12 +1,12 @@
 // Explains why the native addon did not load: which platform this is, which package carries
 // its prebuilt binary, and what to install or build. Runs only on the failure path of
-// js/native.ts.
+// js/internal/native.ts.
 import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
-import { WgallocError } from './errors.js'
+import { WgallocError } from '../errors.js'
 
-const ROOT = join(__dirname, '..')
+const ROOT = join(__dirname, '../..')
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   name: string
   version: string

@@ -1,7 +1,7 @@
 // `{ signal }` on every async call: an already-aborted signal rejects before any work
 // starts; aborting later rejects at once (work already submitted to the GPU still
 // completes). Rejections are WgallocErrors with code ABORTED (name AbortError).
-import { abortError, invalidArgument, shown } from './errors.js'
+import { abortError, invalidArgument, shown } from '../errors.js'
 
 /**
  * Options accepted by every asynchronous call. An already-aborted signal rejects before
