@@ -197,7 +197,7 @@ fn kernels_dispatch_on_heap_blocks_and_freed_blocks_wait_for_them() {
     assert_eq!(heap.stats().pending_free_blocks, 0);
     // Bad input: typed errors, nothing recorded.
     let err = |r: wgalloc_core::Result<()>| r.unwrap_err().to_string();
-    assert!(err(s.dispatch(&axpy, &[&by], Some(&[0; 4]), groups)).contains("takes 2 blocks"));
+    assert!(err(s.dispatch(&axpy, &[&by], Some(&[0; 4]), groups)).contains("expected 2 blocks"));
     assert!(err(s.dispatch(&axpy, &[&by, &bz], None, groups)).contains("takes a uniform"));
     assert!(err(s.dispatch(&add, &[&by, &bz, &bz], Some(&[0; 4]), groups)).contains("takes no uniform"));
     assert!(err(s.dispatch(&add, &[&by, &bz, &bx], None, groups)).contains("freed"));

@@ -228,7 +228,10 @@ fn main() { y[0] = x[0]; t[0] = x[0]; }"#;
     .to_string();
     let graph = SymbolicGraph::parse(&json).unwrap();
     let compiled = graph.instantiate(&Dims::from([("b".to_string(), 2)])).map(drop).unwrap_err();
-    assert!(compiled.to_string().contains("6 bytes is not a whole number of u32 elements"), "{compiled}");
+    assert!(
+        compiled.to_string().contains("expected a whole number of u32 elements (4 bytes each), got 6 bytes"),
+        "{compiled}"
+    );
     let policy = ShapePolicy::Buckets(HashMap::from([("b".to_string(), vec![3])]));
     let cache = ShapeCache::new(&gpu, graph, policy, 2, CompileOptions::default()).unwrap();
     let at = |b: u64| {
@@ -481,7 +484,10 @@ fn kernels_read_the_asked_dims_from_the_dims_uniform() {
     let three = MEAN.replace("struct Dims { b: u32, s: u32 }", "struct Dims { b: u32, s: u32, t: u32 }");
     let graph = SymbolicGraph::parse(&mean_graph(&three)).unwrap();
     let err = ShapeCache::new(&gpu, graph, ShapePolicy::Exact, 2, CompileOptions::default()).err().unwrap();
-    assert!(err.to_string().contains("declares 12 bytes, but the graph has 2 dimensions (b, s"), "{err}");
+    assert!(
+        err.to_string().contains("expected a dims uniform of at most 8 bytes (b, s: one u32 each), got 12 bytes"),
+        "{err}"
+    );
     let plain = SymbolicGraph::parse(&mean_graph(MEAN)).unwrap().instantiate(&bs(2, 3)).unwrap().to_json();
     let err = gpu.compile(ExecGraph::parse(&plain).unwrap(), CompileOptions::default()).err().unwrap();
     assert!(err.to_string().contains("only a graph with \"dims\" compiled with compileShapes"), "{err}");

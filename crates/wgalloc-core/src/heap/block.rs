@@ -4,6 +4,18 @@
 //! A block does not keep its buffer and offset: the heap may move it to make room (see
 //! `allocator`), so every operation asks for its place with [`DeviceBlock::binding`], which
 //! pins it there until the operation's work is submitted or recorded on a stream.
+//!
+//! Note [Block lifetime]: a block is live from `malloc` until it goes back to the heap, which
+//! happens exactly once, by the first of: `free()` with no lease out; the end of the last
+//! lease after a `free()` (FREE_DEFERRED); the handle's drop (a JS block collected without
+//! `free()`, the binding's table dropped with its heap). Going back retires its id (the slab
+//! slot's generation moves on, so the id never names another block) and returns its scope
+//! charge. The bytes then wait as a pending free while GPU work recorded on the block is not
+//! submitted (device pools) or not complete (shared pools, a download in progress), and only
+//! then join the arena's free list. While live, a block may move (compaction) unless something
+//! may still name its old place (an operation between looking up its place and submitting, a
+//! lease, kept bind groups, an unsubmitted stream, a download; shared and scalar blocks). `docs/heap.md` (Block lifetime) draws the states of each
+//! layer: this handle, the binding's id table and the facade's `DeviceBlock`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
