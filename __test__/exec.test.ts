@@ -147,7 +147,7 @@ test('bad graphs, inputs and misuse give typed errors; the device and other exec
       'INVALID_ARGUMENT',
       /maxComputeWorkgroupsPerDimension/,
     ],
-    ['{"tensors": 5}', 'INVALID_ARGUMENT', /graph\.tensors: expected an array, got 5/],
+    ['{"tensors": 5}', 'INVALID_ARGUMENT', /tensors: expected an array, got integer `5`/],
   ]
   for (const [graph, code, message] of cases) {
     const err = await t.throwsAsync(gpu.compile(graph, { params }), { instanceOf: WgallocError })

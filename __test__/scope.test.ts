@@ -54,7 +54,7 @@ test('scopes nest: a child is charged to its parent, and its limit cannot exceed
   t.is(kv.path, 'model/kv-cache')
   const y = model.malloc(150 * KiB)
   t.throws(() => kv.malloc(10 * KiB), { code: 'QUOTA_EXCEEDED', message: /scope 'model'/ }, 'the parent is full first')
-  t.throws(() => model.scope({ name: 'big', limit: 512 * KiB }), { code: 'INVALID_ARGUMENT', message: /exceeds the parent scope/ })
+  t.throws(() => model.scope({ name: 'big', limit: 512 * KiB }), { code: 'INVALID_ARGUMENT', message: /at most 262144 \(the parent scope 'model' limit\)/ })
   t.throws(() => model.scope({ name: 'kv-cache', limit: 1 }), { code: 'INVALID_ARGUMENT', message: /exists already/ })
   t.deepEqual(
     gpu.heap.scopes().map((s) => s.path),
