@@ -326,7 +326,12 @@ impl KvCache {
         cache.heap().check_scope(&scope.inner, "createKvCache").napi()?;
         let mut held = self.charge.lock().unwrap_or_else(|p| p.into_inner());
         if held.is_some() {
-            return Err(coded("INVALID_ARGUMENT", "createKvCache: the cache is charged to a scope already"));
+            return Err(invalid_hint(
+                "createKvCache: options.scope",
+                "one scope per cache",
+                "a second scope",
+                "the cache is charged to a scope already",
+            ));
         }
         *held = Some(scope.inner.charge(cache.bytes()).napi()?);
         Ok(())

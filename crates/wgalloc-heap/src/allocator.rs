@@ -270,8 +270,12 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// A block of the scalar pool (uniform-bindable) for a value of `size` bytes.
     pub fn malloc_scalar(&self, size: u64) -> Result<Allocation> {
         if size == 0 || size > pool::MAX_SCALAR {
-            return Err(Error::invalid("size", format!("1 to {} bytes", pool::MAX_SCALAR), size.to_string())
-                .with_hint(format!("allocScalar: value must be 1 to {} bytes, got {size}", pool::MAX_SCALAR)));
+            return Err(Error::invalid(
+                "allocScalar: value",
+                format!("1 to {} bytes", pool::MAX_SCALAR),
+                format!("{size} bytes"),
+            )
+            .with_hint("a larger value goes in a block of its own: heap.malloc()"));
         }
         let aligned = self.checked_request(size, self.limits.scalar_alignment)?;
         self.allocate(size, aligned, PoolKind::Scalar)
@@ -280,8 +284,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
         self.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
-            return Err(Error::invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string())
-                .with_hint(format!("malloc: size must be an integer from 1 to 2^53-1 bytes, got {size}")));
+            return Err(Error::invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string()));
         }
         let aligned = align_up(size, alignment)?;
         if aligned > self.limits.max_buffer_size {

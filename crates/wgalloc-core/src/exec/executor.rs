@@ -1258,7 +1258,7 @@ pub(crate) fn check_inputs(
                 format!("{} bytes", t.size),
                 format!("{} bytes", bytes.len()),
             )
-            .with_hint(format!("input '{}' must be {} bytes, got {}", t.id, t.size, bytes.len())));
+            .with_hint(format!("pass input '{}' whole, as the graph sizes it", t.id)));
         }
     }
     Ok(())

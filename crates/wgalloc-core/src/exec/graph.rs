@@ -174,7 +174,7 @@ impl ExecGraph {
                         "sizes of at least 1",
                         format!("{:?}", op.dispatch),
                     )
-                    .with_hint(format!("op '{}': dispatch sizes must be at least 1", op.name)));
+                    .with_hint(format!("op '{}' dispatches no workgroup", op.name)));
                 }
             }
             for id in &op.inputs {

@@ -40,7 +40,7 @@ impl Gpu {
                 format!("1 to {max} (the device's maxStorageBuffersPerShaderStage)"),
                 bindings.to_string(),
             )
-            .with_hint(format!("kernel '{name}': bindings must be within the device's limit")));
+            .with_hint(format!("kernel '{name}': split it, or bind one buffer for several arrays")));
         }
         let pipeline = self.pipeline(name, source, entry_point, bindings, uniform)?;
         if pipeline.dims_size.is_some() {

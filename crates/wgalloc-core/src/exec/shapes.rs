@@ -266,8 +266,7 @@ impl SymbolicGraph {
             .with_hint(format!("'{d}' is not a dimension of the graph (it declares {:?})", self.dims)));
         }
         if let Some((d, _)) = dims.iter().find(|(_, &v)| v == 0 || v > crate::MAX_SAFE_INTEGER) {
-            return Err(Error::invalid(format!("dims.{d}"), "a positive integer below 2^53", dims[d].to_string())
-                .with_hint(format!("dimension '{d}' must be a positive integer")));
+            return Err(Error::invalid(format!("dims.{d}"), "a positive integer below 2^53", dims[d].to_string()));
         }
         Ok(())
     }
@@ -637,8 +636,11 @@ impl ShapeCache {
                     .with_hint(format!("buckets given for '{d}', which is not a dimension of the graph")));
                 }
                 if sizes.is_empty() || sizes.contains(&0) {
-                    return Err(Error::invalid(format!("buckets.{d}"), "positive sizes", format!("{sizes:?}"))
-                        .with_hint(format!("buckets of '{d}' must be positive sizes")));
+                    return Err(Error::invalid(
+                        format!("buckets.{d}"),
+                        "a non-empty list of positive sizes",
+                        format!("{sizes:?}"),
+                    ));
                 }
             }
             let mut bucketed: Vec<&String> = b.keys().collect();
