@@ -1,6 +1,8 @@
 // Every INVALID_ARGUMENT carries details { path, expected, got }, whichever layer refused the
 // argument: the facade, the binding's own checks, napi-rs's conversions, the core, the planner,
 // the KV cache; on synchronous and asynchronous calls alike.
+import { readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
 import test, { type ExecutionContext } from 'ava'
 import { type Graph, type WgallocError, planMemory } from 'wgalloc'
 import { gpu } from './helpers.js'
@@ -82,4 +84,25 @@ test('KV cache options name what was wrong, in the facade and the core', async (
     g.createKvCache({ name: 'invalid-argument-test', layers: 0, kvHeads: 1, headDim: 8, blockTokens: 4, maxSequences: 1, maxSequenceLength: 8, maxBlocks: 4 }),
   )
   fields(t, facade, 'layers', 'facade u32')
+})
+
+// Every INVALID_ARGUMENT is built by one constructor per layer, which takes its data: a site
+// that wrote the code by hand would raise one without details.
+const sources = (dir: string, ext: string): string[] =>
+  readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith(ext))
+    .map((f) => join(dir, f))
+
+test('no INVALID_ARGUMENT is raised without its data, in the facade or the binding', (t) => {
+  const root = join(__dirname, '..')
+  // js/errors.ts holds the constructor; js/plan.ts re-codes a planner field error, details copied.
+  const facade = sources(join(root, 'js'), '.ts').filter((f) => !/[/\\](errors|plan)\.ts$/.test(f))
+  const byHand = facade.filter((f) => readFileSync(f, 'utf8').includes("new WgallocError('INVALID_ARGUMENT'"))
+  t.deepEqual(byHand, [], 'use invalidArgument(path, expected, got) from js/errors.ts')
+  const binding = sources(join(root, 'src'), '.rs').filter((f) => readFileSync(f, 'utf8').includes('coded("INVALID_ARGUMENT"'))
+  t.deepEqual(binding, [], 'use error::invalid(path, expected, got) in src/')
+  const core = ['crates']
+    .flatMap((d) => sources(join(root, d), '.rs'))
+    .filter((f) => /InvalidArgument\((format!|String|msg|"|m\))/.test(readFileSync(f, 'utf8')))
+  t.deepEqual(core, [], 'core and crate errors take (path, expected, got)')
 })
