@@ -60,13 +60,7 @@ impl HeapError {
     /// INVALID_ARGUMENT: `path` (the argument or field, as the caller names it) should have been
     /// `expected` but was `got` (shown briefly). Add advice with [`HeapError::with_hint`].
     pub fn invalid(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Self {
-        let a = InvalidArgument { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() };
-        // Every field is what a caller reads in `err.details`: none may be blank.
-        debug_assert!(
-            !a.path.is_empty() && !a.expected.is_empty() && !a.got.is_empty(),
-            "an INVALID_ARGUMENT without its data: {a:?}"
-        );
-        HeapError::InvalidArgument(Box::new(a))
+        HeapError::InvalidArgument(InvalidArgument::new(path, expected, got))
     }
 
     /// The same error with `hint`, what to do, after its figures; other variants pass through.
@@ -93,6 +87,19 @@ pub struct InvalidArgument {
     pub got: String,
     /// What to do; may be empty.
     pub hint: String,
+}
+
+impl InvalidArgument {
+    /// The error's data, without a hint. Every field is what a caller reads in `err.details`:
+    /// none may be blank.
+    pub fn new(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Box<Self> {
+        let a = InvalidArgument { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() };
+        debug_assert!(
+            !a.path.is_empty() && !a.expected.is_empty() && !a.got.is_empty(),
+            "an INVALID_ARGUMENT without its data: {a:?}"
+        );
+        Box::new(a)
+    }
 }
 
 impl fmt::Display for InvalidArgument {
