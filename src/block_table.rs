@@ -204,6 +204,21 @@ mod raw {
     }
 }
 
+/// A malloc's size and usage code (0 device, 1 shared) as JS passes them, checked in the same
+/// words as the heap's own check, so malloc(0) and malloc(-5) read alike.
+#[inline]
+pub(crate) fn malloc_request(size: f64, usage: f64) -> Result<(u64, Usage)> {
+    if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
+        return Err(invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string()));
+    }
+    let usage = match usage {
+        0.0 => Usage::Device,
+        1.0 => Usage::Shared,
+        u => return Err(invalid("usage", "'device' or 'shared'", u.to_string())),
+    };
+    Ok((size as u64, usage))
+}
+
 /// `heapMalloc(slot, size, usage, scratch)`: allocates, keeps the block in the slot's table,
 /// writes `[size, requestedSize, offset, pool index]` into `scratch` and returns the id.
 /// `usage`: 0 device, 1 shared.
@@ -211,17 +226,7 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
     let [slot, size, usage, scratch] = raw::args::<4>(env, info);
     raw::finish(env, || {
         let slot = raw::number(env, slot, "slot")?;
-        // The same words as the heap's own check, so malloc(0) and malloc(-5) read alike.
-        let size = raw::number(env, size, "size")?;
-        if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
-            return Err(invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string()));
-        }
-        let size = size as u64;
-        let usage = match raw::number(env, usage, "usage")? {
-            0.0 => Usage::Device,
-            1.0 => Usage::Shared,
-            u => return Err(invalid("usage", "'device' or 'shared'", u.to_string())),
-        };
+        let (size, usage) = malloc_request(raw::number(env, size, "size")?, raw::number(env, usage, "usage")?)?;
         let out = raw::scratch(env, scratch)?;
         with_table(slot, |table| {
             let (block, offset) = table.heap.malloc_placed(size, usage).napi()?;

@@ -7,7 +7,7 @@ use napi_derive::napi;
 use wgalloc_core::heap::{self as core_heap, PoolKind};
 
 use crate::block_table::Slot;
-use crate::error::{coded, invalid, to_u64, IntoNapi};
+use crate::error::{coded, to_u64, IntoNapi};
 use crate::stream::{GpuEvent, Stream};
 
 /// Current, peak and cumulative figures of one quantity.
@@ -672,16 +672,7 @@ impl HeapScope {
     /// heap's table; returns `[id, size, requestedSize, offset, pool index]`.
     #[napi(catch_unwind)]
     pub fn malloc_in(&self, heap: &Heap, size: f64, usage: u32) -> Result<Vec<f64>> {
-        // The same words as `heapMalloc`'s check.
-        if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
-            return Err(invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string()));
-        }
-        let size = size as u64;
-        let usage = match usage {
-            0 => core_heap::Usage::Device,
-            1 => core_heap::Usage::Shared,
-            _ => return Err(invalid("options.usage", "'device' or 'shared'", format!("usage code {usage}"))),
-        };
+        let (size, usage) = crate::block_table::malloc_request(size, f64::from(usage))?;
         let (block, offset) = heap.inner.malloc_in(&self.inner, size, usage).napi()?;
         let fields = [block.size() as f64, block.requested_size() as f64, offset as f64, block.pool().index() as f64];
         let id = heap.slot.table.insert(block) as f64;

@@ -323,18 +323,8 @@ impl KvCache {
     #[napi(catch_unwind)]
     pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
         let cache = self.cache()?;
-        cache.heap().check_scope(&scope.inner, "createKvCache").napi()?;
         let mut held = self.charge.lock().unwrap_or_else(|p| p.into_inner());
-        if held.is_some() {
-            return Err(invalid_hint(
-                "createKvCache: options.scope",
-                "one scope per cache",
-                "a second scope",
-                "the cache is charged to a scope already",
-            ));
-        }
-        *held = Some(scope.inner.charge(cache.bytes()).napi()?);
-        Ok(())
+        cache.heap().charge_once(&mut held, &scope.inner, cache.bytes(), "createKvCache", "cache").napi()
     }
 }
 

@@ -7,7 +7,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wgalloc_core::exec::Weights as CoreWeights;
 
-use crate::error::{coded, invalid_hint, to_u64, IntoNapi};
+use crate::error::{coded, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 
 /// Shared weights (`gpu.createWeights(params)`): one device copy of the params that any number of
@@ -80,18 +80,8 @@ impl Weights {
     #[napi(catch_unwind)]
     pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
         let w = self.get()?;
-        w.heap().check_scope(&scope.inner, "createWeights").napi()?;
         let mut held = self.charge.lock().unwrap_or_else(|p| p.into_inner());
-        if held.is_some() {
-            return Err(invalid_hint(
-                "createWeights: options.scope",
-                "one scope per set of weights",
-                "a second scope",
-                "the weights are charged to a scope already",
-            ));
-        }
-        *held = Some(scope.inner.charge(w.device_bytes()).napi()?);
-        Ok(())
+        w.heap().charge_once(&mut held, &scope.inner, w.device_bytes(), "createWeights", "set of weights").napi()
     }
 }
 

@@ -698,17 +698,11 @@ impl Executor {
     /// Charges the executor's device bytes to `scope` until it is released or dropped;
     /// `QUOTA_EXCEEDED` when they do not fit (nothing charged). Once per executor.
     pub fn charge_to(&self, scope: &Scope) -> Result<()> {
-        self.gpu.heap()?.check_scope(scope, "compile")?;
-        let mut held = lock(&self.charge);
-        if held.is_some() {
-            return Err(Error::invalid("compile: options.scope", "one scope per executor", "a second scope")
-                .with_hint("the executor is charged to a scope already"));
-        }
         if lock(&self.life).released {
             return Err(Error::UseAfterFree("the executor was released; compile the graph again".into()));
         }
-        *held = Some(scope.charge(self.device_bytes())?);
-        Ok(())
+        let bytes = self.device_bytes();
+        self.gpu.heap()?.charge_once(&mut lock(&self.charge), scope, bytes, "compile", "executor")
     }
 
     pub fn device_bytes(&self) -> u64 {

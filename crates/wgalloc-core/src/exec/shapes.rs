@@ -1009,19 +1009,10 @@ impl ShapeCache {
     /// Charges the cached executors' device bytes to `scope` from now on, as they come and go
     /// (Note [Shape caches are charged as they grow]); returned at `close()` or drop.
     pub fn charge_to(&self, scope: &Scope) -> Result<()> {
-        self.gpu.heap()?.check_scope(scope, "compileShapes")?;
+        let heap = self.gpu.heap()?;
         let mut st = lock(&self.state);
-        if st.charge.is_some() {
-            return Err(Error::invalid(
-                "compileShapes: options.scope",
-                "one scope per shape executor",
-                "a second scope",
-            )
-            .with_hint("the shape executor is charged to a scope already"));
-        }
         let held: u64 = st.entries.values().map(|e| e.device_bytes()).sum();
-        st.charge = Some(scope.charge(held)?);
-        Ok(())
+        heap.charge_once(&mut st.charge, scope, held, "compileShapes", "shape executor")
     }
 
     /// [`Self::clear`], for good: later runs are `USE_AFTER_FREE`, a run claimed before compiles

@@ -149,6 +149,30 @@ impl Heap {
         }
     }
 
+    /// Charges `bytes` to `scope` into `held`, the charge slot of what holds them (an executor,
+    /// a shape cache, weights, a KV cache: `holder`, made by `what`). Once per holder:
+    /// INVALID_ARGUMENT for a second scope; QUOTA_EXCEEDED when the bytes do not fit.
+    pub fn charge_once(
+        &self,
+        held: &mut Option<ScopeCharge>,
+        scope: &Scope,
+        bytes: u64,
+        what: &str,
+        holder: &str,
+    ) -> Result<()> {
+        self.check_scope(scope, what)?;
+        if held.is_some() {
+            return Err(Error::invalid(
+                format!("{what}: options.scope"),
+                format!("one scope per {holder}"),
+                "a second scope",
+            )
+            .with_hint(format!("the {holder} is charged to a scope already")));
+        }
+        *held = Some(scope.charge(bytes)?);
+        Ok(())
+    }
+
     /// [`Heap::malloc_placed`] charged to `scope` and its ancestors: `QUOTA_EXCEEDED` when the
     /// block's real (aligned) size would take any of them past its limit, checked before the
     /// heap allocates. The block holds the charge until it is freed, by any path.
