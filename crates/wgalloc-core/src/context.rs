@@ -8,6 +8,7 @@ use crate::completion::{Poller, Tracker};
 use crate::driver_turn::DriverTurn;
 use crate::error::{Error, Result};
 use crate::mapping::{MappingLease, MappingLeases};
+use crate::services::Services;
 use crate::signal::lock;
 
 /// Features wgalloc asks for whenever the adapter offers them.
@@ -102,13 +103,6 @@ impl GpuInfo {
     }
 }
 
-/// The heap's and the host cache's settings from the environment, as the device opened with them.
-pub(crate) struct EnvSettings {
-    pub watermarks: crate::heap::Watermarks,
-    pub debug_mask: u32,
-    pub host: crate::host::HostConfig,
-}
-
 /// Driver errors that reached no error scope; kept so they can be reported, never panicked on.
 #[derive(Debug, Default)]
 pub struct UncapturedErrors {
@@ -116,36 +110,29 @@ pub struct UncapturedErrors {
     pub last: Option<String>,
 }
 
-/// Everything that lives as long as the device. Shared by streams, buffers and the poller.
-pub(crate) struct Shared {
+/// What every subsystem shares and that lives as long as the device: the device, its queue and
+/// submission lane, the completion tracker, limits, budget and mapping leases. It names no
+/// subsystem; those attach to `services` (Note [Services attach to the device]).
+pub(crate) struct DeviceCore {
     /// First, so it is dropped (and joined) before the device: the last device handle
     /// is then released on the dropping thread.
     poller: Poller,
     /// Makes every queue-ordered call: see Note [One submission thread] in `lane.rs`.
     pub(crate) lane: crate::lane::Lane,
     pub device: wgpu::Device,
-    /// Dropped by `Shared::drop` with a bounded wait (wgpu's own drop waits for idle forever).
+    /// Dropped by `DeviceCore::drop` with a bounded wait (wgpu's own drop waits for idle forever).
     pub queue: std::mem::ManuallyDrop<wgpu::Queue>,
     pub tracker: Arc<Tracker>,
     /// Who reads or writes mapped memory now; `Gpu::destroy` waits for them.
     pub(crate) leases: MappingLeases,
-    pub(crate) settings: EnvSettings,
     /// Serialises reserving a sequence number and enqueueing the submission on the lane, so
     /// numbers follow the lane's order.
     pub submit_lock: Mutex<()>,
     pub uncaptured: Arc<Mutex<UncapturedErrors>>,
     pub features: wgpu::Features,
     pub limits: wgpu::Limits,
-    /// The device's heap allocator, created on first use.
-    pub heap: std::sync::OnceLock<Arc<crate::heap::DeviceHeapCore>>,
-    /// The heap's scopes (quotas), created with the heap.
-    pub scopes: std::sync::OnceLock<Arc<crate::heap::ScopeTree>>,
-    /// Compiled kernels, shared by executors and eager runs.
-    pub pipelines: crate::exec::pipelines::PipelineCache,
-    /// The device's host staging cache, created on first use.
-    pub host: std::sync::OnceLock<Arc<crate::host::HostCore>>,
-    /// The profiler, created on first use (or at open when `WGALLOC_PROFILE` is set).
-    pub profiler: std::sync::OnceLock<Arc<crate::profile::ProfilerCore>>,
+    /// The heap, host cache, profiler, pipeline cache and their settings, attached on first use.
+    pub(crate) services: Services,
     info: GpuInfo,
     budget: MemoryBudget,
     /// Taken when an idle device closes and, as the last field, returned once every other field
@@ -161,7 +148,7 @@ pub(crate) struct Shared {
 // driver was loaded, so it runs before the driver's own handlers, which run in reverse order of
 // registration) that stops every live device's threads, each within its bounded wait. It runs
 // after every JS `exit` listener, so exit reports still read the devices.
-static LIVE_DEVICES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+static LIVE_DEVICES: Mutex<Vec<std::sync::Weak<DeviceCore>>> = Mutex::new(Vec::new());
 static EXIT_HOOK: std::sync::Once = std::sync::Once::new();
 
 extern "C" {
@@ -170,7 +157,7 @@ extern "C" {
 
 extern "C" fn stop_threads_at_exit() {
     let _ = std::panic::catch_unwind(|| {
-        let live: Vec<Arc<Shared>> = lock(&LIVE_DEVICES).drain(..).filter_map(|w| w.upgrade()).collect();
+        let live: Vec<Arc<DeviceCore>> = lock(&LIVE_DEVICES).drain(..).filter_map(|w| w.upgrade()).collect();
         for shared in &live {
             shared.lane.close(true);
             shared.poller.stop_for_exit();
@@ -180,7 +167,7 @@ extern "C" fn stop_threads_at_exit() {
     });
 }
 
-fn track_for_exit(shared: &Arc<Shared>) {
+fn track_for_exit(shared: &Arc<DeviceCore>) {
     let mut live = lock(&LIVE_DEVICES);
     live.retain(|w| w.strong_count() > 0);
     live.push(Arc::downgrade(shared));
@@ -197,7 +184,7 @@ fn track_for_exit(shared: &Arc<Shared>) {
 /// poller) to threads of their own: a process with a busy GPU must still exit.
 const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-impl Drop for Shared {
+impl Drop for DeviceCore {
     fn drop(&mut self) {
         // SAFETY: taken once, here; no other code runs on `self` after `drop`.
         let queue = unsafe { std::mem::ManuallyDrop::take(&mut self.queue) };
@@ -236,11 +223,11 @@ impl Drop for Shared {
 /// An open GPU device. Cheap to clone; the device closes when the last clone drops.
 #[derive(Clone)]
 pub struct Gpu {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<DeviceCore>,
 }
 
 /// Process-wide table of open devices, so worker threads can attach to one.
-static REGISTRY: Mutex<Vec<(u64, std::sync::Weak<Shared>)>> = Mutex::new(Vec::new());
+static REGISTRY: Mutex<Vec<(u64, std::sync::Weak<DeviceCore>)>> = Mutex::new(Vec::new());
 static NEXT_HANDLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Gpu {
@@ -252,8 +239,9 @@ impl Gpu {
         Ok(crate::adapter::summaries(&instance(backends), backends).await)
     }
 
-    /// Opens an adapter and device as `options` ask.
-    pub async fn request(options: GpuOptions) -> Result<Gpu> {
+    /// Opens the adapter and device `options` ask for, with no service attached yet: the
+    /// composed open is [`Gpu::request`].
+    pub(crate) async fn open_core(options: &GpuOptions) -> Result<Gpu> {
         if let Some(b) = options.memory_budget {
             if b == 0 || b > MAX_SAFE_INTEGER {
                 return Err(Error::invalid(
@@ -315,16 +303,9 @@ impl Gpu {
             None => backend_budget(&adapter),
         };
         let info = gpu_info(&adapter, &device, &queue);
-        // Read once, at the open: a bad WGALLOC_* setting fails it, naming the variable, and the
-        // heap and the host cache start from these when first used.
-        let settings = EnvSettings {
-            watermarks: crate::heap::Watermarks::from_env(info.unified_memory())?,
-            debug_mask: crate::heap::config::debug_mask_from_env()?,
-            host: crate::host::HostConfig::from_env()?,
-        };
         let poller = Poller::spawn(device.clone(), tracker.clone())?;
         let lane = crate::lane::Lane::spawn(device.clone(), queue.clone(), tracker.clone(), uncaptured.clone())?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(DeviceCore {
             lane,
             features: device.features(),
             limits: device.limits(),
@@ -332,26 +313,16 @@ impl Gpu {
             queue: std::mem::ManuallyDrop::new(queue),
             tracker,
             leases: MappingLeases::default(),
-            settings,
             submit_lock: Mutex::new(()),
             uncaptured,
-            heap: std::sync::OnceLock::new(),
-            scopes: std::sync::OnceLock::new(),
-            pipelines: Default::default(),
-            host: std::sync::OnceLock::new(),
-            profiler: std::sync::OnceLock::new(),
+            services: Services::default(),
             info,
             budget,
             closing: None,
             poller,
         });
         track_for_exit(&shared);
-        let gpu = Gpu { shared };
-        if std::env::var_os("WGALLOC_PROFILE").is_some() {
-            // Env-driven profiling covers the device from its first submission.
-            let _ = gpu.profiler();
-        }
-        Ok(gpu)
+        Ok(Gpu { shared })
     }
 
     pub fn info(&self) -> &GpuInfo {

@@ -9,6 +9,21 @@
 //! - [`kv`]: a paged KV cache on the heap, with its kernels ([`Heap::kv_cache`]).
 //! - [`profile`]: GPU/CPU timing of ops and copies, stats, traces ([`Gpu::profiler`]).
 //!
+//!
+//! Note [Layers of the core]
+//! The modules form layers; each imports only from its own layer or the ones below it, so
+//! nothing in the core is an import circle except inside the device core:
+//! 1. the device core: [`context`] (the device, queue, lane, tracker, limits, budget, leases),
+//!    `services` (where subsystems attach, by type), `lane`, `mapping`, [`adapter`],
+//!    [`completion`], `driver_turn`, `scope` (error scopes), [`signal`] and [`error`];
+//! 2. [`profile`], which streams, transfers and the allocators record into;
+//! 3. [`stream`], then [`transfer`];
+//! 4. [`heap`], then [`host`] (staging blocks copy to and from heap blocks);
+//! 5. [`exec`], then [`kv`] (its kernels run as executors do);
+//! 6. [`replay`], and `open` ([`Gpu::request`]: the core, then the settings its services read).
+//!
+//! `tests/layers.rs` reads the sources and holds every module to its layer.
+//!
 //! ```no_run
 //! # pollster::block_on(async {
 //! use wgalloc_core::{Gpu, GpuOptions};
@@ -30,9 +45,11 @@ pub mod host;
 pub mod kv;
 mod lane;
 mod mapping;
+mod open;
 pub mod profile;
 pub mod replay;
 mod scope;
+mod services;
 pub mod signal;
 pub mod stream;
 pub mod transfer;

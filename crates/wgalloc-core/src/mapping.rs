@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::context::Shared;
+use crate::context::DeviceCore;
 use crate::error::{Error, Result};
 use crate::signal::lock;
 
@@ -27,7 +27,7 @@ struct LeaseState {
 
 impl MappingLeases {
     /// A lease, unless the device is lost or its destruction was asked for.
-    pub(crate) fn take(shared: &Arc<Shared>) -> Result<MappingLease> {
+    pub(crate) fn take(shared: &Arc<DeviceCore>) -> Result<MappingLease> {
         let mut st = lock(&shared.leases.state);
         if st.destroy_requested {
             return Err(Error::DeviceLost("destroyed by the caller".into()));
@@ -39,7 +39,7 @@ impl MappingLeases {
 
     /// Asks for the driver's device to be destroyed: now when no lease is out, else when the
     /// last one ends. Returns whether it was destroyed now.
-    pub(crate) fn destroy(shared: &Shared) -> bool {
+    pub(crate) fn destroy(shared: &DeviceCore) -> bool {
         let mut st = lock(&shared.leases.state);
         st.destroy_requested = true;
         if st.live == 0 {
@@ -57,7 +57,7 @@ impl MappingLeases {
 /// Mapped memory of a device stays in place while this lives (see the module note).
 #[must_use = "the mapping may be freed once the lease drops"]
 pub struct MappingLease {
-    shared: Arc<Shared>,
+    shared: Arc<DeviceCore>,
 }
 
 impl std::fmt::Debug for MappingLease {

@@ -235,7 +235,7 @@ impl Stream {
         let commands = guarded(&self.gpu.shared.device, "finishing the stream's commands", || encoder.finish());
         // Whatever happens, the recorded work is gone from this stream now.
         let event = commands.and_then(|c| self.gpu.submit(vec![c]));
-        if let (Some(b), Some(p)) = (batch, self.gpu.shared.profiler.get()) {
+        if let (Some(b), Some(p)) = (batch, self.gpu.shared.services.get::<ProfilerCore>()) {
             p.submitted(&self.gpu, b, event.as_ref().ok().map(Event::seq), self.id);
             if let Ok(e) = &event {
                 if Profiler::wait_until_completed(p) {

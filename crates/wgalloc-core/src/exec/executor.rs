@@ -376,7 +376,7 @@ impl Executor {
         gpu.check_alive()?;
         let heap = gpu.heap()?;
         let driver_before = heap.stats().driver_allocations;
-        let pipelines_before = gpu.shared.pipelines.created();
+        let pipelines_before = gpu.pipelines_created();
         let limits = gpu.limits();
         check_binding_limit(&graph, limits.max_storage_buffer_binding_size)?;
         // Usage records: roots in the slab, sizes in whole words.
@@ -645,7 +645,7 @@ impl Executor {
             })
         })?;
         let stats = ExecutorStats {
-            pipelines_created: gpu.shared.pipelines.created() - pipelines_before,
+            pipelines_created: gpu.pipelines_created() - pipelines_before,
             bind_groups_created: bind_groups,
             buffers_created: heap.stats().driver_allocations - driver_before + 1,
             staging_buffers_created: 0,

@@ -60,6 +60,16 @@ impl PipelineCache {
 }
 
 impl Gpu {
+    /// The device's compiled kernels, shared by executors and eager runs.
+    fn pipeline_cache(&self) -> &Arc<PipelineCache> {
+        self.shared.services.get_or_attach(|| Arc::new(PipelineCache::default()))
+    }
+
+    /// Pipelines compiled so far on this device.
+    pub(crate) fn pipelines_created(&self) -> u64 {
+        self.pipeline_cache().created()
+    }
+
     /// The pipeline for `source`/`entry_point` with `storage_bindings` read-write storage
     /// buffers and an optional uniform; compiled on first use. WGSL errors are passed through.
     pub fn pipeline(
@@ -72,7 +82,7 @@ impl Gpu {
     ) -> Result<Arc<Pipeline>> {
         self.check_alive()?;
         let key = Key { source: source.to_string(), entry_point: entry_point.to_string(), storage_bindings, uniform };
-        let cache = &self.shared.pipelines;
+        let cache = self.pipeline_cache();
         if let Some(p) = lock(&cache.map).get(&key).cloned() {
             return Ok(p);
         }

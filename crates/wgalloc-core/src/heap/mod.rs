@@ -47,13 +47,39 @@ fn device_heap_core(gpu: &Gpu) -> Result<DeviceHeapCore> {
         budget: gpu.memory_budget().bytes,
     };
     let storage = WgpuStorage::new(gpu, gpu.has_feature(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS));
-    Ok(HeapCore::new(
-        storage,
-        gpu.shared.tracker.clone(),
-        heap_limits,
-        gpu.shared.settings.watermarks,
-        gpu.shared.settings.debug_mask,
-    ))
+    // `Gpu::request` attached them; a core opened otherwise takes the defaults.
+    let settings = gpu.shared.services.get::<HeapSettings>().map_or_else(
+        || HeapSettings { watermarks: Watermarks::defaults(gpu.info().unified_memory()), debug_mask: 0 },
+        |s| **s,
+    );
+    Ok(HeapCore::new(storage, gpu.shared.tracker.clone(), heap_limits, settings.watermarks, settings.debug_mask))
+}
+
+impl crate::profile::MemorySource for DeviceHeapCore {
+    fn sample(&self) -> crate::profile::MemorySample {
+        let s = self.stats();
+        crate::profile::MemorySample {
+            counter: "heap bytes",
+            values: vec![("allocated", s.allocated_bytes.current), ("reserved", s.reserved_bytes.current)],
+            instants: vec![("heap OOM", s.ooms), ("heap gc", s.gc_runs)],
+        }
+    }
+}
+
+/// The heap's settings from the environment, read when the device opens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeapSettings {
+    pub watermarks: Watermarks,
+    pub debug_mask: u32,
+}
+
+impl HeapSettings {
+    pub(crate) fn from_env(unified_memory: bool) -> Result<HeapSettings> {
+        Ok(HeapSettings {
+            watermarks: Watermarks::from_env(unified_memory)?,
+            debug_mask: config::debug_mask_from_env()?,
+        })
+    }
 }
 
 /// A device's caching allocator. Cheap to clone; all clones share one heap.
@@ -80,7 +106,8 @@ impl std::ops::Deref for Heap {
 
 impl Heap {
     pub(crate) fn from_parts(gpu: Gpu, core: Arc<DeviceHeapCore>) -> Heap {
-        let scopes = gpu.shared.scopes.get_or_init(|| ScopeTree::new(core.limits().budget)).clone();
+        let budget = core.limits().budget;
+        let scopes = gpu.shared.services.get_or_attach(|| ScopeTree::new(budget)).clone();
         Heap(Arc::new(HeapParts { gpu, core, scopes }))
     }
 }
@@ -88,14 +115,11 @@ impl Heap {
 impl Gpu {
     /// The device's heap allocator (created on first use).
     pub fn heap(&self) -> Result<Heap> {
-        let core = match self.shared.heap.get() {
-            Some(core) => core.clone(),
-            None => {
-                let core = Arc::new(device_heap_core(self)?);
-                self.shared.heap.get_or_init(|| core).clone()
-            }
-        };
-        Ok(Heap::from_parts(self.clone(), core))
+        let (core, attached) = self.shared.services.try_get_or_attach(|| device_heap_core(self).map(Arc::new))?;
+        if attached {
+            crate::profile::MemorySources::add(self, Arc::downgrade(core) as _);
+        }
+        Ok(Heap::from_parts(self.clone(), core.clone()))
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use wgalloc_heap::{BlockMove, HeapError, PoolKind, SegmentStorage};
 
 use super::in_buffer_copy::InBufferCopy;
-use crate::context::{Gpu, Shared};
+use crate::context::{DeviceCore, Gpu};
 use crate::error::{Error, Result};
 use crate::scope::guarded;
 
@@ -14,7 +14,7 @@ use crate::scope::guarded;
 pub struct WgpuStorage {
     /// Weak: the device owns its heap, and the heap must not keep the device's queue alive
     /// (its drop waits for the GPU, see `context`).
-    gpu: Weak<Shared>,
+    gpu: Weak<DeviceCore>,
     mappable_primary: bool,
     /// The kernel for moves within one segment, made on the first.
     in_buffer: Option<InBufferCopy>,

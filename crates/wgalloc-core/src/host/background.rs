@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{Host, HostCore};
-use crate::context::{Gpu, Shared};
+use crate::context::{DeviceCore, Gpu};
 use crate::error::{Error, Result};
 use crate::signal::lock;
 
@@ -24,7 +24,7 @@ pub(crate) struct Background {
 }
 
 impl Background {
-    pub(crate) fn spawn(core: Weak<HostCore>, shared: Weak<Shared>) -> Result<Self> {
+    pub(crate) fn spawn(core: Weak<HostCore>, shared: Weak<DeviceCore>) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new()
@@ -49,7 +49,7 @@ impl Background {
     }
 }
 
-fn run(core: Weak<HostCore>, shared: Weak<Shared>, stop: Arc<AtomicBool>) {
+fn run(core: Weak<HostCore>, shared: Weak<DeviceCore>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
         let (Some(core), Some(shared)) = (core.upgrade(), shared.upgrade()) else { break };
         let host = Host { gpu: Gpu { shared }, core };

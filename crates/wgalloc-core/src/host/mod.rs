@@ -90,7 +90,8 @@ impl std::ops::Deref for PoolRef<'_> {
 
 impl HostCore {
     fn new(gpu: &Gpu) -> Result<HostCore> {
-        let c = gpu.shared.settings.host;
+        // `Gpu::request` attached the settings read at the open.
+        let c = gpu.shared.services.get::<HostConfig>().map_or_else(HostConfig::default, |c| **c);
         Ok(HostCore {
             default_pool: Arc::new(BlockPool::new(0)),
             pools: RwLock::new(Pools::default()),
@@ -149,6 +150,16 @@ impl HostCore {
     }
 }
 
+impl crate::profile::MemorySource for HostCore {
+    fn sample(&self) -> crate::profile::MemorySample {
+        crate::profile::MemorySample {
+            counter: "host cache bytes",
+            values: vec![("active", self.stats().active_bytes.current)],
+            instants: Vec::new(),
+        }
+    }
+}
+
 impl Drop for HostCore {
     fn drop(&mut self) {
         if let Some(bg) = lock(&self.background).take() {
@@ -167,14 +178,11 @@ pub struct Host {
 impl Gpu {
     /// The device's host staging cache (created on first use).
     pub fn host(&self) -> Result<Host> {
-        let core = match self.shared.host.get() {
-            Some(core) => core.clone(),
-            None => {
-                let core = Arc::new(HostCore::new(self)?);
-                self.shared.host.get_or_init(|| core).clone()
-            }
-        };
-        Ok(Host { gpu: self.clone(), core })
+        let (core, attached) = self.shared.services.try_get_or_attach(|| HostCore::new(self).map(Arc::new))?;
+        if attached {
+            crate::profile::MemorySources::add(self, Arc::downgrade(core) as _);
+        }
+        Ok(Host { gpu: self.clone(), core: core.clone() })
     }
 }
 

@@ -34,6 +34,47 @@ use trace::{Trace, TraceEvent, TID_COUNTERS, TID_CPU, TID_STREAM_BASE};
 /// Stream id of work recorded outside streams (drawn on the CPU track).
 const CPU_STREAM: u64 = u64::MAX;
 
+// Note [Memory counters come from their owners]
+// The trace's memory counters are the heap's and the host cache's figures, yet the profiler sits
+// below both (they record their copies into it). So each owner of device or staging memory
+// registers a `MemorySource` when it attaches to the device, and the profiler samples whatever is
+// registered, by name, at each submission and export. A source is held weakly: it does not keep
+// its owner alive, and one whose owner is gone is skipped.
+
+/// One sample of a memory source: a counter track and the running counts of its instants.
+pub(crate) struct MemorySample {
+    /// The counter track's name, e.g. `heap bytes`.
+    pub counter: &'static str,
+    /// The counter's series and their values in bytes.
+    pub values: Vec<(&'static str, u64)>,
+    /// Events drawn as instants (e.g. `heap OOM`), each with its running count.
+    pub instants: Vec<(&'static str, u64)>,
+}
+
+/// What owns memory the trace draws as a counter.
+pub(crate) trait MemorySource: Send + Sync {
+    fn sample(&self) -> MemorySample;
+}
+
+/// The memory sources of a device, in the order they attached.
+#[derive(Default)]
+pub(crate) struct MemorySources {
+    sources: Mutex<Vec<Weak<dyn MemorySource>>>,
+}
+
+impl MemorySources {
+    /// Registers `source` with `gpu`'s profiler, present or future.
+    pub(crate) fn add(gpu: &Gpu, source: Weak<dyn MemorySource>) {
+        let sources = gpu.shared.services.get_or_attach(|| Arc::new(MemorySources::default()));
+        lock(&sources.sources).push(source);
+    }
+
+    fn samples(&self) -> Vec<MemorySample> {
+        let live: Vec<Arc<dyn MemorySource>> = lock(&self.sources).iter().filter_map(Weak::upgrade).collect();
+        live.iter().map(|s| s.sample()).collect()
+    }
+}
+
 /// What a timed entry is.
 pub(crate) enum What {
     Op { name: String, pipeline: String },
@@ -129,8 +170,8 @@ struct State {
     idle: Vec<Arc<Slot<()>>>,
     /// GPU clock (ns) + offset = profiler clock (ns); raised so GPU work never starts before its submit.
     gpu_offset_ns: Option<f64>,
-    /// Heap OOM / GC counts last sampled, to emit instants for new ones.
-    heap_seen: (u64, u64),
+    /// Running counts of each memory source's instants last sampled, to emit only new ones.
+    instants_seen: Vec<(&'static str, u64)>,
 }
 
 pub(crate) struct ProfilerCore {
@@ -497,26 +538,31 @@ impl ProfilerCore {
         }
     }
 
-    /// Counter samples of heap and host-cache bytes, and instants for new OOMs and GCs.
+    /// A counter sample of every memory source, and instants for its new events.
     fn sample_memory(&self, gpu: &Gpu, st: &mut State, ts_us: f64) {
-        let counter = |name: &str, values: Value| TraceEvent {
-            name: name.into(),
-            cat: "memory",
-            ph: 'C',
-            ts_us,
-            dur_us: None,
-            tid: TID_COUNTERS,
-            args: values.as_object().cloned().unwrap_or_default(),
-        };
-        if let Some(core) = gpu.shared.heap.get() {
-            let s = crate::heap::Heap::from_parts(gpu.clone(), core.clone()).stats();
-            st.trace.push(counter(
-                "heap bytes",
-                json!({"allocated": s.allocated_bytes.current, "reserved": s.reserved_bytes.current}),
-            ));
-            let (ooms, gcs) = st.heap_seen;
-            for (n, what) in [(s.ooms.saturating_sub(ooms), "heap OOM"), (s.gc_runs.saturating_sub(gcs), "heap gc")] {
-                for _ in 0..n.min(100) {
+        let Some(sources) = gpu.shared.services.get::<MemorySources>() else { return };
+        for sample in sources.samples() {
+            let values: Map<String, Value> = sample.values.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+            st.trace.push(TraceEvent {
+                name: sample.counter.into(),
+                cat: "memory",
+                ph: 'C',
+                ts_us,
+                dur_us: None,
+                tid: TID_COUNTERS,
+                args: values,
+            });
+            for (what, count) in sample.instants {
+                let seen = match st.instants_seen.iter_mut().find(|(w, _)| *w == what) {
+                    Some((_, seen)) => seen,
+                    None => {
+                        st.instants_seen.push((what, 0));
+                        &mut st.instants_seen.last_mut().expect("pushed").1
+                    }
+                };
+                let new = count.saturating_sub(*seen);
+                *seen = count;
+                for _ in 0..new.min(100) {
                     st.trace.push(TraceEvent {
                         name: what.into(),
                         cat: "memory",
@@ -528,11 +574,6 @@ impl ProfilerCore {
                     });
                 }
             }
-            st.heap_seen = (s.ooms, s.gc_runs);
-        }
-        if let Some(core) = gpu.shared.host.get() {
-            let s = crate::host::Host { gpu: gpu.clone(), core: core.clone() }.raw_stats();
-            st.trace.push(counter("host cache bytes", json!({"active": s.active_bytes.current})));
         }
     }
 
@@ -581,15 +622,15 @@ impl Gpu {
     /// The profiler, if it is on: the one atomic load hot paths pay when it is off.
     #[inline]
     pub(crate) fn profiling(&self) -> Option<&Arc<ProfilerCore>> {
-        self.shared.profiler.get().filter(|p| p.is_on())
+        self.shared.services.get::<ProfilerCore>().filter(|p| p.is_on())
     }
 
     /// The device's profiler. Fails if `WGALLOC_PROFILE` holds an unknown flag.
     pub fn profiler(&self) -> Result<Profiler> {
         let core = self
             .shared
-            .profiler
-            .get_or_init(|| {
+            .services
+            .get_or_attach(|| {
                 let lane = self.shared.lane.handle().clone();
                 Arc::new(ProfilerCore::new(&self.shared.device, &self.shared.queue, &self.shared.tracker, lane))
             })
