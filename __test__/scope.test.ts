@@ -121,6 +121,18 @@ test('executors and weights charged to a scope; scope metrics per path', async (
   exe.release()
   weights.release()
   t.is(scope.stats().allocatedBytes, 0)
+  // The charge follows the memory: weights released while an executor binds them stay charged.
+  const bound = gpu.createWeights({ w: new Float32Array(1024) }, { scope })
+  const weightsGraph: Graph = {
+    ...graph,
+    tensors: [...graph.tensors, { id: 'w', size: 4096, kind: 'param' }],
+    ops: [{ kernel: 'k', inputs: ['w'], outputs: ['y'], dispatch: [16] }],
+  }
+  const user = await gpu.compile(weightsGraph, { weights: bound })
+  bound.release()
+  t.is(scope.stats().allocatedBytes, 4096, 'an executor still binds the released weights')
+  user.release()
+  t.is(scope.stats().allocatedBytes, 0)
   // Too small a scope: the executor is refused and its slabs go back to the heap.
   const tiny = gpu.heap.scope({ name: 'tiny', limit: 256 })
   const before = gpu.heap.stats().allocatedBytes.current

@@ -466,8 +466,8 @@ export declare class KvCache {
   /** Frees the pools and the table (after the GPU work recorded on them); later calls fail. */
   release(): void
   /**
-   * Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
-   * when they do not fit).
+   * Charges the device bytes to `scope` until they go back to the heap, at `release()` or
+   * collection (`QUOTA_EXCEEDED` when they do not fit).
    */
   chargeTo(scope: HeapScope): void
 }
@@ -699,8 +699,9 @@ export declare class Weights {
    */
   release(): boolean
   /**
-   * Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
-   * when they do not fit).
+   * Charges the device bytes to `scope` until they go back to the heap, when the last holder
+   * (this handle or an executor using the weights) lets go (`QUOTA_EXCEEDED` when they do
+   * not fit).
    * @internal
    */
   chargeTo(scope: HeapScope): void

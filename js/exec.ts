@@ -49,7 +49,10 @@ export interface CompileOptions extends AsyncOptions {
 
 /** Options of `gpu.createWeights()`. */
 export interface CreateWeightsOptions {
-  /** A heap scope charged with the weights' device bytes until `release()` (`QUOTA_EXCEEDED` when they do not fit). */
+  /**
+   * A heap scope charged with the weights' device bytes until they go back to the heap: at `release()`, or later
+   * while an executor compiled with them lives (`QUOTA_EXCEEDED` when they do not fit).
+   */
   scope?: HeapScope
 }
 

@@ -99,8 +99,6 @@ fn steps(seqs: Vec<f64>, tokens: Vec<u32>) -> Result<Vec<StepSeq>> {
 #[napi]
 pub struct KvCache {
     inner: Mutex<Option<core_kv::KvCache>>,
-    /// The scope charged with the pools and the table, returned at `release()` or collection.
-    charge: Mutex<Option<wgalloc_core::heap::ScopeCharge>>,
 }
 
 impl KvCache {
@@ -139,7 +137,7 @@ impl Gpu {
             prefix_caching: o.prefix_caching,
         };
         let cache = self.inner.heap().and_then(|h| h.kv_cache(options)).napi()?;
-        Ok(KvCache { inner: Mutex::new(Some(cache)), charge: Mutex::new(None) })
+        Ok(KvCache { inner: Mutex::new(Some(cache)) })
     }
 }
 
@@ -313,18 +311,14 @@ impl KvCache {
     pub fn release(&self) -> Result<()> {
         let mut guard = self.inner.lock().map_err(|_| coded("INTERNAL", "kv cache lock poisoned"))?;
         guard.take();
-        drop(guard);
-        drop(self.charge.lock().unwrap_or_else(|p| p.into_inner()).take());
         Ok(())
     }
 
-    /// Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
-    /// when they do not fit).
+    /// Charges the device bytes to `scope` until they go back to the heap, at `release()` or
+    /// collection (`QUOTA_EXCEEDED` when they do not fit).
     #[napi(catch_unwind)]
     pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
-        let cache = self.cache()?;
-        let mut held = self.charge.lock().unwrap_or_else(|p| p.into_inner());
-        cache.heap().charge_once(&mut held, &scope.inner, cache.bytes(), "createKvCache", "cache").napi()
+        self.cache()?.charge_to(&scope.inner).napi()
     }
 }
 

@@ -16,8 +16,6 @@ use crate::gpu::Gpu;
 #[napi]
 pub struct Weights {
     inner: Mutex<Option<Arc<CoreWeights>>>,
-    /// The scope charged with the device bytes, returned at `release()` or collection.
-    charge: Mutex<Option<wgalloc_core::heap::ScopeCharge>>,
 }
 
 impl Weights {
@@ -63,25 +61,23 @@ impl Weights {
     #[napi(catch_unwind, writable = true, configurable = true)]
     pub fn attach(handle: f64) -> Result<Weights> {
         let w = CoreWeights::attach(to_u64(handle, "handle")?).napi()?;
-        Ok(Weights { inner: Mutex::new(Some(w)), charge: Mutex::new(None) })
+        Ok(Weights { inner: Mutex::new(Some(w)) })
     }
 
     /// Lets go of this handle's reference; executors compiled with the weights keep theirs.
     /// Returns false if it was already released.
     #[napi(catch_unwind)]
     pub fn release(&self) -> bool {
-        drop(self.charge.lock().unwrap_or_else(|p| p.into_inner()).take());
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).take().is_some()
     }
 
-    /// Charges the device bytes to `scope` until `release()` or collection (`QUOTA_EXCEEDED`
-    /// when they do not fit).
+    /// Charges the device bytes to `scope` until they go back to the heap, when the last holder
+    /// (this handle or an executor using the weights) lets go (`QUOTA_EXCEEDED` when they do
+    /// not fit).
     /// @internal
     #[napi(catch_unwind)]
     pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
-        let w = self.get()?;
-        let mut held = self.charge.lock().unwrap_or_else(|p| p.into_inner());
-        w.heap().charge_once(&mut held, &scope.inner, w.device_bytes(), "createWeights", "set of weights").napi()
+        self.get()?.charge_to(&scope.inner).napi()
     }
 }
 
@@ -93,6 +89,6 @@ impl Gpu {
     pub fn create_weights_native(&self, params: HashMap<String, Uint8Array>) -> Result<Weights> {
         let params = params.into_iter().map(|(k, v)| (k, v.to_vec())).collect();
         let w = self.inner.create_weights(params).napi()?;
-        Ok(Weights { inner: Mutex::new(Some(w)), charge: Mutex::new(None) })
+        Ok(Weights { inner: Mutex::new(Some(w)) })
     }
 }

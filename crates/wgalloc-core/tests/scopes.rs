@@ -1,6 +1,7 @@
 //! Heap scopes on a device: every way a charge is taken and returned (Note [A scope's bytes
 //! are its live charges]) — blocks freed, dropped or leased, executors released or dropped,
-//! shape caches growing past their limit, nested limits, disposed scopes.
+//! shape caches growing past their limit, weights and KV caches held by several owners, nested
+//! limits, disposed scopes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -134,6 +135,56 @@ fn an_executor_charged_to_a_scope_returns_its_charge_on_release_or_drop() {
     let exe = gpu.compile(graph(), options()).unwrap();
     let e = quota(exe.charge_to(&tiny).unwrap_err());
     assert_eq!((e.scope.as_str(), e.requested), ("tiny", exe.device_bytes()));
+    assert_eq!(tiny.stats().allocated, 0);
+}
+
+#[test]
+fn weights_and_kv_caches_return_their_charge_with_their_memory() {
+    use wgalloc_core::kv::{KvDtype, KvOptions};
+    let gpu = gpu();
+    let heap = gpu.heap().unwrap();
+    let s = heap.scope("served-model", 64 << 20).unwrap();
+    // Weights: the block lives while any executor compiled with it does, and so does the charge.
+    let weights = gpu.create_weights(common::zero_w(4096)).unwrap();
+    weights.charge_to(&s).unwrap();
+    assert_eq!(s.stats().allocated, weights.device_bytes());
+    let again = wgalloc_core::exec::Weights::attach(weights.share_handle()).unwrap();
+    assert!(again.charge_to(&s).is_err(), "once per store, from any handle");
+    drop(again);
+    let graph = ExecGraph::parse(&common::chain_graph_json(2, 4096)).unwrap();
+    let exe = gpu.compile(graph, CompileOptions { weights: Some(weights.clone()), ..Default::default() }).unwrap();
+    let store_bytes = weights.device_bytes();
+    drop(weights);
+    assert_eq!(s.stats().allocated, store_bytes, "an executor still binds the weights");
+    exe.release();
+    drop(exe);
+    assert_eq!((s.stats().allocated, s.stats().active_blocks), (0, 0), "gone with the last holder");
+    // A KV cache: charged its pools and table until its last clone drops.
+    let options = KvOptions {
+        layers: 2,
+        kv_heads: 2,
+        head_dim: 16,
+        dtype: KvDtype::F32,
+        block_tokens: 4,
+        num_blocks: Some(16),
+        max_bytes: None,
+        max_seqs: 4,
+        max_seq_len: 64,
+        prefix_caching: false,
+    };
+    let cache = heap.kv_cache(options.clone()).unwrap();
+    cache.charge_to(&s).unwrap();
+    assert_eq!(s.stats().allocated, cache.bytes());
+    let clone = cache.clone();
+    assert!(clone.charge_to(&s).is_err(), "once per cache");
+    drop(cache);
+    assert_eq!(s.stats().allocated, clone.bytes(), "a clone still holds the pools");
+    drop(clone);
+    assert_eq!(s.stats().allocated, 0);
+    let tiny = heap.scope("tiny", 256).unwrap();
+    let cache = heap.kv_cache(options).unwrap();
+    let e = quota(cache.charge_to(&tiny).unwrap_err());
+    assert_eq!((e.scope.as_str(), e.requested), ("tiny", cache.bytes()));
     assert_eq!(tiny.stats().allocated, 0);
 }
 

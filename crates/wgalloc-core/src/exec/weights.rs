@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use super::bind::binding_size;
 use crate::context::Gpu;
 use crate::error::{align_up, checked_add, Error, Result};
-use crate::heap::{DeviceBlock, Usage};
+use crate::heap::{DeviceBlock, Scope, ScopeCharge, Usage};
 use crate::signal::lock;
 
 #[derive(Debug)]
@@ -16,6 +16,9 @@ pub struct Weights {
     block: DeviceBlock,
     /// Param id -> (offset in the block, bytes).
     entries: HashMap<String, (u64, u64)>,
+    /// The scope charged with the block ([`Weights::charge_to`]), returned with it when the last
+    /// holder lets go (Note [A scope's bytes are its live charges]).
+    charge: Mutex<Option<ScopeCharge>>,
 }
 
 /// Handles of live weight stores, for other threads to attach to. Weak: a handle keeps nothing alive.
@@ -52,7 +55,7 @@ impl Gpu {
             bytes.resize(binding_size(len)? as usize, 0);
             block.write(&bytes, at)?;
         }
-        Ok(Arc::new(Weights { block, entries }))
+        Ok(Arc::new(Weights { block, entries, charge: Mutex::new(None) }))
     }
 }
 
@@ -78,6 +81,12 @@ impl Weights {
     /// Device bytes the store holds (once, however many executors bind it).
     pub fn device_bytes(&self) -> u64 {
         self.block.size()
+    }
+
+    /// Charges the store's device bytes to `scope` until the block goes back to the heap, with the
+    /// last holder (`QUOTA_EXCEEDED` when they do not fit; nothing charged). Once per store.
+    pub fn charge_to(&self, scope: &Scope) -> Result<()> {
+        self.heap().charge_once(&mut lock(&self.charge), scope, self.device_bytes(), "createWeights", "set of weights")
     }
 
     /// A process-wide handle another thread passes to [`Weights::attach`]. It does not keep the store alive.

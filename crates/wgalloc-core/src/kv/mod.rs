@@ -19,7 +19,7 @@ pub use wgalloc_kv::{KvError, KvStats, SequenceSummary};
 use crate::context::Gpu;
 use crate::error::{Error, Result};
 use crate::exec::ComputeKernel;
-use crate::heap::{DeviceBlock, Heap, Usage};
+use crate::heap::{DeviceBlock, Heap, Scope, ScopeCharge, Usage};
 use crate::host::{Direction, HostBlock};
 use crate::signal::lock;
 use crate::stream::Stream;
@@ -73,6 +73,9 @@ struct Inner {
     tables: DeviceBlock,
     swapped: Mutex<HashMap<u64, HostBlock>>,
     kernels: OnceLock<Kernels>,
+    /// The scope charged with the pools and the table ([`KvCache::charge_to`]), returned with
+    /// them when the last clone drops (Note [A scope's bytes are its live charges]).
+    charge: Mutex<Option<ScopeCharge>>,
 }
 
 /// A paged KV cache (see the module docs). Cheap to clone; the pools are freed with the last clone.
@@ -180,6 +183,7 @@ impl Heap {
                 tables,
                 swapped: Mutex::new(HashMap::new()),
                 kernels: OnceLock::new(),
+                charge: Mutex::new(None),
             }),
         })
     }
@@ -203,6 +207,12 @@ impl KvCache {
     pub fn bytes(&self) -> u64 {
         let i = &self.inner;
         i.pools.iter().flatten().map(DeviceBlock::size).sum::<u64>() + i.tables.size()
+    }
+
+    /// Charges the cache's device bytes to `scope` until the pools go back to the heap, with the
+    /// last clone (`QUOTA_EXCEEDED` when they do not fit; nothing charged). Once per cache.
+    pub fn charge_to(&self, scope: &Scope) -> Result<()> {
+        self.heap().charge_once(&mut lock(&self.inner.charge), scope, self.bytes(), "createKvCache", "cache")
     }
 
     /// The device block table: `u32 [maxSequences][ceil(maxSequenceLength / blockTokens)]`.
