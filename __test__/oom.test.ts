@@ -26,6 +26,7 @@ test.serial('an OOM from malloc carries structured details, tells OUT_OF_MEMORY 
     const held = heap.malloc(40 << 20)
     const err = t.throws<WgallocError>(() => heap.malloc(40 << 20), { code: 'OUT_OF_MEMORY' })
     const d = err.details!
+    t.is(d.source, 'heap')
     t.is(d.requested, 40 << 20)
     t.is(d.budget, 64 << 20)
     t.is(d.highWatermark, 64 << 20)
@@ -150,6 +151,19 @@ test.serial('an OOM in compile, a shape cache miss, createWeights or a device ou
     shapes.release()
   } finally {
     delete process.env.WGALLOC_OOM_SNAPSHOT
+    gpu.destroy()
+  }
+})
+
+test('an OOM outside the heap carries its source and figures as data too', async (t) => {
+  const gpu = await Gpu.request()
+  try {
+    const max = gpu.info.maxBufferSize
+    const err = t.throws<WgallocError>(() => gpu.host.alloc(max + 1), { code: 'OUT_OF_MEMORY' })
+    t.like(err.details, { source: 'max-buffer-size', operation: 'allocating a staging buffer', requested: max + 1, limit: max })
+    t.regex(err.message, /split the transfer/)
+    t.is(gpu.host.stats().activeBytes.current, 0, 'nothing was allocated')
+  } finally {
     gpu.destroy()
   }
 })

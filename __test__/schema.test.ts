@@ -26,6 +26,7 @@ const USES: Record<string, string[]> = {
   tensorKinds: ['GraphTensor.kind'],
   workspaceModes: ['PlanMemoryCallOptions.workspace'],
   strategies: ['Strategy'],
+  oomSources: ['OutOfMemorySource', 'OutOfMemoryDetails.source'],
 }
 
 function checker() {

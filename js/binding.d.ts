@@ -808,6 +808,7 @@ export interface ConstantTables {
   tensorKinds: Array<string>
   workspaceModes: Array<string>
   strategies: Array<string>
+  oomSources: Array<string>
 }
 
 /** Options of `stream.copy()`. Offsets default to 0; `size` to the rest of the source. */

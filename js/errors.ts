@@ -30,10 +30,32 @@ export const ERROR_CODES = Object.freeze([
 /** Stable error codes: branch on `error.code`, never on the message. */
 export type WgallocErrorCode = (typeof ERROR_CODES)[number]
 
-/** The figures of a failed `malloc()`: `err.details` of its OUT_OF_MEMORY, and what OUT_OF_MEMORY listeners get. */
+/**
+ * What ran out: `'heap'` (the heap's ladder gave up; its figures follow), `'driver'` (the driver
+ * refused memory), `'max-buffer-size'` (one buffer past the device's limit), `'live-blocks'` (the
+ * most blocks one heap holds live), `'high-watermark'` (a reservation made up front, as a warm
+ * start's), or `'store-capacity'` (a simulated store's capacity).
+ */
+export type OutOfMemorySource = 'heap' | 'driver' | 'max-buffer-size' | 'live-blocks' | 'high-watermark' | 'store-capacity'
+
+/**
+ * The figures of an OUT_OF_MEMORY: `err.details`, and (for the heap's) what OUT_OF_MEMORY listeners
+ * get. The heap's carry the request and the heap's figures; the others carry `operation` and,
+ * where there is one, the `limit` and what was `inUse`.
+ */
 export interface OutOfMemoryDetails {
-  /** Bytes asked for. */
-  requested: number
+  /** What ran out. */
+  source: OutOfMemorySource
+  /** Bytes asked for (blocks, for `'live-blocks'`); absent where the call does not know them (a driver refusal in a submit). */
+  requested?: number
+  /** What was being done, e.g. `'creating a staging buffer'` (all but the heap's). */
+  operation?: string
+  /** The limit that refused the request, where there is one (bytes; blocks for `'live-blocks'`). */
+  limit?: number
+  /** What was in use when it was refused, where known. */
+  inUse?: number
+  /** The driver's or the store's own words. */
+  cause?: string
   /** The request rounded up to the heap's alignment. */
   aligned?: number
   /** The pool the request went to. */

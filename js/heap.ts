@@ -176,8 +176,9 @@ export class Heap {
     // once: `details`, the snapshot and the OUT_OF_MEMORY listeners.
     if (!WgallocError.is(err, 'OUT_OF_MEMORY') || reportedOoms.has(err)) return err
     reportedOoms.add(err)
-    // The heap's figures came with the error as data; a driver's OOM outside the heap has none.
-    const details: OutOfMemoryDetails = { requested: size, ...err.details }
+    // Every native OUT_OF_MEMORY carries its figures as data, `source` first; the facade adds
+    // the size a malloc asked for where the native figures lack it.
+    const details: OutOfMemoryDetails = { ...(size > 0 ? { requested: size } : {}), ...(err.details as OutOfMemoryDetails) }
     details.snapshotPath = writeOomSnapshot(this.#native, details)
     err.details = details
     this.#events.outOfMemory(details)

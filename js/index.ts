@@ -41,6 +41,7 @@ export {
   type InvalidArgumentDetails,
   type KvCacheFullDetails,
   type OutOfMemoryDetails,
+  type OutOfMemorySource,
   type QuotaExceededDetails,
   WgallocError,
   type WgallocErrorCode,

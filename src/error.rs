@@ -9,6 +9,7 @@
 //! INVALID_ARGUMENT) are never read back out of prose.
 
 use serde_json::{json, Value};
+use wgalloc_core::error::OomSource;
 use wgalloc_core::Error as CoreError;
 
 /// Between an error's message and its data.
@@ -63,6 +64,7 @@ fn details(e: &CoreError) -> Option<Value> {
     }
     match e {
         CoreError::HeapOutOfMemory(o) => Some(json!({
+            "source": OomSource::Heap.as_str(),
             "requested": o.requested,
             "aligned": o.aligned,
             "pool": o.pool,
@@ -74,6 +76,18 @@ fn details(e: &CoreError) -> Option<Value> {
             "budget": o.budget,
             "largestFreeBlock": o.largest_free_block,
         })),
+        CoreError::OutOfMemory(o) => {
+            let mut d = json!({ "source": o.source.as_str(), "operation": o.operation });
+            for (key, value) in [("requested", o.requested), ("limit", o.limit), ("inUse", o.in_use)] {
+                if let Some(v) = value {
+                    d[key] = json!(v);
+                }
+            }
+            if let Some(cause) = &o.cause {
+                d["cause"] = json!(cause);
+            }
+            Some(d)
+        }
         CoreError::QuotaExceeded(q) => Some(json!({
             "scope": q.scope,
             "limit": q.limit,

@@ -2,6 +2,7 @@
 //! index), and a test holds every literal union of the public types to them.
 
 use napi_derive::napi;
+use wgalloc_core::error::OomSource;
 use wgalloc_core::exec::ObservedKind;
 use wgalloc_core::heap::{BlockState, HeapEventKind, PoolKind};
 use wgalloc_core::host::Direction;
@@ -30,6 +31,7 @@ pub struct ConstantTables {
     pub tensor_kinds: Vec<String>,
     pub workspace_modes: Vec<String>,
     pub strategies: Vec<String>,
+    pub oom_sources: Vec<String>,
 }
 
 /// The core's closed sets of names.
@@ -54,5 +56,6 @@ pub fn constant_tables() -> ConstantTables {
         tensor_kinds: TensorKind::ALL.iter().map(|k| k.as_str().to_string()).collect(),
         workspace_modes: WorkspaceMode::ALL.iter().map(|k| k.as_str().to_string()).collect(),
         strategies: Strategy::ALL.iter().map(|k| k.as_str().to_string()).collect(),
+        oom_sources: OomSource::ALL.iter().map(|k| k.as_str().to_string()).collect(),
     }
 }

@@ -17,9 +17,9 @@ pub enum Error {
     /// The device was lost or destroyed; every later call fails with this.
     #[error("the GPU device was lost ({0}); open a new one with Gpu.request()")]
     DeviceLost(String),
-    /// An allocation did not fit the budget or the driver ran out of memory.
+    /// The driver refused memory, or a request is past a fixed limit; the figures are data.
     #[error("{0}")]
-    OutOfMemory(String),
+    OutOfMemory(Box<LimitOom>),
     /// The heap could not serve a request after its ladder; the figures are data.
     #[error("{0}")]
     HeapOutOfMemory(Box<HeapOom>),
@@ -119,9 +119,9 @@ impl Error {
 
 pub use wgalloc_heap::InvalidArgument;
 
-pub use wgalloc_heap::HeapOom;
 pub use wgalloc_heap::QuotaExceeded;
 use wgalloc_heap::{HeapError, StoreError};
+pub use wgalloc_heap::{HeapOom, LimitOom, OomSource};
 
 /// The heap policy's errors are the runtime's, code for code; a store's own error comes back whole.
 impl From<HeapError> for Error {
@@ -158,6 +158,12 @@ impl From<Error> for HeapError {
             Error::DeviceLost(reason) => HeapError::DeviceLost(reason),
             other => HeapError::Store(StoreError::new(other.code(), other)),
         }
+    }
+}
+
+impl From<LimitOom> for Error {
+    fn from(oom: LimitOom) -> Self {
+        Error::OutOfMemory(Box::new(oom))
     }
 }
 
@@ -274,7 +280,7 @@ mod tests {
         };
         let cases = [
             HeapError::invalid("size", "a positive integer", "0"),
-            HeapError::OutOfMemory("no room".into()),
+            HeapError::from(LimitOom::new(OomSource::StoreCapacity, "allocating", "").requested(2).limit(1)),
             HeapError::HeapOutOfMemory(Box::new(oom)),
             HeapError::UseAfterFree("block 3 was freed".into()),
             HeapError::DoubleFree("block 3 was already freed".into()),

@@ -37,7 +37,7 @@ use std::time::Duration;
 use crate::completion::Tracker;
 use crate::context::UncapturedErrors;
 use crate::error::{Error, Result};
-use crate::scope::guarded;
+use crate::scope::{guarded, guarded_alloc};
 use crate::signal::{lock, Slot};
 
 /// Work the lane runs on its thread, in order.
@@ -87,7 +87,9 @@ impl LaneState {
 
     /// Writes `data` at `at` of `buffer` through the queue; a failure fails the next submission.
     pub(crate) fn write(&mut self, buffer: &wgpu::Buffer, at: u64, data: &[u8], what: &str) {
-        let written = unwound(what, || guarded(&self.device, what, || self.queue.write_buffer(buffer, at, data)));
+        let written = unwound(what, || {
+            guarded_alloc(&self.device, what, data.len() as u64, || self.queue.write_buffer(buffer, at, data))
+        });
         if let Err(e) = written {
             let mut u = lock(&self.uncaptured);
             u.count += 1;

@@ -11,7 +11,7 @@ use crate::completion::Tracker;
 use crate::context::Gpu;
 use crate::error::{Error, Result};
 use crate::profile::{Batch, CopyInfo, Profiler, ProfilerCore, What, Writes};
-use crate::scope::guarded;
+use crate::scope::{guarded, guarded_alloc};
 use crate::signal::lock;
 
 /// The completion of one submission. `query()` never blocks; `wait()` resolves
@@ -179,7 +179,7 @@ impl Stream {
         // by the command buffer until the copy ran).
         let scratch = if std::ptr::eq(src, dst) {
             let device = self.gpu().device().clone();
-            Some(guarded(&device, "creating a scratch buffer for a copy within one buffer", || {
+            Some(guarded_alloc(&device, "creating a scratch buffer for a copy within one buffer", size, || {
                 device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("wgalloc copy scratch"),
                     size,

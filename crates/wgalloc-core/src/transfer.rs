@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::context::Gpu;
 use crate::error::{align_up, checked_add, Error, Result};
 use crate::profile::{CopyInfo, CopyKind};
-use crate::scope::guarded;
+use crate::scope::guarded_alloc;
 use crate::signal::{lock, Slot};
 use crate::stream::{DeferredDestroy, Stream, StreamMarks};
 
@@ -180,7 +180,7 @@ impl Gpu {
             ));
         }
         let padded = align_up(size, WORD)?;
-        let buffer = guarded(self.device(), "creating a buffer", || {
+        let buffer = guarded_alloc(self.device(), "creating a buffer", padded, || {
             self.device().create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgalloc buffer"),
                 size: padded,
@@ -238,7 +238,7 @@ impl Gpu {
     ) -> Result<Readback> {
         let start = offset - offset % WORD;
         let span = align_up(checked_add(offset, len, "read")?, WORD)? - start;
-        let staging = guarded(self.device(), "creating a read-back buffer", || {
+        let staging = guarded_alloc(self.device(), "creating a read-back buffer", span, || {
             self.device().create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgalloc readback"),
                 size: span,

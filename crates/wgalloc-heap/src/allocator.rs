@@ -42,7 +42,7 @@ use super::stats::{HeapStats, PoolStats};
 use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
 use crate::completion::{Completion, HostCompletion};
-use crate::error::{align_up, Error, Result};
+use crate::error::{align_up, Error, LimitOom, OomSource, Result};
 use crate::stream::{StreamMarks, StreamUse};
 
 /// Stream marks a block keeps before it drops those of retired streams.
@@ -311,11 +311,9 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     fn allocate<E: From<Error>>(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation, E> {
         let mut st = self.state();
         if st.blocks.is_full() {
-            return Err(Error::OutOfMemory(format!(
-                "malloc: {} blocks are live, the most one heap holds at once; free blocks or allocate larger ones",
-                block_slab::MAX_LIVE
-            ))
-            .into());
+            let live = block_slab::MAX_LIVE as u64;
+            let oom = LimitOom::new(OomSource::LiveBlocks, "malloc", "free blocks or allocate larger ones");
+            return Err(Error::from(oom.limit(live).in_use(live)).into());
         }
         if st.merge_pending & (1 << pool.arena()) != 0 {
             self.merge_idle_segments(&mut st, pool);
@@ -966,15 +964,20 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         let bytes = sizes.iter().fold(0u64, |a, s| a.saturating_add(s.1));
         if !self.fits_high_watermark(&st, bytes) {
             let high = st.watermarks.high;
-            return Err(Error::OutOfMemory(format!(
-                "warmStart: the profile's {} segments take {bytes} bytes; with {} bytes reserved that exceeds the high \
-                 watermark of {} bytes ({high} x budget {}); nothing was reserved. Lower the profile's segments or raise \
-                 the high watermark ratio.",
-                sizes.len(),
-                st.stats.reserved_bytes.current,
-                Watermarks::limit(high, self.limits.budget),
-                self.limits.budget
-            )));
+            let oom = LimitOom::new(
+                OomSource::HighWatermark,
+                format!("warmStart: reserving the profile's {} segments", sizes.len()),
+                format!(
+                    "nothing was reserved; lower the profile's segments or raise the high watermark ratio ({high} x \
+                     budget {})",
+                    self.limits.budget
+                ),
+            );
+            return Err(oom
+                .requested(bytes)
+                .limit(Watermarks::limit(high, self.limits.budget))
+                .in_use(st.stats.reserved_bytes.current)
+                .into());
         }
         let mut made = Vec::with_capacity(sizes.len());
         for &(pool, size) in &sizes {

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{pool, CpuStorage, HeapCore, HeapLimits, HeapProfile, PoolKind, PoolProfile, Usage, Watermarks};
+use super::{
+    pool, CpuStorage, HeapCore, HeapError, HeapLimits, HeapProfile, OomSource, PoolKind, PoolProfile, Usage, Watermarks,
+};
 use crate::completion::HostCompletion;
 use crate::stream::StreamMarks;
 
@@ -670,7 +672,12 @@ fn a_profile_that_does_not_fit_is_refused_whole() {
     };
     let err = h.warm_start(&profile).unwrap_err();
     assert_eq!(err.code(), "OUT_OF_MEMORY");
-    for needle in ["2 segments take 62914560 bytes", "high watermark of 67108864 bytes", "nothing was reserved"] {
+    let HeapError::OutOfMemory(oom) = &err else { panic!("{err:?}") };
+    assert_eq!(
+        (oom.source, oom.requested, oom.limit, oom.in_use),
+        (OomSource::HighWatermark, Some(60 * MIB), Some(64 * MIB), Some(before.reserved_bytes.current))
+    );
+    for needle in ["2 segments", "requested 62914560 bytes, limit 67108864 bytes", "nothing was reserved"] {
         assert!(err.to_string().contains(needle), "{err}");
     }
     let after = h.stats();

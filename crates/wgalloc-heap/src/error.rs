@@ -15,9 +15,9 @@ pub enum HeapError {
     /// A heap scope refused a charge; the figures are data.
     #[error("{0}")]
     QuotaExceeded(Box<QuotaExceeded>),
-    /// The store (or the block table) ran out of room.
+    /// A fixed limit or the store refused memory; the figures are data (see [`LimitOom`]).
     #[error("{0}")]
-    OutOfMemory(String),
+    OutOfMemory(Box<LimitOom>),
     /// The heap could not serve a request after its ladder; the figures are data.
     #[error("{0}")]
     HeapOutOfMemory(Box<HeapOom>),
@@ -194,6 +194,138 @@ impl fmt::Display for HeapOom {
     }
 }
 
+/// What ran out, for an OUT_OF_MEMORY: JS reads it as `err.details.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OomSource {
+    /// The heap could not serve a request after its ladder ([`HeapOom`]).
+    Heap,
+    /// The driver refused memory (a wgpu out-of-memory error).
+    Driver,
+    /// One buffer would exceed the device's `maxBufferSize`.
+    MaxBufferSize,
+    /// The most blocks one heap holds live at once.
+    LiveBlocks,
+    /// The heap's high watermark refused a reservation made up front (a warm start).
+    HighWatermark,
+    /// A host-memory segment store's capacity (simulation and tests).
+    StoreCapacity,
+}
+
+impl OomSource {
+    pub const ALL: [OomSource; 6] = [
+        OomSource::Heap,
+        OomSource::Driver,
+        OomSource::MaxBufferSize,
+        OomSource::LiveBlocks,
+        OomSource::HighWatermark,
+        OomSource::StoreCapacity,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OomSource::Heap => "heap",
+            OomSource::Driver => "driver",
+            OomSource::MaxBufferSize => "max-buffer-size",
+            OomSource::LiveBlocks => "live-blocks",
+            OomSource::HighWatermark => "high-watermark",
+            OomSource::StoreCapacity => "store-capacity",
+        }
+    }
+}
+
+/// An OUT_OF_MEMORY at a fixed limit, or refused by the driver or the store: what `err.details`
+/// carries in JS. The message is made of these fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitOom {
+    /// What ran out (never [`OomSource::Heap`], whose figures are a [`HeapOom`]).
+    pub source: OomSource,
+    /// What was being done, e.g. `creating a staging buffer`.
+    pub operation: String,
+    /// Bytes asked for (blocks, for [`OomSource::LiveBlocks`]), where the call knows them.
+    pub requested: Option<u64>,
+    /// The limit that refused it, where there is one.
+    pub limit: Option<u64>,
+    /// What was in use when it was refused, where known.
+    pub in_use: Option<u64>,
+    /// The driver's or the store's own words.
+    pub cause: Option<String>,
+    /// What to do.
+    pub hint: String,
+}
+
+impl LimitOom {
+    /// An OUT_OF_MEMORY of `source` while doing `operation`, with what to do; add figures with
+    /// the builder methods.
+    pub fn new(source: OomSource, operation: impl Into<String>, hint: impl Into<String>) -> LimitOom {
+        LimitOom {
+            source,
+            operation: operation.into(),
+            requested: None,
+            limit: None,
+            in_use: None,
+            cause: None,
+            hint: hint.into(),
+        }
+    }
+
+    #[must_use]
+    pub fn requested(mut self, requested: u64) -> Self {
+        self.requested = Some(requested);
+        self
+    }
+
+    #[must_use]
+    pub fn limit(mut self, limit: u64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    #[must_use]
+    pub fn in_use(mut self, in_use: u64) -> Self {
+        self.in_use = Some(in_use);
+        self
+    }
+
+    #[must_use]
+    pub fn cause(mut self, cause: impl Into<String>) -> Self {
+        self.cause = Some(cause.into());
+        self
+    }
+}
+
+impl From<LimitOom> for HeapError {
+    fn from(oom: LimitOom) -> Self {
+        HeapError::OutOfMemory(Box::new(oom))
+    }
+}
+
+impl fmt::Display for LimitOom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = if self.source == OomSource::LiveBlocks { "blocks" } else { "bytes" };
+        let what = match self.source {
+            OomSource::Heap => "the heap is out of memory",
+            OomSource::Driver => "the driver is out of memory",
+            OomSource::MaxBufferSize => "past the device's max buffer size",
+            OomSource::LiveBlocks => "past the most blocks one heap holds live",
+            OomSource::HighWatermark => "past the heap's high watermark",
+            OomSource::StoreCapacity => "the store is out of memory",
+        };
+        write!(f, "{}: {what}", self.operation)?;
+        let figures: Vec<String> = [("requested", self.requested), ("limit", self.limit), ("in use", self.in_use)]
+            .into_iter()
+            .filter_map(|(name, v)| v.map(|v| format!("{name} {v} {unit}")))
+            .chain(self.cause.iter().cloned())
+            .collect();
+        if !figures.is_empty() {
+            write!(f, " ({})", figures.join(", "))?;
+        }
+        if !self.hint.is_empty() {
+            write!(f, "; {}", self.hint)?;
+        }
+        Ok(())
+    }
+}
+
 pub type Result<T, E = HeapError> = std::result::Result<T, E>;
 
 /// Round `value` up to a multiple of `align` (a power of two), overflow-checked.
@@ -209,6 +341,27 @@ pub fn align_up(value: u64, align: u64) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An OUT_OF_MEMORY outside the ladder is its figures: the message is made of them, in the
+    /// unit its source counts in, and names are unique per source.
+    #[test]
+    fn limit_ooms_are_made_of_their_figures() {
+        let driver = LimitOom::new(OomSource::Driver, "creating a buffer", "free memory").requested(10).cause("vk");
+        assert_eq!(
+            driver.to_string(),
+            "creating a buffer: the driver is out of memory (requested 10 bytes, vk); free memory"
+        );
+        let blocks = LimitOom::new(OomSource::LiveBlocks, "malloc", "").limit(4).in_use(4);
+        assert_eq!(
+            blocks.to_string(),
+            "malloc: past the most blocks one heap holds live (limit 4 blocks, in use 4 blocks)"
+        );
+        let e = HeapError::from(blocks);
+        assert!(e.is_out_of_memory() && e.code() == "OUT_OF_MEMORY");
+        let mut names: Vec<&str> = OomSource::ALL.iter().map(|s| s.as_str()).collect();
+        names.dedup();
+        assert_eq!(names.len(), OomSource::ALL.len());
+    }
 
     #[test]
     fn align_up_rounds_and_checks_overflow() {

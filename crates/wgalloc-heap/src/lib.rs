@@ -58,7 +58,9 @@ mod test_rng;
 pub use allocator::{Allocation, HeapCore, HeapLimits, WarmStart};
 pub use completion::{Completion, HostCompletion};
 pub use config::{debug, Watermarks};
-pub use error::{align_up, quoted, HeapError, HeapOom, InvalidArgument, QuotaExceeded, Result, StoreError};
+pub use error::{
+    align_up, quoted, HeapError, HeapOom, InvalidArgument, LimitOom, OomSource, QuotaExceeded, Result, StoreError,
+};
 pub use events::{BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot};
 pub use free_list::FreeList;
 pub use id_hash::IdHasher;

@@ -3,7 +3,7 @@
 //! simulations ([`CpuStorage`]). The heap is generic over it (one monomorphic copy per storage),
 //! so the segment policy, garbage collection and out-of-memory ladder run the same code either way.
 
-use crate::error::{Error, Result};
+use crate::error::{LimitOom, OomSource, Result};
 use crate::pool::PoolKind;
 
 /// A source of segments (large allocations the heap carves blocks out of).
@@ -79,11 +79,8 @@ impl SegmentStorage for CpuStorage {
 
     fn allocate(&mut self, _pool: PoolKind, size: u64) -> Result<CpuSegment> {
         if self.capacity.is_some_and(|c| self.in_use.saturating_add(size) > c) {
-            return Err(Error::OutOfMemory(format!(
-                "allocating a heap segment: the store is out of memory ({size} bytes requested, {} of {} in use)",
-                self.in_use,
-                self.capacity.unwrap_or(u64::MAX)
-            )));
+            let oom = LimitOom::new(OomSource::StoreCapacity, "allocating a heap segment", "");
+            return Err(oom.requested(size).limit(self.capacity.unwrap_or(u64::MAX)).in_use(self.in_use).into());
         }
         self.in_use += size;
         self.allocations += 1;

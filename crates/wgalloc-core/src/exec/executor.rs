@@ -17,7 +17,7 @@ use super::weights::Weights;
 use crate::context::Gpu;
 use crate::error::{checked_add, Error, Result};
 use crate::heap::{BlockBinding, DeviceBlock, Scope, ScopeCharge, Usage};
-use crate::scope::guarded;
+use crate::scope::guarded_alloc;
 use crate::signal::lock;
 
 /// How to compile a graph.
@@ -636,7 +636,7 @@ impl Executor {
             readback_size = checked_add(readback_size, binding_size(t.size)?, "outputs")?;
         }
         let device = gpu.device();
-        let readback = guarded(device, "allocating the output read-back buffer", || {
+        let readback = guarded_alloc(device, "allocating the output read-back buffer", readback_size.max(4), || {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgalloc outputs"),
                 size: readback_size.max(4),

@@ -8,7 +8,7 @@ use wgalloc_heap::{BlockMove, HeapError, PoolKind, SegmentStorage};
 use super::in_buffer_copy::InBufferCopy;
 use crate::context::{DeviceCore, Gpu};
 use crate::error::{Error, Result};
-use crate::scope::guarded;
+use crate::scope::{guarded, guarded_alloc};
 
 /// Segments as `wgpu::Buffer`s of the device.
 pub struct WgpuStorage {
@@ -40,7 +40,7 @@ impl SegmentStorage for WgpuStorage {
     fn allocate(&mut self, pool: PoolKind, size: u64) -> Result<Arc<wgpu::Buffer>, HeapError> {
         let gpu = self.gpu()?;
         let device = gpu.device();
-        let buffer = guarded(device, "allocating a heap segment", || {
+        let buffer = guarded_alloc(device, "allocating a heap segment", size, || {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(pool.as_str()),
                 size,

@@ -3,7 +3,7 @@
 //! rounding threshold they round to a multiple of 2 MiB instead, because pure
 //! power-of-two rounding wastes up to half of every large block.
 
-use crate::error::{align_up, Error, Result};
+use crate::error::{align_up, Error, LimitOom, OomSource, Result};
 
 /// One free list per log2 size class.
 pub const NUM_CLASSES: usize = 64;
@@ -172,9 +172,8 @@ pub fn round_size(size: u64, round_threshold: u64, max_buffer_size: u64) -> Resu
     if words <= max_buffer_size {
         Ok(words)
     } else {
-        Err(Error::OutOfMemory(format!(
-            "cannot allocate a {size}-byte staging buffer: the device's max buffer size is {max_buffer_size} bytes; split the transfer"
-        )))
+        let oom = LimitOom::new(OomSource::MaxBufferSize, "allocating a staging buffer", "split the transfer");
+        Err(oom.requested(size).limit(max_buffer_size).into())
     }
 }
 

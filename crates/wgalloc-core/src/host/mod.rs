@@ -35,7 +35,7 @@ use pool::{BlockPool, MapState, Pending, Staging};
 
 use crate::context::Gpu;
 use crate::error::{Error, Result};
-use crate::scope::guarded;
+use crate::scope::guarded_alloc;
 use crate::signal::lock;
 
 struct PrivatePool {
@@ -257,7 +257,7 @@ impl Host {
         let device = self.gpu.device();
         let attempt = || {
             let t0 = Instant::now();
-            let buffer = guarded(device, "creating a staging buffer", || {
+            let buffer = guarded_alloc(device, "creating a staging buffer", size, || {
                 device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(match dir {
                         Direction::Upload => "wgalloc upload staging",
