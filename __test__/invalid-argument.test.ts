@@ -106,3 +106,25 @@ test('no INVALID_ARGUMENT is raised without its data, in the facade or the bindi
     .filter((f) => /InvalidArgument\((format!|String|msg|"|m\))/.test(readFileSync(f, 'utf8')))
   t.deepEqual(core, [], 'core and crate errors take (path, expected, got)')
 })
+
+// Note: `details.path` is the argument as the caller names it; the call goes in `details.call`
+// (`invalidArgument([call, path], ...)`, `.in_call(call)`), never into the path.
+test('no INVALID_ARGUMENT path names its call, and a call named apart reaches details.call', async (t) => {
+  const root = join(__dirname, '..')
+  const prefixed = (files: string[], pattern: RegExp) => files.flatMap((f) => (readFileSync(f, 'utf8').match(pattern) ?? []).map((m) => `${f}: ${m}`))
+  const facade = prefixed(sources(join(root, 'js'), '.ts'), /invalidArgument\(\s*[`'][A-Za-z$][\w.{} ]*: /g)
+  t.deepEqual(facade, [], 'pass [call, path] to invalidArgument')
+  const rust = prefixed(
+    [...sources(join(root, 'src'), '.rs'), ...sources(join(root, 'crates'), '.rs')],
+    /(?:(?:invalid|invalid_hint)\(\s*(?:format!\()?|to_u64\([^,()]*,\s*)"[A-Za-z{'][\w.{}' ]*: /g,
+  )
+  t.deepEqual(rust, [], 'use .in_call(call) (to_u64_in, invalid_in in the binding)')
+  const g = await gpu()
+  const facadeErr = t.throws<WgallocError>(() => g.heap.recordHistory({ maxEntries: -1 }))
+  t.like(facadeErr?.details, { call: 'recordHistory', path: 'options.maxEntries' })
+  t.true(facadeErr?.message.startsWith('recordHistory: options.maxEntries: expected'))
+  const coreErr = t.throws<WgallocError>(() => g.heap.scope({ name: 'a/b', limit: 1024 }))
+  t.like(coreErr?.details, { call: 'scope', path: 'options.name' })
+  const bindingErr = t.throws<WgallocError>(() => g.heap.scope({ name: 'x', limit: 1024 }).charge(-1))
+  t.like(bindingErr?.details, { call: 'scope.charge', path: 'bytes' })
+})

@@ -1,7 +1,7 @@
 // Errors name the call the user made and the rule that was broken, with the same code
 // wherever the same rule is broken.
 import test from 'ava'
-import { Gpu, type Graph } from 'wgalloc'
+import { Gpu, type Graph, type WgallocError } from 'wgalloc'
 import { gpu } from './helpers.js'
 
 test('stream.copy of overlapping ranges names copy, not copyFrom', async (t) => {
@@ -67,7 +67,8 @@ test('upload errors name upload, uploadBatch errors name the item', async (t) =>
     ]),
     { code: 'INVALID_ARGUMENT' },
   )
-  t.regex(batch.message, /^uploadBatch: items\[1\]: dst: expected a block of this device, got a block of another device$/)
+  t.regex(batch.message, /^uploadBatch: items\[1\]\.dst: expected a block of this device, got a block of another device$/)
+  t.like((batch as WgallocError).details, { call: 'uploadBatch', path: 'items[1].dst' })
   mine.free()
   foreign.free()
   other.destroy()

@@ -233,7 +233,7 @@ export class DeviceBlock {
   }
   /** Copies `src` into this block (up to the smaller size) and submits; returns the event. */
   @api copyFrom(src: DeviceBlock): GpuEvent {
-    if (!(src instanceof DeviceBlock)) throw invalidArgument('copyFrom: src', 'a DeviceBlock', shown(src))
+    if (!(src instanceof DeviceBlock)) throw invalidArgument(['copyFrom', 'src'], 'a DeviceBlock', shown(src))
     return wrapEvent(this.#native().copyFrom(src.#native()))
   }
   /** Marks the block as used by `stream`: a later `free()` waits for that stream's work. */
@@ -271,7 +271,7 @@ export class DeviceBlock {
 /** `usage` option to the code `heapMalloc` takes. */
 export function usageCode(options: unknown): number {
   if (options === undefined || options === null) return 0
-  if (typeof options !== 'object') throw invalidArgument('malloc: options', "an object, e.g. { usage: 'shared' }", shown(options))
+  if (typeof options !== 'object') throw invalidArgument(['malloc', 'options'], "an object, e.g. { usage: 'shared' }", shown(options))
   const usage = (options as MallocOptions).usage
   if (usage === undefined || usage === null || usage === 'device') return 0
   if (usage === 'shared') return 1

@@ -111,6 +111,8 @@ export interface QuotaExceededDetails {
 export interface InvalidArgumentDetails {
   /** The argument or field, as the caller names it: `size`, `options.limit`, `tensors[3].shape`, `WGALLOC_HIGH_WATERMARK_RATIO`. */
   path: string
+  /** The call that refused it, where the path alone does not say (`'recordHistory'`, `'createKvCache'`). */
+  call?: string
   /** What would have been accepted, e.g. `a positive integer of bytes`. */
   expected: string
   /** The value received, shown briefly: `-1`, `'abc'`, `undefined`. */
@@ -347,12 +349,21 @@ export function abortError(signal: AbortSignal | undefined): WgallocError {
 }
 
 /**
- * The INVALID_ARGUMENT for `path` (as the caller names it), which should have been `expected` but was
- * `got` (a value shown with {@link shown}, or a description such as `an object`); `hint` says what to do.
+ * The INVALID_ARGUMENT for `path` (as the caller names it; `[call, path]` names the call too),
+ * which should have been `expected` but was `got` (a value shown with {@link shown}, or a
+ * description such as `an object`); `hint` says what to do.
  */
-export function invalidArgument(path: string, expected: string, got: string, hint?: string, options?: { cause?: unknown }): WgallocError {
-  const err = new WgallocError('INVALID_ARGUMENT', `${path}: expected ${expected}, got ${got}${hint ? `; ${hint}` : ''}`, options)
-  err.details = { path, expected, got }
+export function invalidArgument(
+  where: string | readonly [call: string, path: string],
+  expected: string,
+  got: string,
+  hint?: string,
+  options?: { cause?: unknown },
+): WgallocError {
+  const [call, path] = typeof where === 'string' ? [undefined, where] : where
+  const message = `${call ? `${call}: ` : ''}${path}: expected ${expected}, got ${got}${hint ? `; ${hint}` : ''}`
+  const err = new WgallocError('INVALID_ARGUMENT', message, options)
+  err.details = call ? { call, path, expected, got } : { path, expected, got }
   return err
 }
 
@@ -407,6 +418,6 @@ export function u32(value: unknown, what: string, min = 0): number {
 /** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */
 export function optionsObject<T extends object>(options: T | null | undefined, what: string): Partial<T> {
   if (options == null) return {}
-  if (typeof options !== 'object') throw invalidArgument(`${what}: options`, 'an object', shown(options))
+  if (typeof options !== 'object') throw invalidArgument([what, 'options'], 'an object', shown(options))
   return options
 }

@@ -491,7 +491,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
    */
   @api async warmup(shapes: Record<GraphDims<G>, number>[], options?: AsyncOptions): Promise<void> {
     this.#checkLive()
-    if (!Array.isArray(shapes)) throw invalidArgument('warmup: shapes', 'an array of dims such as [{ batch: 4 }]', shown(shapes))
+    if (!Array.isArray(shapes)) throw invalidArgument(['warmup', 'shapes'], 'an array of dims such as [{ batch: 4 }]', shown(shapes))
     const { signal } = optionsObject(options, 'warmup')
     checkSignal(signal)
     await reportingOom(this.#device, withSignal(this.#native.warmUpNative(shapes), signal))
@@ -586,7 +586,7 @@ export async function runEager<G extends Graph>(
 
 /** `gpu.createWeights()`. */
 export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
-  if (params == null || typeof params !== 'object') throw invalidArgument('createWeights: params', '{ id: TypedArray } of param bytes', shown(params))
+  if (params == null || typeof params !== 'object') throw invalidArgument(['createWeights', 'params'], '{ id: TypedArray } of param bytes', shown(params))
   const { scope } = optionsObject(options, 'createWeights')
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'createWeights')
   let handle: Binding.Weights
@@ -618,10 +618,10 @@ export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | st
   const { buckets, capacity, params, weights, scope, name = `shapes-${nextShapesNumber++}`, ...rest } = optionsObject(options, 'compileShapes')
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'compileShapes')
-  if (typeof name !== 'string' || name === '') throw invalidArgument('compileShapes: options.name', 'a non-empty string', shown(name))
+  if (typeof name !== 'string' || name === '') throw invalidArgument(['compileShapes', 'options.name'], 'a non-empty string', shown(name))
   if (liveShapeExecutors.of(device.native).some((s) => s.name === name))
     throw invalidArgument(
-      'compileShapes: options.name',
+      ['compileShapes', 'options.name'],
       'a name no live shape executor of this device has',
       shown(name),
       `a live shape executor of this device is named ${shown(name)} already`,

@@ -330,7 +330,7 @@ export class Gpu {
     const { signal } = optionsObject(options, 'uploadBatch')
     checkSignal(signal)
     const started = process.hrtime.bigint()
-    if (!Array.isArray(items)) throw invalidArgument('uploadBatch: items', 'an array of { block, data, offset }', shown(items))
+    if (!Array.isArray(items)) throw invalidArgument(['uploadBatch', 'items'], 'an array of { block, data, offset }', shown(items))
     const blocks: Binding.DeviceBlock[] = new Array(items.length)
     const data: Uint8Array[] = new Array(items.length)
     const offsets: number[] = new Array(items.length)
@@ -338,7 +338,7 @@ export class Gpu {
     for (let i = 0; i < items.length; i++) {
       const it = items[i] as Partial<UploadBatchItem> | null
       if (it === null || typeof it !== 'object')
-        throw invalidArgument(`uploadBatch: items[${i}]`, '{ block: DeviceBlock, data: TypedArray, offset?: number }', shown(it))
+        throw invalidArgument(['uploadBatch', `items[${i}]`], '{ block: DeviceBlock, data: TypedArray, offset?: number }', shown(it))
       blocks[i] = blockHandle(it.block, `uploadBatch: item ${i} block`)
       data[i] = bytesOf(it.data, `uploadBatch: item ${i} data`)
       offsets[i] = it.offset ?? 0

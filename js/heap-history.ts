@@ -225,14 +225,14 @@ export class HeapHistory {
   readonly #reclaimedGroups = new Map<string, LeakGroup>()
 
   constructor(options: unknown, pools: readonly string[]) {
-    if (options != null && typeof options !== 'object') throw invalidArgument('recordHistory: options', '{ maxEntries?, stacks? }', shown(options))
+    if (options != null && typeof options !== 'object') throw invalidArgument(['recordHistory', 'options'], '{ maxEntries?, stacks? }', shown(options))
     const { maxEntries = DEFAULT_ENTRIES, stacks = true } = (options ?? {}) as RecordHistoryOptions
     if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
-      throw invalidArgument('recordHistory: options.maxEntries', 'a positive integer', shown(maxEntries))
+      throw invalidArgument(['recordHistory', 'options.maxEntries'], 'a positive integer', shown(maxEntries))
     }
     const every = typeof stacks === 'boolean' ? 1 : typeof stacks === 'object' && stacks !== null ? (stacks as StackSampling).every : undefined
     if (typeof every !== 'number' || !Number.isSafeInteger(every) || every <= 0)
-      throw invalidArgument('recordHistory: options.stacks', 'a boolean or { every: N } with N a positive integer', shown(stacks))
+      throw invalidArgument(['recordHistory', 'options.stacks'], 'a boolean or { every: N } with N a positive integer', shown(stacks))
     this.#max = Math.min(maxEntries, MAX_HISTORY_ENTRIES)
     this.#stacks = stacks !== false
     this.#every = every

@@ -53,11 +53,11 @@ function native<T>(f: () => T): T {
 
 /** Checks what JS alone can see of scope options (the native tree checks the rest). */
 function scopeOptions(options: unknown): HeapScopeOptions {
-  if (options === null || typeof options !== 'object') throw invalidArgument('scope: options', '{ name, limit }', shown(options))
+  if (options === null || typeof options !== 'object') throw invalidArgument(['scope', 'options'], '{ name, limit }', shown(options))
   const { name, limit } = options as Partial<HeapScopeOptions>
-  if (typeof name !== 'string' || name === '') throw invalidArgument('scope: options.name', 'a non-empty string', shown(name))
+  if (typeof name !== 'string' || name === '') throw invalidArgument(['scope', 'options.name'], 'a non-empty string', shown(name))
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)
-    throw invalidArgument(`scope '${name}': options.limit`, 'a positive integer of bytes', shown(limit))
+    throw invalidArgument(['scope', 'options.limit'], 'a positive integer of bytes', shown(limit), `the limit of scope '${name}'`)
   return { name, limit }
 }
 
@@ -135,7 +135,7 @@ export class HeapScope {
    * `gpu.createWeights(params, { scope })` charge their device bytes the same way.
    */
   @api charge(bytes: number): ScopeCharge {
-    if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidArgument('scope.charge: bytes', 'a non-negative integer', shown(bytes))
+    if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidArgument(['scope.charge', 'bytes'], 'a non-negative integer', shown(bytes))
     return native(() => this.#native.charge(bytes))
   }
 
@@ -177,7 +177,7 @@ export class HeapScope {
 
 /** The native scope behind `scope` (INVALID_ARGUMENT naming `what` for anything else). */
 export function nativeScope(scope: unknown, what: string): Binding.HeapScope {
-  if (!(scope instanceof HeapScope)) throw invalidArgument(`${what}: options.scope`, 'a scope from gpu.heap.scope()', shown(scope))
+  if (!(scope instanceof HeapScope)) throw invalidArgument([what, 'options.scope'], 'a scope from gpu.heap.scope()', shown(scope))
   return handleOf(scope)
 }
 

@@ -197,11 +197,11 @@ export class Heap {
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   @api free(block: DeviceBlock): void {
-    if (!(block instanceof DeviceBlock)) throw invalidArgument('heap.free: block', 'a DeviceBlock from heap.malloc()', shown(block))
+    if (!(block instanceof DeviceBlock)) throw invalidArgument(['heap.free', 'block'], 'a DeviceBlock from heap.malloc()', shown(block))
     // Another heap object of the same device (a Gpu.attach) frees it too; another device cannot.
     const owner = tableOf(block).native
     if (owner !== this.#native && !this.#native.sameHeapAs(owner))
-      throw invalidArgument('heap.free: block', "a block of this device's heap", "a block of another device's heap")
+      throw invalidArgument(['heap.free', 'block'], "a block of this device's heap", "a block of another device's heap")
     block.free()
   }
 
@@ -312,7 +312,7 @@ export class Heap {
   }
   /** The live scope at `path` (names joined with `/`, as `scope.path`), made here or by another heap object of the device. */
   @api findScope(path: string): HeapScope | undefined {
-    if (typeof path !== 'string') throw invalidArgument('findScope: path', 'a string', shown(path))
+    if (typeof path !== 'string') throw invalidArgument(['findScope', 'path'], 'a string', shown(path))
     return findScope(this, this.#native, path)
   }
 

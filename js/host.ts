@@ -99,12 +99,12 @@ export class Host {
   @api configure(options: HostConfig): void {
     // napi-rs reads a required options object without checking it is one.
     if (options === null || typeof options !== 'object')
-      throw invalidArgument('host.configure: options', 'an options object, e.g. { maxCachedBytes }', shown(options))
+      throw invalidArgument(['host.configure', 'options'], 'an options object, e.g. { maxCachedBytes }', shown(options))
     // A misspelt setting would otherwise change nothing, silently.
     const unknown = Object.keys(options).find((k) => !HOST_SETTINGS.includes(k))
     if (unknown !== undefined)
       throw invalidArgument(
-        `host.configure: options.${unknown}`,
+        ['host.configure', `options.${unknown}`],
         `a known setting (${HOST_SETTINGS.join(', ')})`,
         shown(unknown),
         `unknown setting ${shown(unknown)}`,

@@ -43,6 +43,6 @@ export const wrapKernel = (handle: Binding.ComputeKernel): ComputeKernel => crea
 
 /** The native kernel of `kernel`; INVALID_ARGUMENT for anything else. */
 export function kernelHandle(kernel: unknown): Binding.ComputeKernel {
-  if (!(kernel instanceof ComputeKernel)) throw invalidArgument('dispatch: kernel', 'a kernel from gpu.createKernel()', shown(kernel))
+  if (!(kernel instanceof ComputeKernel)) throw invalidArgument(['dispatch', 'kernel'], 'a kernel from gpu.createKernel()', shown(kernel))
   return handleOf(kernel)
 }

@@ -98,7 +98,7 @@ const scopeKey = (scope: HeapScope): string => {
 function tokenArray(tokens: unknown, what: string): Uint32Array {
   if (tokens instanceof Uint32Array) return tokens
   if (tokens == null || typeof tokens !== 'object' || typeof (tokens as ArrayLike<number>).length !== 'number')
-    throw invalidArgument(`${what}: tokens`, 'an array of token ids', shown(tokens))
+    throw invalidArgument([what, 'tokens'], 'an array of token ids', shown(tokens))
   const list = tokens as ArrayLike<unknown>
   const out = new Uint32Array(list.length)
   for (let i = 0; i < list.length; i++) out[i] = u32(list[i], `${what}: token ${i}`)
@@ -138,21 +138,21 @@ export class KvCache {
     const o = optionsObject(options, 'createKvCache')
     const live = kvCachesOf(heap)
     const name = o.name ?? `kv-${nextCacheNumber++}`
-    if (typeof name !== 'string' || name === '') throw invalidArgument('createKvCache: options.name', 'a non-empty string', shown(name))
+    if (typeof name !== 'string' || name === '') throw invalidArgument(['createKvCache', 'options.name'], 'a non-empty string', shown(name))
     if (live.some((c) => c.name === name))
       throw invalidArgument(
-        'createKvCache: options.name',
+        ['createKvCache', 'options.name'],
         'a name no live KV cache of this device has',
         shown(name),
         `a live KV cache of this device is named ${shown(name)} already`,
       )
     this.#name = name
     const dtype = o.dtype ?? 'f32'
-    if (dtype !== 'f32' && dtype !== 'f16') throw invalidArgument('createKvCache: options.dtype', "'f32' or 'f16'", shown(dtype))
+    if (dtype !== 'f32' && dtype !== 'f16') throw invalidArgument(['createKvCache', 'options.dtype'], "'f32' or 'f16'", shown(dtype))
     if ((o.maxBlocks === undefined) === (o.maxBytes === undefined))
-      throw invalidArgument('createKvCache: options.maxBlocks', 'exactly one of maxBlocks and maxBytes', o.maxBlocks === undefined ? 'neither' : 'both')
+      throw invalidArgument(['createKvCache', 'options.maxBlocks'], 'exactly one of maxBlocks and maxBytes', o.maxBlocks === undefined ? 'neither' : 'both')
     if (o.maxBytes !== undefined && (!Number.isSafeInteger(o.maxBytes) || o.maxBytes <= 0))
-      throw invalidArgument('createKvCache: options.maxBytes', 'a positive integer', shown(o.maxBytes))
+      throw invalidArgument(['createKvCache', 'options.maxBytes'], 'a positive integer', shown(o.maxBytes))
     this.#options = {
       layers: u32(o.layers, 'createKvCache: layers', 1),
       kvHeads: u32(o.kvHeads, 'createKvCache: kvHeads', 1),
@@ -278,7 +278,7 @@ export class KvCache {
 
   #prompt(prompt: unknown, options: KvSequenceOptions | undefined, what: string) {
     const o = optionsObject(options, what)
-    if (o.salt !== undefined && typeof o.salt !== 'string') throw invalidArgument(`${what}: options.salt`, 'a string', shown(o.salt))
+    if (o.salt !== undefined && typeof o.salt !== 'string') throw invalidArgument([what, 'options.salt'], 'a string', shown(o.salt))
     const scope = o.scope ?? this.#scope
     const key = this.#share || scope === undefined ? undefined : scopeKey(scope)
     return { tokens: tokenArray(prompt, what), salt: o.salt ?? '', scope, key }
@@ -293,7 +293,7 @@ export class KvCache {
   }
 
   #step(step: readonly KvStepEntry[], what: string): { ids: number[]; tokens: number[] } {
-    if (!Array.isArray(step) || step.length === 0) throw invalidArgument(`${what}: step`, 'a non-empty array of { seq, tokens }', shown(step))
+    if (!Array.isArray(step) || step.length === 0) throw invalidArgument([what, 'step'], 'a non-empty array of { seq, tokens }', shown(step))
     const ids: number[] = []
     const tokens: number[] = []
     step.forEach((entry, i) => {
@@ -331,7 +331,7 @@ export class KvCache {
     const { ids, tokens } = this.#step(step, 'kv attention')
     const o = optionsObject(options, 'kv attention')
     if (o.scale !== undefined && (typeof o.scale !== 'number' || !Number.isFinite(o.scale)))
-      throw invalidArgument('kv attention: options.scale', 'a finite number', shown(o.scale))
+      throw invalidArgument(['kv attention', 'options.scale'], 'a finite number', shown(o.scale))
     const heads = u32(o.queryHeads ?? this.#options.kvHeads, 'kv attention: queryHeads', 1)
     this.#native.attention(
       streamHandle(stream),

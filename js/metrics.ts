@@ -257,7 +257,7 @@ function defaultRegistry(): MetricsRegistry {
     return (require('prom-client') as { register: MetricsRegistry }).register
   } catch (err) {
     throw invalidArgument(
-      'registerMetrics: options.registry',
+      ['registerMetrics', 'options.registry'],
       'a registry, or prom-client installed (a peer dependency)',
       'undefined',
       'install prom-client, or pass options.registry',
@@ -285,25 +285,25 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts
   const options = optionsObject(opts, 'registerMetrics')
   const prefix = options.prefix ?? 'wgalloc_'
   if (typeof prefix !== 'string' || (prefix !== '' && !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)))
-    throw invalidArgument('registerMetrics: options.prefix', "a metric name prefix such as 'wgalloc_'", shown(prefix))
+    throw invalidArgument(['registerMetrics', 'options.prefix'], "a metric name prefix such as 'wgalloc_'", shown(prefix))
   const registry = options.registry ?? defaultRegistry()
   const gpus = new Map<string, Gpu>()
   const add = (name: string, gpu: Gpu) => {
-    if (typeof name !== 'string' || name === '') throw invalidArgument('registerMetrics: device name', 'a non-empty string', shown(name))
-    if (gpus.has(name)) throw invalidArgument('registerMetrics: device name', 'a name not registered already', shown(name))
-    if (!(gpu instanceof Gpu)) throw invalidArgument(`registerMetrics: device '${name}'`, 'a Gpu', shown(gpu))
+    if (typeof name !== 'string' || name === '') throw invalidArgument(['registerMetrics', 'device name'], 'a non-empty string', shown(name))
+    if (gpus.has(name)) throw invalidArgument(['registerMetrics', 'device name'], 'a name not registered already', shown(name))
+    if (!(gpu instanceof Gpu)) throw invalidArgument(['registerMetrics', `device '${name}'`], 'a Gpu', shown(gpu))
     gpus.set(name, gpu)
   }
   if (Array.isArray(devices)) {
     for (const [i, g] of devices.entries()) add(String(i), g)
   } else if (devices instanceof Gpu) add('0', devices)
   else if (devices !== null && typeof devices === 'object') for (const [k, g] of Object.entries(devices)) add(k, g)
-  else throw invalidArgument('registerMetrics: gpus', 'a Gpu, an array of Gpus or { name: Gpu }', shown(gpus))
+  else throw invalidArgument(['registerMetrics', 'gpus'], 'a Gpu, an array of Gpus or { name: Gpu }', shown(gpus))
 
   const names = DEFINITIONS.map((d) => `${prefix}${d.name}`)
   for (const n of names)
     if (!LABEL.test(n.replace(/:/g, '_')))
-      throw invalidArgument('registerMetrics: options.prefix', 'a prefix that makes metric names', shown(n), 'not a metric name')
+      throw invalidArgument(['registerMetrics', 'options.prefix'], 'a prefix that makes metric names', shown(n), 'not a metric name')
   const metrics = DEFINITIONS.map((d, i) => {
     const name = names[i]
     const monotonic = d.type === 'counter' ? monotonicCounter() : (values: Sample[]) => values
@@ -339,7 +339,7 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts
     // All or nothing: a name the registry holds already leaves it as it was.
     for (const n of added) registry.removeSingleMetric(n)
     throw invalidArgument(
-      'registerMetrics: options.registry',
+      ['registerMetrics', 'options.registry'],
       'a registry without these metrics',
       'one that refused them',
       `${messageOf(err)} (use another registry or prefix, or unregister() first)`,

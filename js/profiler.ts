@@ -80,12 +80,12 @@ export class Profiler {
   @api start(options?: ProfilerStartOptions): void {
     if (options != null && typeof options !== 'object')
       throw invalidArgument(
-        'profiler.start: options',
+        ['profiler.start', 'options'],
         "{ mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }",
         shown(options),
       )
     if (options?.mode !== undefined && typeof options.mode !== 'string')
-      throw invalidArgument('profiler.start: options.mode', "'interval', 'event' or 'interval,event'", shown(options.mode))
+      throw invalidArgument(['profiler.start', 'options.mode'], "'interval', 'event' or 'interval,event'", shown(options.mode))
     let nativeOptions: ProfilerStartOptions | undefined
     if (options != null) {
       const { signal: _signal, ...rest } = options as ProfileOptions // profile() passes its options through
@@ -121,7 +121,7 @@ export class Profiler {
    */
   @api async flush(options?: FlushOptions | number): Promise<boolean> {
     if (options != null && typeof options !== 'object' && typeof options !== 'number') {
-      throw invalidArgument('flush: options', '{ timeoutMs?, signal? } or a timeout in ms', shown(options))
+      throw invalidArgument(['flush', 'options'], '{ timeoutMs?, signal? } or a timeout in ms', shown(options))
     }
     const { timeoutMs, signal } = typeof options === 'number' ? { timeoutMs: options, signal: undefined } : (options ?? {})
     checkSignal(signal)
@@ -136,7 +136,7 @@ export class Profiler {
   }
   /** Collects outstanding GPU timestamps, then writes Trace Event JSON (chrome://tracing, ui.perfetto.dev). `IO_ERROR` if unwritable. */
   @api async exportTrace(path: string, options?: AsyncOptions): Promise<void> {
-    if (typeof path !== 'string' || path === '') throw invalidArgument('exportTrace: path', 'a non-empty string', shown(path))
+    if (typeof path !== 'string' || path === '') throw invalidArgument(['exportTrace', 'path'], 'a non-empty string', shown(path))
     await this.flush({ signal: options?.signal })
     this.#native.exportTraceNow(path)
     if (channel.hasSubscribers) channel.publish({ kind: 'trace', profiler: this, path })
@@ -172,7 +172,7 @@ export class Profiler {
    * Aborting ends the session and rejects; `fn` itself is not cancelled (hand it the signal).
    */
   @api async profile<T>(fn: () => T | Promise<T>, options?: ProfileOptions): Promise<T> {
-    if (typeof fn !== 'function') throw invalidArgument('profile: fn', 'an async function to profile', shown(fn))
+    if (typeof fn !== 'function') throw invalidArgument(['profile', 'fn'], 'an async function to profile', shown(fn))
     const signal = checkSignal(options?.signal)
     this.start(options)
     try {

@@ -47,7 +47,7 @@ export class Stream {
    * `USE_AFTER_FREE` for a freed block.
    */
   @api dispatch(kernel: ComputeKernel, blocks: DeviceBlock[], workgroups: number | number[], uniform?: ArrayBufferView): void {
-    if (!Array.isArray(blocks)) throw invalidArgument('dispatch: blocks', 'an array of DeviceBlocks', shown(blocks))
+    if (!Array.isArray(blocks)) throw invalidArgument(['dispatch', 'blocks'], 'an array of DeviceBlocks', shown(blocks))
     const handles = blocks.map((b, i) => blockHandle(b, `dispatch: blocks[${i}]`))
     const counts: unknown[] = Array.isArray(workgroups) ? workgroups : [workgroups]
     const wg = counts.map((n, i) => u32(n, `dispatch: workgroups${Array.isArray(workgroups) ? `[${i}]` : ''}`))
@@ -72,7 +72,7 @@ export class Stream {
     else if (src instanceof GpuBuffer && dst instanceof GpuBuffer) n.copy(bufferHandle(src, 'copy: src'), bufferHandle(dst, 'copy: dst'), options)
     else
       throw invalidArgument(
-        'copy: src, dst',
+        ['copy', 'src, dst'],
         '(GpuBuffer, GpuBuffer), (DeviceBlock, DeviceBlock), (upload HostBlock, DeviceBlock) or (DeviceBlock, download HostBlock)',
         `(${shown(src)}, ${shown(dst)})`,
       )
@@ -109,6 +109,6 @@ export const wrapStream = (handle: Binding.Stream): Stream => create(handle)
 
 /** The native stream of `stream`; INVALID_ARGUMENT for anything else. */
 export function streamHandle(stream: unknown): Binding.Stream {
-  if (!(stream instanceof Stream)) throw invalidArgument('recordStream: stream', 'a Stream from gpu.createStream()', shown(stream))
+  if (!(stream instanceof Stream)) throw invalidArgument(['recordStream', 'stream'], 'a Stream from gpu.createStream()', shown(stream))
   return handleOf(stream)
 }

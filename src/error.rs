@@ -28,6 +28,16 @@ pub(crate) fn invalid(path: impl Into<String>, expected: impl Into<String>, got:
     to_napi(CoreError::invalid(path, expected, got))
 }
 
+/// As [`invalid`], for argument `path` of `call`.
+pub(crate) fn invalid_in(
+    call: &str,
+    path: impl Into<String>,
+    expected: impl Into<String>,
+    got: impl Into<String>,
+) -> napi::Error {
+    to_napi(CoreError::invalid(path, expected, got).in_call(call))
+}
+
 /// As [`invalid`], with `hint`, what to do.
 pub(crate) fn invalid_hint(
     path: impl Into<String>,
@@ -60,7 +70,11 @@ fn with_data(code: &str, message: &str, details: Option<Value>) -> napi::Error {
 /// The figures of an error, as JS reads them in `err.details`.
 fn details(e: &CoreError) -> Option<Value> {
     if let Some(a) = e.invalid_argument() {
-        return Some(invalid_details(&a.path, &a.expected, &a.got));
+        let mut d = invalid_details(&a.path, &a.expected, &a.got);
+        if !a.call.is_empty() {
+            d["call"] = json!(a.call);
+        }
+        return Some(d);
     }
     match e {
         CoreError::HeapOutOfMemory(o) => Some(json!({
@@ -124,8 +138,17 @@ impl<T> IntoNapi<T> for Result<T, wgalloc_core::heap::HeapError> {
 
 /// A JS number that must be a byte count or offset: a non-negative integer below 2^53.
 pub(crate) fn to_u64(value: f64, what: &str) -> napi::Result<u64> {
+    u64_argument(value, what).map_err(to_napi)
+}
+
+/// As [`to_u64`], for argument `path` of `call`.
+pub(crate) fn to_u64_in(value: f64, call: &str, path: &str) -> napi::Result<u64> {
+    u64_argument(value, path).map_err(|e| to_napi(e.in_call(call)))
+}
+
+fn u64_argument(value: f64, path: &str) -> Result<u64, CoreError> {
     if !value.is_finite() || value < 0.0 || value.fract() != 0.0 || value > wgalloc_core::MAX_SAFE_INTEGER as f64 {
-        return Err(invalid(what, "a non-negative integer below 2^53", value.to_string()));
+        return Err(CoreError::invalid(path, "a non-negative integer below 2^53", value.to_string()));
     }
     Ok(value as u64)
 }

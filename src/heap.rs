@@ -7,7 +7,7 @@ use napi_derive::napi;
 use wgalloc_core::heap::{self as core_heap, PoolKind};
 
 use crate::block_table::Slot;
-use crate::error::{coded, to_u64, IntoNapi};
+use crate::error::{coded, to_u64, to_u64_in, IntoNapi};
 use crate::stream::{GpuEvent, Stream};
 
 /// Current, peak and cumulative figures of one quantity.
@@ -613,7 +613,7 @@ impl ScopeCharge {
 }
 
 fn to_limit(limit: f64) -> Result<u64> {
-    to_u64(limit, "scope: limit")
+    to_u64_in(limit, "scope", "options.limit")
 }
 
 #[napi]
@@ -664,7 +664,7 @@ impl HeapScope {
     /// Charges `bytes` held elsewhere (`QUOTA_EXCEEDED` when they do not fit).
     #[napi(catch_unwind)]
     pub fn charge(&self, bytes: f64) -> Result<ScopeCharge> {
-        let charge = self.inner.charge(to_u64(bytes, "scope.charge: bytes")?).napi()?;
+        let charge = self.inner.charge(to_u64_in(bytes, "scope.charge", "bytes")?).napi()?;
         Ok(ScopeCharge { inner: std::sync::Mutex::new(Some(charge)) })
     }
 

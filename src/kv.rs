@@ -7,10 +7,11 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wgalloc_core::kv::{self as core_kv, Heads, KvDtype, StepSeq};
 
-use crate::error::{coded, invalid, invalid_hint, to_u64, IntoNapi};
+use crate::error::{coded, invalid, invalid_hint, invalid_in, to_u64, to_u64_in, IntoNapi};
 use crate::gpu::Gpu;
 use crate::heap::DeviceBlock;
 use crate::stream::Stream;
+use wgalloc_core::error::quoted;
 
 /// Options of `gpu.createKvCache()` as the binding takes them.
 /// @internal
@@ -122,8 +123,8 @@ impl Gpu {
     #[napi(catch_unwind)]
     pub fn create_kv_cache(&self, o: KvCacheOptions) -> Result<KvCache> {
         let dtype = KvDtype::parse(&o.dtype)
-            .ok_or_else(|| invalid("createKvCache: dtype", "'f32' or 'f16'", wgalloc_core::error::quoted(&o.dtype)))?;
-        let max_bytes = o.max_bytes.map(|b| to_u64(b, "createKvCache: maxBytes")).transpose()?;
+            .ok_or_else(|| invalid_in("createKvCache", "options.dtype", "'f32' or 'f16'", quoted(&o.dtype)))?;
+        let max_bytes = o.max_bytes.map(|b| to_u64_in(b, "createKvCache", "options.maxBytes")).transpose()?;
         let options = core_kv::KvOptions {
             layers: o.layers,
             kv_heads: o.kv_heads,

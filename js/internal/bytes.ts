@@ -56,7 +56,7 @@ if (typeof float16 === 'function') TYPED.push(float16)
 /** Checks a read's `as` option: undefined (bytes) or a typed-array class. */
 export function checkAs(as: unknown, what: string): asserts as is TypedArrayClass | undefined {
   if (as !== undefined && !TYPED.includes(as)) {
-    throw invalidArgument(`${what}: as`, 'a typed-array class such as Float32Array', typeof as === 'function' ? as.name : shown(as))
+    throw invalidArgument([what, 'as'], 'a typed-array class such as Float32Array', typeof as === 'function' ? as.name : shown(as))
   }
 }
 

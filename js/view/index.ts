@@ -63,10 +63,10 @@ const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; 
  */
 export function renderHtml(json: unknown, opts?: RenderHtmlOptions | null): string {
   const options = optionsObject(opts, 'renderHtml')
-  if (options.title !== undefined && typeof options.title !== 'string') throw invalidArgument('renderHtml: options.title', 'a string', shown(options.title))
+  if (options.title !== undefined && typeof options.title !== 'string') throw invalidArgument(['renderHtml', 'options.title'], 'a string', shown(options.title))
   const kind = options.kind ?? detectKind(json)
   if (!Object.hasOwn(MODULES, kind))
-    throw invalidArgument('renderHtml: options.kind', `one of ${Object.keys(VIEW_KINDS).join(', ')}`, shown(kind), 'unknown kind')
+    throw invalidArgument(['renderHtml', 'options.kind'], `one of ${Object.keys(VIEW_KINDS).join(', ')}`, shown(kind), 'unknown kind')
   const view = MODULES[kind](json as Loose)
   return page({ ...view, title: options.title ?? view.title })
 }

@@ -108,6 +108,31 @@ impl Error {
         }
     }
 
+    /// The same error naming the `call` that refused the argument; other variants pass through.
+    #[must_use]
+    pub fn in_call(self, call: impl Into<String>) -> Self {
+        match self {
+            Error::InvalidArgument(mut a) => {
+                a.call = call.into();
+                Error::InvalidArgument(a)
+            }
+            other => other,
+        }
+    }
+
+    /// The same error with its path inside `parent` (`items[3]` + `offset`: `items[3].offset`);
+    /// other variants pass through.
+    #[must_use]
+    pub fn within(self, parent: &str) -> Self {
+        match self {
+            Error::InvalidArgument(mut a) => {
+                a.path = format!("{parent}.{}", a.path);
+                Error::InvalidArgument(a)
+            }
+            other => other,
+        }
+    }
+
     /// The path, expectation and value of an INVALID_ARGUMENT, of any source.
     pub fn invalid_argument(&self) -> Option<&InvalidArgument> {
         match self {

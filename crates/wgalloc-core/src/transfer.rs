@@ -102,25 +102,27 @@ impl GpuBuffer {
 /// alignment rule above; returns the padded length to encode.
 pub(crate) fn aligned_range(offset: u64, len: u64, size: u64, what: &str) -> Result<u64> {
     if len == 0 {
-        return Err(Error::invalid(format!("{what}: length"), "at least 1 byte", "0"));
+        return Err(Error::invalid("length", "at least 1 byte", "0").in_call(what));
     }
     if !offset.is_multiple_of(WORD) {
-        return Err(Error::invalid(format!("{what}: offset"), "a multiple of 4", offset.to_string()));
+        return Err(Error::invalid("offset", "a multiple of 4", offset.to_string()).in_call(what));
     }
     let end = checked_add(offset, len, what)?;
     if end > size {
         return Err(Error::invalid(
-            format!("{what}: offset"),
+            "offset",
             format!("a range inside the buffer of {size} bytes"),
             format!("{offset}..{end}"),
-        ));
+        )
+        .in_call(what));
     }
     if !len.is_multiple_of(WORD) && end != size {
         return Err(Error::invalid(
-            format!("{what}: length"),
+            "length",
             format!("a multiple of 4 unless the range ends at the end of the buffer ({size})"),
             len.to_string(),
-        ));
+        )
+        .in_call(what));
     }
     align_up(len, WORD)
 }
@@ -139,10 +141,11 @@ pub(crate) fn check_copy_source(
     let padded_end = checked_add(offset, padded, what)?;
     if !offset.is_multiple_of(WORD) || end > logical || padded_end > allocated {
         return Err(Error::invalid(
-            format!("{what}: srcOffset"),
+            "srcOffset",
             format!("a source range that starts at a multiple of 4 and lies inside the source's {logical} bytes"),
             format!("{offset}..{end}"),
-        ));
+        )
+        .in_call(what));
     }
     Ok(())
 }

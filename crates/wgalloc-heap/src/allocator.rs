@@ -270,12 +270,9 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// A block of the scalar pool (uniform-bindable) for a value of `size` bytes.
     pub fn malloc_scalar(&self, size: u64) -> Result<Allocation> {
         if size == 0 || size > pool::MAX_SCALAR {
-            return Err(Error::invalid(
-                "allocScalar: value",
-                format!("1 to {} bytes", pool::MAX_SCALAR),
-                format!("{size} bytes"),
-            )
-            .with_hint("a larger value goes in a block of its own: heap.malloc()"));
+            return Err(Error::invalid("value", format!("1 to {} bytes", pool::MAX_SCALAR), format!("{size} bytes"))
+                .in_call("allocScalar")
+                .with_hint("a larger value goes in a block of its own: heap.malloc()"));
         }
         let aligned = self.checked_request(size, self.limits.scalar_alignment)?;
         self.allocate(size, aligned, PoolKind::Scalar)

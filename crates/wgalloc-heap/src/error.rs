@@ -74,11 +74,25 @@ impl HeapError {
             other => other,
         }
     }
+
+    /// The same error naming the `call` that refused the argument; other variants pass through.
+    #[must_use]
+    pub fn in_call(self, call: impl Into<String>) -> Self {
+        match self {
+            HeapError::InvalidArgument(mut a) => {
+                a.call = call.into();
+                HeapError::InvalidArgument(a)
+            }
+            other => other,
+        }
+    }
 }
 
 /// What an INVALID_ARGUMENT is about: what `err.details` carries in JS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidArgument {
+    /// The call that refused it, where the path alone does not say (`scope`); may be empty.
+    pub call: String,
     /// The argument or field, as the caller names it (`size`, `graph.tensors[3].shape`).
     pub path: String,
     /// What would have been accepted.
@@ -93,7 +107,13 @@ impl InvalidArgument {
     /// The error's data, without a hint. Every field is what a caller reads in `err.details`:
     /// none may be blank.
     pub fn new(path: impl Into<String>, expected: impl Into<String>, got: impl Into<String>) -> Box<Self> {
-        let a = InvalidArgument { path: path.into(), expected: expected.into(), got: got.into(), hint: String::new() };
+        let a = InvalidArgument {
+            call: String::new(),
+            path: path.into(),
+            expected: expected.into(),
+            got: got.into(),
+            hint: String::new(),
+        };
         debug_assert!(
             !a.path.is_empty() && !a.expected.is_empty() && !a.got.is_empty(),
             "an INVALID_ARGUMENT without its data: {a:?}"
@@ -104,6 +124,9 @@ impl InvalidArgument {
 
 impl fmt::Display for InvalidArgument {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.call.is_empty() {
+            write!(f, "{}: ", self.call)?;
+        }
         write!(f, "{}: expected {}, got {}", self.path, self.expected, self.got)?;
         if !self.hint.is_empty() {
             write!(f, "; {}", self.hint)?;

@@ -89,55 +89,60 @@ impl ScopeTree {
     /// the parent's (the budget at top level).
     pub fn create(&self, parent: Option<ScopeId>, name: &str, limit: u64) -> Result<ScopeId> {
         if name.is_empty() {
-            return Err(Error::invalid("scope: options.name", "a non-empty string", "''"));
+            return Err(Error::invalid("options.name", "a non-empty string", "''").in_call("scope"));
         }
         if name.contains('/') {
-            return Err(Error::invalid("scope: options.name", "a name without '/'", quoted(name))
+            return Err(Error::invalid("options.name", "a name without '/'", quoted(name))
+                .in_call("scope")
                 .with_hint("'/' separates the names in a scope's path"));
         }
         if limit == 0 || limit > MAX_SAFE_INTEGER {
-            return Err(Error::invalid(
-                format!("scope '{name}': options.limit"),
-                "a positive integer of bytes below 2^53",
-                limit.to_string(),
-            ));
+            return Err(Error::invalid("options.limit", "a positive integer of bytes below 2^53", limit.to_string())
+                .in_call("scope")
+                .with_hint(format!("the limit of scope '{name}'")));
         }
         let mut nodes = self.nodes.lock();
         let siblings: Vec<u32> = match parent {
             Some(p) => {
                 let node = nodes.get(p.0 as usize).ok_or_else(|| {
-                    Error::invalid("scope: parent", "a scope of this heap", format!("scope #{}", p.0))
+                    Error::invalid("parent", "a scope of this heap", format!("scope #{}", p.0)).in_call("scope")
                 })?;
                 if node.disposed {
                     return Err(Error::invalid(
-                        "scope: parent",
+                        "parent",
                         "a live scope",
                         format!("'{}', disposed", path_of(&nodes, p.0)),
-                    ));
+                    )
+                    .in_call("scope"));
                 }
                 if limit > node.stats.limit {
                     return Err(Error::invalid(
-                        format!("scope '{name}': options.limit"),
+                        "options.limit",
                         format!("at most {} (the parent scope '{}' limit)", node.stats.limit, path_of(&nodes, p.0)),
                         limit.to_string(),
-                    ));
+                    )
+                    .in_call("scope")
+                    .with_hint(format!("the limit of scope '{name}'")));
                 }
                 node.children.clone()
             }
             None => {
                 if limit > self.budget {
                     return Err(Error::invalid(
-                        format!("scope '{name}': options.limit"),
+                        "options.limit",
                         format!("at most {} (the device's memory budget)", self.budget),
                         limit.to_string(),
-                    ));
+                    )
+                    .in_call("scope")
+                    .with_hint(format!("the limit of scope '{name}'")));
                 }
                 (0..nodes.len() as u32).filter(|&i| nodes[i as usize].parent.is_none()).collect()
             }
         };
         // A disposed scope's name can be used again.
         if siblings.iter().any(|&i| !nodes[i as usize].disposed && nodes[i as usize].name == name) {
-            return Err(Error::invalid("scope: options.name", "a name no live sibling has", quoted(name))
+            return Err(Error::invalid("options.name", "a name no live sibling has", quoted(name))
+                .in_call("scope")
                 .with_hint(format!("scope '{name}' exists already here; names are unique among siblings")));
         }
         let id = u32::try_from(nodes.len())

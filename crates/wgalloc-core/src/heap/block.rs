@@ -236,21 +236,19 @@ impl DeviceBlock {
         self.live()?;
         src.live()?;
         if !std::sync::Arc::ptr_eq(&self.heap.core, &src.heap.core) {
-            return Err(Error::invalid(
-                format!("{what}: source"),
-                "a block of this device",
-                "a block of another device",
-            )
-            .with_hint("the source block belongs to another device"));
+            return Err(Error::invalid("source", "a block of this device", "a block of another device")
+                .in_call(what)
+                .with_hint("the source block belongs to another device"));
         }
         let padded = aligned_range(dst_offset, len, self.requested, &format!("{what} (destination)"))?;
         check_copy_source(src_offset, len, padded, src.requested, src.size, what)?;
         if self.id == src.id && src_offset < dst_offset + padded && dst_offset < src_offset + padded {
             return Err(Error::invalid(
-                format!("{what}: srcOffset"),
+                "srcOffset",
                 "a source range that does not overlap the destination",
                 format!("{src_offset}..{}", src_offset + padded),
             )
+            .in_call(what)
             .with_hint("source and destination ranges overlap"));
         }
         let info = crate::profile::CopyInfo {

@@ -165,11 +165,8 @@ impl Heap {
         if Arc::ptr_eq(scope.tree(), &self.scopes) {
             Ok(())
         } else {
-            Err(Error::invalid(
-                format!("{what}: options.scope"),
-                "a scope of this device's heap",
-                "a scope of another device",
-            ))
+            Err(Error::invalid("options.scope", "a scope of this device's heap", "a scope of another device")
+                .in_call(what))
         }
     }
 
@@ -186,12 +183,9 @@ impl Heap {
     ) -> Result<()> {
         self.check_scope(scope, what)?;
         if held.is_some() {
-            return Err(Error::invalid(
-                format!("{what}: options.scope"),
-                format!("one scope per {holder}"),
-                "a second scope",
-            )
-            .with_hint(format!("the {holder} is charged to a scope already")));
+            return Err(Error::invalid("options.scope", format!("one scope per {holder}"), "a second scope")
+                .in_call(what)
+                .with_hint(format!("the {holder} is charged to a scope already")));
         }
         *held = Some(scope.charge(bytes)?);
         Ok(())

@@ -90,17 +90,14 @@ impl Host {
         let mut pieces = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
             // A single upload has no item index to name.
-            let what =
-                if items.len() == 1 && what == "upload" { what.to_string() } else { format!("{what}: items[{i}]") };
+            let item = |e: Error| if what == "upload" { e } else { e.within(&format!("items[{i}]")) };
             if !Arc::ptr_eq(&self.gpu.shared, &it.dst.heap().gpu().shared) {
-                return Err(Error::invalid(
-                    format!("{what}: dst"),
-                    "a block of this device",
-                    "a block of another device",
+                return Err(item(
+                    Error::invalid("dst", "a block of this device", "a block of another device").in_call(what),
                 ));
             }
             it.dst.binding()?;
-            let padded = aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), &what)?;
+            let padded = aligned_range(it.offset, it.data.len() as u64, it.dst.requested_size(), what).map_err(item)?;
             if padded <= limit {
                 pieces.push(Piece { item: *it, padded });
                 continue;

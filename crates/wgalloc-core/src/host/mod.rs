@@ -207,7 +207,7 @@ impl Host {
     pub fn alloc(&self, size: u64, dir: Direction) -> Result<HostBlock> {
         self.gpu.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
-            return Err(Error::invalid("host alloc: size", "1 to 2^53-1 bytes", size.to_string()));
+            return Err(Error::invalid("size", "1 to 2^53-1 bytes", size.to_string()).in_call("host.alloc"));
         }
         let core = &self.core;
         let rounded = round_size(size, core.round_threshold.load(Ordering::Relaxed), core.max_buffer_size)?;
