@@ -119,6 +119,12 @@ test('no INVALID_ARGUMENT path names its call, and a call named apart reaches de
     /(?:(?:invalid|invalid_hint)\(\s*(?:format!\()?|to_u64\([^,()]*,\s*)"[A-Za-z{'][\w.{}' ]*: /g,
   )
   t.deepEqual(rust, [], 'use .in_call(call) (to_u64_in, invalid_in in the binding)')
+  // Nor does a hint: it says what to do, and the call is in details.call.
+  const hints = prefixed(
+    [...sources(join(root, 'src'), '.rs'), ...sources(join(root, 'crates'), '.rs')],
+    /with_hint\(\s*(?:format!\()?"[A-Za-z_{}]+(?: [a-z{}]+)?: /g,
+  )
+  t.deepEqual(hints, [], 'a hint that starts with a call name: use .in_call(call)')
   const g = await gpu()
   const facadeErr = t.throws<WgallocError>(() => g.heap.recordHistory({ maxEntries: -1 }))
   t.like(facadeErr?.details, { call: 'recordHistory', path: 'options.maxEntries' })

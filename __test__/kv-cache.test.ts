@@ -275,8 +275,14 @@ test('bad input is typed and changes nothing', async (t) => {
   const small = g.heap.malloc(16)
   t.throws(() => cache.write(s, 0, [{ seq: foreign, tokens: 1 }], k, k), { code: 'INVALID_ARGUMENT', message: /another KV cache/ })
   t.throws(() => cache.write(s, 0, [{ seq, tokens: 4 }], k, k), { code: 'INVALID_ARGUMENT', message: /1 to its length 3/ })
-  t.throws(() => cache.write(s, 0, [{ seq, tokens: 3 }], small, k), { code: 'INVALID_ARGUMENT', message: /holds 16 bytes, the step needs 192/ })
-  t.throws(() => cache.write(s, 1, [{ seq, tokens: 3 }], k, k), { code: 'INVALID_ARGUMENT', message: /layer 1 is out of range/ })
+  t.throws(() => cache.write(s, 0, [{ seq, tokens: 3 }], small, k), {
+    code: 'INVALID_ARGUMENT',
+    message: /^write: k: expected a block of at least 192 bytes, got 16 bytes$/,
+  })
+  t.throws(() => cache.write(s, 1, [{ seq, tokens: 3 }], k, k), {
+    code: 'INVALID_ARGUMENT',
+    message: /^layer: expected below 1 \(the cache's layers\), got 1$/,
+  })
   t.throws(() => cache.attention(s, 0, [{ seq, tokens: 1 }], k, k, { queryHeads: 3 }), { code: 'INVALID_ARGUMENT', message: /multiple of kvHeads/ })
   t.throws(() => cache.write(s, 0, [], k, k), { code: 'INVALID_ARGUMENT' })
   t.throws(() => seq.append([-1]), { code: 'INVALID_ARGUMENT', message: /token 0/ })

@@ -329,7 +329,7 @@ impl Stream {
                 "a source range that does not overlap the destination",
                 format!("{src_offset}..{}", src_offset + padded),
             )
-            .with_hint("copy: source and destination ranges overlap in the same buffer"));
+            .in_call("copy"));
         }
         let (s, d) = (src.raw()?, dst.raw()?);
         src.used_on(self);

@@ -286,20 +286,14 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         let aligned = align_up(size, alignment)?;
         if aligned > self.limits.max_buffer_size {
             // Like `createBuffer`: no amount of freeing makes it fit.
-            let rounded = if aligned > size {
-                format!(" ({aligned} rounded up to the {alignment}-byte alignment)")
-            } else {
-                String::new()
-            };
+            let got = if aligned > size { format!("{size} ({aligned} once aligned)") } else { size.to_string() };
             return Err(Error::invalid(
                 "size",
                 format!("at most {} bytes (maxBufferSize)", self.limits.max_buffer_size),
-                size.to_string(),
+                got,
             )
-            .with_hint(format!(
-                "malloc: {size} bytes{rounded} exceeds the device's maxBufferSize limit of {} bytes; split the tensor",
-                self.limits.max_buffer_size
-            )));
+            .in_call("malloc")
+            .with_hint("split the tensor"));
         }
         Ok(aligned)
     }
@@ -942,10 +936,12 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             for (j, &s) in p.segments.iter().enumerate() {
                 let size = profile::round_to_granule(s).max(s);
                 if size > self.limits.max_buffer_size {
-                    return Err(Error::invalid(format!("profile.pools[{i}].segments[{j}]"), format!("at most {} bytes (maxBufferSize)", self.limits.max_buffer_size), s.to_string()).with_hint(format!(
-                        "warmStart: profile pools[{i}].segments[{j}] is {s} bytes, above the device's maxBufferSize of {} bytes",
-                        self.limits.max_buffer_size
-                    )));
+                    return Err(Error::invalid(
+                        format!("profile.pools[{i}].segments[{j}]"),
+                        format!("at most {} bytes (maxBufferSize)", self.limits.max_buffer_size),
+                        s.to_string(),
+                    )
+                    .in_call("warmStart"));
                 }
                 sizes.push((p.pool, size));
             }

@@ -504,7 +504,8 @@ impl Executor {
         if let Some(w) = &weights {
             if !w.block().heap().same_heap(&heap) {
                 return Err(Error::invalid("weights", "weights of this device", "weights of another device")
-                    .with_hint("compile: the weights belong to another device; create them on this one"));
+                    .in_call("compile")
+                    .with_hint("create the weights on this device"));
             }
         }
         check_params_given(&graph, &options.params, weights.as_deref())?;

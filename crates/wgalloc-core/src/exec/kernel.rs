@@ -86,7 +86,7 @@ impl Stream {
                 "a kernel compiled on this stream's device",
                 crate::error::quoted(&kernel.name),
             )
-            .with_hint("dispatch: the kernel was compiled on another device"));
+            .in_call("dispatch"));
         }
         if blocks.len() != kernel.bindings as usize {
             return Err(Error::invalid(
@@ -94,7 +94,7 @@ impl Stream {
                 format!("{} blocks (kernel '{}' takes them)", kernel.bindings, kernel.name),
                 format!("{} blocks", blocks.len()),
             )
-            .with_hint("dispatch: pass one block per binding"));
+            .in_call("dispatch"));
         }
         match (kernel.uniform, uniform) {
             (true, None) => {
@@ -103,7 +103,7 @@ impl Stream {
                     format!("bytes (kernel '{}' takes a uniform)", kernel.name),
                     "undefined",
                 )
-                .with_hint("dispatch: the kernel takes a uniform; pass its bytes"))
+                .in_call("dispatch"))
             }
             (false, Some(_)) => {
                 return Err(Error::invalid(
@@ -111,11 +111,10 @@ impl Stream {
                     format!("none (kernel '{}' takes no uniform)", kernel.name),
                     "bytes",
                 )
-                .with_hint("dispatch: the kernel takes no uniform"))
+                .in_call("dispatch"))
             }
             (true, Some([])) => {
-                return Err(Error::invalid("uniform", "at least one byte", "0 bytes")
-                    .with_hint("dispatch: the uniform must not be empty"))
+                return Err(Error::invalid("uniform", "at least one byte", "0 bytes").in_call("dispatch"))
             }
             (true, Some(u)) => check_uniform_len(&kernel.pipeline, u.len(), &format!("dispatch of '{}'", kernel.name))?,
             _ => {}
@@ -131,7 +130,7 @@ impl Stream {
                     "a block of this stream's device",
                     "a block of another device",
                 )
-                .with_hint("dispatch: the block belongs to another device"));
+                .in_call("dispatch"));
             }
             let size = binding_size(b.requested_size())?;
             if size > limits.max_storage_buffer_binding_size {
@@ -143,7 +142,7 @@ impl Stream {
                     ),
                     format!("{size} bytes"),
                 )
-                .with_hint("dispatch: the block exceeds the device's binding limit"));
+                .in_call("dispatch"));
             }
             bound.push((b.binding()?, size));
         }

@@ -38,8 +38,9 @@ impl Gpu {
         for id in ids {
             let len = params[id].len() as u64;
             if len == 0 {
-                return Err(Error::invalid(format!("params.{id}"), "at least one byte", "0 bytes")
-                    .with_hint("weights: a param is empty"));
+                return Err(
+                    Error::invalid(format!("params.{id}"), "at least one byte", "0 bytes").in_call("createWeights")
+                );
             }
             let at = align_up(size, alignment)?;
             entries.insert(id.clone(), (at, len));
@@ -47,7 +48,8 @@ impl Gpu {
         }
         if size == 0 {
             return Err(Error::invalid("params", "at least one param", "none")
-                .with_hint("weights: pass { id: bytes } for each param"));
+                .in_call("createWeights")
+                .with_hint("pass { id: bytes } for each param"));
         }
         let block = heap.malloc(size, Usage::Device)?;
         for (id, &(at, len)) in &entries {

@@ -282,7 +282,7 @@ impl DeviceBlock {
         if !Arc::ptr_eq(&self.heap.gpu.shared, &stream.gpu().shared) {
             // Its submission numbers count another device's work.
             return Err(Error::invalid("stream", "a stream of this block's device", "a stream of another device")
-                .with_hint("recordStream: the stream belongs to another device"));
+                .in_call("recordStream"));
         }
         self.heap.record_stream(self.id, stream.marks())
     }

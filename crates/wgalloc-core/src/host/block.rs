@@ -214,8 +214,7 @@ impl HostBlock {
         if Arc::ptr_eq(&self.host.gpu.shared, &block.heap().gpu().shared) {
             Ok(())
         } else {
-            Err(Error::invalid("block", "a device block of this device", "a block of another device")
-                .with_hint(format!("{what}: the device block belongs to another device")))
+            Err(Error::invalid("block", "a device block of this device", "a block of another device").in_call(what))
         }
     }
 
@@ -351,7 +350,7 @@ impl HostBlock {
         if !Arc::ptr_eq(&self.host.gpu.shared, &stream.gpu().shared) {
             // Its submission numbers count another device's work.
             return Err(Error::invalid("stream", "a stream of this block's device", "a stream of another device")
-                .with_hint("recordStream: the stream belongs to another device"));
+                .in_call("recordStream"));
         }
         if !st.streams.iter().any(|m| Arc::ptr_eq(m, stream.marks())) {
             st.streams.push(stream.marks().clone());

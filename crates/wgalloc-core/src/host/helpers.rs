@@ -34,8 +34,7 @@ impl Host {
     /// submission's event; the staging blocks are back in the cache once it ran.
     pub fn upload(&self, dst: &DeviceBlock, offset: u64, data: &[u8]) -> Result<Event> {
         if data.is_empty() {
-            return Err(Error::invalid("data", "at least 1 byte", "0 bytes")
-                .with_hint("upload: data must hold at least 1 byte"));
+            return Err(Error::invalid("data", "at least 1 byte", "0 bytes").in_call("upload"));
         }
         self.upload_pieces(&[UploadItem { dst, offset, data }], "upload")
     }
@@ -61,9 +60,7 @@ impl Host {
             // Freed after the submit, so the block's remap is requested at once.
             block.free()?;
         }
-        event.ok_or_else(|| {
-            Error::invalid("items", "at least one item", "none").with_hint("upload_many: pass at least one item")
-        })
+        event.ok_or_else(|| Error::invalid("items", "at least one item", "none").in_call("uploadBatch"))
     }
 
     /// As [`Host::upload_many`], recording the copies on `stream` without submitting.
@@ -83,8 +80,7 @@ impl Host {
     /// the alignment its item had.
     fn pieces<'a>(&self, items: &[UploadItem<'a>], what: &str) -> Result<Vec<Piece<'a>>> {
         if items.is_empty() {
-            return Err(Error::invalid("items", "at least one item", "none")
-                .with_hint(format!("{what}: pass at least one item")));
+            return Err(Error::invalid("items", "at least one item", "none").in_call(what));
         }
         let limit = self.pipeline_bytes();
         let mut pieces = Vec::with_capacity(items.len());
@@ -148,21 +144,19 @@ impl Host {
     pub fn start_download(&self, src: &DeviceBlock, offset: u64, len: u64) -> Result<Download> {
         // The whole range is checked before any piece is copied.
         if !Arc::ptr_eq(&self.gpu.shared, &src.heap().gpu().shared) {
-            return Err(Error::invalid("src", "a block of this device", "a block of another device")
-                .with_hint("download: the device block belongs to another device"));
+            return Err(
+                Error::invalid("src", "a block of this device", "a block of another device").in_call("download")
+            );
         }
         if len == 0 {
-            return Err(
-                Error::invalid("length", "at least 1 byte", "0").with_hint("download: length must be at least 1 byte")
-            );
+            return Err(Error::invalid("length", "at least 1 byte", "0").in_call("download"));
         }
         // Held first (a freed block is USE_AFTER_FREE whatever else is wrong with the call): a
         // held block neither moves nor is reused, so its place stays valid for every piece.
         let hold = src.heap().hold(src.id())?;
         check_copy_source(offset, len, align_up(len, WORD)?, src.requested_size(), src.size(), "download")?;
         usize::try_from(len).map_err(|_| {
-            Error::invalid("length", "a length that fits in memory", len.to_string())
-                .with_hint("download: length does not fit in memory")
+            Error::invalid("length", "a length that fits in memory", len.to_string()).in_call("download")
         })?;
         let at = src.binding()?;
         Ok(Download {

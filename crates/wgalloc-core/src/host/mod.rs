@@ -472,7 +472,8 @@ impl Host {
     pub fn begin_allocate_to_pool(&self, id: u64) -> Result<()> {
         if id == 0 {
             return Err(Error::invalid("id", "a pool id from 1", "0")
-                .with_hint("beginAllocateToPool: pool ids start at 1 (0 is the default pool)"));
+                .in_call("beginAllocateToPool")
+                .with_hint("0 is the default pool"));
         }
         let mut pools = self.core.pools_write();
         if pools.capturing.contains(&id) {
@@ -511,7 +512,8 @@ impl Host {
                 Ok(())
             }
             _ => Err(Error::invalid("id", "a held pool", id.to_string())
-                .with_hint(format!("releasePool: pool {id} is not held (never begun, or already released)"))),
+                .in_call("releasePool")
+                .with_hint("it was never begun, or was released already")),
         }
     }
 

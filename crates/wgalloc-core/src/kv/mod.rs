@@ -224,7 +224,6 @@ impl KvCache {
     pub fn pools(&self, layer: u32) -> Result<&[DeviceBlock; 2]> {
         self.inner.pools.get(layer as usize).ok_or_else(|| {
             Error::invalid("layer", format!("below {} (the cache's layers)", self.inner.pools.len()), layer.to_string())
-                .with_hint(format!("layer {layer} is out of range: the cache has {} layers", self.inner.pools.len()))
         })
     }
 
@@ -437,14 +436,14 @@ impl KvCache {
         Ok(block)
     }
 
-    fn check_input(&self, block: &DeviceBlock, need: u64, what: &str) -> Result<()> {
+    fn check_input(&self, block: &DeviceBlock, need: u64, call: &str, path: &str) -> Result<()> {
         if block.requested_size() < need {
             return Err(Error::invalid(
-                what,
+                path,
                 format!("a block of at least {need} bytes"),
                 format!("{} bytes", block.requested_size()),
             )
-            .with_hint(format!("kv {what}: the block holds {} bytes, the step needs {need}", block.requested_size())));
+            .in_call(call));
         }
         Ok(())
     }
@@ -474,15 +473,13 @@ impl KvCache {
             }
         }
         if slots.is_empty() {
-            return Err(
-                Error::invalid("slots", "at least one token", "none").with_hint("kv write: the step has no tokens")
-            );
+            return Err(Error::invalid("slots", "at least one token", "none").in_call("write"));
         }
         let o = &self.inner.options;
         let width = o.kv_heads * o.head_dim;
         let need = 4 * slots.len() as u64 * u64::from(width);
-        self.check_input(k, need, "write (k)")?;
-        self.check_input(v, need, "write (v)")?;
+        self.check_input(k, need, "write", "k")?;
+        self.check_input(v, need, "write", "v")?;
         let kernel = &self.kernels()?.append;
         let slot_block = self.upload(&slots)?;
         let threads = slots.len() as u64 * u64::from(width) / if o.dtype == KvDtype::F16 { 2 } else { 1 };
@@ -535,12 +532,11 @@ impl KvCache {
         }
         let n = (rows.len() / 2) as u64;
         if n == 0 {
-            return Err(Error::invalid("rows", "at least one query row", "none")
-                .with_hint("kv attention: the step has no query rows"));
+            return Err(Error::invalid("rows", "at least one query row", "none").in_call("attention"));
         }
         let need = 4 * n * u64::from(query_heads) * u64::from(o.head_dim);
-        self.check_input(q, need, "attention (q)")?;
-        self.check_input(out, need, "attention (out)")?;
+        self.check_input(q, need, "attention", "q")?;
+        self.check_input(out, need, "attention", "out")?;
         let kernel = &self.kernels()?.attention;
         let row_block = self.upload(&rows)?;
         let scale = scale.unwrap_or(1.0 / (o.head_dim as f32).sqrt());

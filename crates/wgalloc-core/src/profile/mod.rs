@@ -709,8 +709,7 @@ impl Profiler {
     /// Counts a CPU fallback of `name` that copied `bytes` between host and device.
     pub fn mark_cpu_fallback(&self, name: &str, bytes: u64) -> Result<()> {
         if name.is_empty() {
-            return Err(Error::invalid("name", "a non-empty op name", "''")
-                .with_hint("markCpuFallback: name must be a non-empty op name"));
+            return Err(Error::invalid("name", "a non-empty op name", "''").in_call("markCpuFallback"));
         }
         let c = &self.core;
         let mut st = lock(&c.state);
@@ -802,8 +801,7 @@ impl Profiler {
     /// Starts recording everything into one trace file, written by `stop_capture`.
     pub fn start_capture(&self, name: &str) -> Result<()> {
         if name.is_empty() {
-            return Err(Error::invalid("name", "a non-empty file name or path", "''")
-                .with_hint("startCapture: name must be a non-empty file name or path"));
+            return Err(Error::invalid("name", "a non-empty file name or path", "''").in_call("startCapture"));
         }
         let mut st = lock(&self.core.state);
         if let Some((current, _)) = &st.capture {
