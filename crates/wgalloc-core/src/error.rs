@@ -99,38 +99,28 @@ impl Error {
     /// The same error with `hint`, what to do, after its figures; other variants pass through.
     #[must_use]
     pub fn with_hint(self, hint: impl Into<String>) -> Self {
-        match self {
-            Error::InvalidArgument(mut a) => {
-                a.hint = hint.into();
-                Error::InvalidArgument(a)
-            }
-            other => other,
-        }
+        self.edit_invalid(|a| a.hint = hint.into())
     }
 
     /// The same error naming the `call` that refused the argument; other variants pass through.
     #[must_use]
     pub fn in_call(self, call: impl Into<String>) -> Self {
-        match self {
-            Error::InvalidArgument(mut a) => {
-                a.call = call.into();
-                Error::InvalidArgument(a)
-            }
-            other => other,
+        self.edit_invalid(|a| a.call = call.into())
+    }
+
+    /// Applies `edit` to an INVALID_ARGUMENT's data; other variants pass through.
+    fn edit_invalid(mut self, edit: impl FnOnce(&mut InvalidArgument)) -> Self {
+        if let Error::InvalidArgument(a) = &mut self {
+            edit(a);
         }
+        self
     }
 
     /// The same error with its path inside `parent` (`items[3]` + `offset`: `items[3].offset`);
     /// other variants pass through.
     #[must_use]
     pub fn within(self, parent: &str) -> Self {
-        match self {
-            Error::InvalidArgument(mut a) => {
-                a.path = format!("{parent}.{}", a.path);
-                Error::InvalidArgument(a)
-            }
-            other => other,
-        }
+        self.edit_invalid(|a| a.path = format!("{parent}.{}", a.path))
     }
 
     /// The path, expectation and value of an INVALID_ARGUMENT, of any source.

@@ -66,25 +66,21 @@ impl HeapError {
     /// The same error with `hint`, what to do, after its figures; other variants pass through.
     #[must_use]
     pub fn with_hint(self, hint: impl Into<String>) -> Self {
-        match self {
-            HeapError::InvalidArgument(mut a) => {
-                a.hint = hint.into();
-                HeapError::InvalidArgument(a)
-            }
-            other => other,
-        }
+        self.edit_invalid(|a| a.hint = hint.into())
     }
 
     /// The same error naming the `call` that refused the argument; other variants pass through.
     #[must_use]
     pub fn in_call(self, call: impl Into<String>) -> Self {
-        match self {
-            HeapError::InvalidArgument(mut a) => {
-                a.call = call.into();
-                HeapError::InvalidArgument(a)
-            }
-            other => other,
+        self.edit_invalid(|a| a.call = call.into())
+    }
+
+    /// Applies `edit` to an INVALID_ARGUMENT's data; other variants pass through.
+    fn edit_invalid(mut self, edit: impl FnOnce(&mut InvalidArgument)) -> Self {
+        if let HeapError::InvalidArgument(a) = &mut self {
+            edit(a);
         }
+        self
     }
 }
 
