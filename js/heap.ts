@@ -11,6 +11,7 @@ import { type HeapScope, type HeapScopeOptions, findScope, listScopes, setScoped
 import {
   HeapHistory,
   captureStack,
+  STACK_FRAMES,
   type LeakReport,
   type Holder as StackHolder,
   type MemorySnapshot,
@@ -109,7 +110,15 @@ export class Heap {
     // on `wgalloc:device`. The stack is captured here, in the public method.
     try {
       const events = this.#events
-      const stack = events.busy && events.history?.sample() ? captureStack(Heap.prototype.malloc) : null
+      let stack: StackHolder | null = null
+      if (events.busy && events.history?.sample()) {
+        // captureStack written out: V8 walks a helper's frame too (Note [Stack capture cost]).
+        stack = {}
+        const limit = Error.stackTraceLimit
+        Error.stackTraceLimit = STACK_FRAMES
+        Error.captureStackTrace(stack, Heap.prototype.malloc)
+        Error.stackTraceLimit = limit
+      }
       return this.#malloc(size, options, null, stack)
     } catch (err) {
       throw fail(err, this, 'malloc')
