@@ -38,12 +38,16 @@ use super::compaction::{self, Resident, SegmentView};
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
 use super::profile::{self, HeapProfile};
+use super::scopes::ScopeCharge;
 use super::stats::{HeapStats, PoolStats};
 use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
 use crate::completion::{Completion, HostCompletion};
 use crate::error::{align_up, Error, Result};
 use crate::stream::{StreamMarks, StreamUse};
+
+mod lifetime;
+pub use lifetime::{BlockFacts, HANDLE};
 
 /// Stream marks a block keeps before it drops those of retired streams.
 const STREAM_MARKS_PRUNE_AT: usize = 8;
@@ -101,6 +105,13 @@ struct BlockRec {
     holds: u32,
     /// Users of the block's current place (see [`HeapCore::pin`]): it does not move meanwhile.
     pins: u32,
+    /// Who gives the block back: [`lifetime::HANDLE`] or an owner's tag (Note [Block lifetime]).
+    owner: u32,
+    /// Leases, with `FREE_DEFERRED` once freed while leased (Note [Block lifetime]).
+    leases: u32,
+    /// The scope charge returned when the block goes back to the heap (boxed: most blocks have
+    /// none, and the record stays small).
+    charge: Option<Box<ScopeCharge>>,
 }
 
 /// Where a block's bytes are: all that returning them to their pool needs.
@@ -143,6 +154,8 @@ struct State<S: SegmentStorage> {
     stats: HeapStats,
     watermarks: Watermarks,
     next_segment: u32,
+    /// The tag the next [`HeapCore::new_owner`] hands out.
+    next_owner: u32,
     /// Events and log lines kept for the caller to take, when someone listens.
     record_events: bool,
     events: Vec<HeapEvent>,
@@ -210,6 +223,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 stats: HeapStats::default(),
                 watermarks,
                 next_segment: 1,
+                next_owner: HANDLE + 1,
                 record_events: false,
                 events: Vec::new(),
                 log_to_queue: false,
@@ -257,9 +271,16 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// out-of-line calls: the caller's success path is the same as if the policy raised `E`.
     /// (A conversion in the caller grows it past what the optimizer inlines, and its block
     /// is then built once and copied, which stalls the cached malloc + free by a tenth.)
+    #[inline]
     pub fn malloc_as<E: From<Error>>(&self, size: u64, usage: Usage) -> Result<Allocation, E> {
+        self.malloc_for_as(size, usage, HANDLE)
+    }
+
+    /// [`HeapCore::malloc_as`] for a block that `owner` holds by id (see [`HeapCore::new_owner`];
+    /// [`HANDLE`]: the caller's handle gives it back).
+    pub fn malloc_for_as<E: From<Error>>(&self, size: u64, usage: Usage, owner: u32) -> Result<Allocation, E> {
         let aligned = self.checked_request_as::<E>(size, self.limits.alignment)?;
-        self.allocate(size, aligned, PoolKind::for_request(usage, aligned))
+        self.allocate(size, aligned, PoolKind::for_request(usage, aligned), owner)
     }
 
     #[inline(never)]
@@ -278,7 +299,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             .with_hint("a larger value goes in a block of its own: heap.malloc()"));
         }
         let aligned = self.checked_request(size, self.limits.scalar_alignment)?;
-        self.allocate(size, aligned, PoolKind::Scalar)
+        self.allocate(size, aligned, PoolKind::Scalar, HANDLE)
     }
 
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
@@ -308,7 +329,13 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     }
 
     /// Its error is the caller's type (see [`HeapCore::malloc_as`]).
-    fn allocate<E: From<Error>>(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation, E> {
+    fn allocate<E: From<Error>>(
+        &self,
+        requested: u64,
+        aligned: u64,
+        pool: PoolKind,
+        owner: u32,
+    ) -> Result<Allocation, E> {
         let mut st = self.state();
         if st.blocks.is_full() {
             return Err(Error::OutOfMemory(format!(
@@ -324,7 +351,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         let mut fresh = None;
         loop {
             self.sweep_pending(&mut st);
-            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh) {
+            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh, owner) {
                 Placement::Block(b) => return Ok(b),
                 Placement::NeedsSegment { size, dedicated } => (size, dedicated),
                 Placement::Opened => continue,
@@ -372,7 +399,15 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
 
     /// Best fit in the pool's cached ranges; reports the segment needed otherwise.
     /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
-    fn place(&self, st: &mut State<S>, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
+    fn place(
+        &self,
+        st: &mut State<S>,
+        requested: u64,
+        aligned: u64,
+        pool: PoolKind,
+        fresh: Option<u32>,
+        owner: u32,
+    ) -> Placement {
         let mut taken = st.free[pool.arena()].take(aligned);
         if taken.is_none() && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
             taken = self.compact(st, aligned).then(|| st.free[DEVICE_ARENA].take(aligned)).flatten();
@@ -398,6 +433,9 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 pins: 0,
                 streams: Vec::new(),
                 pending: None,
+                owner,
+                leases: 0,
+                charge: None,
             })
             .expect("allocate checks for a free slot first");
         let from_driver = fresh == Some(segment);
@@ -797,47 +835,6 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             size,
             pool,
         });
-    }
-
-    /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
-    pub fn free(&self, id: u64) -> Result<()> {
-        self.free_if(id, || Ok(true))
-    }
-
-    /// Runs `transition` under the heap's lock and frees block `id` there if it returns true.
-    /// A block handle's freed flag and lease count change only this way: the lock a free takes
-    /// anyway orders those changes, so none needs an atomic read-modify-write of its own.
-    /// `transition` must not call into the heap (its lock is held). Its error type is the
-    /// caller's (the runtime's own, on a device), so the free path converts nothing.
-    pub fn free_if<E: From<Error>>(&self, id: u64, transition: impl FnOnce() -> Result<bool, E>) -> Result<(), E> {
-        let mut st = self.state();
-        if !transition()? {
-            return Ok(());
-        }
-        let st = &mut *st;
-        let rec = match st.blocks.get_mut(id) {
-            Some(rec) if rec.pending.is_none() => rec,
-            Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed")).into()),
-            None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)")).into()),
-        };
-        let uses: Vec<StreamUse> = if rec.streams.is_empty() {
-            Vec::new()
-        } else {
-            rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
-        };
-        let (place, requested) = (rec.place(), rec.requested);
-        let (size, pool) = (place.size, place.pool);
-        let idle = self.tracker.is_lost() || reusable(rec, &uses, self.tracker.completed());
-        st.stats.block_freed(pool, size, requested);
-        if idle {
-            self.return_to_pool(st, id, place);
-        } else {
-            // Stays in the table, marked: the sweep returns it once its work completed.
-            rec.pending = Some(uses);
-            st.pending.push(id);
-            st.stats.pending_added(size);
-        }
-        Ok(())
     }
 
     /// Keeps block `id` from reuse until [`HeapCore::release_hold`], even if it is freed meanwhile.
