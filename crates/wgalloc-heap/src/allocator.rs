@@ -93,7 +93,6 @@ struct BlockRec {
     size: u64,
     requested: u64,
     pool: PoolKind,
-    shape: Option<Vec<u64>>,
     /// Highest submission known to use the block (wgalloc's own operations).
     last_use: u64,
     /// Streams recorded with `record_stream`.
@@ -109,9 +108,16 @@ struct BlockRec {
     owner: u32,
     /// Leases, with `FREE_DEFERRED` once freed while leased (Note [Block lifetime]).
     leases: u32,
-    /// The scope charge returned when the block goes back to the heap (boxed: most blocks have
-    /// none, and the record stays small).
-    charge: Option<Box<ScopeCharge>>,
+    /// What few blocks have (boxed: see the size check below).
+    extra: Option<Box<BlockExtra>>,
+}
+
+/// The parts of a block's record that most blocks do not have.
+#[derive(Default)]
+struct BlockExtra {
+    shape: Option<Vec<u64>>,
+    /// The scope charge returned when the block goes back to the heap (Note [Block lifetime]).
+    charge: Option<ScopeCharge>,
 }
 
 /// Where a block's bytes are: all that returning them to their pool needs.
@@ -122,6 +128,10 @@ struct BlockPlace {
     size: u64,
     pool: PoolKind,
 }
+
+// Past 128 bytes, each malloc copies the record into the slab with a `memcpy` call, and each
+// optional part to drop on a free costs a check: what most blocks lack goes in `extra`.
+const _: () = assert!(std::mem::size_of::<BlockRec>() <= 128);
 
 impl BlockRec {
     fn place(&self) -> BlockPlace {
@@ -427,7 +437,6 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 size: aligned,
                 requested,
                 pool,
-                shape: None,
                 last_use: 0,
                 holds: 0,
                 pins: 0,
@@ -435,7 +444,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 pending: None,
                 owner,
                 leases: 0,
-                charge: None,
+                extra: None,
             })
             .expect("allocate checks for a free slot first");
         let from_driver = fresh == Some(segment);
@@ -879,7 +888,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     pub fn set_shape(&self, id: u64, shape: Option<Vec<u64>>) -> Result<()> {
         let mut st = self.state();
         let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
-        rec.shape = shape;
+        rec.extra.get_or_insert_with(Box::default).shape = shape;
         Ok(())
     }
 
@@ -898,7 +907,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             shared: rec.pool.is_shared(),
             dedicated: seg.dedicated,
             exceeds_binding_limit: rec.size > self.limits.max_binding,
-            shape: rec.shape.clone(),
+            shape: rec.extra.as_ref().and_then(|e| e.shape.clone()),
             state: if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active },
             recorded_streams: rec.streams.len(),
         })
@@ -1167,6 +1176,7 @@ fn movable(rec: &BlockRec) -> bool {
         && rec.streams.iter().all(|m| !m.has_unsubmitted())
 }
 
+#[inline(always)]
 fn reusable(rec: &BlockRec, uses: &[StreamUse], completed: u64) -> bool {
     if rec.holds > 0 {
         return false;

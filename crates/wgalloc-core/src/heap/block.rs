@@ -85,23 +85,29 @@ impl DeviceBlock {
     /// `USE_AFTER_FREE` once freed, `INVALID_ARGUMENT` for a borrowed handle.
     pub(crate) fn give_to(&self, owner: u32) -> Result<()> {
         self.heap.core.adopt_if(self.id, owner, || {
-            self.owns("adopt")?;
+            let state = self.state.load(Ordering::Relaxed);
+            if state != 0 {
+                return Err(self.refused(state, "adopt"));
+            }
             self.state.store(BORROWED, Ordering::Release);
             Ok(())
         })
     }
 
-    /// `Ok` while this handle owns its block and did not free it (under the heap's lock).
-    fn owns(&self, what: &str) -> Result<()> {
-        match self.state.load(Ordering::Relaxed) {
-            0 => Ok(()),
-            FREED => Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id))),
-            _ => Err(Error::invalid(
+    /// Why `what` (free, adopt) is refused for a handle in `state` other than 0 (it owns its
+    /// block and did not free it).
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, state: u32, what: &str) -> Error {
+        match state {
+            FREED if what == "free" => Error::DoubleFree(format!("block {} was already freed", self.id)),
+            FREED => Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)),
+            _ => Error::invalid(
                 format!("{what}: block"),
                 "a handle that owns its block",
                 format!("a handle of block {}, which an owner holds by id", self.id),
             )
-            .with_hint("the block's owner frees it")),
+            .with_hint("the block's owner frees it"),
         }
     }
 
@@ -295,10 +301,10 @@ impl DeviceBlock {
     /// with `DOUBLE_FREE`; a borrowed handle's block is its owner's to free (`INVALID_ARGUMENT`).
     pub fn free(&self) -> Result<()> {
         self.heap.core.free_if(self.id, || {
-            if self.state.load(Ordering::Relaxed) == FREED {
-                return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
+            let state = self.state.load(Ordering::Relaxed);
+            if state != 0 {
+                return Err(self.refused(state, "free"));
             }
-            self.owns("free")?;
             self.state.store(FREED, Ordering::Release);
             Ok(())
         })

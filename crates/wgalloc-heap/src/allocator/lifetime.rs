@@ -33,9 +33,15 @@ pub struct BlockFacts {
     pub pool: PoolKind,
 }
 
-/// A freed id: DOUBLE_FREE to free again.
-fn already_freed(id: u64) -> Error {
-    Error::DoubleFree(format!("block {id} was already freed"))
+/// Why `owner` cannot free block `id`: it does not hold it (freed already, or another's).
+#[cold]
+#[inline(never)]
+fn not_held(id: u64, owner: u32) -> Error {
+    Error::DoubleFree(if owner == HANDLE {
+        format!("block {id} is not allocated (already freed?)")
+    } else {
+        format!("block {id} was already freed")
+    })
 }
 
 impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
@@ -60,7 +66,6 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// it needs no atomic read-modify-write of its own. Leased, the block goes back when its last
     /// lease ends. `transition` must not call into the heap (its lock is held). Its error type
     /// is the caller's (the runtime's own, on a device), so the free path converts nothing.
-    #[inline]
     pub fn free_if<E: From<Error>>(&self, id: u64, transition: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
         let charge = {
             let mut st = self.state();
@@ -95,7 +100,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// Frees every block `owner` still holds (its holder went); leased ones go back when their
     /// last lease ends.
     pub fn release_owner(&self, owner: u32) {
-        let charges: Vec<Box<ScopeCharge>> = {
+        let charges: Vec<ScopeCharge> = {
             let mut st = self.state();
             let ids: Vec<u64> = st.blocks.iter().filter(|(_, r)| held_by(r, owner)).map(|(id, _)| id).collect();
             ids.into_iter().filter_map(|id| self.give_back(&mut st, id, owner).ok().flatten()).collect()
@@ -139,13 +144,23 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// Gives block `id` the scope charge it returns when it goes back to the heap (right after
     /// its malloc: the charge is taken first, Note [Scope locks]).
     pub fn set_charge(&self, id: u64, charge: ScopeCharge) {
-        let charge = Box::new(charge);
+        // Boxed before the lock; what is left (the charge of a block freed already, or one it
+        // had) goes back after it.
+        let mut extra = Box::new(BlockExtra { shape: None, charge: Some(charge) });
         let left = {
             let mut st = self.state();
             match st.blocks.get_mut(id).filter(|r| r.pending.is_none()) {
-                Some(rec) => rec.charge.replace(charge),
-                // Freed already: the charge goes back now.
-                None => Some(charge),
+                Some(rec) => match &mut rec.extra {
+                    Some(e) => {
+                        std::mem::swap(&mut e.charge, &mut extra.charge);
+                        Some(extra)
+                    }
+                    slot => {
+                        *slot = Some(extra);
+                        None
+                    }
+                },
+                None => Some(extra),
             }
         };
         drop(left);
@@ -174,6 +189,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     pub fn end_lease(&self, id: u64) {
         let charge = {
             let mut st = self.state();
+            let st = &mut *st;
             let Some(rec) = st.blocks.get_mut(id).filter(|r| r.pending.is_none() && r.leases & !FREE_DEFERRED > 0)
             else {
                 return;
@@ -183,8 +199,10 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 return;
             }
             rec.leases = 0;
-            let charge = rec.charge.take();
-            self.give_back_now(&mut st, id);
+            let charge = rec.extra.as_mut().and_then(|e| e.charge.take());
+            if let Some(place) = self.retire(rec, id, &mut st.stats, &mut st.pending) {
+                self.return_to_pool(st, id, place);
+            }
             charge
         };
         drop(charge);
@@ -198,48 +216,55 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
 
     /// The free of block `id` by its holder `owner`: back to the heap now, or when its last
     /// lease ends. Returns its scope charge for the caller to drop after the heap's lock.
-    #[inline]
-    fn give_back(&self, st: &mut State<S>, id: u64, owner: u32) -> Result<Option<Box<ScopeCharge>>> {
-        let rec = match st.blocks.get_mut(id) {
-            Some(rec) if held_by(rec, owner) => rec,
-            Some(_) => return Err(already_freed(id)),
-            None if owner == HANDLE => {
-                return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)")))
-            }
-            None => return Err(already_freed(id)),
+    /// Inlined into each free: a call and its returned result cost as much as its checks.
+    #[inline(always)]
+    fn give_back(&self, st: &mut State<S>, id: u64, owner: u32) -> Result<Option<ScopeCharge>> {
+        let Some(rec) = st.blocks.get_mut(id) else {
+            return Err(not_held(id, owner));
         };
-        if rec.leases != 0 {
-            rec.leases |= FREE_DEFERRED;
-            return Ok(None);
+        if rec.owner != owner || rec.leases != 0 || rec.pending.is_some() {
+            return defer_or_refuse(rec, id, owner);
         }
-        let charge = rec.charge.take();
-        self.give_back_now(st, id);
+        let charge = rec.extra.as_mut().and_then(|e| e.charge.take());
+        if let Some(place) = self.retire(rec, id, &mut st.stats, &mut st.pending) {
+            self.return_to_pool(st, id, place);
+        }
         Ok(charge)
     }
 
-    /// Live block `id` (its charge taken, no lease out) goes back to the heap: a pending free
-    /// while GPU work may still use it, else its range goes back to its pool.
-    #[inline]
-    fn give_back_now(&self, st: &mut State<S>, id: u64) {
-        let Some(rec) = st.blocks.get_mut(id) else { return };
+    /// Live block `id`, of record `rec` (its charge taken, no lease out), goes back to the heap:
+    /// a pending free while GPU work may still use it, else the place the caller gives back to
+    /// its pool ([`HeapCore::return_to_pool`]; the record is borrowed here, so not in this call).
+    #[inline(always)]
+    fn retire(&self, rec: &mut BlockRec, id: u64, stats: &mut HeapStats, pending: &mut Vec<u64>) -> Option<BlockPlace> {
         let uses: Vec<StreamUse> = if rec.streams.is_empty() {
             Vec::new()
         } else {
             rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
         };
-        let (place, requested) = (rec.place(), rec.requested);
-        let (size, pool) = (place.size, place.pool);
-        let idle = self.tracker.is_lost() || reusable(rec, &uses, self.tracker.completed());
-        st.stats.block_freed(pool, size, requested);
-        if idle {
-            self.return_to_pool(st, id, place);
-        } else {
-            // Stays in the slab, marked: the sweep returns it once its work completed.
-            rec.pending = Some(uses);
-            st.pending.push(id);
-            st.stats.pending_added(size);
+        let place = rec.place();
+        stats.block_freed(place.pool, place.size, rec.requested);
+        if self.tracker.is_lost() || reusable(rec, &uses, self.tracker.completed()) {
+            return Some(place);
         }
+        // Stays in the slab, marked: the sweep returns it once its work completed.
+        rec.pending = Some(uses);
+        pending.push(id);
+        stats.pending_added(place.size);
+        None
     }
+}
+
+/// A free of block `id` (record `rec`) that does not give it back now: leased, it goes back
+/// when its last lease ends; not held by `owner`, the free is refused.
+#[cold]
+#[inline(never)]
+fn defer_or_refuse(rec: &mut BlockRec, id: u64, owner: u32) -> Result<Option<ScopeCharge>> {
+    if !held_by(rec, owner) {
+        return Err(not_held(id, owner));
+    }
+    rec.leases |= FREE_DEFERRED;
+    Ok(None)
 }
 
 /// Whether `owner` holds the block of `rec` and may still free it: live, and not freed while
