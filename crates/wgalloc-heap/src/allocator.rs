@@ -98,7 +98,7 @@ struct BlockRec {
     /// Streams recorded with `record_stream`.
     streams: Vec<Arc<StreamMarks>>,
     /// Set once freed while GPU work may still use it.
-    pending: Option<Vec<StreamUse>>,
+    pending: Option<Box<[StreamUse]>>,
     /// Operations in flight that will still submit work on the block (a download's later
     /// pieces): a free defers until the last one ended, whatever has completed.
     holds: u32,
@@ -108,16 +108,9 @@ struct BlockRec {
     owner: u32,
     /// Leases, with `FREE_DEFERRED` once freed while leased (Note [Block lifetime]).
     leases: u32,
-    /// What few blocks have (boxed: see the size check below).
-    extra: Option<Box<BlockExtra>>,
-}
-
-/// The parts of a block's record that most blocks do not have.
-#[derive(Default)]
-struct BlockExtra {
-    shape: Option<Vec<u64>>,
     /// The scope charge returned when the block goes back to the heap (Note [Block lifetime]).
-    charge: Option<ScopeCharge>,
+    charge: Option<Box<ScopeCharge>>,
+    shape: Option<Box<[u64]>>,
 }
 
 /// Where a block's bytes are: all that returning them to their pool needs.
@@ -129,8 +122,8 @@ struct BlockPlace {
     pool: PoolKind,
 }
 
-// Past 128 bytes, each malloc copies the record into the slab with a `memcpy` call, and each
-// optional part to drop on a free costs a check: what most blocks lack goes in `extra`.
+// Past 128 bytes, each malloc copies the record into the slab with a `memcpy` call: what most
+// blocks lack (a shape, a charge) is boxed, and so is what a pending free keeps.
 const _: () = assert!(std::mem::size_of::<BlockRec>() <= 128);
 
 impl BlockRec {
@@ -444,7 +437,8 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 pending: None,
                 owner,
                 leases: 0,
-                extra: None,
+                charge: None,
+                shape: None,
             })
             .expect("allocate checks for a free slot first");
         let from_driver = fresh == Some(segment);
@@ -788,7 +782,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         while i < st.pending.len() {
             let id = st.pending[i];
             let rec = st.blocks.get(id).expect("pending block is recorded");
-            let done = lost || rec.pending.as_ref().is_some_and(|uses| reusable(rec, uses, completed));
+            let done = lost || rec.pending.as_deref().is_some_and(|uses| reusable(rec, uses, completed));
             if done {
                 let place = rec.place();
                 st.pending.swap_remove(i);
@@ -888,7 +882,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     pub fn set_shape(&self, id: u64, shape: Option<Vec<u64>>) -> Result<()> {
         let mut st = self.state();
         let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
-        rec.extra.get_or_insert_with(Box::default).shape = shape;
+        rec.shape = shape.map(Vec::into_boxed_slice);
         Ok(())
     }
 
@@ -907,7 +901,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             shared: rec.pool.is_shared(),
             dedicated: seg.dedicated,
             exceeds_binding_limit: rec.size > self.limits.max_binding,
-            shape: rec.extra.as_ref().and_then(|e| e.shape.clone()),
+            shape: rec.shape.as_deref().map(<[u64]>::to_vec),
             state: if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active },
             recorded_streams: rec.streams.len(),
         })

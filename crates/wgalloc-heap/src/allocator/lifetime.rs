@@ -100,7 +100,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// Frees every block `owner` still holds (its holder went); leased ones go back when their
     /// last lease ends.
     pub fn release_owner(&self, owner: u32) {
-        let charges: Vec<ScopeCharge> = {
+        let charges: Vec<Box<ScopeCharge>> = {
             let mut st = self.state();
             let ids: Vec<u64> = st.blocks.iter().filter(|(_, r)| held_by(r, owner)).map(|(id, _)| id).collect();
             ids.into_iter().filter_map(|id| self.give_back(&mut st, id, owner).ok().flatten()).collect()
@@ -146,21 +146,12 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     pub fn set_charge(&self, id: u64, charge: ScopeCharge) {
         // Boxed before the lock; what is left (the charge of a block freed already, or one it
         // had) goes back after it.
-        let mut extra = Box::new(BlockExtra { shape: None, charge: Some(charge) });
+        let charge = Box::new(charge);
         let left = {
             let mut st = self.state();
             match st.blocks.get_mut(id).filter(|r| r.pending.is_none()) {
-                Some(rec) => match &mut rec.extra {
-                    Some(e) => {
-                        std::mem::swap(&mut e.charge, &mut extra.charge);
-                        Some(extra)
-                    }
-                    slot => {
-                        *slot = Some(extra);
-                        None
-                    }
-                },
-                None => Some(extra),
+                Some(rec) => rec.charge.replace(charge),
+                None => Some(charge),
             }
         };
         drop(left);
@@ -199,7 +190,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 return;
             }
             rec.leases = 0;
-            let charge = rec.extra.as_mut().and_then(|e| e.charge.take());
+            let charge = rec.charge.take();
             if let Some(place) = self.retire(rec, id, &mut st.stats, &mut st.pending) {
                 self.return_to_pool(st, id, place);
             }
@@ -218,14 +209,14 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// lease ends. Returns its scope charge for the caller to drop after the heap's lock.
     /// Inlined into each free: a call and its returned result cost as much as its checks.
     #[inline(always)]
-    fn give_back(&self, st: &mut State<S>, id: u64, owner: u32) -> Result<Option<ScopeCharge>> {
+    fn give_back(&self, st: &mut State<S>, id: u64, owner: u32) -> Result<Option<Box<ScopeCharge>>> {
         let Some(rec) = st.blocks.get_mut(id) else {
             return Err(not_held(id, owner));
         };
         if rec.owner != owner || rec.leases != 0 || rec.pending.is_some() {
             return defer_or_refuse(rec, id, owner);
         }
-        let charge = rec.extra.as_mut().and_then(|e| e.charge.take());
+        let charge = rec.charge.take();
         if let Some(place) = self.retire(rec, id, &mut st.stats, &mut st.pending) {
             self.return_to_pool(st, id, place);
         }
@@ -248,7 +239,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             return Some(place);
         }
         // Stays in the slab, marked: the sweep returns it once its work completed.
-        rec.pending = Some(uses);
+        rec.pending = Some(uses.into_boxed_slice());
         pending.push(id);
         stats.pending_added(place.size);
         None
@@ -259,7 +250,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
 /// when its last lease ends; not held by `owner`, the free is refused.
 #[cold]
 #[inline(never)]
-fn defer_or_refuse(rec: &mut BlockRec, id: u64, owner: u32) -> Result<Option<ScopeCharge>> {
+fn defer_or_refuse(rec: &mut BlockRec, id: u64, owner: u32) -> Result<Option<Box<ScopeCharge>>> {
     if !held_by(rec, owner) {
         return Err(not_held(id, owner));
     }
