@@ -4,7 +4,7 @@
 //! Note [Block lifetime]: the slab record is the one record of a live block. A block is held
 //! either by a handle (`owner` is [`HANDLE`]: wgalloc-core's `DeviceBlock`, which frees it with
 //! [`HeapCore::free_if`] or on drop) or, by id, by an owner ([`HeapCore::new_owner`]: a JS heap
-//! object, which keeps only ids; [`HeapCore::free_owned`], [`HeapCore::release_owned`] for one
+//! object, which keeps only ids; [`HeapCore::free_owned_as`], [`HeapCore::release_owned`] for one
 //! the garbage collector found, [`HeapCore::release_owner`] for all it still holds when it
 //! goes). A handle can pass its block to an owner ([`HeapCore::adopt_if`]). It goes back to the
 //! heap exactly once, by the first of: a free with no lease out; the end of the last lease
@@ -56,7 +56,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     }
 
     /// Frees block `id`, which a handle holds ([`HANDLE`]). Its memory is reused once nothing
-    /// can still touch it (see [`reusable`]).
+    /// can still touch it (see `reusable`).
     pub fn free(&self, id: u64) -> Result<()> {
         self.free_if(id, || Ok(()))
     }
