@@ -28,7 +28,7 @@ test('every code the Rust crates and the binding raise is in ERROR_CODES', (t) =
     'crates/wgalloc-plan/src/error.rs',
     'crates/wgalloc-kv/src/error.rs',
     'src/error.rs',
-    ...['exec', 'heap', 'host', 'gpu', 'kv', 'shapes', 'plan', 'weights', 'stream', 'block_table'].map((f) => `src/${f}.rs`),
+    ...['exec', 'heap', 'host', 'gpu', 'kv', 'shapes', 'plan', 'weights', 'stream', 'block_ids'].map((f) => `src/${f}.rs`),
   ]
   const raised = new Set<string>()
   for (const f of sources) for (const m of read(f).matchAll(/(?:=> |coded\()"([A-Z][A-Z_]+)"/g)) raised.add(m[1])

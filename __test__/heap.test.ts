@@ -377,6 +377,30 @@ test('worker threads share one device heap through a handle', async (t) => {
   gpu.destroy()
 })
 
+test('a worker that ends with blocks live gives them back, scope charges too', async (t) => {
+  // The worker's heap object holds its blocks by id in the shared heap; when the worker goes,
+  // so does that object, and every block it still held returns (Note [Block lifetime]).
+  const gpu = await Gpu.request()
+  const code = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { Gpu } = require(${JSON.stringify(require.resolve('..'))})
+    const gpu = Gpu.attach(workerData.handle)
+    const scope = gpu.heap.scope({ name: 'worker', limit: 1 << 20 })
+    globalThis.kept = [...Array.from({ length: 10 }, () => gpu.heap.malloc(4096)), scope.malloc(4096)]
+    parentPort.postMessage(gpu.heap.stats().activeBlocks.current)
+  `
+  const worker = new Worker(code, { eval: true, workerData: { handle: gpu.shareHandle() } })
+  const live = await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  t.is(live, 11, 'the worker held its blocks')
+  await new Promise((resolve) => worker.once('exit', resolve))
+  t.is(gpu.heap.stats().activeBlocks.current, 0, 'every block came back with the worker')
+  t.is(gpu.heap.findScope('worker')?.stats().allocatedBytes, 0, 'and its scope charge')
+  gpu.destroy()
+})
+
 test('a fragmented miss moves a live block: MOVED event, offset follows, bytes intact, history shows it', async (t) => {
   const gpu = await Gpu.request()
   const heap = gpu.heap

@@ -330,8 +330,8 @@ export declare class HeapScope {
   /** Charges `bytes` held elsewhere (`QUOTA_EXCEEDED` when they do not fit). */
   charge(bytes: number): ScopeCharge
   /**
-   * Native form of `scope.malloc()`: a block of `heap` charged to this scope, kept in the
-   * heap's table; returns `[id, size, requestedSize, offset, pool index]`.
+   * Native form of `scope.malloc()`: a block of `heap` charged to this scope, held by the
+   * heap's owner; returns `[id, size, requestedSize, offset, pool index]`.
    */
   mallocIn(heap: Heap, size: number, usage: number): Array<number>
   /** Ends the scope and its children: later charges fail; live ones still return. */
@@ -847,7 +847,7 @@ export interface CopyStats {
 export interface DeviceOutput {
   /** Output tensor id. */
   tensor: string
-  /** Block id in the heap's table. */
+  /** Block id, held by the heap object of `heapSlot`. */
   id: number
   /** Allocated bytes. */
   size: number
@@ -881,7 +881,7 @@ export interface ExecRunOptions {
   observe?: boolean
   /** Poison tensors before their producer and check after every op that no live tensor changed. */
   checkPlan?: boolean
-  /** Slot of the heap table the block ids below are in (the facade passes `gpu.heap`'s). */
+  /** Slot of the heap object that holds the block ids below (the facade passes `gpu.heap`'s). */
   heapSlot?: number
   /** Inputs read from heap blocks on the GPU: tensor id -> block id. */
   deviceInputs?: Record<string, number>

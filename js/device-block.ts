@@ -1,7 +1,8 @@
-// `DeviceBlock`: a block's id in its heap's native table plus the fields malloc reported. A
-// napi object per block, and napi-rs's per-call borrow registry, cost several times the
-// allocator itself (src/block_table.rs), so malloc and free are two raw native calls on
-// numbers, and operations that need the block's buffer fetch a native handle once.
+// `DeviceBlock`: a block's id plus the fields malloc reported; the native heap's slab is the
+// block's one record, and this heap object's native owner holds it by id. A napi object per
+// block, and napi-rs's per-call borrow registry, cost several times the allocator itself
+// (src/block_ids.rs), so malloc and free are two raw native calls on numbers, and operations
+// that need the block's buffer fetch a native handle once.
 import { inspect } from 'node:util'
 import { api } from './internal/api.js'
 import type { BlockInfo, HeapEvent } from './binding.js'

@@ -34,9 +34,10 @@ export type WgallocErrorCode = (typeof ERROR_CODES)[number]
  * What ran out: `'heap'` (the heap's ladder gave up; its figures follow), `'driver'` (the driver
  * refused memory), `'max-buffer-size'` (one buffer past the device's limit), `'live-blocks'` (the
  * most blocks one heap holds live), `'high-watermark'` (a reservation made up front, as a warm
- * start's), or `'store-capacity'` (a simulated store's capacity).
+ * start's), `'store-capacity'` (a simulated store's capacity), `'owner-tags'` (the heap objects one
+ * device heap serves over its life) or `'block-leases'` (the leases one block holds at once).
  */
-export type OutOfMemorySource = 'heap' | 'driver' | 'max-buffer-size' | 'live-blocks' | 'high-watermark' | 'store-capacity'
+export type OutOfMemorySource = 'heap' | 'driver' | 'max-buffer-size' | 'live-blocks' | 'high-watermark' | 'store-capacity' | 'owner-tags' | 'block-leases'
 
 /**
  * The figures of an OUT_OF_MEMORY: `err.details`, and (for the heap's) what OUT_OF_MEMORY listeners

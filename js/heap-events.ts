@@ -27,7 +27,7 @@ type OomListener = (event: OutOfMemoryEvent) => void
 const channel = channels.heap
 /** With only a memory history listening, the native event queue is drained every this many calls. */
 const DRAIN_EVERY = 1024
-// The core's tables, in the order `heapTakeEvents` numbers kinds and pools (src/block_table.rs).
+// The core's tables, in the order `heapTakeEvents` numbers kinds and pools (src/block_ids.rs).
 const TABLES = native.constantTables()
 // OUT_OF_MEMORY is not among them: it comes from the facade, not the native event log.
 export const NUMBERED_KINDS = TABLES.heapEventKinds as readonly HeapEventKind[]

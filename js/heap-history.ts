@@ -194,7 +194,7 @@ const ROW = 6
  * What a heap records while `recordHistory()` is on. Allocator events reach it in batches (the
  * heap drains the native queue every DRAIN_EVERY calls, and before any report) as packed
  * numbers, stored as rows of one typed array. Without stacks a malloc and a free cost a counter each
- * (which blocks are live is the native block table's to say); with stacks, a malloc adds the
+ * (which blocks are live is the native heap's to say); with stacks, a malloc adds the
  * capture and one map write, undone when the block's FREED event arrives. `t` is when a batch
  * arrived.
  */

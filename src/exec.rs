@@ -9,10 +9,11 @@ use napi_derive::napi;
 use wgalloc_core::exec::{self as core_exec, CompileOptions, DeviceIo, EagerOptions, ExecGraph, RunOptions};
 use wgalloc_core::heap::PoolKind;
 
-use crate::block_table::{self, BlockTable};
+use crate::block_ids;
 use crate::error::{invalid, invalid_hint, to_u64, IntoNapi};
 use crate::gpu::Gpu;
 use crate::plan::MemoryPlan;
+use wgalloc_core::heap::BlockOwner;
 
 /// Options of the native `compileGraph()` (the facade's `compile()` adds `plan: 'observe'`).
 /// @internal
@@ -69,7 +70,7 @@ pub struct ExecRunOptions {
     pub observe: Option<bool>,
     /// Poison tensors before their producer and check after every op that no live tensor changed.
     pub check_plan: Option<bool>,
-    /// Slot of the heap table the block ids below are in (the facade passes `gpu.heap`'s).
+    /// Slot of the heap object that holds the block ids below (the facade passes `gpu.heap`'s).
     pub heap_slot: Option<u32>,
     /// Inputs read from heap blocks on the GPU: tensor id -> block id.
     pub device_inputs: Option<HashMap<String, f64>>,
@@ -124,7 +125,7 @@ pub(crate) fn drop_cancel_token(options: &RunOptions) {
 pub struct DeviceOutput {
     /// Output tensor id.
     pub tensor: String,
-    /// Block id in the heap's table.
+    /// Block id, held by the heap object of `heapSlot`.
     pub id: f64,
     /// Allocated bytes.
     pub size: f64,
@@ -244,30 +245,37 @@ fn observation(o: core_exec::Observation) -> Observation {
     }
 }
 
-pub(crate) fn result(out: core_exec::RunOutput, table: Option<&BlockTable>, given: &HashSet<String>) -> RunResult {
+/// What a run returns to JS; its new device outputs pass to `owner`, the heap object's.
+pub(crate) fn result(
+    out: core_exec::RunOutput,
+    owner: Option<&BlockOwner>,
+    given: &HashSet<String>,
+) -> Result<RunResult> {
     let output_order = out.outputs.iter().map(|(id, _)| id.clone()).collect();
-    let device_outputs = match table {
-        Some(table) => out
+    let device_outputs = match owner {
+        Some(owner) => out
             .device_outputs
             .into_iter()
             .filter(|(tensor, _)| !given.contains(tensor))
-            .map(|(tensor, block)| DeviceOutput {
-                tensor,
-                size: block.size() as f64,
-                requested: block.requested_size() as f64,
-                offset: block.offset().unwrap_or_default() as f64,
-                pool: PoolKind::ALL.iter().position(|&k| k == block.pool()).unwrap_or(0) as u32,
-                id: table.insert_shared(block) as f64,
+            .map(|(tensor, block)| {
+                Ok(DeviceOutput {
+                    size: block.size() as f64,
+                    requested: block.requested_size() as f64,
+                    offset: block.offset().unwrap_or_default() as f64,
+                    pool: PoolKind::ALL.iter().position(|&k| k == block.pool()).unwrap_or(0) as u32,
+                    id: owner.adopt(&block).napi()? as f64,
+                    tensor,
+                })
             })
-            .collect(),
+            .collect::<Result<Vec<_>>>()?,
         None => Vec::new(),
     };
-    RunResult {
+    Ok(RunResult {
         outputs: out.outputs.into_iter().map(|(id, bytes)| (id, bytes.into())).collect(),
         output_order,
         observation: out.observation.map(observation),
         device_outputs,
-    }
+    })
 }
 
 pub(crate) fn owned(map: Option<HashMap<String, Uint8Array>>) -> HashMap<String, Vec<u8>> {
@@ -334,7 +342,7 @@ impl Executor {
     ) -> Result<PromiseRaw<'env, RunResult>> {
         let exe = self.inner.clone();
         let inputs = owned(Some(inputs));
-        let (opts, table, io, given) = run_arguments(options)?;
+        let (opts, owner, io, given) = run_arguments(options)?;
         // Leased now: a free() before the run recorded its work takes effect after it.
         let leases = io.lease().napi()?;
         // Claimed now: runs take turns in call order, and a release() right after this call
@@ -345,7 +353,7 @@ impl Executor {
             let out = claim.run_io(&inputs, &io, opts).await;
             drop_cancel_token(&ended);
             drop(leases);
-            Ok(result(out.napi()?, table.as_deref(), &given))
+            result(out.napi()?, owner.as_deref(), &given)
         })
     }
 
@@ -366,7 +374,7 @@ impl Executor {
     }
 }
 
-type RunArguments = (RunOptions, Option<Arc<BlockTable>>, DeviceIo, HashSet<String>);
+type RunArguments = (RunOptions, Option<Arc<BlockOwner>>, DeviceIo, HashSet<String>);
 
 /// A run's options, with its device blocks taken (shared handles) before the call returns; also
 /// the ids of outputs written into caller blocks. The caller leases the blocks (`DeviceIo::lease`)
@@ -402,8 +410,8 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
             Some(other) => return Err(invalid("outputs", "'host' or 'device'", wgalloc_core::error::quoted(other))),
         };
         // Blocks are taken (shared handles) before the call returns.
-        let table = match o.heap_slot {
-            Some(slot) => Some(block_table::table(slot)?),
+        let owner = match o.heap_slot {
+            Some(slot) => Some(block_ids::owner(slot)?),
             None if o.device_inputs.is_some() || o.outputs_into.is_some() || outputs_on_device => {
                 return Err(invalid_hint(
                     "heapSlot",
@@ -414,17 +422,17 @@ pub(crate) fn run_arguments(options: Option<ExecRunOptions>) -> Result<RunArgume
             }
             None => None,
         };
-        let io = match &table {
+        let io = match &owner {
             Some(t) => DeviceIo {
-                inputs: block_table::blocks(t, o.device_inputs.unwrap_or_default(), "input")?,
-                outputs_into: block_table::blocks(t, o.outputs_into.unwrap_or_default(), "output")?,
+                inputs: block_ids::blocks(t, o.device_inputs.unwrap_or_default(), "input")?,
+                outputs_into: block_ids::blocks(t, o.outputs_into.unwrap_or_default(), "output")?,
                 outputs_on_device,
                 ..DeviceIo::default()
             },
             None => DeviceIo::default(),
         };
         let given: HashSet<String> = io.outputs_into.keys().cloned().collect();
-        Ok((opts, table, io, given))
+        Ok((opts, owner, io, given))
     }
 }
 
@@ -471,7 +479,7 @@ impl Gpu {
         let options = EagerOptions { observe: observe.unwrap_or(false) };
         env.spawn_future(async move {
             let graph = parse_graph(&graph_json)?;
-            Ok(result(gpu.run_eager(&graph, &inputs, &params, options).await.napi()?, None, &HashSet::new()))
+            result(gpu.run_eager(&graph, &inputs, &params, options).await.napi()?, None, &HashSet::new())
         })
     }
 

@@ -275,7 +275,7 @@ impl Gpu {
     /// The device's caching allocator.
     #[napi(catch_unwind, getter)]
     pub fn heap(&self) -> Result<Heap> {
-        Ok(Heap::new(self.inner.heap().napi()?))
+        Heap::new(self.inner.heap().napi()?)
     }
 
     /// The device's profiler. `INVALID_ARGUMENT` if `WGALLOC_PROFILE` holds an unknown flag.

@@ -6,8 +6,8 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wgalloc_core::heap::{self as core_heap, PoolKind};
 
-use crate::block_table::Slot;
-use crate::error::{coded, to_u64, to_u64_in, IntoNapi};
+use crate::block_ids::Slot;
+use crate::error::{to_u64, to_u64_in, IntoNapi};
 use crate::stream::{GpuEvent, Stream};
 
 /// Current, peak and cumulative figures of one quantity.
@@ -213,7 +213,7 @@ fn shape_from_js(shape: Vec<f64>) -> Result<Vec<u64>> {
 
 /// The device's caching allocator (`gpu.heap`).
 // `malloc`, `allocScalar` and `free` are the facade's (js/heap.ts, js/device-block.ts): blocks
-// are ids in this heap's table (see block_table.rs).
+// are ids its block owner holds in the core heap (see block_ids.rs).
 #[napi]
 pub struct Heap {
     pub(crate) inner: core_heap::Heap,
@@ -221,38 +221,35 @@ pub struct Heap {
 }
 
 impl Heap {
-    pub(crate) fn new(inner: core_heap::Heap) -> Heap {
-        Heap { slot: Slot::new(inner.clone()), inner }
+    pub(crate) fn new(inner: core_heap::Heap) -> Result<Heap> {
+        Ok(Heap { slot: Slot::new(&inner)?, inner })
     }
 }
 
 #[napi]
 impl Heap {
-    // The helpers below serve the facade's block table (js/device-block.ts, typed by
+    // The helpers below serve the facade's blocks (js/device-block.ts, typed by
     // `NativeHeapTable` in js/internal/native.ts); they are left out of the generated types.
 
-    /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block table.
+    /// Where the raw `heapMalloc`/`heapFree` functions find this heap's block owner.
     #[napi(catch_unwind, getter, skip_typescript)]
     pub fn slot(&self) -> u32 {
         self.slot.index
     }
 
-    /// Native form of `allocScalar(value)`: a scalar-pool block holding `value`, as an id in
-    /// this heap's table.
+    /// Native form of `allocScalar(value)`: a scalar-pool block holding `value`, held by this
+    /// heap's owner; returns its id.
     #[napi(catch_unwind, skip_typescript)]
     pub fn alloc_scalar_id(&self, value: Uint8Array) -> Result<f64> {
-        let block = self.inner.alloc_scalar(&value).napi()?;
-        Ok(self.slot.table.insert(block) as f64)
+        Ok(self.slot.owner.alloc_scalar(&value).napi()? as f64)
     }
 
-    /// The native handle of a live block of this heap's table (`USE_AFTER_FREE` if not there).
+    /// A native handle of a live block this heap's owner holds, for operations on it
+    /// (`USE_AFTER_FREE` if it does not hold it).
     #[napi(catch_unwind, skip_typescript)]
     pub fn block_handle(&self, id: f64) -> Result<DeviceBlock> {
-        let id = to_u64(id, "id")?;
-        match self.slot.table.get(id) {
-            Some(inner) => Ok(DeviceBlock { inner }),
-            None => Err(coded("USE_AFTER_FREE", &format!("block {id} was freed; allocate a new block"))),
-        }
+        let block = self.slot.owner.block(to_u64(id, "id")?).napi()?;
+        Ok(DeviceBlock { inner: Arc::new(block) })
     }
 
     /// True when both heap objects reach one device heap (e.g. `gpu.heap` and the heap of a
@@ -263,24 +260,18 @@ impl Heap {
     }
 
     /// Frees a block the garbage collector found unreachable without `free()` (no error if it
-    /// was freed meanwhile); returns its size, 0 when it was not in the table.
+    /// was freed meanwhile); returns its size, 0 when this heap's owner no longer held it.
     #[napi(catch_unwind, skip_typescript)]
     pub fn release_block(&self, id: f64) -> Result<f64> {
-        let Some(block) = self.slot.table.remove(to_u64(id, "id")?) else {
-            return Ok(0.0);
-        };
-        if !block.is_freed() {
-            // Its only failure is a double free, which `is_freed` just ruled out.
-            let _ = block.free();
-        }
-        Ok(block.size() as f64)
+        Ok(self.slot.owner.release(to_u64(id, "id")?).map_or(0.0, |size| size as f64))
     }
 
     /// The blocks this heap object handed out and nobody freed, as `[id, size]` pairs in id
     /// order (the leak report's input).
     #[napi(catch_unwind, skip_typescript)]
     pub fn table_blocks(&self) -> Float64Array {
-        Float64Array::new(self.slot.table.live())
+        let blocks = self.slot.owner.blocks();
+        Float64Array::new(blocks.into_iter().flat_map(|(id, size)| [id as f64, size as f64]).collect())
     }
 
     /// Releases idle cached segments to the driver; returns the bytes released.
@@ -668,15 +659,13 @@ impl HeapScope {
         Ok(ScopeCharge { inner: std::sync::Mutex::new(Some(charge)) })
     }
 
-    /// Native form of `scope.malloc()`: a block of `heap` charged to this scope, kept in the
-    /// heap's table; returns `[id, size, requestedSize, offset, pool index]`.
+    /// Native form of `scope.malloc()`: a block of `heap` charged to this scope, held by the
+    /// heap's owner; returns `[id, size, requestedSize, offset, pool index]`.
     #[napi(catch_unwind)]
     pub fn malloc_in(&self, heap: &Heap, size: f64, usage: u32) -> Result<Vec<f64>> {
-        let (size, usage) = crate::block_table::malloc_request(size, f64::from(usage))?;
-        let (block, offset) = heap.inner.malloc_in(&self.inner, size, usage).napi()?;
-        let fields = [block.size() as f64, block.requested_size() as f64, offset as f64, block.pool().index() as f64];
-        let id = heap.slot.table.insert(block) as f64;
-        Ok(vec![id, fields[0], fields[1], fields[2], fields[3]])
+        let (size, usage) = crate::block_ids::malloc_request(size, f64::from(usage))?;
+        let a = heap.slot.owner.malloc_in(&self.inner, size, usage).napi()?;
+        Ok(vec![a.id as f64, a.size as f64, a.requested as f64, a.offset as f64, a.pool.index() as f64])
     }
 
     /// Ends the scope and its children: later charges fail; live ones still return.

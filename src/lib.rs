@@ -1,6 +1,6 @@
 //! Node bindings for wgalloc: thin `#[napi]` wrappers over `wgalloc-core` and
 //! `wgalloc-plan`. No logic lives here beyond argument conversion, error mapping and
-//! the id table that lets JS hold heap blocks as numbers (`block_table`).
+//! the raw functions that let JS hold heap blocks as numbers (`block_ids`).
 //!
 //! A panic that crosses the N-API boundary aborts Node, so every synchronous `#[napi]` function
 //! is `#[napi(catch_unwind)]` (the facade reports the panic as `INTERNAL`); napi-rs catches
@@ -9,7 +9,7 @@
 // Unit-test builds do not register the N-API exports, so those look unused there.
 #![cfg_attr(test, allow(dead_code))]
 
-mod block_table;
+mod block_ids;
 mod buffer;
 mod error;
 mod exec;

@@ -75,7 +75,7 @@ impl ShapeExecutor {
     ) -> Result<PromiseRaw<'env, RunResult>> {
         let d = dims(dims_)?;
         let inputs = owned(Some(inputs));
-        let (opts, table, io, given) = run_arguments(options)?;
+        let (opts, owner, io, given) = run_arguments(options)?;
         // Leased now: a free() before the run recorded its work takes effect after it.
         let leases = io.lease().napi()?;
         // Claimed now: a release() right after this call lets the run complete.
@@ -85,7 +85,7 @@ impl ShapeExecutor {
             let out = claim.run(&d, &inputs, &io, opts).await;
             crate::exec::drop_cancel_token(&ended);
             drop(leases);
-            Ok(result(out.napi()?, table.as_deref(), &given))
+            result(out.napi()?, owner.as_deref(), &given)
         })
     }
 

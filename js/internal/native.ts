@@ -7,19 +7,19 @@ import { join } from 'node:path'
 import type * as Binding from '../binding.js'
 import { bindingError } from './binding-error.js'
 
-/** The heap's block-table helpers, left out of the generated types (src/heap.rs). */
+/** The heap's by-id block helpers, left out of the generated types (src/heap.rs). */
 export interface NativeHeapTable {
   readonly slot: number
   allocScalarId(value: Uint8Array): number
   blockHandle(id: number): Binding.DeviceBlock
   /** Frees a block collected without `free()`; its size, 0 if it was gone already. */
   releaseBlock(id: number): number
-  /** `[id, size]` pairs of the blocks this heap object handed out and nobody freed. */
+  /** `[id, size]` pairs of the blocks this heap object holds (handed out, not freed). */
   tableBlocks(): Float64Array
   sameHeapAs(other: Binding.Heap): boolean
 }
 
-/** Raw N-API functions on numbers (src/block_table.rs): the malloc/free fast path. */
+/** Raw N-API functions on numbers (src/block_ids.rs): the malloc/free fast path. */
 interface RawHeapFunctions {
   heapMalloc(slot: number, size: number, usage: number, scratch: Float64Array): number
   heapFree(slot: number, id: number): void

@@ -58,7 +58,7 @@ pub use adapter::AdapterSummary;
 pub use context::{BudgetSource, Gpu, GpuInfo, GpuOptions, MemoryBudget, MAX_SAFE_INTEGER};
 pub use error::{Error, InvalidArgument, QuotaExceeded, Result};
 pub use exec::ComputeKernel;
-pub use heap::{BlockLease, DeviceBlock, Heap, HeapStats, PoolKind, Usage};
+pub use heap::{BlockLease, BlockOwner, DeviceBlock, Heap, HeapStats, PoolKind, Usage};
 pub use host::{Direction, Host, HostBlock, HostConfig, HostStats};
 pub use mapping::MappingLease;
 pub use profile::{ProfileStats, Profiler};

@@ -468,6 +468,89 @@ fn frees_and_leases_racing_on_threads_free_each_block_once() {
     }
 }
 
+/// Note [Block lifetime]: blocks held by id (a JS heap object's) go back when their owner goes,
+/// with their scope charges; a leased one when its last lease ends. Other owners' stay.
+#[test]
+fn an_owner_gives_back_every_block_it_holds_when_it_goes() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let allocated = || heap.stats().allocated_bytes.current;
+    let scope = heap.scope("tenant", 1 << 20).unwrap();
+    let (owner, other) = (heap.owner().unwrap(), heap.owner().unwrap());
+    let before = allocated();
+    let a = owner.malloc(4096, Usage::Device).unwrap();
+    let b = owner.malloc_in(&scope, 4096, Usage::Shared).unwrap();
+    let scalar = owner.alloc_scalar(&[1, 2, 3, 4]).unwrap();
+    let kept = other.malloc(4096, Usage::Device).unwrap();
+    assert_eq!(owner.blocks().iter().map(|&(id, _)| id).collect::<Vec<_>>(), vec![a.id, b.id, scalar]);
+    assert_eq!(scope.stats().allocated, 4096);
+    // A queued run leases `a` through a handle by id.
+    let lease = owner.block(a.id).unwrap().lease().unwrap();
+    drop(owner);
+    assert_eq!(scope.stats().allocated, 0, "the charge went with its block");
+    assert_eq!(allocated(), before + a.size + kept.size, "all but the leased block and the other owner's went");
+    drop(lease);
+    assert_eq!(allocated(), before + kept.size, "the last lease gave it back");
+    other.free(kept.id).unwrap();
+    assert_eq!(allocated(), before);
+}
+
+/// A handle by id ([`BlockOwner::block`]) gives nothing back, and once its block is freed every
+/// operation on it is `USE_AFTER_FREE` (the slab refuses the id), also after the slot is reused.
+#[test]
+fn a_handle_by_id_of_a_freed_block_is_use_after_free() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let owner = heap.owner().unwrap();
+    let a = owner.malloc(4096, Usage::Device).unwrap();
+    let handle = owner.block(a.id).unwrap();
+    handle.write(&[7; 16], 0).unwrap();
+    assert_eq!(pollster::block_on(handle.read(0, 16)).unwrap(), vec![7; 16]);
+    assert_eq!(handle.free().unwrap_err().code(), "INVALID_ARGUMENT", "its owner frees it");
+    assert!(!handle.is_freed());
+    assert_eq!(heap.owner().unwrap().block(a.id).unwrap_err().code(), "USE_AFTER_FREE", "another owner's id");
+    owner.free(a.id).unwrap();
+    // The next block may take its slot and place: the stale id still names nothing.
+    let b = owner.malloc(4096, Usage::Device).unwrap();
+    assert!(handle.is_freed());
+    let codes = [
+        handle.write(&[1; 16], 0).unwrap_err().code(),
+        pollster::block_on(handle.read(0, 16)).unwrap_err().code(),
+        handle.info().unwrap_err().code(),
+        handle.offset().unwrap_err().code(),
+        handle.binding().unwrap_err().code(),
+        handle.set_shape(None).unwrap_err().code(),
+        handle.lease().unwrap_err().code(),
+        owner.block(a.id).unwrap_err().code(),
+    ];
+    assert_eq!(codes, ["USE_AFTER_FREE"; 8]);
+    assert_eq!(owner.free(a.id).unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(owner.release(a.id), None);
+    drop(handle);
+    assert_eq!(owner.blocks(), vec![(b.id, b.size)], "dropping a handle by id frees nothing");
+}
+
+/// A handle passes its block to an owner (an executor's device outputs): the handle and its
+/// clones no longer give it back, the owner does.
+#[test]
+fn a_handle_passes_its_block_to_an_owner() {
+    let gpu = gpu_with_budget(None);
+    let heap = gpu.heap().unwrap();
+    let owner = heap.owner().unwrap();
+    let before = heap.stats().allocated_bytes.current;
+    let block = std::sync::Arc::new(heap.malloc(4096, Usage::Device).unwrap());
+    let id = owner.adopt(&block).unwrap();
+    assert_eq!(owner.adopt(&block).unwrap_err().code(), "INVALID_ARGUMENT", "passed already");
+    assert_eq!(block.free().unwrap_err().code(), "INVALID_ARGUMENT");
+    drop(block);
+    assert_eq!(heap.stats().allocated_bytes.current, before + 4096, "the owner holds it");
+    owner.free(id).unwrap();
+    assert_eq!(heap.stats().allocated_bytes.current, before);
+    let freed = heap.malloc(4096, Usage::Device).unwrap();
+    freed.free().unwrap();
+    assert_eq!(owner.adopt(&freed).unwrap_err().code(), "USE_AFTER_FREE");
+}
+
 #[test]
 fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     const MIB: u64 = 1 << 20;

@@ -38,12 +38,16 @@ use super::compaction::{self, Resident, SegmentView};
 use super::free_list::{self, FreeList};
 use super::pool::{self, ArenaFigures, PoolKind, Usage};
 use super::profile::{self, HeapProfile};
+use super::scopes::ScopeCharge;
 use super::stats::{HeapStats, PoolStats};
 use super::storage::{BlockMove, SegmentStorage};
 use super::{config::debug, BlockInfo, BlockState, HeapEvent, HeapEventKind, IdMap, SegmentSnapshot, Watermarks};
 use crate::completion::{Completion, HostCompletion};
 use crate::error::{align_up, Error, LimitOom, OomSource, Result};
 use crate::stream::{StreamMarks, StreamUse};
+
+mod lifetime;
+pub use lifetime::{BlockFacts, HANDLE};
 
 /// Stream marks a block keeps before it drops those of retired streams.
 const STREAM_MARKS_PRUNE_AT: usize = 8;
@@ -89,18 +93,24 @@ struct BlockRec {
     size: u64,
     requested: u64,
     pool: PoolKind,
-    shape: Option<Vec<u64>>,
     /// Highest submission known to use the block (wgalloc's own operations).
     last_use: u64,
     /// Streams recorded with `record_stream`.
     streams: Vec<Arc<StreamMarks>>,
     /// Set once freed while GPU work may still use it.
-    pending: Option<Vec<StreamUse>>,
+    pending: Option<Box<[StreamUse]>>,
     /// Operations in flight that will still submit work on the block (a download's later
     /// pieces): a free defers until the last one ended, whatever has completed.
     holds: u32,
     /// Users of the block's current place (see [`HeapCore::pin`]): it does not move meanwhile.
     pins: u32,
+    /// Who gives the block back: [`lifetime::HANDLE`] or an owner's tag (Note [Block lifetime]).
+    owner: u32,
+    /// Leases, with `FREE_DEFERRED` once freed while leased (Note [Block lifetime]).
+    leases: u32,
+    /// The scope charge returned when the block goes back to the heap (Note [Block lifetime]).
+    charge: Option<Box<ScopeCharge>>,
+    shape: Option<Box<[u64]>>,
 }
 
 /// Where a block's bytes are: all that returning them to their pool needs.
@@ -111,6 +121,10 @@ struct BlockPlace {
     size: u64,
     pool: PoolKind,
 }
+
+// Past 128 bytes, each malloc copies the record into the slab with a `memcpy` call: what most
+// blocks lack (a shape, a charge) is boxed, and so is what a pending free keeps.
+const _: () = assert!(std::mem::size_of::<BlockRec>() <= 128);
 
 impl BlockRec {
     fn place(&self) -> BlockPlace {
@@ -143,6 +157,8 @@ struct State<S: SegmentStorage> {
     stats: HeapStats,
     watermarks: Watermarks,
     next_segment: u32,
+    /// The tag the next [`HeapCore::new_owner`] hands out.
+    next_owner: u32,
     /// Events and log lines kept for the caller to take, when someone listens.
     record_events: bool,
     events: Vec<HeapEvent>,
@@ -210,6 +226,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 stats: HeapStats::default(),
                 watermarks,
                 next_segment: 1,
+                next_owner: HANDLE + 1,
                 record_events: false,
                 events: Vec::new(),
                 log_to_queue: false,
@@ -257,9 +274,16 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// out-of-line calls: the caller's success path is the same as if the policy raised `E`.
     /// (A conversion in the caller grows it past what the optimizer inlines, and its block
     /// is then built once and copied, which stalls the cached malloc + free by a tenth.)
+    #[inline]
     pub fn malloc_as<E: From<Error>>(&self, size: u64, usage: Usage) -> Result<Allocation, E> {
+        self.malloc_for_as(size, usage, HANDLE)
+    }
+
+    /// [`HeapCore::malloc_as`] for a block that `owner` holds by id (see [`HeapCore::new_owner`];
+    /// [`HANDLE`]: the caller's handle gives it back).
+    pub fn malloc_for_as<E: From<Error>>(&self, size: u64, usage: Usage, owner: u32) -> Result<Allocation, E> {
         let aligned = self.checked_request_as::<E>(size, self.limits.alignment)?;
-        self.allocate(size, aligned, PoolKind::for_request(usage, aligned))
+        self.allocate(size, aligned, PoolKind::for_request(usage, aligned), owner)
     }
 
     #[inline(never)]
@@ -275,7 +299,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 .with_hint("a larger value goes in a block of its own: heap.malloc()"));
         }
         let aligned = self.checked_request(size, self.limits.scalar_alignment)?;
-        self.allocate(size, aligned, PoolKind::Scalar)
+        self.allocate(size, aligned, PoolKind::Scalar, HANDLE)
     }
 
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
@@ -299,7 +323,13 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     }
 
     /// Its error is the caller's type (see [`HeapCore::malloc_as`]).
-    fn allocate<E: From<Error>>(&self, requested: u64, aligned: u64, pool: PoolKind) -> Result<Allocation, E> {
+    fn allocate<E: From<Error>>(
+        &self,
+        requested: u64,
+        aligned: u64,
+        pool: PoolKind,
+        owner: u32,
+    ) -> Result<Allocation, E> {
         let mut st = self.state();
         if st.blocks.is_full() {
             let live = block_slab::MAX_LIVE as u64;
@@ -313,7 +343,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         let mut fresh = None;
         loop {
             self.sweep_pending(&mut st);
-            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh) {
+            let (size, dedicated) = match self.place(&mut st, requested, aligned, pool, fresh, owner) {
                 Placement::Block(b) => return Ok(b),
                 Placement::NeedsSegment { size, dedicated } => (size, dedicated),
                 Placement::Opened => continue,
@@ -361,7 +391,15 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
 
     /// Best fit in the pool's cached ranges; reports the segment needed otherwise.
     /// `fresh` is a segment just created for this request (the block is then ALLOCATED, not RECYCLED).
-    fn place(&self, st: &mut State<S>, requested: u64, aligned: u64, pool: PoolKind, fresh: Option<u32>) -> Placement {
+    fn place(
+        &self,
+        st: &mut State<S>,
+        requested: u64,
+        aligned: u64,
+        pool: PoolKind,
+        fresh: Option<u32>,
+        owner: u32,
+    ) -> Placement {
         let mut taken = st.free[pool.arena()].take(aligned);
         if taken.is_none() && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
             taken = self.compact(st, aligned).then(|| st.free[DEVICE_ARENA].take(aligned)).flatten();
@@ -381,12 +419,15 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 size: aligned,
                 requested,
                 pool,
-                shape: None,
                 last_use: 0,
                 holds: 0,
                 pins: 0,
                 streams: Vec::new(),
                 pending: None,
+                owner,
+                leases: 0,
+                charge: None,
+                shape: None,
             })
             .expect("allocate checks for a free slot first");
         let from_driver = fresh == Some(segment);
@@ -730,7 +771,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         while i < st.pending.len() {
             let id = st.pending[i];
             let rec = st.blocks.get(id).expect("pending block is recorded");
-            let done = lost || rec.pending.as_ref().is_some_and(|uses| reusable(rec, uses, completed));
+            let done = lost || rec.pending.as_deref().is_some_and(|uses| reusable(rec, uses, completed));
             if done {
                 let place = rec.place();
                 st.pending.swap_remove(i);
@@ -788,47 +829,6 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         });
     }
 
-    /// Frees block `id`. Its memory is reused once nothing can still touch it (see [`reusable`]).
-    pub fn free(&self, id: u64) -> Result<()> {
-        self.free_if(id, || Ok(true))
-    }
-
-    /// Runs `transition` under the heap's lock and frees block `id` there if it returns true.
-    /// A block handle's freed flag and lease count change only this way: the lock a free takes
-    /// anyway orders those changes, so none needs an atomic read-modify-write of its own.
-    /// `transition` must not call into the heap (its lock is held). Its error type is the
-    /// caller's (the runtime's own, on a device), so the free path converts nothing.
-    pub fn free_if<E: From<Error>>(&self, id: u64, transition: impl FnOnce() -> Result<bool, E>) -> Result<(), E> {
-        let mut st = self.state();
-        if !transition()? {
-            return Ok(());
-        }
-        let st = &mut *st;
-        let rec = match st.blocks.get_mut(id) {
-            Some(rec) if rec.pending.is_none() => rec,
-            Some(_) => return Err(Error::DoubleFree(format!("block {id} was already freed")).into()),
-            None => return Err(Error::DoubleFree(format!("block {id} is not allocated (already freed?)")).into()),
-        };
-        let uses: Vec<StreamUse> = if rec.streams.is_empty() {
-            Vec::new()
-        } else {
-            rec.streams.drain(..).map(|m| StreamUse::capture(&m)).collect()
-        };
-        let (place, requested) = (rec.place(), rec.requested);
-        let (size, pool) = (place.size, place.pool);
-        let idle = self.tracker.is_lost() || reusable(rec, &uses, self.tracker.completed());
-        st.stats.block_freed(pool, size, requested);
-        if idle {
-            self.return_to_pool(st, id, place);
-        } else {
-            // Stays in the table, marked: the sweep returns it once its work completed.
-            rec.pending = Some(uses);
-            st.pending.push(id);
-            st.stats.pending_added(size);
-        }
-        Ok(())
-    }
-
     /// Keeps block `id` from reuse until [`HeapCore::release_hold`], even if it is freed meanwhile.
     pub fn hold(&self, id: u64) -> Result<()> {
         let mut st = self.state();
@@ -871,7 +871,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     pub fn set_shape(&self, id: u64, shape: Option<Vec<u64>>) -> Result<()> {
         let mut st = self.state();
         let rec = st.blocks.get_mut(id).filter(|r| r.pending.is_none()).ok_or_else(|| freed(id))?;
-        rec.shape = shape;
+        rec.shape = shape.map(Vec::into_boxed_slice);
         Ok(())
     }
 
@@ -890,7 +890,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             shared: rec.pool.is_shared(),
             dedicated: seg.dedicated,
             exceeds_binding_limit: rec.size > self.limits.max_binding,
-            shape: rec.shape.clone(),
+            shape: rec.shape.as_deref().map(<[u64]>::to_vec),
             state: if rec.pending.is_some() { BlockState::PendingFree } else { BlockState::Active },
             recorded_streams: rec.streams.len(),
         })
@@ -1166,6 +1166,7 @@ fn movable(rec: &BlockRec) -> bool {
         && rec.streams.iter().all(|m| !m.has_unsubmitted())
 }
 
+#[inline(always)]
 fn reusable(rec: &BlockRec, uses: &[StreamUse], completed: u64) -> bool {
     if rec.holds > 0 {
         return false;

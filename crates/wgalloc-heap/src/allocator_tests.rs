@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    pool, CpuStorage, HeapCore, HeapError, HeapLimits, HeapProfile, OomSource, PoolKind, PoolProfile, Usage, Watermarks,
+    pool, BlockFacts, CpuStorage, HeapCore, HeapError, HeapLimits, HeapProfile, OomSource, PoolKind, PoolProfile,
+    Usage, Watermarks, HANDLE,
 };
 use crate::completion::HostCompletion;
 use crate::stream::StreamMarks;
@@ -696,4 +697,100 @@ fn a_profile_that_does_not_fit_is_refused_whole() {
     assert_eq!(err.code(), "INVALID_ARGUMENT");
     assert!(err.to_string().contains("pools[0].segments[1]"), "{err}");
     h.free(keep.id).unwrap();
+}
+
+/// Note [Block lifetime]: an owner frees by id only the blocks it holds, and gives back every
+/// block it still holds when its holder goes; other owners' blocks and handles' stay.
+#[test]
+fn an_owner_frees_only_its_own_blocks_and_gives_back_the_rest_when_it_goes() {
+    let (h, _) = heap(None, 1 << 30);
+    let (a, b) = (h.new_owner().unwrap(), h.new_owner().unwrap());
+    assert!(a != HANDLE && b != HANDLE && a != b);
+    let malloc = |size, owner| h.malloc_for_as::<HeapError>(size, Usage::Device, owner).unwrap();
+    let (x, y, z) = (malloc(1000, a), malloc(2000, a), malloc(3000, b));
+    let handle = h.malloc(100, Usage::Device).unwrap();
+    assert_eq!(h.owned_blocks(a), vec![(x.id, x.size), (y.id, y.size)]);
+    assert_eq!(h.owned_block(x.id, a).unwrap(), BlockFacts { size: x.size, requested: 1000, pool: x.pool });
+    // Another owner's block, or a handle's, is not this owner's to free or to name.
+    for id in [z.id, handle.id] {
+        assert_eq!(h.free_owned_as::<HeapError>(id, a).unwrap_err().code(), "DOUBLE_FREE");
+        assert_eq!(h.owned_block(id, a).unwrap_err().code(), "USE_AFTER_FREE");
+        assert_eq!(h.release_owned(id, a), None);
+    }
+    assert_eq!(h.free(z.id).unwrap_err().code(), "DOUBLE_FREE", "a handle frees no owner's block");
+    // A freed id is refused by every path, typed.
+    h.free_owned_as::<HeapError>(x.id, a).unwrap();
+    assert_eq!(h.free_owned_as::<HeapError>(x.id, a).unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(h.owned_block(x.id, a).unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(h.release_owned(x.id, a), None);
+    assert!(!h.is_active(x.id));
+    // The owner goes: what it still held goes back; the rest stays.
+    h.release_owner(a);
+    assert!(h.owned_blocks(a).is_empty() && !h.is_active(y.id));
+    assert_eq!(h.stats().active_blocks.current, 2, "b's block and the handle's");
+    assert_eq!(h.release_owned(z.id, b), Some(z.size), "collected: back, with its size");
+    h.free(handle.id).unwrap();
+    assert_eq!(h.stats().allocated_bytes.current, 0);
+}
+
+/// Note [Block lifetime]: freed while leased (by its owner, or its owner's end), a block stays
+/// live for its leaseholders, takes no new lease, and goes back with its scope charge when the
+/// last lease ends.
+#[test]
+fn a_block_freed_while_leased_goes_back_with_its_charge_at_the_last_lease() {
+    let (h, _) = heap(None, 1 << 30);
+    let scope = crate::Scope::top(&crate::ScopeTree::new(1 << 30), "tenant", 1 << 20).unwrap();
+    let owner = h.new_owner().unwrap();
+    let a = h.malloc_for_as::<HeapError>(4096, Usage::Device, owner).unwrap();
+    h.set_charge(a.id, scope.charge_block(a.size).unwrap());
+    let lease = || h.lease_if::<HeapError>(a.id, || Ok(()));
+    lease().unwrap();
+    lease().unwrap();
+    h.free_owned_as::<HeapError>(a.id, owner).unwrap();
+    assert_eq!(h.free_owned_as::<HeapError>(a.id, owner).unwrap_err().code(), "DOUBLE_FREE");
+    assert_eq!(lease().unwrap_err().code(), "USE_AFTER_FREE", "no new lease after a free");
+    assert_eq!(h.owned_block(a.id, owner).unwrap_err().code(), "USE_AFTER_FREE", "the owner no longer names it");
+    assert!(h.owned_blocks(owner).is_empty());
+    assert!(h.is_active(a.id) && h.pin(a.id).is_ok(), "the leaseholders still use it");
+    h.unpin(a.id);
+    h.end_lease(a.id);
+    assert_eq!((h.stats().allocated_bytes.current, scope.stats().allocated), (4096, 4096), "one lease left");
+    h.end_lease(a.id);
+    assert_eq!((h.stats().allocated_bytes.current, scope.stats().allocated), (0, 0), "the last lease gave it back");
+    assert!(!h.is_active(a.id));
+    h.end_lease(a.id); // a stale lease end changes nothing
+                       // The owner's end defers the same way; a lease check that refuses takes no lease.
+    let b = h.malloc_for_as::<HeapError>(4096, Usage::Device, owner).unwrap();
+    h.lease_if::<HeapError>(b.id, || Ok(())).unwrap();
+    let refused = h.lease_if::<HeapError>(b.id, || Err(HeapError::UseAfterFree("refused".into())));
+    assert_eq!(refused.unwrap_err().code(), "USE_AFTER_FREE");
+    h.release_owner(owner);
+    assert_eq!(h.stats().allocated_bytes.current, 4096);
+    h.end_lease(b.id);
+    assert_eq!(h.stats().allocated_bytes.current, 0, "one lease, ended: back");
+    // A charge given to a block freed already goes back at once.
+    let c = h.malloc(4096, Usage::Device).unwrap();
+    h.free(c.id).unwrap();
+    h.set_charge(c.id, scope.charge_block(4096).unwrap());
+    assert_eq!(scope.stats().allocated, 0);
+}
+
+/// A handle passes its block to an owner (a run's device outputs): the owner frees it, the
+/// handle no longer does; a freed block cannot be passed.
+#[test]
+fn a_handle_passes_its_block_to_an_owner() {
+    let (h, _) = heap(None, 1 << 30);
+    let owner = h.new_owner().unwrap();
+    let a = h.malloc(4096, Usage::Device).unwrap();
+    let refused = h.adopt_if::<HeapError>(a.id, owner, || Err(HeapError::DoubleFree("refused".into())));
+    assert_eq!(refused.unwrap_err().code(), "DOUBLE_FREE");
+    assert!(h.owned_blocks(owner).is_empty(), "a refused transition passes nothing");
+    h.adopt_if::<HeapError>(a.id, owner, || Ok(())).unwrap();
+    assert_eq!(h.owned_blocks(owner), vec![(a.id, a.size)]);
+    assert_eq!(h.free(a.id).unwrap_err().code(), "DOUBLE_FREE", "the handle no longer frees it");
+    let again = h.adopt_if::<HeapError>(a.id, h.new_owner().unwrap(), || Ok(()));
+    assert_eq!(again.unwrap_err().code(), "USE_AFTER_FREE", "held by an owner already");
+    h.free_owned_as::<HeapError>(a.id, owner).unwrap();
+    assert_eq!(h.adopt_if::<HeapError>(a.id, owner, || Ok(())).unwrap_err().code(), "USE_AFTER_FREE");
+    assert_eq!(h.stats().allocated_bytes.current, 0);
 }

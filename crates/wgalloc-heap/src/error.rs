@@ -228,16 +228,22 @@ pub enum OomSource {
     HighWatermark,
     /// A host-memory segment store's capacity (simulation and tests).
     StoreCapacity,
+    /// The heap objects one device heap serves over its life (2^32).
+    OwnerTags,
+    /// The leases one block holds at once (2^31 - 1).
+    BlockLeases,
 }
 
 impl OomSource {
-    pub const ALL: [OomSource; 6] = [
+    pub const ALL: [OomSource; 8] = [
         OomSource::Heap,
         OomSource::Driver,
         OomSource::MaxBufferSize,
         OomSource::LiveBlocks,
         OomSource::HighWatermark,
         OomSource::StoreCapacity,
+        OomSource::OwnerTags,
+        OomSource::BlockLeases,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -248,6 +254,18 @@ impl OomSource {
             OomSource::LiveBlocks => "live-blocks",
             OomSource::HighWatermark => "high-watermark",
             OomSource::StoreCapacity => "store-capacity",
+            OomSource::OwnerTags => "owner-tags",
+            OomSource::BlockLeases => "block-leases",
+        }
+    }
+
+    /// What its figures count.
+    pub fn unit(self) -> &'static str {
+        match self {
+            OomSource::LiveBlocks => "blocks",
+            OomSource::OwnerTags => "heap objects",
+            OomSource::BlockLeases => "leases",
+            _ => "bytes",
         }
     }
 }
@@ -320,7 +338,7 @@ impl From<LimitOom> for HeapError {
 
 impl fmt::Display for LimitOom {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let unit = if self.source == OomSource::LiveBlocks { "blocks" } else { "bytes" };
+        let unit = self.source.unit();
         let what = match self.source {
             OomSource::Heap => "the heap is out of memory",
             OomSource::Driver => "the driver is out of memory",
@@ -328,6 +346,8 @@ impl fmt::Display for LimitOom {
             OomSource::LiveBlocks => "past the most blocks one heap holds live",
             OomSource::HighWatermark => "past the heap's high watermark",
             OomSource::StoreCapacity => "the store is out of memory",
+            OomSource::OwnerTags => "past the most heap objects one device heap serves",
+            OomSource::BlockLeases => "past the most leases one block holds at once",
         };
         write!(f, "{}: {what}", self.operation)?;
         let figures: Vec<String> = [("requested", self.requested), ("limit", self.limit), ("in use", self.in_use)]

@@ -55,7 +55,7 @@ mod stream;
 #[cfg(test)]
 mod test_rng;
 
-pub use allocator::{Allocation, HeapCore, HeapLimits, WarmStart};
+pub use allocator::{Allocation, BlockFacts, HeapCore, HeapLimits, WarmStart, HANDLE};
 pub use completion::{Completion, HostCompletion};
 pub use config::{debug, Watermarks};
 pub use error::{

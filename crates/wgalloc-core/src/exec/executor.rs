@@ -82,7 +82,7 @@ impl DeviceIo {
     /// until it recorded its GPU work, so a `free()` in between takes effect after the run
     /// instead of failing it. `USE_AFTER_FREE` for a block freed already.
     pub fn lease(&self) -> Result<Vec<crate::BlockLease>> {
-        self.inputs.values().chain(self.outputs_into.values()).map(DeviceBlock::lease).collect()
+        self.inputs.values().chain(self.outputs_into.values()).map(|b| b.lease()).collect()
     }
 }
 

@@ -1,26 +1,20 @@
-//! `DeviceBlock`: the handle to one heap block. Dropping it without `free()`
-//! returns the block to its pool (the GC safety net for JS handles).
+//! `DeviceBlock`: a handle to one heap block. An owned handle gives its block back on `free()`,
+//! or on drop without one; a borrowed handle ([`crate::heap::BlockOwner::block`]) names a
+//! block an owner holds by id and gives nothing back.
 //!
 //! A block does not keep its buffer and offset: the heap may move it to make room (see
 //! `allocator`), so every operation asks for its place with [`DeviceBlock::binding`], which
 //! pins it there until the operation's work is submitted or recorded on a stream.
 //!
-//! Note [Block lifetime]: a block is live from `malloc` until it goes back to the heap, which
-//! happens exactly once, by the first of: `free()` with no lease out; the end of the last
-//! lease after a `free()` (FREE_DEFERRED); the handle's drop (a JS block collected without
-//! `free()`, the binding's table dropped with its heap). Going back retires its id (the slab
-//! slot's generation moves on, so the id never names another block) and returns its scope
-//! charge. The bytes then wait as a pending free while GPU work recorded on the block is not
-//! submitted (device pools) or not complete (shared pools, a download in progress), and only
-//! then join the arena's free list. While live, a block may move (compaction) unless something
-//! may still name its old place (an operation between looking up its place and submitting, a
-//! lease, kept bind groups, an unsubmitted stream, a download; shared and scalar blocks). `docs/heap.md` (Block lifetime) draws the states of each
-//! layer: this handle, the binding's id table and the facade's `DeviceBlock`.
+//! When a block goes back to the heap, and what holds it meanwhile (a handle, an owner by id,
+//! leases, its scope charge), is the core's, in its slab record: Note [Block lifetime] in
+//! `wgalloc-heap` (`allocator/lifetime.rs`). A handle keeps only what names the block and
+//! whether it freed it (so dropping a freed handle takes no lock).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::{BlockInfo, Heap, PoolKind, ScopeCharge};
+use super::{BlockFacts, BlockInfo, Heap, PoolKind};
 use crate::error::{checked_add, Error, Result};
 use crate::stream::Stream;
 use crate::transfer::{aligned_range, check_copy_source};
@@ -31,50 +25,35 @@ pub struct DeviceBlock {
     size: u64,
     requested: u64,
     pool: PoolKind,
-    /// FREED, FREE_DEFERRED and the number of leases (see [`DeviceBlock::lease`]), in one word.
-    /// Read anywhere; changed only under the heap's lock (`HeapCore::free_if`) or with
-    /// `&mut self`, so a load and a store make each change.
+    /// [`FREED`] and [`BORROWED`]. Read anywhere; changed only under the heap's lock (the
+    /// transitions of `HeapCore::free_if` and `HeapCore::adopt_if`) or with `&mut self`, so a
+    /// load and a store make each change.
     state: AtomicU32,
-    /// The scope charge of a block malloc'd in a scope (`Heap::malloc_in`): returned when the
-    /// block goes back to the heap, by `free()`, its last lease, or its drop. Boxed: most blocks
-    /// have none, and the unscoped malloc + free path keeps its size.
-    charge: Option<Box<BlockCharge>>,
 }
 
-/// A block's scope charge, taken once when the block is freed through `&self`.
-struct BlockCharge(parking_lot::Mutex<Option<ScopeCharge>>);
-
-impl BlockCharge {
-    fn release(&self) {
-        let charge = self.0.lock().take();
-        drop(charge);
-    }
-}
-
-/// The block went back to the heap.
+/// `free()` ran on this handle: the block went back to the heap, or goes when its last lease
+/// ends.
 const FREED: u32 = 1;
-/// `free()` ran while leased: the block goes back to the heap when the last lease ends.
-const FREE_DEFERRED: u32 = 2;
-/// One lease, counted in the bits above the flags.
-const LEASE: u32 = 4;
+/// The handle does not give its block back: an owner holds it by id.
+const BORROWED: u32 = 2;
 
 /// Keeps a block usable by an operation that was started before a `free()` and runs later (an
 /// executor run is taken when the call is made, then runs on another thread): a `free()`
 /// meanwhile takes effect when the lease ends, after the operation recorded its GPU work.
-#[derive(Debug)]
-pub struct BlockLease(Arc<DeviceBlock>);
+pub struct BlockLease {
+    heap: Heap,
+    id: u64,
+}
+
+impl std::fmt::Debug for BlockLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockLease").field("block", &self.id).finish()
+    }
+}
 
 impl Drop for BlockLease {
     fn drop(&mut self) {
-        let block = &self.0;
-        let _: Result<()> = block.heap.core.free_if(block.id, || {
-            let state = block.state.load(Ordering::Relaxed) - LEASE;
-            // The last lease of a block freed meanwhile frees it now.
-            let free = state == FREE_DEFERRED;
-            block.state.store(if free { FREED } else { state }, Ordering::Release);
-            Ok(free)
-        });
-        block.release_charge();
+        self.heap.core.end_lease(self.id);
     }
 }
 
@@ -90,24 +69,46 @@ impl std::fmt::Debug for DeviceBlock {
 }
 
 impl DeviceBlock {
-    /// Whether the block is dedicated or above the binding limit is in [`DeviceBlock::info`].
+    /// A handle that gives block `id` back. Whether the block is dedicated or above the binding
+    /// limit is in [`DeviceBlock::info`].
     pub(crate) fn new(heap: Heap, id: u64, size: u64, requested: u64, pool: PoolKind) -> Self {
-        DeviceBlock { heap, id, size, requested, pool, state: AtomicU32::new(0), charge: None }
+        DeviceBlock { heap, id, size, requested, pool, state: AtomicU32::new(0) }
     }
 
-    /// The block with its scope charge (see [`DeviceBlock::charge`]).
-    pub(crate) fn charged(mut self, charge: ScopeCharge) -> Self {
-        self.charge = Some(Box::new(BlockCharge(parking_lot::Mutex::new(Some(charge)))));
-        self
+    /// A handle of block `id`, which an owner holds by id (see [`crate::heap::BlockOwner::block`]).
+    pub(crate) fn borrowed(heap: Heap, id: u64, facts: BlockFacts) -> Self {
+        let BlockFacts { size, requested, pool } = facts;
+        DeviceBlock { heap, id, size, requested, pool, state: AtomicU32::new(BORROWED) }
     }
 
-    /// Returns the scope charge once the block went back to the heap (after the heap's lock
-    /// was let go: Note [Scope locks]).
-    fn release_charge(&self) {
-        if let Some(charge) = &self.charge {
-            if self.is_freed() {
-                charge.release();
+    /// Passes the block to `owner` (under the heap's lock): this handle no longer gives it back.
+    /// `USE_AFTER_FREE` once freed, `INVALID_ARGUMENT` for a borrowed handle.
+    pub(crate) fn give_to(&self, owner: u32) -> Result<()> {
+        self.heap.core.adopt_if(self.id, owner, || {
+            let state = self.state.load(Ordering::Relaxed);
+            if state != 0 {
+                return Err(self.refused(state, "adopt"));
             }
+            self.state.store(BORROWED, Ordering::Release);
+            Ok(())
+        })
+    }
+
+    /// Why `what` (free, adopt) is refused for a handle in `state` other than 0 (it owns its
+    /// block and did not free it).
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, state: u32, what: &str) -> Error {
+        match state {
+            FREED if what == "free" => Error::DoubleFree(format!("block {} was already freed", self.id)),
+            FREED => Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)),
+            _ => Error::invalid(
+                "block",
+                "a handle that owns its block",
+                format!("a handle of block {}, which an owner holds by id", self.id),
+            )
+            .in_call(what)
+            .with_hint("the block's owner frees it"),
         }
     }
 
@@ -137,15 +138,19 @@ impl DeviceBlock {
     /// True once the block went back to the heap (a block freed while leased: when its last
     /// lease ended).
     pub fn is_freed(&self) -> bool {
-        self.state.load(Ordering::Acquire) & FREED != 0
+        // An owned handle that did not free its block: live, no lock needed.
+        self.state.load(Ordering::Acquire) != 0 && !self.heap.core.is_active(self.id)
     }
 
     pub fn heap(&self) -> &Heap {
         &self.heap
     }
 
+    /// `USE_AFTER_FREE` once a handle freed its block and the block went back to the heap.
+    /// The block of a borrowed handle is its owner's to free: the heap call every operation
+    /// makes by id (its place, its record) refuses a freed one.
     fn live(&self) -> Result<()> {
-        if self.is_freed() {
+        if self.state.load(Ordering::Acquire) & FREED != 0 && !self.heap.core.is_active(self.id) {
             return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
         }
         Ok(())
@@ -162,7 +167,11 @@ impl DeviceBlock {
 
     pub fn info(&self) -> Result<BlockInfo> {
         self.live()?;
-        self.heap.block_info(self.id).ok_or_else(|| Error::UseAfterFree(format!("block {} was freed", self.id)))
+        // A pending free has a record still, but is no longer this handle's block.
+        self.heap
+            .block_info(self.id)
+            .filter(|info| info.state == super::BlockState::Active)
+            .ok_or_else(|| Error::UseAfterFree(format!("block {} was freed", self.id)))
     }
 
     pub fn set_shape(&self, shape: Option<Vec<u64>>) -> Result<()> {
@@ -287,34 +296,29 @@ impl DeviceBlock {
         self.heap.record_stream(self.id, stream.marks())
     }
 
-    /// Returns the block to the heap. A second call fails with `DOUBLE_FREE`.
+    /// Returns the block to the heap (leased: when the last lease ends). A second call fails
+    /// with `DOUBLE_FREE`; a borrowed handle's block is its owner's to free (`INVALID_ARGUMENT`).
     pub fn free(&self) -> Result<()> {
         self.heap.core.free_if(self.id, || {
             let state = self.state.load(Ordering::Relaxed);
-            if state & (FREED | FREE_DEFERRED) != 0 {
-                return Err(Error::DoubleFree(format!("block {} was already freed", self.id)));
+            if state != 0 {
+                return Err(self.refused(state, "free"));
             }
-            // Leased: the last lease frees it, after the operations that hold it recorded their work.
-            let next = if state == 0 { FREED } else { state | FREE_DEFERRED };
-            self.state.store(next, Ordering::Release);
-            Ok(next == FREED)
-        })?;
-        self.release_charge();
-        Ok(())
+            self.state.store(FREED, Ordering::Release);
+            Ok(())
+        })
     }
 
     /// A lease for an operation that runs after this call returns (see [`BlockLease`]);
     /// `USE_AFTER_FREE` if the block was freed.
-    pub fn lease(self: &Arc<Self>) -> Result<BlockLease> {
-        self.heap.core.free_if(self.id, || {
-            let state = self.state.load(Ordering::Relaxed);
-            if state & (FREED | FREE_DEFERRED) != 0 {
+    pub fn lease(&self) -> Result<BlockLease> {
+        self.heap.core.lease_if(self.id, || {
+            if self.state.load(Ordering::Relaxed) & FREED != 0 {
                 return Err(Error::UseAfterFree(format!("block {} was freed; allocate a new block", self.id)));
             }
-            self.state.store(state + LEASE, Ordering::Release);
-            Ok(false)
+            Ok(())
         })?;
-        Ok(BlockLease(self.clone()))
+        Ok(BlockLease { heap: self.heap.clone(), id: self.id })
     }
 }
 
@@ -344,7 +348,7 @@ impl Drop for DeviceBlock {
     fn drop(&mut self) {
         // `&mut self`: no other thread can free it now, so a plain load decides (a locked
         // swap on every drop of a freed block was a measurable part of malloc + free).
-        if *self.state.get_mut() & FREED == 0 {
+        if *self.state.get_mut() == 0 {
             let _ = self.heap.free_id(self.id);
         }
     }

@@ -8,8 +8,9 @@
 //! watermark or from the driver, name the figures needed to act on them.
 //!
 //! The policy is the `wgalloc-heap` crate's (no wgpu there); this module gives it its
-//! device: [`WgpuStorage`] for segments, the submission tracker for completions, and the
-//! block handles ([`DeviceBlock`]) that users hold.
+//! device: [`WgpuStorage`] for segments, the submission tracker for completions, the block
+//! handles ([`DeviceBlock`]) that Rust users hold, and the owners ([`BlockOwner`]) that hold
+//! blocks by id (the JS heap objects).
 
 mod block;
 mod in_buffer_copy;
@@ -21,10 +22,10 @@ pub use block::{BlockBinding, BlockLease, DeviceBlock};
 pub use storage::WgpuStorage;
 // The policy is `wgalloc_heap`'s; its users here and in the binding import it from this module.
 pub use wgalloc_heap::{
-    config, debug, pool, profile, Allocation, BlockInfo, BlockMove, BlockState, CpuSegment, CpuStorage, FreeList,
-    HeapCore, HeapError, HeapEvent, HeapEventKind, HeapLimits, HeapProfile, HeapStats, IdHasher, IdMap, PoolKind,
-    PoolProfile, PoolStats, Scope, ScopeCharge, ScopeId, ScopeStats, ScopeTree, SegmentSnapshot, SegmentStorage, Stat,
-    Usage, WarmStart, Watermarks,
+    config, debug, pool, profile, Allocation, BlockFacts, BlockInfo, BlockMove, BlockState, CpuSegment, CpuStorage,
+    FreeList, HeapCore, HeapError, HeapEvent, HeapEventKind, HeapLimits, HeapProfile, HeapStats, IdHasher, IdMap,
+    PoolKind, PoolProfile, PoolStats, Scope, ScopeCharge, ScopeId, ScopeStats, ScopeTree, SegmentSnapshot,
+    SegmentStorage, Stat, Usage, WarmStart, Watermarks,
 };
 
 use crate::completion::Tracker;
@@ -195,19 +196,32 @@ impl Heap {
     /// block's real (aligned) size would take any of them past its limit, checked before the
     /// heap allocates. The block holds the charge until it is freed, by any path.
     pub fn malloc_in(&self, scope: &Scope, size: u64, usage: Usage) -> Result<(DeviceBlock, u64)> {
+        let a = self.malloc_in_for(scope, size, usage, wgalloc_heap::HANDLE)?;
+        Ok((DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool), a.offset))
+    }
+
+    /// [`Heap::malloc_in`] for a block `owner` holds (a tag of `HeapCore::new_owner`, or
+    /// `HANDLE` for a handle's).
+    fn malloc_in_for(&self, scope: &Scope, size: u64, usage: Usage, owner: u32) -> Result<Allocation> {
         self.check_scope(scope, "malloc")?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {
             // The heap's own words for a bad size.
-            return self.malloc_placed(size, usage);
+            return self.core.malloc_for_as(size, usage, owner);
         }
         // Note [Scope locks]: the scope tree's lock is taken and let go inside the charge, and
-        // the heap's inside the malloc: neither is held across the other, nor across a return
-        // to JS (where event listeners may malloc from this scope again).
+        // the heap's inside the malloc and `set_charge`: neither is held across the other, nor
+        // across a return to JS (where event listeners may malloc from this scope again).
         let mut charge = scope.charge_block(align_up(size, self.alignment())?)?;
-        let a = self.core.malloc(size, usage)?;
+        let a = self.core.malloc_for_as::<Error>(size, usage, owner)?;
         charge.settle(a.size);
-        let block = DeviceBlock::new(self.clone(), a.id, a.size, a.requested, a.pool).charged(charge);
-        Ok((block, a.offset))
+        // The block's record holds the charge: it returns when the block goes back to the heap.
+        self.core.set_charge(a.id, charge);
+        Ok(a)
+    }
+
+    /// A new owner of blocks by id (see [`BlockOwner`]).
+    pub fn owner(&self) -> Result<BlockOwner> {
+        Ok(BlockOwner { tag: self.core.new_owner()?, heap: self.clone() })
     }
 
     /// A block from the scalar pool already holding `value` (uniform-bindable).
@@ -325,6 +339,78 @@ impl Heap {
 
     pub fn debug_mask(&self) -> u32 {
         self.core.debug_mask()
+    }
+}
+
+/// Holds blocks by id, for a holder that keeps no handle per block (a JS heap object: its
+/// blocks cross to JS as numbers). The heap's slab is their only record (Note [Block lifetime]
+/// in `wgalloc-heap`): this owner frees them by id, makes borrowed handles of them for
+/// operations, and on drop gives back every block it still holds (leased ones when their last
+/// lease ends). Another owner's ids, or freed ones, are refused with a typed error.
+pub struct BlockOwner {
+    heap: Heap,
+    tag: u32,
+}
+
+impl BlockOwner {
+    pub fn heap(&self) -> &Heap {
+        &self.heap
+    }
+
+    /// A block of at least `size` bytes, held by this owner.
+    #[inline]
+    pub fn malloc(&self, size: u64, usage: Usage) -> Result<Allocation> {
+        self.heap.core.malloc_for_as(size, usage, self.tag)
+    }
+
+    /// [`Heap::malloc_in`]: a block charged to `scope`, held by this owner.
+    pub fn malloc_in(&self, scope: &Scope, size: u64, usage: Usage) -> Result<Allocation> {
+        self.heap.malloc_in_for(scope, size, usage, self.tag)
+    }
+
+    /// [`Heap::alloc_scalar`], held by this owner; returns the id.
+    pub fn alloc_scalar(&self, value: &[u8]) -> Result<u64> {
+        self.adopt(&self.heap.alloc_scalar(value)?)
+    }
+
+    /// Takes the block of `block`, an owned handle, from it: the owner holds it from now on and
+    /// the handle (and its clones) borrow it. `USE_AFTER_FREE` for a freed one.
+    pub fn adopt(&self, block: &DeviceBlock) -> Result<u64> {
+        if !self.heap.same_heap(block.heap()) {
+            return Err(Error::invalid("block", "a block of this device", "a block of another device"));
+        }
+        block.give_to(self.tag)?;
+        Ok(block.id())
+    }
+
+    /// Frees block `id`: `DOUBLE_FREE` unless this owner holds it.
+    #[inline]
+    pub fn free(&self, id: u64) -> Result<()> {
+        self.heap.core.free_owned_as(id, self.tag)
+    }
+
+    /// Frees block `id` if this owner still holds it (its JS object was collected without
+    /// `free()`); its size, or `None` when it is not held.
+    pub fn release(&self, id: u64) -> Option<u64> {
+        self.heap.core.release_owned(id, self.tag)
+    }
+
+    /// A borrowed handle of block `id` for operations on it (it does not free the block);
+    /// `USE_AFTER_FREE` unless this owner holds it.
+    pub fn block(&self, id: u64) -> Result<DeviceBlock> {
+        let facts = self.heap.core.owned_block(id, self.tag)?;
+        Ok(DeviceBlock::borrowed(self.heap.clone(), id, facts))
+    }
+
+    /// `(id, size)` of every block this owner holds, in id order (the leak report's input).
+    pub fn blocks(&self) -> Vec<(u64, u64)> {
+        self.heap.core.owned_blocks(self.tag)
+    }
+}
+
+impl Drop for BlockOwner {
+    fn drop(&mut self) {
+        self.heap.core.release_owner(self.tag);
     }
 }
 

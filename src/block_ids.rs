@@ -2,137 +2,88 @@
 //!
 //! A napi-rs class instance per block costs a wrapped object, and every `#[napi]` method call
 //! goes through napi-rs's global borrow registry (a `Mutex<HashMap>` insert and remove).
-//! Together they cost several times the allocator itself. So a block lives in its heap's table
-//! under its id: `heapMalloc` and `heapFree` are two raw N-API functions taking numbers, the
-//! facade's `DeviceBlock` is a plain JS object holding the id, and it asks for a native handle
-//! (`heap.blockHandle(id)`) only when an operation needs the block's buffer.
+//! Together they cost several times the allocator itself. So a JS heap object is a block owner
+//! of the core heap (`BlockOwner`): its blocks live only in the heap's slab, under their ids.
+//! `heapMalloc` and `heapFree` are two raw N-API functions taking numbers, the facade's
+//! `DeviceBlock` is a plain JS object holding the id, and it asks for a native handle
+//! (`heap.blockHandle(id)`, a borrowed handle) only when an operation needs the block's buffer.
 
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, HeapEventKind, IdMap, Usage};
+use wgalloc_core::heap::{self as core_heap, BlockOwner, HeapEventKind, Usage};
 
 use crate::error::{coded, invalid, invalid_hint, to_u64, IntoNapi};
 
-type Block = Arc<wgalloc_core::DeviceBlock>;
+/// Owners by slot: the raw functions receive the slot as a number (no napi object to unwrap).
+static OWNERS: RwLock<Vec<Option<Arc<BlockOwner>>>> = RwLock::new(Vec::new());
 
-/// Tables of fewer entries than this keep their capacity.
-const TABLE_SHRINK_MIN: usize = 4096;
-
-/// The live blocks a JS heap object handed out, by id. Dropping the table drops the handles,
-/// and a handle dropped without `free()` returns its block to the pool.
-pub(crate) struct BlockTable {
-    pub(crate) heap: core_heap::Heap,
-    blocks: Mutex<IdMap<u64, Block>>,
-}
-
-impl BlockTable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, IdMap<u64, Block>> {
-        // A panic while holding the lock cannot leave the map half-updated (single calls).
-        self.blocks.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn insert(&self, block: wgalloc_core::DeviceBlock) -> u64 {
-        let id = block.id();
-        self.lock().insert(id, Arc::new(block));
-        id
-    }
-
-    /// Keeps a block the core handed out as shared (an executor's device output).
-    pub(crate) fn insert_shared(&self, block: Block) -> u64 {
-        let id = block.id();
-        self.lock().insert(id, block);
-        id
-    }
-
-    pub(crate) fn get(&self, id: u64) -> Option<Block> {
-        self.lock().get(&id).cloned()
-    }
-
-    pub(crate) fn remove(&self, id: u64) -> Option<Block> {
-        let mut blocks = self.lock();
-        let block = blocks.remove(&id);
-        // A map never shrinks by itself: after a burst of blocks, give its memory back.
-        let len = blocks.len();
-        if blocks.capacity() > TABLE_SHRINK_MIN && len * 4 < blocks.capacity() {
-            blocks.shrink_to(len * 2);
-        }
-        block
-    }
-
-    /// `[id, size]` of every block in the table, in id order.
-    pub(crate) fn live(&self) -> Vec<f64> {
-        let mut blocks: Vec<(u64, u64)> = self.lock().iter().map(|(id, b)| (*id, b.size())).collect();
-        blocks.sort_unstable();
-        blocks.into_iter().flat_map(|(id, size)| [id as f64, size as f64]).collect()
-    }
-}
-
-/// Tables by slot: the raw functions receive the slot as a number (no napi object to unwrap).
-static TABLES: RwLock<Vec<Option<Arc<BlockTable>>>> = RwLock::new(Vec::new());
-
-/// A table's place in [`TABLES`], released when the JS heap object is collected.
+/// A heap object's place in [`OWNERS`], released when the JS heap object is collected. The
+/// owner goes with its last holder (a run in flight may hold it), and gives back every block
+/// it still holds.
 pub(crate) struct Slot {
     pub(crate) index: u32,
-    pub(crate) table: Arc<BlockTable>,
+    pub(crate) owner: Arc<BlockOwner>,
 }
 
 impl Slot {
-    pub(crate) fn new(heap: core_heap::Heap) -> Slot {
-        let table = Arc::new(BlockTable { heap, blocks: Mutex::new(IdMap::default()) });
-        let mut tables = TABLES.write().unwrap_or_else(|p| p.into_inner());
-        let index = match tables.iter().position(Option::is_none) {
+    pub(crate) fn new(heap: &core_heap::Heap) -> Result<Slot> {
+        let owner = Arc::new(heap.owner().napi()?);
+        let mut owners = OWNERS.write().unwrap_or_else(|p| p.into_inner());
+        let index = match owners.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
-                tables.push(None);
-                tables.len() - 1
+                owners.push(None);
+                owners.len() - 1
             }
         };
-        tables[index] = Some(table.clone());
-        Slot { index: index as u32, table }
+        owners[index] = Some(owner.clone());
+        Ok(Slot { index: index as u32, owner })
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut tables = TABLES.write().unwrap_or_else(|p| p.into_inner());
-        tables[self.index as usize] = None;
+        let mut owners = OWNERS.write().unwrap_or_else(|p| p.into_inner());
+        owners[self.index as usize] = None;
     }
 }
 
-fn with_table<R>(slot: f64, f: impl FnOnce(&BlockTable) -> Result<R>) -> Result<R> {
-    let tables = TABLES.read().unwrap_or_else(|p| p.into_inner());
+fn with_owner<R>(slot: f64, f: impl FnOnce(&BlockOwner) -> Result<R>) -> Result<R> {
+    let owners = OWNERS.read().unwrap_or_else(|p| p.into_inner());
     let index = (slot >= 0.0 && slot.fract() == 0.0).then_some(slot as usize);
-    match index.and_then(|i| tables.get(i)).and_then(Option::as_ref) {
-        Some(t) => f(t),
+    match index.and_then(|i| owners.get(i)).and_then(Option::as_ref) {
+        Some(o) => f(o),
         None => Err(invalid_hint("slot", "the slot of a live heap", slot.to_string(), "internal: use gpu.heap")),
     }
 }
 
-/// The table at `slot`, for calls that take blocks by id.
-pub(crate) fn table(slot: u32) -> Result<Arc<BlockTable>> {
-    let tables = TABLES.read().unwrap_or_else(|p| p.into_inner());
-    tables
+/// The owner at `slot`, for calls that take blocks by id.
+pub(crate) fn owner(slot: u32) -> Result<Arc<BlockOwner>> {
+    let owners = OWNERS.read().unwrap_or_else(|p| p.into_inner());
+    owners
         .get(slot as usize)
         .cloned()
         .flatten()
         .ok_or_else(|| invalid_hint("slot", "the slot of a live heap", slot.to_string(), "internal: use gpu.heap"))
 }
 
-/// The live blocks named by `ids` (tensor -> block id), taken before the call returns.
-pub(crate) fn blocks(table: &BlockTable, ids: HashMap<String, f64>, what: &str) -> Result<HashMap<String, Block>> {
+/// Handles of the live blocks named by `ids` (tensor -> block id), taken before the call returns.
+pub(crate) fn blocks(
+    owner: &BlockOwner,
+    ids: HashMap<String, f64>,
+    what: &str,
+) -> Result<HashMap<String, Arc<wgalloc_core::DeviceBlock>>> {
     ids.into_iter()
-        .map(|(name, id)| match table.get(to_u64(id, what)?) {
-            Some(block) => Ok((name, block)),
-            None => {
-                Err(coded("USE_AFTER_FREE", &format!("{what} '{name}': block {id} was freed; allocate a new block")))
-            }
+        .map(|(name, id)| match owner.block(to_u64(id, what)?) {
+            Ok(block) => Ok((name, Arc::new(block))),
+            Err(e) => Err(coded(e.code(), &format!("{what} '{name}': block {id} was freed; allocate a new block"))),
         })
         .collect()
 }
@@ -219,8 +170,8 @@ pub(crate) fn malloc_request(size: f64, usage: f64) -> Result<(u64, Usage)> {
     Ok((size as u64, usage))
 }
 
-/// `heapMalloc(slot, size, usage, scratch)`: allocates, keeps the block in the slot's table,
-/// writes `[size, requestedSize, offset, pool index]` into `scratch` and returns the id.
+/// `heapMalloc(slot, size, usage, scratch)`: allocates a block the slot's owner holds, writes
+/// `[size, requestedSize, offset, pool index]` into `scratch` and returns the id.
 /// `usage`: 0 device, 1 shared.
 unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let [slot, size, usage, scratch] = raw::args::<4>(env, info);
@@ -228,23 +179,21 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
         let slot = raw::number(env, slot, "slot")?;
         let (size, usage) = malloc_request(raw::number(env, size, "size")?, raw::number(env, usage, "usage")?)?;
         let out = raw::scratch(env, scratch)?;
-        with_table(slot, |table| {
-            let (block, offset) = table.heap.malloc_placed(size, usage).napi()?;
-            *out = [block.size() as f64, block.requested_size() as f64, offset as f64, block.pool().index() as f64];
-            Ok(Some(table.insert(block) as f64))
+        with_owner(slot, |owner| {
+            let a = owner.malloc(size, usage).napi()?;
+            *out = [a.size as f64, a.requested as f64, a.offset as f64, a.pool.index() as f64];
+            Ok(Some(a.id as f64))
         })
     })
 }
 
-/// `heapFree(slot, id)`: frees a block of the slot's table (`DOUBLE_FREE` if it is not there).
+/// `heapFree(slot, id)`: frees a block the slot's owner holds (`DOUBLE_FREE` if it does not).
 unsafe extern "C" fn heap_free(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let [slot, id] = raw::args::<2>(env, info);
     raw::finish(env, || {
         let slot = raw::number(env, slot, "slot")?;
         let id = to_u64(raw::number(env, id, "id")?, "id")?;
-        let block = with_table(slot, |table| Ok(table.remove(id)))?;
-        let block = block.ok_or_else(|| coded("DOUBLE_FREE", &format!("block {id} was already freed")))?;
-        block.free().napi()?;
+        with_owner(slot, |owner| owner.free(id).napi())?;
         Ok(None)
     })
 }
@@ -264,9 +213,9 @@ unsafe extern "C" fn heap_take_events(env: sys::napi_env, info: sys::napi_callba
     raw::finish(env, || {
         let slot = raw::number(env, slot, "slot")?;
         let out = raw::float64s(env, out)?;
-        with_table(slot, |table| {
+        with_owner(slot, |owner| {
             let mut i = 0;
-            let n = table.heap.drain_events(out.len() / EVENT_NUMBERS, |e| {
+            let n = owner.heap().drain_events(out.len() / EVENT_NUMBERS, |e| {
                 out[i..i + EVENT_NUMBERS].copy_from_slice(&[
                     EVENT_KINDS.iter().position(|k| *k == e.kind).unwrap_or(0) as f64,
                     e.block_id.map_or(-1.0, |b| b as f64),
