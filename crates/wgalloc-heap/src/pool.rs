@@ -62,6 +62,18 @@
 // plan keeps only its per-request limit. Held by `moves_stay_within_a_tenth_of_the_bytes_allocated`
 // and the moved-bytes part of the target (tests/replay.rs, with its known misses).
 
+// Note [Growth past a warm start]
+// Invariant: in an arena a warm start reserved segments for, a large miss brings the arena to at
+// most the warm plan (`profile::warm_bytes`) of the larger of its live peak (the profile's, or
+// the run's since) and the bytes live with the request, or gets a segment of the request's size
+// where that is more; and where a segment smaller than that opens a range once the blocks in the
+// way move into it, it gets that segment, of just those blocks' bytes (a top-up). The cold rules
+// (floor, pairs, slack, an eighth) size segments for a workload the heap has not seen; a warm
+// arena knows its scale, and a draw that peaks past its profile does so by a fraction of it.
+// Held by `a_warm_heap_grows_past_its_profile_by_what_the_draw_needs` (allocator_tests) and
+// `warm_starts_of_the_committed_mixes_meet_their_target_but_their_known_misses`
+// (crates/wgalloc-core/tests/replay.rs).
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
@@ -187,6 +199,8 @@ pub struct ArenaFigures {
     pub released: u64,
     /// The most bytes ever live at once in the arena.
     pub live_peak: u64,
+    /// A warm start reserved segments for the arena (Note [Growth past a warm start]).
+    pub warm: bool,
 }
 
 /// The size of a new segment for a block of `aligned_size` bytes in `pool`, and whether the
@@ -210,6 +224,11 @@ pub fn segment_size(
         }
         _ if aligned_size <= MAX_SMALL_ALLOC => {
             (arena.reserved + aligned_size).next_multiple_of(SMALL_STEP) - arena.reserved
+        }
+        _ if arena.warm => {
+            // Note [Growth past a warm start]
+            let want = crate::profile::warm_bytes((arena.live + aligned_size).max(arena.live_peak));
+            aligned_size.max(granules_within(want.saturating_sub(arena.reserved)))
         }
         _ => {
             let live = arena.live + aligned_size;
