@@ -439,6 +439,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             released,
             live_peak: st.live_peak[pool.arena()],
             warm: st.warm & (1 << pool.arena()) != 0,
+            free: st.free[pool.arena()].free_bytes(),
             ..arena_figures(&st.stats, pool.arena())
         };
         let (size, dedicated) =
@@ -459,11 +460,15 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     }
 
     /// What a plan for a request of `need` bytes may copy. Note [Moves within a tenth]: where the
-    /// segment a miss would get keeps the arena within the growth ceiling, what the tenth of the
-    /// bytes requested (this request included) leaves; past it, bytes come first.
+    /// segment a miss would get keeps the arena within the target, what the tenth of the bytes
+    /// requested (this request included) leaves; past it, bytes come first.
     fn move_limit(&self, st: &State<S>, need: u64) -> compaction::Limit {
         let limit = compaction::Limit::for_request(need);
-        let arena = ArenaFigures { live_peak: st.live_peak[DEVICE_ARENA], ..arena_figures(&st.stats, DEVICE_ARENA) };
+        let arena = ArenaFigures {
+            live_peak: st.live_peak[DEVICE_ARENA],
+            free: st.free[DEVICE_ARENA].free_bytes(),
+            ..arena_figures(&st.stats, DEVICE_ARENA)
+        };
         let (size, _) = pool::segment_size(
             PoolKind::DeviceLarge,
             need,
@@ -471,7 +476,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             self.limits.max_buffer_size,
             self.limits.max_binding,
         );
-        if arena.reserved + size > pool::growth_ceiling(arena.live + need) {
+        if arena.reserved + size > pool::target(arena.live + need) {
             return limit;
         }
         let left = pool::move_budget(st.stats.requested_bytes.allocated.saturating_add(need), st.stats.bytes_moved);

@@ -405,6 +405,53 @@ fn a_fragmented_miss_moves_a_block_instead_of_growing() {
     assert_disjoint(&h);
 }
 
+/// A detector's first tensors: the input (3.66 MiB) sets the first segment (4 x, 14.62 MiB), the
+/// next tensor (9.75 MiB) goes behind it, then the input is freed and a 4.88 MiB one comes. Only
+/// moving the 9.75 MiB (five times a tenth of the 18.3 MiB requested so far) opens a range. The
+/// free bytes could hold the request, so its segment has no room for a pair, and the budget's
+/// keeps the arena within the target: it grows instead of moving.
+#[test]
+fn a_detectors_fragmented_miss_grows_rather_than_move_past_a_tenth() {
+    let (h, _) = heap(None, 1 << 30);
+    let (input, next, third) = (3 * MIB + 672 * 1024, 9 * MIB + 768 * 1024, 4 * MIB + 896 * 1024);
+    let a = h.malloc(input, Usage::Device).unwrap();
+    let b = h.malloc(next, Usage::Device).unwrap();
+    assert_eq!((h.stats().reserved_bytes.current, b.segment), (4 * input, a.segment));
+    h.free(a.id).unwrap();
+    let c = h.malloc(third, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!((s.bytes_moved, s.driver_allocations), (0, 2), "{s:?}");
+    assert_ne!(c.segment, b.segment);
+    assert!(s.reserved_bytes.current <= pool::growth_ceiling(next + third), "{s:?}");
+    assert_stayed(&h, &b);
+}
+
+/// An arena merged into one segment of the growth budget of a 200 MiB peak (218 MiB), laid out
+/// [11 free][20][11 free][20][12 free][rest]: 200 MiB live with a 16 MiB request, no range of
+/// 16. Sliding a 20 MiB block opens one, but the tenth of the 16 MiB requested since the stats
+/// were reset allows 1.6; a segment of the request keeps the arena within the target.
+#[test]
+fn a_miss_within_the_target_grows_rather_than_move_past_a_tenth() {
+    let (h, _) = heap(None, 1 << 30);
+    let peak: Vec<_> = (0..10).map(|_| h.malloc(20 * MIB, Usage::Device).unwrap()).collect();
+    peak.into_iter().for_each(|a| h.free(a.id).unwrap());
+    let [x1, b1, x2, b2, x3] = [11, 20, 11, 20, 12].map(|m| h.malloc(m * MIB, Usage::Device).unwrap());
+    let merged = h.snapshot();
+    assert_eq!(merged.len(), 1, "the idle arena merged");
+    assert_eq!(merged[0].size, pool::growth_budget(200 * MIB).div_ceil(pool::SEGMENT_GRANULE) * pool::SEGMENT_GRANULE);
+    let rest = h.malloc(merged[0].size - 74 * MIB, Usage::Device).unwrap();
+    [x1, x2, x3].into_iter().for_each(|a| h.free(a.id).unwrap());
+    h.reset_accumulated_stats();
+    let c = h.malloc(16 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!((s.bytes_moved, s.driver_allocations), (0, 1), "{s:?}");
+    assert!(s.reserved_bytes.current <= pool::target(200 * MIB), "{s:?}");
+    assert_ne!(c.segment, b1.segment);
+    for block in [&b1, &b2, &rest] {
+        assert_stayed(&h, block);
+    }
+}
+
 fn assert_stayed(h: &HeapCore<CpuStorage>, block: &super::Allocation) {
     let info = h.block_info(block.id).unwrap();
     assert_eq!((info.segment_id, info.offset), (block.segment, block.offset), "block {} moved", block.id);

@@ -33,9 +33,11 @@
 // tensor. Held by `a_large_request_brings_a_small_arena_to_the_floor`.
 
 // Note [Pairs below 10 MiB]
-// Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) gets a segment with room
-// for a second one like it, within the target: models ask for such tensors in pairs, and a
-// segment holding the pair later holds a tensor twice the size. Held by
+// Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) that the arena's free bytes
+// could not hold gets a segment with room for a second one like it, within the target: models ask
+// for such tensors in pairs, and a segment holding the pair later holds a tensor twice the size.
+// A miss the free bytes could hold (fragmentation, which compaction left within its budget) gets
+// no pair: the second finds room in them. Held by
 // `a_large_request_under_10_mib_gets_room_for_two_within_the_target`.
 
 // Note [Geometric growth]
@@ -55,11 +57,15 @@
 // and `a_miss_replaces_idle_segments_by_one_that_covers_the_request` (allocator_tests).
 
 // Note [Moves within a tenth]
-// Invariant: where a miss's new segment keeps the arena within 1.10 x live + 8 MiB (the ceiling
-// of geometric growth), compaction copies no more than `MAX_MOVED_SHARE` of the bytes requested
-// since the accumulated stats were reset, less what it moved before: the segment costs fewer
-// bytes than the target allows, and moving is not free. Past that ceiling bytes come first and a
-// plan keeps only its per-request limit. Held by `moves_stay_within_a_tenth_of_the_bytes_allocated`
+// Invariant: where a miss's new segment keeps the arena within the target (1.15 x live + 8 MiB),
+// compaction copies no more than `MAX_MOVED_SHARE` of the bytes requested since the accumulated
+// stats were reset, less what it moved before: the segment costs no more bytes than the target
+// allows, and the moves are a part of the target too. Past the target bytes come first and a plan
+// keeps only its per-request limit. The segment is the one the miss would get, a fragmentation
+// miss's without a pair (Note [Pairs below 10 MiB]). Held by
+// `moves_stay_within_a_tenth_of_the_bytes_allocated`,
+// `a_miss_within_the_target_grows_rather_than_move_past_a_tenth`,
+// `a_detectors_fragmented_miss_grows_rather_than_move_past_a_tenth` (allocator_tests)
 // and the moved-bytes part of the target (tests/replay.rs, with its known misses).
 
 // Note [Growth past a warm start]
@@ -201,6 +207,9 @@ pub struct ArenaFigures {
     pub live_peak: u64,
     /// A warm start reserved segments for the arena (Note [Growth past a warm start]).
     pub warm: bool,
+    /// Free bytes of the arena's segments: a miss they could hold is fragmentation (Note
+    /// [Pairs below 10 MiB]).
+    pub free: u64,
 }
 
 /// The size of a new segment for a block of `aligned_size` bytes in `pool`, and whether the
@@ -243,7 +252,7 @@ pub fn segment_size(
                 .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
             let grown = budget.max(geometric).max(kept);
             // Note [Pairs below 10 MiB]
-            if aligned_size < PAIR_BELOW {
+            if aligned_size < PAIR_BELOW && arena.free < aligned_size {
                 grown.max((2 * aligned_size).min(granules_within(target(live).saturating_sub(arena.reserved))))
             } else {
                 grown
@@ -315,6 +324,10 @@ mod tests {
         assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
     }
 
+    fn granules_up(bytes: u64) -> u64 {
+        bytes.div_ceil(SEGMENT_GRANULE) * SEGMENT_GRANULE
+    }
+
     #[test]
     fn large_requests_grow_the_arena_to_the_budget() {
         // First segment: 1.05 x 2 MiB plus 4 x 2 MiB of slack, capped at 8 MiB (above 5 x 2 MiB).
@@ -352,6 +365,10 @@ mod tests {
         assert_eq!(size(PoolKind::DeviceLarge, 6 * MIB, 10 * MIB, 20 * MIB), 6528 * KIB);
         // A 10 MiB request gets no pair: the budget, or the request itself.
         assert_eq!(size(PoolKind::DeviceLarge, 10 * MIB, 10 * MIB, 20 * MIB), 10 * MIB);
+        // Fragmentation (6 MiB free for a 4 MiB request): the budget alone, 1.05 x 18 + 8 - 20.
+        let fragmented = ArenaFigures { live: 14 * MIB, reserved: 20 * MIB, free: 6 * MIB, ..Default::default() };
+        let (s, _) = segment_size(PoolKind::DeviceLarge, 4 * MIB, fragmented, 2 << 30, 128 * MIB);
+        assert_eq!(s, granules_up(((1.05 * (18 * MIB) as f64) as u64 + 8 * MIB) - 20 * MIB));
     }
 
     #[test]
