@@ -57,7 +57,7 @@ test('a profile round-trips through JSON and a warm device serves its workload w
   t.is(after.driverAllocations, 0)
   t.is(after.reservedBytes.peak, reserved)
   t.true(reserved < coldStats.reservedBytes.peak, `${reserved} vs cold ${coldStats.reservedBytes.peak}`)
-  // The warm start does not count toward the next profile; the run's own peak does.
+  // The same workload: the same profile next time.
   t.deepEqual(warm.heap.profile(), profile)
 
   // heap.warmStart() on a used heap releases its idle segments first, and takes JSON text too.

@@ -332,8 +332,9 @@ export class Heap {
   /**
    * What the heap learned about its workload: per pool, the bytes allocated when its arena's live
    * bytes peaked, and the segments a warm start reserves for them (one per arena, 1.02x its peak
-   * plus 1 MiB). The peaks are the heap's own since it was created: `resetPeakStats()` does not
-   * clear them and a warm start does not count. Save it as JSON for the next run.
+   * plus 1 MiB). The peaks are kept since the heap was created (`resetPeakStats()` does not
+   * clear them); after a warm start, per arena, the larger of the profile's and the run's. Save it
+   * as JSON for the next run.
    */
   @api profile(): HeapProfile {
     return profileFromJson(this.#native.profileJson())

@@ -862,6 +862,6 @@ fn random_traffic_that_compacts_keeps_every_block_s_bytes() {
 #[test]
 fn random_traffic_that_slides_keeps_every_block_s_bytes() {
     const KIB: u64 = 1 << 10;
-    let (across, within) = random_traffic(0x9E37_79B9_7F4A_7C14, 300, |next| 64 * KIB * (1 + next(96)));
+    let (across, within) = random_traffic(0x9E37_79B9_7F4A_7C15, 300, |next| 64 * KIB * (1 + next(96)));
     assert!(across > 0 && within > 0, "moves across segments: {across}, within one: {within}");
 }

@@ -6,7 +6,10 @@
 
 use std::path::PathBuf;
 
-use wgalloc_core::replay::{simulate, simulate_heap, PolicyFigures, SetTotals, SimulationOptions, Trace};
+use wgalloc_core::replay::{
+    simulate, simulate_heap, simulate_heap_from, simulate_pytorch_cuda, PolicyFigures, SetTotals, SimulationOptions,
+    Trace, WarmMisses, WarmTotals,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -39,8 +42,8 @@ const RECORDED_MISSES: &[KnownMiss] = &[KnownMiss {
 ///   idle arena merged into one 150 MiB segment (its growth budget when 135 MiB was the most
 ///   ever live) takes the first of two 84 MiB tensors; it cannot hold both, so the second gets
 ///   a segment of its own (1.237 against 1.192 allowed).
-/// - `gpt-decode.4x256x32` and `yolo.1x640x640` move more than a tenth of the bytes they
-///   allocate: compaction keeps them at one segment where pytorch-cuda reserves 1.07 and 2.35 x.
+/// - `gpt-decode.4x256x32` moves more than a tenth of the bytes it allocates: compaction keeps it
+///   at one segment where pytorch-cuda reserves 1.07 x, and a segment would cost more than that.
 const SYNTHETIC_MISSES: &[KnownMiss] = &[
     KnownMiss {
         trace: "bert.mix",
@@ -55,13 +58,6 @@ const SYNTHETIC_MISSES: &[KnownMiss] = &[
         ratio: 1.069,
         driver_allocations: 8,
         moved_share: 0.403,
-    },
-    KnownMiss {
-        trace: "yolo.1x640x640",
-        missed: &["bytes-moved"],
-        ratio: 1.0,
-        driver_allocations: 1,
-        moved_share: 0.132,
     },
 ];
 
@@ -194,4 +190,81 @@ fn two_traces_that_begin_alike_cannot_both_meet_every_part_of_the_target() {
     assert!(target(&alone.wgalloc) < grown.wgalloc.peak_live);
     assert_eq!(alone.wgalloc.driver_allocations, 1, "{alone:?}");
     assert!(grown.wgalloc.driver_allocations > 1, "{grown:?}");
+}
+
+/// A committed mix whose halves miss part of the warm start's target: the parts (fields of
+/// `WarmMisses` that are set) and the peak reserved / live it must stay at or below.
+struct WarmMiss {
+    mix: &'static str,
+    missed: &'static [&'static str],
+    ratio: f64,
+}
+
+/// The halves of every committed serving mix and pipeline: the second half replayed from the
+/// profile of the first (Note [Growth past a warm start], [Profiles accumulate]).
+/// - The three detection mixes' second halves peak 23% below their first (76.8 against 100.2
+///   MiB): the warm reservation of the first is 1.34 x the second's live.
+/// - `ddddocr-rec`, and the generated `bert`, `vit` and `yolo` mixes, peak past their first half:
+///   the heap grows, and where the warm segment cannot hold two of the larger tensors (`vit`:
+///   two of 121.9 MiB in 242.8 MiB) a segment of the tensor's size is the least it can add.
+/// - The generated `gpt-decode` mix's second half peaks at half its first (49.5 against 99 MiB).
+const WARM_MISSES: &[WarmMiss] = &[
+    WarmMiss { mix: "traces/ddddocr-rec.mix", missed: &["driver"], ratio: 1.078 },
+    WarmMiss { mix: "traces/ppocr-v4-det.mix", missed: &["live", "bytes"], ratio: 1.345 },
+    WarmMiss { mix: "traces/ppocr-v4-seal-det.mix", missed: &["live", "bytes"], ratio: 1.345 },
+    WarmMiss { mix: "traces/ppocr-v6-small-det.mix", missed: &["live", "bytes"], ratio: 1.345 },
+    WarmMiss { mix: "synthetic/bert.mix", missed: &["live", "known peak", "driver"], ratio: 1.180 },
+    WarmMiss { mix: "synthetic/gpt-decode.mix", missed: &["live", "bytes", "pytorch-cuda"], ratio: 2.062 },
+    WarmMiss { mix: "synthetic/vit.mix", missed: &["live", "known peak", "driver", "bytes"], ratio: 1.347 },
+    WarmMiss { mix: "synthetic/yolo.mix", missed: &["live", "known peak", "driver"], ratio: 1.204 },
+];
+
+#[test]
+fn warm_starts_of_the_committed_mixes_meet_their_target_but_their_known_misses() {
+    let options = SimulationOptions::default();
+    let mut totals = WarmTotals::default();
+    let mut seen = 0;
+    for folder in ["traces", "synthetic"] {
+        let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/data")).join(folder);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.to_string_lossy();
+                name.ends_with(".mix.trace.json") || name.ends_with(".pipeline.trace.json")
+            })
+            .collect();
+        files.sort();
+        for file in files {
+            let name =
+                format!("{folder}/{}", file.file_name().unwrap().to_string_lossy().trim_end_matches(".trace.json"));
+            let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let (first, rest) = Trace::halves(&doc).unwrap();
+            let profile = simulate_heap_from(&first, &options, None).unwrap().profile;
+            let warm = simulate_heap_from(&rest, &options, Some(&profile)).unwrap().figures;
+            let pytorch = simulate_pytorch_cuda(&rest, None);
+            let m = WarmMisses::of(&warm, &pytorch, profile.peak_live());
+            totals.add(m);
+            let parts = [
+                (m.over_live, "live"),
+                (m.over_known_peak, "known peak"),
+                (m.driver_allocations, "driver"),
+                (m.over_bytes, "bytes"),
+                (m.over_pytorch, "pytorch-cuda"),
+                (m.bytes_moved, "moves"),
+            ];
+            let missed: Vec<&str> = parts.iter().filter(|p| p.0).map(|p| p.1).collect();
+            let at = format!("{name}: {warm:?} from a profile of {} bytes live", profile.peak_live());
+            match WARM_MISSES.iter().find(|w| w.mix == name) {
+                Some(known) => {
+                    seen += 1;
+                    assert_eq!(missed, known.missed, "{at}: update its known miss");
+                    assert!(warm.ratio() <= known.ratio, "{at}: worse than its known miss");
+                }
+                None => assert!(missed.is_empty(), "{at}: misses {missed:?}"),
+            }
+        }
+    }
+    assert_eq!(seen, WARM_MISSES.len(), "every known miss names a committed mix");
+    assert_eq!(totals.pairs, 19, "{totals:?}");
 }

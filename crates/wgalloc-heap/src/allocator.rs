@@ -148,9 +148,12 @@ struct State<S: SegmentStorage> {
     /// Most bytes allocated at once so far in each arena (unlike the stats' peak, callers cannot
     /// reset it): the bytes an arena keeps on a miss or a merge follow its own peak, not another's.
     live_peak: [u64; ARENAS],
-    /// Most bytes allocated at once in each arena by this heap's own blocks (a warm start does
-    /// not raise it), and the bytes of each pool at that moment: what [`HeapCore::profile`] reports.
+    /// Most bytes allocated at once in each arena by this heap's own blocks, or by the run a warm
+    /// start's profile was taken from where that is more (Note [Profiles accumulate]), and the
+    /// bytes of each pool at that moment: what [`HeapCore::profile`] reports.
     run_peak: [u64; ARENAS],
+    /// Arenas (bits) a warm start reserved segments for (Note [Growth past a warm start]).
+    warm: u8,
     peak_pools: [u64; PoolKind::ALL.len()],
     blocks: BlockSlab<BlockRec>,
     pending: Vec<u64>,
@@ -220,6 +223,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 merge_pending: 0,
                 live_peak: [0; ARENAS],
                 run_peak: [0; ARENAS],
+                warm: 0,
                 peak_pools: [0; PoolKind::ALL.len()],
                 blocks: BlockSlab::default(),
                 pending: Vec::new(),
@@ -461,8 +465,13 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         if pool == PoolKind::DeviceLarge {
             self.evacuate(st, aligned);
         }
-        let arena =
-            ArenaFigures { released, live_peak: st.live_peak[pool.arena()], ..arena_figures(&st.stats, pool.arena()) };
+        let arena = ArenaFigures {
+            released,
+            live_peak: st.live_peak[pool.arena()],
+            warm: st.warm & (1 << pool.arena()) != 0,
+            free: st.free[pool.arena()].free_bytes(),
+            ..arena_figures(&st.stats, pool.arena())
+        };
         let (size, dedicated) =
             pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
         if pool == PoolKind::DeviceLarge && !dedicated && self.top_up(st, aligned, arena, size) {
@@ -481,11 +490,15 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     }
 
     /// What a plan for a request of `need` bytes may copy. Note [Moves within a tenth]: where the
-    /// segment a miss would get keeps the arena within the growth ceiling, what the tenth of the
-    /// bytes requested (this request included) leaves; past it, bytes come first.
+    /// segment a miss would get keeps the arena within the target, what the tenth of the bytes
+    /// requested (this request included) leaves; past it, bytes come first.
     fn move_limit(&self, st: &State<S>, need: u64) -> compaction::Limit {
         let limit = compaction::Limit::for_request(need);
-        let arena = ArenaFigures { live_peak: st.live_peak[DEVICE_ARENA], ..arena_figures(&st.stats, DEVICE_ARENA) };
+        let arena = ArenaFigures {
+            live_peak: st.live_peak[DEVICE_ARENA],
+            free: st.free[DEVICE_ARENA].free_bytes(),
+            ..arena_figures(&st.stats, DEVICE_ARENA)
+        };
         let (size, _) = pool::segment_size(
             PoolKind::DeviceLarge,
             need,
@@ -493,7 +506,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             self.limits.max_buffer_size,
             self.limits.max_binding,
         );
-        if arena.reserved + size > pool::growth_ceiling(arena.live + need) {
+        if arena.reserved + size > pool::target(arena.live + need) {
             return limit;
         }
         let left = pool::move_budget(st.stats.requested_bytes.allocated.saturating_add(need), st.stats.bytes_moved);
@@ -505,15 +518,22 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// segments): creates that segment and moves them. Returns whether a range of `aligned`
     /// bytes is free now. A model whose next request is larger than any before finds its
     /// merged segment too fragmented for the new large tensor; a segment of the tensor's size
-    /// beside it would leave the merged segment's holes idle.
+    /// beside it would leave the merged segment's holes idle. In a warm arena (Note [Growth
+    /// past a warm start]) any plan whose segment is smaller than the miss's `size` will do,
+    /// and the segment holds just the blocks it takes.
     fn top_up(&self, st: &mut State<S>, aligned: u64, arena: ArenaFigures, size: u64) -> bool {
-        let budget = pool::growth_budget(arena.live + aligned);
-        let room = pool::granules_within(budget.saturating_sub(arena.reserved));
-        if arena.reserved + size <= budget
-            || room == 0
-            || room >= aligned
-            || st.free[DEVICE_ARENA].free_bytes() + room < aligned
-        {
+        let room = if arena.warm {
+            pool::granules_within(pool::target(arena.live + aligned).saturating_sub(arena.reserved))
+                .min(size.saturating_sub(pool::SEGMENT_GRANULE))
+        } else {
+            let budget = pool::growth_budget(arena.live + aligned);
+            let room = pool::granules_within(budget.saturating_sub(arena.reserved));
+            if arena.reserved + size <= budget || room >= aligned {
+                return false;
+            }
+            room
+        };
+        if room == 0 || st.free[DEVICE_ARENA].free_bytes() + room < aligned {
             return false;
         }
         let planned = st.next_segment;
@@ -524,6 +544,22 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         else {
             return false;
         };
+        let room = if arena.warm {
+            // The plan fills the fresh segment from its start.
+            let used = plan
+                .iter()
+                .filter(|m| m.to == planned)
+                .map(|m| m.at + st.blocks.get(m.block).expect("planned block").size)
+                .max()
+                .unwrap_or(0);
+            profile::round_to_granule(used).min(room)
+        } else {
+            room
+        };
+        // A plan that moves nothing into the segment is compaction, which the move budget governs.
+        if room == 0 {
+            return false;
+        }
         self.collect_garbage(st, room);
         if !self.fits_high_watermark(st, room) {
             return false;
@@ -987,6 +1023,17 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         for arena in 0..ARENAS {
             let peak: u64 = profile.pools.iter().filter(|p| p.pool.arena() == arena).map(|p| p.peak_live).sum();
             st.live_peak[arena] = st.live_peak[arena].max(peak);
+            // Note [Profiles accumulate]
+            if peak > st.run_peak[arena] {
+                st.run_peak[arena] = peak;
+                for kind in PoolKind::ALL.into_iter().filter(|k| k.arena() == arena) {
+                    st.peak_pools[kind.index()] =
+                        profile.pools.iter().filter(|p| p.pool == kind).map(|p| p.peak_live).sum();
+                }
+            }
+            if sizes.iter().any(|s| s.0.arena() == arena) {
+                st.warm |= 1 << arena;
+            }
         }
         Ok(WarmStart { segments: made.len() as u32, bytes, released })
     }

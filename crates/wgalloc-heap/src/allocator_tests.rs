@@ -408,6 +408,53 @@ fn a_fragmented_miss_moves_a_block_instead_of_growing() {
     assert_disjoint(&h);
 }
 
+/// A detector's first tensors: the input (3.66 MiB) sets the first segment (4 x, 14.62 MiB), the
+/// next tensor (9.75 MiB) goes behind it, then the input is freed and a 4.88 MiB one comes. Only
+/// moving the 9.75 MiB (five times a tenth of the 18.3 MiB requested so far) opens a range. The
+/// free bytes could hold the request, so its segment has no room for a pair, and the budget's
+/// keeps the arena within the target: it grows instead of moving.
+#[test]
+fn a_detectors_fragmented_miss_grows_rather_than_move_past_a_tenth() {
+    let (h, _) = heap(None, 1 << 30);
+    let (input, next, third) = (3 * MIB + 672 * 1024, 9 * MIB + 768 * 1024, 4 * MIB + 896 * 1024);
+    let a = h.malloc(input, Usage::Device).unwrap();
+    let b = h.malloc(next, Usage::Device).unwrap();
+    assert_eq!((h.stats().reserved_bytes.current, b.segment), (4 * input, a.segment));
+    h.free(a.id).unwrap();
+    let c = h.malloc(third, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!((s.bytes_moved, s.driver_allocations), (0, 2), "{s:?}");
+    assert_ne!(c.segment, b.segment);
+    assert!(s.reserved_bytes.current <= pool::growth_ceiling(next + third), "{s:?}");
+    assert_stayed(&h, &b);
+}
+
+/// An arena merged into one segment of the growth budget of a 200 MiB peak (218 MiB), laid out
+/// [11 free][20][11 free][20][12 free][rest]: 200 MiB live with a 16 MiB request, no range of
+/// 16. Sliding a 20 MiB block opens one, but the tenth of the 16 MiB requested since the stats
+/// were reset allows 1.6; a segment of the request keeps the arena within the target.
+#[test]
+fn a_miss_within_the_target_grows_rather_than_move_past_a_tenth() {
+    let (h, _) = heap(None, 1 << 30);
+    let peak: Vec<_> = (0..10).map(|_| h.malloc(20 * MIB, Usage::Device).unwrap()).collect();
+    peak.into_iter().for_each(|a| h.free(a.id).unwrap());
+    let [x1, b1, x2, b2, x3] = [11, 20, 11, 20, 12].map(|m| h.malloc(m * MIB, Usage::Device).unwrap());
+    let merged = h.snapshot();
+    assert_eq!(merged.len(), 1, "the idle arena merged");
+    assert_eq!(merged[0].size, pool::growth_budget(200 * MIB).div_ceil(pool::SEGMENT_GRANULE) * pool::SEGMENT_GRANULE);
+    let rest = h.malloc(merged[0].size - 74 * MIB, Usage::Device).unwrap();
+    [x1, x2, x3].into_iter().for_each(|a| h.free(a.id).unwrap());
+    h.reset_accumulated_stats();
+    let c = h.malloc(16 * MIB, Usage::Device).unwrap();
+    let s = h.stats();
+    assert_eq!((s.bytes_moved, s.driver_allocations), (0, 1), "{s:?}");
+    assert!(s.reserved_bytes.current <= pool::target(200 * MIB), "{s:?}");
+    assert_ne!(c.segment, b1.segment);
+    for block in [&b1, &b2, &rest] {
+        assert_stayed(&h, block);
+    }
+}
+
 fn assert_stayed(h: &HeapCore<CpuStorage>, block: &super::Allocation) {
     let info = h.block_info(block.id).unwrap();
     assert_eq!((info.segment_id, info.offset), (block.segment, block.offset), "block {} moved", block.id);
@@ -635,8 +682,79 @@ fn a_warm_start_serves_a_workload_within_its_profile_without_driver_calls() {
     assert_eq!(s.driver_allocations, 0, "{s:?}");
     assert_eq!(s.reserved_bytes.peak, w.bytes);
     assert!(s.reserved_bytes.peak < cold.stats().reserved_bytes.peak);
-    // The warm start does not count toward the profile: the run's own peak does.
+    // The same workload: the same profile next time.
     assert_eq!(warm.profile(), profile);
+}
+
+#[test]
+fn a_profile_covers_the_profile_its_warm_start_came_from() {
+    let (cold, _) = heap(None, 1 << 30);
+    serve(&cold, &MIX);
+    let full = cold.profile();
+    let (light, _) = heap(None, 1 << 30);
+    serve(&light, &MIX[1..2]);
+    assert!(light.profile().peak_live() < full.peak_live(), "a lighter draw peaks lower");
+    // Warm from the full profile, a lighter run saves the full profile, not its own.
+    let (warm, _) = heap(None, 1 << 30);
+    warm.warm_start(&full).unwrap();
+    serve(&warm, &MIX[1..2]);
+    assert_eq!(warm.profile(), full);
+    // Warm from the lighter one, a heavier run saves its own peak.
+    let (warm, _) = heap(None, 1 << 30);
+    warm.warm_start(&light.profile()).unwrap();
+    serve(&warm, &MIX);
+    assert_eq!(warm.profile().peak_live(), full.peak_live());
+    // Only a cold run starts afresh.
+    let (again, _) = heap(None, 1 << 30);
+    serve(&again, &MIX[1..2]);
+    assert_eq!(again.profile(), light.profile());
+}
+
+#[test]
+fn a_warm_heap_grows_past_its_profile_by_what_the_draw_needs() {
+    // The profile: a 13.5 MiB input, then 31.5 MiB (45 MiB at the peak).
+    let (input, first, second) = (13 * MIB + MIB / 2, 31 * MIB + MIB / 2, 36 * MIB);
+    let (cold, _) = heap(None, 1 << 30);
+    let keep = cold.malloc(input, Usage::Device).unwrap();
+    cold.free(cold.malloc(first, Usage::Device).unwrap().id).unwrap();
+    cold.free(keep.id).unwrap();
+    let profile = cold.profile();
+    // A draw whose second tensor is larger: 49.5 MiB live do not fit the warm segment, and the
+    // 36 MiB tensor does not fit beside the input. The cold rules' segment would be the
+    // tensor's; moving the input to a segment of its own size takes 13.5 MiB.
+    let (warm, _) = heap(None, 1 << 30);
+    let w = warm.warm_start(&profile).unwrap();
+    assert_eq!(w.bytes, super::profile::warm_bytes(45 * MIB));
+    warm.reset_accumulated_stats();
+    let a = warm.malloc(input, Usage::Device).unwrap();
+    let b = warm.malloc(second, Usage::Device).unwrap();
+    let s = warm.stats();
+    assert_eq!((s.driver_allocations, s.blocks_moved, s.bytes_moved), (1, 1, input), "{s:?}");
+    assert_eq!(s.reserved_bytes.current, w.bytes + input, "a segment of the moved block's bytes");
+    assert_eq!(a.segment, 1);
+    assert_ne!(warm.block_info(a.id).unwrap().segment_id, 1, "the input moved out of the warm segment");
+    assert_eq!(b.segment, 1, "the tensor took it");
+    warm.free(a.id).unwrap();
+    warm.free(b.id).unwrap();
+    // A live set that climbs past the profile in steps: each segment brings the arena to the
+    // warm plan of the bytes live (1.02 x + 1 MiB) or holds the step, so the arena stays within
+    // the warm start's target of 1.05 x live + 2 MiB, far below what the cold rules reserve.
+    let climb = |h: &HeapCore<CpuStorage>| {
+        let steps: Vec<_> = (0..40).map(|_| h.malloc(9 * MIB / 4, Usage::Device).unwrap()).collect();
+        steps.into_iter().for_each(|a| h.free(a.id).unwrap());
+        h.stats().reserved_bytes.peak
+    };
+    let (warm, _) = heap(None, 1 << 30);
+    warm.warm_start(&profile).unwrap();
+    let live = 90 * MIB;
+    let peak = climb(&warm);
+    assert!(peak <= (1.05 * live as f64) as u64 + 2 * MIB, "{peak} for {live} live");
+    let (cold, _) = heap(None, 1 << 30);
+    assert!(peak < climb(&cold), "below the cold rules");
+    // Emptied, the warm arena's next large miss takes back the plan of its peak at once.
+    warm.empty_cache();
+    warm.free(warm.malloc(2 * MIB, Usage::Device).unwrap().id).unwrap();
+    assert_eq!(warm.stats().reserved_bytes.current, super::profile::warm_bytes(live));
 }
 
 #[test]

@@ -33,9 +33,11 @@
 // tensor. Held by `a_large_request_brings_a_small_arena_to_the_floor`.
 
 // Note [Pairs below 10 MiB]
-// Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) gets a segment with room
-// for a second one like it, within the target: models ask for such tensors in pairs, and a
-// segment holding the pair later holds a tensor twice the size. Held by
+// Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) that the arena's free bytes
+// could not hold gets a segment with room for a second one like it, within the target: models ask
+// for such tensors in pairs, and a segment holding the pair later holds a tensor twice the size.
+// A miss the free bytes could hold (fragmentation, which compaction left within its budget) gets
+// no pair: the second finds room in them. Held by
 // `a_large_request_under_10_mib_gets_room_for_two_within_the_target`.
 
 // Note [Geometric growth]
@@ -55,12 +57,28 @@
 // and `a_miss_replaces_idle_segments_by_one_that_covers_the_request` (allocator_tests).
 
 // Note [Moves within a tenth]
-// Invariant: where a miss's new segment keeps the arena within 1.10 x live + 8 MiB (the ceiling
-// of geometric growth), compaction copies no more than `MAX_MOVED_SHARE` of the bytes requested
-// since the accumulated stats were reset, less what it moved before: the segment costs fewer
-// bytes than the target allows, and moving is not free. Past that ceiling bytes come first and a
-// plan keeps only its per-request limit. Held by `moves_stay_within_a_tenth_of_the_bytes_allocated`
+// Invariant: where a miss's new segment keeps the arena within the target (1.15 x live + 8 MiB),
+// compaction copies no more than `MAX_MOVED_SHARE` of the bytes requested since the accumulated
+// stats were reset, less what it moved before: the segment costs no more bytes than the target
+// allows, and the moves are a part of the target too. Past the target bytes come first and a plan
+// keeps only its per-request limit. The segment is the one the miss would get, a fragmentation
+// miss's without a pair (Note [Pairs below 10 MiB]). Held by
+// `moves_stay_within_a_tenth_of_the_bytes_allocated`,
+// `a_miss_within_the_target_grows_rather_than_move_past_a_tenth`,
+// `a_detectors_fragmented_miss_grows_rather_than_move_past_a_tenth` (allocator_tests)
 // and the moved-bytes part of the target (tests/replay.rs, with its known misses).
+
+// Note [Growth past a warm start]
+// Invariant: in an arena a warm start reserved segments for, a large miss brings the arena to at
+// most the warm plan (`profile::warm_bytes`) of the larger of its live peak (the profile's, or
+// the run's since) and the bytes live with the request, or gets a segment of the request's size
+// where that is more; and where a segment smaller than that opens a range once the blocks in the
+// way move into it, it gets that segment, of just those blocks' bytes (a top-up). The cold rules
+// (floor, pairs, slack, an eighth) size segments for a workload the heap has not seen; a warm
+// arena knows its scale, and a draw that peaks past its profile does so by a fraction of it.
+// Held by `a_warm_heap_grows_past_its_profile_by_what_the_draw_needs` (allocator_tests) and
+// `warm_starts_of_the_committed_mixes_meet_their_target_but_their_known_misses`
+// (crates/wgalloc-core/tests/replay.rs).
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -187,6 +205,11 @@ pub struct ArenaFigures {
     pub released: u64,
     /// The most bytes ever live at once in the arena.
     pub live_peak: u64,
+    /// A warm start reserved segments for the arena (Note [Growth past a warm start]).
+    pub warm: bool,
+    /// Free bytes of the arena's segments: a miss they could hold is fragmentation (Note
+    /// [Pairs below 10 MiB]).
+    pub free: u64,
 }
 
 /// The size of a new segment for a block of `aligned_size` bytes in `pool`, and whether the
@@ -211,6 +234,11 @@ pub fn segment_size(
         _ if aligned_size <= MAX_SMALL_ALLOC => {
             (arena.reserved + aligned_size).next_multiple_of(SMALL_STEP) - arena.reserved
         }
+        _ if arena.warm => {
+            // Note [Growth past a warm start]
+            let want = crate::profile::warm_bytes((arena.live + aligned_size).max(arena.live_peak));
+            aligned_size.max(granules_within(want.saturating_sub(arena.reserved)))
+        }
         _ => {
             let live = arena.live + aligned_size;
             // Note [Large-arena floor], [Large-request budget], [Geometric growth], [Idle segments are replaced]
@@ -224,7 +252,7 @@ pub fn segment_size(
                 .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
             let grown = budget.max(geometric).max(kept);
             // Note [Pairs below 10 MiB]
-            if aligned_size < PAIR_BELOW {
+            if aligned_size < PAIR_BELOW && arena.free < aligned_size {
                 grown.max((2 * aligned_size).min(granules_within(target(live).saturating_sub(arena.reserved))))
             } else {
                 grown
@@ -296,6 +324,10 @@ mod tests {
         assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
     }
 
+    fn granules_up(bytes: u64) -> u64 {
+        bytes.div_ceil(SEGMENT_GRANULE) * SEGMENT_GRANULE
+    }
+
     #[test]
     fn large_requests_grow_the_arena_to_the_budget() {
         // First segment: 1.05 x 2 MiB plus 4 x 2 MiB of slack, capped at 8 MiB (above 5 x 2 MiB).
@@ -333,6 +365,10 @@ mod tests {
         assert_eq!(size(PoolKind::DeviceLarge, 6 * MIB, 10 * MIB, 20 * MIB), 6528 * KIB);
         // A 10 MiB request gets no pair: the budget, or the request itself.
         assert_eq!(size(PoolKind::DeviceLarge, 10 * MIB, 10 * MIB, 20 * MIB), 10 * MIB);
+        // Fragmentation (6 MiB free for a 4 MiB request): the budget alone, 1.05 x 18 + 8 - 20.
+        let fragmented = ArenaFigures { live: 14 * MIB, reserved: 20 * MIB, free: 6 * MIB, ..Default::default() };
+        let (s, _) = segment_size(PoolKind::DeviceLarge, 4 * MIB, fragmented, 2 << 30, 128 * MIB);
+        assert_eq!(s, granules_up(((1.05 * (18 * MIB) as f64) as u64 + 8 * MIB) - 20 * MIB));
     }
 
     #[test]

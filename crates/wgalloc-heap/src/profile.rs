@@ -12,9 +12,17 @@
 //! few equal segments as the device's largest buffer allows), listed under the pool that held
 //! most of them. One contiguous range fragments least; the margin is room for best fit's holes
 //! and for a next run whose requests differ a little (compaction moves large blocks when the
-//! free bytes suffice but no range does). The peaks are this heap's own since it was created:
-//! `resetPeakStats()` does not clear them, and a warm start does not count, so the profile of a
-//! run that shrank shrinks with it.
+//! free bytes suffice but no range does). The peaks are kept since the heap was created:
+//! `resetPeakStats()` does not clear them.
+//!
+//! Note [Profiles accumulate]: invariant: after a warm start, `profile()` covers the profile it
+//! started from: per arena, the larger of that profile's peak and the run's own (with the bytes
+//! of each pool at it). A service that saves its profile at exit and warm starts from it then
+//! reserves, after a few restarts, what its largest requests so far need, and makes no driver
+//! allocation after the warm start unless a run exceeds every run before it, where a profile of
+//! one run stalls the next run whose draw of requests peaks higher. The cost: a profile does not
+//! shrink when the workload does; the profile of a cold run starts afresh. Held by `a_profile_covers_the_profile_its_warm_start_came_from`
+//! (allocator_tests).
 
 use serde_json::{json, Value};
 
@@ -68,6 +76,11 @@ impl HeapProfile {
                 segments: if pool == owner { vec![each; pieces as usize] } else { Vec::new() },
             })
             .collect()
+    }
+
+    /// The bytes allocated at the peak, over every pool.
+    pub fn peak_live(&self) -> u64 {
+        self.pools.iter().fold(0u64, |a, p| a.saturating_add(p.peak_live))
     }
 
     /// Bytes of every segment the profile lists.

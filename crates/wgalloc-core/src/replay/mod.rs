@@ -9,7 +9,7 @@ pub mod trace;
 
 use std::sync::Arc;
 
-pub use target::{SetTotals, TargetBounds, TargetMisses};
+pub use target::{SetTotals, TargetBounds, TargetMisses, WarmMisses, WarmTotals};
 pub use trace::{Trace, TraceEvent};
 
 use wgalloc_heap::{CpuStorage, HeapCore, HeapLimits, HeapProfile, HostCompletion, Usage, WarmStart, Watermarks};

@@ -137,6 +137,82 @@ impl SetTotals {
     }
 }
 
+/// The warm start's target (docs/performance.md, "Warm starts"), per pair of a profile and a
+/// draw replayed from it: peak reserved <= `WARM_FACTOR` x peak live + `WARM_HEADROOM`; no
+/// driver allocation after the warm start on `WARM_NO_DRIVER_SHARE` of the pairs; every pair
+/// within the bytes part of the replay target (and its moves within `MOVED_SHARE`).
+pub const WARM_FACTOR: f64 = 1.05;
+pub const WARM_HEADROOM: u64 = 2 << 20;
+pub const WARM_NO_DRIVER_SHARE: f64 = 0.9;
+
+/// The most a warm heap may reserve for `live` bytes: `WARM_FACTOR` x live + `WARM_HEADROOM`.
+pub fn warm_bound(live: u64) -> u64 {
+    (WARM_FACTOR * live as f64) as u64 + WARM_HEADROOM
+}
+
+/// The parts of the warm start's target one pair misses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WarmMisses {
+    /// Peak reserved above 1.05 x the draw's peak live + 2 MiB.
+    pub over_live: bool,
+    /// Peak reserved above 1.05 x the larger of the profile's peak live and the draw's + 2 MiB:
+    /// the bound where a draw peaks below the profile it starts from is the profile's.
+    pub over_known_peak: bool,
+    /// A driver allocation after the warm start.
+    pub driver_allocations: bool,
+    /// Above 1.15 x the draw's peak live + 8 MiB or above pytorch-cuda's peak reserved.
+    pub over_bytes: bool,
+    /// Above pytorch-cuda's peak reserved alone.
+    pub over_pytorch: bool,
+    /// Bytes moved above 10% of the bytes allocated.
+    pub bytes_moved: bool,
+}
+
+impl WarmMisses {
+    /// `warm`: the draw replayed from a profile whose peak live was `profile_peak`; `pytorch`:
+    /// pytorch-cuda on the same draw.
+    pub fn of(warm: &PolicyFigures, pytorch: &PolicyFigures, profile_peak: u64) -> WarmMisses {
+        let replay = check(warm, pytorch);
+        WarmMisses {
+            over_live: warm.peak_reserved > warm_bound(warm.peak_live),
+            over_known_peak: warm.peak_reserved > warm_bound(warm.peak_live.max(profile_peak)),
+            driver_allocations: warm.driver_allocations > 0,
+            over_bytes: replay.over_live || replay.over_pytorch,
+            over_pytorch: replay.over_pytorch,
+            bytes_moved: replay.bytes_moved,
+        }
+    }
+}
+
+/// Pairs counted by the parts of the warm start's target they meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WarmTotals {
+    pub pairs: usize,
+    pub within_live: usize,
+    pub within_known_peak: usize,
+    pub no_driver: usize,
+    pub within_bytes: usize,
+    pub within_pytorch: usize,
+    pub within_moves: usize,
+}
+
+impl WarmTotals {
+    pub fn add(&mut self, m: WarmMisses) {
+        self.pairs += 1;
+        self.within_live += !m.over_live as usize;
+        self.within_known_peak += !m.over_known_peak as usize;
+        self.no_driver += !m.driver_allocations as usize;
+        self.within_bytes += !m.over_bytes as usize;
+        self.within_pytorch += !m.over_pytorch as usize;
+        self.within_moves += !m.bytes_moved as usize;
+    }
+
+    /// No driver allocation after the warm start on `WARM_NO_DRIVER_SHARE` of the pairs.
+    pub fn no_driver_met(&self) -> bool {
+        self.no_driver as f64 >= WARM_NO_DRIVER_SHARE * self.pairs as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +241,31 @@ mod tests {
         let small = figures("pytorch-cuda", 120 * MIB, 10, 0);
         let v = check(&figures("wgalloc", 121 * MIB, 10, 0), &small);
         assert_eq!(v.missed(), ["reserved-over-pytorch-cuda"]);
+    }
+
+    #[test]
+    fn each_part_of_the_warm_target_is_judged_at_its_bound() {
+        // 100 MiB live: 1.05 x 100 + 2 = 107 MiB; with a profile that peaked at 120 MiB, 128 MiB.
+        let pytorch = figures("pytorch-cuda", 200 * MIB, 10, 0);
+        let warm = |reserved, driver| WarmMisses::of(&figures("wgalloc", reserved, driver, 0), &pytorch, 120 * MIB);
+        assert_eq!(warm(107 * MIB, 0), WarmMisses::default());
+        assert_eq!(warm(107 * MIB + 1, 0), WarmMisses { over_live: true, ..Default::default() });
+        // Past 128 MiB, above the bytes part's 1.15 x 100 + 8 = 123 MiB too.
+        let over_all = WarmMisses { over_live: true, over_known_peak: true, over_bytes: true, ..Default::default() };
+        assert_eq!(warm(128 * MIB + 1, 0), over_all);
+        assert_eq!(warm(107 * MIB, 1), WarmMisses { driver_allocations: true, ..Default::default() });
+        let bytes = WarmMisses::of(&figures("wgalloc", 124 * MIB, 0, 0), &pytorch, 0);
+        assert!(bytes.over_bytes && !bytes.over_pytorch, "above 1.15 x 100 + 8 = 123 MiB: {bytes:?}");
+        let small = figures("pytorch-cuda", 106 * MIB, 10, 0);
+        let v = WarmMisses::of(&figures("wgalloc", 107 * MIB, 0, 0), &small, 0);
+        assert!(v.over_bytes && v.over_pytorch && !v.over_live, "{v:?}");
+        let mut totals = WarmTotals::default();
+        for driver in [0, 0, 0, 0, 0, 0, 0, 0, 0, 1] {
+            totals.add(warm(107 * MIB, driver));
+        }
+        assert!(totals.no_driver_met(), "9 of 10: {totals:?}");
+        totals.add(warm(107 * MIB, 1));
+        assert!(!totals.no_driver_met(), "9 of 11: {totals:?}");
     }
 
     #[test]

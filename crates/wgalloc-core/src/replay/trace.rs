@@ -113,6 +113,34 @@ impl Trace {
         Ok(Trace { events: out, slots: live.len(), requests, peak_live })
     }
 
+    /// A serving mix (ids `r<k>:...`, `requests` of them) as two draws of its generator: the
+    /// events of its first half of requests and of the rest, each with `requests` set to its count.
+    pub fn halves(value: &Value) -> Result<(Trace, Trace)> {
+        let requests = match value.get("requests").and_then(Value::as_u64) {
+            Some(n) if n >= 2 => n,
+            other => {
+                let got =
+                    other.map_or_else(|| value.get("requests").map_or("nothing".into(), brief), |n| n.to_string());
+                return Err(Error::invalid("trace.requests", "a mix of at least 2 requests", got));
+            }
+        };
+        let events = value.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let cut = requests / 2;
+        let mut halves = [Vec::new(), Vec::new()];
+        for (i, e) in events.iter().enumerate() {
+            let request = e
+                .get("id")
+                .and_then(Value::as_str)
+                .and_then(|id| id.strip_prefix('r')?.split_once(':')?.0.parse::<u64>().ok())
+                .ok_or_else(|| Error::invalid(format!("trace event {i}.id"), "a mix's id r<k>:...", id_of(e)))?;
+            halves[(request >= cut) as usize].push(e.clone());
+        }
+        let [first, rest] = halves;
+        let draw =
+            |events: Vec<Value>, n: u64| Trace::from_value(&serde_json::json!({ "requests": n, "events": events }));
+        Ok((draw(first, cut)?, draw(rest, requests - cut)?))
+    }
+
     /// Bytes the trace's allocations request in all (saturating).
     pub fn bytes_allocated(&self) -> u64 {
         self.events.iter().fold(0u64, |sum, e| match *e {
@@ -161,6 +189,21 @@ mod tests {
         assert_eq!((t.slots, t.requests, t.peak_live, t.bytes_allocated()), (2, 2, 12, 14));
         assert_eq!(t.events[3], TraceEvent::Alloc { slot: 0, size: 2 });
         assert_eq!(t.events[4], TraceEvent::Free { slot: 1 });
+    }
+
+    #[test]
+    fn a_mix_splits_into_its_halves_of_requests() {
+        let mix = serde_json::json!({ "requests": 3, "events": [
+            {"op":"alloc","id":"r0:a","size":8}, {"op":"free","id":"r0:a"},
+            {"op":"alloc","id":"r1:a","size":4}, {"op":"free","id":"r1:a"},
+            {"op":"alloc","id":"r2:a","size":6}, {"op":"free","id":"r2:a"}]});
+        let (first, rest) = Trace::halves(&mix).unwrap();
+        assert_eq!((first.requests, first.peak_live, first.events.len()), (1, 8, 2));
+        assert_eq!((rest.requests, rest.peak_live, rest.events.len()), (2, 6, 4));
+        let single = serde_json::json!({ "events": [{"op":"alloc","id":"a","size":8}] });
+        assert!(Trace::halves(&single).unwrap_err().to_string().contains("trace.requests: expected a mix"));
+        let unnamed = serde_json::json!({ "requests": 2, "events": [{"op":"alloc","id":"a","size":8}] });
+        assert!(Trace::halves(&unnamed).unwrap_err().to_string().contains("trace event 0.id: expected a mix's id"));
     }
 
     #[test]
