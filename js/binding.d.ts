@@ -1471,6 +1471,8 @@ export interface ReplayTargetBounds {
   driverAllocations: number
   /** Bytes moved: 10% of the bytes the trace allocates. */
   bytesMoved: number
+  /** A warm start's peak reserved bytes: 1.05 x peak live + 2 MiB. */
+  warmReservedBytes: number
 }
 
 /**

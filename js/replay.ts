@@ -105,14 +105,14 @@ export interface ReplayOptions {
   profile?: HeapProfile | string
 }
 
-/** The warm start's target: peak reserved <= 1.05 x peak live + 2 MiB. */
-function warmFigures(f: PolicyFigures, segments: number, reservedBytes: number): WarmStartFigures {
+/** The warm start's figures, judged against `bounds.warmReservedBytes` (from Rust). */
+function warmFigures(f: PolicyFigures, segments: number, reservedBytes: number, bounds: ReplayTargetBounds): WarmStartFigures {
   return {
     segments,
     reservedBytes,
     driverAllocationsAfter: f.driverAllocations,
     fragmentation: f.fragmentation,
-    withinTarget: f.peakReservedBytes <= 1.05 * f.peakLiveBytes + 2 * 2 ** 20,
+    withinTarget: f.peakReservedBytes <= bounds.warmReservedBytes,
   }
 }
 
@@ -204,7 +204,7 @@ export function simulate(trace: unknown, options?: Omit<SimulateTraceOptions, 'p
   }
   if (options?.capacity !== undefined) ours.failedAllocations = sim.wgalloc.failedAllocations
   if (sim.profile !== undefined && sim.profile !== null) ours.profile = profileFromJson(sim.profile)
-  if (sim.warmStart) ours.warmStart = warmFigures(ours, sim.warmStart.segments, sim.warmStart.reservedBytes)
+  if (sim.warmStart) ours.warmStart = warmFigures(ours, sim.warmStart.segments, sim.warmStart.reservedBytes, sim.target)
   return ours
 }
 
@@ -251,6 +251,6 @@ export function replayHeap(heap: Heap, trace: Trace, options?: ReplayOptions): R
     sim.target,
   )
   const out: ReplayFigures = { ...ours, baselines: sim.baselines.map((p) => fromNative(sim, p)), profile: heap.profile() }
-  if (warm) out.warmStart = warmFigures(out, warm.segments, warm.reservedBytes)
+  if (warm) out.warmStart = warmFigures(out, warm.segments, warm.reservedBytes, sim.target)
   return out
 }

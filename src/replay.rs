@@ -83,6 +83,8 @@ pub struct ReplayTargetBounds {
     pub driver_allocations: f64,
     /// Bytes moved: 10% of the bytes the trace allocates.
     pub bytes_moved: f64,
+    /// A warm start's peak reserved bytes: 1.05 x peak live + 2 MiB.
+    pub warm_reserved_bytes: f64,
 }
 
 impl From<replay::TargetBounds> for ReplayTargetBounds {
@@ -92,6 +94,7 @@ impl From<replay::TargetBounds> for ReplayTargetBounds {
             reserved_pytorch_cuda_bytes: b.reserved_pytorch as f64,
             driver_allocations: b.driver_allocations as f64,
             bytes_moved: b.bytes_moved as f64,
+            warm_reserved_bytes: b.warm_reserved as f64,
         }
     }
 }

@@ -60,6 +60,8 @@ pub struct TargetBounds {
     pub driver_allocations: u64,
     /// 10% of the bytes the trace allocates.
     pub bytes_moved: u64,
+    /// A warm start's peak reserved: [`warm_bound`] of the peak live bytes.
+    pub warm_reserved: u64,
 }
 
 impl TargetBounds {
@@ -69,6 +71,7 @@ impl TargetBounds {
             reserved_pytorch: pytorch.peak_reserved,
             driver_allocations: driver_bound(pytorch.driver_allocations),
             bytes_moved: (MOVED_SHARE * pytorch.bytes_allocated as f64) as u64,
+            warm_reserved: warm_bound(pytorch.peak_live),
         }
     }
 
