@@ -75,7 +75,10 @@ test('bad profiles are INVALID_ARGUMENT naming the field; one above the high wat
     [ok([{ pool: 'gpu', peakLiveBytes: 1 }]), /heap profile\.pools\[0\]\.pool: expected one of device-small, device-large/],
     [ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [-4096] }]), /pools\[0\]\.segments\[0\]: expected an integer from 1 to 2\^53-1 bytes, got -4096/],
     [ok([{ pool: 'device-large', peakLiveBytes: -1 }]), /pools\[0\]\.peakLiveBytes: expected an integer/],
-    [ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [2 ** 52] }]), /^warmStart: profile\.pools\[0\]\.segments\[0\]: expected at most \d+ bytes \(maxBufferSize\), got 4503599627370496$/],
+    [
+      ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [2 ** 52] }]),
+      /^warmStart: profile\.pools\[0\]\.segments\[0\]: expected at most \d+ bytes \(maxBufferSize\), got 4503599627370496$/,
+    ],
     ['not json', /heap profile: expected JSON text, .*not valid JSON/],
   ]
   for (const [profile, message] of cases) {
