@@ -329,11 +329,6 @@ export declare class HeapScope {
   child(name: string, limit: number): HeapScope
   /** Charges `bytes` held elsewhere (`QUOTA_EXCEEDED` when they do not fit). */
   charge(bytes: number): ScopeCharge
-  /**
-   * Native form of `scope.malloc()`: a block of `heap` charged to this scope, held by the
-   * heap's owner; returns `[id, size, requestedSize, offset, pool index]`.
-   */
-  mallocIn(heap: Heap, size: number, usage: number): Array<number>
   /** Ends the scope and its children: later charges fail; live ones still return. */
   dispose(): void
 }

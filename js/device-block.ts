@@ -34,7 +34,7 @@ export type PoolName = HeapEvent['pool']
 
 const POOLS = native.constantTables().pools as PoolName[]
 const SHARED = new Set<string>(['shared-small', 'shared-large'])
-const { heapMalloc, heapFree } = native
+const { heapMalloc, heapMallocIn, heapFree } = native
 const kCreate = Symbol('DeviceBlock.create')
 
 type NativeHeap = Binding.Heap & NativeHeapTable
@@ -286,10 +286,11 @@ export function mallocBlock(table: HeapTable, size: number, usage: number): Devi
   return create(table, id, s[0], s[1], s[2], s[3])
 }
 
-/** A block of `table`'s heap charged to `scope` (the native heap holds the charge with the block). */
-export function scopedBlock(table: HeapTable, scope: Binding.HeapScope, size: number, usage: number): DeviceBlock {
-  const [id, bytes, requested, offset, pool] = scope.mallocIn(table.native, size, usage)
-  return create(table, id, bytes, requested, offset, pool)
+/** A block of `table`'s heap charged to the scope at index `scope` (its record holds the charge). */
+export function scopedBlock(table: HeapTable, scope: number, size: number, usage: number): DeviceBlock {
+  const s = table.scratch
+  const id = heapMallocIn(table.slot, scope, size, usage, s)
+  return create(table, id, s[0], s[1], s[2], s[3])
 }
 
 /** A block of `table`'s scalar pool already holding `value`. */

@@ -2,10 +2,11 @@
 // model). The scopes, their figures and every charge live in the native heap (one tree per
 // device, attached workers included); this is the facade over them.
 import { inspect } from 'node:util'
-import { api } from './internal/api.js'
+import { api, fail } from './internal/api.js'
 import type { DeviceBlock, MallocOptions } from './device-block.js'
 import { invalidArgument, noConstructor, shown, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
+import { type Holder, STACK_FRAMES } from './heap-history.js'
 import type { Binding } from './internal/native.js'
 
 /** Options of `heap.scope()` and `scope.scope()`. */
@@ -39,8 +40,14 @@ export interface ScopeCharge {
 const kCreate = Symbol('HeapScope.create')
 let createScope: (heap: Heap, handle: Binding.HeapScope) => HeapScope
 let handleOf: (scope: HeapScope) => Binding.HeapScope
-// `boundary`: the public method whose caller's stack a sampled history records.
-let mallocIn: (heap: Heap, scope: Binding.HeapScope, size: number, options: MallocOptions | undefined, boundary: (...args: never[]) => unknown) => DeviceBlock
+/** The heap's malloc path, for a scope's (js/heap.ts sets it: it shares the heap's private state). */
+interface ScopedMalloc {
+  /** Whether the heap's history records this malloc's stack (the caller then captures it). */
+  samplesStack(heap: Heap): boolean
+  /** A block charged to the scope at index `scope`, with the caller's captured `stack`. */
+  malloc(heap: Heap, scope: number, size: number, options: MallocOptions | undefined, stack: Holder | null): DeviceBlock
+}
+let scoped: ScopedMalloc
 
 /** Throws the native error as the facade's typed error. */
 function native<T>(f: () => T): T {
@@ -79,6 +86,8 @@ const wrappers = new WeakMap<Heap, Map<number, HeapScope>>()
 export class HeapScope {
   readonly #heap: Heap
   readonly #native: Binding.HeapScope
+  /** The scope's index in its device's tree, as the native malloc takes it. */
+  readonly #index: number
   readonly #name: string
   #path: string | undefined
   readonly #limit: number
@@ -87,6 +96,7 @@ export class HeapScope {
     if (key !== kCreate) throw noConstructor('HeapScope', 'gpu.heap.scope()')
     this.#heap = heap
     this.#native = handle
+    this.#index = handle.id
     this.#name = handle.name
     this.#limit = handle.stats().limit
   }
@@ -125,8 +135,22 @@ export class HeapScope {
    * over its limit) when the block's bytes would take any of them past its limit. The block
    * holds its charge until it is freed, by `free()` or when collected; its bytes then return.
    */
-  @api malloc(size: number, options?: MallocOptions): DeviceBlock {
-    return mallocIn(this.#heap, this.#native, size, options, HeapScope.prototype.malloc)
+  malloc(size: number, options?: MallocOptions): DeviceBlock {
+    // Its own API boundary and stack capture, as heap.malloc's (Note [malloc's own API boundary]).
+    try {
+      const heap = this.#heap
+      let stack: Holder | null = null
+      if (scoped.samplesStack(heap)) {
+        stack = {}
+        const limit = Error.stackTraceLimit
+        Error.stackTraceLimit = STACK_FRAMES
+        Error.captureStackTrace(stack, HeapScope.prototype.malloc)
+        Error.stackTraceLimit = limit
+      }
+      return scoped.malloc(heap, this.#index, size, options, stack)
+    } catch (err) {
+      throw fail(err, this, 'malloc')
+    }
   }
 
   /**
@@ -200,6 +224,6 @@ export const findScope = (heap: Heap, handle: Binding.Heap, path: string): HeapS
 }
 
 /** Sets the heap's scoped malloc (js/heap.ts: it shares the heap's malloc path). */
-export function setScopedMalloc(f: typeof mallocIn): void {
-  mallocIn = f
+export function setScopedMalloc(f: ScopedMalloc): void {
+  scoped = f
 }

@@ -79,10 +79,9 @@ export class Heap {
   }
   static {
     create = (handle) => new Heap(kCreate, handle)
-    setScopedMalloc((heap, scope, size, options, boundary) => {
-      const events = heap.#events
-      const stack = events.busy && events.history?.sample() ? captureStack(boundary) : null
-      return heap.#malloc(size, options, (table, usage) => scopedBlock(table, scope, size, usage), stack)
+    setScopedMalloc({
+      samplesStack: (heap) => heap.#events.busy && heap.#events.history?.sample() === true,
+      malloc: (heap, scope, size, options, stack) => heap.#malloc(size, options, (table, usage) => scopedBlock(table, scope, size, usage), stack),
     })
     tableOfHeap = (heap) => heap.#table
     outOfMemoryOf = (heap, err) => heap.#outOfMemory(toWgallocError(err, true), 0)

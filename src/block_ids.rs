@@ -17,7 +17,7 @@ use std::sync::{Arc, RwLock};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use wgalloc_core::heap::{self as core_heap, BlockOwner, HeapEventKind, Usage};
+use wgalloc_core::heap::{self as core_heap, BlockOwner, HeapEventKind, Scope, Usage};
 
 use crate::error::{coded, invalid, invalid_hint, to_u64, IntoNapi};
 
@@ -187,6 +187,28 @@ unsafe extern "C" fn heap_malloc(env: sys::napi_env, info: sys::napi_callback_in
     })
 }
 
+/// `heapMallocIn(slot, scope, size, usage, scratch)`: as `heapMalloc`, charged to the scope at
+/// index `scope` of the heap's tree (and its ancestors): `QUOTA_EXCEEDED` before the heap
+/// allocates when it does not fit. The block's record holds the charge.
+unsafe extern "C" fn heap_malloc_in(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let [slot, scope, size, usage, scratch] = raw::args::<5>(env, info);
+    raw::finish(env, || {
+        let slot = raw::number(env, slot, "slot")?;
+        let scope = raw::number(env, scope, "scope")?;
+        let (size, usage) = malloc_request(raw::number(env, size, "size")?, raw::number(env, usage, "usage")?)?;
+        let out = raw::scratch(env, scratch)?;
+        with_owner(slot, |owner| {
+            let index = u32::try_from(scope as i64).ok().filter(|_| scope.fract() == 0.0).ok_or_else(|| {
+                invalid_hint("scope", "a scope index", scope.to_string(), "internal: use scope.malloc")
+            })?;
+            let scope = Scope::at(owner.heap().scopes(), index).napi()?;
+            let a = owner.malloc_in(&scope, size, usage).napi()?;
+            *out = [a.size as f64, a.requested as f64, a.offset as f64, a.pool.index() as f64];
+            Ok(Some(a.id as f64))
+        })
+    })
+}
+
 /// `heapFree(slot, id)`: frees a block the slot's owner holds (`DOUBLE_FREE` if it does not).
 unsafe extern "C" fn heap_free(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let [slot, id] = raw::args::<2>(env, info);
@@ -236,8 +258,12 @@ unsafe extern "C" fn heap_take_events(env: sys::napi_env, info: sys::napi_callba
 #[napi(catch_unwind, module_exports)]
 pub fn register_block_functions(exports: Object) -> Result<()> {
     let value = exports.value();
-    let functions: [(&str, sys::napi_callback); 3] =
-        [("heapMalloc", Some(heap_malloc)), ("heapFree", Some(heap_free)), ("heapTakeEvents", Some(heap_take_events))];
+    let functions: [(&str, sys::napi_callback); 4] = [
+        ("heapMalloc", Some(heap_malloc)),
+        ("heapMallocIn", Some(heap_malloc_in)),
+        ("heapFree", Some(heap_free)),
+        ("heapTakeEvents", Some(heap_take_events)),
+    ];
     for (name, cb) in functions {
         let mut f = ptr::null_mut();
         // SAFETY: env and exports come from napi-rs's module init; the callbacks are 'static.

@@ -659,15 +659,6 @@ impl HeapScope {
         Ok(ScopeCharge { inner: std::sync::Mutex::new(Some(charge)) })
     }
 
-    /// Native form of `scope.malloc()`: a block of `heap` charged to this scope, held by the
-    /// heap's owner; returns `[id, size, requestedSize, offset, pool index]`.
-    #[napi(catch_unwind)]
-    pub fn malloc_in(&self, heap: &Heap, size: f64, usage: u32) -> Result<Vec<f64>> {
-        let (size, usage) = crate::block_ids::malloc_request(size, f64::from(usage))?;
-        let a = heap.slot.owner.malloc_in(&self.inner, size, usage).napi()?;
-        Ok(vec![a.id as f64, a.size as f64, a.requested as f64, a.offset as f64, a.pool.index() as f64])
-    }
-
     /// Ends the scope and its children: later charges fail; live ones still return.
     #[napi(catch_unwind)]
     pub fn dispose(&self) {

@@ -22,6 +22,8 @@ export interface NativeHeapTable {
 /** Raw N-API functions on numbers (src/block_ids.rs): the malloc/free fast path. */
 interface RawHeapFunctions {
   heapMalloc(slot: number, size: number, usage: number, scratch: Float64Array): number
+  /** `heapMalloc` charged to the scope at index `scope` of the heap's tree (and its ancestors). */
+  heapMallocIn(slot: number, scope: number, size: number, usage: number, scratch: Float64Array): number
   heapFree(slot: number, id: number): void
   /**
    * Moves the oldest recorded allocator events into `out`, six numbers each (kind, block id,

@@ -331,6 +331,14 @@ impl Scope {
         Scope { tree: tree.clone(), id }
     }
 
+    /// The scope at `index` of `tree` ([`ScopeId::index`]); INVALID_ARGUMENT if it has none.
+    pub fn at(tree: &Arc<ScopeTree>, index: u32) -> Result<Scope> {
+        if index as usize >= tree.nodes.lock().len() {
+            return Err(Error::invalid("scope", "a scope of this heap", format!("scope #{index}")));
+        }
+        Ok(Scope::of(tree, ScopeId(index)))
+    }
+
     /// A child scope: its charges count against it and against this scope.
     pub fn child(&self, name: &str, limit: u64) -> Result<Scope> {
         Ok(Scope { id: self.tree.create(Some(self.id), name, limit)?, tree: self.tree.clone() })
@@ -450,6 +458,21 @@ mod tests {
             Error::QuotaExceeded(q) => *q,
             other => panic!("expected QUOTA_EXCEEDED, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_scope_by_index_is_the_same_scope_and_an_unknown_index_is_refused() {
+        let tree = ScopeTree::new(1 << 20);
+        let model = Scope::top(&tree, "model", 1000).unwrap();
+        let kv = model.child("kv", 600).unwrap();
+        let again = Scope::at(&tree, kv.id().index()).unwrap();
+        let _charge = again.charge(100).unwrap();
+        assert_eq!((kv.stats().allocated, model.stats().allocated), (100, 100));
+        let e = Scope::at(&tree, 2).unwrap_err();
+        assert_eq!(
+            (e.code(), e.to_string().as_str()),
+            ("INVALID_ARGUMENT", "scope: expected a scope of this heap, got scope #2")
+        );
     }
 
     #[test]
