@@ -41,15 +41,7 @@ fn main() {
             let warm = run.figures;
             let misses = WarmMisses::of(&warm, &pytorch, profile.peak_live());
             totals.add(misses);
-            let names = [
-                (misses.over_live, "1.05x live"),
-                (misses.over_known_peak, "1.05x profile/live"),
-                (misses.driver_allocations, "driver"),
-                (misses.over_bytes && !misses.over_pytorch, "1.15x live + 8 MiB"),
-                (misses.over_pytorch, "pytorch-cuda"),
-                (misses.bytes_moved, "moves"),
-            ];
-            let missed: Vec<&str> = names.iter().filter(|m| m.0).map(|m| m.1).collect();
+            let missed = misses.missed();
             println!(
                 "{:<44} {:>8.1} {:>8.1} {:>7.3} ({:>3}) {:>7.3} ({:>3}) {:>6.2} {:>7.3} ({:>3})  {}",
                 format!("{from} -> {to}"),

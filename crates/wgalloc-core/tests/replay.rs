@@ -245,15 +245,7 @@ fn warm_starts_of_the_committed_mixes_meet_their_target_but_their_known_misses()
             let pytorch = simulate_pytorch_cuda(&rest, None);
             let m = WarmMisses::of(&warm, &pytorch, profile.peak_live());
             totals.add(m);
-            let parts = [
-                (m.over_live, "live"),
-                (m.over_known_peak, "known peak"),
-                (m.driver_allocations, "driver"),
-                (m.over_bytes, "bytes"),
-                (m.over_pytorch, "pytorch-cuda"),
-                (m.bytes_moved, "moves"),
-            ];
-            let missed: Vec<&str> = parts.iter().filter(|p| p.0).map(|p| p.1).collect();
+            let missed = m.missed();
             let at = format!("{name}: {warm:?} from a profile of {} bytes live", profile.peak_live());
             match WARM_MISSES.iter().find(|w| w.mix == name) {
                 Some(known) => {

@@ -185,6 +185,25 @@ impl WarmMisses {
             bytes_moved: replay.bytes_moved,
         }
     }
+
+    /// Short names of the parts, in the order of [`WarmMisses::parts`].
+    pub const PART_NAMES: [&'static str; 6] = ["live", "known peak", "driver", "bytes", "pytorch-cuda", "moves"];
+
+    pub fn parts(&self) -> [bool; 6] {
+        [
+            self.over_live,
+            self.over_known_peak,
+            self.driver_allocations,
+            self.over_bytes,
+            self.over_pytorch,
+            self.bytes_moved,
+        ]
+    }
+
+    /// Names of the parts missed.
+    pub fn missed(&self) -> Vec<&'static str> {
+        Self::PART_NAMES.iter().zip(self.parts()).filter(|(_, miss)| *miss).map(|(name, _)| *name).collect()
+    }
 }
 
 /// Pairs counted by the parts of the warm start's target they meet.
