@@ -58,7 +58,7 @@ test.serial('wgalloc:heap: allocator events reach a channel subscriber with no h
       { kind: 'FREED', size: round(1000), pool: 'device-small', blockId: got[0].blockId, segmentId: got[0].segmentId },
       { kind: 'RECYCLED', size: round(2000), pool: 'device-small', blockId: got[2].blockId, segmentId: got[0].segmentId, offset: 0 },
       { kind: 'FREED', size: round(2000), pool: 'device-small', blockId: got[2].blockId, segmentId: got[0].segmentId },
-      { kind: 'RELEASED', size: 1 << 20, pool: 'device-small', segmentId: got[0].segmentId },
+      { kind: 'RELEASED', size: 2 << 20, pool: 'device-small', segmentId: got[0].segmentId },
     ],
   )
   t.true(

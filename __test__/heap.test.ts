@@ -407,46 +407,47 @@ test('a fragmented miss moves a live block: MOVED event, offset follows, bytes i
   heap.recordHistory({ maxEntries: 1000 })
   const moved: HeapEvent[] = []
   heap.on('MOVED', (e) => moved.push(e))
-  // Six 4 MiB blocks: four fill the first segment (the arena's floor, 4 x the first request), two
-  // go to a second one of 13 MiB.
+  // Six 4 MiB blocks, three to a segment (each segment the budget of the bytes live then).
   const blocks = Array.from({ length: 6 }, () => heap.malloc(4 * MiB))
   const data = blocks.map((_, i) => pattern(4 * MiB, 20 + i))
   for (const [i, b] of blocks.entries()) b.write(data[i])
-  const [a, b, c, d, f, e] = blocks
-  t.is(a.info().segmentId, d.info().segmentId)
+  const [a, b, c, f, e, x] = blocks
+  t.is(a.info().segmentId, c.info().segmentId)
   t.not(a.info().segmentId, e.info().segmentId)
-  t.is(f.info().segmentId, e.info().segmentId)
-  const before = { segment: e.info().segmentId, offset: e.offset }
+  t.is(f.info().segmentId, x.info().segmentId)
   for (const freed of [b, f]) freed.free()
+  // Churn in the holes: a tenth of the bytes requested then covers one 4 MiB move.
+  for (let i = 0; i < 3; i++) heap.malloc(4 * MiB).free()
   const driverCalls = heap.stats().driverAllocations
-  // 13 MiB free, no 9 MiB range: e moves next to a, and the request takes its old segment.
-  const big = heap.malloc(9 * MiB)
+  // 8 MiB free, no 8 MiB range: c moves into f's old range, and the request takes the one it leaves.
+  const big = heap.malloc(8 * MiB)
   t.is(heap.stats().driverAllocations, driverCalls, 'no new segment')
   t.like(heap.stats(), { blocksMoved: 1, bytesMoved: 4 * MiB })
   t.is(moved.length, 1)
-  t.like(moved[0], { kind: 'MOVED', blockId: e.id, segmentId: a.info().segmentId, offset: e.offset, size: 4 * MiB })
-  t.is(e.info().segmentId, a.info().segmentId, 'e now lives in the first segment')
-  t.is(e.offset, 4 * MiB, "in b's old range")
-  t.is(big.info().segmentId, before.segment)
+  t.like(moved[0], { kind: 'MOVED', blockId: c.id, segmentId: e.info().segmentId, offset: 0, size: 4 * MiB })
+  t.is(c.info().segmentId, e.info().segmentId, 'c now lives in the second segment')
+  t.is(c.offset, 0, "in f's old range")
+  t.is(big.info().segmentId, a.info().segmentId)
+  t.is(big.offset, 4 * MiB)
   // (Buffer.compare: a deep equality of 4 MiB arrays takes ava seconds.)
   for (const [block, bytes] of [
-    [e, data[5]],
-    [a, data[0]],
     [c, data[2]],
-    [d, data[3]],
+    [a, data[0]],
+    [e, data[4]],
+    [x, data[5]],
   ] as const)
     t.is(Buffer.compare(await block.read(), bytes), 0, `block ${block.id} changed`)
-  // The history: e leaves its old place and takes the new one.
-  const history = heap.memorySnapshot().history.filter((h) => h.blockId === e.id)
+  // The history: c leaves its old place and takes the new one.
+  const history = heap.memorySnapshot().history.filter((h) => h.blockId === c.id)
   t.deepEqual(
     history.map((h) => h.action),
     ['alloc', 'free', 'alloc'],
   )
-  t.is(history[2].offset, e.offset)
-  const offset = e.offset
-  e.free()
-  t.is(e.offset, offset, 'the offset last read stays readable after free')
-  for (const kept of [a, c, d, big]) kept.free()
+  t.is(history[2].offset, c.offset)
+  const offset = c.offset
+  c.free()
+  t.is(c.offset, offset, 'the offset last read stays readable after free')
+  for (const kept of [a, e, x, big]) kept.free()
   heap.recordHistory(false)
   gpu.destroy()
 })

@@ -557,55 +557,59 @@ fn compaction_moves_live_blocks_with_their_bytes_in_queue_order() {
     let gpu = gpu_with_budget(None);
     let heap = gpu.heap().unwrap();
     heap.set_event_recording(true, false);
-    // Two segments: a, b, c, d in the first (the arena's floor, 4 x the first request), f and e
-    // in the second (13 MiB); b and f are freed.
+    // Two segments of three 4 MiB blocks (each the budget of the bytes live then): a, b, c in
+    // the first, f, e, x in the second; b and f are freed.
     let blocks: Vec<_> = (0..6).map(|_| heap.malloc(4 * MIB, Usage::Device).unwrap()).collect();
     let data: Vec<Vec<u8>> = (0..6).map(|i| fill(4 * MIB as usize, 10 + i)).collect();
     for (b, d) in blocks.iter().zip(&data) {
         b.write(d, 0).unwrap();
     }
     let seg = |b: &DeviceBlock| b.info().unwrap().segment_id;
-    assert!(blocks[..4].iter().all(|b| seg(b) == seg(&blocks[0])) && seg(&blocks[4]) == seg(&blocks[5]));
+    assert!(blocks[..3].iter().all(|b| seg(b) == seg(&blocks[0])) && seg(&blocks[3]) == seg(&blocks[5]));
     assert!(seg(&blocks[0]) != seg(&blocks[5]));
     let mut blocks = blocks.into_iter();
     let mut next = || blocks.next().unwrap();
-    let (a, b, c, d, f, e) = (next(), next(), next(), next(), next(), next());
+    let (a, b, c, f, e, x) = (next(), next(), next(), next(), next(), next());
     for freed in [b, f] {
         freed.free().unwrap();
     }
+    // Churn in the holes: a tenth of the bytes requested then covers one 4 MiB move.
+    for _ in 0..3 {
+        heap.malloc(4 * MIB, Usage::Device).unwrap().free().unwrap();
+    }
     let reader = moved_block_reader(&gpu);
-    let queued = reader.submit(&e);
-    let e_before = (seg(&e), e.offset().unwrap());
+    let queued = reader.submit(&c);
+    let c_before = (seg(&c), c.offset().unwrap());
 
-    // 13 MiB free, no 9 MiB range: the heap moves e next to a instead of growing.
+    // 8 MiB free, no 8 MiB range: the heap moves c into f's old range instead of growing.
     let before = heap.stats();
-    let big = heap.malloc(9 * MIB, Usage::Device).unwrap();
+    let big = heap.malloc(8 * MIB, Usage::Device).unwrap();
     let s = heap.stats();
     assert_eq!(s.driver_allocations, before.driver_allocations, "no new segment");
     assert_eq!((s.blocks_moved, s.bytes_moved), (1, 4 * MIB));
-    assert_eq!((seg(&e), e.offset().unwrap()), (seg(&a), 4 * MIB), "e took b's old range");
+    assert_eq!((seg(&c), c.offset().unwrap()), (seg(&e), 0), "c took f's old range");
     let at = big.offset().unwrap();
     assert!(
-        seg(&big) == e_before.0 && at <= e_before.1 && e_before.1 < at + 9 * MIB,
-        "the request covers e's old range"
+        seg(&big) == c_before.0 && at <= c_before.1 && c_before.1 < at + 8 * MIB,
+        "the request covers c's old range"
     );
     let (events, _) = heap.take_events();
-    assert!(events.iter().any(|ev| ev.kind == HeapEventKind::Moved && ev.block_id == Some(e.id())));
-    // New bytes over e's old place, queued after the move.
-    let new = fill(9 * MIB as usize, 99);
+    assert!(events.iter().any(|ev| ev.kind == HeapEventKind::Moved && ev.block_id == Some(c.id())));
+    // New bytes over c's old place, queued after the move.
+    let new = fill(8 * MIB as usize, 99);
     big.write(&new, 0).unwrap();
 
     let done = gpu.current_event();
     assert!(done.wait_blocking(Duration::from_secs(120)).unwrap());
     assert!(queued.query().unwrap());
-    assert!(reader.saw(&data[5]), "the reader saw e's old bytes");
-    for (block, bytes) in [(&a, &data[0]), (&c, &data[2]), (&d, &data[3]), (&e, &data[5])] {
+    assert!(reader.saw(&data[2]), "the reader saw c's old bytes");
+    for (block, bytes) in [(&a, &data[0]), (&e, &data[4]), (&x, &data[5]), (&c, &data[2])] {
         assert!(pollster::block_on(block.read(0, 4 * MIB)).unwrap() == *bytes, "block {} changed", block.id());
     }
-    assert!(pollster::block_on(big.read(0, 9 * MIB)).unwrap() == new);
-    // Work recorded after the move binds e at its new place.
-    assert!(reader.submit(&e).wait_blocking(Duration::from_secs(120)).unwrap());
-    assert!(reader.saw(&data[5]), "a dispatch after the move");
+    assert!(pollster::block_on(big.read(0, 8 * MIB)).unwrap() == new);
+    // Work recorded after the move binds c at its new place.
+    assert!(reader.submit(&c).wait_blocking(Duration::from_secs(120)).unwrap());
+    assert!(reader.saw(&data[2]), "a dispatch after the move");
 }
 
 #[test]

@@ -1265,12 +1265,9 @@ fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
 /// Live and reserved bytes of an arena's pools.
 fn arena_figures(stats: &HeapStats, arena: usize) -> ArenaFigures {
     let mut figures = ArenaFigures::default();
-    for (kind, pool) in arena_pools(stats, arena) {
+    for (_, pool) in arena_pools(stats, arena) {
         figures.live += pool.allocated_bytes.current;
         figures.reserved += pool.reserved_bytes.current;
-        if kind.is_small() {
-            figures.small_reserved += pool.reserved_bytes.current;
-        }
     }
     figures
 }

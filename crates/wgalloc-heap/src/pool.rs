@@ -15,22 +15,20 @@
 
 // Note [Small-arena growth]
 // Invariant: a workload of small tensors reserves no more than PyTorch's 2 MiB small segments
-// would hold its bytes in (bytes first), and no segment of more than 2 MiB: a small request opens
-// its arena with max(1 MiB, 3 x the request) and later ones bring the arena to the next multiple
-// of 2 MiB above what it holds with the request. Driver calls then grow with the small bytes, as
-// PyTorch's do. Held by `small_requests_bring_the_arena_to_a_multiple_of_2_mib`.
+// would hold its bytes in (bytes first), and no segment of more than 2 MiB: a small request that
+// finds no room brings the arena to the next multiple of 2 MiB above what it holds with the
+// request, so the first segment is PyTorch's small segment. Driver calls then grow with the
+// small bytes, as PyTorch's do; a first segment of less than 2 MiB splits a small model's few
+// MiB across more segments than PyTorch's and fragments them. Held by
+// `small_requests_bring_the_arena_to_a_multiple_of_2_mib`.
 
 // Note [Large-request budget]
 // Invariant: after a large request, the arena holds at most 1.05 x the bytes live with it plus a
 // slack of min(8 MiB, 4 x those bytes), the target's headroom; the slack lets the first segments
-// of a large model grow in few driver calls. Held by `large_requests_grow_the_arena_to_the_budget`.
-
-// Note [Large-arena floor]
-// Invariant: an arena's large segments, once a large request came, hold at least
-// min(20 MiB, 4 x the request) (PyTorch's large segment, bounded so a small model stays within
-// the target); its small segments do not count toward it, as PyTorch's small pool is apart.
-// Models with tensors of a few MiB then reuse one segment instead of calling the driver per
-// tensor. Held by `a_large_request_brings_a_small_arena_to_the_floor`.
+// of a large model grow in few driver calls. No floor beyond it: PyTorch's 20 MiB large segment
+// (or any multiple of the first request) takes a model of a few MiB past 1.15 x live + 8 MiB,
+// and the pairs below hold the driver calls it would save. Held by
+// `large_requests_grow_the_arena_to_the_budget`.
 
 // Note [Pairs below 10 MiB]
 // Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) that the arena's free bytes
@@ -85,20 +83,13 @@ const MIB: u64 = 1 << 20;
 
 /// Requests up to this size go to a small pool.
 pub const MAX_SMALL_ALLOC: u64 = MIB;
-/// First segment of an arena for small requests, at least (and at least 3x the request).
-pub const SMALL_FIRST_SEGMENT: u64 = MIB;
-pub const SMALL_FIRST_FACTOR: u64 = 3;
-/// Later small segments bring the arena to a multiple of this (PyTorch's small segment).
+/// Small segments bring the arena to a multiple of this (PyTorch's small segment).
 pub const SMALL_STEP: u64 = 2 * MIB;
 /// Large requests: the arena grows to `LIVE_FACTOR` x (live + request) plus a slack of
 /// `SLACK_PER_LIVE` x (live + request), at most `MAX_SLACK`.
 pub const LIVE_FACTOR: f64 = 1.05;
 pub const SLACK_PER_LIVE: u64 = 4;
 pub const MAX_SLACK: u64 = 8 * MIB;
-/// A large request grows an arena's large segments to at least `LARGE_ARENA_FLOOR`, or to
-/// `LARGE_FLOOR_FACTOR` x the request where that is less.
-pub const LARGE_ARENA_FLOOR: u64 = 20 * MIB;
-pub const LARGE_FLOOR_FACTOR: u64 = 4;
 /// A large request grows an arena by at least 1 / `ARENA_GROWTH_DIVISOR` of its segments, up to
 /// `GEOMETRIC_FACTOR` x live + `TARGET_HEADROOM`.
 pub const ARENA_GROWTH_DIVISOR: u64 = 8;
@@ -199,8 +190,6 @@ pub struct ArenaFigures {
     pub live: u64,
     /// Bytes of the arena's remaining segments.
     pub reserved: u64,
-    /// Bytes of those that belong to its small pool (not counted toward the large floor).
-    pub small_reserved: u64,
     /// Bytes of the idle segments just released for this request.
     pub released: u64,
     /// The most bytes ever live at once in the arena.
@@ -228,9 +217,6 @@ pub fn segment_size(
     let size = match pool {
         PoolKind::Scalar => SCALAR_HEAP,
         // Note [Small-arena growth]
-        _ if aligned_size <= MAX_SMALL_ALLOC && arena.reserved == 0 => {
-            SMALL_FIRST_SEGMENT.max(SMALL_FIRST_FACTOR * aligned_size)
-        }
         _ if aligned_size <= MAX_SMALL_ALLOC => {
             (arena.reserved + aligned_size).next_multiple_of(SMALL_STEP) - arena.reserved
         }
@@ -241,10 +227,8 @@ pub fn segment_size(
         }
         _ => {
             let live = arena.live + aligned_size;
-            // Note [Large-arena floor], [Large-request budget], [Geometric growth], [Idle segments are replaced]
-            let floor = LARGE_ARENA_FLOOR.min(LARGE_FLOOR_FACTOR.saturating_mul(aligned_size));
-            let large_reserved = arena.reserved.saturating_sub(arena.small_reserved);
-            let budget = growth_budget(live).saturating_sub(arena.reserved).max(floor.saturating_sub(large_reserved));
+            // Note [Large-request budget], [Geometric growth], [Idle segments are replaced]
+            let budget = growth_budget(live).saturating_sub(arena.reserved);
             let ceiling = headroom_over(GEOMETRIC_FACTOR, live);
             let geometric =
                 (arena.reserved / ARENA_GROWTH_DIVISOR).min(granules_within(ceiling.saturating_sub(arena.reserved)));
@@ -314,12 +298,12 @@ mod tests {
 
     #[test]
     fn small_requests_bring_the_arena_to_a_multiple_of_2_mib() {
-        assert_eq!(size(PoolKind::DeviceSmall, 256, 0, 0), MIB);
-        assert_eq!(size(PoolKind::DeviceSmall, 600 * KIB, 0, 0), 1856 * KIB, "3 x the first request");
-        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, MIB), MIB, "the second segment makes 2 MiB");
-        assert_eq!(size(PoolKind::DeviceSmall, 256, MIB, 1856 * KIB), 192 * KIB, "from a larger first one too");
+        assert_eq!(size(PoolKind::DeviceSmall, 256, 0, 0), 2 * MIB, "PyTorch's small segment first");
+        assert_eq!(size(PoolKind::DeviceSmall, MIB, 0, 0), 2 * MIB, "for the largest small request too");
+        assert_eq!(size(PoolKind::DeviceSmall, 256, 2 * MIB, 2 * MIB), 2 * MIB, "then 2 MiB at a time");
         assert_eq!(size(PoolKind::DeviceSmall, 900 * KIB, MIB, 1856 * KIB), 2240 * KIB, "to 4 MiB past 2 MiB");
-        assert_eq!(size(PoolKind::SharedSmall, 256, 4 * MIB, 4 * MIB), 2 * MIB, "then 2 MiB at a time");
+        assert_eq!(size(PoolKind::SharedSmall, 256, 4 * MIB, 4 * MIB), 2 * MIB);
+        // Beside large segments: to the next multiple of 2 MiB of the arena's bytes.
         assert_eq!(size(PoolKind::DeviceSmall, 256, 40 * MIB, 64 * MIB + 320 * KIB), 1728 * KIB);
         assert_eq!(size(PoolKind::Scalar, 16, 0, 0), SCALAR_HEAP);
     }
@@ -341,18 +325,14 @@ mod tests {
     }
 
     #[test]
-    fn a_large_request_brings_a_small_arena_to_the_floor() {
-        // 4 x 3 MiB = 12 MiB, above the budget's 11.15 MiB.
-        assert_eq!(size(PoolKind::DeviceLarge, 3 * MIB, 0, 0), 12 * MIB);
-        // 20 MiB at most (4 x 8 MiB = 32), less the arena's 4 MiB of large segments.
-        assert_eq!(size(PoolKind::DeviceLarge, 8 * MIB, 2 * MIB, 4 * MIB), 16 * MIB);
-        // Small segments do not count toward the floor: 20 MiB of large ones beside them.
-        let beside_small =
-            ArenaFigures { live: 2 * MIB, reserved: 4 * MIB, small_reserved: 4 * MIB, ..Default::default() };
-        let (s, _) = segment_size(PoolKind::DeviceLarge, 8 * MIB, beside_small, 2 << 30, 128 * MIB);
-        assert_eq!(s, 20 * MIB);
-        // An arena at 20 MiB grows by the budget alone: 1.05 x 24 + 8 MiB, less 20 MiB.
-        assert_eq!(size(PoolKind::DeviceLarge, 10 * MIB, 14 * MIB, 20 * MIB), 13568 * KIB);
+    fn a_first_large_request_gets_the_budget_and_no_floor() {
+        // 1.05 x 3 MiB + 8 MiB in granules, below the 12 MiB of 4 x the request: a model of a
+        // few MiB whose first tensor is 3 MiB stays within its target.
+        assert_eq!(size(PoolKind::DeviceLarge, 3 * MIB, 0, 0), granules_up((1.05 * (3 * MIB) as f64) as u64 + 8 * MIB));
+        // Beside 4 MiB of small segments: room for two 8 MiB requests stops at the target,
+        // 1.15 x 10 + 8 MiB less the 4 MiB held (15.5 MiB, in granules), not at 20 MiB of large
+        // segments.
+        assert_eq!(size(PoolKind::DeviceLarge, 8 * MIB, 2 * MIB, 4 * MIB), 15872 * KIB);
     }
 
     #[test]
