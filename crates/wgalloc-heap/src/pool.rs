@@ -30,6 +30,16 @@
 // and the pairs below hold the driver calls it would save. Held by
 // `large_requests_grow_the_arena_to_the_budget`.
 
+// Note [Dominant requests get no slack]
+// Invariant: in an arena that still holds segments, a large request at least as large as every
+// other byte live with it (`DOMINANT_SHARE` of the live bytes) brings the arena to 1.05 x live at
+// most (and takes back idle bytes to that), without the slack. Such a request is one of the
+// model's largest tensors (an output, attention scores): the slack beside it is a third of a
+// small model's bytes (PyTorch's rounding reserves 1.10-1.17 x there) and stays idle, as the
+// smaller requests around it find room in the segments the arena holds. The slack stays for
+// an arena's first segment and for the climbing steps of smaller requests. Held by
+// `a_dominant_request_in_a_held_arena_gets_no_slack`.
+
 // Note [Pairs below 10 MiB]
 // Invariant: a large request under 10 MiB (PyTorch's `kMinLargeAlloc`) that the arena's free bytes
 // could not hold gets a segment with room for a second one like it, within the target: models ask
@@ -90,6 +100,9 @@ pub const SMALL_STEP: u64 = 2 * MIB;
 pub const LIVE_FACTOR: f64 = 1.05;
 pub const SLACK_PER_LIVE: u64 = 4;
 pub const MAX_SLACK: u64 = 8 * MIB;
+/// A large request at least this share of the bytes live with it gets no slack where the arena
+/// holds segments.
+pub const DOMINANT_SHARE: f64 = 0.5;
 /// A large request grows an arena by at least 1 / `ARENA_GROWTH_DIVISOR` of its segments, up to
 /// `GEOMETRIC_FACTOR` x live + `TARGET_HEADROOM`.
 pub const ARENA_GROWTH_DIVISOR: u64 = 8;
@@ -227,13 +240,16 @@ pub fn segment_size(
         }
         _ => {
             let live = arena.live + aligned_size;
+            // Note [Dominant requests get no slack]
+            let dominant = arena.reserved > 0 && aligned_size as f64 >= DOMINANT_SHARE * live as f64;
+            let allowed = |live: u64| if dominant { (LIVE_FACTOR * live as f64) as u64 } else { growth_budget(live) };
             // Note [Large-request budget], [Geometric growth], [Idle segments are replaced]
-            let budget = growth_budget(live).saturating_sub(arena.reserved);
+            let budget = allowed(live).saturating_sub(arena.reserved);
             let ceiling = headroom_over(GEOMETRIC_FACTOR, live);
             let geometric =
                 (arena.reserved / ARENA_GROWTH_DIVISOR).min(granules_within(ceiling.saturating_sub(arena.reserved)));
-            let kept = (arena.released + aligned_size)
-                .min(growth_budget(arena.live_peak.max(live)).saturating_sub(arena.reserved));
+            let kept =
+                (arena.released + aligned_size).min(allowed(arena.live_peak.max(live)).saturating_sub(arena.reserved));
             let grown = budget.max(geometric).max(kept);
             // Note [Pairs below 10 MiB]
             if aligned_size < PAIR_BELOW && arena.free < aligned_size {
@@ -316,8 +332,8 @@ mod tests {
     fn large_requests_grow_the_arena_to_the_budget() {
         // First segment: 1.05 x 2 MiB plus 4 x 2 MiB of slack, capped at 8 MiB (above 5 x 2 MiB).
         assert_eq!(size(PoolKind::DeviceLarge, 2 * MIB, 0, 0), 10368 * KIB);
-        // Slack is 4 x the need while that is under 8 MiB: 1.05 x 1.5 + 6 MiB, less 1 MiB held.
-        assert_eq!(size(PoolKind::DeviceLarge, MIB + MIB / 2, 0, MIB), 6784 * KIB);
+        // Slack is 4 x the need while that is under 8 MiB: 1.05 x 1.5 + 6 MiB.
+        assert_eq!(size(PoolKind::DeviceLarge, MIB + MIB / 2, 0, 0), 7808 * KIB);
         // Later: 1.05 x (60 + 20) MiB + 8 MiB, less the 70 MiB reserved.
         assert_eq!(size(PoolKind::DeviceLarge, 20 * MIB, 60 * MIB, 70 * MIB), 22 * MIB);
         // Fragmentation: the budget is spent, the request still gets a segment of its size.
@@ -333,6 +349,26 @@ mod tests {
         // 1.15 x 10 + 8 MiB less the 4 MiB held (15.5 MiB, in granules), not at 20 MiB of large
         // segments.
         assert_eq!(size(PoolKind::DeviceLarge, 8 * MIB, 2 * MIB, 4 * MIB), 15872 * KIB);
+    }
+
+    #[test]
+    fn a_dominant_request_in_a_held_arena_gets_no_slack() {
+        // 17 MiB live in a 17.25 MiB segment, 11.5 MiB of idle segments released, a second
+        // 17 MiB output: 1.05 x 34 MiB less the 17.25 held, not the budget's 8 MiB more.
+        let held = ArenaFigures {
+            live: 17 * MIB,
+            reserved: 17 * MIB + 256 * KIB,
+            released: 11 * MIB + 512 * KIB,
+            live_peak: 17 * MIB,
+            ..Default::default()
+        };
+        let (s, _) = segment_size(PoolKind::DeviceLarge, 17 * MIB, held, 2 << 30, 128 * MIB);
+        assert_eq!(s, granules_up((1.05 * (34 * MIB) as f64) as u64 - (17 * MIB + 256 * KIB)));
+        // Just under half the live bytes: the budget's slack.
+        let (s, _) = segment_size(PoolKind::DeviceLarge, 16 * MIB, held, 2 << 30, 128 * MIB);
+        assert_eq!(s, granules_up(growth_budget(33 * MIB) - (17 * MIB + 256 * KIB)));
+        // An empty arena's first segment keeps the slack, however large the request.
+        assert_eq!(size(PoolKind::DeviceLarge, 17 * MIB, 0, 0), granules_up(growth_budget(17 * MIB)));
     }
 
     #[test]
