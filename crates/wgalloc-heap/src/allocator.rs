@@ -460,6 +460,9 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// A request that found no free range: the segment it needs, or `Opened` when a top-up
     /// (see [`HeapCore::top_up`]) made room for it.
     fn miss(&self, st: &mut State<S>, aligned: u64, pool: PoolKind) -> Placement {
+        if pool == PoolKind::DeviceLarge && self.top_up_into_idle(st, aligned) {
+            return Placement::Opened;
+        }
         // Idle segments of the arena were no use: their bytes go into the new one.
         let released = self.release_arena_idle(st, pool.arena());
         if pool == PoolKind::DeviceLarge {
@@ -478,6 +481,53 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             return Placement::Opened;
         }
         Placement::NeedsSegment { size, dedicated }
+    }
+
+    /// A large miss in a cold arena that would top it up (see [`HeapCore::top_up`]) once its
+    /// idle segments were released: when those segments are no larger than the top-up's, the
+    /// blocks move into them instead. Returns whether a range of `aligned` bytes is free now.
+    ///
+    /// Note [Top-ups reuse idle segments]: invariant: a top-up never replaces idle segments
+    /// that could take its blocks by a segment as large or larger. A top-up's blocks are often
+    /// freed soon after (a decoder's KV cache, one token longer every step): the next miss
+    /// released the emptied segment and created another of the same size, two driver calls a
+    /// step for nothing. Held by `a_decoders_top_ups_reuse_their_emptied_segments`.
+    fn top_up_into_idle(&self, st: &mut State<S>, aligned: u64) -> bool {
+        if st.warm & (1 << DEVICE_ARENA) != 0 {
+            return false;
+        }
+        let idle: u64 = st
+            .segments
+            .values()
+            .filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA && !s.dedicated)
+            .map(|s| s.size)
+            .sum();
+        if idle == 0 {
+            return false;
+        }
+        // The figures `miss` sizes the segment by, once the idle segments are released.
+        let figures = arena_figures(&st.stats, DEVICE_ARENA);
+        let arena = ArenaFigures {
+            reserved: figures.reserved - idle,
+            released: idle,
+            live_peak: st.live_peak[DEVICE_ARENA],
+            free: st.free[DEVICE_ARENA].free_bytes() - idle,
+            ..figures
+        };
+        let (size, dedicated) = pool::segment_size(
+            PoolKind::DeviceLarge,
+            aligned,
+            arena,
+            self.limits.max_buffer_size,
+            self.limits.max_binding,
+        );
+        if dedicated || pool::top_up_room(arena, aligned, size).is_none_or(|room| idle > room) {
+            return false;
+        }
+        let limit = compaction::Limit::for_request(aligned);
+        compaction::open_range(&arena_view(st), aligned, self.limits.max_binding, limit)
+            .is_some_and(|plan| self.apply_moves(st, &plan))
+            && st.free[DEVICE_ARENA].largest() >= aligned
     }
 
     /// Moves live device blocks until a free range of `need` bytes exists (see `compaction`).
@@ -526,11 +576,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             pool::granules_within(pool::target(arena.live + aligned).saturating_sub(arena.reserved))
                 .min(size.saturating_sub(pool::SEGMENT_GRANULE))
         } else {
-            let budget = pool::growth_budget(arena.live + aligned);
-            let room = pool::granules_within(budget.saturating_sub(arena.reserved));
-            if arena.reserved + size <= budget || room >= aligned {
-                return false;
-            }
+            let Some(room) = pool::top_up_room(arena, aligned, size) else { return false };
             room
         };
         if room == 0 || st.free[DEVICE_ARENA].free_bytes() + room < aligned {

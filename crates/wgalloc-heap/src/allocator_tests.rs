@@ -923,3 +923,48 @@ fn a_handle_passes_its_block_to_an_owner() {
     assert_eq!(h.adopt_if::<HeapError>(a.id, owner, || Ok(())).unwrap_err().code(), "USE_AFTER_FREE");
     assert_eq!(h.stats().allocated_bytes.current, 0);
 }
+
+/// Note [Top-ups reuse idle segments]: a decoder's KV cache, twelve layers of K and V
+/// reallocated one token longer at every step, tops the arena up with small segments that the
+/// next step empties; they serve the next top-up instead of being replaced.
+#[test]
+fn a_decoders_top_ups_reuse_their_emptied_segments() {
+    let (h, _) = heap(None, 1 << 30);
+    let token = 12 * 1024;
+    let (layers, prompt, steps) = (12u64, 128u64, 16u64);
+    let mut hidden = h.malloc(prompt * token, Usage::Device).unwrap();
+    let mut kv = Vec::new();
+    for _ in 0..layers {
+        let k = h.malloc(prompt * token, Usage::Device).unwrap();
+        let v = h.malloc(prompt * token, Usage::Device).unwrap();
+        let a = h.malloc(2 * prompt * token, Usage::Device).unwrap();
+        let b = h.malloc(2 * prompt * token, Usage::Device).unwrap();
+        h.free(a.id).unwrap();
+        let c = h.malloc(prompt * token, Usage::Device).unwrap();
+        h.free(b.id).unwrap();
+        let d = h.malloc(4 * prompt * token, Usage::Device).unwrap();
+        h.free(c.id).unwrap();
+        let e = h.malloc(prompt * token, Usage::Device).unwrap();
+        h.free(d.id).unwrap();
+        h.free(hidden.id).unwrap();
+        hidden = e;
+        kv.push((k, v));
+    }
+    for step in 1..=steps {
+        let len = prompt + step;
+        for (k, v) in kv.iter_mut() {
+            let s = h.malloc(token, Usage::Device).unwrap();
+            let k2 = h.malloc(len * token, Usage::Device).unwrap();
+            h.free(k.id).unwrap();
+            *k = k2;
+            let v2 = h.malloc(len * token, Usage::Device).unwrap();
+            h.free(v.id).unwrap();
+            *v = v2;
+            h.free(s.id).unwrap();
+        }
+    }
+    let s = h.stats();
+    assert!(s.blocks_moved > 0, "the steps top up: {s:?}");
+    assert!(s.driver_frees <= 2 && s.driver_allocations <= 10, "{s:?}");
+    assert!(s.reserved_bytes.peak <= pool::target(s.allocated_bytes.peak), "{s:?}");
+}

@@ -263,6 +263,15 @@ pub fn segment_size(
     (size.min(max_buffer_size).max(aligned_size), false)
 }
 
+/// The segment a large miss in a cold arena tops the arena up with (see the allocator's
+/// `top_up`): the room left within the growth budget, where the miss's own segment of `size`
+/// would take the arena past the budget and the room cannot hold the request by itself.
+pub fn top_up_room(arena: ArenaFigures, aligned_size: u64, size: u64) -> Option<u64> {
+    let budget = growth_budget(arena.live + aligned_size);
+    let room = granules_within(budget.saturating_sub(arena.reserved));
+    (arena.reserved + size > budget && room < aligned_size).then_some(room)
+}
+
 /// The whole granules within `bytes`: a segment of that size, rounded up, stays within them.
 pub(super) fn granules_within(bytes: u64) -> u64 {
     bytes / SEGMENT_GRANULE * SEGMENT_GRANULE
