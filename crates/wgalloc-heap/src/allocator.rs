@@ -496,13 +496,10 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         if st.warm & (1 << DEVICE_ARENA) != 0 {
             return false;
         }
-        let idle: u64 = st
-            .segments
-            .values()
-            .filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA && !s.dedicated)
-            .map(|s| s.size)
-            .sum();
-        if idle == 0 {
+        // The segments `miss` would release; a dedicated one takes no moved blocks.
+        let idle = st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA);
+        let (idle, any_dedicated) = idle.fold((0, false), |(bytes, any), s| (bytes + s.size, any || s.dedicated));
+        if idle == 0 || any_dedicated {
             return false;
         }
         // The figures `miss` sizes the segment by, once the idle segments are released.
