@@ -1,12 +1,15 @@
 // Explaining an OOM: `err.details` carries the request and the heap's figures, OUT_OF_MEMORY
 // listeners get them before malloc throws, and WGALLOC_OOM_SNAPSHOT writes the heap's snapshot.
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { execFile } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import test from 'ava'
 import { Gpu, type Graph, type OutOfMemoryEvent, type SnapshotSegment, type WgallocError } from 'wgalloc'
 import { runNode } from './helpers.js'
 
+const execFileAsync = promisify(execFile)
 /** Reports of one kind a process writes (docs/heap.md). */
 const REPORTS_PER_PROCESS = 16
 const COPY = `@group(0) @binding(0) var<storage, read> x: array<u32>;
@@ -101,6 +104,23 @@ test('OOM snapshots are created anew, never through a planted link, mode 0600, a
     r.stderr,
     new RegExp(`WGALLOC_OOM_SNAPSHOT: ${40 - REPORTS_PER_PROCESS} more report\\(s\\) not written \\(at most ${REPORTS_PER_PROCESS} per process\\)`),
   )
+})
+
+// A file size limit (a disk filling up alike) takes part of a write: the report must not stay
+// behind truncated, with its path handed out as if it were whole.
+test('an OOM snapshot that cannot be written whole is removed, and the OOM keeps no path', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-oom-'))
+  const script = `const { Gpu } = require(${JSON.stringify(require.resolve('..'))})
+    Gpu.request({ memoryBudget: 1 << 20 }).then((g) => {
+      try { g.heap.malloc(4 << 20) } catch (e) { console.log(JSON.stringify({ code: e.code, path: e.details.snapshotPath })) }
+      g.destroy()
+    })`
+  // ulimit -f counts 1024-byte blocks; a snapshot of a heap is larger than one.
+  const { stdout } = await execFileAsync('bash', ['-c', 'ulimit -f 1; exec "$0" -e "$1"', process.execPath, script], {
+    env: { ...process.env, WGALLOC_OOM_SNAPSHOT: dir },
+  })
+  t.deepEqual(JSON.parse(stdout), { code: 'OUT_OF_MEMORY', path: null })
+  t.deepEqual(readdirSync(dir), [], 'no truncated report stays behind')
 })
 
 test.serial('an OOM in compile, a shape cache miss, createWeights or a device output reaches the listener, details and the snapshot', async (t) => {

@@ -1,7 +1,7 @@
 // Report files written where an environment variable says (WGALLOC_OOM_SNAPSHOT,
 // WGALLOC_LEAK_REPORT): created exclusively, never through a link, readable by the user alone,
 // and bounded in number per process.
-import { closeSync, constants, openSync, writeSync } from 'node:fs'
+import { closeSync, constants, openSync, unlinkSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { makeDirs } from './make-dirs.js'
 
@@ -20,7 +20,9 @@ const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (
  * at most REPORTS_PER_PROCESS files of a kind (an OOM storm must not fill a disk or hold the
  * JS thread), and says once at exit how many it skipped. A report is written whole before the
  * call that made it returns: a caller reading `err.details.snapshotPath` right after the OOM
- * finds the complete file. The count bounds what that costs the thread.
+ * finds the complete file. The count bounds what that costs the thread. A report is whole or
+ * absent: a write may take part of the bytes (a disk filling up, a file size limit), so the rest
+ * follow until a write fails, which removes the file.
  */
 export class ReportFiles {
   readonly #prefix: string
@@ -55,11 +57,19 @@ export class ReportFiles {
     makeDirs(dir)
     const { fd, path } = this.#create(dir)
     this.#written++
+    const bytes = Buffer.from(text)
     try {
-      writeSync(fd, text)
-    } finally {
+      for (let at = 0; at < bytes.length; ) {
+        const wrote = writeSync(fd, bytes, at)
+        if (wrote <= 0) throw Object.assign(new Error(`${path}: the write took no bytes`), { code: 'EIO' })
+        at += wrote
+      }
+    } catch (err) {
       closeSync(fd)
+      unlinkSync(path)
+      throw err
     }
+    closeSync(fd)
     return path
   }
 
