@@ -390,12 +390,14 @@ test('a worker that ends with blocks live gives them back, scope charges too', a
     parentPort.postMessage(gpu.heap.stats().activeBlocks.current)
   `
   const worker = new Worker(code, { eval: true, workerData: { handle: gpu.shareHandle() } })
+  // Listened for at once: a worker that ends right after its message emits both in one tick.
+  const exited = new Promise((resolve) => worker.once('exit', resolve))
   const live = await new Promise((resolve, reject) => {
     worker.once('message', resolve)
     worker.once('error', reject)
   })
   t.is(live, 11, 'the worker held its blocks')
-  await new Promise((resolve) => worker.once('exit', resolve))
+  await exited
   t.is(gpu.heap.stats().activeBlocks.current, 0, 'every block came back with the worker')
   t.is(gpu.heap.findScope('worker')?.stats().allocatedBytes, 0, 'and its scope charge')
   gpu.destroy()
