@@ -468,15 +468,8 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         if pool == PoolKind::DeviceLarge {
             self.evacuate(st, aligned);
         }
-        let arena = ArenaFigures {
-            released,
-            live_peak: st.live_peak[pool.arena()],
-            warm: st.warm & (1 << pool.arena()) != 0,
-            free: st.free[pool.arena()].free_bytes(),
-            ..arena_figures(&st.stats, pool.arena())
-        };
-        let (size, dedicated) =
-            pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding);
+        let arena = miss_figures(st, pool.arena(), released);
+        let (size, dedicated) = self.segment_size(pool, aligned, arena);
         if pool == PoolKind::DeviceLarge && !dedicated && self.top_up(st, aligned, arena, size) {
             return Placement::Opened;
         }
@@ -493,31 +486,20 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// released the emptied segment and created another of the same size, two driver calls a
     /// step for nothing. Held by `a_decoders_top_ups_reuse_their_emptied_segments`.
     fn top_up_into_idle(&self, st: &mut State<S>, aligned: u64) -> bool {
-        if st.warm & (1 << DEVICE_ARENA) != 0 {
-            return false;
-        }
         // The segments `miss` would release; a dedicated one takes no moved blocks.
-        let idle = st.segments.values().filter(|s| s.live_blocks == 0 && s.pool.arena() == DEVICE_ARENA);
-        let (idle, any_dedicated) = idle.fold((0, false), |(bytes, any), s| (bytes + s.size, any || s.dedicated));
+        let (idle, any_dedicated) = idle_segments(st, DEVICE_ARENA)
+            .fold((0, false), |(bytes, any), (_, s)| (bytes + s.size, any || s.dedicated));
         if idle == 0 || any_dedicated {
             return false;
         }
         // The figures `miss` sizes the segment by, once the idle segments are released.
-        let figures = arena_figures(&st.stats, DEVICE_ARENA);
-        let arena = ArenaFigures {
-            reserved: figures.reserved - idle,
-            released: idle,
-            live_peak: st.live_peak[DEVICE_ARENA],
-            free: st.free[DEVICE_ARENA].free_bytes() - idle,
-            ..figures
-        };
-        let (size, dedicated) = pool::segment_size(
-            PoolKind::DeviceLarge,
-            aligned,
-            arena,
-            self.limits.max_buffer_size,
-            self.limits.max_binding,
-        );
+        let mut arena = miss_figures(st, DEVICE_ARENA, idle);
+        arena.reserved -= idle;
+        arena.free -= idle;
+        if arena.warm {
+            return false;
+        }
+        let (size, dedicated) = self.segment_size(PoolKind::DeviceLarge, aligned, arena);
         if dedicated || pool::top_up_room(arena, aligned, size).is_none_or(|room| idle > room) {
             return false;
         }
@@ -525,6 +507,12 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         compaction::open_range(&arena_view(st), aligned, self.limits.max_binding, limit)
             .is_some_and(|plan| self.apply_moves(st, &plan))
             && st.free[DEVICE_ARENA].largest() >= aligned
+    }
+
+    /// The segment a request of `aligned` bytes in `pool` gets with the arena at `arena`, within
+    /// the device's limits (`pool::segment_size`).
+    fn segment_size(&self, pool: PoolKind, aligned: u64, arena: ArenaFigures) -> (u64, bool) {
+        pool::segment_size(pool, aligned, arena, self.limits.max_buffer_size, self.limits.max_binding)
     }
 
     /// Moves live device blocks until a free range of `need` bytes exists (see `compaction`).
@@ -546,13 +534,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             free: st.free[DEVICE_ARENA].free_bytes(),
             ..arena_figures(&st.stats, DEVICE_ARENA)
         };
-        let (size, _) = pool::segment_size(
-            PoolKind::DeviceLarge,
-            need,
-            arena,
-            self.limits.max_buffer_size,
-            self.limits.max_binding,
-        );
+        let (size, _) = self.segment_size(PoolKind::DeviceLarge, need, arena);
         if arena.reserved + size > pool::target(arena.live + need) {
             return limit;
         }
@@ -702,12 +684,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
 
     /// Releases the arena's idle segments. Returns the bytes released.
     fn release_arena_idle(&self, st: &mut State<S>, arena: usize) -> u64 {
-        let idle: Vec<u32> = st
-            .segments
-            .iter()
-            .filter(|(_, s)| s.live_blocks == 0 && s.pool.arena() == arena)
-            .map(|(&id, _)| id)
-            .collect();
+        let idle: Vec<u32> = idle_segments(st, arena).map(|(&id, _)| id).collect();
         idle.into_iter().map(|id| self.release_segment(st, id)).sum()
     }
 
@@ -1303,6 +1280,22 @@ fn arena_pools(stats: &HeapStats, arena: usize) -> impl Iterator<Item = (PoolKin
 /// Bytes allocated in `arena` (its pools' active and pending blocks).
 fn arena_live(stats: &HeapStats, arena: usize) -> u64 {
     arena_pools(stats, arena).map(|(_, p)| p.allocated_bytes.current).sum()
+}
+
+/// The segments of `arena` no block lives in.
+fn idle_segments<S: SegmentStorage>(st: &State<S>, arena: usize) -> impl Iterator<Item = (&u32, &Segment<S::Segment>)> {
+    st.segments.iter().filter(move |(_, s)| s.live_blocks == 0 && s.pool.arena() == arena)
+}
+
+/// What a miss in `arena` sizes its segment by, once idle segments of `released` bytes went.
+fn miss_figures<S: SegmentStorage>(st: &State<S>, arena: usize, released: u64) -> ArenaFigures {
+    ArenaFigures {
+        released,
+        live_peak: st.live_peak[arena],
+        warm: st.warm & (1 << arena) != 0,
+        free: st.free[arena].free_bytes(),
+        ..arena_figures(&st.stats, arena)
+    }
 }
 
 /// Live and reserved bytes of an arena's pools.
