@@ -120,6 +120,10 @@ impl HeapProfile {
         let obj = value
             .as_object()
             .ok_or_else(|| bad("", "an object with format, version and pools".into(), brief(value)))?;
+        // A misspelt field would drop what it says (a pool's segments) without a word.
+        if let Some((key, v)) = unknown_field(obj, &PROFILE_FIELDS) {
+            return Err(bad(key, "no such field (a profile has format, version and pools)".into(), brief(v)));
+        }
         match obj.get("format") {
             Some(Value::String(f)) if f == PROFILE_FORMAT => {}
             other => return Err(bad("format", format!("\"{PROFILE_FORMAT}\""), shown(other))),
@@ -136,6 +140,10 @@ impl HeapProfile {
         for (i, p) in pools.iter().enumerate() {
             let at = |field: &str| format!("pools[{i}]{field}");
             let p = p.as_object().ok_or_else(|| bad(&at(""), "an object".into(), brief(p)))?;
+            if let Some((key, v)) = unknown_field(p, &POOL_FIELDS) {
+                let expected = "no such field (a pool has pool, peakLiveBytes and segments)";
+                return Err(bad(&at(&format!(".{key}")), expected.into(), brief(v)));
+            }
             let name = p.get("pool");
             let pool = name
                 .and_then(Value::as_str)
@@ -161,6 +169,15 @@ impl HeapProfile {
         }
         Ok(HeapProfile { pools: out })
     }
+}
+
+/// The fields of a profile, and of each of its pools (what `to_json` writes).
+const PROFILE_FIELDS: [&str; 3] = ["format", "version", "pools"];
+const POOL_FIELDS: [&str; 3] = ["pool", "peakLiveBytes", "segments"];
+
+/// The first field of `obj` not among `known`, with its value.
+fn unknown_field<'a>(obj: &'a serde_json::Map<String, Value>, known: &[&str]) -> Option<(&'a str, &'a Value)> {
+    obj.iter().find(|(k, _)| !known.contains(&k.as_str())).map(|(k, v)| (k.as_str(), v))
 }
 
 /// The bytes of warm segments for an arena that peaked at `peak` bytes.
@@ -260,6 +277,14 @@ mod tests {
                 r#"pools[1].pool: expected a pool not listed already, got "scalar""#,
             ),
             (pools("3"), "pools[0]: expected an object"),
+            (
+                pools(r#"{"pool":"device-large","peakLiveBytes":1,"segmnets":[4096]}"#),
+                "pools[0].segmnets: expected no such field (a pool has pool, peakLiveBytes and segments), got [4096]",
+            ),
+            (
+                r#"{"format":"wgalloc-heap-profile","version":1,"pools":[],"pool":[]}"#.into(),
+                "heap profile.pool: expected no such field",
+            ),
             ("not json".into(), "not valid JSON"),
         ];
         let mut wrong = Vec::new();
