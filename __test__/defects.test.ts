@@ -1,16 +1,18 @@
 // Regression tests for defects found from outside (see also boundary.test.ts): CLI input
 // that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
 // keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
-import { execFileSync } from 'node:child_process'
-import { lstatSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { execFile, execFileSync } from 'node:child_process'
+import { lstatSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import test from 'ava'
 import { Gpu, planMemory } from 'wgalloc'
 import { runNode as node } from './helpers.js'
 
 const CLI = join(__dirname, '..', 'dist', 'cli.js')
 const ENTRY = JSON.stringify(require.resolve('..'))
+const execFileAsync = promisify(execFile)
 
 test('CLI commands refuse devices, pipes and oversized files with IO_ERROR at once', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'wgalloc-input-'))
@@ -204,4 +206,30 @@ test('every command names the file in its input errors: IO_ERROR when missing, P
   }
   const csv = await node([CLI, 'plan', badCsv])
   t.regex(csv.stderr, /^wgalloc: \[PARSE_ERROR\] .*bad\.csv.*line 2/)
+})
+
+test('a CLI output file is replaced whole: a failed write keeps the old one, a symlink is not followed', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'wgalloc-output-'))
+  const trace = join(__dirname, '..', 'bench', 'data', 'traces', 'ppocr-mobile-v2-cls.mix.trace.json')
+  const out = join(dir, 'heap.html')
+  writeFileSync(out, 'the page from before')
+  // ulimit -f counts 1024-byte blocks; the page is far larger than one, so its write fails part-way.
+  const limited = await execFileAsync('bash', ['-c', 'ulimit -f 1; exec "$0" "$@"', process.execPath, CLI, 'view', trace, '-o', out]).then(
+    () => ({ code: 0, stderr: '' }),
+    (err: { code: number; stderr: string }) => err,
+  )
+  t.is(limited.code, 1)
+  t.regex(limited.stderr, /\[IO_ERROR\] cannot write the output to '.*heap\.html'/)
+  t.is(readFileSync(out, 'utf8'), 'the page from before')
+  t.deepEqual(readdirSync(dir), ['heap.html'], 'no temporary file stays behind')
+
+  const precious = join(dir, 'precious.txt')
+  writeFileSync(precious, 'not a page')
+  const link = join(dir, 'link.html')
+  symlinkSync(precious, link)
+  const written = await node([CLI, 'view', trace, '-o', link], { timeoutMs: 60_000 })
+  t.is(written.code, 0, written.stderr)
+  t.is(readFileSync(precious, 'utf8'), 'not a page')
+  t.true(lstatSync(link).isFile())
+  t.regex(readFileSync(link, 'utf8'), /<html/i)
 })

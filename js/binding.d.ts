@@ -1653,3 +1653,10 @@ export interface WarmStartResult {
   /** Bytes of idle segments released first. */
   releasedBytes: number
 }
+
+/**
+ * Writes `text` to `path` whole: the path keeps its old content if the write fails, and a
+ * symlink there is replaced, not followed. `what` names the content in the IO_ERROR.
+ * @internal
+ */
+export declare function writeOutputFile(path: string, text: string, what: string): void

@@ -861,3 +861,4 @@ module.exports.panicForTests = nativeBinding.panicForTests
 module.exports.runCancelToken = nativeBinding.runCancelToken
 module.exports.simulateTrace = nativeBinding.simulateTrace
 module.exports.startPlan = nativeBinding.startPlan
+module.exports.writeOutputFile = nativeBinding.writeOutputFile

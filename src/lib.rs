@@ -19,6 +19,7 @@ mod host;
 mod kernel;
 mod kv;
 mod mirrors;
+mod output_file;
 mod plan;
 mod profiler;
 mod replay;

@@ -2,7 +2,8 @@
 //   [--svg out.svg] [--json [out.json]]`
 import type { PlanProgress } from '../binding.js'
 import { WgallocError, invalidArgument } from '../errors.js'
-import { readInputFile, writeOutputFile } from '../internal/input-file.js'
+import { readInputFile } from '../internal/input-file.js'
+import { writeOutputFile } from '../internal/output-file.js'
 import { type MemoryPlan, STRATEGIES, type Strategy, isJsonText, planMemory } from '../plan.js'
 import { parseCommand, str } from './command.js'
 import { bytes, table } from './table.js'

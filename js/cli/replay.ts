@@ -6,7 +6,8 @@
 // heap's profile at the end (`heap.profile()`); `--profile FILE` starts the heap warm from one.
 import { WgallocError, invalidArgument } from '../errors.js'
 import { Gpu } from '../gpu.js'
-import { readInputFile, writeOutputFile } from '../internal/input-file.js'
+import { readInputFile } from '../internal/input-file.js'
+import { writeOutputFile } from '../internal/output-file.js'
 import { type ReplayFigures, type Trace, replayHeap, simulate } from '../replay.js'
 import { replayHistory } from '../view/history.js'
 import { parseCommand, str } from './command.js'

@@ -2,17 +2,16 @@
 // block, runs it eagerly (heap allocations per op) and planned (one slab),
 // compares memory, time and output against a CPU reference, and returns every
 // figure as one plain object (the CLI prints it; tests assert on it).
-import { writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { Observation } from '../binding.js'
 import { equalOutputs, median } from '../check.js'
-import { WgallocError, messageOf } from '../errors.js'
 import type { Executor } from '../exec.js'
 import { Gpu } from '../gpu.js'
 import type { Graph } from '../graph.js'
 import { STRATEGIES, type Strategy, planMemory } from '../plan.js'
 import { type DemoData, type ShapeOptions, badOption, graph as buildGraph, shapes, weights } from './model.js'
 import { reference } from './reference.js'
+import { checkWritable, writeWhole } from '../internal/output-file.js'
 
 /** Options of `runDemo()`. */
 export interface DemoOptions extends ShapeOptions {
@@ -41,15 +40,6 @@ interface StrategyRow {
   optimal: boolean
   timeMs: number
   method: string
-}
-
-/** Writes `text` to `path`; IO_ERROR naming the file when it cannot. */
-function writeOut(path: string, text: string): void {
-  try {
-    writeFileSync(path, text)
-  } catch (err) {
-    throw new WgallocError('IO_ERROR', `cannot write ${path}: ${messageOf(err)}`, { cause: err })
-  }
 }
 
 /** Relative-ish tolerance: 1e-3 of the output's magnitude (at least 1e-3 absolute). */
@@ -162,14 +152,14 @@ export async function runDemo(options: DemoOptions = {}) {
     let svgPath: string | null = null
     if (svg) {
       svgPath = resolve(svg)
-      writeOut(svgPath, exe.plan.toSVG())
+      writeWhole(svgPath, exe.plan.toSVG())
     }
     // One eager and one planned run under the profiler: per-kernel GPU time and the
     // heap's memory counters side by side in a Chrome trace / Perfetto file.
     let tracePath: string | null = null
     if (trace) {
       tracePath = resolve(trace)
-      writeOut(tracePath, '')
+      checkWritable(tracePath)
       await gpu.profiler.profile(
         async () => {
           await gpu.runEager(graph, data.inputs, { params: data.params })

@@ -1,6 +1,6 @@
 // Reading a CLI input file: regular files only (a FIFO or /dev/zero would be read without
 // end), at most WGALLOC_MAX_INPUT_BYTES (default 1 GiB), typed errors naming the file.
-import { closeSync, constants, fstatSync, openSync, readSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs'
 import { WgallocError, messageOf, invalidArgument } from '../errors.js'
 
 export const DEFAULT_MAX_BYTES = 1024 ** 3
@@ -52,19 +52,4 @@ export function readJsonFile(file: string): unknown {
   } catch (err) {
     throw new WgallocError('PARSE_ERROR', `${file} is not valid JSON: ${messageOf(err)}`, { cause: err })
   }
-}
-
-/**
- * Writes `text` to `file` and says so (`wrote <path>`; on stderr when stdout carries JSON);
- * IO_ERROR naming the file when it cannot.
- */
-export function writeOutputFile(file: string, text: string, what?: string, toStderr = false): void {
-  try {
-    writeFileSync(file, text)
-  } catch (err) {
-    throw new WgallocError('IO_ERROR', `cannot write ${file}: ${messageOf(err)}`, { cause: err })
-  }
-  const line = `wrote ${file}${what ? ` (${what})` : ''}`
-  if (toStderr) console.error(line)
-  else console.log(line)
 }

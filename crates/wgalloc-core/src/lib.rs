@@ -15,7 +15,7 @@
 //! nothing in the core is an import circle except inside the device core:
 //! 1. the device core: [`context`] (the device, queue, lane, tracker, limits, budget, leases),
 //!    `services` (where subsystems attach, by type), `lane`, `mapping`, [`adapter`],
-//!    [`completion`], `driver_turn`, `scope` (error scopes), [`signal`] and [`error`];
+//!    [`completion`], `driver_turn`, `scope` (error scopes), [`signal`], [`error`] and [`output_file`];
 //! 2. [`profile`], which streams, transfers and the allocators record into;
 //! 3. [`stream`], then [`transfer`];
 //! 4. [`heap`], then [`host`] (staging blocks copy to and from heap blocks);
@@ -46,6 +46,7 @@ pub mod kv;
 mod lane;
 mod mapping;
 mod open;
+pub mod output_file;
 pub mod profile;
 pub mod replay;
 mod scope;

@@ -6,7 +6,19 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. Only the device core holds more than one module.
 const LAYERS: &[&[&str]] = &[
-    &["signal", "error", "scope", "services", "driver_turn", "completion", "lane", "mapping", "adapter", "context"],
+    &[
+        "signal",
+        "error",
+        "output_file",
+        "scope",
+        "services",
+        "driver_turn",
+        "completion",
+        "lane",
+        "mapping",
+        "adapter",
+        "context",
+    ],
     &["profile"],
     &["stream"],
     &["transfer"],

@@ -1,12 +1,11 @@
 //! Trace Event Format (chrome://tracing, ui.perfetto.dev): a bounded in-memory
 //! event list and its JSON export. Times are microseconds since the profiler's epoch.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub(crate) const PID: u64 = 1;
 /// CPU-side encode/submit spans, CPU fallbacks and allocator instants.
@@ -79,12 +78,7 @@ impl Trace {
     }
 }
 
-/// Writes `doc` to `path`; the error says which path and why.
+/// Writes `doc` to `path` whole (Note [Output files]); the error says which path and why.
 pub(crate) fn write(path: &Path, doc: &Value) -> Result<()> {
-    let io = |e: std::io::Error| {
-        Error::Io(format!("cannot write the trace to '{}': {e}; pass a path in a writable directory", path.display()))
-    };
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
-    serde_json::to_writer(&mut f, doc).map_err(|e| io(e.into()))?;
-    f.flush().map_err(io)
+    crate::output_file::write_whole(path, "the trace", |w| serde_json::to_writer(w, doc).map_err(Into::into))
 }
