@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import test from 'ava'
-import { Gpu, planMemory } from 'wgalloc'
+import { Gpu, KvCache, planMemory, replayHistory } from 'wgalloc'
 import { runNode as node } from './helpers.js'
 
 const CLI = join(__dirname, '..', 'dist', 'cli.js')
@@ -232,4 +232,79 @@ test('a CLI output file is replaced whole: a failed write keeps the old one, a s
   t.is(readFileSync(precious, 'utf8'), 'not a page')
   t.true(lstatSync(link).isFile())
   t.regex(readFileSync(link, 'utf8'), /<html/i)
+})
+
+test('a malloc refused for its shape allocates nothing: no driver call, peak, profile or event', async (t) => {
+  const g = await Gpu.request()
+  const heap = g.heap
+  const scope = heap.scope({ name: 'shaped', limit: 1 << 30 })
+  const events: string[] = []
+  heap.on('ALLOCATED', () => events.push('allocated'))
+  for (const shape of ['x', [-1], [1.5], [2 ** 53]]) {
+    t.throws(() => heap.malloc(1 << 30, { shape } as never), { code: 'INVALID_ARGUMENT', message: /options\.shape/ }, String(shape))
+    t.throws(() => scope.malloc(4000, { shape } as never), { code: 'INVALID_ARGUMENT', message: /options\.shape/ }, String(shape))
+  }
+  const stats = heap.stats()
+  t.is(stats.driverAllocations, 0)
+  t.is(stats.reservedBytes.current, 0)
+  t.is(scope.stats().peakAllocatedBytes, 0)
+  t.deepEqual(heap.profile().pools, [])
+  t.deepEqual(events, [])
+  const b = heap.malloc(64, { shape: [4, 4] })
+  t.deepEqual(b.shape, [4, 4])
+  b.free()
+  g.destroy()
+})
+
+test('KV: concurrent swap-ins, sequence scopes and token lists of a bad length are typed', async (t) => {
+  const g = await Gpu.request()
+  const other = await Gpu.request()
+  const cache = g.createKvCache({ layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxSequenceLength: 16, maxBlocks: 8 })
+  const seq = cache.addSequence()
+  seq.append([1, 2, 3, 4, 5])
+  seq.swapOut()
+  const [first, second] = await Promise.allSettled([seq.swapIn(), seq.swapIn()])
+  t.is(first.status, 'fulfilled')
+  t.is(second.status, 'rejected')
+  const refused = (second as PromiseRejectedResult).reason as { code: string; message: string }
+  t.is(refused.code, 'INVALID_ARGUMENT')
+  t.regex(refused.message, /earlier swapIn\(\)/)
+  t.false(seq.swapped)
+  t.is(seq.length, 5)
+  for (const scope of [5, 'a', {}, other.heap.scope({ name: 'elsewhere', limit: 1 << 20 })]) {
+    t.throws(() => cache.addSequence([1], { scope } as never), { code: 'INVALID_ARGUMENT', message: /options\.scope/ }, String(scope))
+    t.throws(() => cache.lookup([1], { scope } as never), { code: 'INVALID_ARGUMENT', message: /options\.scope/ }, String(scope))
+  }
+  t.throws(() => cache.addSequence({ length: -1 } as never), { code: 'INVALID_ARGUMENT', message: /tokens\.length/ })
+  t.throws(() => seq.append({ length: 1e10 } as never), { code: 'INVALID_ARGUMENT', message: /tokens\.length: expected 0 to 16/ })
+  t.regex(KvCache.kernelSource('attention', null as never), /fn main/, 'null options: the defaults')
+  t.throws(() => KvCache.kernelSource('attention', 5 as never), { code: 'INVALID_ARGUMENT' })
+  t.is(seq.length, 5)
+  cache.release()
+  other.destroy()
+  g.destroy()
+})
+
+test('replayHistory refuses a bad heap or event with INVALID_ARGUMENT before allocating', async (t) => {
+  const g = await Gpu.request()
+  const holed = new Array(2)
+  holed[1] = { op: 'alloc', id: 1, size: 4 }
+  for (const events of [[null], holed, [{ op: 'alloc', id: 1, size: -4 }]]) {
+    t.throws(() => replayHistory(g.heap, { events } as never), { code: 'INVALID_ARGUMENT' }, JSON.stringify(events))
+  }
+  t.throws(() => replayHistory(null as never, { events: [] } as never), { code: 'INVALID_ARGUMENT', message: /heap/ })
+  t.is(g.heap.stats().driverAllocations, 0)
+  t.false(g.heap.recordingHistory)
+  g.destroy()
+})
+
+test('createBuffer up to maxBufferSize rounded down to whole words, INVALID_ARGUMENT past it', async (t) => {
+  const g = await Gpu.request()
+  const max = g.info.maxBufferSize
+  const words = max - (max % 4)
+  for (const size of [words + 1, max, max + 1]) {
+    if (size <= words) continue
+    t.throws(() => g.createBuffer(size), { code: 'INVALID_ARGUMENT', message: new RegExp(`1 to ${words} `) }, String(size))
+  }
+  g.destroy()
 })

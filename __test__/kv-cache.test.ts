@@ -301,6 +301,36 @@ test('bad input is typed and changes nothing', async (t) => {
   other.release()
 })
 
+test('attention softmaxes any finite f32 scale exactly, and refuses one past it', async (t) => {
+  const g = await gpu()
+  const cache = g.createKvCache({ layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxSequenceLength: 16, maxBlocks: 4 })
+  const seq = cache.addSequence()
+  seq.append([1, 2])
+  const s = g.createStream()
+  // Token 0 scores 1 x scale, token 1 scores 2 x scale; their values are 1s and 3s.
+  const k = block(g, new Float32Array([1, 0, 0, 0, 2, 0, 0, 0]))
+  const v = block(g, new Float32Array([1, 1, 1, 1, 3, 3, 3, 3]))
+  const q = block(g, new Float32Array([1, 0, 0, 0]))
+  const out = g.heap.malloc(16)
+  cache.write(s, 0, [{ seq, tokens: 2 }], k, v)
+  const attend = async (scale: number): Promise<number> => {
+    cache.attention(s, 0, [{ seq, tokens: 1 }], q, out, { scale })
+    await s.synchronize()
+    return (await out.read(0, 16, { as: Float32Array }))[0]
+  }
+  const softmax = (scale: number): number => (1 + 3 * Math.exp(scale)) / (1 + Math.exp(scale))
+  t.true(Math.abs((await attend(1)) - softmax(1)) < 1e-5)
+  t.is(await attend(0), 2, 'a zero scale averages')
+  // 2 x 3e38 is past f32: the largest score wins, as in exact arithmetic.
+  t.is(await attend(3e38), 3)
+  t.is(await attend(-3e38), 1)
+  for (const scale of [1e308, -1e308, Number.NaN, Number.POSITIVE_INFINITY]) {
+    t.throws(() => cache.attention(s, 0, [{ seq, tokens: 1 }], q, out, { scale }), { code: 'INVALID_ARGUMENT', message: /options\.scale/ }, String(scale))
+  }
+  for (const b of [k, v, q, out]) b.free()
+  cache.release()
+})
+
 test('operations: metrics per cache, snapshot rows per sequence, the viewer labels its blocks', async (t) => {
   const g = await Gpu.request()
   const registry = new Registry()

@@ -465,6 +465,8 @@ export declare class KvCache {
    * collection (`QUOTA_EXCEEDED` when they do not fit).
    */
   chargeTo(scope: HeapScope): void
+  /** `INVALID_ARGUMENT` (naming `what`) unless `scope` is a scope of the cache's device. */
+  checkScope(scope: HeapScope, what: string): void
 }
 
 /** A validated memory plan: an offset in one slab for every usage record. */

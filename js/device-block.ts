@@ -279,6 +279,22 @@ export function usageCode(options: unknown): number {
   throw invalidArgument('options.usage', "'device' or 'shared'", shown(usage), 'unknown usage')
 }
 
+/**
+ * The `shape` a malloc sets, read and checked before the block exists, so a refused malloc
+ * allocates nothing (the dimensions' rule is the native `setShape`'s: integers from 0 to 2^53-1).
+ */
+export function shapeOption(options: unknown): number[] | null {
+  const shape = (options as MallocOptions | null | undefined)?.shape
+  if (shape === undefined || shape === null) return null
+  if (!Array.isArray(shape)) throw invalidArgument(['malloc', 'options.shape'], 'an array of dimensions, e.g. [256, 1024]', shown(shape))
+  const dims = Array.from(shape as unknown[])
+  dims.forEach((d, i) => {
+    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0)
+      throw invalidArgument(['malloc', `options.shape[${i}]`], 'a non-negative integer below 2^53', shown(d))
+  })
+  return dims as number[]
+}
+
 /** Allocates a block of `table`'s heap (the native call throws errors carrying their data: Note [Errors carry their data]). */
 export function mallocBlock(table: HeapTable, size: number, usage: number): DeviceBlock {
   const s = table.scratch

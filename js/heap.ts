@@ -4,7 +4,7 @@ import { kvCachesOf } from './internal/kv-registry.js'
 import { inspect } from 'node:util'
 import { api, fail } from './internal/api.js'
 import type { BlockInfo, HeapEvent, HeapStats, SnapshotSegment, WarmStartResult } from './binding.js'
-import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, scopedBlock, tableOf, usageCode } from './device-block.js'
+import { DeviceBlock, HeapTable, type MallocOptions, mallocBlock, scalarBlock, scopedBlock, shapeOption, tableOf, usageCode } from './device-block.js'
 import { type OutOfMemoryDetails, WgallocError, stringifyInput, toWgallocError, invalidArgument, noConstructor, shown } from './errors.js'
 import { HeapEvents, type HeapEventKind, type OutOfMemoryEvent, POOL_NAMES } from './heap-events.js'
 import { type HeapScope, type HeapScopeOptions, findScope, listScopes, setScopedMalloc, topScope } from './heap-scope.js'
@@ -136,8 +136,9 @@ export class Heap {
   ): DeviceBlock {
     const table = this.#table
     const usage = usageCode(options)
-    // Read before allocating: a getter that throws must not leave a block behind.
-    const shape = options?.shape
+    // Read and checked before allocating: a getter that throws or a bad shape must not leave
+    // a block (nor a driver allocation, a peak or events) behind.
+    const shape = shapeOption(options)
     let block: DeviceBlock
     const events = this.#events
     if (!events.busy) {
@@ -163,7 +164,7 @@ export class Heap {
       }
       if (historyOnly) events.tick()
     }
-    if (shape !== undefined && shape !== null) {
+    if (shape !== null) {
       try {
         block.setShape(shape)
       } catch (err) {

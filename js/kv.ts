@@ -95,10 +95,14 @@ const scopeKey = (scope: HeapScope): string => {
   return key
 }
 
-function tokenArray(tokens: unknown, what: string): Uint32Array {
-  if (tokens instanceof Uint32Array) return tokens
+/** `tokens` as token ids; at most `max` of them (more could never fit a sequence). */
+function tokenArray(tokens: unknown, what: string, max: number): Uint32Array {
   if (tokens == null || typeof tokens !== 'object' || typeof (tokens as ArrayLike<number>).length !== 'number')
     throw invalidArgument([what, 'tokens'], 'an array of token ids', shown(tokens))
+  const length = (tokens as ArrayLike<unknown>).length
+  if (!Number.isSafeInteger(length) || length < 0 || length > max)
+    throw invalidArgument([what, 'tokens.length'], `0 to ${max} (maxSequenceLength)`, shown(length))
+  if (tokens instanceof Uint32Array) return tokens
   const list = tokens as ArrayLike<unknown>
   const out = new Uint32Array(list.length)
   for (let i = 0; i < list.length; i++) out[i] = u32(list[i], `${what}: token ${i}`)
@@ -184,8 +188,9 @@ export class KvCache {
   }
 
   /** The WGSL of a KV kernel, for a graph op (bindings as in `docs/kv-cache.md`). */
-  @api static kernelSource(kernel: KvKernel, options: { dtype?: KvDtype; layout?: 'paged' | 'contiguous' } = {}): string {
-    return native.kvKernelSource(kernel, options.dtype ?? 'f32', options.layout)
+  @api static kernelSource(kernel: KvKernel, options?: { dtype?: KvDtype; layout?: 'paged' | 'contiguous' }): string {
+    const o = optionsObject(options, 'KvCache.kernelSource')
+    return native.kvKernelSource(kernel, o.dtype ?? 'f32', o.layout)
   }
 
   /** Name in metrics and snapshots. */
@@ -279,9 +284,10 @@ export class KvCache {
   #prompt(prompt: unknown, options: KvSequenceOptions | undefined, what: string) {
     const o = optionsObject(options, what)
     if (o.salt !== undefined && typeof o.salt !== 'string') throw invalidArgument([what, 'options.salt'], 'a string', shown(o.salt))
+    if (o.scope !== undefined) this.#native.checkScope(nativeScope(o.scope, what), what)
     const scope = o.scope ?? this.#scope
     const key = this.#share || scope === undefined ? undefined : scopeKey(scope)
-    return { tokens: tokenArray(prompt, what), salt: o.salt ?? '', scope, key }
+    return { tokens: tokenArray(prompt, what, this.#options.maxSequenceLength), salt: o.salt ?? '', scope, key }
   }
 
   static {
@@ -330,8 +336,6 @@ export class KvCache {
   @api attention(stream: Stream, layer: number, step: readonly KvStepEntry[], q: DeviceBlock, out: DeviceBlock, options?: KvAttentionOptions): void {
     const { ids, tokens } = this.#step(step, 'kv attention')
     const o = optionsObject(options, 'kv attention')
-    if (o.scale !== undefined && (typeof o.scale !== 'number' || !Number.isFinite(o.scale)))
-      throw invalidArgument(['kv attention', 'options.scale'], 'a finite number', shown(o.scale))
     const heads = u32(o.queryHeads ?? this.#options.kvHeads, 'kv attention: queryHeads', 1)
     this.#native.attention(
       streamHandle(stream),
@@ -439,7 +443,7 @@ export class KvSequence {
    * the blocks are not there, and nothing changes.
    */
   @api append(tokens: ArrayLike<number>): number {
-    return this.#native.append(this.#live('append'), tokenArray(tokens, 'append'))
+    return this.#native.append(this.#live('append'), tokenArray(tokens, 'append', this.#cache.maxSequenceLength))
   }
   /** Takes blocks for `tokens` more tokens now, so appending them later cannot fail for space. */
   @api reserve(tokens: number): void {

@@ -303,7 +303,7 @@ impl KvCache {
     ) -> Result<()> {
         let step = steps(seqs, tokens)?;
         let cache = self.cache()?;
-        let heads = Heads { query_heads, scale: scale.map(|s| s as f32) };
+        let heads = Heads { query_heads, scale };
         stream.with(|s| cache.attention(s, layer, &step, heads, &q.inner, &out.inner))
     }
 
@@ -320,6 +320,12 @@ impl KvCache {
     #[napi(catch_unwind)]
     pub fn charge_to(&self, scope: &crate::heap::HeapScope) -> Result<()> {
         self.cache()?.charge_to(&scope.inner).napi()
+    }
+
+    /// `INVALID_ARGUMENT` (naming `what`) unless `scope` is a scope of the cache's device.
+    #[napi(catch_unwind)]
+    pub fn check_scope(&self, scope: &crate::heap::HeapScope, what: String) -> Result<()> {
+        self.cache()?.check_scope(&scope.inner, &what).napi()
     }
 }
 

@@ -5,7 +5,7 @@ import { shown, stringifyInput, invalidArgument } from '../errors.js'
 import type { Heap } from '../heap.js'
 import type { MemorySnapshot, RecordHistoryOptions } from '../heap-history.js'
 import type { DeviceBlock } from '../device-block.js'
-import { type Trace, simulate } from '../replay.js'
+import { type Trace, checkTrace, simulate } from '../replay.js'
 
 /** A memory snapshot as the viewer reads it, with an optional page title. */
 export interface MemoryHistorySnapshot extends MemorySnapshot {
@@ -76,6 +76,9 @@ export function replayHistory(heap: Heap, trace: Trace): MemoryHistorySnapshot {
  * @internal
  */
 export function replayOnHeap(heap: Heap, trace: Trace, skipFailed: boolean): MemoryHistorySnapshot {
+  if (!heap || typeof heap !== 'object' || typeof (heap as Partial<Heap>).malloc !== 'function') {
+    throw invalidArgument('heap', 'a heap (gpu.heap)', shown(heap), 'replayHistory: pass a heap')
+  }
   if (!trace || !Array.isArray(trace.events)) {
     throw invalidArgument(
       'trace.events',
@@ -84,6 +87,9 @@ export function replayOnHeap(heap: Heap, trace: Trace, skipFailed: boolean): Mem
       'a trace is an object with an events array',
     )
   }
+  // The trace's rules are the core's (wgalloc-core replay::Trace): a bad event is refused, named,
+  // before anything is allocated.
+  checkTrace(trace)
   // The replay records on the heap and stops at the end: it must not take over a recording.
   if (heap.recordingHistory) {
     throw invalidArgument(

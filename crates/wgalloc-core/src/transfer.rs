@@ -176,11 +176,15 @@ impl Gpu {
     /// Creates a zero-initialised device-local buffer of `size` bytes.
     pub fn create_buffer(&self, size: u64) -> Result<GpuBuffer> {
         self.check_alive()?;
-        let max = self.limits().max_buffer_size;
+        // Buffers are padded to whole words, so the largest size is maxBufferSize rounded down to one.
+        let max = self.limits().max_buffer_size / WORD * WORD;
         if size == 0 || size > max {
-            return Err(Error::invalid("size", format!("1 to {max} (maxBufferSize)"), size.to_string()).with_hint(
-                format!("buffer size must be between 1 and the device's maxBufferSize ({max}), got {size}"),
-            ));
+            return Err(Error::invalid(
+                "size",
+                format!("1 to {max} (maxBufferSize in whole 4-byte words)"),
+                size.to_string(),
+            )
+            .with_hint(format!("buffer size must be between 1 and the device's maxBufferSize ({max}), got {size}")));
         }
         let padded = align_up(size, WORD)?;
         let buffer = guarded_alloc(self.device(), "creating a buffer", padded, || {

@@ -63,8 +63,11 @@ impl HeapProfile {
             return Vec::new();
         }
         let bytes = warm_bytes(total);
-        let pieces = bytes.div_ceil(max_buffer_size.max(1)).max(1);
-        let each = round_to_granule(bytes.div_ceil(pieces)).min(max_buffer_size);
+        // Segments are whole granules (a warm start rounds them up), so the largest is the
+        // device's largest buffer rounded down to one.
+        let largest = (max_buffer_size / SEGMENT_GRANULE * SEGMENT_GRANULE).max(SEGMENT_GRANULE);
+        let pieces = bytes.div_ceil(largest).max(1);
+        let each = round_to_granule(bytes.div_ceil(pieces)).min(largest);
         // The segments go under the pool that held most of the peak (the large one on a tie).
         let owner = peaks.iter().max_by_key(|p| (p.1, !p.0.is_small())).map(|p| p.0).expect("a pool");
         peaks
@@ -243,6 +246,10 @@ mod tests {
         let plan = HeapProfile::plan_arena(&[(PoolKind::DeviceLarge, 300 * MIB)], 128 * MIB);
         assert_eq!(plan[0].segments.len(), 3);
         assert!(plan[0].segments.iter().all(|&s| s <= 128 * MIB));
+        // A largest buffer that is not whole granules (2^31 - 1): pieces of whole granules below it.
+        let plan = HeapProfile::plan_arena(&[(PoolKind::DeviceLarge, 5 << 30)], (1 << 31) - 1);
+        assert!(plan[0].segments.iter().all(|&s| s < 1 << 31 && s % SEGMENT_GRANULE == 0), "{:?}", plan[0].segments);
+        assert!(plan[0].segments.iter().sum::<u64>() >= warm_bytes(5 << 30));
         assert!(HeapProfile::plan_arena(&[(PoolKind::Scalar, 0)], 1 << 31).is_empty());
     }
 

@@ -26,9 +26,13 @@ pub enum KvError {
     /// The sequence is resident; only a swapped-out sequence can be swapped in.
     #[error("sequence {seq} is not swapped out")]
     NotSwapped { seq: u64 },
-    /// A query row asked for more tokens than the sequence holds, or none.
-    #[error("sequence {seq}: a query over {tokens} tokens must be 1 to its length {length}")]
-    BadQueryLength { seq: u64, tokens: u32, length: u32 },
+    /// An earlier swap-in of the sequence is still running (the binding's swap-in waits on its copy).
+    #[error("sequence {seq} is being swapped in by an earlier swapIn(); await that one")]
+    SwapInRunning { seq: u64 },
+    /// A write or a query asked for more tokens than the sequence holds, or none (`what`:
+    /// `write`, `attention`).
+    #[error("sequence {seq}: {what} over its last {tokens} tokens: expected 1 to its length {length}")]
+    BadQueryLength { seq: u64, what: &'static str, tokens: u32, length: u32 },
 }
 
 impl KvError {
@@ -56,8 +60,11 @@ impl KvError {
             ),
             KvError::Swapped { seq: s, .. } => (seq(s), "a resident sequence".into(), "a swapped-out sequence".into()),
             KvError::NotSwapped { seq: s } => (seq(s), "a swapped-out sequence".into(), "a resident sequence".into()),
-            KvError::BadQueryLength { seq: s, tokens, length } => {
-                (format!("{} query tokens", seq(s)), format!("1 to {length} (its length)"), tokens.to_string())
+            KvError::SwapInRunning { seq: s } => {
+                (seq(s), "a swapped-out sequence".into(), "one an earlier swapIn() is bringing back".into())
+            }
+            KvError::BadQueryLength { seq: s, what, tokens, length } => {
+                (format!("{} {what} tokens", seq(s)), format!("1 to {length} (its length)"), tokens.to_string())
             }
             KvError::OutOfBlocks { .. } | KvError::TooManySequences { .. } | KvError::UnknownSequence { .. } => {
                 return None

@@ -511,12 +511,13 @@ impl KvManager {
     }
 
     /// Query rows `(table row, tokens visible)` for the last `queries` tokens of a sequence:
-    /// the causal rows of a prefill chunk, or one row for a decode step.
-    pub fn query_rows(&self, id: u64, queries: u32) -> Result<Vec<[u32; 2]>> {
-        let s = self.resident(id, "attention")?;
+    /// the causal rows of a prefill chunk, or one row for a decode step. `what` (`write`,
+    /// `attention`) names the operation in errors.
+    pub fn query_rows(&self, id: u64, queries: u32, what: &'static str) -> Result<Vec<[u32; 2]>> {
+        let s = self.resident(id, what)?;
         let len = s.tokens.len() as u32;
         if queries == 0 || queries > len {
-            return Err(KvError::BadQueryLength { seq: id, tokens: queries, length: len });
+            return Err(KvError::BadQueryLength { seq: id, what, tokens: queries, length: len });
         }
         let row = s.row.expect("resident");
         Ok((len - queries + 1..=len).map(|visible| [row, visible]).collect())

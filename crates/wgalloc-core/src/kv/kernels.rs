@@ -162,6 +162,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let d_n = p.head_dim;
   let qb = (r * p.q_heads + h) * d_n;
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+  // Note [Attention scores stay finite]: scores are dot products signed by the scale, and the
+  // scale's magnitude multiplies only differences to their maximum (never positive), so no
+  // finite scale overflows: exp(|scale| (s - m)) = exp(scale dot - max(scale dot)). The
+  // exponent is floored where f32's exp is 0 anyway, before exp (which a driver may turn
+  // into exp2 of a product with log2(e)) can meet an infinity times zero.
+  let sign = select(1.0, -1.0, p.scale < 0.0);
+  let mag = abs(p.scale);
   var m = -3.0e38;
   var l = 0.0;
   for (var c = 0u; c < len; c += 64u) {{
@@ -172,7 +179,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       kb = token_base(row, t, kvh);
       var dot = 0.0;
       for (var d = 0u; d < d_n; d++) {{ dot += q[qb + d] * load_k(kb + d); }}
-      s = dot * p.scale;
+      s = dot * sign;
     }}
     bases[lid] = kb;
     red[lid] = s;
@@ -184,7 +191,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let m_new = max(m, red[0]);
     workgroupBarrier();
     var pr = 0.0;
-    if (t < len) {{ pr = exp(s - m_new); }}
+    if (t < len) {{ pr = exp(max(mag * (s - m_new), -104.0)); }}
     probs[lid] = pr;
     red[lid] = pr;
     workgroupBarrier();
@@ -192,7 +199,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       if (lid < o) {{ red[lid] = red[lid] + red[lid + o]; }}
       workgroupBarrier();
     }}
-    let corr = exp(m - m_new);
+    // The first chunk has nothing to correct (and m - m_new may be -inf there, times a zero scale).
+    let corr = select(exp(max(mag * (m - m_new), -104.0)), 1.0, c == 0u);
     l = l * corr + red[0];
     m = m_new;
     let chunk = min(64u, len - c);

@@ -52,8 +52,8 @@ pub struct StepSeq {
 pub struct Heads {
     /// Query heads: a multiple of the cache's kv heads (grouped-query attention).
     pub query_heads: u32,
-    /// Score scale (default `1 / sqrt(headDim)`).
-    pub scale: Option<f32>,
+    /// Score scale (default `1 / sqrt(headDim)`): finite as an f32 (Note [Attention scores stay finite]).
+    pub scale: Option<f64>,
 }
 
 struct Kernels {
@@ -213,6 +213,12 @@ impl KvCache {
     /// last clone (`QUOTA_EXCEEDED` when they do not fit; nothing charged). Once per cache.
     pub fn charge_to(&self, scope: &Scope) -> Result<()> {
         self.heap().charge_once(&mut lock(&self.inner.charge), scope, self.bytes(), "createKvCache", "cache")
+    }
+
+    /// `INVALID_ARGUMENT` (naming `what`) unless `scope` is a scope of the cache's device: a
+    /// sequence's scope decides which prefixes it may share.
+    pub fn check_scope(&self, scope: &Scope, what: &str) -> Result<()> {
+        self.heap().check_scope(scope, what)
     }
 
     /// The device block table: `u32 [maxSequences][ceil(maxSequenceLength / blockTokens)]`.
@@ -387,7 +393,8 @@ impl KvCache {
             }
             lock(&i.swapped)
                 .remove(&seq)
-                .ok_or_else(|| Error::Internal(format!("sequence {seq}: its swapped blocks are missing")))?
+                // Swapped out, but its bytes are out of the table: a swap-in took them and runs.
+                .ok_or(KvError::SwapInRunning { seq })?
         };
         let restored = async {
             host.map().await?;
@@ -464,7 +471,7 @@ impl KvCache {
             let m = self.manager();
             let bt = self.inner.options.block_tokens;
             for s in step {
-                let rows = m.query_rows(s.seq, s.tokens)?;
+                let rows = m.query_rows(s.seq, s.tokens, "write")?;
                 let blocks = m.blocks(s.seq)?;
                 slots.extend(rows.iter().map(|&[_, visible]| {
                     let p = visible - 1;
@@ -512,6 +519,16 @@ impl KvCache {
         let [kp, vp] = self.pools(layer)?;
         let o = &self.inner.options;
         let Heads { query_heads, scale } = heads;
+        // Note [Attention scores stay finite] (the kernel's): a scale past f32's range would be
+        // infinite there, and its scores NaN.
+        if let Some(s) = scale.filter(|s| s.is_nan() || s.abs() > f64::from(f32::MAX)) {
+            return Err(Error::invalid(
+                "options.scale",
+                "a finite number of at most 3.4e38 in magnitude (an f32)",
+                s.to_string(),
+            )
+            .in_call("kv attention"));
+        }
         if query_heads == 0 || !query_heads.is_multiple_of(o.kv_heads) {
             return Err(Error::invalid(
                 "queryHeads",
@@ -527,7 +544,7 @@ impl KvCache {
         {
             let m = self.manager();
             for s in step {
-                rows.extend(m.query_rows(s.seq, s.tokens)?.into_iter().flatten());
+                rows.extend(m.query_rows(s.seq, s.tokens, "attention")?.into_iter().flatten());
             }
         }
         let n = (rows.len() / 2) as u64;
@@ -539,7 +556,7 @@ impl KvCache {
         self.check_input(out, need, "attention", "out")?;
         let kernel = &self.kernels()?.attention;
         let row_block = self.upload(&rows)?;
-        let scale = scale.unwrap_or(1.0 / (o.head_dim as f32).sqrt());
+        let scale = scale.map_or(1.0 / (o.head_dim as f32).sqrt(), |s| s as f32);
         let mut uniform = words([n as u32, query_heads, o.kv_heads, o.head_dim, o.block_tokens, self.table_width()]);
         uniform.extend(scale.to_le_bytes());
         uniform.extend(0u32.to_le_bytes());
