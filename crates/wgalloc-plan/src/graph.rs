@@ -377,6 +377,7 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
         })
         .collect();
     for (k, op) in g.ops.iter().enumerate() {
+        // Names the graph does not declare (a model's weights, kept outside the slab) are not planned.
         for name in op.inputs.iter().chain(&op.outputs) {
             if let Some(&i) = by_id.get(name.as_str()) {
                 life[i] = (life[i].0.min(step_of[k]), life[i].1.max(step_of[k]));
@@ -405,6 +406,18 @@ pub fn build_records(g: &Graph, opts: &GraphOptions) -> Result<GraphRecords, Pla
             chain.push(cur);
         }
         *slot = cur;
+    }
+    // A view shares its root's offset: past the root's size it would overlap what lies beyond.
+    for (i, &r) in root.iter().enumerate() {
+        let (view, base) = (&g.tensors[i], &g.tensors[r]);
+        if view.size > base.size {
+            return Err(PlanError::invalid(
+                format!("tensors[{i}].size"),
+                format!("at most {} bytes (its base '{}')", base.size, base.id),
+                view.size.to_string(),
+            )
+            .with_hint(format!("view '{}' is larger than its base", view.id)));
+        }
     }
     for i in 0..g.tensors.len() {
         let r = root[i];

@@ -205,3 +205,20 @@ fn an_unknown_field_is_refused_naming_its_path() {
     let e = parse(&G.replace(r#""kind":"param""#, r#""kind":"weight""#)).unwrap_err();
     assert!(e.to_string().starts_with("tensors[0].kind: expected one of 'input', 'param'"), "{e}");
 }
+
+#[test]
+fn a_view_larger_than_its_base_is_refused() {
+    // At its base's offset, the 64-byte view would overlap `a`, live at the same time.
+    let g = parse(
+        r#"{"tensors":[{"id":"x","size":64,"kind":"input"},{"id":"h","size":16},{"id":"hv","size":64,"viewOf":"h"},
+        {"id":"a","size":64},{"id":"y","size":64,"kind":"output"}],
+        "ops":[{"inputs":["x"],"outputs":["h"]},{"inputs":["x"],"outputs":["a"]},{"inputs":["hv","a"],"outputs":["y"]}]}"#,
+    )
+    .unwrap();
+    let err = build_records(&g, &GraphOptions::default()).unwrap_err();
+    assert_eq!(
+        err.invalid_argument(),
+        Some(("tensors[2].size".into(), "at most 16 bytes (its base 'h')".into(), "64".into())),
+        "{err}"
+    );
+}
