@@ -2,7 +2,7 @@
 // that never ends, typed errors where raw ones leaked, the WGALLOC_PROFILE exit report
 // keeping devices alive and ending the process on SIGINT, and planMemory blocking the thread.
 import { execFile, execFileSync } from 'node:child_process'
-import { lstatSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { linkSync, lstatSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -232,6 +232,27 @@ test('a CLI output file is replaced whole: a failed write keeps the old one, a s
   t.is(readFileSync(precious, 'utf8'), 'not a page')
   t.true(lstatSync(link).isFile())
   t.regex(readFileSync(link, 'utf8'), /<html/i)
+
+  // An output naming the input, by path or through a hard link, is refused before anything runs.
+  const records = join(dir, 'records.json')
+  const recordsText = JSON.stringify([{ id: 'a', size: 64, first: 0, last: 1 }])
+  writeFileSync(records, recordsText)
+  const copy = join(dir, 'copy.trace.json')
+  writeFileSync(copy, readFileSync(trace))
+  linkSync(copy, join(dir, 'hard.json'))
+  for (const args of [
+    ['plan', records, '--json', records],
+    ['plan', records, '--svg', records],
+    ['replay', copy, '--simulate', '--save-profile', copy],
+    ['replay', copy, '--simulate', '--save-profile', join(dir, 'hard.json')],
+    ['view', copy, '-o', join(dir, 'hard.json')],
+  ]) {
+    const r = await node([CLI, ...args], { timeoutMs: 60_000 })
+    t.is(r.code, 1, args.join(' '))
+    t.regex(r.stderr, /\[INVALID_ARGUMENT\] .*names the input/, args.join(' '))
+  }
+  t.is(readFileSync(records, 'utf8'), recordsText)
+  t.deepEqual(readFileSync(copy), readFileSync(trace))
 })
 
 test('a malloc refused for its shape allocates nothing: no driver call, peak, profile or event', async (t) => {

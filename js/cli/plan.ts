@@ -3,7 +3,7 @@
 import type { PlanProgress } from '../binding.js'
 import { WgallocError, invalidArgument } from '../errors.js'
 import { readInputFile } from '../internal/input-file.js'
-import { writeOutputFile } from '../internal/output-file.js'
+import { refuseInputAsOutput, writeOutputFile } from '../internal/output-file.js'
 import { type MemoryPlan, STRATEGIES, type Strategy, isJsonText, planMemory } from '../plan.js'
 import { parseCommand, str } from './command.js'
 import { bytes, table } from './table.js'
@@ -52,6 +52,9 @@ export default async function plan(argv: string[]): Promise<number> {
   })
   if (exit !== undefined) return exit
   const file = positionals[0]
+  if (jsonFile) refuseInputAsOutput(jsonFile, file, '--json')
+  const svgFile = str(values, 'svg')
+  if (svgFile) refuseInputAsOutput(svgFile, file, '--svg')
   // The text itself: the planner reads JSON exactly (integers past 2^53 included).
   const input = readInputFile(file)
   if (file.endsWith('.json') && !isJsonText(input)) {
@@ -96,7 +99,6 @@ export default async function plan(argv: string[]): Promise<number> {
     console.log(`\nsmallest slab: ${bytes(best.slabSize)} (${best.strategy}), lower bound ${bytes(best.lowerBound)}`)
   }
   if (jsonFile) writeOutputFile(jsonFile, `${JSON.stringify(plans.length === 1 ? best.toJSON() : plans.map((p) => p.toJSON()), null, 2)}\n`, 'plan')
-  const svg = str(values, 'svg')
-  if (svg) writeOutputFile(svg, best.toSVG(), 'plan picture')
+  if (svgFile) writeOutputFile(svgFile, best.toSVG(), 'plan picture')
   return 0
 }

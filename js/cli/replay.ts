@@ -7,7 +7,7 @@
 import { WgallocError, invalidArgument } from '../errors.js'
 import { Gpu } from '../gpu.js'
 import { readInputFile } from '../internal/input-file.js'
-import { writeOutputFile } from '../internal/output-file.js'
+import { refuseInputAsOutput, writeOutputFile } from '../internal/output-file.js'
 import { type ReplayFigures, type Trace, replayHeap, simulate } from '../replay.js'
 import { replayHistory } from '../view/history.js'
 import { parseCommand, str } from './command.js'
@@ -57,6 +57,9 @@ export default async function replay(argv: string[]): Promise<number> {
     }
   }
   const file = positionals[0]
+  // Writing the profile over the one read (--profile) is a restart's loop; over the trace, a loss.
+  if (snapshot) refuseInputAsOutput(snapshot, file, '--snapshot')
+  if (saveProfile) refuseInputAsOutput(saveProfile, file, '--save-profile')
   // The text goes to the Rust checker as written (bad JSON is a PARSE_ERROR naming the file).
   const text = readInputFile(file)
   let trace: Trace

@@ -1,10 +1,10 @@
 // `wgalloc view <file.json> [-o out.html] [--no-replay] [--budget BYTES] [--device] [--title T]`:
 // one self-contained HTML page for a heap snapshot, alloc/free trace, plan or profile.
-import { basename, resolve } from 'node:path'
+import { basename } from 'node:path'
 import { invalidArgument } from '../errors.js'
 import { Gpu } from '../gpu.js'
 import { readJsonFile } from '../internal/input-file.js'
-import { writeOutputFile } from '../internal/output-file.js'
+import { refuseInputAsOutput, writeOutputFile } from '../internal/output-file.js'
 import type { Trace } from '../replay.js'
 import { VIEW_REPLAY_BUDGET, replayOnHeap, replayOnHost } from '../view/history.js'
 import { type ViewKind, detectKind, renderHtml, renderTraceReplay } from '../view/index.js'
@@ -41,7 +41,7 @@ export default async function view(argv: string[]): Promise<number> {
   if (exit !== undefined) return exit
   const file = positionals[0]
   const out = str(values, 'output') ?? `${basename(file).replace(/\.json$/i, '')}.html`
-  if (resolve(out) === resolve(file)) throw invalidArgument('-o', 'a file other than the input', `'${out}'`, '-o names the input; the page would replace it')
+  refuseInputAsOutput(out, file, '-o')
   if (values['no-replay'] && values.device)
     throw invalidArgument('--device', 'no --device with --no-replay', 'both', '--device replays the trace; leave out --no-replay')
   const budget = values.budget === undefined ? undefined : positiveInt(values, 'budget')

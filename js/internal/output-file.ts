@@ -1,9 +1,9 @@
 // The CLI's output files (--out, --json FILE, --save-profile, --snapshot): written whole by the
 // core (Note [Output files] in wgalloc-core's output_file.rs), so a failed write leaves what the
 // path held, and a symlink there is replaced rather than followed.
-import { accessSync, constants } from 'node:fs'
+import { accessSync, constants, statSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
-import { WgallocError, messageOf, toWgallocError } from '../errors.js'
+import { WgallocError, invalidArgument, messageOf, toWgallocError } from '../errors.js'
 import { native } from './native.js'
 
 /**
@@ -24,6 +24,21 @@ export function writeWhole(file: string, text: string): void {
   } catch (err) {
     throw toWgallocError(err, true)
   }
+}
+
+/**
+ * INVALID_ARGUMENT when output `file` (given as `flag`) is the input file `input`, by path or
+ * by link: the output would replace what the command reads.
+ */
+export function refuseInputAsOutput(file: string, input: string, flag: string): void {
+  let same = resolve(file) === resolve(input)
+  try {
+    const [a, b] = [statSync(file), statSync(input)]
+    same ||= a.dev === b.dev && a.ino === b.ino
+  } catch {
+    // One of them does not exist (yet): only the paths can be the same.
+  }
+  if (same) throw invalidArgument(flag, 'a file other than the input', `'${file}'`, `${flag} names the input; the output would replace it`)
 }
 
 /** IO_ERROR naming `file` unless its folder exists and is writable: checked before a long run that ends by writing it. */
