@@ -70,9 +70,18 @@ test('profiler kernel time appears while the profiler records', async (t) => {
   }
   const exe = await gpu.compile(graph)
   await gpu.profiler.profile(() => exe.run({ x: new Uint32Array(64) }), { mode: 'interval' })
+  const runs = async (): Promise<number | undefined> =>
+    samples(await registry.metrics())['wgalloc_profiler_kernel_runs_total{device="0",op="copy_inc",pipeline="inc"}']
   const got = samples(await registry.metrics())
   t.is(got['wgalloc_profiler_kernel_runs_total{device="0",op="copy_inc",pipeline="inc"}'], 1)
   t.true(got['wgalloc_profiler_kernel_seconds_total{device="0",op="copy_inc",pipeline="inc"}'] >= 0)
+  // After a reset the op's row is gone until it runs again; the counter then carries on from 1.
+  gpu.profiler.resetStats()
+  t.is(await runs(), undefined)
+  await gpu.profiler.profile(async () => {
+    for (let i = 0; i < 3; i++) await exe.run({ x: new Uint32Array(64) })
+  })
+  t.is(await runs(), 4)
   exe.release()
   gpu.destroy()
 })

@@ -218,9 +218,14 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < arrayLength(&y)
     ],
   }
   const records = JSON.stringify(['x', 'h', 'y'].map((id, i) => ({ id, size: 256, first: i, last: i })))
-  const exe = await gpu.compile(graph, { recordsJson: records } as never)
+  // Not options of the public API: refused by name, so none reaches the native call.
+  await t.throwsAsync(gpu.compile(graph, { recordsJson: records } as never), { code: 'INVALID_ARGUMENT', message: /options\.recordsJson/ })
+  const exe = await gpu.compile(graph)
   const x = new Float32Array(64).map((_, i) => i)
-  const { outputs } = await exe.run({ x }, { heapSlot: 2 ** 32, deviceInputs: { x: 1 } } as never)
+  for (const options of [{ heapSlot: 2 ** 32 }, { deviceInputs: { x: 1 } }]) {
+    await t.throwsAsync(exe.run({ x }, options as never), { code: 'INVALID_ARGUMENT', message: /options\.(heapSlot|deviceInputs)/ })
+  }
+  const { outputs } = await exe.run({ x })
   t.deepEqual(
     Array.from(outputs.y as Float32Array),
     Array.from(x, (v) => v * 3),
@@ -272,7 +277,7 @@ test('replayHistory refuses an id allocated twice (no leak) and a heap that is r
       { op: 'alloc' as const, id: 'a', size: 300 },
     ],
   }
-  t.throws(() => replayHistory(heap, trace), { code: 'INVALID_ARGUMENT', message: /allocated again while live/ })
+  t.throws(() => replayHistory(heap, trace), { code: 'INVALID_ARGUMENT', message: /trace event 1\.id: expected an id not live/ })
   t.is(heap.stats().activeBlocks.current, 0)
   heap.recordHistory({ maxEntries: 50 })
   heap.malloc(128).free()

@@ -7,7 +7,7 @@ import { inspect } from 'node:util'
 import { api } from './internal/api.js'
 import type { BlockInfo, HeapEvent } from './binding.js'
 import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from './internal/bytes.js'
-import { WgallocError, shown, optionsObject, invalidArgument, noConstructor } from './errors.js'
+import { WgallocError, shown, optionKeys, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import type { Heap } from './heap.js'
 import type { HeapEvents } from './heap-events.js'
@@ -227,7 +227,7 @@ export class DeviceBlock {
   /** Reads as `read()` and returns the typed array `options.as` names. */
   read<T extends TypedArrayClass>(offset: number | undefined, length: number | undefined, options: ReadOptions & { as: T }): Promise<InstanceType<T>>
   @api async read(offset?: number, length?: number, options?: ReadOptions): Promise<ArrayBufferView> {
-    const { signal, as } = optionsObject(options, 'read')
+    const { signal, as } = optionsObject(options, 'read', optionKeys<ReadOptions>({ as: true, signal: true }))
     checkAs(as, 'read')
     const bytes = callWithSignal(signal, () => this.#native().read(offset, length))
     return as === undefined ? bytes : bytes.then((b) => asTyped(b, as, 'read'))

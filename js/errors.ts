@@ -416,9 +416,24 @@ export function u32(value: unknown, what: string, min = 0): number {
   return value
 }
 
-/** `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else. */
-export function optionsObject<T extends object>(options: T | null | undefined, what: string): Partial<T> {
+/**
+ * Every key of options type `T`, listed once: the compiler refuses a list that misses a key or
+ * names one `T` lacks, so the list cannot drift from the type.
+ */
+export const optionKeys = <T extends object>(keys: { [K in keyof Required<T>]: true }): readonly string[] => Object.freeze(Object.keys(keys))
+
+/**
+ * `options` as an object ({} for none); INVALID_ARGUMENT naming `what` for anything else, and,
+ * given the type's `known` keys ({@link optionKeys}), for a key outside them: a misspelt option
+ * would otherwise change nothing, silently.
+ */
+export function optionsObject<T extends object>(options: T | null | undefined, what: string, known?: readonly string[]): Partial<T> {
   if (options == null) return {}
   if (typeof options !== 'object') throw invalidArgument([what, 'options'], 'an object', shown(options))
+  if (known !== undefined) {
+    const unknown = Object.keys(options).find((k) => !known.includes(k))
+    if (unknown !== undefined)
+      throw invalidArgument([what, `options.${unknown}`], `a known option (${known.join(', ')})`, shown(unknown), `unknown option ${shown(unknown)}`)
+  }
   return options
 }

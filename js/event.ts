@@ -3,7 +3,7 @@ import { inspect } from 'node:util'
 import { api } from './internal/api.js'
 import { optionsObject, noConstructor } from './errors.js'
 import type { Binding } from './internal/native.js'
-import { type AsyncOptions, callWithSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, callWithSignal } from './internal/signal.js'
 
 const kCreate = Symbol('GpuEvent.create')
 let create: (handle: Binding.GpuEvent) => GpuEvent
@@ -30,7 +30,7 @@ export class GpuEvent {
   }
   /** Resolves once the GPU finished this submission. `DEVICE_LOST` if the device goes first. */
   @api async wait(options?: AsyncOptions): Promise<void> {
-    const { signal } = optionsObject(options, 'wait')
+    const { signal } = optionsObject(options, 'wait', ASYNC_OPTIONS)
     return callWithSignal(signal, () => this.#native.wait())
   }
   /** Blocks up to `timeoutMs` for this submission; true once it completed. */

@@ -6,7 +6,7 @@ import type { ExecutorStats, Observation, RunResult, ShapeExecutorStats } from '
 import { DeviceBlock, type HeapTable, adoptBlock, blockRef } from './device-block.js'
 import { type HeapScope, nativeScope } from './heap-scope.js'
 import { LiveObjects } from './internal/live-objects.js'
-import { WgallocError, optionsObject, parseJson, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
+import { WgallocError, optionKeys, optionsObject, parseJson, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
 import {
   type Graph,
   type GraphDims,
@@ -25,7 +25,7 @@ import {
 } from './graph.js'
 import { type Binding, native } from './internal/native.js'
 import { type MemoryPlan, type Strategy, type UsageRecord, wrapPlan } from './plan.js'
-import { type AsyncOptions, checkSignal, withSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, checkSignal, withSignal } from './internal/signal.js'
 
 /** Options of `gpu.compile()`. */
 export interface CompileOptions extends AsyncOptions {
@@ -46,6 +46,18 @@ export interface CompileOptions extends AsyncOptions {
   /** A heap scope charged with the executor's device bytes until `release()` (`QUOTA_EXCEEDED` when they do not fit). */
   scope?: HeapScope
 }
+
+const COMPILE_OPTIONS = optionKeys<CompileOptions>({
+  strategy: true,
+  timeLimitMs: true,
+  maxSlabSize: true,
+  params: true,
+  plan: true,
+  sampleInputs: true,
+  weights: true,
+  scope: true,
+  signal: true,
+})
 
 /** Options of `gpu.createWeights()`. */
 export interface CreateWeightsOptions {
@@ -76,6 +88,18 @@ export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sam
   capacity?: number
 }
 
+const COMPILE_SHAPES_OPTIONS = optionKeys<CompileShapesOptions>({
+  strategy: true,
+  timeLimitMs: true,
+  maxSlabSize: true,
+  params: true,
+  weights: true,
+  scope: true,
+  name: true,
+  buckets: true,
+  capacity: true,
+})
+
 /** Options of `gpu.runEager()`. */
 export interface RunEagerOptions extends AsyncOptions {
   /** Param values by id. */
@@ -83,6 +107,8 @@ export interface RunEagerOptions extends AsyncOptions {
   /** Record every allocation and free per op (`result.observation`). */
   observe?: boolean
 }
+
+const RUN_EAGER_OPTIONS = optionKeys<RunEagerOptions>({ params: true, observe: true, signal: true })
 
 /** Options of `executor.run()`. */
 export interface RunOptions extends AsyncOptions {
@@ -101,6 +127,8 @@ export interface RunOptions extends AsyncOptions {
    */
   wait?: boolean
 }
+
+const RUN_OPTIONS = optionKeys<RunOptions>({ observe: true, checkPlan: true, outputs: true, outputsInto: true, wait: true, signal: true })
 
 /** What the memory observer saw during one run. */
 export interface ExecObservation extends Observation {
@@ -389,7 +417,7 @@ export class Executor<G extends Graph = Graph> {
    * its GPU work, and what it returns is released.
    */
   @api async run<O extends RunOptions = RunOptions>(inputs: GraphInputs<G, DeviceBlock>, options?: O): Promise<RunResultOf<G, O>> {
-    const opts = optionsObject(options, 'run')
+    const opts = optionsObject(options, 'run', RUN_OPTIONS)
     return (await runWith(this.#device, this.#types, inputs, opts, (host, o) => this.#native.run(host, o))) as RunResultOf<G, O>
   }
   /**
@@ -473,7 +501,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
     options?: O,
   ): Promise<RunResultOf<G, O>> {
     this.#checkLive()
-    const opts = optionsObject(options, 'run')
+    const opts = optionsObject(options, 'run', RUN_OPTIONS)
     if (dims == null || typeof dims !== 'object') throw invalidArgument('dims', 'an object such as { batch: 4 }', shown(dims))
     // A miss whose executor would take the scope past its limit fails here with QUOTA_EXCEEDED
     // (Note [Shape caches are charged as they grow], crates/wgalloc-core/src/exec/shapes.rs).
@@ -492,7 +520,7 @@ export class ShapeExecutor<G extends Graph = Graph> {
   @api async warmup(shapes: Record<GraphDims<G>, number>[], options?: AsyncOptions): Promise<void> {
     this.#checkLive()
     if (!Array.isArray(shapes)) throw invalidArgument(['warmup', 'shapes'], 'an array of dims such as [{ batch: 4 }]', shown(shapes))
-    const { signal } = optionsObject(options, 'warmup')
+    const { signal } = optionsObject(options, 'warmup', ASYNC_OPTIONS)
     checkSignal(signal)
     await reportingOom(this.#device, withSignal(this.#native.warmUpNative(shapes), signal))
   }
@@ -532,11 +560,13 @@ export class ShapeExecutor<G extends Graph = Graph> {
 
 /** `gpu.compile()`. */
 export async function compile<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileOptions): Promise<Executor<G>> {
-  const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = optionsObject(options, 'compile')
+  const { plan = 'static', sampleInputs, signal, params, weights, scope, ...rest } = optionsObject(options, 'compile', COMPILE_OPTIONS)
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'compile')
   checkSignal(signal)
   const json = graphJson(graph)
   const types = dtypes(json)
+  // Note [Inputs match their dtype]: params too.
+  checkDtypes(params, types, 'param')
   const nativeOptions: Binding.CompileGraphOptions = compileNative(rest, params, weights)
   if (plan === 'observe') {
     checkDtypes(sampleInputs, types, 'sampleInputs')
@@ -572,11 +602,12 @@ export async function runEager<G extends Graph>(
   inputs: GraphInputs<G, never>,
   options?: RunEagerOptions,
 ): Promise<ExecResult<G>> {
-  const opts = optionsObject(options, 'runEager')
+  const opts = optionsObject(options, 'runEager', RUN_EAGER_OPTIONS)
   checkSignal(opts.signal)
   const json = graphJson(graph)
   const types = dtypes(json)
   checkDtypes(inputs, types, 'input')
+  checkDtypes(opts.params, types, 'param')
   const r = await reportingOom(
     device,
     withSignal(device.native.runEagerGraph(json, byteMap(inputs, 'inputs'), byteMap(opts.params, 'params'), Boolean(opts.observe)), opts.signal),
@@ -587,7 +618,7 @@ export async function runEager<G extends Graph>(
 /** `gpu.createWeights()`. */
 export function weightsOf(device: ExecDevice, params: Record<string, TensorData>, options?: CreateWeightsOptions): Weights {
   if (params == null || typeof params !== 'object') throw invalidArgument(['createWeights', 'params'], '{ id: TypedArray } of param bytes', shown(params))
-  const { scope } = optionsObject(options, 'createWeights')
+  const { scope } = optionsObject(options, 'createWeights', optionKeys<CreateWeightsOptions>({ scope: true }))
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'createWeights')
   let handle: Binding.Weights
   try {
@@ -615,7 +646,15 @@ export const shapeExecutorsOf = (device: ExecDevice): ShapeExecutor[] => liveSha
 
 /** `gpu.compileShapes()`. */
 export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | string, options?: CompileShapesOptions): ShapeExecutor<G> {
-  const { buckets, capacity, params, weights, scope, name = `shapes-${nextShapesNumber++}`, ...rest } = optionsObject(options, 'compileShapes')
+  const {
+    buckets,
+    capacity,
+    params,
+    weights,
+    scope,
+    name = `shapes-${nextShapesNumber++}`,
+    ...rest
+  } = optionsObject(options, 'compileShapes', COMPILE_SHAPES_OPTIONS)
   if (capacity != null) u32(capacity, 'compileShapes: capacity', 1)
   const scopeHandle = scope === undefined ? undefined : nativeScope(scope, 'compileShapes')
   if (typeof name !== 'string' || name === '') throw invalidArgument(['compileShapes', 'options.name'], 'a non-empty string', shown(name))
@@ -627,6 +666,7 @@ export function compileShapes<G extends Graph>(device: ExecDevice, graph: G | st
       `a live shape executor of this device is named ${shown(name)} already`,
     )
   const json = graphJson(graph)
+  checkDtypes(params, dtypes(json), 'param')
   const se = device.native.compileShapesNative(json, { buckets, capacity }, compileNative(rest, params, weights))
   if (scopeHandle) {
     try {

@@ -8,7 +8,7 @@ import { asTyped, bytesOf, checkAs, type TensorData, type TypedArrayClass } from
 import type { DeviceBlock } from './device-block.js'
 import { blockHandle } from './device-block.js'
 import { channels, deviceDestroyed, deviceOpened, warn } from './diagnostics.js'
-import { type WgallocError, messageOf, u32, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
+import { type WgallocError, messageOf, u32, optionKeys, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import {
   type CompileOptions,
@@ -33,7 +33,7 @@ import { type ComputeKernel, wrapKernel } from './kernel.js'
 import { type KvCache, type KvCacheOptions, createKvCache, kvCachesOfHeap } from './kv.js'
 import { type Binding, native } from './internal/native.js'
 import { type Profiler, trackForExitReport, wrapProfiler } from './profiler.js'
-import { type AsyncOptions, callWithSignal, checkSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, callWithSignal, checkSignal } from './internal/signal.js'
 import { type Stream, wrapStream } from './stream.js'
 
 /** wgpu backends wgalloc can open (`primary`: every first-class backend of the platform). */
@@ -72,6 +72,20 @@ export interface HeapRequestOptions {
    */
   profile?: HeapProfile | string
 }
+
+const REQUEST_OPTIONS = optionKeys<GpuRequestOptions>({
+  backends: true,
+  powerPreference: true,
+  adapterName: true,
+  forceFallbackAdapter: true,
+  requiredFeatures: true,
+  optionalFeatures: true,
+  memoryBudget: true,
+  adapterIndex: true,
+  adapterId: true,
+  heap: true,
+  signal: true,
+})
 
 /** Options of `Gpu.enumerate()`. */
 export interface EnumerateOptions extends AsyncOptions {
@@ -160,8 +174,8 @@ export class Gpu {
    * that opens afterwards is destroyed).
    */
   @api static async request(options?: GpuRequestOptions): Promise<Gpu> {
-    const { signal, heap, ...rest } = optionsObject(options, 'Gpu.request')
-    const profile = heap?.profile
+    const { signal, heap, ...rest } = optionsObject(options, 'Gpu.request', REQUEST_OPTIONS)
+    const { profile } = optionsObject(heap, 'Gpu.request: heap', optionKeys<HeapRequestOptions>({ profile: true }))
     const handle = await callWithSignal(
       signal,
       () => native.Gpu.request(rest),
@@ -193,7 +207,7 @@ export class Gpu {
    * counts, with the memory budget a device on it would get.
    */
   @api static async enumerate(options?: EnumerateOptions): Promise<AdapterDescription[]> {
-    const { signal, ...rest } = optionsObject(options, 'Gpu.enumerate')
+    const { signal, ...rest } = optionsObject(options, 'Gpu.enumerate', optionKeys<EnumerateOptions>({ backends: true, signal: true }))
     return callWithSignal(signal, () => native.Gpu.enumerate(rest))
   }
   /**
@@ -262,7 +276,7 @@ export class Gpu {
   }
   /** Reads `size` bytes at `offset` (any alignment) once all earlier work completed. */
   @api async readBuffer(buffer: GpuBuffer, offset: number, size: number, options?: AsyncOptions): Promise<Buffer> {
-    const { signal } = optionsObject(options, 'readBuffer')
+    const { signal } = optionsObject(options, 'readBuffer', ASYNC_OPTIONS)
     const handle = bufferHandle(buffer, 'readBuffer: buffer')
     return callWithSignal(signal, () => this.#native.readBuffer(handle, offset, size))
   }
@@ -291,7 +305,9 @@ export class Gpu {
   @api createKernel(options: KernelOptions): ComputeKernel {
     // A copy, checked and passed on (a getter is read once): the binding reads a u32, which would
     // wrap 2^32 + 2 to 2.
-    const o = { ...optionsObject(options, 'createKernel') }
+    const o = {
+      ...optionsObject(options, 'createKernel', optionKeys<KernelOptions>({ source: true, entryPoint: true, bindings: true, uniform: true, name: true })),
+    }
     if (o.bindings !== undefined) u32(o.bindings, 'createKernel: bindings')
     return wrapKernel(this.#native.createKernel(o as KernelOptions))
   }
@@ -307,7 +323,7 @@ export class Gpu {
    * ```
    */
   @api async upload(block: DeviceBlock, data: TensorData, options?: UploadOptions): Promise<void> {
-    const { offset, signal } = optionsObject(options, 'upload')
+    const { offset, signal } = optionsObject(options, 'upload', optionKeys<UploadOptions>({ offset: true, signal: true }))
     checkSignal(signal)
     const started = process.hrtime.bigint()
     const bytes = bytesOf(data, 'upload: data')
@@ -327,7 +343,7 @@ export class Gpu {
    * and submitted as soon as it is written; resolves once the GPU has them all.
    */
   @api async uploadBatch(items: UploadBatchItem[], options?: AsyncOptions): Promise<void> {
-    const { signal } = optionsObject(options, 'uploadBatch')
+    const { signal } = optionsObject(options, 'uploadBatch', ASYNC_OPTIONS)
     checkSignal(signal)
     const started = process.hrtime.bigint()
     if (!Array.isArray(items)) throw invalidArgument(['uploadBatch', 'items'], 'an array of { block, data, offset }', shown(items))
@@ -352,7 +368,11 @@ export class Gpu {
   /** Downloads as the typed array `options.as` names. */
   download<T extends TypedArrayClass>(block: DeviceBlock, options: DownloadOptions & { as: T }): Promise<InstanceType<T>>
   @api async download(block: DeviceBlock, options?: DownloadOptions): Promise<ArrayBufferView> {
-    const { offset, length, signal, as } = optionsObject(options, 'download')
+    const { offset, length, signal, as } = optionsObject(
+      options,
+      'download',
+      optionKeys<DownloadOptions>({ offset: true, length: true, as: true, signal: true }),
+    )
     checkAs(as, 'download')
     const started = process.hrtime.bigint()
     const handle = blockHandle(block, 'download: block')

@@ -246,9 +246,9 @@ export function byteMap(obj: unknown, what: string): Record<string, Uint8Array> 
 
 /**
  * Note [Inputs match their dtype]: a typed array carries an element type, and one that differs
- * from the tensor's `dtype` (a Float32Array for a `u32` input of the same byte length) would run
- * with its bits read as the other type: a silent wrong answer. Such an array is refused, naming
- * the input, the dtype and the array's type. Raw bytes stay possible, spelled as such: a
+ * from the tensor's `dtype` (a Float32Array for a `u32` input or param of the same byte length)
+ * would run with its bits read as the other type: a silent wrong answer. Such an array is
+ * refused, naming the input or param, the dtype and the array's type. Raw bytes stay possible, spelled as such: a
  * `Uint8Array` (or Buffer), a DataView or an ArrayBuffer passes for any dtype.
  */
 export function checkDtype(value: unknown, dtype: string | undefined, what: string): void {

@@ -196,6 +196,13 @@ export class Heap {
 
   /** A block from the scalar pool already holding `value` (1 byte to 64 KiB; uniform-bindable). */
   @api allocScalar(value: Uint8Array): DeviceBlock {
+    // Bytes only: a Float32Array's elements would otherwise be taken one byte each.
+    if (!(value instanceof Uint8Array))
+      throw invalidArgument(
+        ['allocScalar', 'value'],
+        "a Uint8Array of the value's bytes (new Uint8Array(f32.buffer))",
+        ArrayBuffer.isView(value) ? `a ${(value as object).constructor.name}` : shown(value),
+      )
     const history = this.#events.history
     const stack = history?.sample() ? captureStack(Heap.prototype.allocScalar) : null
     return this.#events.delivering(() => {

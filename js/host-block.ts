@@ -5,7 +5,7 @@ import { bytesOf, type TensorData } from './internal/bytes.js'
 import { channels } from './diagnostics.js'
 import { shown, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import type { Binding } from './internal/native.js'
-import { type AsyncOptions, callWithSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, callWithSignal } from './internal/signal.js'
 import { type Stream, streamHandle } from './stream.js'
 
 /** Transfer direction of a host block. */
@@ -96,7 +96,7 @@ export class HostBlock {
    * `USE_AFTER_FREE` once freed, `DEVICE_LOST`, `ABORTED`.
    */
   @api async map(options?: AsyncOptions): Promise<void> {
-    const { signal } = optionsObject(options, 'map')
+    const { signal } = optionsObject(options, 'map', ASYNC_OPTIONS)
     return callWithSignal(signal, () => this.#native.map())
   }
   /** Unmaps the block (detaching `bytes`). */

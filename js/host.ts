@@ -3,7 +3,7 @@ import { inspect } from 'node:util'
 import { api } from './internal/api.js'
 import type { HostAllocOptions, HostConfig, HostStats, PrivatePoolInfo } from './binding.js'
 import { channels } from './diagnostics.js'
-import { invalidArgument, noConstructor, shown } from './errors.js'
+import { invalidArgument, noConstructor, optionKeys, optionsObject, shown } from './errors.js'
 import { type HostBlock, blockMessage, freeHostBlock, hostBlockHandle, wrapHostBlock } from './host-block.js'
 import type { Binding } from './internal/native.js'
 
@@ -46,7 +46,7 @@ export class Host {
    * ```
    */
   @api alloc(size: number, options?: HostAllocOptions): HostBlock {
-    const block = this.#native.alloc(size, options)
+    const block = this.#native.alloc(size, optionsObject(options, 'host.alloc', optionKeys<HostAllocOptions>({ direction: true })))
     if (channels.host.hasSubscribers) channels.host.publish({ ...blockMessage('alloc', block), host: this })
     return wrapHostBlock(block)
   }

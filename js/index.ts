@@ -119,6 +119,7 @@ export {
   type KvCacheOptions,
   type KvDtype,
   type KvKernel,
+  type KvKernelSourceOptions,
   type KvLookup,
   KvSequence,
   type KvSequenceOptions,

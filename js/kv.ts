@@ -8,11 +8,11 @@ import type { Heap } from './heap.js'
 import type { KvCacheLeak } from './heap-history.js'
 import { type KvCacheSnapshot, kvCachesOf, registerKvCache } from './internal/kv-registry.js'
 import { type DeviceBlock, blockHandle } from './device-block.js'
-import { WgallocError, optionsObject, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
+import { WgallocError, optionKeys, optionsObject, shown, toWgallocError, u32, invalidArgument, noConstructor } from './errors.js'
 import { type HeapScope, nativeScope } from './heap-scope.js'
 import type { Binding } from './internal/native.js'
 import { native } from './internal/native.js'
-import { type AsyncOptions, callWithSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, callWithSignal } from './internal/signal.js'
 import { type Stream, streamHandle } from './stream.js'
 
 /** Element type of the K/V pools: `f16` halves the memory (packed two to a word, no `shader-f16` needed). */
@@ -46,6 +46,30 @@ export interface KvCacheOptions {
   scope?: HeapScope
   /** Let sequences of different scopes share prefixes (default false: one tenant never reads, or times, another's prompts). */
   shareAcrossScopes?: boolean
+}
+
+const KV_CACHE_OPTIONS = optionKeys<KvCacheOptions>({
+  layers: true,
+  kvHeads: true,
+  headDim: true,
+  dtype: true,
+  blockTokens: true,
+  maxBlocks: true,
+  maxBytes: true,
+  maxSequences: true,
+  maxSequenceLength: true,
+  name: true,
+  prefixCaching: true,
+  scope: true,
+  shareAcrossScopes: true,
+})
+
+/** Options of `KvCache.kernelSource()`. */
+export interface KvKernelSourceOptions {
+  /** Pool element type (default `f32`). */
+  dtype?: KvDtype
+  /** `paged` (default: the cache's block table) or `contiguous`. */
+  layout?: 'paged' | 'contiguous'
 }
 
 /** Options of `cache.addSequence()`. */
@@ -139,7 +163,7 @@ export class KvCache {
 
   private constructor(key: symbol, gpu: Binding.Gpu, heap: Heap, options: KvCacheOptions) {
     if (key !== kCreate) throw noConstructor('KvCache', 'gpu.createKvCache()')
-    const o = optionsObject(options, 'createKvCache')
+    const o = optionsObject(options, 'createKvCache', KV_CACHE_OPTIONS)
     const live = kvCachesOf(heap)
     const name = o.name ?? `kv-${nextCacheNumber++}`
     if (typeof name !== 'string' || name === '') throw invalidArgument(['createKvCache', 'options.name'], 'a non-empty string', shown(name))
@@ -188,8 +212,8 @@ export class KvCache {
   }
 
   /** The WGSL of a KV kernel, for a graph op (bindings as in `docs/kv-cache.md`). */
-  @api static kernelSource(kernel: KvKernel, options?: { dtype?: KvDtype; layout?: 'paged' | 'contiguous' }): string {
-    const o = optionsObject(options, 'KvCache.kernelSource')
+  @api static kernelSource(kernel: KvKernel, options?: KvKernelSourceOptions): string {
+    const o = optionsObject(options, 'KvCache.kernelSource', optionKeys<KvKernelSourceOptions>({ dtype: true, layout: true }))
     return native.kvKernelSource(kernel, o.dtype ?? 'f32', o.layout)
   }
 
@@ -282,7 +306,7 @@ export class KvCache {
   }
 
   #prompt(prompt: unknown, options: KvSequenceOptions | undefined, what: string) {
-    const o = optionsObject(options, what)
+    const o = optionsObject(options, what, optionKeys<KvSequenceOptions>({ salt: true, scope: true }))
     if (o.salt !== undefined && typeof o.salt !== 'string') throw invalidArgument([what, 'options.salt'], 'a string', shown(o.salt))
     if (o.scope !== undefined) this.#native.checkScope(nativeScope(o.scope, what), what)
     const scope = o.scope ?? this.#scope
@@ -303,7 +327,7 @@ export class KvCache {
     const ids: number[] = []
     const tokens: number[] = []
     step.forEach((entry, i) => {
-      const e = optionsObject(entry, `${what}: step[${i}]`)
+      const e = optionsObject(entry, `${what}: step[${i}]`, optionKeys<KvStepEntry>({ seq: true, tokens: true }))
       ids.push(sequenceId(e.seq, this, `${what}: step[${i}].seq`))
       tokens.push(u32(e.tokens, `${what}: step[${i}].tokens`))
     })
@@ -335,7 +359,7 @@ export class KvCache {
    */
   @api attention(stream: Stream, layer: number, step: readonly KvStepEntry[], q: DeviceBlock, out: DeviceBlock, options?: KvAttentionOptions): void {
     const { ids, tokens } = this.#step(step, 'kv attention')
-    const o = optionsObject(options, 'kv attention')
+    const o = optionsObject(options, 'kv attention', optionKeys<KvAttentionOptions>({ queryHeads: true, scale: true }))
     const heads = u32(o.queryHeads ?? this.#options.kvHeads, 'kv attention: queryHeads', 1)
     this.#native.attention(
       streamHandle(stream),
@@ -472,7 +496,7 @@ export class KvSequence {
    * under way still completes (`swapped` tells).
    */
   @api async swapIn(options?: AsyncOptions): Promise<void> {
-    const { signal } = optionsObject(options, 'swapIn')
+    const { signal } = optionsObject(options, 'swapIn', ASYNC_OPTIONS)
     const id = this.#live('swapIn')
     await callWithSignal(signal, () => this.#native.swapIn(id))
   }

@@ -2,7 +2,7 @@
 // and profiler statistics when the registry is scraped (no timers, nothing between scrapes).
 // The registry is prom-client's (a peer dependency); wgalloc only needs its registerMetric.
 import type { KvCacheStats } from './binding.js'
-import { messageOf, shown, optionsObject, invalidArgument } from './errors.js'
+import { messageOf, shown, optionKeys, optionsObject, invalidArgument } from './errors.js'
 import { Gpu } from './gpu.js'
 
 /** What wgalloc needs of a prom-client `Registry` (any registry with these methods works). */
@@ -237,19 +237,30 @@ function oneSamplePerSeries(values: Sample[]): Sample[] {
 /**
  * Keeps a counter's series from going down: what it is read from may start again from zero
  * (`profiler.resetStats()`, a new profiler session), and Prometheus takes any decrease for a
- * restart of the process. A series that drops has its previous total carried on top.
+ * restart of the process. A series that drops has its previous total carried on top. A series
+ * missing from a read (the profiler's row of an op is gone after a reset until the op runs
+ * again) dropped to zero: its total is carried too, and it comes back above it.
  */
 function monotonicCounter(): (values: Sample[]) => Sample[] {
   const series = new Map<string, { last: number; carried: number }>()
-  return (values) =>
-    values.map((v) => {
+  return (values) => {
+    const seen = new Set<string>()
+    const out = values.map((v) => {
       const key = seriesKey(v.labels)
+      seen.add(key)
       const s = series.get(key) ?? { last: 0, carried: 0 }
       if (v.value < s.last) s.carried += s.last
       s.last = v.value
       series.set(key, s)
       return { ...v, value: s.carried + v.value }
     })
+    for (const [key, s] of series) {
+      if (seen.has(key)) continue
+      s.carried += s.last
+      s.last = 0
+    }
+    return out
+  }
 }
 
 function defaultRegistry(): MetricsRegistry {
@@ -282,7 +293,7 @@ function defaultRegistry(): MetricsRegistry {
  * ```
  */
 export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts?: MetricsOptions | null): MetricsHandle {
-  const options = optionsObject(opts, 'registerMetrics')
+  const options = optionsObject(opts, 'registerMetrics', optionKeys<MetricsOptions>({ registry: true, prefix: true }))
   const prefix = options.prefix ?? 'wgalloc_'
   if (typeof prefix !== 'string' || (prefix !== '' && !/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(prefix)))
     throw invalidArgument(['registerMetrics', 'options.prefix'], "a metric name prefix such as 'wgalloc_'", shown(prefix))
@@ -298,7 +309,7 @@ export function registerMetrics(devices: Gpu | Gpu[] | Record<string, Gpu>, opts
     for (const [i, g] of devices.entries()) add(String(i), g)
   } else if (devices instanceof Gpu) add('0', devices)
   else if (devices !== null && typeof devices === 'object') for (const [k, g] of Object.entries(devices)) add(k, g)
-  else throw invalidArgument(['registerMetrics', 'gpus'], 'a Gpu, an array of Gpus or { name: Gpu }', shown(gpus))
+  else throw invalidArgument(['registerMetrics', 'devices'], 'a Gpu, an array of Gpus or { name: Gpu }', shown(devices))
 
   const names = DEFINITIONS.map((d) => `${prefix}${d.name}`)
   for (const n of names)

@@ -3,7 +3,7 @@
 import { inspect } from 'node:util'
 import { reported, api } from './internal/api.js'
 import type { PlanProgress, PlanSpace } from './binding.js'
-import { WgallocError, stringifyInput, toWgallocError, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
+import { WgallocError, stringifyInput, toWgallocError, optionKeys, optionsObject, invalidArgument, noConstructor, shown } from './errors.js'
 import { type Binding, native } from './internal/native.js'
 import { type AsyncOptions, checkSignal, detach } from './internal/signal.js'
 import { graphField } from './graph.js'
@@ -81,6 +81,21 @@ export interface PlanMemoryCallOptions extends AsyncOptions {
   /** Called when the search improves its best height or lower bound (polled every 50 ms). */
   onProgress?: (progress: PlanProgress) => void
 }
+
+const PLAN_MEMORY_OPTIONS = optionKeys<PlanMemoryCallOptions>({
+  strategy: true,
+  alignment: true,
+  capacity: true,
+  capacities: true,
+  strict: true,
+  inPlace: true,
+  inputsInSlab: true,
+  timeLimitMs: true,
+  workspace: true,
+  multistream: true,
+  onProgress: true,
+  signal: true,
+})
 
 /**
  * A record of `MemoryPlan.toJSON()`: a usage record and where it was placed. Integers past 2^53 - 1 are
@@ -343,7 +358,7 @@ async function encodeInput(input: unknown, stopped: () => void): Promise<[string
 }
 
 async function plan(input: unknown, options?: PlanMemoryCallOptions | null): Promise<MemoryPlan> {
-  const { signal, onProgress, ...rest } = optionsObject(options, 'planMemory')
+  const { signal, onProgress, ...rest } = optionsObject(options, 'planMemory', PLAN_MEMORY_OPTIONS)
   if (onProgress != null && typeof onProgress !== 'function') throw invalidArgument('options.onProgress', 'a function', shown(onProgress))
   checkSignal(signal)
   let job: Binding.PlanJob

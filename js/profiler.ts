@@ -5,9 +5,9 @@ import { inspect } from 'node:util'
 import { api } from './internal/api.js'
 import type { ProfilerInfo, ProfilerStats } from './binding.js'
 import { channels } from './diagnostics.js'
-import { invalidArgument, noConstructor, shown } from './errors.js'
+import { invalidArgument, noConstructor, optionKeys, optionsObject, shown } from './errors.js'
 import type { Binding } from './internal/native.js'
-import { type AsyncOptions, checkSignal, withSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, checkSignal, withSignal } from './internal/signal.js'
 
 /** How traced work appears in traces: one interval per op, one event per op, or both. */
 export type ProfilerMode = 'interval' | 'event' | 'interval,event'
@@ -30,6 +30,8 @@ export interface FlushOptions extends AsyncOptions {
 
 /** Options of `profiler.profile()`: a session's options plus `signal`. */
 export interface ProfileOptions extends ProfilerStartOptions, AsyncOptions {}
+
+const PROFILE_OPTIONS = optionKeys<ProfileOptions>({ mode: true, waitUntilCompleted: true, statsOnly: true, signal: true })
 
 const channel = channels.profiler
 const kCreate = Symbol('Profiler.create')
@@ -84,6 +86,8 @@ export class Profiler {
         "{ mode?: 'interval' | 'event' | 'interval,event', waitUntilCompleted?: boolean, statsOnly?: boolean }",
         shown(options),
       )
+    // profile() passes its own options through, signal included.
+    optionsObject(options as ProfileOptions, 'profiler.start', PROFILE_OPTIONS)
     if (options?.mode !== undefined && typeof options.mode !== 'string')
       throw invalidArgument(['profiler.start', 'options.mode'], "'interval', 'event' or 'interval,event'", shown(options.mode))
     let nativeOptions: ProfilerStartOptions | undefined
@@ -123,7 +127,10 @@ export class Profiler {
     if (options != null && typeof options !== 'object' && typeof options !== 'number') {
       throw invalidArgument(['flush', 'options'], '{ timeoutMs?, signal? } or a timeout in ms', shown(options))
     }
-    const { timeoutMs, signal } = typeof options === 'number' ? { timeoutMs: options, signal: undefined } : (options ?? {})
+    const { timeoutMs, signal } =
+      typeof options === 'number'
+        ? { timeoutMs: options, signal: undefined }
+        : optionsObject(options, 'flush', optionKeys<FlushOptions>({ timeoutMs: true, signal: true }))
     checkSignal(signal)
     return withSignal(this.#native.flush(timeoutMs), signal)
   }
@@ -137,7 +144,7 @@ export class Profiler {
   /** Collects outstanding GPU timestamps, then writes Trace Event JSON (chrome://tracing, ui.perfetto.dev). `IO_ERROR` if unwritable. */
   @api async exportTrace(path: string, options?: AsyncOptions): Promise<void> {
     if (typeof path !== 'string' || path === '') throw invalidArgument(['exportTrace', 'path'], 'a non-empty string', shown(path))
-    await this.flush({ signal: options?.signal })
+    await this.flush({ signal: optionsObject(options, 'exportTrace', ASYNC_OPTIONS).signal })
     this.#native.exportTraceNow(path)
     if (channel.hasSubscribers) channel.publish({ kind: 'trace', profiler: this, path })
   }
@@ -158,7 +165,7 @@ export class Profiler {
   }
   /** Ends the capture started by `startCapture(name)` and resolves with the trace file's path. `PROFILER_STATE` without a capture. */
   @api async stopCapture(options?: AsyncOptions): Promise<string> {
-    await this.flush({ signal: options?.signal })
+    await this.flush({ signal: optionsObject(options, 'stopCapture', ASYNC_OPTIONS).signal })
     const path = this.#native.stopCaptureNow()
     if (channel.hasSubscribers) channel.publish({ kind: 'trace', profiler: this, path })
     return path

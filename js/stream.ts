@@ -4,12 +4,14 @@ import { api } from './internal/api.js'
 import type { CopyOptions } from './binding.js'
 import { GpuBuffer, bufferHandle } from './buffer.js'
 import { DeviceBlock, blockHandle } from './device-block.js'
-import { shown, u32, optionsObject, invalidArgument, noConstructor } from './errors.js'
+import { shown, u32, optionKeys, optionsObject, invalidArgument, noConstructor } from './errors.js'
 import { type GpuEvent, wrapEvent } from './event.js'
 import { HostBlock, hostBlockHandle } from './host-block.js'
 import { type ComputeKernel, kernelHandle } from './kernel.js'
 import type { Binding } from './internal/native.js'
-import { type AsyncOptions, callWithSignal } from './internal/signal.js'
+import { ASYNC_OPTIONS, type AsyncOptions, callWithSignal } from './internal/signal.js'
+
+const COPY_OPTIONS = optionKeys<CopyOptions>({ srcOffset: true, dstOffset: true, size: true })
 
 const kCreate = Symbol('Stream.create')
 let create: (handle: Binding.Stream) => Stream
@@ -66,6 +68,7 @@ export class Stream {
   copy(src: GpuBuffer, dst: GpuBuffer, options?: CopyOptions): void
   @api copy(src: HostBlock | DeviceBlock | GpuBuffer, dst: HostBlock | DeviceBlock | GpuBuffer, options?: CopyOptions): void {
     const n = this.#native
+    optionsObject(options, 'copy', COPY_OPTIONS)
     if (src instanceof HostBlock && dst instanceof DeviceBlock) n.copyToDevice(hostBlockHandle(src, 'copy: src'), blockHandle(dst, 'copy: dst'), options)
     else if (src instanceof DeviceBlock && dst instanceof HostBlock) n.copyToHost(blockHandle(src, 'copy: src'), hostBlockHandle(dst, 'copy: dst'), options)
     else if (src instanceof DeviceBlock && dst instanceof DeviceBlock) n.copyBlocks(blockHandle(src, 'copy: src'), blockHandle(dst, 'copy: dst'), options)
@@ -88,7 +91,7 @@ export class Stream {
   }
   /** Submits pending work and resolves once all of this stream's work completed. */
   @api async synchronize(options?: AsyncOptions): Promise<void> {
-    const { signal } = optionsObject(options, 'synchronize')
+    const { signal } = optionsObject(options, 'synchronize', ASYNC_OPTIONS)
     return callWithSignal(signal, () => this.#native.synchronize())
   }
   /** Submits recorded work that was never submitted (without waiting). */

@@ -160,7 +160,7 @@ mod raw {
 #[inline]
 pub(crate) fn malloc_request(size: f64, usage: f64) -> Result<(u64, Usage)> {
     if !(size >= 1.0 && size.fract() == 0.0 && size <= wgalloc_core::MAX_SAFE_INTEGER as f64) {
-        return Err(invalid("size", "an integer from 1 to 2^53-1 bytes", size.to_string()));
+        return Err(invalid("size", "an integer from 1 to 2^53-1 bytes", crate::error::js_number(size)));
     }
     let usage = match usage {
         0.0 => Usage::Device,

@@ -148,9 +148,19 @@ pub(crate) fn to_u64_in(value: f64, call: &str, path: &str) -> napi::Result<u64>
 
 fn u64_argument(value: f64, path: &str) -> Result<u64, CoreError> {
     if !value.is_finite() || value < 0.0 || value.fract() != 0.0 || value > wgalloc_core::MAX_SAFE_INTEGER as f64 {
-        return Err(CoreError::invalid(path, "a non-negative integer below 2^53", value.to_string()));
+        return Err(CoreError::invalid(path, "a non-negative integer below 2^53", js_number(value)));
     }
     Ok(value as u64)
+}
+
+/// A JS number as JS writes it where that is short: exponent notation below 1e-6 and from 1e21
+/// (Rust's `Display` would spell 1e-300 with 300 digits).
+pub(crate) fn js_number(value: f64) -> String {
+    if value != 0.0 && value.is_finite() && (value.abs() < 1e-6 || value.abs() >= 1e21) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
 }
 
 /// Panics with `message`: lets the tests check that a panic in a native call comes back as an

@@ -1,7 +1,7 @@
 // Reading a CLI input file: regular files only (a FIFO or /dev/zero would be read without
 // end), at most WGALLOC_MAX_INPUT_BYTES (default 1 GiB), typed errors naming the file.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs'
-import { WgallocError, messageOf, invalidArgument } from '../errors.js'
+import { WgallocError, messageOf, invalidArgument, shown } from '../errors.js'
 
 export const DEFAULT_MAX_BYTES = 1024 ** 3
 
@@ -15,6 +15,7 @@ function maxInputBytes(): number {
 
 /** The text of `file`: IO_ERROR when it is missing, not a regular file, or too large. */
 export function readInputFile(file: string): string {
+  if (typeof file !== 'string' || file === '') throw invalidArgument('file', 'a path (a non-empty string)', shown(file))
   const max = maxInputBytes()
   let fd: number
   try {

@@ -1,7 +1,7 @@
 // `{ signal }` on every async call: an already-aborted signal rejects before any work
 // starts; aborting later rejects at once (work already submitted to the GPU still
 // completes). Rejections are WgallocErrors with code ABORTED (name AbortError).
-import { abortError, invalidArgument, shown } from '../errors.js'
+import { abortError, invalidArgument, optionKeys, shown } from '../errors.js'
 
 /**
  * Options accepted by every asynchronous call. An already-aborted signal rejects before
@@ -12,6 +12,9 @@ export interface AsyncOptions {
   /** Aborting rejects the call with a `WgallocError` whose code is `ABORTED` (name `AbortError`, `cause` = the signal's reason). */
   signal?: AbortSignal
 }
+
+/** The keys of {@link AsyncOptions}, for calls that take nothing else. */
+export const ASYNC_OPTIONS = optionKeys<AsyncOptions>({ signal: true })
 
 /** Throws INVALID_ARGUMENT for a non-signal, ABORTED for an aborted one; returns the signal. */
 export function checkSignal(signal: unknown): AbortSignal | undefined {

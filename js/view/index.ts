@@ -38,6 +38,8 @@ export function detectKind(json: unknown): ViewKind {
     // An empty array is what an empty heap's snapshot() returns.
     if (json.length === 0 || isSegment(json[0])) return 'snapshot'
     if (isObject(json[0]) && typeof json[0].ph === 'string') return 'profile'
+    // `wgalloc plan --strategy all --json`: one plan per strategy.
+    if (json.every((p) => isObject(p) && Array.isArray(p.records) && 'slabSize' in p)) return 'plan'
   } else if (isObject(json)) {
     if (Array.isArray(json.segments) && (json.segments.length === 0 || isSegment(json.segments[0]))) return 'snapshot'
     if (Array.isArray(json.traceEvents)) return 'profile'
@@ -48,6 +50,12 @@ export function detectKind(json: unknown): ViewKind {
     .map((k) => `  - ${k}`)
     .join('\n')
   throw invalidArgument('json', 'a kind wgalloc view accepts', shown(json), `cannot tell what this JSON is; wgalloc view accepts:\n${accepted}`)
+}
+
+/** Of the plans `wgalloc plan --strategy all` wrote, the one with the smallest slab (the first of equals). */
+function smallestPlan(plans: unknown[]): unknown {
+  const size = (p: unknown) => Number((p as { slabSize?: unknown }).slabSize)
+  return plans.reduce((best, p) => (size(p) < size(best) ? p : best))
 }
 
 const MODULES: Record<ViewKind, (json: Loose) => { kind: string; title: string; subtitle?: string }> = {
@@ -67,7 +75,8 @@ export function renderHtml(json: unknown, opts?: RenderHtmlOptions | null): stri
   const kind = options.kind ?? detectKind(json)
   if (!Object.hasOwn(MODULES, kind))
     throw invalidArgument(['renderHtml', 'options.kind'], `one of ${Object.keys(VIEW_KINDS).join(', ')}`, shown(kind), 'unknown kind')
-  const view = MODULES[kind](json as Loose)
+  if (json === null || typeof json !== 'object') throw invalidArgument(['renderHtml', 'json'], 'an object or an array', shown(json))
+  const view = MODULES[kind]((kind === 'plan' && Array.isArray(json) && json.length > 0 ? smallestPlan(json) : json) as Loose)
   return page({ ...view, title: options.title ?? view.title })
 }
 

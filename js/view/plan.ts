@@ -24,7 +24,8 @@ export function fromPlan(json: Loose) {
   const graph = json.graph && typeof json.graph === 'object' ? json.graph : null
   if (graph && typeof graph.steps === 'number') steps = Math.max(steps, graph.steps)
   // Views share their base's storage: list them on the base's tooltip.
-  const views: Record<string, string[]> = {}
+  // No prototype: a tensor may be named `constructor` or `__proto__`.
+  const views: Record<string, string[]> = Object.create(null)
   for (const a of Array.isArray(graph?.aliases) ? graph.aliases : []) {
     if (a && a.base != null && a.id != null) (views[a.base] ??= []).push(String(a.id))
   }

@@ -172,7 +172,7 @@ interface PlanData {
       ['end', V.bytesLong(R.offset[i] + R.size[i])],
       ['lifetime', `steps ${V.int(R.first[i])} to ${V.int(R.last[i])} (${V.int(R.last[i] - R.first[i] + 1)} steps)`],
     ]
-    const views = D.views[R.id[i]]
+    const views = Object.hasOwn(D.views, R.id[i]) ? D.views[R.id[i]] : undefined
     if (views) rows.push(['views', views.length > 6 ? `${views.slice(0, 6).join(', ')} and ${views.length - 6} more` : views.join(', ')])
     V.tip(e, R.id[i], rows)
   })

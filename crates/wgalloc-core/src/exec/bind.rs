@@ -59,12 +59,31 @@ pub(crate) fn op_pipeline(gpu: &Gpu, graph: &ExecGraph, op: &Op) -> Result<Optio
         )
         .with_hint(format!("op '{}' binds more storage buffers than the device allows", op.name)));
     }
-    gpu.pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some()).map(Some).map_err(|e| {
-        match e {
+    let pipeline = gpu
+        .pipeline(kid, &kernel.source, &kernel.entry_point, storage as u32, op.params.is_some())
+        .map_err(|e| match e {
             Error::Shader(m) => Error::Shader(format!("op '{}': {m}", op.name)),
             e => e,
+        })?;
+    check_binding_sizes(graph, op, &pipeline)?;
+    Ok(Some(pipeline))
+}
+
+/// Refuses an op whose kernel declares a storage binding larger than what the op binds there:
+/// wgpu would refuse every dispatch of it, so the graph is refused once, at compile.
+fn check_binding_sizes(graph: &ExecGraph, op: &Op, pipeline: &Pipeline) -> Result<()> {
+    let tensors = op.inputs.iter().chain(&op.outputs).map(|id| (id.as_str(), graph.tensors[graph.index[id]].size));
+    let workspace = (op.workspace > 0).then_some(("the workspace", op.workspace));
+    for (b, ((what, size), (name, need))) in tensors.chain(workspace).zip(&pipeline.storage_min_sizes).enumerate() {
+        if binding_size(size)? < *need {
+            return Err(Error::Shader(format!(
+                "op '{}': binding {b} ('{name}') of kernel '{}' needs at least {need} bytes, but '{what}' has {size}; \
+                 size the tensor for the kernel, or declare a runtime-sized array (array<T>)",
+                op.name, pipeline.label
+            )));
         }
-    })
+    }
+    Ok(())
 }
 
 /// Refuses `len` bytes of uniform data for a pipeline whose uniform declares more.

@@ -34,6 +34,8 @@ pub struct Pipeline {
     /// bytes of its type (see Note [The dims uniform]).
     pub dims_layout: Option<wgpu::BindGroupLayout>,
     pub dims_size: Option<u64>,
+    /// Per storage binding, the variable's name and the fewest bytes its type needs.
+    pub storage_min_sizes: Vec<(String, u64)>,
 }
 
 /// Pipelines a device keeps for reuse: a server that builds kernels with constants in their
@@ -104,6 +106,7 @@ impl Gpu {
         }
         let prepared = super::shader::prepare(label, source, entry_point, storage_bindings, uniform)?;
         let (uniform_size, dims_size) = (prepared.uniform_size, prepared.dims_size);
+        let storage_min_sizes = prepared.storage_min_sizes;
         let what = format!("compiling kernel '{label}'");
         let pipeline = guarded(device, &what, || {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -131,9 +134,17 @@ impl Gpu {
                 compilation_options: Default::default(),
                 cache: None,
             });
-            Pipeline { label: label.to_string(), pipeline, layout, uniform_size: None, dims_layout, dims_size: None }
+            Pipeline {
+                label: label.to_string(),
+                pipeline,
+                layout,
+                uniform_size: None,
+                dims_layout,
+                dims_size: None,
+                storage_min_sizes: Vec::new(),
+            }
         })?;
-        let pipeline = Pipeline { uniform_size, dims_size, ..pipeline };
+        let pipeline = Pipeline { uniform_size, dims_size, storage_min_sizes, ..pipeline };
         cache.created.fetch_add(1, Ordering::Relaxed);
         let p = Arc::new(pipeline);
         lock(&cache.map).insert(key, p.clone());

@@ -19,6 +19,9 @@ pub(crate) struct Prepared {
     pub uniform_size: Option<u64>,
     /// Bytes of the dims uniform's type, when the kernel declares one.
     pub dims_size: Option<u64>,
+    /// Per storage binding, its variable's name and the fewest bytes its type needs (a
+    /// runtime-sized array counts one element, as wgpu's binding check does).
+    pub storage_min_sizes: Vec<(String, u64)>,
 }
 
 /// What the kernel's binding at one slot is.
@@ -139,7 +142,13 @@ pub(crate) fn prepare(label: &str, source: &str, entry_point: &str, storage: u32
         .then(|| declared.get(&storage).map(|&(_, _, ty, _)| u64::from(module.types[ty].inner.size(module.to_ctx()))))
         .flatten();
     let dims_size = dims_var.map(|ty| u64::from(module.types[ty].inner.size(module.to_ctx())));
-    Ok(Prepared { module, uniform_size, dims_size })
+    let storage_min_sizes = (0..storage)
+        .map(|b| {
+            let (_, name, ty, _) = &declared[&b];
+            (name.clone(), u64::from(module.types[*ty].inner.size(module.to_ctx())))
+        })
+        .collect();
+    Ok(Prepared { module, uniform_size, dims_size, storage_min_sizes })
 }
 
 /// " at line N" of the line declaring `var<...> name`, for messages; empty if not found.

@@ -670,8 +670,10 @@ impl Profiler {
         st.session.is_some_and(|s| s.wait_until_completed) || self.core.env & flags::WAIT_UNTIL_COMPLETED != 0
     }
 
-    /// Starts a session. Fails with `PROFILER_STATE` if one is running.
+    /// Starts a session. Fails with `PROFILER_STATE` if one is running, `DEVICE_LOST` once the
+    /// device is gone (what was recorded before stays readable and exportable).
     pub fn start(&self, options: StartOptions) -> Result<()> {
+        self.gpu.check_alive()?;
         let mut st = lock(&self.core.state);
         if st.session.is_some() {
             return Err(Error::ProfilerState(
@@ -800,6 +802,7 @@ impl Profiler {
 
     /// Starts recording everything into one trace file, written by `stop_capture`.
     pub fn start_capture(&self, name: &str) -> Result<()> {
+        self.gpu.check_alive()?;
         if name.is_empty() {
             return Err(Error::invalid("name", "a non-empty file name or path", "''").in_call("startCapture"));
         }
