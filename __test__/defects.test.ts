@@ -265,6 +265,9 @@ test('a malloc refused for its shape allocates nothing: no driver call, peak, pr
     t.throws(() => heap.malloc(1 << 30, { shape } as never), { code: 'INVALID_ARGUMENT', message: /options\.shape/ }, String(shape))
     t.throws(() => scope.malloc(4000, { shape } as never), { code: 'INVALID_ARGUMENT', message: /options\.shape/ }, String(shape))
   }
+  // A size no memory could serve is the heap's refusal, not the scope's quota.
+  t.throws(() => scope.malloc(2 ** 40), { code: 'INVALID_ARGUMENT', message: /maxBufferSize/ })
+  t.is(scope.stats().quotaExceeded, 0)
   const stats = heap.stats()
   t.is(stats.driverAllocations, 0)
   t.is(stats.reservedBytes.current, 0)

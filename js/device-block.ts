@@ -232,7 +232,10 @@ export class DeviceBlock {
     const bytes = callWithSignal(signal, () => this.#native().read(offset, length))
     return as === undefined ? bytes : bytes.then((b) => asTyped(b, as, 'read'))
   }
-  /** Copies `src` into this block (up to the smaller size) and submits; returns the event. */
+  /**
+   * Copies `src` into this block (up to the smaller requested size, which must be whole 4-byte words, as
+   * WebGPU copies them: `INVALID_ARGUMENT` otherwise) and submits; returns the event.
+   */
   @api copyFrom(src: DeviceBlock): GpuEvent {
     if (!(src instanceof DeviceBlock)) throw invalidArgument(['copyFrom', 'src'], 'a DeviceBlock', shown(src))
     return wrapEvent(this.#native().copyFrom(src.#native()))

@@ -306,6 +306,12 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         self.allocate(size, aligned, PoolKind::Scalar, HANDLE)
     }
 
+    /// `INVALID_ARGUMENT` for a malloc of `size` bytes no memory could serve (0, past 2^53 or the
+    /// device's largest buffer): what a scope checks before it charges.
+    pub fn check_request(&self, size: u64) -> Result<()> {
+        self.checked_request(size, self.limits.alignment).map(drop)
+    }
+
     fn checked_request(&self, size: u64, alignment: u64) -> Result<u64> {
         self.check_alive()?;
         if size == 0 || size > crate::MAX_SAFE_INTEGER {

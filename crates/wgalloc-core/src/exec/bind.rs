@@ -204,6 +204,16 @@ pub(crate) fn check_workgroups(gpu: &Gpu, dispatch: &[u32], what: &str) -> Resul
 /// A block of the heap's scalar pool holding `bytes`, zero-padded to a 16-byte multiple
 /// (uniform structs are).
 pub(crate) fn uniform_block(gpu: &Gpu, bytes: &[u8]) -> Result<DeviceBlock> {
+    let max = wgalloc_heap::pool::MAX_SCALAR;
+    if bytes.len() as u64 > max {
+        // Uniforms come from the scalar pool, whose blocks hold at most this.
+        return Err(Error::invalid(
+            "params",
+            format!("at most {max} bytes (a uniform)"),
+            format!("{} bytes", bytes.len()),
+        )
+        .with_hint("pass larger data as a storage tensor"));
+    }
     let mut padded = bytes.to_vec();
     padded.resize(align_up(bytes.len() as u64, 16)? as usize, 0);
     gpu.heap()?.alloc_scalar(&padded)

@@ -204,10 +204,8 @@ impl Heap {
     /// `HANDLE` for a handle's).
     fn malloc_in_for(&self, scope: &Scope, size: u64, usage: Usage, owner: u32) -> Result<Allocation> {
         self.check_scope(scope, "malloc")?;
-        if size == 0 || size > crate::MAX_SAFE_INTEGER {
-            // The heap's own words for a bad size.
-            return self.core.malloc_for_as(size, usage, owner);
-        }
+        // A size no memory could serve is the heap's INVALID_ARGUMENT, not the scope's quota.
+        self.core.check_request(size)?;
         // Note [Scope locks]: the scope tree's lock is taken and let go inside the charge, and
         // the heap's inside the malloc and `set_charge`: neither is held across the other, nor
         // across a return to JS (where event listeners may malloc from this scope again).
