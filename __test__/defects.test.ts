@@ -378,6 +378,17 @@ test('a param of the wrong typed array is refused, as an input is; the profiler 
   await t.throwsAsync(g.runEager(graph, { x: new Float32Array(4) }, { params: { w: new Int32Array(4) } }), { code: 'INVALID_ARGUMENT', message: /param 'w'/ })
   const exe = await g.compile(graph, { params: { w: new Float32Array([1, 2, 3, 4]) } })
   t.deepEqual(Array.from((await exe.run({ x: new Float32Array([10, 20, 30, 40]) })).outputs.y), [11, 22, 33, 44])
+  // outputsInto errors name the option the block came in.
+  const small = g.heap.malloc(8)
+  for (const id of ['x', 'y']) {
+    const err = await t.throwsAsync(exe.run({ x: new Float32Array(4) }, { outputsInto: { [id]: small } }), { code: 'INVALID_ARGUMENT' })
+    t.is((err as unknown as { details: { path: string } }).details.path, `outputsInto.${id}`)
+  }
+  small.free()
+  await t.throwsAsync(planMemory([{ id: 'a', size: Number.NaN, first: 0, last: 1 }]), {
+    code: 'INVALID_ARGUMENT',
+    message: /size: expected a finite number, got NaN/,
+  })
   exe.release()
   g.destroy()
   t.throws(() => g.profiler.start(), { code: 'DEVICE_LOST' })
@@ -404,5 +415,37 @@ test('a kernel whose fixed-size binding is larger than its tensor is refused at 
   }
   const fits = await g.compile({ ...graph, tensors: [{ id: 'x', size: 4000, kind: 'input' }, graph.tensors[1]] })
   fits.release()
+  g.destroy()
+})
+
+test('an ALLOCATION_FAILED listener that frees nothing: one failure, one call, one OOM counted', async (t) => {
+  const MiB = 1 << 20
+  const g = await Gpu.request({ memoryBudget: 16 * MiB })
+  const heap = g.heap
+  heap.setHighWatermarkRatio(1)
+  const held = heap.malloc(12 * MiB)
+  let calls = 0
+  const off = heap.on('ALLOCATION_FAILED', () => calls++)
+  const ooms = heap.stats().ooms
+  t.throws(() => heap.malloc(8 * MiB), { code: 'OUT_OF_MEMORY' })
+  t.is(calls, 1)
+  t.is(heap.stats().ooms, ooms + 1)
+  off()
+  // A listener that frees memory: the malloc retries once and succeeds.
+  let victim: ReturnType<typeof heap.malloc> | null = heap.malloc(2 * MiB)
+  const off2 = heap.on('ALLOCATION_FAILED', () => {
+    victim?.free()
+    victim = null
+  })
+  const got = heap.malloc(3 * MiB)
+  t.is(heap.stats().ooms, ooms + 2)
+  off2()
+  got.free()
+  held.free()
+  // Misspelt options of malloc, recordHistory and scope are refused too.
+  t.throws(() => heap.malloc(10, { usag: 'shared' } as never), { code: 'INVALID_ARGUMENT', message: /options\.usag/ })
+  t.throws(() => heap.recordHistory({ maxEntrie: 5 } as never), { code: 'INVALID_ARGUMENT', message: /options\.maxEntrie/ })
+  t.false(heap.recordingHistory)
+  t.throws(() => heap.scope({ name: 's', limit: 1024, limt: 5 } as never), { code: 'INVALID_ARGUMENT', message: /options\.limt/ })
   g.destroy()
 })

@@ -77,7 +77,7 @@ test('bad profiles are INVALID_ARGUMENT naming the field; one above the high wat
     [ok([{ pool: 'device-large', peakLiveBytes: -1 }]), /pools\[0\]\.peakLiveBytes: expected an integer/],
     [
       ok([{ pool: 'device-large', peakLiveBytes: 1, segments: [2 ** 52] }]),
-      /^warmStart: profile\.pools\[0\]\.segments\[0\]: expected at most \d+ bytes \(maxBufferSize\), got 4503599627370496$/,
+      /^heap profile\.pools\[0\]\.segments\[0\]: expected at most \d+ bytes \(maxBufferSize\), got 4503599627370496$/,
     ],
     ['not json', /heap profile: expected JSON text, .*not valid JSON/],
   ]

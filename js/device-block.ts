@@ -273,10 +273,12 @@ export class DeviceBlock {
 }
 
 /** `usage` option to the code `heapMalloc` takes. */
+const MALLOC_OPTIONS = optionKeys<MallocOptions>({ usage: true, shape: true })
+
 export function usageCode(options: unknown): number {
   if (options === undefined || options === null) return 0
   if (typeof options !== 'object') throw invalidArgument(['malloc', 'options'], "an object, e.g. { usage: 'shared' }", shown(options))
-  const usage = (options as MallocOptions).usage
+  const { usage } = optionsObject(options as MallocOptions, 'malloc', MALLOC_OPTIONS)
   if (usage === undefined || usage === null || usage === 'device') return 0
   if (usage === 'shared') return 1
   throw invalidArgument('options.usage', "'device' or 'shared'", shown(usage), 'unknown usage')

@@ -230,20 +230,23 @@ export class HeapEvents {
 
   /**
    * Runs `fn`, a call that can allocate or free, and delivers the events it caused. With
-   * `retryOnOom`, an OUT_OF_MEMORY that ALLOCATION_FAILED listeners were told of is retried
-   * once: they may have freed memory.
+   * `memoryState` (a malloc's), an OUT_OF_MEMORY that ALLOCATION_FAILED listeners were told of
+   * is retried once if they freed memory (`memoryState` changed): a retry of a heap they left
+   * as it was would only fail again, and count and report the failure twice.
    */
-  delivering<T>(fn: () => T, retryOnOom = false): T {
+  delivering<T>(fn: () => T, memoryState?: () => string): T {
     if (!this.busy) return fn()
     // Follow channel (un)subscriptions.
     if (this.#channelSeen !== channel.hasSubscribers) this.#sync()
     try {
       return fn()
     } catch (err) {
-      if (!retryOnOom) throw err
-      this.#dispatch() // ALLOCATION_FAILED listeners may free memory now
+      if (memoryState === undefined) throw err
       const e = toWgallocError(err, true)
       if ((e as WgallocError).code !== 'OUT_OF_MEMORY' || !this.#listeners.get('ALLOCATION_FAILED')?.size) throw e
+      const before = memoryState()
+      this.#dispatch() // ALLOCATION_FAILED listeners may free memory now
+      if (memoryState() === before) throw e
       return fn()
     } finally {
       this.#dispatch()

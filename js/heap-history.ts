@@ -3,7 +3,7 @@
 import type { KvCacheSnapshot } from './internal/kv-registry.js'
 import { performance } from 'node:perf_hooks'
 import type { HeapEvent, SnapshotBlock, SnapshotSegment } from './binding.js'
-import { shown, invalidArgument } from './errors.js'
+import { invalidArgument, optionKeys, optionsObject, shown } from './errors.js'
 import { EVENT_NUMBERS, NUMBERED_KINDS } from './heap-events.js'
 
 /** Options of `heap.recordHistory()`. */
@@ -73,7 +73,7 @@ export interface MemorySnapshot {
   version: 1
   /** Every segment with its blocks. */
   segments: HistorySnapshotSegment[]
-  /** Events in order, oldest first (empty when history was never recorded). */
+  /** Events in order, oldest first (empty when no history is being recorded: `recordHistory(false)` drops it, so snapshot first). */
   history: HistoryEntry[]
   /** The heap's live KV caches: which blocks are their pools, and one row per sequence. */
   kvCaches?: KvCacheSnapshot[]
@@ -228,7 +228,11 @@ export class HeapHistory {
 
   constructor(options: unknown, pools: readonly string[]) {
     if (options != null && typeof options !== 'object') throw invalidArgument(['recordHistory', 'options'], '{ maxEntries?, stacks? }', shown(options))
-    const { maxEntries = DEFAULT_ENTRIES, stacks = true } = (options ?? {}) as RecordHistoryOptions
+    const { maxEntries = DEFAULT_ENTRIES, stacks = true } = optionsObject(
+      options as RecordHistoryOptions,
+      'recordHistory',
+      optionKeys<RecordHistoryOptions>({ maxEntries: true, stacks: true }),
+    )
     if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
       throw invalidArgument(['recordHistory', 'options.maxEntries'], 'a positive integer', shown(maxEntries))
     }

@@ -4,7 +4,7 @@
 import { inspect } from 'node:util'
 import { api, fail } from './internal/api.js'
 import type { DeviceBlock, MallocOptions } from './device-block.js'
-import { invalidArgument, noConstructor, shown, toWgallocError } from './errors.js'
+import { invalidArgument, noConstructor, optionKeys, optionsObject, shown, toWgallocError } from './errors.js'
 import type { Heap } from './heap.js'
 import { type Holder, STACK_FRAMES } from './heap-history.js'
 import type { Binding } from './internal/native.js'
@@ -61,7 +61,7 @@ function native<T>(f: () => T): T {
 /** Checks what JS alone can see of scope options (the native tree checks the rest). */
 function scopeOptions(options: unknown): HeapScopeOptions {
   if (options === null || typeof options !== 'object') throw invalidArgument(['scope', 'options'], '{ name, limit }', shown(options))
-  const { name, limit } = options as Partial<HeapScopeOptions>
+  const { name, limit } = optionsObject(options as HeapScopeOptions, 'scope', optionKeys<HeapScopeOptions>({ name: true, limit: true }))
   if (typeof name !== 'string' || name === '') throw invalidArgument(['scope', 'options.name'], 'a non-empty string', shown(name))
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)
     throw invalidArgument(['scope', 'options.limit'], 'a positive integer of bytes', shown(limit), `the limit of scope '${name}'`)

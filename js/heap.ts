@@ -68,6 +68,11 @@ const reportedOoms = new WeakSet<WgallocError>()
  */
 export class Heap {
   readonly #native: Binding.Heap & NativeHeapTable
+  /** What an ALLOCATION_FAILED listener that frees memory changes (see `HeapEvents.delivering`). */
+  readonly #memoryState = (): string => {
+    const s = this.#native.stats()
+    return `${s.activeBlocks.current} ${s.allocatedBytes.current} ${s.reservedBytes.current} ${s.pendingFreeBytes}`
+  }
   readonly #events: HeapEvents
   readonly #table: HeapTable
 
@@ -158,7 +163,7 @@ export class Heap {
       }
       const historyOnly = events.historyOnly
       try {
-        block = historyOnly ? allocate() : events.delivering(allocate, true)
+        block = historyOnly ? allocate() : events.delivering(allocate, this.#memoryState)
       } catch (err) {
         throw this.#outOfMemory(toWgallocError(err, true), size)
       }
@@ -209,7 +214,7 @@ export class Heap {
       const block = scalarBlock(this.#table, value)
       if (stack) history?.allocated(block.id, stack)
       return block
-    }, true)
+    }, this.#memoryState)
   }
   /** Frees `block` (same as `block.free()`), checking that it belongs to this heap. */
   @api free(block: DeviceBlock): void {

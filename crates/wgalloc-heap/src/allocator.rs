@@ -350,6 +350,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             self.merge_idle_segments(&mut st, pool);
         }
         let mut waited = false;
+        let mut moved_past_budget = false;
         let mut fresh = None;
         loop {
             self.sweep_pending(&mut st);
@@ -394,6 +395,19 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
                 self.wait_pending();
                 st = self.state();
                 continue;
+            }
+            // The last rung: the request's bytes are free but not contiguous, and no segment can
+            // be had, so the move budget (Note [Moves within a tenth], which governs the choice
+            // between moving and growing) gives way; only the per-request limit holds.
+            if !moved_past_budget && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
+                moved_past_budget = true;
+                let limit = compaction::Limit::for_request(aligned);
+                if compaction::open_range(&arena_view(&st), aligned, self.limits.max_binding, limit)
+                    .is_some_and(|plan| self.apply_moves(&mut st, &plan))
+                {
+                    st.stats.retries += 1;
+                    continue;
+                }
             }
             return Err(self.fail(&mut st, requested, aligned, pool, None).into());
         }
@@ -998,12 +1012,12 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             for (j, &s) in p.segments.iter().enumerate() {
                 let size = profile::round_to_granule(s).max(s);
                 if size > self.limits.max_buffer_size {
+                    // Named as the profile's own checks name its fields (`HeapProfile::from_value`).
                     return Err(Error::invalid(
-                        format!("profile.pools[{i}].segments[{j}]"),
+                        format!("heap profile.pools[{i}].segments[{j}]"),
                         format!("at most {} bytes (maxBufferSize)", self.limits.max_buffer_size),
                         s.to_string(),
-                    )
-                    .in_call("warmStart"));
+                    ));
                 }
                 sizes.push((p.pool, size));
             }

@@ -968,3 +968,24 @@ fn a_decoders_top_ups_reuse_their_emptied_segments() {
     assert!(s.driver_frees <= 2 && s.driver_allocations <= 10, "{s:?}");
     assert!(s.reserved_bytes.peak <= pool::target(s.allocated_bytes.peak), "{s:?}");
 }
+
+#[test]
+fn a_request_that_would_fail_moves_blocks_past_the_tenth() {
+    // Note [Moves within a tenth] keeps moves to a tenth of the bytes requested where a segment
+    // can be had instead; under the high watermark none can, and failing would be worse.
+    let (h, _) = heap(None, 20 * MIB);
+    h.set_high_watermark_ratio(1.0).unwrap();
+    let blocks: Vec<_> = (0..4).map(|_| h.malloc(4 * MIB, Usage::Device).unwrap()).collect();
+    let first = blocks[0].segment;
+    assert!(blocks[1..3].iter().all(|b| b.segment == first), "the test needs three blocks in one segment");
+    h.free(blocks[0].id).unwrap();
+    h.free(blocks[2].id).unwrap();
+    // 8 MiB free in that segment, in two holes; live + request = 16 MiB, under the 20 MiB watermark.
+    let big = h.malloc(8 * MIB, Usage::Device).expect("moving one block opens the range");
+    let s = h.stats();
+    assert_eq!(s.bytes_moved, 4 * MIB, "{s:?}");
+    assert!(s.reserved_bytes.current <= 20 * MIB);
+    for id in [big.id, blocks[1].id, blocks[3].id] {
+        h.free(id).unwrap();
+    }
+}

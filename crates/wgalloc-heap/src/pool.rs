@@ -70,8 +70,11 @@
 // stats were reset, less what it moved before: the segment costs no more bytes than the target
 // allows, and the moves are a part of the target too. Past the target bytes come first and a plan
 // keeps only its per-request limit. The segment is the one the miss would get, a fragmentation
-// miss's without a pair (Note [Pairs below 10 MiB]). Held by
+// miss's without a pair (Note [Pairs below 10 MiB]). The budget chooses between moving and
+// growing: a request that would otherwise fail (no segment fits under the high watermark) moves
+// past it, as the OOM ladder's last rung. Held by
 // `moves_stay_within_a_tenth_of_the_bytes_allocated`,
+// `a_request_that_would_fail_moves_blocks_past_the_tenth`,
 // `a_miss_within_the_target_grows_rather_than_move_past_a_tenth`,
 // `a_detectors_fragmented_miss_grows_rather_than_move_past_a_tenth` (allocator_tests)
 // and the moved-bytes part of the target (tests/replay.rs, with its known misses).

@@ -1122,13 +1122,15 @@ fn check_io(
     let blocks =
         io.inputs.iter().map(|(id, b)| ("input", id, b)).chain(io.outputs_into.iter().map(|(id, b)| ("output", id, b)));
     for (role, id, block) in blocks {
+        // The run option the block came in, as the caller names it.
+        let field = if role == "input" { "inputs" } else { "outputsInto" };
         let t = graph.tensor(id).filter(|t| match role {
             "input" => matches!(t.kind, TensorKind::Input | TensorKind::External),
             _ => t.kind == TensorKind::Output,
         });
         let Some(t) = t else {
             return Err(Error::invalid(
-                format!("inputs.{id}"),
+                format!("{field}.{id}"),
                 format!("an {role} tensor of the graph"),
                 crate::error::quoted(id),
             )
@@ -1148,7 +1150,7 @@ fn check_io(
         }
         let needed = if external { t.size } else { io.moved(id, t.size) };
         if !external && (!t.size.is_multiple_of(4) || !needed.is_multiple_of(4)) {
-            return Err(Error::invalid(format!("{role}s.{id}"), "a multiple of 4 bytes", format!("{} bytes", if t.size.is_multiple_of(4) { needed } else { t.size })).with_hint(format!(
+            return Err(Error::invalid(format!("{field}.{id}"), "a multiple of 4 bytes", format!("{} bytes", if t.size.is_multiple_of(4) { needed } else { t.size })).with_hint(format!(
                 "{role} '{id}' is {} bytes: device {role}s must be a multiple of 4 bytes (GPU copies move whole words); \
                  pass host bytes instead",
                 if t.size.is_multiple_of(4) { needed } else { t.size }
@@ -1162,12 +1164,12 @@ fn check_io(
             return Err(Error::UseAfterFree(format!("the block given for {role} '{id}' was freed")));
         }
         if !block.heap().same_heap(heap) {
-            return Err(Error::invalid(format!("{role}s.{id}"), "a block of this device", "a block of another device")
+            return Err(Error::invalid(format!("{field}.{id}"), "a block of this device", "a block of another device")
                 .with_hint(format!("the block given for {role} '{id}' belongs to another device")));
         }
         if block.requested_size() < needed || (external && block.size() < binding_size(t.size)?) {
             return Err(Error::invalid(
-                format!("{role}s.{id}"),
+                format!("{field}.{id}"),
                 format!("a block of at least {needed} bytes"),
                 format!("{} bytes", block.requested_size()),
             )
@@ -1210,7 +1212,7 @@ fn check_io(
     for (i, (id, block)) in into.iter().enumerate() {
         if let Some((other, _)) = into[..i].iter().find(|(_, b)| b == block) {
             return Err(Error::invalid(
-                format!("outputs.{id}"),
+                format!("outputsInto.{id}"),
                 "a block of its own",
                 format!("the block of '{other}'"),
             )
