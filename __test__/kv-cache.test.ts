@@ -5,7 +5,7 @@ import test from 'ava'
 import { Registry } from 'prom-client'
 import { type DeviceBlock, Gpu, KvCache, type KvSequence, type KvStepEntry, WgallocError, renderHtml } from 'wgalloc'
 import { registerMetrics } from 'wgalloc/metrics'
-import { gpu } from './helpers.js'
+import { gpu, runNode } from './helpers.js'
 import { promtoolCheck, samples } from './promtool.js'
 
 const KV_HEADS = 2
@@ -329,6 +329,75 @@ test('attention softmaxes any finite f32 scale exactly, and refuses one past it'
   }
   for (const b of [k, v, q, out]) b.free()
   cache.release()
+})
+
+test("work recorded on a stream keeps its blocks and rows: a freed sequence's late write lands nowhere else", async (t) => {
+  const g = await gpu()
+  // One kv head of 4 dims: attention over a sequence whose V rows are all c returns c.
+  const cache = g.createKvCache({ layers: 1, kvHeads: 1, headDim: 4, blockTokens: 4, maxSequenceLength: 16, maxBlocks: 2 })
+  const rows = (n: number, c: number) => block(g, new Float32Array(n * 4).fill(c))
+  const attend = async (seq: KvSequence): Promise<number[]> => {
+    const s = g.createStream()
+    const q = rows(1, 1)
+    const out = g.heap.malloc(16)
+    cache.attention(s, 0, [{ seq, tokens: 1 }], q, out)
+    s.submit()
+    const got = Array.from(await out.read(0, 16, { as: Float32Array }))
+    q.free()
+    out.free()
+    return got
+  }
+  const s = g.createStream()
+  const b = cache.addSequence()
+  b.append([5, 6, 7])
+  cache.write(s, 0, [{ seq: b, tokens: 3 }], rows(3, 1), rows(3, 7))
+  await s.submit().wait()
+  b.swapOut()
+  // A step for a is recorded, not submitted; the request is cancelled and a freed.
+  const a = cache.addSequence()
+  a.append([1, 2, 3])
+  cache.write(s, 0, [{ seq: a, tokens: 3 }], rows(3, 1), rows(3, 1))
+  a.free()
+  await b.swapIn() // takes a block, but not the one a's write names
+  await s.submit().wait()
+  t.deepEqual(await attend(b), [7, 7, 7, 7])
+
+  // A swap-out or a copy-on-write would copy before a recorded write lands: refused until it submits.
+  cache.write(s, 0, [{ seq: b, tokens: 1 }], rows(1, 1), rows(1, 7)) // b's last token again, not submitted
+  t.throws(() => b.swapOut(), { code: 'INVALID_ARGUMENT', message: /swapOut would copy K\/V that a write recorded on a stream has not submitted yet/ })
+  const child = b.fork()
+  // The child's first token goes into the block it shares with b: a copy of it, refused for now.
+  t.throws(() => child.append([9]), { code: 'INVALID_ARGUMENT', message: /append would copy/ })
+  t.is(child.length, 3)
+  await s.submit().wait()
+  child.append([9])
+  cache.write(s, 0, [{ seq: child, tokens: 1 }], rows(1, 1), rows(1, 7))
+  await s.submit().wait()
+  t.deepEqual(await attend(child), [7, 7, 7, 7])
+  b.swapOut()
+  await b.swapIn()
+  t.deepEqual(await attend(b), [7, 7, 7, 7])
+  cache.release()
+})
+
+test('admitting and cancelling sequences with no GPU work between keeps memory flat', async (t) => {
+  // Block-table writes go through the queue; with no submission they were staged without end
+  // (about 2 KB a cycle). Note [Queue writes are flushed] in wgalloc-core's lane.rs.
+  const script = `const { Gpu } = require(${JSON.stringify(require.resolve('..'))})
+    Gpu.request().then((g) => {
+      const cache = g.createKvCache({ layers: 1, kvHeads: 2, headDim: 8, blockTokens: 4, maxBlocks: 32, maxSequenceLength: 64 })
+      const cycles = (n) => { for (let i = 0; i < n; i++) { const s = cache.addSequence(); s.append([1, 2, 3, 4, 5, 6]); s.free() } }
+      const rss = () => { global.gc(); return process.memoryUsage().rss }
+      cycles(5000)
+      const before = rss()
+      cycles(25000)
+      console.log(JSON.stringify({ perCycle: (rss() - before) / 25000 }))
+      g.destroy()
+    })`
+  const r = await runNode(['--expose-gc', '-e', script], { timeoutMs: 120_000 })
+  t.is(r.code, 0, r.stderr)
+  const { perCycle } = JSON.parse(r.stdout) as { perCycle: number }
+  t.true(perCycle < 400, `${perCycle.toFixed(0)} bytes of RSS per admitted and cancelled sequence`)
 })
 
 test('operations: metrics per cache, snapshot rows per sequence, the viewer labels its blocks', async (t) => {

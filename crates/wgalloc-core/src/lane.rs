@@ -51,7 +51,21 @@ pub(crate) struct LaneState {
     uncaptured: Arc<Mutex<UncapturedErrors>>,
     /// The first queue write that failed since the last submission: fails the next one.
     write_error: Option<Error>,
+    /// Queue writes, and their bytes, since the last submission (Note [Queue writes are flushed]).
+    writes_since_submit: u32,
+    written_since_submit: u64,
 }
+
+// Note [Queue writes are flushed]
+// wgpu stages every `write_buffer` in memory of its own until the next submission. A caller that
+// writes without submitting (a scheduler that admits and cancels KV sequences, whose block-table
+// writes go through the queue) would grow that memory without bound. After
+// `FLUSH_AFTER_WRITES` writes or `FLUSH_AFTER_BYTES` bytes with no submission, the lane submits
+// nothing: the staged writes go out in queue order, as they would have with the next submission,
+// and their staging memory is reclaimed once done. The flush has no sequence number; a failed
+// write still fails the next numbered submission.
+const FLUSH_AFTER_WRITES: u32 = 1024;
+const FLUSH_AFTER_BYTES: u64 = 64 << 20;
 
 /// The message of a caught panic.
 fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -73,6 +87,7 @@ impl LaneState {
     pub(crate) fn submit(&mut self, seq: u64, commands: Vec<wgpu::CommandBuffer>) {
         let submitted =
             unwound("queue submit", || guarded(&self.device, "queue submit", || self.queue.submit(commands)));
+        (self.writes_since_submit, self.written_since_submit) = (0, 0);
         let failure = self.write_error.take().or_else(|| submitted.as_ref().err().cloned());
         self.tracker.issued(seq, submitted.ok(), failure);
         let tracker = self.tracker.clone();
@@ -96,6 +111,20 @@ impl LaneState {
             u.last = Some(e.to_string());
             drop(u);
             self.write_error.get_or_insert(e);
+        }
+        self.writes_since_submit += 1;
+        self.written_since_submit += data.len() as u64;
+        if self.writes_since_submit >= FLUSH_AFTER_WRITES || self.written_since_submit >= FLUSH_AFTER_BYTES {
+            // Note [Queue writes are flushed]
+            (self.writes_since_submit, self.written_since_submit) = (0, 0);
+            let flushed = unwound("queue flush", || {
+                guarded(&self.device, "queue flush", || {
+                    self.queue.submit(std::iter::empty());
+                })
+            });
+            if let Err(e) = flushed {
+                self.write_error.get_or_insert(e);
+            }
         }
     }
 
@@ -170,7 +199,15 @@ impl Lane {
         let (tx, rx) = channel::<Job>();
         let exited = Slot::new();
         let exited2 = exited.clone();
-        let state = LaneState { device, queue, tracker, uncaptured, write_error: None };
+        let state = LaneState {
+            device,
+            queue,
+            tracker,
+            uncaptured,
+            write_error: None,
+            writes_since_submit: 0,
+            written_since_submit: 0,
+        };
         let handle = std::thread::Builder::new()
             .name("wgalloc-submit".into())
             .spawn(move || {

@@ -26,6 +26,10 @@ pub enum KvError {
     /// The sequence is resident; only a swapped-out sequence can be swapped in.
     #[error("sequence {seq} is not swapped out")]
     NotSwapped { seq: u64 },
+    /// `what` (a swap-out, or the copy-on-write of an append) would copy blocks of the sequence
+    /// that a K/V write recorded on a stream, not yet submitted, writes.
+    #[error("sequence {seq}: {what} would copy K/V that a write recorded on a stream has not submitted yet; submit that stream first")]
+    WriteNotSubmitted { seq: u64, what: &'static str },
     /// An earlier swap-in of the sequence is still running (the binding's swap-in waits on its copy).
     #[error("sequence {seq} is being swapped in by an earlier swapIn(); await that one")]
     SwapInRunning { seq: u64 },
@@ -60,6 +64,11 @@ impl KvError {
             ),
             KvError::Swapped { seq: s, .. } => (seq(s), "a resident sequence".into(), "a swapped-out sequence".into()),
             KvError::NotSwapped { seq: s } => (seq(s), "a swapped-out sequence".into(), "a resident sequence".into()),
+            KvError::WriteNotSubmitted { seq: s, what } => (
+                format!("{} ({what})", seq(s)),
+                "no K/V write of it recorded on a stream and not submitted".into(),
+                "a write not submitted yet".into(),
+            ),
             KvError::SwapInRunning { seq: s } => {
                 (seq(s), "a swapped-out sequence".into(), "one an earlier swapIn() is bringing back".into())
             }

@@ -90,7 +90,8 @@ pub struct SwapIn {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KvStats {
     pub total_blocks: u32,
-    /// Blocks some sequence refers to.
+    /// Blocks some sequence refers to, or that work recorded on a stream and not yet submitted
+    /// names (Note [Blocks held for recorded work]).
     pub used_blocks: u32,
     /// Unreferenced blocks with no cached content.
     pub free_blocks: u32,
@@ -162,6 +163,10 @@ pub struct KvManager {
     pool: BlockPool,
     seqs: HashMap<u64, Sequence>,
     free_rows: Vec<u32>,
+    /// Holds on each block-table row, and whether a held row was let go (Note [Blocks held for
+    /// recorded work]: an attention recorded on a stream reads its rows when it runs).
+    row_holds: Vec<u32>,
+    row_parked: Vec<bool>,
     next_id: u64,
     stats: KvStats,
 }
@@ -174,6 +179,8 @@ impl KvManager {
             pool: BlockPool::new(config.num_blocks),
             seqs: HashMap::new(),
             free_rows: (0..config.max_seqs).rev().collect(),
+            row_holds: vec![0; config.max_seqs as usize],
+            row_parked: vec![false; config.max_seqs as usize],
             next_id: 1,
             stats: KvStats::default(),
         })
@@ -210,6 +217,41 @@ impl KvManager {
 
     fn take_row(&mut self) -> Result<u32> {
         self.free_rows.pop().ok_or(KvError::TooManySequences { max_seqs: self.config.max_seqs })
+    }
+
+    /// A row no sequence uses any more: free at once, or once its holds go.
+    fn release_row(&mut self, row: u32) {
+        if self.row_holds[row as usize] > 0 {
+            self.row_parked[row as usize] = true;
+        } else {
+            self.free_rows.push(row);
+        }
+    }
+
+    /// Holds `rows` and `blocks` for work recorded on a stream and not yet submitted: they are
+    /// not taken by another sequence, whatever is freed, until [`Self::unhold`] (Note [Blocks
+    /// held for recorded work]).
+    pub fn hold(&mut self, rows: &[u32], blocks: &[BlockId]) {
+        for &r in rows {
+            self.row_holds[r as usize] += 1;
+        }
+        for &b in blocks {
+            self.pool.hold(b);
+        }
+    }
+
+    /// Drops the holds [`Self::hold`] took (the work was submitted, or its stream dropped).
+    pub fn unhold(&mut self, rows: &[u32], blocks: &[BlockId]) {
+        for &r in rows {
+            let h = &mut self.row_holds[r as usize];
+            *h -= 1;
+            if *h == 0 && std::mem::take(&mut self.row_parked[r as usize]) {
+                self.free_rows.push(r);
+            }
+        }
+        for &b in blocks {
+            self.pool.unhold(b);
+        }
     }
 
     /// Tokens of a sequence.
@@ -315,6 +357,27 @@ impl KvManager {
         self.grow(id, tokens, n, "append")
     }
 
+    /// The blocks holding tokens that appending `adding` tokens to sequence `id` would copy
+    /// (shared ones it writes into): what a caller must have written before the append.
+    pub fn copy_sources(&self, id: u64, adding: u32) -> Result<Vec<BlockId>> {
+        let s = self.seq(id)?;
+        let (bt, len) = (self.config.block_tokens, s.tokens.len() as u32);
+        Ok(self.shared_touched(s, adding).into_iter().filter(|&(i, _)| i * bt < len).map(|(_, b)| b).collect())
+    }
+
+    /// The (index, block) of every block appending `adding` tokens to `s` touches that other
+    /// sequences share (each is replaced by a private copy).
+    fn shared_touched(&self, s: &Sequence, adding: u32) -> Vec<(u32, BlockId)> {
+        if adding == 0 {
+            return Vec::new();
+        }
+        let (bt, len) = (self.config.block_tokens, s.tokens.len() as u32);
+        (len / bt..=(len + adding - 1) / bt)
+            .map_while(|i| s.blocks.get(i as usize).map(|&b| (i, b)))
+            .filter(|&(_, b)| self.pool.refs(b) > 1)
+            .collect()
+    }
+
     fn grow(&mut self, id: u64, tokens: &[u32], adding: u32, what: &'static str) -> Result<Append> {
         let s = self.resident(id, what)?;
         self.check_growth(id, s, adding)?;
@@ -328,19 +391,16 @@ impl KvManager {
         let len = s.tokens.len() as u32;
         let mut out = Append::default();
         // Copy-on-write: a touched block that others share is replaced by a private copy.
-        let (first, last) = (len / bt, (len + adding - 1) / bt);
-        for i in first..=last {
-            let Some(&old) = s.blocks.get(i as usize) else { break };
-            if self.pool.refs(old) > 1 {
-                let fresh = self.pool.allocate();
-                if i * bt < len {
-                    out.copies.push(BlockCopy { src: old, dst: fresh });
-                    self.stats.copies_on_write += 1;
-                }
-                self.pool.release(old);
-                s.blocks[i as usize] = fresh;
-                out.table.push(TableWrite { row, index: i, blocks: vec![fresh] });
+        let last = (len + adding - 1) / bt;
+        for (i, old) in self.shared_touched(&s, adding) {
+            let fresh = self.pool.allocate();
+            if i * bt < len {
+                out.copies.push(BlockCopy { src: old, dst: fresh });
+                self.stats.copies_on_write += 1;
             }
+            self.pool.release(old);
+            s.blocks[i as usize] = fresh;
+            out.table.push(TableWrite { row, index: i, blocks: vec![fresh] });
         }
         let start = s.blocks.len() as u32;
         while (s.blocks.len() as u32) <= last {
@@ -443,7 +503,7 @@ impl KvManager {
         let s = self.seqs.remove(&id).ok_or(KvError::UnknownSequence { seq: id })?;
         self.release_blocks(&s.blocks);
         if let Some(row) = s.row {
-            self.free_rows.push(row);
+            self.release_row(row);
         }
         Ok(())
     }
@@ -457,7 +517,7 @@ impl KvManager {
         let used = s.tokens.len().div_ceil(self.config.block_tokens as usize);
         let blocks = std::mem::take(&mut s.blocks);
         let row = s.row.take().expect("resident");
-        self.free_rows.push(row);
+        self.release_row(row);
         self.release_blocks(&blocks);
         self.stats.swapped_out_blocks += used as u64;
         Ok(blocks[..used].to_vec())
@@ -573,5 +633,23 @@ impl KvManager {
         for (b, &r) in refs.iter().enumerate() {
             assert_eq!(self.pool.refs(b as u32), r, "block {b}: reference count differs from the tables");
         }
+        // Every row is in use, free, or let go while held: exactly one of them.
+        let mut row_state = vec![0u32; self.config.max_seqs as usize];
+        for s in self.seqs.values() {
+            if let Some(r) = s.row {
+                row_state[r as usize] += 1;
+            }
+        }
+        for &r in &self.free_rows {
+            assert_eq!(self.row_holds[r as usize], 0, "free row {r} is held");
+            row_state[r as usize] += 1;
+        }
+        for (r, &parked) in self.row_parked.iter().enumerate() {
+            if parked {
+                assert!(self.row_holds[r] > 0, "row {r} is parked without holds");
+                row_state[r] += 1;
+            }
+        }
+        assert!(row_state.iter().all(|&n| n == 1), "rows in use, free or parked: {row_state:?}");
     }
 }

@@ -22,8 +22,16 @@ struct CachedContent {
 // longest ago. A sequence releases its blocks tail first, so its tail, which fewer
 // prompts share, is evicted before its head. A block with references is in neither set,
 // so nothing ever allocates (and so overwrites) a block that a sequence refers to.
+
+// Note [Blocks held for recorded work]
+// Work recorded on a stream but not yet submitted (a write, an attention) names blocks; if one
+// of them were freed and taken by another sequence before that submission, the late work would
+// write over the new owner's K/V. The GPU layer holds such blocks until the stream submits
+// (the queue then orders the work before anything recorded later): a block without references
+// but with holds is in neither free set, and joins one when the last hold goes.
 pub(crate) struct BlockPool {
     refs: Vec<u32>,
+    holds: Vec<u32>,
     content: Vec<Option<CachedContent>>,
     free: Vec<BlockId>,
     evictable: BTreeMap<u64, BlockId>,
@@ -37,6 +45,7 @@ impl BlockPool {
     pub(crate) fn new(blocks: u32) -> Self {
         BlockPool {
             refs: vec![0; blocks as usize],
+            holds: vec![0; blocks as usize],
             content: (0..blocks).map(|_| None).collect(),
             // Popped from the end: block 0 first.
             free: (0..blocks).rev().collect(),
@@ -88,20 +97,55 @@ impl BlockPool {
 
     /// One more reference to `b` (a prefix hit or a fork); an evictable block stops being one.
     pub(crate) fn retain(&mut self, b: BlockId) {
-        if self.refs[b as usize] == 0 {
+        if self.in_free_sets(b) {
             self.evictable.remove(&self.tick_of[b as usize]);
         }
         self.refs[b as usize] += 1;
     }
 
-    /// Drops one reference; the last one makes the block evictable if cached, free if not.
+    /// Drops one reference; the last one makes the block evictable if cached, free if not
+    /// (once no hold is left: Note [Blocks held for recorded work]).
     pub(crate) fn release(&mut self, b: BlockId) {
         let r = &mut self.refs[b as usize];
         debug_assert!(*r > 0, "release of an unreferenced block");
         *r -= 1;
-        if *r > 0 {
-            return;
+        if *r == 0 && self.holds[b as usize] == 0 {
+            self.enter_free_sets(b);
         }
+    }
+
+    /// One more hold on `b` (Note [Blocks held for recorded work]).
+    pub(crate) fn hold(&mut self, b: BlockId) {
+        if self.in_free_sets(b) {
+            // An evictable block named by recorded work (an attention over a prefix hit).
+            self.leave_free_sets(b);
+        }
+        self.holds[b as usize] += 1;
+    }
+
+    /// Drops one hold; a block left without references or holds joins the free sets.
+    pub(crate) fn unhold(&mut self, b: BlockId) {
+        let h = &mut self.holds[b as usize];
+        debug_assert!(*h > 0, "unhold of a block not held");
+        *h -= 1;
+        if *h == 0 && self.refs[b as usize] == 0 {
+            self.enter_free_sets(b);
+        }
+    }
+
+    fn in_free_sets(&self, b: BlockId) -> bool {
+        self.refs[b as usize] == 0 && self.holds[b as usize] == 0
+    }
+
+    fn leave_free_sets(&mut self, b: BlockId) {
+        if self.content[b as usize].is_some() {
+            self.evictable.remove(&self.tick_of[b as usize]);
+        } else if let Some(at) = self.free.iter().position(|&f| f == b) {
+            self.free.remove(at);
+        }
+    }
+
+    fn enter_free_sets(&mut self, b: BlockId) {
         if self.content[b as usize].is_some() {
             self.next_tick += 1;
             self.tick_of[b as usize] = self.next_tick;
@@ -114,7 +158,7 @@ impl BlockPool {
     /// Whether `b` would count in `available()` once retained: retaining an evictable
     /// block takes it out of the blocks an allocation can take.
     pub(crate) fn is_evictable(&self, b: BlockId) -> bool {
-        self.refs[b as usize] == 0
+        self.in_free_sets(b)
     }
 
     /// The cached block holding exactly `tokens` after the prefix whose hash is `parent`.
@@ -150,7 +194,14 @@ impl BlockPool {
             seen[b as usize] += 1;
         }
         for (b, &r) in self.refs.iter().enumerate() {
-            assert_eq!(seen[b] as u32, u32::from(r == 0), "block {b} (refs {r}) is in the free sets {} times", seen[b]);
+            let h = self.holds[b];
+            let free = r == 0 && h == 0;
+            assert_eq!(
+                seen[b] as u32,
+                u32::from(free),
+                "block {b} (refs {r}, holds {h}) is in the free sets {} times",
+                seen[b]
+            );
         }
         for (&h, &b) in &self.cached {
             assert_eq!(self.content[b as usize].as_ref().map(|c| c.hash), Some(h));

@@ -171,6 +171,32 @@ fn a_full_cache_refuses_with_figures_and_changes_nothing() {
 }
 
 #[test]
+fn blocks_and_rows_held_for_recorded_work_are_not_taken_until_let_go() {
+    let mut kv = KvManager::new(KvConfig { max_seqs: 2, ..config(2, false) }).unwrap();
+    let (a, _) = kv.add_sequence(&[], 0).unwrap();
+    kv.append(a, &[1, 2, 3]).unwrap();
+    let (row, blocks) = (kv.row(a).unwrap().unwrap(), kv.blocks(a).unwrap().to_vec());
+    // A step recorded on a stream names a's row and block; a is then freed (a cancelled request).
+    kv.hold(&[row], &blocks);
+    kv.free(a).unwrap();
+    kv.check();
+    assert_eq!(kv.stats().free_blocks, 1, "the held block is not free");
+    let (b, _) = kv.add_sequence(&[], 0).unwrap();
+    kv.append(b, &[4, 5, 6, 7]).unwrap();
+    assert_ne!(kv.row(b).unwrap(), Some(row), "the held row is not taken");
+    assert!(!kv.blocks(b).unwrap().contains(&blocks[0]), "the held block is not taken");
+    assert_eq!(kv.append(b, &[8]).unwrap_err().code(), "KV_CACHE_FULL");
+    // The stream submitted: the next step may take them.
+    kv.unhold(&[row], &blocks);
+    kv.check();
+    kv.append(b, &[8]).unwrap();
+    assert_eq!(kv.blocks(b).unwrap()[1], blocks[0]);
+    let (c, _) = kv.add_sequence(&[], 0).unwrap();
+    assert_eq!(kv.row(c).unwrap(), Some(row));
+    kv.check();
+}
+
+#[test]
 fn swap_in_takes_still_cached_blocks_and_restores_the_rest() {
     let mut kv = KvManager::new(config(6, true)).unwrap();
     let p: Vec<u32> = (0..10).collect();

@@ -22,7 +22,7 @@ use crate::exec::ComputeKernel;
 use crate::heap::{DeviceBlock, Heap, Scope, ScopeCharge, Usage};
 use crate::host::{Direction, HostBlock};
 use crate::signal::lock;
-use crate::stream::Stream;
+use crate::stream::{Stream, StreamUse};
 
 /// What a cache holds and how large it is. Give `num_blocks` or `max_bytes`.
 #[derive(Debug, Clone)]
@@ -72,10 +72,22 @@ struct Inner {
     pools: Vec<[DeviceBlock; 2]>,
     tables: DeviceBlock,
     swapped: Mutex<HashMap<u64, HostBlock>>,
+    /// Rows and blocks held for work recorded on a stream and not yet submitted (Note [Blocks
+    /// held for recorded work] in wgalloc-kv); behind the manager's lock.
+    recorded: Mutex<Vec<RecordedUse>>,
     kernels: OnceLock<Kernels>,
     /// The scope charged with the pools and the table ([`KvCache::charge_to`]), returned with
     /// them when the last clone drops (Note [A scope's bytes are its live charges]).
     charge: Mutex<Option<ScopeCharge>>,
+}
+
+/// Work recorded on a stream that names a cache's rows and blocks.
+struct RecordedUse {
+    stream: StreamUse,
+    rows: Vec<u32>,
+    blocks: Vec<u32>,
+    /// A K/V write (which a copy or swap-out must not overtake), not an attention (a read).
+    writes: bool,
 }
 
 /// A paged KV cache (see the module docs). Cheap to clone; the pools are freed with the last clone.
@@ -182,6 +194,7 @@ impl Heap {
                 pools,
                 tables,
                 swapped: Mutex::new(HashMap::new()),
+                recorded: Mutex::new(Vec::new()),
                 kernels: OnceLock::new(),
                 charge: Mutex::new(None),
             }),
@@ -233,8 +246,45 @@ impl KvCache {
         })
     }
 
+    /// The manager, once the holds of work whose stream has submitted it (or was dropped) are
+    /// let go: the queue orders that work before anything recorded later.
     fn manager(&self) -> std::sync::MutexGuard<'_, KvManager> {
-        lock(&self.inner.manager)
+        let mut m = lock(&self.inner.manager);
+        lock(&self.inner.recorded).retain(|r| {
+            let pending = r.stream.resolved_seq().is_none();
+            if !pending {
+                m.unhold(&r.rows, &r.blocks);
+            }
+            pending
+        });
+        m
+    }
+
+    /// Holds `rows` and `blocks`, which work just recorded on `stream` names, until it submits.
+    fn hold(&self, m: &mut KvManager, stream: &Stream, rows: Vec<u32>, mut blocks: Vec<u32>, writes: bool) {
+        blocks.sort_unstable();
+        blocks.dedup();
+        m.hold(&rows, &blocks);
+        lock(&self.inner.recorded).push(RecordedUse {
+            stream: StreamUse::capture(stream.marks()),
+            rows,
+            blocks,
+            writes,
+        });
+    }
+
+    /// `INVALID_ARGUMENT` when a K/V write recorded on a stream and not yet submitted names one
+    /// of `blocks`: `what` (a swap-out's or a copy-on-write's copy, submitted at once) would
+    /// copy them before that write lands.
+    fn refuse_unsubmitted_writes(&self, seq: u64, blocks: &[u32], what: &'static str) -> Result<()> {
+        let recorded = lock(&self.inner.recorded);
+        let pending = recorded
+            .iter()
+            .any(|r| r.writes && r.stream.resolved_seq().is_none() && r.blocks.iter().any(|b| blocks.contains(b)));
+        if pending {
+            return Err(KvError::WriteNotSubmitted { seq, what }.into());
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> KvStats {
@@ -316,6 +366,8 @@ impl KvCache {
     /// Appends tokens (their K/V are written by the next [`KvCache::write`] of the sequence).
     pub fn append(&self, seq: u64, tokens: &[u32]) -> Result<u32> {
         let mut m = self.manager();
+        let adding = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        self.refuse_unsubmitted_writes(seq, &m.copy_sources(seq, adding)?, "append")?;
         let a = m.append(seq, tokens)?;
         let len = m.len(seq)?;
         drop(m);
@@ -325,7 +377,10 @@ impl KvCache {
 
     /// Blocks for `tokens` more tokens, so that appending them cannot fail for space.
     pub fn reserve(&self, seq: u64, tokens: u32) -> Result<()> {
-        let a = self.manager().reserve(seq, tokens)?;
+        let mut m = self.manager();
+        self.refuse_unsubmitted_writes(seq, &m.copy_sources(seq, tokens)?, "reserve")?;
+        let a = m.reserve(seq, tokens)?;
+        drop(m);
         self.apply(&a)
     }
 
@@ -363,6 +418,7 @@ impl KvCache {
         if m.row(seq)?.is_none() {
             return Err(KvError::Swapped { seq, what: "swapOut" }.into());
         }
+        self.refuse_unsubmitted_writes(seq, &m.blocks(seq)?[..used as usize], "swapOut")?;
         let bytes = i.options.block_bytes();
         let per_block = bytes * 2 * u64::from(i.options.layers);
         let host = i.heap.gpu().host()?.alloc((used * per_block).max(4), Direction::Download)?;
@@ -467,9 +523,9 @@ impl KvCache {
     ) -> Result<()> {
         let [kp, vp] = self.pools(layer)?;
         let mut slots = Vec::new();
+        let bt = self.inner.options.block_tokens;
         {
             let m = self.manager();
-            let bt = self.inner.options.block_tokens;
             for s in step {
                 let rows = m.query_rows(s.seq, s.tokens, "write")?;
                 let blocks = m.blocks(s.seq)?;
@@ -494,6 +550,10 @@ impl KvCache {
         let wg = [groups.min(u64::from(kernels::GRID)) as u32, groups.div_ceil(u64::from(kernels::GRID)) as u32, 1];
         let uniform = words([slots.len() as u32, width, 0, 0]);
         stream.dispatch(kernel, &[k, v, &slot_block, kp, vp], Some(&uniform), wg)?;
+        {
+            let mut m = self.manager();
+            self.hold(&mut m, stream, Vec::new(), slots.iter().map(|s| s / bt).collect(), true);
+        }
         slot_block.free()?;
         // Written once the last layer is (Note [A block is shared once written] in wgalloc-kv).
         if layer + 1 == o.layers {
@@ -541,10 +601,15 @@ impl KvCache {
             )));
         }
         let mut rows = Vec::new();
+        // The rows and blocks the dispatch reads (through the table, when it runs).
+        let (mut read_rows, mut read_blocks) = (Vec::new(), Vec::new());
         {
             let m = self.manager();
+            let bt = o.block_tokens as usize;
             for s in step {
                 rows.extend(m.query_rows(s.seq, s.tokens, "attention")?.into_iter().flatten());
+                read_rows.extend(m.row(s.seq)?);
+                read_blocks.extend_from_slice(&m.blocks(s.seq)?[..(m.len(s.seq)? as usize).div_ceil(bt)]);
             }
         }
         let n = (rows.len() / 2) as u64;
@@ -563,6 +628,10 @@ impl KvCache {
         let grid = u64::from(kernels::GRID);
         let wg = [query_heads, n.min(grid) as u32, n.div_ceil(grid) as u32];
         stream.dispatch(kernel, &[q, kp, vp, &self.inner.tables, &row_block, out], Some(&uniform), wg)?;
+        {
+            let mut m = self.manager();
+            self.hold(&mut m, stream, read_rows, read_blocks, false);
+        }
         row_block.free()
     }
 }
