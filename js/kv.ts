@@ -469,7 +469,10 @@ export class KvSequence {
   @api append(tokens: ArrayLike<number>): number {
     return this.#native.append(this.#live('append'), tokenArray(tokens, 'append', this.#cache.maxSequenceLength))
   }
-  /** Takes blocks for `tokens` more tokens now, so appending them later cannot fail for space. */
+  /**
+   * Takes blocks for `tokens` more tokens now, so appending them later cannot fail for space (until a
+   * `fork()` shares the partial last block: reserve after forking).
+   */
   @api reserve(tokens: number): void {
     this.#native.reserve(this.#live('reserve'), u32(tokens, 'reserve: tokens'))
   }

@@ -6,7 +6,7 @@ import { Gpu } from '../gpu.js'
 import type { Graph } from '../graph.js'
 import { readInputFile } from '../internal/input-file.js'
 import type { Strategy } from '../plan.js'
-import { parseCommand, positiveInt, str } from './command.js'
+import { namingFile, parseCommand, positiveInt, str } from './command.js'
 import { bytes, table } from './table.js'
 
 const USAGE =
@@ -41,6 +41,8 @@ export default async function check(argv: string[]): Promise<number> {
   try {
     const graph = (parsed?.kernels ? parsed : JSON.parse(gpu.checksumGraph(text))) as Graph
     f = await checkGraph(gpu, graph, { strategy: str(values, 'strategy') as Strategy, runs: positiveInt(values, 'runs'), checkPlan: values.verify === true })
+  } catch (err) {
+    throw namingFile(err, file)
   } finally {
     gpu.destroy()
   }

@@ -1,6 +1,6 @@
 // What every CLI command shares: its arguments parsed with its own options and usage.
 import { type ParseArgsConfig, parseArgs } from 'node:util'
-import { messageOf, invalidArgument } from '../errors.js'
+import { WgallocError, messageOf, invalidArgument } from '../errors.js'
 
 /** A command's options (node:util parseArgs form). */
 export type Options = NonNullable<ParseArgsConfig['options']>
@@ -49,4 +49,15 @@ export function positiveInt(values: Values, name: string): number {
   const text = String(values[name])
   if (!/^\d+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) throw invalidArgument(`--${name}`, 'a positive integer', `'${text}'`)
   return Number(text)
+}
+
+/**
+ * `err` naming input `file`: a PARSE_ERROR from the input's text gets the file's name in front
+ * (its `details` kept), so input errors read alike in every command; other errors pass through.
+ */
+export function namingFile(err: unknown, file: string): unknown {
+  if (!WgallocError.is(err, 'PARSE_ERROR') || err.message.includes(file)) return err
+  const named = new WgallocError('PARSE_ERROR', `${file}: ${err.message}`, { cause: err })
+  named.details = err.details
+  return named
 }

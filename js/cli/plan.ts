@@ -5,7 +5,7 @@ import { WgallocError, invalidArgument } from '../errors.js'
 import { readInputFile } from '../internal/input-file.js'
 import { refuseInputAsOutput, writeOutputFile } from '../internal/output-file.js'
 import { type MemoryPlan, STRATEGIES, type Strategy, isJsonText, planMemory } from '../plan.js'
-import { parseCommand, str } from './command.js'
+import { namingFile, parseCommand, str } from './command.js'
 import { bytes, table } from './table.js'
 
 const USAGE = 'usage: wgalloc plan <file.json|file.csv> [--strategy NAME|all] [--time-limit 10s] [--alignment N] [--svg out.svg] [--json [out.json]]'
@@ -70,8 +70,7 @@ export default async function plan(argv: string[]): Promise<number> {
     const bar = progressBar(s)
     // Input errors name the file, as in every command.
     const p = await planMemory(input, { strategy: s, timeLimitMs, alignment, onProgress: bar }).catch((err: unknown) => {
-      if (WgallocError.is(err, 'PARSE_ERROR') && !err.message.includes(file)) throw new WgallocError('PARSE_ERROR', `${file}: ${err.message}`, { cause: err })
-      throw err
+      throw namingFile(err, file)
     })
     if (bar) process.stderr.write('\n')
     plans.push(p)
