@@ -312,7 +312,7 @@ function exactJson(value: unknown, field: (key: string, value: unknown) => unkno
   return stringifyInput(value, 'planMemory input', (key, v) => {
     if (typeof v === 'bigint') return v.toString()
     // JSON would write NaN and Infinity as null, and the planner would say it got null.
-    if (typeof v === 'number' && !Number.isFinite(v)) throw invalidArgument(`planMemory input: ${key}`, 'a finite number', String(v))
+    if (typeof v === 'number' && !Number.isFinite(v)) throw invalidArgument(['planMemory', key], 'a finite number', String(v))
     if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
       throw new WgallocError('SIZE_OVERFLOW', `planMemory input: ${key} = ${v} is past 2^53 - 1, where JS numbers round; pass a BigInt or a decimal string`)
     }
