@@ -187,3 +187,35 @@ test('kernels read the asked dims from the dims uniform at @group(1) @binding(0)
     message: /expected a dims uniform of at most 8 bytes \(b, s: one u32 each\), got 12 bytes/,
   })
 })
+
+test('a shape extent takes a bucket on its first factor only: "b * s" bucketed on s is refused, on b placed right', async (t) => {
+  const gpu = await Gpu.request()
+  t.teardown(() => gpu.destroy())
+  // y[r] = 100 * (r / S) + r % S, with S the compiled s (the length of `sl`).
+  const source = `
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read> sl: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(1) fn main() {
+  let S = arrayLength(&sl);
+  for (var r = 0u; r < arrayLength(&x); r++) { y[r] = x[r] + (r / S) * 100u + (r % S); } }`
+  const graph: Graph = {
+    dims: ['b', 's'],
+    kernels: { lay: { source } },
+    tensors: [
+      { id: 'x', shape: ['b * s'], dtype: 'u32', kind: 'input' },
+      { id: 'sl', shape: ['s'], dtype: 'u32', kind: 'input' },
+      { id: 'y', shape: ['b * s'], dtype: 'u32', kind: 'output' },
+    ],
+    ops: [{ kernel: 'lay', inputs: ['x', 'sl'], outputs: ['y'], dispatch: [1] }],
+  }
+  t.throws(() => gpu.compileShapes(graph, { buckets: { s: [4] } }), {
+    code: 'INVALID_ARGUMENT',
+    message: /tensors 'x'\.shape\[0\].*'s' is not the first factor of its extent/,
+  })
+  const inputs = { x: new Uint32Array(6), sl: new Uint32Array(2) }
+  const want = [0, 1, 100, 101, 200, 201]
+  const byB = gpu.compileShapes(graph, { buckets: { b: [4] } })
+  t.deepEqual(Array.from((await byB.run({ b: 3, s: 2 }, inputs)).outputs.y), want)
+  byB.release()
+})

@@ -80,8 +80,9 @@ export interface CompileShapesOptions extends Omit<CompileOptions, 'plan' | 'sam
   name?: string
   /**
    * Per dimension, sizes to round up to (`{ batch: [1, 2, 4, 8, 16] }`); other dimensions compile per exact value.
-   * A bucket may be on any dimension of a tensor with a `shape`, but only on the first factor of a
-   * byte-size input or output (`'batch * 1024'`); anything else is `INVALID_ARGUMENT` here.
+   * A bucket may be on the first factor of a byte-size input or output (`'batch * 1024'`) or of a
+   * shape extent (`shape: ['b', 's * 4']`, or a one-dimension extent such as `'s + 1'`); anything
+   * else is `INVALID_ARGUMENT` here.
    */
   buckets?: Record<string, number[]>
   /** Executors kept; the least recently used is released first (default 8). */

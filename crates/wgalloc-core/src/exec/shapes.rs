@@ -146,8 +146,12 @@ impl SymbolicGraph {
     /// and the dimension: silently padding it at the end gave wrong answers (a row sum over
     /// `b * s * 4` bytes at b=2, s=3 in bucket s=4 read [16, 50] instead of [6, 60]). A shape
     /// extent naming two bucketed dimensions (`"b * s"`) has no rows either, and is refused the
-    /// same way. External tensors are not placed (they are bound whole, in the bucket's shape)
-    /// and intermediates stay inside the executor, so neither is checked.
+    /// same way. A shape extent is one dimension of the placement, padded at its end, so the
+    /// same rule holds inside it: an extent `"b * s"` with `s` bucketed pads after `b * s` asked
+    /// elements instead of after each `b`'s `s` (it gave [0, 1, 2, 3, 100, 101] for
+    /// [0, 1, 100, 101, 200, 201]), and is refused; `"s * 4"` or `"b * s"` with `b` bucketed is
+    /// placed right. External tensors are not placed (they are bound whole, in the bucket's
+    /// shape) and intermediates stay inside the executor, so neither is checked.
     fn check_placeable(&self, bucketed: &[&String]) -> Result<()> {
         let is_bucketed = |n: &String| bucketed.contains(&n);
         for t in &self.doc.tensors {
@@ -157,40 +161,31 @@ impl SymbolicGraph {
                 _ => continue,
             };
             if let Some(entries) = &t.shape {
-                for x in entries.iter().filter_map(expr) {
-                    let names = names(x);
-                    let hit: Vec<&String> = names.iter().filter(|n| is_bucketed(n)).collect();
-                    if hit.len() > 1 {
-                        return Err(Error::invalid(
-                            format!("tensors '{id}'.shape"),
-                            "at most one bucketed dimension per extent",
-                            crate::error::quoted(x),
-                        )
-                        .with_hint(format!(
-                            "{kind} '{id}': shape extent \"{x}\" names bucketed dimensions '{}' and '{}', so its \
-                             rows cannot be placed in the bucket's shape; give each its own extent",
-                            hit[0], hit[1]
-                        )));
+                for (k, x) in entries.iter().enumerate().filter_map(|(k, e)| Some((k, expr(e)?))) {
+                    // An extent of one dimension (`"s"`, `"s + 1"`) is padded at its end as it should be.
+                    let mut dims = names(x);
+                    dims.sort();
+                    dims.dedup();
+                    if dims.len() == 1 && factors(x).is_none_or(|f| f.len() == 1) {
+                        continue;
                     }
+                    let Err(why) = padded_at_end(x, &is_bucketed, "extent") else { continue };
+                    return Err(Error::invalid(
+                        format!("tensors '{id}'.shape[{k}]"),
+                        "an extent whose first factor is its only bucketed dimension",
+                        crate::error::quoted(x),
+                    )
+                    .with_hint(format!(
+                        "{kind} '{id}': shape extent \"{x}\" depends on a bucketed dimension, but {why}: an extent \
+                         is padded at its end, which places its rows right only for a bucket on its outermost factor; \
+                         give each dimension its own extent (\"shape\": [\"b\", \"s\", ...])"
+                    )));
                 }
                 continue;
             }
             let Some(expr) = t.size.as_ref().and_then(expr) else { continue };
             let Some(d) = names(expr).into_iter().find(|n| is_bucketed(n)) else { continue };
-            let factors = factors(expr);
-            let first_alone = |f: &Vec<String>| f.len() == 1 && is_bucketed(&f[0]);
-            let placeable = factors
-                .as_ref()
-                .is_some_and(|f| first_alone(&f[0]) && f[1..].iter().flatten().all(|n| !is_bucketed(n)));
-            if !placeable {
-                let why = match &factors {
-                    None => "its size is not a product".to_string(),
-                    Some(f) if first_alone(&f[0]) => format!(
-                        "'{}' is bucketed too",
-                        f[1..].iter().flatten().find(|n| is_bucketed(n)).map_or("?", String::as_str)
-                    ),
-                    Some(_) => format!("'{d}' is not the first factor of its size"),
-                };
+            if let Err(why) = padded_at_end(expr, &is_bucketed, "size") {
                 return Err(Error::invalid(
                     format!("tensors '{id}'.size"),
                     "a shape and dtype, or a size whose first factor is the bucketed dimension",
@@ -353,6 +348,23 @@ fn names(expr: &str) -> Vec<String> {
     tokenize(expr).unwrap_or_default().into_iter().filter(|t| is_name(t)).collect()
 }
 
+/// Whether `expr` (a size or a shape extent, `what`) is placed right when padded at its end: no
+/// bucketed dimension in it, or its first factor is one bucketed dimension named alone and no
+/// other factor names one (Note [Buckets on inner dimensions]); else why not.
+fn padded_at_end(expr: &str, is_bucketed: &impl Fn(&String) -> bool, what: &str) -> std::result::Result<(), String> {
+    let Some(d) = names(expr).into_iter().find(|n| is_bucketed(n)) else { return Ok(()) };
+    let factors = factors(expr);
+    let first_alone = |f: &Vec<String>| f.len() == 1 && is_bucketed(&f[0]);
+    match &factors {
+        None => Err(format!("its {what} is not a product")),
+        Some(f) if first_alone(&f[0]) => match f[1..].iter().flatten().find(|n| is_bucketed(n)) {
+            Some(other) => Err(format!("'{other}' is bucketed too")),
+            None => Ok(()),
+        },
+        Some(_) => Err(format!("'{d}' is not the first factor of its {what}")),
+    }
+}
+
 /// The tokens of each top-level factor of `expr` when it is a product (`"b * (s + 1) * 4"`:
 /// `[[b], [(, s, +, 1, )], [4]]`), outermost first; `None` when a `+`, `-` or `/` joins its
 /// top level.
@@ -373,7 +385,34 @@ fn factors(expr: &str) -> Option<Vec<Vec<String>>> {
         }
         out.last_mut().expect("one factor at least").push(t);
     }
-    Some(out)
+    // A parenthesized product is its factors (`"(b * s) * 16"` is `b`, `s`, `16`).
+    let mut flat = Vec::with_capacity(out.len());
+    for f in out {
+        let wrapped = f.len() > 2 && f[0] == "(" && f[f.len() - 1] == ")" && encloses(&f);
+        match wrapped.then(|| factors(&f[1..f.len() - 1].join(" "))).flatten() {
+            Some(inner) => flat.extend(inner),
+            None => flat.push(f),
+        }
+    }
+    Some(flat)
+}
+
+/// Whether the parenthesis opening `tokens` closes at its last token (`(a) * (b)` does not).
+fn encloses(tokens: &[String]) -> bool {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate() {
+        match t.as_str() {
+            "(" => depth += 1,
+            ")" => {
+                depth -= 1;
+                if depth == 0 {
+                    return i == tokens.len() - 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn is_name(s: &str) -> bool {
@@ -1131,7 +1170,20 @@ mod tests {
         assert_eq!(placeable(&shaped, &["s"]), Ok(()));
         assert_eq!(placeable(&shaped, &["b", "s"]), Ok(()));
         let joint = graph(r#"{"id": "x", "shape": ["b * s"], "dtype": "f32", "kind": "input"}"#);
-        assert!(placeable(&joint, &["b", "s"]).unwrap_err().contains("names bucketed dimensions 'b' and 's'"));
+        assert!(placeable(&joint, &["b", "s"]).unwrap_err().contains("'s' is bucketed too"));
+        // Inside an extent the rule of byte sizes holds: padded at its end, "b * s" is right for a
+        // bucket on b only. One dimension, however written, is padded right.
+        assert_eq!(placeable(&joint, &["b"]), Ok(()));
+        let e = placeable(&joint, &["s"]).unwrap_err();
+        assert!(e.contains("shape[0]") && e.contains("'s' is not the first factor of its extent"), "{e}");
+        let one = graph(r#"{"id": "x", "shape": ["b", "s + 1", "4 * s"], "dtype": "f32", "kind": "input"}"#);
+        assert!(placeable(&one, &["s"]).unwrap_err().contains("shape[2]"));
+        let one = graph(r#"{"id": "x", "shape": ["b", "s + 1", "s * 4"], "dtype": "f32", "kind": "input"}"#);
+        assert_eq!(placeable(&one, &["s"]), Ok(()));
+        // A parenthesized product is its factors.
+        let nested = graph(r#"{"id": "x", "size": "(b * s) * 16", "kind": "input"}"#);
+        assert_eq!(placeable(&nested, &["b"]), Ok(()));
+        assert!(placeable(&nested, &["s"]).is_err());
     }
 
     #[test]
