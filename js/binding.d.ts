@@ -1658,7 +1658,7 @@ export interface WarmStartResult {
 
 /**
  * Writes `text` to `path` whole: the path keeps its old content if the write fails, and a
- * symlink there is replaced, not followed. `what` names the content in the IO_ERROR.
+ * symlink there is replaced, not followed.
  * @internal
  */
-export declare function writeOutputFile(path: string, text: string, what: string): void
+export declare function writeOutputFile(path: string, text: string): void

@@ -272,9 +272,9 @@ export class DeviceBlock {
   }
 }
 
-/** `usage` option to the code `heapMalloc` takes. */
 const MALLOC_OPTIONS = optionKeys<MallocOptions>({ usage: true, shape: true })
 
+/** `usage` option to the code `heapMalloc` takes. */
 export function usageCode(options: unknown): number {
   if (options === undefined || options === null) return 0
   if (typeof options !== 'object') throw invalidArgument(['malloc', 'options'], "an object, e.g. { usage: 'shared' }", shown(options))

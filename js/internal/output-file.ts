@@ -20,7 +20,7 @@ export function writeOutputFile(file: string, text: string, what?: string, toStd
 /** Writes `text` to `file` whole, silently; IO_ERROR naming the file when it cannot. */
 export function writeWhole(file: string, text: string): void {
   try {
-    native.writeOutputFile(file, text, 'the output')
+    native.writeOutputFile(file, text)
   } catch (err) {
     throw toWgallocError(err, true)
   }

@@ -401,10 +401,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
             // between moving and growing) gives way; only the per-request limit holds.
             if !moved_past_budget && pool == PoolKind::DeviceLarge && st.free[DEVICE_ARENA].free_bytes() >= aligned {
                 moved_past_budget = true;
-                let limit = compaction::Limit::for_request(aligned);
-                if compaction::open_range(&arena_view(&st), aligned, self.limits.max_binding, limit)
-                    .is_some_and(|plan| self.apply_moves(&mut st, &plan))
-                {
+                if self.open_range(&mut st, aligned, compaction::Limit::for_request(aligned)) {
                     st.stats.retries += 1;
                     continue;
                 }
@@ -523,9 +520,7 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
         if dedicated || pool::top_up_room(arena, aligned, size).is_none_or(|room| idle > room) {
             return false;
         }
-        let limit = compaction::Limit::for_request(aligned);
-        compaction::open_range(&arena_view(st), aligned, self.limits.max_binding, limit)
-            .is_some_and(|plan| self.apply_moves(st, &plan))
+        self.open_range(st, aligned, compaction::Limit::for_request(aligned))
             && st.free[DEVICE_ARENA].largest() >= aligned
     }
 
@@ -538,9 +533,14 @@ impl<S: SegmentStorage, C: Completion> HeapCore<S, C> {
     /// Moves live device blocks until a free range of `need` bytes exists (see `compaction`).
     /// Returns whether they moved.
     fn compact(&self, st: &mut State<S>, need: u64) -> bool {
-        let view = arena_view(st);
         let limit = self.move_limit(st, need);
-        compaction::open_range(&view, need, self.limits.max_binding, limit)
+        self.open_range(st, need, limit)
+    }
+
+    /// Moves live device blocks, within `limit`, so that a free range of `need` bytes exists
+    /// (`compaction::open_range`). Returns whether they moved.
+    fn open_range(&self, st: &mut State<S>, need: u64, limit: compaction::Limit) -> bool {
+        compaction::open_range(&arena_view(st), need, self.limits.max_binding, limit)
             .is_some_and(|plan| self.apply_moves(st, &plan))
     }
 

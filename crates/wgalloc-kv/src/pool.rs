@@ -106,46 +106,34 @@ impl BlockPool {
     /// Drops one reference; the last one makes the block evictable if cached, free if not
     /// (once no hold is left: Note [Blocks held for recorded work]).
     pub(crate) fn release(&mut self, b: BlockId) {
-        let r = &mut self.refs[b as usize];
-        debug_assert!(*r > 0, "release of an unreferenced block");
-        *r -= 1;
-        if *r == 0 && self.holds[b as usize] == 0 {
-            self.enter_free_sets(b);
-        }
+        debug_assert!(self.refs[b as usize] > 0, "release of an unreferenced block");
+        self.refs[b as usize] -= 1;
+        self.enter_free_sets_if_unused(b);
     }
 
-    /// One more hold on `b` (Note [Blocks held for recorded work]).
+    /// One more hold on `b`, a block some sequence refers to: recorded work names only those
+    /// (Note [Blocks held for recorded work]).
     pub(crate) fn hold(&mut self, b: BlockId) {
-        if self.in_free_sets(b) {
-            // An evictable block named by recorded work (an attention over a prefix hit).
-            self.leave_free_sets(b);
-        }
+        debug_assert!(self.refs[b as usize] > 0, "hold of a block no sequence refers to");
         self.holds[b as usize] += 1;
     }
 
     /// Drops one hold; a block left without references or holds joins the free sets.
     pub(crate) fn unhold(&mut self, b: BlockId) {
-        let h = &mut self.holds[b as usize];
-        debug_assert!(*h > 0, "unhold of a block not held");
-        *h -= 1;
-        if *h == 0 && self.refs[b as usize] == 0 {
-            self.enter_free_sets(b);
-        }
+        debug_assert!(self.holds[b as usize] > 0, "unhold of a block not held");
+        self.holds[b as usize] -= 1;
+        self.enter_free_sets_if_unused(b);
     }
 
     fn in_free_sets(&self, b: BlockId) -> bool {
         self.refs[b as usize] == 0 && self.holds[b as usize] == 0
     }
 
-    fn leave_free_sets(&mut self, b: BlockId) {
-        if self.content[b as usize].is_some() {
-            self.evictable.remove(&self.tick_of[b as usize]);
-        } else if let Some(at) = self.free.iter().position(|&f| f == b) {
-            self.free.remove(at);
+    /// Once nothing refers to or holds `b`: evictable if cached, free if not.
+    fn enter_free_sets_if_unused(&mut self, b: BlockId) {
+        if !self.in_free_sets(b) {
+            return;
         }
-    }
-
-    fn enter_free_sets(&mut self, b: BlockId) {
         if self.content[b as usize].is_some() {
             self.next_tick += 1;
             self.tick_of[b as usize] = self.next_tick;

@@ -73,7 +73,7 @@ struct Inner {
     tables: DeviceBlock,
     swapped: Mutex<HashMap<u64, HostBlock>>,
     /// Rows and blocks held for work recorded on a stream and not yet submitted (Note [Blocks
-    /// held for recorded work] in wgalloc-kv); behind the manager's lock.
+    /// held for recorded work] in wgalloc-kv); locked after the manager, never before it.
     recorded: Mutex<Vec<RecordedUse>>,
     kernels: OnceLock<Kernels>,
     /// The scope charged with the pools and the table ([`KvCache::charge_to`]), returned with
@@ -261,10 +261,10 @@ impl KvCache {
     }
 
     /// Holds `rows` and `blocks`, which work just recorded on `stream` names, until it submits.
-    fn hold(&self, m: &mut KvManager, stream: &Stream, rows: Vec<u32>, mut blocks: Vec<u32>, writes: bool) {
+    fn hold(&self, stream: &Stream, rows: Vec<u32>, mut blocks: Vec<u32>, writes: bool) {
         blocks.sort_unstable();
         blocks.dedup();
-        m.hold(&rows, &blocks);
+        self.manager().hold(&rows, &blocks);
         lock(&self.inner.recorded).push(RecordedUse {
             stream: StreamUse::capture(stream.marks()),
             rows,
@@ -550,10 +550,7 @@ impl KvCache {
         let wg = [groups.min(u64::from(kernels::GRID)) as u32, groups.div_ceil(u64::from(kernels::GRID)) as u32, 1];
         let uniform = words([slots.len() as u32, width, 0, 0]);
         stream.dispatch(kernel, &[k, v, &slot_block, kp, vp], Some(&uniform), wg)?;
-        {
-            let mut m = self.manager();
-            self.hold(&mut m, stream, Vec::new(), slots.iter().map(|s| s / bt).collect(), true);
-        }
+        self.hold(stream, Vec::new(), slots.iter().map(|s| s / bt).collect(), true);
         slot_block.free()?;
         // Written once the last layer is (Note [A block is shared once written] in wgalloc-kv).
         if layer + 1 == o.layers {
@@ -628,10 +625,7 @@ impl KvCache {
         let grid = u64::from(kernels::GRID);
         let wg = [query_heads, n.min(grid) as u32, n.div_ceil(grid) as u32];
         stream.dispatch(kernel, &[q, kp, vp, &self.inner.tables, &row_block, out], Some(&uniform), wg)?;
-        {
-            let mut m = self.manager();
-            self.hold(&mut m, stream, read_rows, read_blocks, false);
-        }
+        self.hold(stream, read_rows, read_blocks, false);
         row_block.free()
     }
 }
